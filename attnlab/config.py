@@ -1,0 +1,178 @@
+"""Model configuration in the paper's names, with presets that mirror its tables.
+
+`base` and `big` are the two models of Table 2; every row of Table 3 is a preset named after its
+row (`A-h1` ... `E-learned`), so an experiment from the paper is one `--preset` away. `parse` is
+§6.3's 4-layer, d_model 1024 parser; `small` is the model the bundled Multi30k translator uses;
+`tiny` exists for tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from attnlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters of the Transformer (§3, Table 3 column names).
+
+    `d_k`/`d_v` default to d_model / n_heads as in §3.2.2; Table 3 row B changes d_k alone,
+    which is why they are separate fields.
+    """
+
+    n_layers: int = 6  # N, both stacks (§3.1)
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8  # h
+    d_k: int | None = None  # None: d_model // n_heads
+    d_v: int | None = None
+    p_drop: float = 0.1  # residual and embedding dropout (§5.4)
+    eps_ls: float = 0.1  # label smoothing (§5.4); a training setting stored with the model
+    positional: str = "sinusoidal"  # or "learned" (Table 3 row E)
+    vocab_size: int = 37000  # one shared source/target BPE vocabulary (§5.1)
+    max_len: int = 1024  # longest sequence the model accepts (learned positions need a bound)
+    norm: str = "post"  # "post" is the paper's LayerNorm(x + Sublayer(x)); "pre" is opt-in
+    pad_id: int = 0
+    bos_id: int = 2
+    eos_id: int = 3
+    # What the paper reports for this configuration (Table 3), for comparison only.
+    paper: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.d_k is None or self.d_v is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
+                    "give d_k and d_v explicitly"
+                )
+            object.__setattr__(self, "d_k", self.d_k or self.d_model // self.n_heads)
+            object.__setattr__(self, "d_v", self.d_v or self.d_model // self.n_heads)
+        for name in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "vocab_size", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("p_drop", "eps_ls"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}")
+        if self.positional not in ("sinusoidal", "learned"):
+            raise ConfigError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.norm not in ("post", "pre"):
+            raise ConfigError(f"norm must be 'post' (the paper's) or 'pre', got {self.norm!r}")
+        specials = {self.pad_id, self.bos_id, self.eos_id}
+        if len(specials) != 3 or max(specials) >= self.vocab_size or min(specials) < 0:
+            raise ConfigError("pad_id, bos_id and eos_id must be distinct ids inside the vocabulary")
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with `changes` applied; d_k/d_v follow d_model/n_heads unless given."""
+        current = self.to_dict()
+        if ("d_model" in changes or "n_heads" in changes) and "d_k" not in changes:
+            current["d_k"] = None
+        if ("d_model" in changes or "n_heads" in changes) and "d_v" not in changes:
+            current["d_v"] = None
+        current.pop("paper")
+        current.update(changes)
+        return ModelConfig.from_dict(current)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+
+def _variant(base: ModelConfig, paper: dict[str, float], **changes: Any) -> ModelConfig:
+    return dataclasses.replace(base.replace(**changes), paper=paper)
+
+
+_BASE = ModelConfig(paper={"params_millions": 65, "ppl_dev": 4.92, "bleu_dev": 25.8, "train_steps": 100_000})
+
+PRESETS: dict[str, ModelConfig] = {
+    "base": _BASE,
+    "big": _variant(
+        _BASE,
+        {"params_millions": 213, "ppl_dev": 4.33, "bleu_dev": 26.4, "train_steps": 300_000},
+        d_model=1024,
+        d_ff=4096,
+        n_heads=16,
+        p_drop=0.3,
+    ),
+    # (A) heads, keeping computation constant: d_k = d_v = d_model / h
+    "A-h1": _variant(_BASE, {"ppl_dev": 5.29, "bleu_dev": 24.9}, n_heads=1),
+    "A-h4": _variant(_BASE, {"ppl_dev": 5.00, "bleu_dev": 25.5}, n_heads=4),
+    "A-h16": _variant(_BASE, {"ppl_dev": 4.91, "bleu_dev": 25.8}, n_heads=16),
+    "A-h32": _variant(_BASE, {"ppl_dev": 5.01, "bleu_dev": 25.4}, n_heads=32),
+    # (B) smaller attention keys; d_v stays 64
+    "B-dk16": _variant(_BASE, {"params_millions": 58, "ppl_dev": 5.16, "bleu_dev": 25.1}, d_k=16, d_v=64),
+    "B-dk32": _variant(_BASE, {"params_millions": 60, "ppl_dev": 5.01, "bleu_dev": 25.4}, d_k=32, d_v=64),
+    # (C) model size
+    "C-N2": _variant(_BASE, {"params_millions": 36, "ppl_dev": 6.11, "bleu_dev": 23.7}, n_layers=2),
+    "C-N4": _variant(_BASE, {"params_millions": 50, "ppl_dev": 5.19, "bleu_dev": 25.3}, n_layers=4),
+    "C-N8": _variant(_BASE, {"params_millions": 80, "ppl_dev": 4.88, "bleu_dev": 25.5}, n_layers=8),
+    "C-d256": _variant(
+        _BASE, {"params_millions": 28, "ppl_dev": 5.75, "bleu_dev": 24.5}, d_model=256, d_k=32, d_v=32
+    ),
+    "C-d1024": _variant(
+        _BASE, {"params_millions": 168, "ppl_dev": 4.66, "bleu_dev": 26.0}, d_model=1024, d_k=128, d_v=128
+    ),
+    "C-ff1024": _variant(_BASE, {"params_millions": 53, "ppl_dev": 5.12, "bleu_dev": 25.4}, d_ff=1024),
+    "C-ff4096": _variant(_BASE, {"params_millions": 90, "ppl_dev": 4.75, "bleu_dev": 26.2}, d_ff=4096),
+    # (D) regularisation
+    "D-drop0": _variant(_BASE, {"ppl_dev": 5.77, "bleu_dev": 24.6}, p_drop=0.0),
+    "D-drop0.2": _variant(_BASE, {"ppl_dev": 4.95, "bleu_dev": 25.5}, p_drop=0.2),
+    "D-ls0": _variant(_BASE, {"ppl_dev": 4.67, "bleu_dev": 25.3}, eps_ls=0.0),
+    "D-ls0.2": _variant(_BASE, {"ppl_dev": 5.47, "bleu_dev": 25.7}, eps_ls=0.2),
+    # (E) learned positional embeddings instead of sinusoids
+    "E-learned": _variant(_BASE, {"ppl_dev": 4.92, "bleu_dev": 25.7}, positional="learned"),
+    # §6.3: "a 4-layer transformer with d_model = 1024", 16K vocabulary for WSJ only
+    "parse": _variant(_BASE, {"f1_wsj23": 91.3}, n_layers=4, d_model=1024, d_ff=4096, n_heads=16, vocab_size=16000),
+    # Not in the paper: sizes that train on a laptop CPU (the bundled models) and in tests.
+    "small": _variant(_BASE, {}, n_layers=3, d_model=256, d_ff=1024, n_heads=4, vocab_size=8000, p_drop=0.3),
+    "tiny": _variant(_BASE, {}, n_layers=2, d_model=64, d_ff=128, n_heads=4, vocab_size=1000, max_len=256),
+}
+
+
+def preset(name: str, **overrides: Any) -> ModelConfig:
+    """The named preset with `overrides` applied (unknown names and keys are one-line errors)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+    config = PRESETS[name]
+    if not overrides:
+        return config
+    return dataclasses.replace(config.replace(**overrides), paper=config.paper)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`["d_model=256", "p_drop=0.3"]` -> typed overrides, typed by the field's default."""
+    types = {f.name: f.type for f in fields(ModelConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.lstrip("-").partition("=")
+        key = key.replace("-", "_")
+        if not sep:
+            raise ConfigError(f"override {item!r} is not KEY=VALUE")
+        if key not in types or key == "paper":
+            raise ConfigError(f"unknown config key {key!r} in override {item!r}")
+        kind = types[key]
+        try:
+            if "int" in str(kind):
+                out[key] = None if raw.lower() == "none" else int(raw)
+            elif "float" in str(kind):
+                out[key] = float(raw)
+            else:
+                out[key] = raw
+        except ValueError:
+            raise ConfigError(f"override {item!r}: {raw!r} is not a valid {kind}") from None
+    return out

@@ -1,0 +1,296 @@
+"""The Transformer of *Attention Is All You Need*, §3, readable top to bottom.
+
+Every attention sub-layer is a named hook point (`encoder.layers.2.self_attn`,
+`decoder.layers.0.cross_attn`, ...). With no hook set it runs PyTorch's fused
+`scaled_dot_product_attention`; with a hook set (see `attnlab.record`) it runs the explicit
+Eq. (1) below and hands the weights to the hook. Masks are boolean and True where attending is
+allowed, everywhere in attnlab.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.config import ModelConfig
+from attnlab.errors import ModelInputError
+
+# hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
+AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, Eq. (1): softmax(QKᵀ/√d_k)·V, returning the weights too.
+
+    q: (..., Lq, d_k), k: (..., Lk, d_k), v: (..., Lk, d_v); `mask` broadcasts to (..., Lq, Lk)
+    and is True where attending is allowed. Masked cells get exactly zero weight; a row with no
+    allowed key (which attnlab never builds) gets all zeros instead of NaN.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.nan_to_num(0.0)
+    return weights @ v, weights
+
+
+def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
+    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * inv_freq)
+    table[:, 1::2] = torch.cos(pos * inv_freq)[:, : d_model // 2]
+    return table.float()
+
+
+@dataclass
+class KVCache:
+    """Incremental-decoding state: per decoder layer, self-attention K/V so far and the
+    encoder-decoder K/V, computed once per source (as fairseq does)."""
+
+    layers: list[dict[str, Tensor]] = field(default_factory=list)
+    length: int = 0  # target positions already processed
+
+    def reorder(self, index: Tensor) -> None:
+        """Follow the beams: row i of the new batch continues row index[i] of the old one."""
+        for entry in self.layers:
+            for name, tensor in entry.items():
+                entry[name] = tensor.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """§3.2.2: h parallel heads of Eq. (1) with separate d_k and d_v, then W^O."""
+
+    def __init__(self, config: ModelConfig, kind: str) -> None:
+        super().__init__()
+        self.kind = kind  # "encoder" | "decoder" | "cross" (§3.2.3)
+        self.name = ""  # set by Transformer to the hook point's dotted name
+        self.n_heads, self.d_k, self.d_v = config.n_heads, config.d_k, config.d_v
+        self.w_q = nn.Linear(config.d_model, config.n_heads * config.d_k)
+        self.w_k = nn.Linear(config.d_model, config.n_heads * config.d_k)
+        self.w_v = nn.Linear(config.d_model, config.n_heads * config.d_v)
+        self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model)
+        self.hook: AttentionHook | None = None  # None: fused kernel, nothing recorded
+
+    def _split(self, x: Tensor, d: int) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, d).transpose(1, 2)  # (B, h, L, d)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        cache: dict[str, Tensor] | None = None,
+    ) -> Tensor:
+        """x: (B, Lq, d_model) queries; keys/values come from `memory` (cross) or x (self)."""
+        q = self._split(self.w_q(x), self.d_k)
+        if memory is not None and cache is not None and "k" in cache:
+            k, v = cache["k"], cache["v"]  # encoder-decoder K/V: once per source
+        else:
+            source = x if memory is None else memory
+            k, v = self._split(self.w_k(source), self.d_k), self._split(self.w_v(source), self.d_v)
+            if cache is not None and memory is None and "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        if cache is not None:
+            cache["k"], cache["v"] = k, v
+        if self.hook is None:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            out, weights = attention(q, k, v, mask)
+            self.hook(self, weights, mask, v)
+        batch, _, length, _ = out.shape
+        return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))
+
+
+class FeedForward(nn.Module):
+    """§3.3: FFN(x) = max(0, xW1 + b1)W2 + b2."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(config.d_model, config.d_ff)
+        self.w_2 = nn.Linear(config.d_ff, config.d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(F.relu(self.w_1(x)))
+
+
+class Residual(nn.Module):
+    """§3.1 and §5.4: LayerNorm(x + Dropout(Sublayer(x))); `norm="pre"` is the opt-in
+    x + Dropout(Sublayer(LayerNorm(x))) that later work prefers (not the paper's)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.p_drop)
+        self.pre = config.norm == "pre"
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config, "encoder")
+        self.ffn = FeedForward(config)
+        self.res_attn, self.res_ffn = Residual(config), Residual(config)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
+        x = self.res_attn(x, lambda y: self.self_attn(y, mask=src_mask))
+        return self.res_ffn(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config, "decoder")
+        self.cross_attn = MultiHeadAttention(config, "cross")
+        self.ffn = FeedForward(config)
+        self.res_self, self.res_cross, self.res_ffn = Residual(config), Residual(config), Residual(config)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None,
+        src_mask: Tensor | None,
+        cache: dict[str, dict[str, Tensor]] | None = None,
+    ) -> Tensor:
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        cross_cache = None if cache is None else cache.setdefault("cross", {})
+        x = self.res_self(x, lambda y: self.self_attn(y, mask=tgt_mask, cache=self_cache))
+        x = self.res_cross(x, lambda y: self.cross_attn(y, memory, mask=src_mask, cache=cross_cache))
+        return self.res_ffn(x, self.ffn)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder with one shared embedding matrix for source, target and the pre-softmax
+    projection (§3.4), embeddings scaled by √d_model, positions added (§3.5), then dropout."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        if config.positional == "learned":
+            self.positions = nn.Embedding(config.max_len, config.d_model)
+        else:
+            self.register_buffer("pe", sinusoidal_positions(config.max_len, config.d_model), persistent=False)
+        self.dropout = nn.Dropout(config.p_drop)
+        self.encoder = nn.ModuleDict({"layers": nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))})
+        self.decoder = nn.ModuleDict({"layers": nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))})
+        # Pre-norm stacks need a final LayerNorm; the paper's post-norm stacks already end in one.
+        self.final_norms = nn.ModuleList(nn.LayerNorm(config.d_model) for _ in range(2 if config.norm == "pre" else 0))
+        self.reset_parameters()
+        for name, module in self.named_modules():
+            if isinstance(module, MultiHeadAttention):
+                module.name = name
+
+    def reset_parameters(self) -> None:
+        """Embeddings ~ N(0, d_model^-1/2) so that after ×√d_model they have unit scale (the
+        tensor2tensor convention); Xavier-uniform projections."""
+        nn.init.normal_(self.embed.weight, 0.0, self.config.d_model**-0.5)
+        with torch.no_grad():
+            self.embed.weight[self.config.pad_id].zero_()
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    # -- hook points ---------------------------------------------------------------------
+    def attention_modules(self) -> list[MultiHeadAttention]:
+        """Every hook point, in order: encoder self, then per decoder layer self and cross."""
+        return [m for m in self.modules() if isinstance(m, MultiHeadAttention)]
+
+    # -- input checks (clear errors instead of an IndexError deep in torch) --------------
+    def check_ids(self, ids: Tensor, what: str) -> None:
+        if ids.dim() != 2:
+            raise ModelInputError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise ModelInputError(f"{what} must hold integer token ids, got {ids.dtype}")
+        if ids.size(1) == 0:
+            raise ModelInputError(f"{what} is empty (length 0)")
+        if ids.size(1) > self.config.max_len:
+            raise ModelInputError(f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}")
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= self.config.vocab_size:
+            bad = low if low < 0 else high
+            raise ModelInputError(f"{what} holds token id {bad}, outside the vocabulary [0, {self.config.vocab_size})")
+
+    # -- §3.4, §3.5 ------------------------------------------------------------------------
+    def embed_tokens(self, ids: Tensor, start: int = 0) -> Tensor:
+        x = self.embed(ids) * math.sqrt(self.config.d_model)  # (B, L, d_model)
+        positions = torch.arange(start, start + ids.size(1), device=ids.device)
+        pos = self.positions(positions) if self.config.positional == "learned" else self.pe[positions]
+        return self.dropout(x + pos)
+
+    def src_mask(self, src: Tensor) -> Tensor | None:
+        """(B, 1, 1, Ls) key-padding mask, or None when there is no padding (fast path)."""
+        keep = src.ne(self.config.pad_id)
+        return None if bool(keep.all()) else keep[:, None, None, :]
+
+    @staticmethod
+    def causal_mask(length: int, device: torch.device | str = "cpu") -> Tensor:
+        """(1, 1, L, L): position i may attend to positions ≤ i (§3.2.3)."""
+        return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """src: (B, Ls) ids -> memory (B, Ls, d_model)."""
+        self.check_ids(src, "source")
+        mask = self.src_mask(src) if src_mask is None else src_mask
+        x = self.embed_tokens(src)
+        for layer in self.encoder["layers"]:
+            x = layer(x, mask)
+        return self.final_norms[0](x) if self.final_norms else x
+
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None
+    ) -> Tensor:
+        """tgt: (B, Lt) decoder inputs (BOS first) -> hidden states (B, Lt, d_model).
+
+        With a cache, `tgt` holds only the new positions and earlier ones are not recomputed.
+        """
+        self.check_ids(tgt, "target")
+        start = 0 if cache is None else cache.length
+        if start + tgt.size(1) > self.config.max_len:
+            raise ModelInputError(f"target would exceed the model's max_len={self.config.max_len}")
+        x = self.embed_tokens(tgt, start)
+        # With one new position per step, every cached key is visible: no mask needed.
+        tgt_mask = self.causal_mask(tgt.size(1), tgt.device) if tgt.size(1) > 1 else None
+        if cache is not None:
+            if start and tgt.size(1) > 1:
+                raise ModelInputError("incremental decoding feeds one position at a time")
+            if not cache.layers:
+                cache.layers = [{} for _ in self.decoder["layers"]]
+        for i, layer in enumerate(self.decoder["layers"]):
+            x = layer(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])
+        if cache is not None:
+            cache.length += tgt.size(1)
+        return self.final_norms[1](x) if self.final_norms else x
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Pre-softmax projection with the shared embedding matrix (§3.4)."""
+        return F.linear(hidden, self.embed.weight)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Teacher-forced pass: src (B, Ls), tgt (B, Lt) decoder inputs -> logits (B, Lt, V)."""
+        if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
+            raise ModelInputError(f"source batch {src.size(0)} and target batch {tgt.size(0)} differ")
+        self.check_ids(src, "source")
+        mask = self.src_mask(src)
+        memory = self.encode(src, mask)
+        return self.logits(self.decode(tgt, memory, mask))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, each shared tensor once (the tied embedding counts once)."""
+    return sum(p.numel() for p in model.parameters())
