@@ -1,0 +1,207 @@
+"""Recording attention: one context manager over the model's named hook points.
+
+    with record(model) as rec:
+        model(src, tgt)
+    traces = rec.traces(src, tgt, src_tokens, tgt_tokens)
+
+Inside the block the selected `MultiHeadAttention` modules run the explicit Eq. (1) and hand
+their weights here; outside it their `hook` is None again (also after an exception) and they
+run the fused kernel. Weights are detached and kept on the CPU in float32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnlab.errors import AttnlabError
+from attnlab.model import MultiHeadAttention, Transformer
+from attnlab.trace import KINDS, AttentionTrace
+
+_NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)$")
+
+
+def hook_point(module: MultiHeadAttention) -> tuple[str, int]:
+    """(kind, layer) of a hook point from its dotted name."""
+    match = _NAME.match(module.name)
+    if match is None:
+        raise AttnlabError(f"{module.name!r} is not an attnlab hook point")
+    return module.kind, int(match.group(2))
+
+
+@dataclass
+class _Capture:
+    """Everything one hook point saw, one entry per call (one call per decoding step)."""
+
+    weights: list[Tensor] = field(default_factory=list)  # (B, h, Lq, Lk) each
+    masks: list[Tensor | None] = field(default_factory=list)
+    values: list[Tensor] = field(default_factory=list)
+
+
+class Recording:
+    """Collects weights from the hook points; turns them into per-sentence `AttentionTrace`s."""
+
+    def __init__(self, n_layers: int, heads: Sequence[int] | None, keep_values: bool) -> None:
+        self.n_layers = n_layers
+        self.heads = None if heads is None else list(heads)
+        self.keep_values = keep_values
+        self.captures: dict[tuple[str, int], _Capture] = {}
+
+    def hook(self, module: MultiHeadAttention, weights: Tensor, mask: Tensor | None, values: Tensor) -> None:
+        capture = self.captures.setdefault(hook_point(module), _Capture())
+        if self.heads is not None:
+            weights = weights[:, self.heads]
+        capture.weights.append(weights.detach().float().cpu())
+        capture.masks.append(None if mask is None else mask.detach().cpu())
+        if self.keep_values:
+            capture.values.append(values.detach().float().cpu())
+
+    def weights(self, kind: str, layer: int) -> Tensor:
+        """(B, h, Lq, Lk) for one hook point; incremental calls are stacked along Lq (keys
+        that did not exist yet at an earlier step are exactly zero, as the causal mask says)."""
+        if kind not in KINDS:
+            raise AttnlabError(f"kind must be one of {KINDS}, got {kind!r}")
+        layer = layer + self.n_layers if layer < 0 else layer
+        if (kind, layer) not in self.captures:
+            raise AttnlabError(f"nothing was recorded for {kind} layer {layer}")
+        parts = self.captures[(kind, layer)].weights
+        width = max(part.size(-1) for part in parts)
+        padded = [torch.nn.functional.pad(part, (0, width - part.size(-1))) for part in parts]
+        return torch.cat(padded, dim=2)
+
+    def values(self, kind: str, layer: int) -> list[Tensor]:
+        return self.captures[(kind, layer % self.n_layers)].values
+
+    def traces(
+        self,
+        src: Tensor,
+        tgt: Tensor | None,
+        src_tokens: Sequence[Sequence[str]],
+        tgt_tokens: Sequence[Sequence[str]] | None = None,
+        model_info: dict | None = None,
+        pad_id: int = 0,
+    ) -> list[AttentionTrace]:
+        """One trace per sentence, padding cut away.
+
+        src: (B, Ls) the encoder input ids; tgt: (B, Lt) decoder inputs (BOS first) or None for an
+        encoder-only recording. `tgt_tokens[b]` are the pieces the decoder *produced* at each
+        position (y_1 ... </s>), which label the decoder and cross rows.
+        """
+        traces = []
+        src_lens = src.ne(pad_id).sum(1).tolist()
+        tgt_lens = [0] * src.size(0) if tgt is None else tgt.ne(pad_id).sum(1).tolist()
+        full = {key: self.weights(*key) for key in self.captures}
+        for b in range(src.size(0)):
+            ls, lt = src_lens[b], tgt_lens[b]
+            maps: dict[str, list[np.ndarray]] = {}
+            masks: dict[str, np.ndarray] = {}
+            for kind in KINDS:
+                layers = sorted(layer for k, layer in full if k == kind)
+                if not layers:
+                    continue
+                q_len, k_len = {"encoder": (ls, ls), "decoder": (lt, lt), "cross": (lt, ls)}[kind]
+                maps[kind] = [full[(kind, layer)][b, :, :q_len, :k_len].numpy().copy() for layer in layers]
+                masks[kind] = self._mask(kind, b, q_len, k_len)
+            traces.append(
+                AttentionTrace(
+                    src_tokens=list(src_tokens[b]),
+                    tgt_tokens=list(tgt_tokens[b]) if tgt_tokens is not None else [],
+                    maps=maps,
+                    masks=masks,
+                    layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
+                    heads=self.heads,
+                    model=dict(model_info or {}),
+                )
+            )
+        return traces
+
+    def _mask(self, kind: str, b: int, q_len: int, k_len: int) -> np.ndarray:
+        """The mask the layer applied, cut to the sentence: causal for decoder self-attention
+        (also when decoding fed one position at a time and no mask tensor was needed)."""
+        if kind == "decoder":
+            return np.tril(np.ones((q_len, k_len), dtype=bool))
+        first = next(iter(c for (k, _), c in self.captures.items() if k == kind))
+        mask = first.masks[0]
+        if mask is None:
+            return np.ones((q_len, k_len), dtype=bool)
+        row = mask[b if mask.size(0) > 1 else 0].reshape(-1, mask.size(-1))[-1, :k_len].numpy()
+        return np.broadcast_to(row, (q_len, k_len)).copy()
+
+
+def _selected(
+    model: Transformer, kinds: Iterable[str] | None, layers: Iterable[int] | None
+) -> list[MultiHeadAttention]:
+    kinds = set(KINDS if kinds is None else kinds)
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise AttnlabError(f"unknown attention kind(s) {sorted(unknown)}; choose from {KINDS}")
+    n = model.config.n_layers
+    wanted = None if layers is None else {layer % n for layer in layers}
+    chosen = []
+    for module in model.attention_modules():
+        kind, layer = hook_point(module)
+        if kind in kinds and (wanted is None or layer in wanted):
+            chosen.append(module)
+    return chosen
+
+
+@contextmanager
+def record(
+    model: Transformer,
+    kinds: Iterable[str] | None = None,
+    layers: Iterable[int] | None = None,
+    heads: Sequence[int] | None = None,
+    keep_values: bool = False,
+) -> Iterator[Recording]:
+    """Record attention weights of the selected hook points while the block runs.
+
+    kinds: subset of ("encoder", "decoder", "cross"); layers: indices (negative from the top);
+    heads: head indices to keep. The hooks are always removed on exit, exceptions included.
+    """
+    modules = _selected(model, kinds, layers)
+    if heads is not None and any(not -model.config.n_heads <= h < model.config.n_heads for h in heads):
+        raise AttnlabError(f"head indices must lie in [0, {model.config.n_heads})")
+    busy = [m.name for m in modules if m.hook is not None]
+    if busy:
+        raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")
+    recording = Recording(model.config.n_layers, heads, keep_values)
+    try:
+        for module in modules:
+            module.hook = recording.hook
+        yield recording
+    finally:
+        for module in modules:
+            module.hook = None
+
+
+def weights_hash(model: torch.nn.Module) -> str:
+    """sha256 over the parameters (names, shapes, bytes): the identity a trace carries.
+
+    Cached on the model and recomputed only when a parameter was modified in place since.
+    """
+    version = sum(p._version for p in model.parameters())
+    cached = getattr(model, "_attnlab_hash", None)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    value = digest.hexdigest()[:16]
+    model._attnlab_hash = (version, value)
+    return value
+
+
+def model_info(model: Transformer, checkpoint: str | None = None) -> dict:
+    """What a trace says about the model that produced it."""
+    config = model.config.to_dict()
+    config.pop("paper", None)
+    return {"config": config, "weights_sha256": weights_hash(model), "checkpoint": checkpoint}

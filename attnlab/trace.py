@@ -1,0 +1,178 @@
+"""`AttentionTrace`: the one contract between the model, the CLI, the widgets and the app.
+
+A trace holds, for one sentence pair, the attention weights of every recorded head per kind
+(§3.2.3: "encoder" self-attention, masked "decoder" self-attention, encoder-decoder "cross")
+and layer, as (heads, q_len, k_len) float32 arrays, with the token pieces, the masks that were
+applied and the identity of the model. It saves to a single safetensors file (arrays) whose
+metadata holds the rest as JSON: lossless, versioned, and loading never executes code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.errors import AttnlabError, CheckpointError
+
+KINDS = ("encoder", "decoder", "cross")
+FORMAT = "attnlab-trace"
+VERSION = 1
+BOS, EOS = "<s>", "</s>"
+
+
+@dataclass
+class AttentionTrace:
+    """Attention of one sentence pair.
+
+    Rows of "decoder" and "cross" maps are target positions labelled by the piece produced
+    there (`tgt_tokens`, ending in </s>); "decoder" keys are the decoder's inputs
+    (`tgt_input_tokens`: <s> then the produced pieces shifted right).
+    """
+
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    maps: dict[str, list[np.ndarray]]  # kind -> per recorded layer (heads, q_len, k_len)
+    masks: dict[str, np.ndarray] = field(default_factory=dict)  # kind -> (q_len, k_len) bool, True = allowed
+    layers: dict[str, list[int]] = field(default_factory=dict)  # kind -> model layer index of each map
+    heads: list[int] | None = None  # model head index of each map row; None = all heads
+    model: dict[str, Any] = field(default_factory=dict)  # config, weights_sha256, checkpoint
+    meta: dict[str, Any] = field(default_factory=dict)  # free: text, score, task, step, ...
+
+    def __post_init__(self) -> None:
+        for kind, maps in self.maps.items():
+            if kind not in KINDS:
+                raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
+            self.layers.setdefault(kind, list(range(len(maps))))
+
+    # -- reading ------------------------------------------------------------------------------
+    @property
+    def kinds(self) -> list[str]:
+        return [kind for kind in KINDS if kind in self.maps]
+
+    @property
+    def tgt_input_tokens(self) -> list[str]:
+        return [BOS, *self.tgt_tokens[:-1]] if self.tgt_tokens else []
+
+    def n_layers(self, kind: str = "encoder") -> int:
+        return len(self._maps(kind))
+
+    @property
+    def n_heads(self) -> int:
+        first = next(iter(self.maps.values()))
+        return first[0].shape[0]
+
+    def attention(self, kind: str, layer: int) -> np.ndarray:
+        """(heads, q_len, k_len) weights of `kind` at model layer `layer` (negative: from the top)."""
+        maps = self._maps(kind)
+        layers = self.layers[kind]
+        n_model_layers = int(self.model.get("config", {}).get("n_layers", max(layers) + 1))
+        index = layer + n_model_layers if layer < 0 else layer
+        if index not in layers:
+            raise AttnlabError(f"layer {layer} of {kind} attention was not recorded (recorded: {layers})")
+        return maps[layers.index(index)]
+
+    def mask(self, kind: str) -> np.ndarray:
+        """(q_len, k_len) bool, True where attending was allowed."""
+        self._maps(kind)
+        if kind in self.masks:
+            return self.masks[kind]
+        q, k = self._maps(kind)[0].shape[1:]
+        return np.tril(np.ones((q, k), bool)) if kind == "decoder" else np.ones((q, k), bool)
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of `kind`'s maps."""
+        return {
+            "encoder": (self.src_tokens, self.src_tokens),
+            "decoder": (self.tgt_tokens, self.tgt_input_tokens),
+            "cross": (self.tgt_tokens, self.src_tokens),
+        }[self._check_kind(kind)]
+
+    def _check_kind(self, kind: str) -> str:
+        if kind not in KINDS:
+            raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
+        return kind
+
+    def _maps(self, kind: str) -> list[np.ndarray]:
+        if self._check_kind(kind) not in self.maps:
+            raise AttnlabError(f"this trace has no {kind} attention (it has: {', '.join(self.kinds) or 'none'})")
+        return self.maps[kind]
+
+    # -- files ----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temp file + rename) as safetensors + JSON metadata."""
+        from safetensors.numpy import save
+
+        tensors = {f"{kind}.{i}": np.ascontiguousarray(m, dtype=np.float32) for kind in self.maps for i, m in enumerate(self.maps[kind])}
+        tensors.update({f"mask.{kind}": np.ascontiguousarray(m).astype(np.uint8) for kind, m in self.masks.items()})
+        info = {
+            "src_tokens": self.src_tokens,
+            "tgt_tokens": self.tgt_tokens,
+            "layers": self.layers,
+            "heads": self.heads,
+            "model": self.model,
+            "meta": self.meta,
+        }
+        data = save(tensors, metadata={"format": FORMAT, "version": str(VERSION), "info": json.dumps(info)})
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> AttentionTrace:
+        """Read a trace file; anything else (damaged, foreign, another version) is a one-line error."""
+        from safetensors.numpy import load
+
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"{path}: no such trace file")
+        raw = path.read_bytes()
+        try:
+            tensors = load(raw)
+            header_len = int.from_bytes(raw[:8], "little")
+            metadata = json.loads(raw[8 : 8 + header_len]).get("__metadata__", {})
+        except Exception as error:  # safetensors raises several types for damaged files
+            raise CheckpointError(f"{path}: not a readable trace file ({type(error).__name__})") from None
+        if metadata.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: not an attnlab trace (format {metadata.get('format')!r})")
+        if metadata.get("version") != str(VERSION):
+            raise CheckpointError(
+                f"{path}: trace format version {metadata.get('version')} is not supported (this attnlab reads {VERSION})"
+            )
+        try:
+            info = json.loads(metadata["info"])
+            maps: dict[str, list[np.ndarray]] = {}
+            for kind in KINDS:
+                count = sum(1 for name in tensors if name.startswith(kind + "."))
+                if count:
+                    maps[kind] = [tensors[f"{kind}.{i}"] for i in range(count)]
+            masks = {name[5:]: tensors[name].astype(bool) for name in tensors if name.startswith("mask.")}
+            return cls(
+                src_tokens=info["src_tokens"],
+                tgt_tokens=info["tgt_tokens"],
+                maps=maps,
+                masks=masks,
+                layers={k: list(v) for k, v in info["layers"].items()},
+                heads=info["heads"],
+                model=info["model"],
+                meta=info["meta"],
+            )
+        except (KeyError, ValueError, TypeError) as error:
+            raise CheckpointError(f"{path}: damaged trace metadata ({error})") from None
+
+    def __repr__(self) -> str:
+        shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
+        return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"

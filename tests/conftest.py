@@ -1,0 +1,38 @@
+"""Shared fixtures: the repo's paths, the shared corpora, and small deterministic models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def shared_data() -> Path | None:
+    for candidate in (os.environ.get("ATTNLAB_DATA"), ROOT.parent / "shared" / "data"):
+        if candidate and Path(candidate, "multi30k").is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = shared_data()
+    if path is None:
+        pytest.skip("the shared corpora (../shared/data or $ATTNLAB_DATA) are not on this machine")
+    return path
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(autouse=True)
+def _deterministic() -> None:
+    torch.manual_seed(0)

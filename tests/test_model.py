@@ -1,0 +1,170 @@
+"""The model of §3: presets, parameter counts (Table 3), masks, tying, and that it learns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab import attention, preset
+from attnlab.config import PRESETS, ModelConfig, parse_overrides
+from attnlab.errors import ConfigError, ModelInputError
+from attnlab.model import Transformer, count_parameters, sinusoidal_positions
+
+FIT_VOCAB = 40_000  # the one shared vocabulary size at which Table 3's params column fits best
+
+
+@pytest.mark.parametrize("name", [n for n, c in PRESETS.items() if "params_millions" in c.paper])
+def test_table3_params_column(name: str) -> None:
+    config = preset(name, vocab_size=FIT_VOCAB)
+    with torch.device("meta"):
+        count = count_parameters(Transformer(config))
+    paper = config.paper["params_millions"] * 1e6
+    assert abs(count - paper) / paper < 0.03, f"{name}: {count / 1e6:.1f}M vs paper {paper / 1e6:.0f}M"
+
+
+def test_presets_mirror_table3() -> None:
+    assert preset("base").d_k == 64 and preset("base").d_v == 64
+    for heads, dk in ((1, 512), (4, 128), (16, 32), (32, 16)):
+        c = preset(f"A-h{heads}")
+        assert (c.n_heads, c.d_k, c.d_v) == (heads, dk, dk)
+    assert (preset("B-dk16").d_k, preset("B-dk16").d_v) == (16, 64)
+    assert preset("big").p_drop == 0.3 and preset("big").d_k == 64
+    assert preset("E-learned").positional == "learned"
+    assert (preset("parse").n_layers, preset("parse").d_model) == (4, 1024)
+    assert preset("D-ls0").eps_ls == 0.0 and preset("D-drop0.2").p_drop == 0.2
+
+
+def test_config_errors_are_one_line() -> None:
+    with pytest.raises(ConfigError, match="does not divide"):
+        ModelConfig(d_model=512, n_heads=7)
+    with pytest.raises(ConfigError, match="unknown config key"):
+        ModelConfig.from_dict({"d_modle": 3})
+    with pytest.raises(ConfigError, match="unknown preset"):
+        preset("huge")
+    with pytest.raises(ConfigError, match="p_drop"):
+        preset("base", p_drop=1.5)
+    assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
+    assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
+    with pytest.raises(ConfigError):
+        parse_overrides(["n_layers=two"])
+    for message in ("x",):
+        assert "\n" not in message
+
+
+def test_positional_encoding_formula() -> None:
+    d = 512
+    pe = sinusoidal_positions(200, d)
+    for pos in (0, 1, 17, 199):
+        for i in (0, 1, 100, 255):
+            angle = pos / 10000 ** (2 * i / d)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def _tiny(**kw) -> Transformer:
+    model = Transformer(preset("tiny", **kw))
+    return model.eval()
+
+
+def test_output_projection_shares_embedding_storage() -> None:
+    model = _tiny()
+    hidden = torch.randn(1, 3, model.config.d_model)
+    assert torch.equal(model.logits(hidden), hidden @ model.embed.weight.T)
+    names = [n for n, _ in model.named_parameters()]
+    assert sum("embed" in n for n in names) == 1  # one matrix for source, target and softmax
+
+
+def test_embeddings_scaled_by_sqrt_d_model() -> None:
+    model = _tiny(p_drop=0.0)
+    ids = torch.tensor([[5, 6, 7]])
+    expected = model.embed.weight[ids] * math.sqrt(model.config.d_model) + model.pe[:3]
+    assert torch.allclose(model.embed_tokens(ids), expected)
+
+
+def test_future_target_tokens_never_change_earlier_outputs() -> None:
+    model = _tiny()
+    src = torch.randint(4, 1000, (2, 7))
+    tgt = torch.randint(4, 1000, (2, 9))
+    changed = tgt.clone()
+    changed[:, 5:] = torch.randint(4, 1000, (2, 4))
+    a, b = model(src, tgt), model(src, changed)
+    assert torch.allclose(a[:, :5], b[:, :5], atol=1e-6)
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_padding_never_changes_real_outputs() -> None:
+    model = _tiny()
+    src = torch.randint(4, 1000, (1, 6))
+    tgt = torch.randint(4, 1000, (1, 5))
+    padded_src = torch.cat([src, torch.zeros(1, 4, dtype=torch.long)], 1)
+    padded_tgt = torch.cat([tgt, torch.zeros(1, 3, dtype=torch.long)], 1)
+    assert torch.allclose(model(src, tgt), model(padded_src, padded_tgt)[:, :5], atol=1e-5)
+    # and inside a batch with a longer neighbour
+    other = torch.randint(4, 1000, (1, 10))
+    batch_src = torch.cat([padded_src, other])
+    batch_tgt = torch.cat([padded_tgt, torch.randint(4, 1000, (1, 8))])
+    assert torch.allclose(model(src, tgt)[0], model(batch_src, batch_tgt)[0, :5], atol=1e-5)
+
+
+def test_attention_function_is_eq1() -> None:
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 6)
+    mask = torch.rand(2, 1, 4, 5) > 0.3
+    mask[..., 0] = True
+    out, weights = attention(q, k, v, mask)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+    assert torch.allclose(weights, expected) and torch.allclose(out, expected @ v)
+    assert (weights[~mask.expand_as(weights)] == 0).all()
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(out, fused, atol=1e-5)
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    model = _tiny()
+    with pytest.raises(ModelInputError, match="outside the vocabulary"):
+        model(torch.tensor([[1, 5000]]), torch.tensor([[2]]))
+    with pytest.raises(ModelInputError, match="shape"):
+        model(torch.tensor([1, 2]), torch.tensor([[2]]))
+    with pytest.raises(ModelInputError, match="max_len"):
+        model(torch.ones(1, 300, dtype=torch.long), torch.tensor([[2]]))
+    with pytest.raises(ModelInputError, match="integer"):
+        model(torch.ones(1, 3), torch.tensor([[2]]))
+    with pytest.raises(ModelInputError, match="batch"):
+        model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
+
+
+def test_learned_positions_and_pre_norm_run() -> None:
+    for kw in ({"positional": "learned"}, {"norm": "pre"}):
+        model = _tiny(**kw)
+        assert model(torch.tensor([[5, 6, 3]]), torch.tensor([[2, 7]])).shape == (1, 2, 1000)
+
+
+def test_tiny_model_learns_to_reverse() -> None:
+    """A 2-layer model learns to reverse 5-token sequences on the CPU in seconds."""
+    torch.manual_seed(0)
+    config = preset("tiny", vocab_size=16, p_drop=0.0, d_model=64, d_ff=128)
+    model = Transformer(config)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    first = None
+    for _step in range(300):
+        body = torch.randint(4, 16, (64, 5))
+        src = torch.cat([body, torch.full((64, 1), 3)], 1)
+        out = torch.cat([body.flip(1), torch.full((64, 1), 3)], 1)
+        tgt_in = torch.cat([torch.full((64, 1), 2), out[:, :-1]], 1)
+        loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), out)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first = first or loss.item()
+    assert loss.item() < first / 10
+    model.eval()
+    body = torch.tensor([[4, 9, 12, 7, 15]])
+    src = torch.cat([body, torch.tensor([[3]])], 1)
+    ys = torch.tensor([[2]])
+    with torch.no_grad():
+        for _ in range(6):
+            ys = torch.cat([ys, model(src, ys)[:, -1:].argmax(-1)], 1)
+    assert ys[0, 1:6].tolist() == body.flip(1)[0].tolist() and ys[0, 6].item() == 3

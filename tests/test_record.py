@@ -1,0 +1,152 @@
+"""Recording: changes nothing, removes itself, records true distributions, saves losslessly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab import attention, preset
+from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.model import Transformer
+from attnlab.record import model_info, record
+from attnlab.stats import COLUMNS, head_stats
+from attnlab.trace import AttentionTrace
+
+
+@pytest.fixture
+def model() -> Transformer:
+    return Transformer(preset("tiny", n_layers=3)).eval()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
+    src = torch.randint(4, 1000, (3, 9))
+    src[0, 6:] = 0  # padding
+    src[1, 8:] = 0
+    tgt = torch.randint(4, 1000, (3, 7))
+    tgt[:, 0] = 2
+    tgt[0, 4:] = 0
+    return src, tgt
+
+
+def _tokens(ids: torch.Tensor) -> list[list[str]]:
+    return [[f"t{i}" for i in row if i != 0] for row in ids.tolist()]
+
+
+def test_recording_changes_nothing(model: Transformer) -> None:
+    src, tgt = _batch()
+    with torch.no_grad():
+        plain_memory = model.encode(src)
+        plain = model(src, tgt)
+        with record(model) as rec:
+            recorded_memory = model.encode(src)
+            recorded = model(src, tgt)
+    assert torch.allclose(plain_memory, recorded_memory, atol=1e-5)
+    assert torch.allclose(plain, recorded, atol=1e-5)
+    assert len(rec.captures) == 3 * 3
+
+
+def test_hooks_removed_after_exit_and_after_exception(model: Transformer) -> None:
+    with record(model):
+        assert all(m.hook is not None for m in model.attention_modules())
+    assert all(m.hook is None for m in model.attention_modules())
+    with pytest.raises(RuntimeError, match="boom"), record(model, kinds=["cross"]):
+        raise RuntimeError("boom")
+    assert all(m.hook is None for m in model.attention_modules())
+    with pytest.raises(AttnlabError, match="unknown attention kind"), record(model, kinds=["sideways"]):
+        pass
+
+
+def test_rows_are_distributions_and_masked_cells_are_zero(model: Transformer) -> None:
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    dec = rec.weights("decoder", 0)  # (B, h, Lt, Lt), padded batch
+    enc = rec.weights("encoder", -1)
+    assert torch.allclose(dec.sum(-1), torch.ones_like(dec.sum(-1)), atol=1e-5)
+    assert (dec.triu(1) == 0).all()  # future positions exactly zero
+    assert (enc[0, :, :, 6:] == 0).all() and (enc[1, :, :, 8:] == 0).all()  # padding keys exactly zero
+    traces = rec.traces(src, tgt, _tokens(src), _tokens(tgt))
+    assert [len(t.src_tokens) for t in traces] == [6, 8, 9]
+    for trace in traces:
+        for kind in trace.kinds:
+            for layer in range(3):
+                weights = trace.attention(kind, layer)
+                assert np.allclose(weights.sum(-1), 1.0, atol=1e-5)
+                assert weights.shape[1:] == trace.mask(kind).shape
+                assert (weights[:, ~trace.mask(kind)] == 0).all()
+    assert traces[0].attention("cross", -1).shape == (4, 4, 6)
+
+
+def test_recorded_weights_are_the_ones_used(model: Transformer) -> None:
+    src, tgt = _batch()
+    layer = model.decoder["layers"][1].cross_attn
+    outputs = []
+    handle = layer.register_forward_hook(lambda m, i, o: outputs.append(o))
+    try:
+        with torch.no_grad(), record(model, kinds=["cross"], layers=[1], keep_values=True) as rec:
+            model(src, tgt)
+    finally:
+        handle.remove()
+    weights = rec.weights("cross", 1)
+    values = rec.values("cross", 1)[0]
+    heads_out = weights @ values  # (B, h, Lt, d_v)
+    merged = heads_out.transpose(1, 2).reshape(src.size(0), tgt.size(1), -1)
+    assert torch.allclose(layer.w_o(merged), outputs[0], atol=1e-5)
+
+
+def test_selection_by_kind_layer_head(model: Transformer) -> None:
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, kinds=["encoder"], layers=[-1], heads=[1, 3]) as rec:
+        model(src, tgt)
+    assert list(rec.captures) == [("encoder", 2)]
+    trace = rec.traces(src, tgt, _tokens(src), _tokens(tgt))[2]
+    assert trace.attention("encoder", 2).shape == (2, 9, 9) and trace.heads == [1, 3]
+    with pytest.raises(AttnlabError, match="no cross attention"):
+        trace.attention("cross", 0)
+
+
+def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    trace = rec.traces(src, tgt, _tokens(src), _tokens(tgt), model_info(model, "ckpt/x"))[0]
+    trace.meta["text"] = "ünïcode ✓"
+    path = trace.save(tmp_path / "t.trace")
+    loaded = AttentionTrace.load(path)
+    for kind in trace.kinds:
+        for layer in range(3):
+            assert np.array_equal(trace.attention(kind, layer), loaded.attention(kind, layer))
+        assert np.array_equal(trace.mask(kind), loaded.mask(kind))
+    assert loaded.src_tokens == trace.src_tokens and loaded.tgt_tokens == trace.tgt_tokens
+    assert loaded.model == trace.model and loaded.meta == trace.meta
+    assert len(loaded.model["weights_sha256"]) == 16
+    raw = path.read_bytes()
+    (tmp_path / "cut.trace").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "junk.trace").write_bytes(b"not a trace at all")
+    for bad in ("cut.trace", "junk.trace", "missing.trace"):
+        with pytest.raises(CheckpointError) as info:
+            AttentionTrace.load(tmp_path / bad)
+        assert "\n" not in str(info.value)
+    from safetensors.numpy import save_file
+
+    save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "other.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="not an attnlab trace"):
+        AttentionTrace.load(tmp_path / "other.safetensors")
+
+
+def test_head_stats_on_known_patterns() -> None:
+    eye = np.eye(4, dtype=np.float32)[None]
+    prev = np.zeros((1, 4, 4), np.float32)
+    prev[0, 0, 0] = 1
+    prev[0, np.arange(1, 4), np.arange(0, 3)] = 1
+    trace = AttentionTrace(["a", "b", "c", "</s>"], [], {"encoder": [np.concatenate([eye, prev])]})
+    rows = {r["head"]: r for r in head_stats(trace)}
+    assert rows[0]["self"] == pytest.approx(1) and rows[0]["entropy"] == pytest.approx(0)
+    assert rows[0]["eos"] == pytest.approx(0.25) and rows[0]["distance"] == 0
+    assert rows[1]["prev"] == pytest.approx(0.75) and rows[1]["first"] == pytest.approx(0.5)
+    assert rows[1]["distance"] == pytest.approx(0.75)
+    uniform = AttentionTrace(["a", "b"], [], {"encoder": [np.full((1, 2, 2), 0.5, np.float32)]})
+    both = head_stats([uniform, uniform])
+    assert both[0]["entropy"] == pytest.approx(np.log(2)) and both[0]["rows"] == 4
+    assert set(COLUMNS) <= set(both[0])
