@@ -78,6 +78,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(config.d_model, config.n_heads * config.d_v)
         self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model)
         self.hook: AttentionHook | None = None  # None: fused kernel, nothing recorded
+        self.head_mask: Tensor | None = None  # (h,) 0/1 per head; None: all heads on (ablation)
 
     def _split(self, x: Tensor, d: int) -> Tensor:
         batch, length, _ = x.shape
@@ -106,6 +107,8 @@ class MultiHeadAttention(nn.Module):
         else:
             out, weights = attention(q, k, v, mask)
             self.hook(self, weights, mask, v)
+        if self.head_mask is not None:
+            out = out * self.head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
         batch, _, length, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))
 

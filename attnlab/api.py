@@ -1,0 +1,313 @@
+"""The Python API users script against, and the `translate` / `parse` / `record` commands.
+
+    model = attnlab.load("checkpoints/multi30k-en-de")
+    result = model.translate("A dog runs in the park.", record=True)
+    result.text, result.score, result.trace.attention("cross", -1)
+
+Text goes through the checkpoint's own sentencepiece model; decoding uses the paper's settings
+by default (translation: beam 4, α 0.6, max length input + 50; parsing: beam 21, α 0.3,
+input + 300). With `record=True` the trace is a teacher-forced recorded pass over the output
+that was produced, which equals what the decoder computed step by step (tested).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab.checkpoint import load_model
+from attnlab.data import load_tokenizer
+from attnlab.decode import Hypothesis, generate
+from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.model import Transformer
+from attnlab.record import ablate, model_info, record
+from attnlab.trace import AttentionTrace
+
+DEFAULTS = {
+    "translate": {"beam": 4, "alpha": 0.6, "max_len_b": 50},
+    "parse": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
+}
+
+
+@dataclass
+class Result:
+    """One decoded (or scored) sentence."""
+
+    source: str
+    text: str  # the translation, or the bracketed tree for parsing
+    tokens: list[str]  # produced pieces, ending in </s>
+    src_tokens: list[str]
+    score: float  # length-normalised log-probability (what the beam ranks by)
+    logprob: float
+    token_logprobs: list[float] = field(default_factory=list)
+    trace: AttentionTrace | None = None
+    hypotheses: list[Result] = field(default_factory=list)  # the beam's finished hypotheses, best first
+    truncated: bool = False  # the input was cut to the model's maximum length
+
+
+class Model:
+    """A loaded checkpoint: model + tokenizer + config + metadata."""
+
+    def __init__(self, model: Transformer, tokenizer: Any, meta: dict[str, Any], path: str | None = None) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.meta = meta
+        self.path = path
+        self.config = model.config
+        self.task: str = meta.get("task", "translate")
+        self.info = model_info(model, path)
+
+    # -- text <-> ids ------------------------------------------------------------------------
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.id_to_piece(i) for i in ids]
+
+    def encode_source(self, text: str, truncate: bool = False) -> tuple[list[int], bool]:
+        if not isinstance(text, str):
+            raise ModelInputError(f"expected text, got {type(text).__name__}")
+        if not text.strip():
+            raise ModelInputError("the input is empty")
+        ids = self.tokenizer.encode(self._source_text(text))
+        room = self.config.max_len - 1  # </s> takes one position
+        if len(ids) > room:
+            if not truncate:
+                raise ModelInputError(f"the input has {len(ids)} pieces; this model takes at most {room}")
+            return ids[:room] + [self.config.eos_id], True
+        return ids + [self.config.eos_id], False
+
+    def _source_text(self, text: str) -> str:
+        return " ".join(text.split()) if self.task == "parse" else text.strip()
+
+    def _batch(self, rows: list[list[int]]) -> torch.Tensor:
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [self.config.pad_id] * (width - len(r)) for r in rows])
+
+    def detokenize(self, produced: list[int], source: str) -> str:
+        ids = [i for i in produced if i != self.config.eos_id]
+        text = self.tokenizer.decode(ids)
+        if self.task == "parse":
+            from attnlab.treebank import delinearize, to_string
+
+            return to_string(delinearize(text.split(), self._source_text(source).split()))
+        return text
+
+    # -- decoding ----------------------------------------------------------------------------
+    def translate(
+        self,
+        text: str | list[str],
+        beam: int | None = None,
+        alpha: float | None = None,
+        max_len_a: float = 1.0,
+        max_len_b: int | None = None,
+        record: bool = False,
+        n_best: int | None = None,
+        record_hypotheses: bool = False,
+        truncate: bool = False,
+        batch_tokens: int = 4000,
+        ablate_heads: dict[tuple[str, int], list[int]] | None = None,
+    ) -> Result | list[Result]:
+        """Decode one text or a list (batched by length, returned in input order)."""
+        settings = DEFAULTS.get(self.task, DEFAULTS["translate"])
+        beam = settings["beam"] if beam is None else beam
+        alpha = settings["alpha"] if alpha is None else alpha
+        max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
+        texts = [text] if isinstance(text, str) else list(text)
+        encoded = [self.encode_source(t, truncate) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i][0]))
+        results: list[Result | None] = [None] * len(texts)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end - start + 1) * len(encoded[order[end]][0]) * max(beam, 1) <= batch_tokens:
+                end += 1
+            chunk = order[start:end]
+            src = self._batch([encoded[i][0] for i in chunk])
+            with torch.no_grad(), ablate(self.model, ablate_heads or {}):
+                found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best)
+                for row, i in enumerate(chunk):
+                    results[i] = self._result(texts[i], encoded[i], found[row], src[row], record, record_hypotheses)
+            start = end
+        return results[0] if isinstance(text, str) else results  # type: ignore[return-value]
+
+    def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
+        """Bracketed Penn-Treebank tree(s) whose leaves are the input's words (§6.3)."""
+        if self.task != "parse":
+            raise AttnlabError(f"{self.path or 'this model'} is a {self.task} model, not a parser")
+        return self.translate(sentence, **kwargs)
+
+    def _result(
+        self,
+        source: str,
+        encoded: tuple[list[int], bool],
+        hyps: list[Hypothesis],
+        src_row: torch.Tensor,
+        want_trace: bool,
+        trace_all: bool,
+    ) -> Result:
+        src_ids, truncated = encoded
+        results = []
+        for rank, hyp in enumerate(hyps):
+            results.append(
+                Result(
+                    source=source,
+                    text=self.detokenize(hyp.tokens, source),
+                    tokens=self.pieces(hyp.tokens),
+                    src_tokens=self.pieces(src_ids),
+                    score=hyp.score,
+                    logprob=hyp.logprob,
+                    token_logprobs=hyp.step_logprobs,
+                    truncated=truncated,
+                )
+            )
+            if want_trace and (rank == 0 or trace_all):
+                results[-1].trace = self._trace(src_ids, hyp.tokens, {"text": source, "output": results[-1].text})
+        best = results[0]
+        best.hypotheses = results
+        return best
+
+    def _trace(self, src_ids: list[int], produced: list[int], meta: dict[str, Any]) -> AttentionTrace:
+        src = torch.tensor([src_ids])
+        tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
+        with torch.no_grad(), record(self.model) as rec:
+            self.model(src, tgt)
+        trace = rec.traces(src, tgt, [self.pieces(src_ids)], [self.pieces(produced)], self.info, self.config.pad_id)[0]
+        trace.meta.update({"task": self.task, **meta})
+        return trace
+
+    def score(
+        self, source: str, target: str, record: bool = True, truncate: bool = False, target_is_linear: bool = False
+    ) -> Result:
+        """Teacher-forced log-probability of a given target (e.g. a reference translation),
+        with the attention maps the model has while reading it. For a parser the target is a
+        bracketed tree (or, with `target_is_linear`, its linearisation)."""
+        src_ids, truncated = self.encode_source(source, truncate)
+        if self.task == "parse" and not target_is_linear:
+            from attnlab.treebank import linearize, parse_tree
+
+            target = " ".join(linearize(parse_tree(target)))
+        if not target.strip():
+            raise ModelInputError("the target is empty")
+        produced = self.tokenizer.encode(target.strip())[: self.config.max_len - 1] + [self.config.eos_id]
+        src = torch.tensor([src_ids])
+        tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
+        with torch.no_grad():
+            lprobs = torch.log_softmax(self.model(src, tgt).float(), -1)[0]
+        steps = lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
+        result = Result(
+            source=source,
+            text=target,
+            tokens=self.pieces(produced),
+            src_tokens=self.pieces(src_ids),
+            score=sum(steps) / len(steps),
+            logprob=sum(steps),
+            token_logprobs=steps,
+            truncated=truncated,
+        )
+        if record:
+            result.trace = self._trace(src_ids, produced, {"text": source, "output": target, "teacher_forced": True})
+        return result
+
+
+def load(path: str | Path, device: str = "cpu") -> Model:
+    """Open a checkpoint directory (a bundled model, RUN_DIR/checkpoints/step_N, an average),
+    or a run directory (its newest valid checkpoint)."""
+    from attnlab.checkpoint import latest_valid
+
+    path = Path(path)
+    if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
+        newest = latest_valid(path)
+        if newest is None:
+            raise AttnlabError(f"{path}: a run directory without a valid checkpoint")
+        path = newest
+    model, meta = load_model(path, device)
+    return Model(model, load_tokenizer(path / "spm.model"), meta, str(path))
+
+
+# -- command line -------------------------------------------------------------------------------
+def _lines(source: str | None) -> list[str]:
+    if source in (None, "-"):
+        return sys.stdin.read().splitlines()
+    try:
+        return Path(source).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise AttnlabError(f"cannot read {source}: {error}") from None
+
+
+def _decode_cli(argv: list[str], task: str) -> int:
+    defaults = DEFAULTS[task]
+    parser = argparse.ArgumentParser(prog=f"attnlab {task}", description=f"{task.capitalize()} lines (one output line per input line).")
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
+    parser.add_argument("--beam", type=int, default=defaults["beam"])
+    parser.add_argument("--alpha", type=float, default=defaults["alpha"])
+    parser.add_argument("--max-len-a", type=float, default=1.0)
+    parser.add_argument("--max-len-b", type=int, default=defaults["max_len_b"])
+    parser.add_argument("--truncate", action="store_true", help="cut over-long inputs instead of failing them")
+    args = parser.parse_args(argv)
+    model = load(args.checkpoint)
+    if task == "parse" and model.task != "parse":
+        raise AttnlabError(f"{args.checkpoint} is a {model.task} model, not a parser")
+    lines = _lines(args.input)
+    start = time.time()
+    good = [i for i, line in enumerate(lines) if line.strip()]
+    outputs = [""] * len(lines)
+    failed = 0
+    if good:
+        try:
+            results = model.translate([lines[i] for i in good], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate)
+            for i, result in zip(good, results, strict=True):
+                outputs[i] = result.text
+        except ModelInputError:  # find the offending lines, decode the rest
+            for i in good:
+                try:
+                    outputs[i] = model.translate(lines[i], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate).text
+                except ModelInputError as error:
+                    failed += 1
+                    print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
+    sys.stdout.write("".join(out + "\n" for out in outputs))
+    print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
+    return 0
+
+
+def cli_translate(argv: list[str]) -> int:
+    return _decode_cli(argv, "translate")
+
+
+def cli_parse(argv: list[str]) -> int:
+    return _decode_cli(argv, "parse")
+
+
+def cli_record(argv: list[str]) -> int:
+    """`attnlab record --checkpoint DIR "sentence" ... | --input FILE --out DIR`."""
+    parser = argparse.ArgumentParser(prog="attnlab record", description="Decode sentences and save their attention traces.")
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("sentences", nargs="*")
+    parser.add_argument("--input", "-i", help="file with one sentence per line")
+    parser.add_argument("--reference", help="file of target lines: record teacher-forced on them instead of decoding")
+    parser.add_argument("--out", default="traces", help="directory for the .trace files")
+    parser.add_argument("--beam", type=int)
+    args = parser.parse_args(argv)
+    sentences = list(args.sentences) + (_lines(args.input) if args.input else [])
+    if not sentences:
+        raise AttnlabError("give sentences as arguments or --input FILE")
+    model = load(args.checkpoint)
+    references = _lines(args.reference) if args.reference else None
+    if references is not None and len(references) != len(sentences):
+        raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")
+    out = Path(args.out)
+    for i, sentence in enumerate(sentences):
+        if references is not None:
+            result = model.score(sentence, references[i], record=True)
+        else:
+            result = model.translate(sentence, beam=args.beam, record=True)
+        path = result.trace.save(out / f"{i:05d}.trace")
+        print(f"{path}\t{result.text}")
+    return 0

@@ -1,0 +1,220 @@
+"""Checkpoints on disk: safetensors + JSON only, written atomically, verified when read.
+
+A checkpoint directory holds
+
+    model.safetensors    the weights (fp32 while training; bf16 for bundled models)
+    config.json          the ModelConfig
+    spm.model            the shared sentencepiece vocabulary
+    trainer.safetensors  optimizer tensors and RNG state (training checkpoints only)
+    trainer.json         step, schedule, data-iterator position, metrics (training only)
+    manifest.json        size and sha256 of every file above, written last
+
+It is assembled in a temporary sibling directory and renamed into place, so a killed write
+leaves no directory that looks valid; the manifest catches truncation afterwards. Nothing is
+ever unpickled: a file that is not safetensors/JSON is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from attnlab.config import ModelConfig
+from attnlab.errors import CheckpointError, ConfigError
+from attnlab.model import Transformer
+
+MANIFEST = "manifest.json"
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_checkpoint(
+    directory: str | os.PathLike,
+    model: Transformer,
+    spm_model: str | os.PathLike,
+    trainer_tensors: dict[str, torch.Tensor] | None = None,
+    trainer_json: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Path:
+    """Write a checkpoint atomically; `meta` (task, data, ...) goes into config.json's "meta"."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
+    try:
+        weights = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
+        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "attnlab-model"})
+        config = model.config.to_dict()
+        config.pop("paper", None)
+        (tmp / "config.json").write_text(json.dumps({"model": config, "meta": meta or {}}, indent=2))
+        shutil.copyfile(spm_model, tmp / "spm.model")
+        if trainer_tensors is not None:
+            save_file(
+                {k: v.detach().contiguous().cpu() for k, v in trainer_tensors.items()},
+                str(tmp / "trainer.safetensors"),
+                metadata={"format": "attnlab-trainer"},
+            )
+            (tmp / "trainer.json").write_text(json.dumps(trainer_json or {}, indent=1))
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": 1, "files": files}))
+        for path in tmp.iterdir():  # make the bytes durable before the rename publishes them
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
+    """The manifest, after checking every file's size (and sha256 when `deep`)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a directory")
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)" if (directory / "checkpoints").is_dir() else ""
+        raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+    except (ValueError, KeyError):
+        raise CheckpointError(f"{directory}: damaged {MANIFEST}") from None
+    if manifest.get("format") != "attnlab-checkpoint":
+        raise CheckpointError(f"{directory}: {MANIFEST} is not an attnlab checkpoint manifest")
+    for name, info in files.items():
+        path = directory / name
+        if not path.is_file() or path.stat().st_size != info["bytes"]:
+            raise CheckpointError(f"{directory}: {name} is missing or truncated")
+        if deep and _sha256(path) != info["sha256"]:
+            raise CheckpointError(f"{directory}: {name} does not match its checksum (damaged or modified)")
+    return manifest
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path}: not a safetensors file ({type(error).__name__}); refusing to load it") from None
+
+
+def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
+    path = Path(directory) / "config.json"
+    try:
+        data = json.loads(path.read_text())
+        return ModelConfig.from_dict(data["model"]), data.get("meta", {})
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as error:
+        raise CheckpointError(f"{path}: not a usable attnlab config ({error})") from None
+
+
+def load_model(directory: str | os.PathLike, device: str = "cpu", deep: bool = True) -> tuple[Transformer, dict[str, Any]]:
+    """(model in eval mode, fp32, meta) from a checkpoint directory."""
+    directory = Path(directory)
+    verify(directory, deep=deep)
+    config, meta = read_config(directory)
+    model = Transformer(config)
+    weights = _read_safetensors(directory / "model.safetensors")
+    expected = model.state_dict()
+    if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
+        raise CheckpointError(f"{directory}: weights do not match the config (foreign or edited checkpoint)")
+    model.load_state_dict({k: v.float() for k, v in weights.items()})
+    return model.to(device).eval(), meta
+
+
+def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    directory = Path(directory)
+    tensors = _read_safetensors(directory / "trainer.safetensors")
+    try:
+        state = json.loads((directory / "trainer.json").read_text())
+    except (OSError, ValueError):
+        raise CheckpointError(f"{directory}: trainer.json is missing or not JSON") from None
+    return tensors, state
+
+
+def step_dirs(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, path) of the run's checkpoint directories, oldest first (validity not checked)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP.match(p.name)) and p.is_dir()]
+    return sorted(found)
+
+
+def latest_valid(run_dir: str | os.PathLike) -> Path | None:
+    """The newest checkpoint that verifies; damaged ones are skipped with a warning."""
+    for _, path in reversed(step_dirs(run_dir)):
+        try:
+            verify(path)
+            return path
+        except CheckpointError as error:
+            warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
+    return None
+
+
+def prune(run_dir: str | os.PathLike, keep: int) -> None:
+    """Keep the newest `keep` checkpoints (0 keeps all)."""
+    if keep > 0:
+        for _, path in step_dirs(run_dir)[:-keep]:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def average(directories: list[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the checkpoints' weights (§6.1), in fp64 then back to fp32."""
+    if not directories:
+        raise CheckpointError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    for directory in directories:
+        verify(directory)
+        for name, tensor in _read_safetensors(directory / "model.safetensors").items():
+            if name in total and total[name].shape != tensor.shape:
+                raise CheckpointError(f"{directory}: {name} has another shape; checkpoints of different models")
+            total[name] = total.get(name, 0) + tensor.double()
+    return {name: (tensor / len(directories)).float() for name, tensor in total.items()}
+
+
+def average_run(run_dir: str | os.PathLike, last: int, out: str | os.PathLike, dtype: torch.dtype = torch.float32) -> Path:
+    """Average the last `last` checkpoints of a run into a new checkpoint directory."""
+    chosen = [p for _, p in step_dirs(run_dir)][-last:]
+    if len(chosen) < last:
+        warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
+    model, meta = load_model(chosen[-1])
+    model.load_state_dict(average(chosen))
+    meta = dict(meta, averaged=[p.name for p in chosen])
+    return save_checkpoint(out, model, chosen[-1] / "spm.model", meta=meta, dtype=dtype)
+
+
+def cli(argv: list[str]) -> int:
+    """`attnlab average RUN_DIR --last K --out DIR`."""
+    parser = argparse.ArgumentParser(prog="attnlab average", description=average_run.__doc__)
+    parser.add_argument("run_dir")
+    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
+    args = parser.parse_args(argv)
+    if not step_dirs(args.run_dir):
+        raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
+    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32)
+    print(f"averaged checkpoints written to {path}")
+    return 0

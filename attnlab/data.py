@@ -1,0 +1,573 @@
+"""Corpora to prepared token ids (§5.1), and the memory-mapped reader the trainer uses.
+
+`attnlab data prepare CORPUS --out DIR` turns a corpus into a directory holding one shared
+source-target sentencepiece BPE model (`spm.model`), `meta.json`, and for each split the token ids
+of both sides as flat memory-mapped arrays (`{split}.{src,tgt}.bin` + `.idx` offsets) next to the
+text they came from (`{split}.{src,tgt}.txt`, kept for BLEU references and probes). Ids are stored
+without BOS/EOS; the batcher adds them.
+
+Everything streams: the tokenizer is trained on a reservoir sample drawn by sentencepiece, and
+each split is encoded chunk by chunk straight into its files, so memory does not grow with the
+corpus (a full WMT14 run is 4.5M pairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import sentencepiece as spm
+
+from attnlab import treebank
+from attnlab.errors import DataError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
+CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb")
+DEFAULT_VOCAB = {"multi30k": 8000, "tatoeba": 8000, "wmt14": 37000, "ptb": 4000}  # §5.1: ~37k for WMT EN-DE
+DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb"}
+SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
+HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
+PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
+CHUNK = 8192  # pairs encoded per sentencepiece call
+
+
+# --- finding the corpora -------------------------------------------------------------------------
+
+
+def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The corpus directory: `--data-dir`, then `$ATTNLAB_DATA`, then `../shared/data` when present."""
+    for given, origin in ((explicit, "--data-dir"), (os.environ.get("ATTNLAB_DATA"), "$ATTNLAB_DATA")):
+        if given:
+            if not Path(given).is_dir():
+                raise DataError(f"data directory {given} (from {origin}) does not exist")
+            return Path(given)
+    for candidate in (Path(__file__).resolve().parents[2] / "shared" / "data", Path.cwd().parent / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    raise DataError(
+        "no data directory: pass --data-dir DIR, set ATTNLAB_DATA, or place the corpora in ../shared/data "
+        "(`attnlab data download multi30k|wmt14|tatoeba --out DIR` fetches them)"
+    )
+
+
+def _corpus_file(data_dir: Path, relative: str, corpus: str) -> Path:
+    """`relative` (or its .gz) inside the data directory, or an error saying how to get it."""
+    for path in (data_dir / relative, data_dir / f"{relative}.gz"):
+        if path.is_file():
+            return path
+    how = (
+        "it is the Penn Treebank WSJ sample of NLTK (`python -m nltk.downloader treebank`, then copy its .mrg files)"
+        if corpus == "ptb"
+        else f"run `attnlab data download {corpus} --out {data_dir}`"
+    )
+    raise DataError(f"{corpus}: {data_dir / relative} is missing; {how}, or pass --data-dir")
+
+
+# --- reading text --------------------------------------------------------------------------------
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """Lines without their ends, decoded strictly: invalid UTF-8 is an error naming file and line."""
+    with _open_binary(path) as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise DataError(f"{path}:{number}: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a file, counting a last line without a newline (a cheap pass over the bytes)."""
+    count, last = 0, b"\n"
+    with _open_binary(path) as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def check_parallel(src: Path, tgt: Path) -> int:
+    """The line count shared by two aligned files; different counts are an error naming both."""
+    n_src, n_tgt = count_lines(src), count_lines(tgt)
+    if n_src != n_tgt:
+        raise DataError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be aligned line by line")
+    return n_src
+
+
+def read_pairs(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
+    """Aligned (source, target) lines of two files."""
+    try:
+        yield from zip(read_lines(src), read_lines(tgt), strict=True)
+    except ValueError:  # zip(strict=True): one file ended first
+        check_parallel(src, tgt)
+        raise
+
+
+# --- the corpora ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Split:
+    """One split of a corpus: how to stream its (source, target) text, and the files it reads."""
+
+    name: str
+    pairs: Callable[[], Iterator[tuple[str, str]]]
+    files: tuple[Path, Path] | None = None  # aligned text files, checked for equal length up front
+
+
+def _file_split(name: str, src: Path, tgt: Path) -> Split:
+    return Split(name, lambda: read_pairs(src, tgt), (src, tgt))
+
+
+def _languages(pair: str, offered: set[str]) -> tuple[str, str]:
+    src, sep, tgt = pair.partition("-")
+    if not sep or src == tgt or {src, tgt} - offered or "en" not in (src, tgt):
+        choices = ", ".join(f"en-{lang}, {lang}-en" for lang in sorted(offered - {"en"}))
+        raise DataError(f"unsupported --pair {pair!r}; choose one of: {choices}")
+    return src, tgt
+
+
+def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
+    """Multi30k task 1, official splits: train 29,000, valid 1,014, test2016 1,000, test2017 ..."""
+    src, tgt = _languages(pair, {"en", "de", "fr", "cs"})
+    names = ["train", "valid", "test2016", "test2017", "test2017_mscoco"]
+    required = names[:3]  # Czech has no 2017 test sets
+    splits = []
+    for name in names:
+        if name in required or (data_dir / f"multi30k/{name}.{src}").exists():
+            files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
+            splits.append(_file_split(name, *files))
+    return splits
+
+
+def tatoeba_side(english: str, seed: int) -> str:
+    """The split of every pair with this English sentence: a seeded hash, so no sentence is in two."""
+    digest = hashlib.blake2b(f"{seed}\0{english}".encode(), digest_size=8).digest()
+    u = int.from_bytes(digest, "big") / 2**64
+    return "valid" if u < HELDOUT else "test" if u < 2 * HELDOUT else "train"
+
+
+def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> list[Split]:
+    """Tatoeba de-en or es-en; the files are one list, split here by hashing the English side."""
+    src, tgt = _languages(pair, {"en", "de", "es"})
+    other = tgt if src == "en" else src
+    folder = {"de": "tatoeba_deu_eng", "es": "tatoeba_spa_eng"}[other]
+    files = {lang: _corpus_file(data_dir, f"{folder}/train.{lang}", "tatoeba") for lang in (src, tgt)}
+    english_first = src == "en"
+
+    def part(name: str) -> Callable[[], Iterator[tuple[str, str]]]:
+        def pairs() -> Iterator[tuple[str, str]]:
+            for s, t in read_pairs(files[src], files[tgt]):
+                if tatoeba_side((s if english_first else t).strip(), seed) == name:
+                    yield s, t
+
+        return pairs
+
+    return [Split(name, part(name), (files[src], files[tgt])) for name in ("train", "valid", "test")]
+
+
+def parallel_files(directory: Path, src: str, tgt: str) -> list[tuple[Path, Path]]:
+    """Every `STEM.src`/`STEM.tgt` pair (optionally .gz) in a directory, less dev and test sets."""
+    found = []
+    for src_path in sorted(directory.iterdir()):
+        stem = src_path.name.removesuffix(".gz").removesuffix(f".{src}")
+        if src_path.name not in (f"{stem}.{src}", f"{stem}.{src}.gz"):
+            continue
+        if stem.lower().startswith(("valid", "dev", "test", "newstest")):
+            continue
+        for tgt_path in (directory / f"{stem}.{tgt}", directory / f"{stem}.{tgt}.gz"):
+            if tgt_path.is_file():
+                found.append((src_path, tgt_path))
+                break
+    return found
+
+
+def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Split]:
+    """WMT14 EN-DE: training from a directory of parallel files, newstest2013 valid, newstest2014 test."""
+    src, tgt = _languages(pair, {"en", "de"})
+    train_dir = train_dir or data_dir / "opennmt_toy_ende"
+    if not train_dir.is_dir():
+        raise DataError(f"wmt14: training directory {train_dir} does not exist; pass --train-dir")
+    train_files = parallel_files(train_dir, src, tgt)
+    if not train_files:
+        raise DataError(f"wmt14: no STEM.{src}/STEM.{tgt} file pairs in {train_dir}")
+    for pair_files in train_files:
+        check_parallel(*pair_files)
+
+    def train() -> Iterator[tuple[str, str]]:
+        for files in train_files:
+            yield from read_pairs(*files)
+
+    splits = [Split("train", train)]
+    for name, stem in (("valid", "newstest2013"), ("newstest2014", "newstest2014")):
+        files = [_corpus_file(data_dir, f"wmt14_en_de/{stem}.{lang}", "wmt14") for lang in (src, tgt)]
+        splits.append(_file_split(name, *files))
+    return splits
+
+
+def ptb_splits(data_dir: Path) -> list[Split]:
+    """WSJ sample: words -> linearised tree (§6.3), split by file number as in `PTB_FILES`."""
+    folder = data_dir / "ptb_wsj_sample" / "mrg"
+    _corpus_file(data_dir, "ptb_wsj_sample/mrg/wsj_0001.mrg", "ptb")
+
+    def part(first: int, last: int) -> Callable[[], Iterator[tuple[str, str]]]:
+        def pairs() -> Iterator[tuple[str, str]]:
+            files = [folder / f"wsj_{n:04d}.mrg" for n in range(first, last + 1)]
+            for tree in treebank.read_trees([f for f in files if f.exists()]):
+                cleaned = treebank.clean(tree)
+                yield " ".join(treebank.leaves(cleaned)), " ".join(treebank.linearize(cleaned))
+
+        return pairs
+
+    return [Split(name, part(*numbers)) for name, numbers in PTB_FILES.items()]
+
+
+def ptb_symbols(splits: list[Split]) -> list[str]:
+    """Every bracket token of the linearised trees and the POS placeholder, to be single pieces."""
+    symbols = {treebank.PLACEHOLDER}
+    for split in splits:
+        for _, target in split.pairs():
+            symbols.update(target.split())
+    return sorted(symbols)
+
+
+# --- tokenizer ------------------------------------------------------------------------------------
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> spm.SentencePieceProcessor:
+    """The sentencepiece model of a prepared directory (or a .model file)."""
+    path = Path(path)
+    model = path / "spm.model" if path.is_dir() else path
+    if not model.is_file():
+        raise DataError(f"no sentencepiece model at {model}; run `attnlab data prepare` first")
+    return spm.SentencePieceProcessor(model_file=str(model))
+
+
+def train_tokenizer(
+    sentences: Iterable[str], prefix: Path, vocab_size: int, seed: int, symbols: Iterable[str] = ()
+) -> spm.SentencePieceProcessor:
+    """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
+
+    Identity normalisation and byte fallback make decode(encode(text)) == text for any text (no
+    unknown pieces, no NFKC rewriting of the references). Each of `symbols` becomes one piece, with
+    its word-boundary marker, so `(NP` costs one id rather than two.
+    """
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_prefix=str(prefix),
+            model_type="bpe",
+            vocab_size=vocab_size,
+            character_coverage=1.0,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            user_defined_symbols=["\u2581" + s for s in symbols],
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            input_sentence_size=SAMPLE_SENTENCES,
+            shuffle_input_sentence=True,
+            num_threads=min(os.cpu_count() or 1, 16),
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise DataError(f"sentencepiece training failed: {str(error).splitlines()[0]}") from None
+    return load_tokenizer(f"{prefix}.model")
+
+
+def _training_sentences(split: Split) -> Iterator[str]:
+    for pair in split.pairs():
+        yield from (text for side in pair if (text := side.strip()))
+
+
+# --- writing prepared splits ----------------------------------------------------------------------
+
+
+class _SideWriter:
+    """Appends one side of a split to `.bin` (ids), `.idx` (int64 offsets) and `.txt` files."""
+
+    def __init__(self, prefix: Path, dtype: np.dtype) -> None:
+        self.dtype = dtype
+        self.bin = open(f"{prefix}.bin", "wb")  # noqa: SIM115 - closed in close()
+        self.idx = open(f"{prefix}.idx", "wb")  # noqa: SIM115
+        self.txt = open(f"{prefix}.txt", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self.offset = 0
+        self.idx.write(np.zeros(1, np.int64).tobytes())
+
+    def add(self, texts: list[str], ids: list[list[int]]) -> None:
+        if not texts:
+            return
+        lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), self.dtype, count=int(lengths.sum()))
+        self.bin.write(flat.tobytes())
+        self.idx.write((self.offset + np.cumsum(lengths)).tobytes())
+        self.offset += int(lengths.sum())
+        self.txt.write("\n".join(texts) + "\n")
+
+    def close(self) -> None:
+        for handle in (self.bin, self.idx, self.txt):
+            handle.close()
+
+
+def write_split(
+    sp: spm.SentencePieceProcessor, split: Split, out: Path, max_len: int | None, dtype: np.dtype
+) -> dict[str, int]:
+    """Encode a split chunk by chunk into its files; count what was kept and what was dropped.
+
+    Lines are stripped at both ends. A pair with an empty side is dropped; a pair with a side over
+    `max_len` tokens is dropped when `max_len` is given (training only: test sets stay whole).
+    """
+    stats = dict(pairs=0, src_tokens=0, tgt_tokens=0, dropped_empty=0, dropped_long=0)
+    writers = [_SideWriter(out / f"{split.name}.{side}", dtype) for side in ("src", "tgt")]
+    try:
+        pairs = split.pairs()
+        while chunk := list(itertools.islice(pairs, CHUNK)):
+            texts = [(s.strip(), t.strip()) for s, t in chunk]
+            kept = [pair for pair in texts if pair[0] and pair[1]]
+            stats["dropped_empty"] += len(texts) - len(kept)
+            src_ids, tgt_ids = (sp.encode([pair[i] for pair in kept]) for i in (0, 1))
+            keep = [max_len is None or max(len(s), len(t)) <= max_len for s, t in zip(src_ids, tgt_ids)]
+            stats["dropped_long"] += keep.count(False)
+            for i, (writer, ids) in enumerate(zip(writers, (src_ids, tgt_ids))):
+                writer.add([pair[i] for pair, k in zip(kept, keep) if k], [x for x, k in zip(ids, keep) if k])
+            stats["pairs"] += keep.count(True)
+            stats["src_tokens"] += sum(len(x) for x, k in zip(src_ids, keep) if k)
+            stats["tgt_tokens"] += sum(len(x) for x, k in zip(tgt_ids, keep) if k)
+    finally:
+        for writer in writers:
+            writer.close()
+    return stats
+
+
+def _splits_for(
+    corpus: str, data_dir: Path, pair: str, seed: int, train_dir: Path | None
+) -> tuple[list[Split], list[str]]:
+    """The corpus's splits and the symbols its tokenizer must keep whole."""
+    if corpus == "multi30k":
+        return multi30k_splits(data_dir, pair), []
+    if corpus == "tatoeba":
+        return tatoeba_splits(data_dir, pair, seed), []
+    if corpus == "wmt14":
+        return wmt14_splits(data_dir, pair, train_dir), []
+    if corpus == "ptb":
+        splits = ptb_splits(data_dir)
+        return splits, ptb_symbols(splits)
+    raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
+
+
+def prepare(
+    corpus: str,
+    out: str | os.PathLike[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    vocab_size: int | None = None,
+    pair: str | None = None,
+    max_len: int = 250,
+    seed: int = 0,
+    train_dir: str | os.PathLike[str] | None = None,
+    echo: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Prepare `corpus` into `out` (see the module docstring) and return its meta.json contents."""
+    started = time.perf_counter()
+    if corpus not in CORPORA:
+        raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
+    pair = pair or DEFAULT_PAIR[corpus]
+    vocab_size = vocab_size or DEFAULT_VOCAB[corpus]
+    if max_len < 1 or vocab_size < 300:
+        raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
+    root = find_data_dir(data_dir)
+    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None)
+    for split in splits:
+        if split.files:
+            check_parallel(*split.files)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols)
+    dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
+    stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
+    src_lang, _, tgt_lang = pair.partition("-")
+    meta = {
+        "corpus": corpus,
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "task": "parse" if corpus == "ptb" else "translate",
+        "vocab_size": sp.get_piece_size(),
+        "dtype": dtype.name,
+        "specials": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+        "splits": stats,
+        "max_len": max_len,
+        "seed": seed,
+        "data_dir": str(root),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    if corpus == "ptb":
+        meta["placeholder"] = treebank.PLACEHOLDER
+        meta["split_files"] = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
+    if corpus == "tatoeba":
+        meta["heldout_fraction"] = HELDOUT
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    echo(summary(meta, out))
+    return meta
+
+
+def summary(meta: dict[str, Any], out: Path) -> str:
+    """The table `prepare` prints: kept and dropped pairs and tokens per split."""
+    lines = [
+        f"prepared {meta['corpus']} {meta['src_lang']}-{meta['tgt_lang']} into {out} in {meta['seconds']:.1f} s "
+        f"(shared BPE vocabulary of {meta['vocab_size']} pieces)",
+        f"  {'split':<16}{'pairs':>10}{'src tokens':>13}{'tgt tokens':>13}{'dropped empty':>15}{'dropped long':>14}",
+    ]
+    for name, s in meta["splits"].items():
+        lines.append(
+            f"  {name:<16}{s['pairs']:>10,}{s['src_tokens']:>13,}{s['tgt_tokens']:>13,}"
+            f"{s['dropped_empty']:>15,}{s['dropped_long']:>14,}"
+        )
+    lines.append(f"  (pairs with a side over {meta['max_len']} tokens are dropped from train only)")
+    return "\n".join(lines)
+
+
+# --- reading prepared splits ----------------------------------------------------------------------
+
+
+class _Side:
+    """One side of a prepared split, memory-mapped on first use."""
+
+    def __init__(self, prefix: Path, dtype: str) -> None:
+        self.prefix = prefix
+        self.dtype = np.dtype(dtype)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.fromfile(f"{self.prefix}.idx", dtype=np.int64)
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        path = Path(f"{self.prefix}.bin")
+        if path.stat().st_size == 0:  # numpy cannot map an empty file
+            return np.zeros(0, self.dtype)
+        return np.memmap(path, dtype=self.dtype, mode="r")
+
+    @cached_property
+    def text(self) -> np.ndarray:
+        return np.memmap(f"{self.prefix}.txt", dtype=np.uint8, mode="r")
+
+    @cached_property
+    def line_starts(self) -> np.ndarray:
+        """Byte offset of each line's start, found once from the newlines."""
+        return np.concatenate([[0], np.flatnonzero(self.text == ord("\n")) + 1])
+
+    def line(self, i: int) -> str:
+        start, end = self.line_starts[i], self.line_starts[i + 1] - 1
+        return bytes(self.text[start:end]).decode("utf-8")
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+
+class ParallelData:
+    """A prepared split: token ids of pair `i` by `src(i)`/`tgt(i)`, their text by `src_text(i)`.
+
+    Construction reads only meta.json; the arrays are memory-mapped when first used, so opening a
+    split of WMT14 costs no memory until batches are drawn from it.
+    """
+
+    def __init__(self, prepared_dir: str | os.PathLike[str], split: str) -> None:
+        self.dir = Path(prepared_dir)
+        meta_path = self.dir / "meta.json"
+        if not meta_path.is_file():
+            raise DataError(f"{self.dir} is not a prepared data directory (no meta.json); run `attnlab data prepare`")
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        if split not in self.meta["splits"]:
+            raise DataError(f"{self.dir} has no split {split!r}; it has: {', '.join(self.meta['splits'])}")
+        self.split = split
+        self._src = _Side(self.dir / f"{split}.src", self.meta["dtype"])
+        self._tgt = _Side(self.dir / f"{split}.tgt", self.meta["dtype"])
+
+    def __len__(self) -> int:
+        return int(self.meta["splits"][self.split]["pairs"])
+
+    def __repr__(self) -> str:
+        return f"ParallelData({str(self.dir)!r}, {self.split!r}: {len(self)} pairs)"
+
+    @cached_property
+    def src_lens(self) -> np.ndarray:
+        """Source length of every pair in tokens, without BOS/EOS."""
+        return np.diff(self._src.offsets)
+
+    @cached_property
+    def tgt_lens(self) -> np.ndarray:
+        return np.diff(self._tgt.offsets)
+
+    def src(self, i: int) -> np.ndarray:
+        return self._src[i]
+
+    def tgt(self, i: int) -> np.ndarray:
+        return self._tgt[i]
+
+    def src_text(self, i: int) -> str:
+        return self._src.line(i)
+
+    def tgt_text(self, i: int) -> str:
+        return self._tgt.line(i)
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def cli(argv: list[str]) -> int:
+    """`attnlab data prepare CORPUS --out DIR ...` and `attnlab data download CORPUS ...`."""
+    parser = argparse.ArgumentParser(prog="attnlab data", description="prepare or download corpora")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="corpus -> shared BPE vocabulary + memory-mapped token ids")
+    prep.add_argument("corpus", choices=CORPORA)
+    prep.add_argument("--out", required=True, help="directory to write the prepared data into")
+    prep.add_argument("--data-dir", help="corpus directory (default: $ATTNLAB_DATA, then ../shared/data)")
+    prep.add_argument("--vocab-size", type=int, help=f"BPE vocabulary size (default per corpus: {DEFAULT_VOCAB})")
+    prep.add_argument("--pair", help=f"SRC-TGT languages (default per corpus: {DEFAULT_PAIR})")
+    prep.add_argument("--max-len", type=int, default=250, help="drop training pairs with a longer side (tokens)")
+    prep.add_argument("--seed", type=int, default=0, help="seeds the tokenizer sample and the Tatoeba split")
+    prep.add_argument("--train-dir", help="wmt14: directory of STEM.en/STEM.de training files")
+    down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
+    down.add_argument("corpus", choices=("multi30k", "wmt14", "tatoeba"))
+    down.add_argument("--out", default=os.environ.get("ATTNLAB_DATA", "data"), help="data directory to fill")
+    down.add_argument("--url-base", help="fetch from this mirror instead (same paths; http(s):// or file://)")
+    args = parser.parse_args(argv)
+    if args.command == "download":
+        from attnlab import download
+
+        download.download(args.corpus, args.out, url_base=args.url_base)
+        return 0
+    prepare(
+        args.corpus,
+        args.out,
+        data_dir=args.data_dir,
+        vocab_size=args.vocab_size,
+        pair=args.pair,
+        max_len=args.max_len,
+        seed=args.seed,
+        train_dir=args.train_dir,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

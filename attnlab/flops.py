@@ -1,0 +1,89 @@
+"""What a model costs: FLOPs per token, and the paper's Table 2 estimate method.
+
+Counting multiply-adds as 2 FLOPs: every linear layer costs 2 × its weights per token it
+touches, attention adds 2 × (QKᵀ + AV) = 4 · L · h · d_k-ish per query, the shared pre-softmax
+projection 2 · d_model · V per target token. Training is forward + backward ≈ 3 × forward.
+The paper estimates training cost as time × GPUs × sustained TFLOPS (footnote to Table 2:
+P100 = 9.5 TFLOPS), which is what `paper_estimate` reproduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from attnlab.config import PRESETS, ModelConfig, parse_overrides, preset
+
+PAPER_RUNS = {"base": (12 * 3600, 8, 9.5e12, 3.3e18), "big": (3.5 * 24 * 3600, 8, 9.5e12, 2.3e19)}
+
+
+def forward_flops_per_target_token(config: ModelConfig, src_len: int = 32, tgt_len: int = 32) -> float:
+    """Forward FLOPs of one sentence pair divided by its target tokens."""
+    d, h, dk, dv, ff = config.d_model, config.n_heads, config.d_k, config.d_v, config.d_ff
+    attn_proj = 2 * d * h * dk + d * h * dv + h * dv * d  # W_Q, W_K, W_V, W_O
+    ffn = 2 * d * ff
+    enc = src_len * config.n_layers * (2 * (attn_proj + ffn) + 2 * h * src_len * (dk + dv))
+    dec_self = 2 * attn_proj + 2 * h * tgt_len * (dk + dv)
+    # cross: Q and O per target token, K and V once per source token
+    dec_cross = 2 * (d * h * dk + h * dv * d) + 2 * h * src_len * (dk + dv)
+    dec_cross_kv = src_len * 2 * (d * h * dk + d * h * dv)
+    dec = tgt_len * config.n_layers * (dec_self + dec_cross + 2 * ffn) + config.n_layers * dec_cross_kv
+    logits = tgt_len * 2 * d * config.vocab_size
+    return (enc + dec + logits) / tgt_len
+
+
+def train_flops_per_target_token(config: ModelConfig, src_len: int = 32, tgt_len: int = 32) -> float:
+    return 3 * forward_flops_per_target_token(config, src_len, tgt_len)
+
+
+def measure_matmul_peak(dtype: torch.dtype = torch.float32, size: int = 1024, seconds: float = 0.3) -> float:
+    """FLOP/s of a square matrix multiply on this machine (the MFU denominator)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = torch.Generator(device).manual_seed(0)  # leaves the global RNG (dropout) untouched
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    a @ b
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        runs += 1
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return 2 * size**3 * runs / (time.perf_counter() - start)
+
+
+def cli(argv: list[str]) -> int:
+    """`attnlab flops --preset NAME [--src-len --tgt-len] [key=value ...]`."""
+    parser = argparse.ArgumentParser(prog="attnlab flops", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="base", choices=list(PRESETS))
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--tgt-len", type=int, default=32)
+    parser.add_argument("--json", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    config = preset(args.preset, **parse_overrides(rest))
+    fwd = forward_flops_per_target_token(config, args.src_len, args.tgt_len)
+    report = {
+        "preset": args.preset,
+        "forward_flops_per_target_token": fwd,
+        "train_flops_per_target_token": 3 * fwd,
+    }
+    if args.preset in PAPER_RUNS:
+        seconds, gpus, tflops, paper = PAPER_RUNS[args.preset]
+        report["paper_table2_estimate"] = seconds * gpus * tflops
+        report["paper_table2_figure"] = paper
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"preset {args.preset} (source {args.src_len}, target {args.tgt_len} tokens per sentence)")
+    print(f"  forward: {fwd / 1e6:,.1f} MFLOP per target token")
+    print(f"  training (forward + backward ≈ 3×): {3 * fwd / 1e6:,.1f} MFLOP per target token")
+    if "paper_table2_estimate" in report:
+        seconds, gpus, tflops, paper = PAPER_RUNS[args.preset]
+        print(
+            f"  paper's Table 2 method: {seconds / 3600:.0f} h × {gpus} P100 × {tflops / 1e12} TFLOPS = "
+            f"{report['paper_table2_estimate']:.2e} FLOPs (Table 2 prints {paper:.1e})"
+        )
+    return 0
