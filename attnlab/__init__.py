@@ -17,5 +17,16 @@ def load(path, device: str = "cpu"):
     return _load(path, device)
 
 
-__all__ = ["PRESETS", "AttentionTrace", "ModelConfig", "Transformer", "ablate", "attention", "head_stats", "load", "preset", "record"]
+__all__ = [
+    "PRESETS",
+    "AttentionTrace",
+    "ModelConfig",
+    "Transformer",
+    "ablate",
+    "attention",
+    "head_stats",
+    "load",
+    "preset",
+    "record",
+]
 __version__ = "0.1.0"

@@ -240,7 +240,9 @@ def _lines(source: str | None) -> list[str]:
 
 def _decode_cli(argv: list[str], task: str) -> int:
     defaults = DEFAULTS[task]
-    parser = argparse.ArgumentParser(prog=f"attnlab {task}", description=f"{task.capitalize()} lines (one output line per input line).")
+    parser = argparse.ArgumentParser(
+        prog=f"attnlab {task}", description=f"{task.capitalize()} lines (one output line per input line)."
+    )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
     parser.add_argument("--beam", type=int, default=defaults["beam"])
@@ -259,13 +261,17 @@ def _decode_cli(argv: list[str], task: str) -> int:
     failed = 0
     if good:
         try:
-            results = model.translate([lines[i] for i in good], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate)
+            results = model.translate(
+                [lines[i] for i in good], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate
+            )
             for i, result in zip(good, results, strict=True):
                 outputs[i] = result.text
         except ModelInputError:  # find the offending lines, decode the rest
             for i in good:
                 try:
-                    outputs[i] = model.translate(lines[i], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate).text
+                    outputs[i] = model.translate(
+                        lines[i], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate
+                    ).text
                 except ModelInputError as error:
                     failed += 1
                     print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
@@ -287,7 +293,9 @@ def cli_parse(argv: list[str]) -> int:
 
 def cli_record(argv: list[str]) -> int:
     """`attnlab record --checkpoint DIR "sentence" ... | --input FILE --out DIR`."""
-    parser = argparse.ArgumentParser(prog="attnlab record", description="Decode sentences and save their attention traces.")
+    parser = argparse.ArgumentParser(
+        prog="attnlab record", description="Decode sentences and save their attention traces."
+    )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("sentences", nargs="*")
     parser.add_argument("--input", "-i", help="file with one sentence per line")

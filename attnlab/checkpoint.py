@@ -95,7 +95,11 @@ def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
         raise CheckpointError(f"{directory}: not a directory")
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
-        hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)" if (directory / "checkpoints").is_dir() else ""
+        hint = (
+            " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
+            if (directory / "checkpoints").is_dir()
+            else ""
+        )
         raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -129,7 +133,9 @@ def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, An
         raise CheckpointError(f"{path}: not a usable attnlab config ({error})") from None
 
 
-def load_model(directory: str | os.PathLike, device: str = "cpu", deep: bool = True) -> tuple[Transformer, dict[str, Any]]:
+def load_model(
+    directory: str | os.PathLike, device: str = "cpu", deep: bool = True
+) -> tuple[Transformer, dict[str, Any]]:
     """(model in eval mode, fp32, meta) from a checkpoint directory."""
     directory = Path(directory)
     verify(directory, deep=deep)
@@ -194,7 +200,9 @@ def average(directories: list[Path]) -> dict[str, torch.Tensor]:
     return {name: (tensor / len(directories)).float() for name, tensor in total.items()}
 
 
-def average_run(run_dir: str | os.PathLike, last: int, out: str | os.PathLike, dtype: torch.dtype = torch.float32) -> Path:
+def average_run(
+    run_dir: str | os.PathLike, last: int, out: str | os.PathLike, dtype: torch.dtype = torch.float32
+) -> Path:
     """Average the last `last` checkpoints of a run into a new checkpoint directory."""
     chosen = [p for _, p in step_dirs(run_dir)][-last:]
     if len(chosen) < last:
@@ -209,7 +217,9 @@ def cli(argv: list[str]) -> int:
     """`attnlab average RUN_DIR --last K --out DIR`."""
     parser = argparse.ArgumentParser(prog="attnlab average", description=average_run.__doc__)
     parser.add_argument("run_dir")
-    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)")
+    parser.add_argument(
+        "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
     args = parser.parse_args(argv)

@@ -46,8 +46,7 @@ class ModelConfig:
         if self.d_k is None or self.d_v is None:
             if self.d_model % self.n_heads:
                 raise ConfigError(
-                    f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
-                    "give d_k and d_v explicitly"
+                    f"n_heads={self.n_heads} does not divide d_model={self.d_model}; give d_k and d_v explicitly"
                 )
             object.__setattr__(self, "d_k", self.d_k or self.d_model // self.n_heads)
             object.__setattr__(self, "d_v", self.d_v or self.d_model // self.n_heads)
@@ -121,9 +120,7 @@ PRESETS: dict[str, ModelConfig] = {
     "C-N2": _variant(_BASE, {"params_millions": 36, "ppl_dev": 6.11, "bleu_dev": 23.7}, n_layers=2),
     "C-N4": _variant(_BASE, {"params_millions": 50, "ppl_dev": 5.19, "bleu_dev": 25.3}, n_layers=4),
     "C-N8": _variant(_BASE, {"params_millions": 80, "ppl_dev": 4.88, "bleu_dev": 25.5}, n_layers=8),
-    "C-d256": _variant(
-        _BASE, {"params_millions": 28, "ppl_dev": 5.75, "bleu_dev": 24.5}, d_model=256, d_k=32, d_v=32
-    ),
+    "C-d256": _variant(_BASE, {"params_millions": 28, "ppl_dev": 5.75, "bleu_dev": 24.5}, d_model=256, d_k=32, d_v=32),
     "C-d1024": _variant(
         _BASE, {"params_millions": 168, "ppl_dev": 4.66, "bleu_dev": 26.0}, d_model=1024, d_k=128, d_v=128
     ),

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -41,6 +42,7 @@ SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many senten
 HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
 PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
 CHUNK = 8192  # pairs encoded per sentencepiece call
+_EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
 
 
 # --- finding the corpora -------------------------------------------------------------------------
@@ -60,6 +62,10 @@ def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
         "no data directory: pass --data-dir DIR, set ATTNLAB_DATA, or place the corpora in ../shared/data "
         "(`attnlab data download multi30k|wmt14|tatoeba --out DIR` fetches them)"
     )
+
+
+def _has(data_dir: Path, relative: str) -> bool:
+    return (data_dir / relative).is_file() or (data_dir / f"{relative}.gz").is_file()
 
 
 def _corpus_file(data_dir: Path, relative: str, corpus: str) -> Path:
@@ -150,7 +156,7 @@ def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
     required = names[:3]  # Czech has no 2017 test sets
     splits = []
     for name in names:
-        if name in required or (data_dir / f"multi30k/{name}.{src}").exists():
+        if name in required or all(_has(data_dir, f"multi30k/{name}.{lang}") for lang in (src, tgt)):
             files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
             splits.append(_file_split(name, *files))
     return splits
@@ -264,8 +270,8 @@ def train_tokenizer(
 ) -> spm.SentencePieceProcessor:
     """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
 
-    Identity normalisation and byte fallback make decode(encode(text)) == text for any text (no
-    unknown pieces, no NFKC rewriting of the references). Each of `symbols` becomes one piece, with
+    Identity normalisation and byte fallback make decode(encode(text)) == text for any text: no
+    unknown pieces (rare characters become byte pieces), no NFKC rewriting of the references. Each of `symbols` becomes one piece, with
     its word-boundary marker, so `(NP` costs one id rather than two.
     """
     spm.set_random_generator_seed(seed)
@@ -275,7 +281,6 @@ def train_tokenizer(
             model_prefix=str(prefix),
             model_type="bpe",
             vocab_size=vocab_size,
-            character_coverage=1.0,
             byte_fallback=True,
             normalization_rule_name="identity",
             remove_extra_whitespaces=False,
@@ -303,29 +308,22 @@ def _training_sentences(split: Split) -> Iterator[str]:
 
 
 class _SideWriter:
-    """Appends one side of a split to `.bin` (ids), `.idx` (int64 offsets) and `.txt` files."""
+    """Appends one side of a split to its `.bin` (ids), `.idx` (int64 offsets) and `.txt` files."""
 
-    def __init__(self, prefix: Path, dtype: np.dtype) -> None:
-        self.dtype = dtype
-        self.bin = open(f"{prefix}.bin", "wb")  # noqa: SIM115 - closed in close()
-        self.idx = open(f"{prefix}.idx", "wb")  # noqa: SIM115
-        self.txt = open(f"{prefix}.txt", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        self.offset = 0
+    def __init__(self, bin_file: IO[bytes], idx_file: IO[bytes], txt_file: IO[bytes], dtype: np.dtype) -> None:
+        self.bin, self.idx, self.txt, self.dtype = bin_file, idx_file, txt_file, dtype
+        self.tokens = 0
         self.idx.write(np.zeros(1, np.int64).tobytes())
 
     def add(self, texts: list[str], ids: list[list[int]]) -> None:
         if not texts:
             return
-        lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), self.dtype, count=int(lengths.sum()))
+        ends = self.tokens + np.cumsum(np.fromiter(map(len, ids), np.int64, count=len(ids)))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), self.dtype, count=ends[-1] - self.tokens)
         self.bin.write(flat.tobytes())
-        self.idx.write((self.offset + np.cumsum(lengths)).tobytes())
-        self.offset += int(lengths.sum())
-        self.txt.write("\n".join(texts) + "\n")
-
-    def close(self) -> None:
-        for handle in (self.bin, self.idx, self.txt):
-            handle.close()
+        self.idx.write(ends.tobytes())
+        self.txt.write(("\n".join(texts) + "\n").encode("utf-8"))
+        self.tokens = int(ends[-1])
 
 
 def write_split(
@@ -336,26 +334,26 @@ def write_split(
     Lines are stripped at both ends. A pair with an empty side is dropped; a pair with a side over
     `max_len` tokens is dropped when `max_len` is given (training only: test sets stay whole).
     """
-    stats = dict(pairs=0, src_tokens=0, tgt_tokens=0, dropped_empty=0, dropped_long=0)
-    writers = [_SideWriter(out / f"{split.name}.{side}", dtype) for side in ("src", "tgt")]
-    try:
+    stats = dict(pairs=0, dropped_empty=0, dropped_long=0)
+    limit = sys.maxsize if max_len is None else max_len
+    with ExitStack() as files:
+        src, tgt = (
+            _SideWriter(*(files.enter_context(open(out / f"{split.name}.{side}.{ext}", "wb")) for ext in _EXTS), dtype)
+            for side in ("src", "tgt")
+        )
         pairs = split.pairs()
         while chunk := list(itertools.islice(pairs, CHUNK)):
-            texts = [(s.strip(), t.strip()) for s, t in chunk]
-            kept = [pair for pair in texts if pair[0] and pair[1]]
-            stats["dropped_empty"] += len(texts) - len(kept)
-            src_ids, tgt_ids = (sp.encode([pair[i] for pair in kept]) for i in (0, 1))
-            keep = [max_len is None or max(len(s), len(t)) <= max_len for s, t in zip(src_ids, tgt_ids)]
-            stats["dropped_long"] += keep.count(False)
-            for i, (writer, ids) in enumerate(zip(writers, (src_ids, tgt_ids))):
-                writer.add([pair[i] for pair, k in zip(kept, keep) if k], [x for x, k in zip(ids, keep) if k])
-            stats["pairs"] += keep.count(True)
-            stats["src_tokens"] += sum(len(x) for x, k in zip(src_ids, keep) if k)
-            stats["tgt_tokens"] += sum(len(x) for x, k in zip(tgt_ids, keep) if k)
-    finally:
-        for writer in writers:
-            writer.close()
-    return stats
+            stripped = [(s.strip(), t.strip()) for s, t in chunk]
+            texts = [pair for pair in stripped if pair[0] and pair[1]]
+            src_ids, tgt_ids = sp.encode([s for s, _ in texts]), sp.encode([t for _, t in texts])
+            lengths = zip(map(len, src_ids), map(len, tgt_ids), strict=True)
+            keep = [i for i, (s, t) in enumerate(lengths) if max(s, t) <= limit]
+            src.add([texts[i][0] for i in keep], [src_ids[i] for i in keep])
+            tgt.add([texts[i][1] for i in keep], [tgt_ids[i] for i in keep])
+            stats["pairs"] += len(keep)
+            stats["dropped_empty"] += len(stripped) - len(texts)
+            stats["dropped_long"] += len(texts) - len(keep)
+    return {**stats, "src_tokens": src.tokens, "tgt_tokens": tgt.tokens}
 
 
 def _splits_for(
@@ -448,6 +446,14 @@ def summary(meta: dict[str, Any], out: Path) -> str:
 # --- reading prepared splits ----------------------------------------------------------------------
 
 
+def _map(path: Path, dtype: np.dtype) -> np.ndarray:
+    if not path.is_file():
+        raise DataError(f"{path} is missing; prepare the data again")
+    if path.stat().st_size == 0:  # numpy cannot map an empty file
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
 class _Side:
     """One side of a prepared split, memory-mapped on first use."""
 
@@ -461,14 +467,11 @@ class _Side:
 
     @cached_property
     def ids(self) -> np.ndarray:
-        path = Path(f"{self.prefix}.bin")
-        if path.stat().st_size == 0:  # numpy cannot map an empty file
-            return np.zeros(0, self.dtype)
-        return np.memmap(path, dtype=self.dtype, mode="r")
+        return _map(Path(f"{self.prefix}.bin"), self.dtype)
 
     @cached_property
     def text(self) -> np.ndarray:
-        return np.memmap(f"{self.prefix}.txt", dtype=np.uint8, mode="r")
+        return _map(Path(f"{self.prefix}.txt"), np.dtype(np.uint8))
 
     @cached_property
     def line_starts(self) -> np.ndarray:

@@ -102,7 +102,7 @@ def beam_search(
         for i, sent in enumerate(active):
             if t >= max_lens[sent]:  # out of room: the only move left is </s>
                 forced = torch.full((beam, vocab), float("-inf"))
-                forced[:, eos] = lprobs[i * beam : (i + 1) * beam, eos]
+                forced[:, eos] = lprobs[i * beam : (i + 1) * beam, eos].clamp(min=-1e4)  # finite: always an answer
                 lprobs[i * beam : (i + 1) * beam] = forced
         candidates = (scores[: len(active), :, None] + lprobs.view(len(active), beam, vocab)).view(len(active), -1)
         top_scores, top_ids = candidates.topk(min(2 * beam, candidates.size(1)), dim=1)

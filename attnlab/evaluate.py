@@ -72,12 +72,23 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
     was_training = model.training
     model.eval()
     report: dict[str, float] = {}
-    api = Model(model, load_tokenizer(Path(data_dir) / "spm.model"), {"task": data.meta.get("task", "translate")}, str(checkpoint_dir))
+    api = Model(
+        model,
+        load_tokenizer(Path(data_dir) / "spm.model"),
+        {"task": data.meta.get("task", "translate")},
+        str(checkpoint_dir),
+    )
     with torch.no_grad():
         if n:
             loss = nll = tokens = 0.0
             for start in range(0, n, 64):
-                batch = collate(data, list(range(start, min(n, start + 64))), model.config.pad_id, model.config.bos_id, model.config.eos_id)
+                batch = collate(
+                    data,
+                    list(range(start, min(n, start + 64))),
+                    model.config.pad_id,
+                    model.config.bos_id,
+                    model.config.eos_id,
+                )
                 logits = model(batch.src, batch.tgt_in)
                 l, s = label_smoothed_loss(logits, batch.tgt_out, model.config.eps_ls, model.config.pad_id)
                 loss, nll, tokens = loss + l.item(), nll + s.item(), tokens + batch.n_tgt_tokens
@@ -152,6 +163,8 @@ def cli(argv: list[str]) -> int:
     print(f"BLEU = {report['bleu']:.2f}  {report['bleu_signature']}")
     print(f"chrF2 = {report['chrf']:.2f}  {report['chrf_signature']}")
     if args.tokenized:
-        print(f"tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = {report['tokenized_bleu']:.2f}")
+        print(
+            f"tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = {report['tokenized_bleu']:.2f}"
+        )
     print(report["bleu_detail"], file=sys.stderr)
     return 0

@@ -55,14 +55,15 @@ class KVCache:
     """Incremental-decoding state: per decoder layer, self-attention K/V so far and the
     encoder-decoder K/V, computed once per source (as fairseq does)."""
 
-    layers: list[dict[str, Tensor]] = field(default_factory=list)
+    layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)  # [{"self": {k, v}, "cross": {k, v}}]
     length: int = 0  # target positions already processed
 
     def reorder(self, index: Tensor) -> None:
         """Follow the beams: row i of the new batch continues row index[i] of the old one."""
-        for entry in self.layers:
-            for name, tensor in entry.items():
-                entry[name] = tensor.index_select(0, index)
+        for layer in self.layers:
+            for entry in layer.values():
+                for name, tensor in entry.items():
+                    entry[name] = tensor.index_select(0, index)
 
 
 class MultiHeadAttention(nn.Module):
@@ -223,7 +224,9 @@ class Transformer(nn.Module):
         if ids.size(1) == 0:
             raise ModelInputError(f"{what} is empty (length 0)")
         if ids.size(1) > self.config.max_len:
-            raise ModelInputError(f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}")
+            raise ModelInputError(
+                f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}"
+            )
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= self.config.vocab_size:
             bad = low if low < 0 else high
@@ -255,9 +258,7 @@ class Transformer(nn.Module):
             x = layer(x, mask)
         return self.final_norms[0](x) if self.final_norms else x
 
-    def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None
-    ) -> Tensor:
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None) -> Tensor:
         """tgt: (B, Lt) decoder inputs (BOS first) -> hidden states (B, Lt, d_model).
 
         With a cache, `tgt` holds only the new positions and earlier ones are not recomputed.

@@ -108,7 +108,11 @@ class AttentionTrace:
         """Write atomically (temp file + rename) as safetensors + JSON metadata."""
         from safetensors.numpy import save
 
-        tensors = {f"{kind}.{i}": np.ascontiguousarray(m, dtype=np.float32) for kind in self.maps for i, m in enumerate(self.maps[kind])}
+        tensors = {
+            f"{kind}.{i}": np.ascontiguousarray(m, dtype=np.float32)
+            for kind in self.maps
+            for i, m in enumerate(self.maps[kind])
+        }
         tensors.update({f"mask.{kind}": np.ascontiguousarray(m).astype(np.uint8) for kind, m in self.masks.items()})
         info = {
             "src_tokens": self.src_tokens,

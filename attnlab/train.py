@@ -211,7 +211,9 @@ class Trainer:
             context = contextlib.nullcontext() if sync else self.net.no_sync()
             with context, torch.autocast(self.device.type, torch.bfloat16, enabled=self.autocast):
                 logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
-                loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), self.config.eps_ls, self.config.pad_id)
+                loss, nll = label_smoothed_loss(
+                    logits, batch.tgt_out.to(self.device), self.config.eps_ls, self.config.pad_id
+                )
                 # DDP averages gradients over ranks; ×world makes the result a sum over all tokens.
                 (loss * self.world / total_tokens).backward()
             self.acc["loss"] += loss.item()
@@ -268,7 +270,9 @@ class Trainer:
                     "wall_s": time.time() - start,
                 }
                 self.log(record)
-                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{tps:,.0f}", mfu=f"{record['mfu']:.0%}")
+                bar.set_postfix(
+                    loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{tps:,.0f}", mfu=f"{record['mfu']:.0%}"
+                )
                 self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}
                 window_start, window_tokens = time.time(), 0.0
             out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
@@ -306,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
         epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
     )
-    parser.add_argument("--preset", default="base", choices=list(PRESETS))
+    parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
     parser.add_argument("--recipe", help="a named recipe (see attnlab.recipes) that fills in every other option")
     parser.add_argument("--data", help="a directory written by `attnlab data prepare`")
     parser.add_argument("--out", help="run directory (checkpoints, metrics.jsonl); an existing one resumes")

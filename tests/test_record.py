@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import attention, preset
+from attnlab import preset
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model import Transformer
 from attnlab.record import model_info, record

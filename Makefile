@@ -1,0 +1,36 @@
+# The two commands of the README. Both create (once) and reuse .venv at the project root.
+#   make explore   set everything up, open the explorer on the bundled checkpoint
+#   make test      set everything up, run ruff and the whole test suite (browser + notebooks)
+# `torch==2.13.0` is pinned here (a CPU build on these machines); the package itself accepts a range.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.attnlab-installed
+PORT   ?= 5006
+
+.PHONY: setup explore test lint browser
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[app,dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright's own browser download does not work offline).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi; }
+
+explore: setup
+	$(VENV)/bin/attnlab explore --port $(PORT)
+
+lint: setup
+	$(VENV)/bin/ruff check attnlab apps tests benchmarks
+	$(VENV)/bin/ruff format --check attnlab apps tests benchmarks
+
+test: setup browser lint
+	$(VENV)/bin/pytest -q --durations=15

@@ -1,0 +1,192 @@
+"""Token-budget batches (§5.1) and the tensors the model reads.
+
+§5.1: "Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
+tokens." `TokenBatchSampler` sorts pairs by length (ties broken at random per epoch), cuts the
+sorted list greedily into the largest batches that fit the budget, and shuffles the batch order.
+
+The budget rule, exactly: a batch of n pairs is allowed when n * max_i(max(src_len_i + 1,
+tgt_len_i + 1)) <= max_tokens. The +1 is the EOS on the source and the BOS/EOS shift on the target
+that `collate` adds, so the padded source tensor and each padded target tensor have at most
+`max_tokens` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.data import BOS_ID, EOS_ID, PAD_ID, ParallelData
+from attnlab.errors import DataError
+
+
+class TokenBatchSampler:
+    """Batches of pair indices under a token budget, deterministic in (seed, epoch), resumable.
+
+    Sharding: every rank builds the same global batch list and takes batches rank, rank + W, ...
+    When the batch count is not a multiple of the world size W, the largest batches are split in
+    two until it is, so no pair is dropped or repeated and every rank runs the same number of steps
+    (DDP stays in lockstep). The ranks together therefore cover each pair exactly once per epoch.
+
+    Iteration yields the batches of the current epoch not yielded yet; as with PyTorch's
+    DistributedSampler, the caller moves on with `set_epoch(epoch + 1)`. `state_dict()` taken
+    between batches and given to `load_state_dict()` resumes with exactly the batches that had not
+    been yielded yet, also when it was taken after the last batch of an epoch.
+    """
+
+    def __init__(
+        self,
+        src_lens: Sequence[int] | np.ndarray,
+        tgt_lens: Sequence[int] | np.ndarray,
+        max_tokens: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.sizes = np.maximum(np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)) + 1
+        if len(src_lens) != len(tgt_lens):
+            raise DataError(f"{len(src_lens)} source lengths but {len(tgt_lens)} target lengths")
+        if not 0 <= rank < world_size:
+            raise DataError(f"rank {rank} is outside world size {world_size}")
+        if len(self.sizes) < world_size:
+            raise DataError(f"{len(self.sizes)} pairs cannot be shared among {world_size} ranks")
+        too_long = np.flatnonzero(self.sizes > max_tokens)
+        if too_long.size:
+            raise DataError(
+                f"{too_long.size} pairs need more than --max-tokens {max_tokens} on their own "
+                f"(pair {too_long[0]} needs {self.sizes[too_long[0]]}); raise --max-tokens or prepare with a lower --max-len"
+            )
+        self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
+        self.rank, self.world_size = rank, world_size
+        self._epoch, self._position = 0, 0
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its first batch; the current epoch is left where it is.
+
+        So a trainer may call `set_epoch(e)` at the top of every epoch, also right after
+        `load_state_dict`, without losing the restored position.
+        """
+        if epoch != self._epoch:
+            self._epoch, self._position = epoch, 0
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch (the same every epoch and on every rank)."""
+        return len(self._batches(self._epoch)) // self.world_size
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        mine = self._batches(self._epoch)[self.rank :: self.world_size]
+        while self._position < len(mine):
+            self._position += 1  # counted before yielding: a state saved now resumes after this batch
+            yield mine[self._position - 1]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position (epoch, batches already yielded in it) plus what must match on restore."""
+        return {
+            "epoch": self._epoch,
+            "position": self._position,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "world_size": self.world_size,
+            "n_pairs": len(self.sizes),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("seed", "max_tokens", "world_size", "n_pairs"):
+            mine = len(self.sizes) if key == "n_pairs" else getattr(self, key)
+            if state.get(key, mine) != mine:
+                raise DataError(f"cannot resume batches: saved {key}={state[key]} but this run has {mine}")
+        self._epoch, self._position = int(state["epoch"]), int(state["position"])
+
+    def _batches(self, epoch: int) -> list[np.ndarray]:
+        """The global batch list of an epoch, computed once per epoch."""
+        if self._cache is None or self._cache[0] != epoch:
+            self._cache = (epoch, self._make_batches(epoch))
+        return self._cache[1]
+
+    def _make_batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
+        order = rng.permutation(len(self.sizes)) if rng else np.arange(len(self.sizes))
+        order = order[np.argsort(self.sizes[order], kind="stable")]  # by length; ties stay in random order
+        batches = _fill(order, self.sizes[order], self.max_tokens)
+        batches = _split_largest(batches, (-len(batches)) % self.world_size)
+        if rng:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+
+def _fill(order: np.ndarray, sizes: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Cut pairs sorted by ascending size into the longest runs with count * last size <= budget.
+
+    With sizes ascending, the last pair of a run is its longest, and count * size grows along the
+    run, so each run ends where that product first exceeds the budget.
+    """
+    batches = []
+    start = 0
+    while start < len(order):
+        window = sizes[start : start + max_tokens // sizes[start]]
+        fits = np.arange(1, len(window) + 1) * window <= max_tokens
+        end = start + int(fits.sum())  # `fits` is a run of True then False
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
+def _split_largest(batches: list[np.ndarray], extra: int) -> list[np.ndarray]:
+    """Split the batches with the most pairs in two, `extra` times (halves still fit the budget)."""
+    for _ in range(extra):
+        largest = max(range(len(batches)), key=lambda i: len(batches[i]))
+        batch = batches[largest]
+        if len(batch) < 2:
+            raise DataError(f"too few pairs to give every rank the same number of batches (need {extra} more)")
+        batches[largest : largest + 1] = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
+    return batches
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one step: `src` (B, Ls), `tgt_in`/`tgt_out` (B, Lt), all int64."""
+
+    src: torch.Tensor  # ids + [EOS]
+    tgt_in: torch.Tensor  # [BOS] + ids: what the decoder reads (shifted right, §3.1)
+    tgt_out: torch.Tensor  # ids + [EOS]: what it must predict
+    n_tgt_tokens: int  # non-pad entries of tgt_out, the loss normaliser
+    indices: np.ndarray  # pair indices in the split
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        move = {"device": device, "non_blocking": non_blocking}
+        return Batch(
+            self.src.to(**move), self.tgt_in.to(**move), self.tgt_out.to(**move), self.n_tgt_tokens, self.indices
+        )
+
+
+def collate(
+    data: ParallelData,
+    indices: Sequence[int] | np.ndarray,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> Batch:
+    """Gather pairs `indices` of a prepared split into a padded `Batch`."""
+    indices = np.asarray(indices, np.int64)
+    src = _pad([np.append(data.src(i), eos_id) for i in indices], pad_id)
+    targets = [data.tgt(i) for i in indices]
+    tgt_in = _pad([np.insert(t, 0, bos_id) for t in targets], pad_id)
+    tgt_out = _pad([np.append(t, eos_id) for t in targets], pad_id)
+    return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for t in targets), indices)
+
+
+def _pad(rows: list[np.ndarray], pad_id: int) -> torch.Tensor:
+    out = np.full((len(rows), max(map(len, rows), default=0)), pad_id, np.int64)  # (B, L)
+    for row, ids in zip(out, rows, strict=True):
+        row[: len(ids)] = ids
+    return torch.from_numpy(out)

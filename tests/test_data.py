@@ -1,0 +1,284 @@
+"""`attnlab data prepare/download` on the real shared corpora, and its errors on small made-up files."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab import cli, data, download
+from attnlab.errors import DataError
+
+
+def _data_dir() -> Path | None:
+    try:
+        return data.find_data_dir()
+    except DataError:
+        return None
+
+
+DATA = _data_dir()
+needs_data = pytest.mark.skipif(
+    DATA is None, reason="corpora not found: set ATTNLAB_DATA or put them in ../shared/data (see its README)"
+)
+
+
+def quiet(_: str) -> None:
+    """`echo` for prepare and download that prints nothing."""
+
+
+def raw_lines(path: Path) -> list[str]:
+    return list(data.read_lines(path))
+
+
+@pytest.fixture(scope="module")
+def multi30k(tmp_path_factory) -> Path:
+    if DATA is None:
+        pytest.skip("corpora not found: set ATTNLAB_DATA or put them in ../shared/data")
+    out = tmp_path_factory.mktemp("multi30k")
+    data.prepare("multi30k", out, data_dir=DATA, echo=quiet)  # the default 8000-piece vocabulary
+    return out
+
+
+# --- real corpora --------------------------------------------------------------------------------
+
+
+@needs_data
+def test_multi30k_has_the_official_split_sizes(multi30k):
+    splits = data.ParallelData(multi30k, "train").meta["splits"]
+    assert [splits[s]["pairs"] for s in ("train", "valid", "test2016", "test2017")] == [29000, 1014, 1000, 1000]
+    assert all(s["dropped_empty"] == s["dropped_long"] == 0 for s in splits.values())
+    assert len(data.ParallelData(multi30k, "test2016")) == 1000
+
+
+@needs_data
+def test_prepared_ids_and_text_match_the_corpus(multi30k):
+    sp = data.load_tokenizer(multi30k)
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.get_piece_size()) == (0, 1, 2, 3, 8000)
+    valid = data.ParallelData(multi30k, "valid")
+    english, german = raw_lines(DATA / "multi30k/valid.en"), raw_lines(DATA / "multi30k/valid.de")
+    assert valid.src_lens.sum() == valid.meta["splits"]["valid"]["src_tokens"]
+    for i in (0, 1, 500, 1013):
+        assert valid.src_text(i) == english[i].strip() and valid.tgt_text(i) == german[i].strip()
+        assert sp.decode(valid.src(i).tolist()) == valid.src_text(i)
+        assert valid.tgt(i).tolist() == sp.encode(german[i].strip())
+        assert len(valid.src(i)) == valid.src_lens[i] and valid.src(i).dtype == np.uint16
+
+
+@needs_data
+def test_sentencepiece_round_trips_the_raw_dev_sets(multi30k, tmp_path):
+    data.prepare("wmt14", tmp_path, data_dir=DATA, vocab_size=4000, echo=quiet)
+    checks = [(multi30k, "multi30k/valid"), (tmp_path, "wmt14_en_de/newstest2013")]
+    for prepared, stem in checks:
+        sp = data.load_tokenizer(prepared / "spm.model")
+        for lang in ("en", "de"):
+            for line in raw_lines(DATA / f"{stem}.{lang}"):
+                assert sp.decode(sp.encode(line.strip())) == line.strip()
+
+
+@needs_data
+def test_wmt14_uses_newstest2013_for_validation_and_the_full_newstest2014(tmp_path):
+    meta = data.prepare("wmt14", tmp_path, data_dir=DATA, vocab_size=1000, echo=quiet)
+    assert {name: s["pairs"] for name, s in meta["splits"].items()} == {
+        "train": 10000,
+        "valid": 3000,
+        "newstest2014": 3003,
+    }
+
+
+@needs_data
+def test_tatoeba_split_never_puts_an_english_sentence_in_two_splits(tmp_path):
+    meta = data.prepare("tatoeba", tmp_path, data_dir=DATA, vocab_size=2000, echo=quiet)
+    assert (meta["src_lang"], meta["tgt_lang"]) == ("de", "en")
+    english = {
+        split: set((tmp_path / f"{split}.tgt.txt").read_text(encoding="utf-8").splitlines())
+        for split in ("train", "valid", "test")
+    }
+    assert not english["train"] & english["valid"]
+    assert not english["train"] & english["test"]
+    assert not english["valid"] & english["test"]
+    assert sum(s["pairs"] for s in meta["splits"].values()) == 169813
+    for heldout in ("valid", "test"):
+        assert 1000 < meta["splits"][heldout]["pairs"] < 2500  # ~1% of the distinct English sentences each
+    held_out = sorted(english["valid"])[:200]
+    assert {data.tatoeba_side(sentence, seed=0) for sentence in held_out} == {"valid"}  # a function of the seed
+    assert {data.tatoeba_side(sentence, seed=1) for sentence in held_out} >= {"train"}  # and another seed differs
+
+
+@needs_data
+def test_a_missing_corpus_says_how_to_get_it(tmp_path):
+    with pytest.raises(DataError, match=r"multi30k/train\.en is missing; run `attnlab data download multi30k"):
+        data.prepare("multi30k", tmp_path / "out", data_dir=tmp_path, echo=quiet)
+
+
+# --- data directory -------------------------------------------------------------------------------
+
+
+def test_data_dir_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path))
+    assert data.find_data_dir() == tmp_path
+    assert data.find_data_dir(tmp_path / "..") == tmp_path / ".."
+    with pytest.raises(DataError, match="from --data-dir"):
+        data.find_data_dir(tmp_path / "nope")
+    monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path / "nope"))
+    with pytest.raises(DataError, match=r"from \$ATTNLAB_DATA"):
+        data.find_data_dir()
+
+
+# --- bad input, on small files made here ------------------------------------------------------------
+
+
+def fake_multi30k(root: Path, lines: dict[str, list[str]] | None = None) -> Path:
+    """A tiny multi30k/ with made-up sentences; `lines` replaces the named files."""
+    made_up = [f"sentence {i} has {i % 7} small words and {i % 5} more" for i in range(300)]
+    files = {f"{split}.{lang}": made_up for split in ("train", "valid", "test2016") for lang in ("en", "de")}
+    files.update(lines or {})
+    (root / "multi30k").mkdir(parents=True)
+    for name, content in files.items():
+        (root / "multi30k" / name).write_text("".join(line + "\n" for line in content), encoding="utf-8")
+    return root
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+    root = fake_multi30k(tmp_path / "data", {"valid.de": ["only", "two"]})
+    with pytest.raises(DataError) as error:
+        data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, echo=quiet)
+    message = str(error.value)
+    assert f"{root}/multi30k/valid.en has 300 lines" in message and f"{root}/multi30k/valid.de has 2" in message
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    root = fake_multi30k(tmp_path / "data")
+    bad = root / "multi30k" / "train.de"
+    lines = bad.read_bytes().split(b"\n")
+    lines[41] = b"caf\xe9 au lait"  # Latin-1, not UTF-8
+    bad.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError, match=rf"{bad}:42: invalid UTF-8"):
+        data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, echo=quiet)
+
+
+def test_empty_and_overlong_pairs_are_dropped_and_counted(tmp_path):
+    train_en = [f"sentence {i} has {i % 7} small words" for i in range(300)]
+    train_de = list(train_en)
+    train_en[3] = "   "  # whitespace only counts as empty
+    train_de[10] = ""
+    train_de[20] = " ".join(["long"] * 400)
+    root = fake_multi30k(tmp_path / "data", {"train.en": train_en, "train.de": train_de})
+    printed: list[str] = []
+    meta = data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, max_len=100, echo=printed.append)
+    train = meta["splits"]["train"]
+    assert (train["pairs"], train["dropped_empty"], train["dropped_long"]) == (297, 2, 1)
+    assert "dropped empty" in printed[0] and "297" in printed[0]
+    prepared = data.ParallelData(tmp_path / "out", "train")
+    assert len(prepared) == len(prepared.src_lens) == 297
+    assert prepared.src_text(3) == train_en[4]  # later pairs move up, sides stay aligned
+    assert prepared.tgt_text(3) == train_de[4]
+
+
+def test_cli_prepares_and_reports_errors_in_one_line(tmp_path, capsys):
+    root = fake_multi30k(tmp_path / "data")
+    out = tmp_path / "out"
+    assert (
+        cli.main(["data", "prepare", "multi30k", "--out", str(out), "--data-dir", str(root), "--vocab-size", "300"])
+        == 0
+    )
+    assert "prepared multi30k en-de" in capsys.readouterr().out
+    assert (out / "spm.model").is_file() and (out / "train.src.bin").is_file()
+    assert cli.main(["data", "prepare", "multi30k", "--out", str(out), "--data-dir", str(root), "--pair", "en-xx"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("attnlab data: error: unsupported --pair 'en-xx'") and "\n" not in error
+
+
+def test_parallel_data_errors(tmp_path):
+    with pytest.raises(DataError, match="not a prepared data directory"):
+        data.ParallelData(tmp_path, "train")
+    root = fake_multi30k(tmp_path / "data")
+    data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, echo=quiet)
+    with pytest.raises(DataError, match="no split 'test'; it has: train, valid, test2016"):
+        data.ParallelData(tmp_path / "out", "test")
+
+
+def test_wmt14_training_directory_pairs_files_by_stem(tmp_path):
+    for name in ("europarl.en", "europarl.de", "news.en.gz", "news.de.gz", "orphan.en", "valid.en", "valid.de"):
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(b"x\n") if name.endswith(".gz") else b"x\n")
+    found = data.parallel_files(tmp_path, "en", "de")
+    assert [(a.name, b.name) for a, b in found] == [("europarl.en", "europarl.de"), ("news.en.gz", "news.de.gz")]
+    assert list(data.read_lines(tmp_path / "news.en.gz")) == ["x"]
+
+
+# --- download, served from a loopback mirror --------------------------------------------------------
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """Serve a directory over http on 127.0.0.1; yields (directory, url)."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
+        pass
+
+
+@needs_data
+def test_download_multi30k_from_a_mirror_verifies_and_lays_out_files(mirror, tmp_path):
+    root, url = mirror
+    for fetch in download.CORPORA["multi30k"]:  # the mirror holds the originals: gzipped files
+        (local,) = fetch.outputs
+        remote = root / fetch.path
+        remote.parent.mkdir(parents=True, exist_ok=True)
+        remote.write_bytes(gzip.compress((DATA / local).read_bytes(), compresslevel=1))
+    out = tmp_path / "data"
+    written = download.download("multi30k", out, url_base=url, echo=quiet)
+    assert len(written) == 18
+    for path in written:
+        assert path.read_bytes() == (DATA / path.relative_to(out)).read_bytes()
+    assert not list(out.rglob("*.part"))
+    printed: list[str] = []
+    download.download("multi30k", out, url_base=url, echo=printed.append)  # nothing left to fetch
+    assert sum(line.startswith("  present") for line in printed) == 18
+
+    os.remove(out / "multi30k/valid.de")
+    (fetch,) = [f for f in download.CORPORA["multi30k"] if f.outputs == ("multi30k/valid.de",)]
+    (root / fetch.path).write_bytes(gzip.compress(b"tampered\n"))
+    with pytest.raises(DataError, match="multi30k/valid.de from .*val.de.gz: sha256 .* is not the expected"):
+        download.download("multi30k", out, url_base=url, echo=quiet)
+    assert not (out / "multi30k/valid.de").exists()
+
+
+def test_download_reports_an_unreachable_source(mirror, tmp_path):
+    _, url = mirror  # an empty mirror: every file is a 404
+    with pytest.raises(DataError, match="could not fetch .*newstest2013.eng.*--url-base"):
+        download.download("wmt14", tmp_path / "data", url_base=url, echo=quiet)
+    with pytest.raises(DataError, match="could not fetch file:"):
+        download.download("wmt14", tmp_path / "data", url_base=(tmp_path / "none").as_uri(), echo=quiet)
+
+
+def test_download_from_a_file_url(tmp_path):
+    root = tmp_path / "mirror"
+    if DATA is None:
+        pytest.skip("corpora not found")
+    for fetch in download.CORPORA["wmt14"]:
+        (local,) = fetch.outputs
+        (root / fetch.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(DATA / local, root / fetch.path)
+    written = download.download("wmt14", tmp_path / "data", url_base=root.as_uri(), echo=quiet)
+    assert [p.read_bytes() == (DATA / p.relative_to(tmp_path / "data")).read_bytes() for p in written] == [True] * 8

@@ -1,0 +1,118 @@
+"""Decoding: cache = no cache, beam 1 = greedy, a scripted toy decoder, length penalty."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnlab import preset
+from attnlab.decode import beam_search, generate, greedy_search, length_penalty
+from attnlab.model import KVCache, Transformer
+
+
+@pytest.fixture
+def model() -> Transformer:
+    torch.manual_seed(1)
+    return Transformer(preset("tiny", n_layers=3)).eval()
+
+
+def test_cached_step_logits_equal_full_forward(model: Transformer) -> None:
+    src = torch.randint(4, 1000, (2, 7))
+    src[1, 5:] = 0
+    tgt = torch.randint(4, 1000, (2, 6))
+    tgt[:, 0] = 2
+    with torch.no_grad():
+        full = model(src, tgt)
+        mask = model.src_mask(src)
+        memory = model.encode(src, mask)
+        cache = KVCache()
+        steps = [model.logits(model.decode(tgt[:, t : t + 1], memory, mask, cache)) for t in range(6)]
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+    assert cache.length == 6 and cache.layers[0]["self"]["k"].shape[2] == 6
+
+
+def test_cache_and_no_cache_decode_the_same(model: Transformer) -> None:
+    src = torch.randint(4, 1000, (3, 8))
+    for beam in (1, 4):
+        a = generate(model, src, beam=beam, max_len_b=12, cache=True)
+        b = generate(model, src, beam=beam, max_len_b=12, cache=False)
+        assert [[h.tokens for h in s] for s in a] == [[h.tokens for h in s] for s in b]
+        for sa, sb in zip(a, b, strict=True):
+            assert sa[0].score == pytest.approx(sb[0].score, abs=1e-4)
+
+
+def test_beam_one_equals_greedy(model: Transformer) -> None:
+    src = torch.randint(4, 1000, (4, 6))
+    greedy = generate(model, src, beam=1, max_len_b=10)
+    from attnlab.decode import TransformerStepper
+
+    lens = [15] * 4
+    beam1 = beam_search(TransformerStepper(model, src), lens, beam=1, alpha=0.0)
+    greedy = greedy_search(TransformerStepper(model, src), lens)
+    assert [b[0].tokens for b in beam1] == [g.tokens for g in greedy]
+    assert [b[0].logprob for b in beam1] == pytest.approx([g.logprob for g in greedy], abs=1e-5)
+
+
+def test_max_length_is_input_plus_b(model: Transformer) -> None:
+    src = torch.randint(4, 1000, (1, 5))  # 4 pieces + one position that stands for </s>
+    for hyp in generate(model, src, beam=4, max_len_b=3)[0]:
+        assert len(hyp.tokens) <= 4 + 3 and hyp.tokens[-1] == 3
+
+
+class Scripted:
+    """A toy decoder: the next-token distribution depends only on the prefix, from a table."""
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab: int = 8) -> None:
+        self.table, self.vocab = table, vocab
+
+    def start(self, rows: torch.Tensor) -> None:
+        pass
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = torch.full((tokens.size(0), self.vocab), float("-inf"))
+        for i, row in enumerate(tokens.tolist()):
+            for token, p in self.table.get(tuple(row[1:]), {3: 1.0}).items():
+                out[i, token] = math.log(p)
+        return out
+
+    def reorder(self, index: torch.Tensor) -> None:
+        pass
+
+
+def test_scripted_decoder_known_best() -> None:
+    # greedy takes 4 (0.6) then is stuck with 0.3 at best: 0.18; beam finds 5 then 6 (0.4 * 0.9 = 0.36)
+    table = {
+        (): {4: 0.6, 5: 0.4},
+        (4,): {6: 0.3, 7: 0.3, 3: 0.4 - 1e-9},
+        (5,): {6: 0.9, 3: 0.1},
+        (4, 6): {3: 1.0},
+        (4, 7): {3: 1.0},
+        (5, 6): {3: 1.0},
+    }
+    best = beam_search(Scripted(table), [10], beam=2, alpha=0.0)[0][0]
+    assert best.tokens == [5, 6, 3] and best.logprob == pytest.approx(math.log(0.36))
+    assert greedy_search(Scripted(table), [10])[0].tokens == [4, 3]
+
+
+def test_length_penalty_changes_the_winner() -> None:
+    # short: P = 0.5 (1 token + </s>); long: P = 0.45 (4 tokens + </s>). α = 0 picks short; α = 1 long.
+    table = {
+        (): {4: 0.5, 5: 0.5},
+        (4,): {3: 1.0},
+        (5,): {5: 0.9, 3: 0.1},
+        (5, 5): {6: 1.0},
+        (5, 5, 6): {7: 1.0},
+        (5, 5, 6, 7): {3: 1.0},
+    }
+    assert beam_search(Scripted(table), [10], beam=2, alpha=0.0)[0][0].tokens == [4, 3]
+    winner = beam_search(Scripted(table), [10], beam=2, alpha=1.0)[0][0]
+    assert winner.tokens == [5, 5, 6, 7, 3]
+    assert winner.score == pytest.approx(math.log(0.45) / length_penalty(5, 1.0))
+
+
+def test_early_stop_and_forced_end() -> None:
+    table = {(): {4: 1.0}, (4,): {4: 1.0}, (4, 4): {4: 1.0}, (4, 4, 4): {4: 1.0}}
+    hyp = beam_search(Scripted(table), [3], beam=2, alpha=0.6)[0][0]
+    assert hyp.tokens == [4, 4, 3]  # cut at max length 3 with </s> forced

@@ -1,0 +1,211 @@
+"""Treebank reading, cleaning, linearisation round trips, repair of bad output, and EVALB-style F1."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from attnlab import data, treebank
+from attnlab.errors import DataError
+from attnlab.treebank import Tree, bracket_f1, clean, delinearize, leaves, linearize, mask_pos, parse, to_string
+
+
+def _data_dir():
+    try:
+        return data.find_data_dir()
+    except DataError:
+        return None
+
+
+DATA = _data_dir()
+WSJ = DATA / "ptb_wsj_sample" / "mrg" if DATA else None
+needs_wsj = pytest.mark.skipif(
+    WSJ is None or not WSJ.is_dir(),
+    reason="the WSJ sample is not there: set ATTNLAB_DATA or put the corpora in ../shared/data",
+)
+
+
+def tree(text: str) -> Tree:
+    (only,) = parse(text)
+    return only
+
+
+# --- reading and cleaning ---------------------------------------------------------------------
+
+
+def test_parse_removes_the_unlabelled_wrapper_and_reads_multiline_trees():
+    text = "( (S\n    (NP-SBJ (NNP Ann) )\n    (VP (VBZ runs) )))\n( (NP (NN x) ))\n"
+    first, second = parse(text)
+    assert to_string(first) == "(S (NP-SBJ (NNP Ann)) (VP (VBZ runs)))"
+    assert to_string(second) == "(NP (NN x))"
+
+
+@pytest.mark.parametrize("bad", ["((S (NN x))", "(S (NN x)))", "word (S (NN x))"])
+def test_unbalanced_treebank_text_is_a_data_error(bad):
+    with pytest.raises(DataError, match="test.mrg"):
+        parse(bad, "test.mrg")
+
+
+def test_clean_strips_function_tags_and_empty_elements_but_keeps_brackets_tags():
+    raw = tree(
+        "( (S (NP-SBJ-1 (-NONE- *)) (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ=2 (PRP it)) "
+        "(VP (VBZ works) (PRN (-LRB- -LRB-) (ADVP|PRT (RB so)) (-RRB- -RRB-)))))) (. .)) )"
+    )
+    assert to_string(clean(raw)) == (
+        "(S (VP (VBD said) (SBAR (S (NP (PRP it)) (VP (VBZ works) (PRN (-LRB- -LRB-) (ADVP (RB so)) (-RRB- -RRB-)))))) (. .))"
+    )
+
+
+def test_linearize_follows_vinyals_and_kaiser():
+    gold = tree("(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))")
+    assert " ".join(linearize(gold)) == "(S (NP XX XX )NP (VP XX )VP XX )S"
+    assert leaves(gold) == ["The", "dog", "barks", "."]
+    assert to_string(mask_pos(gold)) == "(S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .))"
+
+
+@needs_wsj
+def test_every_wsj_tree_linearises_and_rebuilds_exactly():
+    trees = list(treebank.read_trees(WSJ))
+    assert len(trees) == 3796
+    for raw in trees:
+        cleaned = clean(raw)
+        assert delinearize(linearize(cleaned), leaves(cleaned)) == mask_pos(cleaned), to_string(cleaned)
+    assert list(treebank.read_trees(WSJ.parent / "wsj_sample.trees")) == trees  # the one-per-line copy
+
+
+# --- repairing model output ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tokens, words, expected",
+    [
+        ("(S (NP XX XX )NP (VP XX", "a b c", "(S (NP (XX a) (XX b)) (VP (XX c)))"),  # brackets left open
+        ("(S XX XX XX XX )S", "a b", "(S (XX a) (XX b))"),  # more XX than words
+        ("(S (NP XX )NP )S", "a b c", "(S (NP (XX a)) (XX b) (XX c))"),  # fewer XX than words
+        (")NP foo (S XX )VP )S", "a", "(S (XX a))"),  # stray close, unknown token, wrong label
+        ("(NP XX )NP (VP XX )VP", "a b", "( (NP (XX a)) (VP (XX b)))"),  # several roots
+        ("(S (NP )NP XX )S", "a", "(S (XX a))"),  # an empty constituent
+        ("", "a b", "( (XX a) (XX b))"),  # nothing predicted
+        ("(S XX )S", "", "( )"),  # no words
+    ],
+)
+def test_delinearize_repairs_malformed_sequences(tokens, words, expected):
+    assert to_string(delinearize(tokens, words.split())) == expected
+
+
+def test_delinearize_never_crashes_and_always_covers_the_words():
+    rng = random.Random(0)
+    vocabulary = ["(S", ")S", "(NP", ")NP", "(VP", ")VP", "XX", "(", ")", "junk", ")XX"]
+    for _ in range(2000):
+        tokens = [rng.choice(vocabulary) for _ in range(rng.randrange(0, 30))]
+        words = [f"w{i}" for i in range(rng.randrange(0, 12))]
+        rebuilt = delinearize(tokens, words)
+        assert leaves(rebuilt) == words
+        assert parse(to_string(rebuilt)) or not words  # its string form reads back
+
+
+# --- bracket F1 -----------------------------------------------------------------------------------
+
+GOLD = "(S (NP (DT The) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (NNS cats)))) (. .))"  # S NP VP PP NP
+
+
+def f1(gold: str, pred: str) -> dict[str, float]:
+    return bracket_f1([tree(gold)], [tree(pred)])
+
+
+def test_identical_trees_score_100():
+    scores = f1(GOLD, "(S (NP (XX The) (XX dog)) (VP (XX barks) (PP (XX at) (NP (XX cats)))) (XX .))")
+    assert (scores["precision"], scores["recall"], scores["f1"], scores["exact_match"]) == (100, 100, 100, 100)
+
+
+def test_one_wrong_span_of_five():
+    # VP(2,3) instead of VP(2,5): 4 of 5 brackets match on each side
+    scores = f1(GOLD, "(S (NP (XX The) (XX dog)) (VP (XX barks)) (PP (XX at) (NP (XX cats))) (XX .))")
+    assert (scores["matched"], scores["gold"], scores["predicted"]) == (4, 5, 5)
+    assert scores["precision"] == pytest.approx(80) and scores["recall"] == pytest.approx(80)
+    assert scores["f1"] == pytest.approx(80) and scores["exact_match"] == 0
+
+
+def test_a_flat_prediction_has_full_precision_and_low_recall():
+    scores = f1(GOLD, "(S (XX The) (XX dog) (XX barks) (XX at) (XX cats) (XX .))")
+    assert scores["precision"] == pytest.approx(100) and scores["recall"] == pytest.approx(20)
+    assert scores["f1"] == pytest.approx(2 * 100 * 20 / 120)
+
+
+def test_scores_are_summed_over_the_corpus_before_dividing():
+    golds = [tree(GOLD), tree(GOLD)]
+    preds = [
+        tree("(S (NP (XX The) (XX dog)) (VP (XX barks)) (PP (XX at) (NP (XX cats))) (XX .))"),
+        tree("(S (XX The) (XX dog) (XX barks) (XX at) (XX cats) (XX .))"),
+    ]
+    scores = bracket_f1(golds, preds)  # matched 4 + 1, predicted 5 + 1, gold 5 + 5
+    assert scores["precision"] == pytest.approx(500 / 6) and scores["recall"] == pytest.approx(50)
+    assert scores["f1"] == pytest.approx(62.5)
+
+
+def test_punctuation_is_left_out_of_spans():
+    # the predicted VP also covers the final "."; with punctuation ignored both VPs span word 1 only
+    scores = f1("(S (NP (NNP John)) (VP (VBD left)) (. .))", "(S (NP (XX John)) (VP (XX left) (XX .)))")
+    assert scores["f1"] == pytest.approx(100)
+
+
+def test_function_tags_are_stripped_and_prt_equals_advp():
+    scores = f1("(S (NP-SBJ (PRP He)) (VP (VBD gave) (PRT (RP up))))", "(S (NP (XX He)) (VP (XX gave) (ADVP (XX up))))")
+    assert scores["f1"] == pytest.approx(100)
+
+
+def test_the_root_wrapper_is_not_a_bracket():
+    # repaired multi-root output: NP and VP match, the gold S is missed
+    scores = f1("(S (NP (PRP He)) (VP (VBD left)))", "( (NP (XX He)) (VP (XX left)))")
+    assert (scores["matched"], scores["gold"], scores["predicted"]) == (2, 3, 2)
+    assert scores["f1"] == pytest.approx(80)
+
+
+def test_gold_without_pos_tags_finds_punctuation_by_word():
+    # gold rebuilt from prepared data (tags are XX): the "." is still left out of the spans
+    gold = delinearize("(S (NP XX )NP (VP XX )VP XX )S", ["John", "left", "."])
+    scores = bracket_f1([gold], [tree("(S (NP (XX John)) (VP (XX left) (XX .)))")])
+    assert scores["f1"] == pytest.approx(100)
+
+
+@needs_wsj
+def test_punctuation_by_word_agrees_with_the_gold_tags_on_wsj():
+    trees = [clean(t) for t in treebank.read_trees(WSJ)]
+    flat = [treebank.parse_tree("(S " + " ".join(f"(XX {w})" for w in leaves(t)) + ")") for t in trees]
+    by_tag = bracket_f1(trees, flat)
+    by_word = bracket_f1([mask_pos(t) for t in trees], flat)
+    assert by_word["gold"] == by_tag["gold"] and abs(by_word["f1"] - by_tag["f1"]) < 0.05
+
+
+def test_parse_tree_reads_one_tree_or_wraps_several():
+    assert to_string(treebank.parse_tree("(S (NN x))")) == "(S (NN x))"
+    assert to_string(treebank.parse_tree("(NP (XX a)) (VP (XX b))")) == "( (NP (XX a)) (VP (XX b)))"
+    with pytest.raises(DataError, match="no tree"):
+        treebank.parse_tree("  ")
+
+
+def test_word_count_mismatch_is_skipped_as_evalb_does():
+    scores = f1("(S (NP (PRP He)) (VP (VBD left)))", "(S (NP (XX He)))")
+    assert scores["skipped"] == 1 and scores["sentences"] == 0 and scores["f1"] == 0
+    with pytest.raises(DataError, match="1 gold trees but 0 predicted"):
+        bracket_f1([tree(GOLD)], [])
+
+
+# --- prepared parsing data ------------------------------------------------------------------------
+
+
+@needs_wsj
+def test_prepare_ptb_keeps_each_bracket_one_piece_and_the_split_documented(tmp_path):
+    meta = data.prepare("ptb", tmp_path, data_dir=DATA, echo=lambda _: None)
+    assert meta["task"] == "parse" and meta["split_files"]["test"] == "wsj_0180-wsj_0189"
+    splits = meta["splits"]
+    assert sum(s["pairs"] + s["dropped_long"] for s in splits.values()) == 3796
+    test = data.ParallelData(tmp_path, "test")
+    sp = data.load_tokenizer(tmp_path)
+    for i in range(len(test)):
+        target = test.tgt_text(i)
+        assert len(test.tgt(i)) == len(target.split())  # one id per bracket token and per XX
+        assert sp.decode(test.tgt(i).tolist()) == target
+        rebuilt = delinearize(target, test.src_text(i).split())
+        assert " ".join(linearize(rebuilt)) == target
