@@ -399,6 +399,7 @@ def prepare(
             check_parallel(*split.files)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "meta.json").unlink(missing_ok=True)  # written last: a failed run leaves no usable-looking directory
     sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols)
     dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
     stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
@@ -422,6 +423,8 @@ def prepare(
         meta["split_files"] = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
     if corpus == "tatoeba":
         meta["heldout_fraction"] = HELDOUT
+    if corpus == "wmt14":
+        meta["train_dir"] = str(train_dir or root / "opennmt_toy_ende")
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     echo(summary(meta, out))
     return meta
@@ -440,6 +443,8 @@ def summary(meta: dict[str, Any], out: Path) -> str:
             f"{s['dropped_empty']:>15,}{s['dropped_long']:>14,}"
         )
     lines.append(f"  (pairs with a side over {meta['max_len']} tokens are dropped from train only)")
+    if meta["corpus"] == "wmt14" and meta["train_dir"].endswith("opennmt_toy_ende"):
+        lines.append("  note: the default 10k training sample is Moses-tokenized; newstest2013/2014 are raw text")
     return "\n".join(lines)
 
 
