@@ -216,6 +216,7 @@ class Explorer(pn.viewable.Viewer):
         self.output = pn.pane.HTML("", width=900, css_classes=["attn-output-pane"], stylesheets=[CSS])
         self.tree = pn.pane.Bokeh(None, visible=False)
         self.head_view = pn.pane.Bokeh(None, css_classes=["attn-head"])
+        self.head_caption = pn.pane.HTML("", css_classes=["attn-head-caption", "attn-muted"])
         self.grid_view = pn.pane.Bokeh(None, css_classes=["attn-grid"])
         self.mask_view = pn.pane.Bokeh(None, css_classes=["attn-mask"])
         self.query_select = pn.widgets.Select.from_param(store.param.query, name="query position (Eq. 1)", width=260)
@@ -257,7 +258,7 @@ class Explorer(pn.viewable.Viewer):
         )
 
         self.tabs = pn.Tabs(
-            ("Heads", pn.FlexBox(self.grid_view, self.head_view)),
+            ("Heads", pn.Column(self.head_caption, pn.FlexBox(self.grid_view, self.head_view))),
             ("Masks & Eq. (1)", pn.Column(pn.Row(self.mask_view, pn.Column(self.query_select, self.eq1_view)))),
             ("Heads dashboard", pn.Column(pn.Row(self.stats_x, self.stats_y), self.stats_view)),
             (
@@ -436,6 +437,11 @@ class Explorer(pn.viewable.Viewer):
             if name == "head":
                 self.head_view.object = viz.heatmap(
                     trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax
+                )
+                q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
+                self.head_caption.object = (
+                    f"showing {store.kind} · layer {store.layer} · head {store.head} · {q_len}×{k_len} · "
+                    f"mask overlay {'on' if store.mask else 'off'}"
                 )
             elif name == "grid":
                 self.grid_view.object = viz.grid(

@@ -270,9 +270,10 @@ def train_tokenizer(
 ) -> spm.SentencePieceProcessor:
     """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
 
-    Identity normalisation and byte fallback make decode(encode(text)) == text for any text: no
-    unknown pieces (rare characters become byte pieces), no NFKC rewriting of the references. Each of `symbols` becomes one piece, with
-    its word-boundary marker, so `(NP` costs one id rather than two.
+    Identity normalisation, kept whitespace and byte fallback make decode(encode(line)) == line for
+    every stripped line: no unknown pieces (rare characters become byte pieces) and no NFKC
+    rewriting of the references. Each of `symbols` becomes one piece with its word-boundary marker,
+    so `(NP` costs one id rather than two.
     """
     spm.set_random_generator_seed(seed)
     try:

@@ -22,18 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab.data import find_data_dir, read_lines
+from attnlab.data import find_data_dir, read_pairs
 
 
 def make_corpus(data_dir: Path, out: Path, n_pairs: int, seed: int = 0) -> int:
     """Write `n_pairs` EN-DE training pairs to out/train.{en,de}; return the bytes of text written."""
-    pairs = list(
-        zip(
-            read_lines(data_dir / "tatoeba_deu_eng/train.en.gz"),
-            read_lines(data_dir / "tatoeba_deu_eng/train.de.gz"),
-            strict=True,
-        )
-    )
+    en_path, de_path = (next((data_dir / "tatoeba_deu_eng").glob(f"train.{lang}*")) for lang in ("en", "de"))
+    pairs = list(read_pairs(en_path, de_path))  # plain or .gz, as the data directory has them
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "train.en", "w", encoding="utf-8") as en, open(out / "train.de", "w", encoding="utf-8") as de:

@@ -205,6 +205,14 @@ def test_parallel_data_errors(tmp_path):
         data.ParallelData(tmp_path / "out", "test")
 
 
+def test_prepare_is_deterministic_for_a_seed(tmp_path):
+    root = fake_multi30k(tmp_path / "data")
+    for out in ("a", "b"):
+        data.prepare("multi30k", tmp_path / out, data_dir=root, vocab_size=300, seed=7, echo=quiet)
+    for name in ("spm.vocab", "train.src.bin", "train.tgt.idx", "valid.tgt.bin"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 def test_wmt14_training_directory_pairs_files_by_stem(tmp_path):
     for name in ("europarl.en", "europarl.de", "news.en.gz", "news.de.gz", "orphan.en", "valid.en", "valid.de"):
         path = tmp_path / name

@@ -64,9 +64,14 @@ def test_linearize_follows_vinyals_and_kaiser():
     assert to_string(mask_pos(gold)) == "(S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .))"
 
 
+@pytest.fixture(scope="module")
+def wsj() -> list[Tree]:
+    return list(treebank.read_trees(WSJ))
+
+
 @needs_wsj
-def test_every_wsj_tree_linearises_and_rebuilds_exactly():
-    trees = list(treebank.read_trees(WSJ))
+def test_every_wsj_tree_linearises_and_rebuilds_exactly(wsj):
+    trees = wsj
     assert len(trees) == 3796
     for raw in trees:
         cleaned = clean(raw)
@@ -170,12 +175,12 @@ def test_gold_without_pos_tags_finds_punctuation_by_word():
 
 
 @needs_wsj
-def test_punctuation_by_word_agrees_with_the_gold_tags_on_wsj():
-    trees = [clean(t) for t in treebank.read_trees(WSJ)]
-    flat = [treebank.parse_tree("(S " + " ".join(f"(XX {w})" for w in leaves(t)) + ")") for t in trees]
-    by_tag = bracket_f1(trees, flat)
-    by_word = bracket_f1([mask_pos(t) for t in trees], flat)
-    assert by_word["gold"] == by_tag["gold"] and abs(by_word["f1"] - by_tag["f1"]) < 0.05
+def test_punctuation_by_word_agrees_with_the_gold_tags_on_wsj(wsj):
+    words = [(pt.label, pt.children[0]) for t in wsj for pt in treebank.preterminals(clean(t))]
+    by_tag = [tag in treebank.PUNCTUATION_TAGS for tag, _ in words]
+    by_word = [word in treebank.PUNCTUATION_WORDS for _, word in words]
+    assert sum(by_tag) > 10000
+    assert sum(a != b for a, b in zip(by_tag, by_word, strict=True)) <= 11  # 10 closing "'" and one "Wa"
 
 
 def test_parse_tree_reads_one_tree_or_wraps_several():

@@ -1,0 +1,141 @@
+"""The Python API and the translate / parse / record / evaluate commands on a real checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import attnlab
+from attnlab.checkpoint import save_checkpoint
+from attnlab.config import preset
+from attnlab.data import load_tokenizer
+from attnlab.decode import TransformerStepper, greedy_search
+from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
+from attnlab.model import Transformer
+from attnlab.record import record
+from attnlab.trace import AttentionTrace
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def checkpoint(data_dir: Path, tmp_path_factory) -> Path:
+    """A random-weight tiny model over a real Multi30k vocabulary (structure, not quality)."""
+    from attnlab.cli import main
+
+    prep = tmp_path_factory.mktemp("api") / "prep"
+    assert main(["data", "prepare", "multi30k", "--vocab-size", "1000", "--out", str(prep)]) == 0
+    torch.manual_seed(3)
+    vocab = load_tokenizer(prep).get_piece_size()
+    model = Transformer(preset("tiny", vocab_size=vocab, n_layers=2))
+    return save_checkpoint(prep.parent / "ckpt", model, prep / "spm.model", meta={"task": "translate"})
+
+
+def test_translate_returns_text_tokens_score_and_trace(checkpoint: Path) -> None:
+    model = attnlab.load(checkpoint)
+    result = model.translate("A man rides a bike.", beam=4, record=True, max_len_b=10)
+    assert isinstance(result.text, str) and result.tokens[-1] == "</s>"
+    assert result.src_tokens[-1] == "</s>" and len(result.hypotheses) == 4
+    assert result.hypotheses[0] is result and result.score >= result.hypotheses[-1].score
+    trace = result.trace
+    assert set(trace.kinds) == {"encoder", "decoder", "cross"}
+    assert trace.attention("cross", -1).shape == (4, len(result.tokens), len(result.src_tokens))
+    assert trace.model["weights_sha256"] and trace.model["checkpoint"] == str(checkpoint)
+    batch = model.translate(["Two dogs.", "A very long sentence about a red car on a street.", "Hi"], beam=2, max_len_b=5)
+    assert len(batch) == 3 and batch[0].source == "Two dogs."
+    single = [model.translate(s, beam=2, max_len_b=5).text for s in ("Two dogs.", "Hi")]
+    assert [batch[0].text, batch[2].text] == single  # batching and order do not change results
+
+
+def test_decoding_trace_equals_teacher_forced(checkpoint: Path) -> None:
+    """Maps recorded step by step while decoding (with the cache) equal the teacher-forced maps."""
+    api = attnlab.load(checkpoint)
+    src_ids, _ = api.encode_source("A girl in a red dress jumps.")
+    src = torch.tensor([src_ids])
+    with torch.no_grad(), record(api.model) as rec:
+        hyp = greedy_search(TransformerStepper(api.model, src), [12])[0]
+    tgt = torch.tensor([[api.config.bos_id, *hyp.tokens[:-1]]])
+    live = rec.traces(src, tgt, [api.pieces(src_ids)], [api.pieces(hyp.tokens)])[0]
+    forced = api.translate("A girl in a red dress jumps.", beam=1, max_len_b=12 - (len(src_ids) - 1), record=True).trace
+    for kind in ("encoder", "decoder", "cross"):
+        for layer in range(2):
+            assert np.allclose(live.attention(kind, layer), forced.attention(kind, layer), atol=1e-5)
+
+
+def test_score_gives_reference_maps(checkpoint: Path) -> None:
+    model = attnlab.load(checkpoint)
+    scored = model.score("A dog runs.", "Ein Hund läuft.", record=True)
+    assert scored.logprob < 0 and len(scored.token_logprobs) == len(scored.tokens)
+    assert scored.trace.meta["teacher_forced"] and scored.trace.tgt_tokens == scored.tokens
+
+
+def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
+    model = attnlab.load(checkpoint)
+    for bad in ("", "   \t"):
+        with pytest.raises(ModelInputError, match="empty"):
+            model.translate(bad)
+    with pytest.raises(ModelInputError, match="at most"):
+        model.translate("word " * 2000)
+    long = model.translate("word " * 2000, beam=1, max_len_b=3, truncate=True)
+    assert long.truncated and len(long.src_tokens) == model.config.max_len
+    assert model.translate("日本語のテキスト ✓ ∑", beam=1, max_len_b=3).tokens  # unknown characters decode
+    with pytest.raises(AttnlabError, match="not a parser"):
+        model.parse("A sentence .")
+    with pytest.raises(CheckpointError, match="not an attnlab checkpoint"):
+        attnlab.load(tmp_path)
+
+
+def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("A dog.\n\nTwo cats sleep.\n" + "x " * 1000 + "\n")
+    done = subprocess.run(
+        [PY, "-m", "attnlab", "translate", "--checkpoint", str(checkpoint), "--input", str(src), "--beam", "2", "--max-len-b", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")[:-1]
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    assert "line 2 is empty" in done.stderr and "line 4" in done.stderr
+    bad = subprocess.run([PY, "-m", "attnlab", "translate", "--checkpoint", str(tmp_path)], capture_output=True, text=True, input="")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_cli_record_writes_loadable_traces(checkpoint: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [PY, "-m", "attnlab", "record", "--checkpoint", str(checkpoint), "A dog.", "Two cats.", "--out", str(tmp_path), "--beam", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    traces = sorted(tmp_path.glob("*.trace"))
+    assert len(traces) == 2 and AttentionTrace.load(traces[0]).src_tokens[-1] == "</s>"
+
+
+def test_evaluate_bleu_equals_sacrebleu_command(data_dir: Path, tmp_path: Path) -> None:
+    refs = data_dir / "multi30k" / "test2016.de"
+    lines = refs.read_text().splitlines()
+    hyp = tmp_path / "hyp.de"  # a degraded copy of the references: a non-trivial BLEU
+    hyp.write_text("".join(" ".join(line.split()[: max(1, len(line.split()) * 2 // 3)]) + "\n" for line in lines))
+    ours = subprocess.run(
+        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--tokenized"], capture_output=True, text=True
+    )
+    assert ours.returncode == 0, ours.stderr
+    theirs = subprocess.run(
+        [PY, "-m", "sacrebleu", str(refs), "-i", str(hyp), "-m", "bleu", "-b", "-w", "4"], capture_output=True, text=True
+    )
+    exact = subprocess.run(
+        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--json"], capture_output=True, text=True
+    )
+    bleu_line = ours.stdout.splitlines()[0]
+    assert bleu_line.startswith("BLEU = ") and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in bleu_line
+    assert json.loads(exact.stdout)["bleu"] == pytest.approx(float(theirs.stdout.strip()), abs=1e-4)
+    assert "NOT sacreBLEU" in ours.stdout

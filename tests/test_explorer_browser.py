@@ -1,0 +1,537 @@
+"""The explorer driven in a real headless Chromium against `panel serve apps/explorer.py`.
+
+Every page runs with the network cut off (any request not to 127.0.0.1 is aborted and
+recorded; the tests assert there were none), so passing means the app works offline. The
+screenshots land in test-artifacts/ and are checked for content (a blank page fails).
+
+Fixture models are random-weight tiny Transformers on a tokenizer trained in the fixture (no
+corpus needed), plus probe traces for the training timeline. When the bundled
+checkpoints/multi30k-en-de exists (or $ATTNLAB_EXPLORER_CHECKPOINT names another), the
+response time and memory are measured on it too, and written to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+BUNDLED = Path(os.environ.get("ATTNLAB_EXPLORER_CHECKPOINT", ROOT / "checkpoints" / "multi30k-en-de"))
+TWENTY_WORDS = "A young man in a red shirt and a black hat is riding his bike down the busy street next to the park."
+EN = "a the man woman dog cat child girl boy runs walks sits plays jumps in on under near park street water grass red blue green small big old young with ball bike shirt hat".split()
+DE = "ein eine der die das mann frau hund katze kind mädchen junge läuft geht sitzt spielt springt im auf unter neben park straße wasser gras rot blau grün klein groß alt jung mit ball fahrrad hemd hut".split()
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip("Debian's chromium is not installed (make browser)", allow_module_level=True)
+
+
+# -- fixtures ------------------------------------------------------------------------------------------
+def make_checkpoints(base: Path) -> dict[str, Path]:
+    """A random tiny translator (with probe traces), a random tiny parser, and a directory that
+    is not a checkpoint."""
+    from attnlab import Transformer, preset
+    from attnlab.api import load
+    from attnlab.checkpoint import save_checkpoint
+    from attnlab.data import train_tokenizer
+
+    rng = random.Random(0)
+    sentences = [" ".join(rng.choice(w) for _ in range(rng.randint(4, 12))).capitalize() + " ." for w in (EN, DE) for _ in range(400)]
+    tokenizer = train_tokenizer(sentences, base / "spm", 400, 1)
+    paths = {"translate": base / "tiny-translate", "parse": base / "tiny-parse", "bad": base / "not-a-checkpoint"}
+    for task in ("translate", "parse"):
+        torch.manual_seed({"translate": 1, "parse": 2}[task])
+        config = preset("tiny", vocab_size=tokenizer.get_piece_size(), max_len=256 if task == "translate" else 96)
+        save_checkpoint(paths[task], Transformer(config), base / "spm.model", meta={"task": task})
+    for step, seed in ((100, 11), (200, 12), (300, 1)):  # the last snapshot is the checkpoint itself
+        torch.manual_seed(seed)
+        model = load(paths["translate"])
+        if step != 300:
+            model.model.load_state_dict(Transformer(model.config).state_dict())
+        for i, (src, tgt) in enumerate([("A dog runs in the park .", "Ein hund läuft im park ."), ("The girl plays .", "Das mädchen spielt .")]):
+            trace = model.score(src, tgt, record=True).trace
+            trace.meta["step"] = step
+            trace.save(paths["translate"] / "probes" / f"step_{step}" / f"probe_{i}.trace")
+    paths["bad"].mkdir()
+    (paths["bad"] / "notes.txt").write_text("no model here")
+    return paths
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`panel serve apps/explorer.py` on 127.0.0.1 as a subprocess."""
+
+    def __init__(self, checkpoints: list[Path], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/explorer"
+        command = [sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "explorer.py"), "--port", str(self.port)]
+        command += ["--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}", "--args"]
+        for path in checkpoints:
+            command += ["--checkpoint", str(path)]
+        self.log = log.open("w")
+        env = dict(os.environ, OMP_NUM_THREADS="2", BOKEH_ALLOW_WS_ORIGIN=f"127.0.0.1:{self.port}")
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"panel serve exited with {self.process.returncode}; see {log}")
+            try:
+                urllib.request.urlopen(self.url, timeout=5).read()
+                return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"panel serve did not answer within 60 s; see {log}")
+
+    def rss_mb(self) -> float:
+        import psutil
+
+        process = psutil.Process(self.process.pid)
+        return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_checkpoints(tmp_path_factory.mktemp("explorer"))
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints: dict[str, Path]) -> Iterator[Server]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    running = Server([checkpoints["translate"], checkpoints["parse"], checkpoints["bad"]], ARTIFACTS / "explorer-server.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """One browser context (one explorer session) with the network cut off."""
+
+    def __init__(self, browser: object, url: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1500, "height": 1200}, accept_downloads=True)
+        self.outside: list[str] = []
+        self.errors: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.goto(url)
+        self.wait_run(1, timeout=90_000)
+
+    def _route(self, route: object) -> None:
+        url = route.request.url
+        if url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:")):
+            route.continue_()
+        else:
+            self.outside.append(url)
+            route.abort()
+
+    def run_number(self) -> int:
+        text = self.page.locator(".attn-status").inner_text()
+        return int(text.split()[1]) if text.startswith("run ") else 0
+
+    def wait_run(self, run: int, timeout: float = 60_000) -> None:
+        self.page.locator("[data-run]").filter(has_text=f"run {run} ·").wait_for(timeout=timeout)
+        self.settle()
+
+    def settle(self) -> None:
+        """Let BokehJS paint what the server sent (two animation frames after the last message)."""
+        self.page.wait_for_timeout(150)
+        self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+    def translate(self, text: str, reference: str = "") -> float:
+        """Type, click, wait until every view is updated; seconds from the click."""
+        run = self.run_number()
+        self.page.locator(".bk-input").filter(has=self.page.locator("textarea")).first
+        self.source_box().fill(text)
+        self.reference_box().fill(reference)
+        started = time.perf_counter()
+        self.page.locator(".attn-go button").click()
+        self.wait_run(run + 1)
+        return time.perf_counter() - started
+
+    def source_box(self) -> object:
+        return self.page.locator("textarea").nth(0)
+
+    def reference_box(self) -> object:
+        return self.page.locator("textarea").nth(1)
+
+    def figure_box(self, name: str) -> dict[str, float]:
+        """Screen box of the bokeh figure called `name` (found through BokehJS's view tree)."""
+        box = self.page.evaluate(JS_FIGURE, name)
+        assert box is not None, f"no figure {name!r} on the page"
+        return box
+
+    def figure_image(self, name: str) -> object:
+        from PIL import Image
+
+        box = self.figure_box(name)
+        shot = self.page.screenshot(clip={"x": box["left"], "y": box["top"], "width": box["width"], "height": box["height"]})
+        return Image.open(BytesIO(shot)).convert("RGB")
+
+    def shot(self, name: str) -> Path:
+        path = ARTIFACTS / f"explorer-{name}.png"
+        self.page.screenshot(path=path, full_page=True)
+        return path
+
+    def close(self) -> None:
+        assert self.outside == [], f"requests left 127.0.0.1 (must work offline): {self.outside[:5]}"
+        assert self.errors == [], f"JavaScript errors: {self.errors[:3]}"
+        self.context.close()
+
+
+JS_FIGURE = """(name) => {
+  const stack = [...Bokeh.index], seen = new Set();
+  while (stack.length) {
+    const v = stack.pop();
+    if (!v || seen.has(v)) continue;
+    seen.add(v);
+    if (v.model && v.model.name === name && v.canvas_view) {
+      const r = v.canvas_view.el.getBoundingClientRect();
+      if (r.width === 0) continue;
+      const f = v.frame.bbox;
+      return {left: r.left, top: r.top, width: r.width, height: r.height,
+              frame_left: r.left + f.left, frame_top: r.top + f.top,
+              xs: v.frame.x_scale.compute.bind(v.frame.x_scale), ys: null,
+              x0: v.frame.x_scale.compute(0), x1: v.frame.x_scale.compute(1),
+              y0: v.frame.y_scale.compute(0), y1: v.frame.y_scale.compute(1)};
+    }
+    try { for (const c of v.children()) stack.push(c); } catch (e) {}
+  }
+  return null;
+}"""
+
+
+@pytest.fixture
+def page(browser: object, server: Server) -> Iterator[Page]:
+    session = Page(browser, server.url)
+    yield session
+    session.close()
+
+
+def expected(checkpoint: Path, text: str, **kwargs: object) -> object:
+    from attnlab.api import load
+
+    return load(checkpoint).translate(text, record=False, truncate=True, **kwargs)
+
+
+def ink(image: object) -> float:
+    """Share of pixels that are not (near) white: 0 for a blank area."""
+    array = np.asarray(image).astype(int)
+    return float((array.min(axis=-1) < 235).mean())
+
+
+def hatch_pixels(image: object) -> int:
+    """Pixels of the mask hatch's dark stripes (150, 150, 150)."""
+    array = np.asarray(image).astype(int)
+    return int((np.abs(array - 150).max(axis=-1) <= 6).sum())
+
+
+# -- tests ---------------------------------------------------------------------------------------------------
+def test_translate_shows_output_and_heatmap(page: Page, checkpoints: dict[str, Path]) -> None:
+    text = "A dog runs in the park with a red ball ."
+    page.translate(text)
+    want = expected(checkpoints["translate"], text, beam=4, alpha=0.6)
+    output = page.page.locator(".attn-result .attn-output").first.inner_text()
+    assert output.strip() == want.text.strip()
+    hypotheses = page.page.locator("table.attn-hyps tr").count() - 1
+    assert hypotheses == len(want.hypotheses) >= 1
+    head = page.figure_image("heatmap-encoder")
+    assert ink(head) > 0.2, "the head heatmap is blank"
+    grid = page.figure_image("grid-encoder")
+    assert ink(grid) > 0.2, "the grid is blank"
+    assert "showing encoder · layer 1 · head 0" in page.page.locator(".attn-head-caption").inner_text()
+    page.shot("translate")
+
+
+def test_switch_kind_layer_head_and_mask_overlay(page: Page) -> None:
+    page.translate("The girl plays with the dog on the grass .")
+    page.page.get_by_role("button", name="decoder self", exact=True).click()
+    caption = page.page.locator(".attn-head-caption")
+    caption.filter(has_text="showing decoder").wait_for()
+    page.page.locator("select").filter(has=page.page.locator("option", has_text="1")).nth(0).select_option("0")
+    caption.filter(has_text="layer 0").wait_for()
+    page.page.locator("select").nth(2).select_option("3")
+    caption.filter(has_text="head 3").wait_for()
+    page.settle()
+    masked = page.figure_image("heatmap-decoder")
+    assert hatch_pixels(masked) > 200, "the causal mask is not drawn over the decoder heatmap"
+    page.shot("decoder-mask-on")
+    page.page.get_by_text("mask overlay").click()
+    caption.filter(has_text="mask overlay off").wait_for()
+    page.settle()
+    plain = page.figure_image("heatmap-decoder")
+    assert hatch_pixels(plain) < hatch_pixels(masked) / 10
+    page.page.get_by_role("button", name="cross", exact=True).click()
+    caption.filter(has_text="showing cross").wait_for()
+    page.settle()
+    assert ink(page.figure_image("heatmap-cross")) > 0.2
+    page.shot("cross")
+
+
+def test_grid_click_opens_the_head(page: Page) -> None:
+    box = page.figure_box("grid-encoder")
+    gap = 0.12
+    x = box["left"] + box["x0"] + (box["x1"] - box["x0"]) * (2 * (1 + gap) + 0.5)  # head 2
+    y = box["top"] + box["y0"] + (box["y1"] - box["y0"]) * (1 * (1 + gap) + 0.5)  # second row from the bottom: layer 0
+    page.page.mouse.click(x, y)
+    page.page.locator(".attn-head-caption").filter(has_text="showing encoder · layer 0 · head 2").wait_for(timeout=10_000)
+
+
+def test_hover_shows_tokens_and_weight(page: Page) -> None:
+    page.translate("A dog runs .")
+    box = page.figure_box("heatmap-encoder")
+    x = box["left"] + box["x0"] + (box["x1"] - box["x0"]) * 0.5  # key 0
+    y = box["top"] + box["y0"] + (box["y1"] - box["y0"]) * 0.5  # bottom row: the last query
+    page.page.mouse.move(x, y)
+    tooltip = page.page.locator(".bk-Tooltip").filter(has_text="query")
+    tooltip.wait_for(timeout=5_000)
+    text = tooltip.inner_text()
+    assert "query" in text and "key" in text and "weight" in text and "</s>" in text, text
+    page.shot("hover")
+
+
+def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:
+    run = page.run_number()
+    page.page.locator("select").first.select_option(label="tiny-parse")
+    page.wait_run(run + 1, timeout=90_000)
+    assert page.page.locator(".attn-go button").inner_text().strip() == "Parse"
+    run = page.run_number()
+    page.page.get_by_role("button", name="greedy").click()
+    page.translate("The old man saw the dog .")
+    want = expected(checkpoints["parse"], "The old man saw the dog .", beam=1)
+    assert page.page.locator(".attn-result .attn-output").first.inner_text().strip() == want.text
+    assert ink(page.figure_image("tree")) > 0.01, "the parse tree is blank"
+    page.shot("parse")
+    del run
+
+
+def test_exports(page: Page, tmp_path: Path) -> None:
+    from PIL import Image
+
+    from attnlab.trace import AttentionTrace
+
+    page.translate("A small boy sits under the big green hat .")
+    files = {}
+    for label in ("PNG", "SVG", "trace", "HTML page"):
+        with page.page.expect_download(timeout=30_000) as download:
+            page.page.get_by_role("button", name=label, exact=True).click()
+        files[label] = tmp_path / download.value.suggested_filename
+        download.value.save_as(files[label])
+    image = Image.open(files["PNG"])
+    assert image.format == "PNG" and image.width > 200 and ink(image.convert("RGB")) > 0.05
+    svg = files["SVG"].read_text()
+    assert svg.startswith("<svg") and "</svg>" in svg and "<text" in svg
+    trace = AttentionTrace.load(files["trace"])
+    assert trace.meta["text"] == "A small boy sits under the big green hat ."
+    assert set(trace.kinds) == {"encoder", "decoder", "cross"}
+    page_html = files["HTML page"].read_text()
+    assert "Bokeh" in page_html and "cdn.bokeh.org" not in page_html and 'src="http' not in page_html
+    assert len(page_html) > 500_000  # the JavaScript is inlined
+    for path in files.values():
+        (ARTIFACTS / f"explorer-export-{path.name}").write_bytes(path.read_bytes())
+
+
+def test_two_sessions_see_only_their_own_results(browser: object, server: Server, checkpoints: dict[str, Path]) -> None:
+    first, second = Page(browser, server.url), Page(browser, server.url)
+    try:
+        texts = ("The dog jumps in the water .", "A woman walks on the street with a blue bike .")
+        for session, text in zip((first, second), texts, strict=True):
+            session.source_box().fill(text)
+            session.reference_box().fill("")
+        runs = first.run_number(), second.run_number()
+        first.page.locator(".attn-go button").click()
+        second.page.locator(".attn-go button").click()
+        first.wait_run(runs[0] + 1)
+        second.wait_run(runs[1] + 1)
+        outputs = [expected(checkpoints["translate"], text).text for text in texts]
+        shown = [s.page.locator(".attn-result .attn-output").first.inner_text().strip() for s in (first, second)]
+        assert shown == [o.strip() for o in outputs]
+        assert first.source_box().input_value() == texts[0] and second.source_box().input_value() == texts[1]
+        first.shot("session-1")
+        second.shot("session-2")
+    finally:
+        first.close()
+        second.close()
+
+
+def test_bad_input_keeps_the_app_alive(page: Page) -> None:
+    error = page.page.locator(".attn-error")
+    for text in ("", "   \n\t "):
+        page.source_box().fill(text)
+        page.page.locator(".attn-go button").click()
+        error.filter(has_text="The input is empty").wait_for(timeout=10_000)
+    page.shot("bad-empty")
+    page.translate("dog " * 2500)  # 10,000 characters
+    notice = page.page.locator(".attn-notice")
+    assert "truncated" in notice.inner_text() and "10,000 characters" in notice.inner_text()
+    assert ink(page.figure_image("heatmap-encoder")) > 0.05
+    page.shot("bad-long")
+    page.translate("Der Schneemann ☃ und 漢字")
+    assert "not in the vocabulary" in notice.inner_text() and "☃" in notice.inner_text()
+    run = page.run_number()
+    page.page.locator("select").first.select_option(label="not-a-checkpoint")
+    error.filter(has_text="not an attnlab checkpoint").wait_for(timeout=10_000)
+    page.page.locator("input[type=text]").first.fill("/no/such/directory")
+    page.page.get_by_role("button", name="Open", exact=True).click()
+    error.filter(has_text="no such directory").wait_for(timeout=10_000)
+    page.shot("bad-checkpoint")
+    assert page.run_number() == run
+    page.translate("The cat sits .")  # still alive, still on the last good model
+    assert not error.is_visible()
+
+
+def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
+    page.translate("A young girl plays with the cat .")
+    page.page.get_by_role("tab", name="Masks & Eq. (1)").click()
+    page.page.get_by_role("button", name="decoder self", exact=True).click()
+    page.settle()
+    page.page.wait_for_timeout(500)
+    assert hatch_pixels(page.figure_image("mask-decoder")) > 100
+    assert ink(page.figure_image("eq1-softmax")) > 0.01
+    page.shot("masks-eq1")
+    page.page.get_by_role("tab", name="Heads dashboard").click()
+    page.page.wait_for_timeout(800)
+    assert ink(page.figure_image("stats-scatter")) > 0.01
+    assert page.page.locator(".slick-row").count() > 5
+    page.page.locator(".slick-row").nth(2).click()
+    page.page.wait_for_timeout(500)
+    page.shot("dashboard")
+    page.page.get_by_role("tab", name="Training timeline").click()
+    page.page.get_by_text("3 snapshots").wait_for(timeout=10_000)
+    page.page.wait_for_timeout(800)
+    assert ink(page.figure_image("timeline-diff")) > 0.01
+    assert ink(page.figure_image("timeline-curve")) > 0.01
+    page.shot("timeline")
+    page.page.get_by_role("tab", name="Head ablation").click()
+    page.page.get_by_role("button", name="add the open head").click()
+    page.page.get_by_role("button", name="Re-decode without them").click()
+    page.page.locator(".attn-ablation-result").wait_for(timeout=30_000)
+    assert "log P(original output)" in page.page.locator(".attn-ablation-result").inner_text()
+    page.settle()
+    page.shot("ablation")
+
+
+def test_long_input_200_tokens_renders(page: Page) -> None:
+    from attnlab.api import load
+
+    model = load(page_checkpoint := next(iter(_translate_checkpoint.values())))
+    words = "the dog runs in the park with a red ball".split()
+    text, n = "", 0
+    while n < 199:
+        text = " ".join(words[i % len(words)] for i in range(len(text.split()) + 1))
+        n = len(model.tokenizer.encode(text))
+    seconds = page.translate(text)
+    box = page.figure_box("heatmap-encoder")
+    assert box["width"] > 300
+    assert ink(page.figure_image("heatmap-encoder")) > 0.05
+    assert "200×200" in page.page.locator(".attn-head-caption").inner_text()
+    page.shot("long-200")
+    (ARTIFACTS / "explorer-long-input.json").write_text(json.dumps({"tokens": n + 1, "seconds": seconds, "checkpoint": str(page_checkpoint)}))
+
+
+_translate_checkpoint: dict[str, Path] = {}
+
+
+@pytest.fixture(autouse=True)
+def _remember(checkpoints: dict[str, Path]) -> None:
+    _translate_checkpoint["translate"] = checkpoints["translate"]
+
+
+# -- response time and memory on the bundled model -----------------------------------------------------------
+def measure(browser: object, server: Server, label: str) -> dict[str, object]:
+    pages = [Page(browser, server.url)]
+    try:
+        session = pages[0]
+        session.translate(TWENTY_WORDS)  # warm-up
+        times = [session.translate(TWENTY_WORDS if i % 2 == 0 else TWENTY_WORDS.replace("red", "blue")) for i in range(5)]
+        session.shot(f"timing-{label}")
+        for _ in range(4):
+            pages.append(Page(browser, server.url))
+            pages[-1].translate(TWENTY_WORDS)
+        rss = server.rss_mb()
+    finally:
+        for p in pages:
+            p.close()
+    return {
+        "checkpoint": label,
+        "sentence_words": len(TWENTY_WORDS.split()),
+        "click_to_views_s": times,
+        "median_s": statistics.median(times),
+        "server_rss_mb_5_sessions": rss,
+    }
+
+
+def test_response_time_and_memory_on_bundled_model(browser: object) -> None:
+    if not (BUNDLED / "manifest.json").is_file() and not (BUNDLED / "checkpoints").is_dir():
+        pytest.skip(f"{BUNDLED} does not exist yet")
+    running = Server([BUNDLED], ARTIFACTS / "explorer-server-bundled.log")
+    try:
+        figures = measure(browser, running, BUNDLED.name)
+    finally:
+        running.stop()
+    figures["measured"] = time.strftime("%Y-%m-%d %H:%M")
+    (ARTIFACTS / "explorer-benchmark.json").write_text(json.dumps(figures, indent=1))
+    print(json.dumps(figures, indent=1))
+    assert figures["server_rss_mb_5_sessions"] < 1536
+    assert figures["median_s"] < 3.0  # goal 1 s; generous bound for a loaded shared CPU
+
+
+def test_memory_with_five_sessions(browser: object, server: Server) -> None:
+    pages = []
+    try:
+        for _ in range(5):
+            pages.append(Page(browser, server.url))
+        rss = server.rss_mb()
+    finally:
+        for p in pages:
+            p.close()
+    (ARTIFACTS / "explorer-rss-tiny.json").write_text(json.dumps({"server_rss_mb_5_sessions": rss}))
+    assert rss < 1536
