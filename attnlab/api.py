@@ -29,6 +29,7 @@ from attnlab.model import Transformer
 from attnlab.record import ablate, model_info, record
 from attnlab.trace import AttentionTrace
 
+PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"}
 DEFAULTS = {
     "translate": {"beam": 4, "alpha": 0.6, "max_len_b": 50},
     "parse": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
@@ -81,7 +82,10 @@ class Model:
         return ids + [self.config.eos_id], False
 
     def _source_text(self, text: str) -> str:
-        return " ".join(text.split()) if self.task == "parse" else text.strip()
+        """Parsers read whitespace-separated words, brackets escaped as in the Penn Treebank."""
+        if self.task != "parse":
+            return text.strip()
+        return " ".join(PTB_ESCAPES.get(word, word) for word in text.split())
 
     def _batch(self, rows: list[list[int]]) -> torch.Tensor:
         width = max(len(r) for r in rows)
@@ -127,12 +131,21 @@ class Model:
                 end += 1
             chunk = order[start:end]
             src = self._batch([encoded[i][0] for i in chunk])
+            constrain = self._tree_constraint([texts[i] for i in chunk]) if self.task == "parse" else None
             with torch.no_grad(), ablate(self.model, ablate_heads or {}):
-                found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best)
+                found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best, constrain=constrain)
                 for row, i in enumerate(chunk):
                     results[i] = self._result(texts[i], encoded[i], found[row], src[row], record, record_hypotheses)
             start = end
         return results[0] if isinstance(text, str) else results  # type: ignore[return-value]
+
+    def _tree_constraint(self, texts: list[str]):
+        """Parsers decode under `TreeConstraint`: one leaf per input word, balanced brackets."""
+        from attnlab.constrain import TreeConstraint
+
+        pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.get_piece_size())]
+        n_words = [len(self._source_text(t).split()) for t in texts]
+        return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, self.config.eos_id)
 
     def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
         """Bracketed Penn-Treebank tree(s) whose leaves are the input's words (§6.3)."""

@@ -10,9 +10,9 @@ drive it with a scripted toy decoder of known probabilities.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -186,15 +186,18 @@ def generate(
     max_len_b: int = 50,
     cache: bool = True,
     n_best: int | None = None,
-    stepper_kwargs: dict[str, Any] | None = None,
+    constrain: Callable[[Stepper, list[int]], Stepper] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode a padded batch of sources (B, Ls); beam ≤ 1 is greedy. Max output length per
-    sentence = a · (input tokens) + b, capped by the model's max_len."""
+    sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
+    max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`)."""
     model.eval()
     src_lens = src.ne(model.config.pad_id).sum(1).tolist()
     limit = model.config.max_len - 1
     max_lens = [max(1, min(limit, int(max_len_a * (n - 1) + max_len_b))) for n in src_lens]
-    stepper = TransformerStepper(model, src, cache=cache, **(stepper_kwargs or {}))
+    stepper: Stepper = TransformerStepper(model, src, cache=cache)
+    if constrain is not None:
+        stepper = constrain(stepper, max_lens)
     eos, bos = model.config.eos_id, model.config.bos_id
     if beam <= 1:
         return [[h] for h in greedy_search(stepper, max_lens, bos, eos)]
