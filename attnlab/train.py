@@ -126,6 +126,7 @@ class Trainer:
         )
         self.step = 0
         self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line
+        self.tensorboard: Any = None  # a SummaryWriter once needed, False when unavailable
         self.resumed_from = self._resume()
         self.net: torch.nn.Module = self.model
         if self.world > 1:
@@ -226,10 +227,25 @@ class Trainer:
         self.step += 1
 
     def log(self, record: dict[str, Any]) -> None:
-        if self.rank == 0:
-            self.out.mkdir(parents=True, exist_ok=True)
-            with (self.out / "metrics.jsonl").open("a") as handle:
-                handle.write(json.dumps(record) + "\n")
+        """One JSON line per interval in RUN_DIR/metrics.jsonl, and TensorBoard events when the
+        tensorboard package is installed (it is optional)."""
+        if self.rank != 0:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        with (self.out / "metrics.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if self.tensorboard is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tensorboard = SummaryWriter(str(self.out / "tensorboard"))
+            except ImportError:
+                self.tensorboard = False
+        if self.tensorboard:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, (int, float)):
+                    self.tensorboard.add_scalar(key, value, record["step"])
+            self.tensorboard.flush()
 
     def run(self) -> Path | None:
         cfg = self.cfg
