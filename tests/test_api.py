@@ -47,7 +47,9 @@ def test_translate_returns_text_tokens_score_and_trace(checkpoint: Path) -> None
     assert set(trace.kinds) == {"encoder", "decoder", "cross"}
     assert trace.attention("cross", -1).shape == (4, len(result.tokens), len(result.src_tokens))
     assert trace.model["weights_sha256"] and trace.model["checkpoint"] == str(checkpoint)
-    batch = model.translate(["Two dogs.", "A very long sentence about a red car on a street.", "Hi"], beam=2, max_len_b=5)
+    batch = model.translate(
+        ["Two dogs.", "A very long sentence about a red car on a street.", "Hi"], beam=2, max_len_b=5
+    )
     assert len(batch) == 3 and batch[0].source == "Two dogs."
     single = [model.translate(s, beam=2, max_len_b=5).text for s in ("Two dogs.", "Hi")]
     assert [batch[0].text, batch[2].text] == single  # batching and order do not change results
@@ -95,7 +97,20 @@ def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path
     src = tmp_path / "in.txt"
     src.write_text("A dog.\n\nTwo cats sleep.\n" + "x " * 1000 + "\n")
     done = subprocess.run(
-        [PY, "-m", "attnlab", "translate", "--checkpoint", str(checkpoint), "--input", str(src), "--beam", "2", "--max-len-b", "4"],
+        [
+            PY,
+            "-m",
+            "attnlab",
+            "translate",
+            "--checkpoint",
+            str(checkpoint),
+            "--input",
+            str(src),
+            "--beam",
+            "2",
+            "--max-len-b",
+            "4",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -104,13 +119,28 @@ def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path
     lines = done.stdout.split("\n")[:-1]
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
     assert "line 2 is empty" in done.stderr and "line 4" in done.stderr
-    bad = subprocess.run([PY, "-m", "attnlab", "translate", "--checkpoint", str(tmp_path)], capture_output=True, text=True, input="")
+    bad = subprocess.run(
+        [PY, "-m", "attnlab", "translate", "--checkpoint", str(tmp_path)], capture_output=True, text=True, input=""
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
 
 
 def test_cli_record_writes_loadable_traces(checkpoint: Path, tmp_path: Path) -> None:
     done = subprocess.run(
-        [PY, "-m", "attnlab", "record", "--checkpoint", str(checkpoint), "A dog.", "Two cats.", "--out", str(tmp_path), "--beam", "1"],
+        [
+            PY,
+            "-m",
+            "attnlab",
+            "record",
+            "--checkpoint",
+            str(checkpoint),
+            "A dog.",
+            "Two cats.",
+            "--out",
+            str(tmp_path),
+            "--beam",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -126,14 +156,20 @@ def test_evaluate_bleu_equals_sacrebleu_command(data_dir: Path, tmp_path: Path) 
     hyp = tmp_path / "hyp.de"  # a degraded copy of the references: a non-trivial BLEU
     hyp.write_text("".join(" ".join(line.split()[: max(1, len(line.split()) * 2 // 3)]) + "\n" for line in lines))
     ours = subprocess.run(
-        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--tokenized"], capture_output=True, text=True
+        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--tokenized"],
+        capture_output=True,
+        text=True,
     )
     assert ours.returncode == 0, ours.stderr
     theirs = subprocess.run(
-        [PY, "-m", "sacrebleu", str(refs), "-i", str(hyp), "-m", "bleu", "-b", "-w", "4"], capture_output=True, text=True
+        [PY, "-m", "sacrebleu", str(refs), "-i", str(hyp), "-m", "bleu", "-b", "-w", "4"],
+        capture_output=True,
+        text=True,
     )
     exact = subprocess.run(
-        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--json"], capture_output=True, text=True
+        [PY, "-m", "attnlab", "evaluate", "--hyp", str(hyp), "--ref", str(refs), "--json"],
+        capture_output=True,
+        text=True,
     )
     bleu_line = ours.stdout.splitlines()[0]
     assert bleu_line.startswith("BLEU = ") and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in bleu_line

@@ -47,7 +47,20 @@ def test_cli_parse_one_tree_per_line(parser: Path, tmp_path: Path) -> None:
     src = tmp_path / "in.txt"
     src.write_text("The cat sat .\n\nPrices rose sharply .\n")
     done = subprocess.run(
-        [PY, "-m", "attnlab", "parse", "--checkpoint", str(parser), "--input", str(src), "--beam", "2", "--max-len-b", "40"],
+        [
+            PY,
+            "-m",
+            "attnlab",
+            "parse",
+            "--checkpoint",
+            str(parser),
+            "--input",
+            str(src),
+            "--beam",
+            "2",
+            "--max-len-b",
+            "40",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -57,9 +70,13 @@ def test_cli_parse_one_tree_per_line(parser: Path, tmp_path: Path) -> None:
     assert len(lines) == 3 and lines[1] == ""
     assert leaves(parse_tree(lines[2])) == ["Prices", "rose", "sharply", "."]
     gold = tmp_path / "gold.txt"
-    gold.write_text("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))\n(S (NP (NN x)))\n(S (NP (NNS Prices)) (VP (VBD rose) (ADVP (RB sharply))) (. .))\n")
+    gold.write_text(
+        "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))\n(S (NP (NN x)))\n(S (NP (NNS Prices)) (VP (VBD rose) (ADVP (RB sharply))) (. .))\n"
+    )
     hyp = tmp_path / "hyp.txt"
-    hyp.write_text("(S (NP (XX The) (XX cat)) (VP (XX sat)) (XX .))\n(S (XX x))\n(S (NP (XX Prices)) (VP (XX rose) (XX sharply)) (XX .))\n")
+    hyp.write_text(
+        "(S (NP (XX The) (XX cat)) (VP (XX sat)) (XX .))\n(S (XX x))\n(S (NP (XX Prices)) (VP (XX rose) (XX sharply)) (XX .))\n"
+    )
     scored = subprocess.run(
         [PY, "-m", "attnlab", "evaluate", "--task", "parse", "--hyp", str(hyp), "--ref", str(gold), "--json"],
         capture_output=True,

@@ -1,0 +1,448 @@
+"""Attention in JupyterLab (and Jupyter Notebook 7, which runs the same extensions): live
+widgets over `attnlab.viz`.
+
+    from attnlab.widgets import explore, show
+    explore("checkpoints/multi30k-en-de")          # type, translate (or parse), open any head
+    show(result.trace)                              # a recorded or saved AttentionTrace
+    replay("runs/my-run")                           # the probe traces of a training run, step by step
+
+The figures are the explorer's own (`attnlab.viz`: the same functions draw the web app), shown
+as live bokeh figures through jupyter_bokeh's `BokehModel`; the controls are ipywidgets. Changing
+a control builds a new figure from the trace and swaps it into the same `BokehModel`, so what a
+widget shows is always what `viz` draws for the current selection (`.figures` holds them).
+
+No CDN: jupyter_bokeh's lab extension renders through `window.Bokeh` but does not ship BokehJS,
+and bokeh's default would fetch it from cdn.bokeh.org. `setup()` puts the BokehJS of the installed
+bokeh package into the page inline, once per kernel; every widget here calls it when created.
+
+Errors in callbacks (an empty input, a bug) are shown in the widget, next to the control: in
+JupyterLab an exception raised in a widget callback only reaches the log console, where nobody
+looks. `AttnlabError`s show their one-line message; anything else also shows its traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+from bokeh.models import LayoutDOM
+from jupyter_bokeh import BokehModel
+
+from attnlab import explore as models
+from attnlab import viz
+from attnlab.errors import AttnlabError
+from attnlab.stats import head_stats
+from attnlab.trace import AttentionTrace
+
+EXAMPLES = {  # written for attnlab, not taken from a corpus
+    "translate": "A man in a blue shirt is playing the guitar on the street.",
+    "parse": "The old man saw the dog with a telescope .",
+}
+BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
+_bokehjs_loaded = False
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where display output reaches a page), False in plain Python."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def setup(force: bool = False) -> bool:
+    """Load BokehJS into the notebook page from the installed bokeh package (inline, ~2 MB).
+
+    Once per kernel; `force=True` loads it again (after reloading the browser page without
+    restarting the kernel). Also makes `bokeh.io.show` render inline. Returns whether it loaded."""
+    global _bokehjs_loaded
+    if (_bokehjs_loaded and not force) or not _in_kernel():
+        return False
+    from bokeh.io import output_notebook
+    from bokeh.resources import Resources
+
+    output_notebook(Resources(mode="inline", components=BOKEHJS), hide_banner=True)
+    _bokehjs_loaded = True
+    return True
+
+
+# -- building blocks ------------------------------------------------------------------------------------
+class BokehPane(w.Box):
+    """One bokeh figure (or layout) as a live widget; `update` swaps in another one."""
+
+    def __init__(self, figure: LayoutDOM | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        setup()
+        self.figure: LayoutDOM | None = None
+        self.bokeh: BokehModel | None = None
+        self.update(figure)
+
+    def update(self, figure: LayoutDOM | None) -> None:
+        """Show `figure` (None: show nothing). Reuses the `BokehModel`, whose view re-renders."""
+        self.figure = figure
+        if figure is None:
+            self.children = ()
+            return
+        if self.bokeh is None:
+            self.bokeh = BokehModel(figure)
+        else:
+            self.bokeh.update_from_model(figure)
+        self.children = (self.bokeh,)
+
+
+def plot(figure: LayoutDOM) -> BokehPane:
+    """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget."""
+    return BokehPane(figure)
+
+
+class ErrorBox(w.HTML):
+    """Where a widget reports what went wrong; `message` is the last error ('' when cleared)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message = ""
+
+    def clear(self) -> None:
+        self.message = ""
+        self.value = ""
+
+    def report(self, error: BaseException) -> None:
+        if isinstance(error, AttnlabError):
+            self.message = str(error)
+            details = ""
+        else:  # a bug: keep the traceback, folded
+            self.message = f"{type(error).__name__}: {error}"
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            details = f"<details><summary>traceback</summary><pre>{html.escape(trace)}</pre></details>"
+        self.value = (
+            '<div class="attnlab-error" style="color:#a50f15;background:#fee0d2;padding:4px 8px;border-radius:4px">'
+            f"<b>error</b>: {html.escape(self.message)}{details}</div>"
+        )
+
+
+@contextmanager
+def _reporting(errors: ErrorBox) -> Iterator[None]:
+    """Run a callback's body; an exception goes into `errors` instead of the log console."""
+    try:
+        yield
+    except Exception as error:
+        errors.report(error)
+
+
+class HeadPicker(w.HBox):
+    """Kind / layer / head selectors for a trace; calls `on_change()` once per user change."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self.kind = w.ToggleButtons(style={"button_width": "auto"})
+        self.layer = w.Dropdown(description="layer", layout=w.Layout(width="150px"))
+        self.head = w.Dropdown(description="head", layout=w.Layout(width="150px"))
+        super().__init__([w.Label("kind"), self.kind, self.layer, self.head], layout=w.Layout(flex_flow="row wrap"))
+        self.trace: AttentionTrace | None = None
+        self._on_change = on_change
+        self._quiet = False
+        self.kind.observe(self._kind_changed, "value")
+        self.layer.observe(self._changed, "value")
+        self.head.observe(self._changed, "value")
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Set several selectors without a redraw for each."""
+        previous, self._quiet = self._quiet, True
+        try:
+            yield
+        finally:
+            self._quiet = previous
+
+    def configure(self, trace: AttentionTrace) -> None:
+        """Offer what `trace` holds, keeping the current selection where it still exists."""
+        self.trace = trace
+        kinds = trace.kinds
+        wanted = self.kind.value or ("cross" if "cross" in kinds else kinds[0])
+        with self.quiet():
+            self.kind.options = [(k, k) for k in kinds]
+            self.kind.tooltips = [viz.KIND_TITLES[k] for k in kinds]
+            self.kind.value = wanted if wanted in kinds else kinds[0]
+            heads = trace.heads or list(range(trace.n_heads))
+            current = self.head.value
+            self.head.options = [(str(h), i) for i, h in enumerate(heads)]
+            self.head.value = current if current is not None and current < len(heads) else 0
+            self._offer_layers()
+
+    def _offer_layers(self) -> None:
+        layers = self.trace.layers[self.kind.value]
+        current = self.layer.value
+        self.layer.options = [(str(layer), layer) for layer in layers]
+        self.layer.value = current if current in layers else layers[0]
+
+    def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
+        """Change the selection from code (one redraw); a negative layer counts from the top."""
+        with self.quiet():
+            if kind is not None:
+                self.kind.value = kind
+                self._offer_layers()
+            if layer is not None:
+                self.layer.value = self.trace.layers[self.kind.value][layer] if layer < 0 else layer
+            if head is not None:
+                self.head.value = head
+        self._on_change()
+
+    @property
+    def value(self) -> tuple[str, int, int]:
+        return self.kind.value, self.layer.value, self.head.value
+
+    def _kind_changed(self, _change: dict) -> None:
+        if self._quiet or self.trace is None:
+            return
+        with self.quiet():
+            self._offer_layers()
+        self._on_change()
+
+    def _changed(self, _change: dict) -> None:
+        if not self._quiet and self.trace is not None:
+            self._on_change()
+
+
+def _caption(trace: AttentionTrace) -> str:
+    source = trace.meta.get("text") or " ".join(trace.src_tokens)
+    output = trace.meta.get("output") or " ".join(trace.tgt_tokens)
+    return f"<b>input</b>: {html.escape(str(source))}<br><b>output</b>: {html.escape(str(output))}"
+
+
+# -- one trace ------------------------------------------------------------------------------------------
+class TraceView(w.VBox):
+    """Every head of one trace: the layers × heads grid (click a thumbnail to open it), the
+    selected head's heatmap, and, on request, the mask that shaped the kind."""
+
+    def __init__(self, trace: AttentionTrace | None = None, caption: bool = True) -> None:
+        self.trace: AttentionTrace | None = None
+        self.picker = HeadPicker(self.redraw)
+        self.mask = w.Checkbox(value=True, description="hatch masked cells", indent=False)
+        self.scale = w.Checkbox(value=False, description="colour scale 0..max", indent=False)
+        self.show_mask = w.Checkbox(value=False, description="show the mask", indent=False)
+        for box in (self.mask, self.scale, self.show_mask):
+            box.observe(lambda _change: self.redraw(), "value")
+        self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
+        self.grid = BokehPane()
+        self.head = BokehPane()
+        self.mask_figure = BokehPane()
+        self.errors = ErrorBox()
+        options = w.HBox([self.mask, self.scale, self.show_mask])
+        figures = w.HBox([self.grid, self.head, self.mask_figure], layout=w.Layout(flex_flow="row wrap"))
+        super().__init__([self.caption, self.picker, options, self.errors, figures])
+        if trace is not None:
+            self.set_trace(trace)
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        """The bokeh figures on show now, by role."""
+        return {"grid": self.grid.figure, "head": self.head.figure, "mask": self.mask_figure.figure}
+
+    def set_trace(self, trace: AttentionTrace) -> None:
+        self.trace = trace
+        self.picker.configure(trace)
+        self.caption.value = _caption(trace)
+        self.redraw()
+
+    def select(self, layer: int, head: int) -> None:
+        """Open one head (what clicking its thumbnail in the grid does)."""
+        with _reporting(self.errors):
+            self.picker.select(layer=layer, head=head)
+
+    def redraw(self) -> None:
+        if self.trace is None:
+            return
+        self.errors.clear()
+        with _reporting(self.errors):
+            kind, layer, head = self.picker.value
+            vmax = None if self.scale.value else 1.0
+            mask = self.mask.value
+            self.grid.update(
+                viz.grid(self.trace, kind, selected=(layer, head), mask=mask, vmax=vmax, on_select=self.select)
+            )
+            self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax))
+            self.mask_figure.update(viz.mask_figure(self.trace, kind) if self.show_mask.value else None)
+
+
+def show(
+    trace: AttentionTrace | str | Path, kind: str | None = None, layer: int | None = None, head: int = 0
+) -> TraceView:
+    """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head."""
+    if not isinstance(trace, AttentionTrace):
+        trace = AttentionTrace.load(trace)
+    view = TraceView(trace)
+    if kind is not None or layer is not None or head:
+        view.picker.select(kind=kind, layer=layer, head=head)
+    return view
+
+
+# -- a model ---------------------------------------------------------------------------------------------
+class Explorer(w.VBox):
+    """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
+    hypotheses, and open any head of any of them."""
+
+    def __init__(self, model: Any, text: str | None = None, beam: int | None = None) -> None:
+        from attnlab.api import DEFAULTS
+
+        self.model = model
+        self.verb = "Parse" if model.task == "parse" else "Translate"
+        self.text = w.Textarea(
+            value=text if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),
+            layout=w.Layout(width="95%", height="4.5em"),
+        )
+        default_beam = DEFAULTS.get(model.task, DEFAULTS["translate"])["beam"]
+        self.beam = w.BoundedIntText(
+            value=beam or default_beam, min=1, max=50, description="beam", layout=w.Layout(width="150px")
+        )
+        self.button = w.Button(description=self.verb, button_style="primary")
+        self.button.on_click(lambda _button: self.run())
+        self.status = w.HTML()
+        self.output = w.HTML()
+        self.tree = BokehPane()
+        self.hypotheses = w.Select(description="beam", rows=4, layout=w.Layout(width="95%"))
+        self.hypotheses.observe(self._hypothesis_chosen, "value")
+        self.errors = ErrorBox()
+        self.view = TraceView(caption=False)
+        self.result: Any = None
+        self._listing = False
+        controls = w.HBox([self.button, self.beam, self.status])
+        super().__init__([self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view])
+        self.run()
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        return {**self.view.figures, "tree": self.tree.figure}
+
+    def run(self, text: str | None = None) -> Any:
+        """Decode the text box (or `text`); returns the `attnlab.api.Result`, or None on error."""
+        if text is not None:
+            self.text.value = text
+        self.errors.clear()
+        self.button.disabled = True
+        self.status.value = "<i>parsing…</i>" if self.model.task == "parse" else "<i>translating…</i>"
+        started = time.perf_counter()
+        try:
+            with _reporting(self.errors):
+                beam = int(self.beam.value)
+                result = self.model.translate(
+                    self.text.value, beam=beam, record=True, n_best=beam, record_hypotheses=True, truncate=True
+                )
+                seconds = time.perf_counter() - started
+                self.result = result
+                notes = [f"{seconds:.2f} s", f"{len(result.src_tokens)} → {len(result.tokens)} pieces"]
+                if result.truncated:
+                    notes.append(f"input truncated to the model's {self.model.config.max_len - 1} pieces")
+                missing = models.unknown_characters(self.model, self.text.value[:5000])
+                if missing:
+                    notes.append("not in the vocabulary: " + " ".join(missing[:12]))
+                self.status.value = html.escape(" · ".join(notes))
+                self._listing = True  # one redraw, below, not one per option change
+                try:
+                    ranked = enumerate(result.hypotheses)
+                    self.hypotheses.options = [(f"{rank + 1}.  {h.score:+.3f}  {h.text}", rank) for rank, h in ranked]
+                    self.hypotheses.value = 0
+                finally:
+                    self._listing = False
+                self._show_hypothesis(0)
+                return result
+        finally:
+            self.button.disabled = False
+            if self.errors.message:
+                self.status.value = ""
+        return None
+
+    def choose(self, rank: int) -> None:
+        """Show the attention of the beam's `rank`-th hypothesis (0 = best)."""
+        self.hypotheses.value = rank
+
+    def _hypothesis_chosen(self, change: dict) -> None:
+        if change["new"] is not None and self.result is not None and not self._listing:
+            with _reporting(self.errors):
+                self._show_hypothesis(change["new"])
+
+    def _show_hypothesis(self, rank: int) -> None:
+        hyp = self.result.hypotheses[rank]
+        score = f"score {hyp.score:+.3f} (log-probability {hyp.logprob:.2f} over {len(hyp.tokens)} pieces)"
+        self.output.value = (
+            f'<div style="font-size:1.25em;margin:4px 0">{html.escape(hyp.text)}</div>'
+            f'<div style="color:#666">hypothesis {rank + 1} of {len(self.result.hypotheses)} · {score}</div>'
+        )
+        self.tree.update(
+            viz.tree_figure(hyp.text, title=f"hypothesis {rank + 1}") if self.model.task == "parse" else None
+        )
+        self.view.set_trace(hyp.trace)
+
+
+def explore(checkpoint_or_model: Any, text: str | None = None, beam: int | None = None) -> Explorer:
+    """The explorer in a notebook: a checkpoint directory (loaded once per kernel) or a model
+    from `attnlab.load`, and optionally the first sentence."""
+    model = checkpoint_or_model
+    if isinstance(model, (str, Path)):
+        model = models.open_model(model)
+    if not hasattr(model, "translate") or not hasattr(model, "task"):
+        raise AttnlabError(f"explore() takes a checkpoint directory or attnlab.load(...), not {type(model).__name__}")
+    return Explorer(model, text, beam)
+
+
+# -- training ----------------------------------------------------------------------------------------------
+class Timeline(w.VBox):
+    """One probe sentence across a training run: the selected head at each saved step, its
+    difference to the last step, and every head's entropy across steps."""
+
+    def __init__(self, snapshots: list[tuple[int, AttentionTrace]]) -> None:
+        self.steps = [step for step, _ in snapshots]
+        self.traces = dict(snapshots)
+        self.final = self.traces[self.steps[-1]]
+        self._entropy = {  # step -> (kind, layer, head) -> mean row entropy
+            step: {(r["kind"], r["layer"], r["head"]): r["entropy"] for r in head_stats(trace)}
+            for step, trace in snapshots
+        }
+        self.step = w.SelectionSlider(
+            options=self.steps, value=self.steps[-1], description="step", continuous_update=False
+        )
+        self.step.observe(lambda _change: self.redraw(), "value")
+        self.picker = HeadPicker(self.redraw)
+        self.heatmap = BokehPane()
+        self.diff = BokehPane()
+        self.curve = BokehPane()
+        self.errors = ErrorBox()
+        figures = w.HBox([self.heatmap, self.diff], layout=w.Layout(flex_flow="row wrap"))
+        super().__init__([w.HTML(_caption(self.final)), self.picker, self.step, self.errors, figures, self.curve])
+        self.picker.configure(self.final)
+        self.redraw()
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        return {"heatmap": self.heatmap.figure, "diff": self.diff.figure, "curve": self.curve.figure}
+
+    def redraw(self) -> None:
+        self.errors.clear()
+        with _reporting(self.errors):
+            kind, layer, head = self.picker.value
+            step = self.step.value
+            trace = self.traces[step]
+            title = f"step {step} · {viz.KIND_TITLES[kind]} · layer {layer} · head {head}"
+            self.heatmap.update(viz.heatmap(trace, kind, layer, head, title=title, budget=420))
+            self.diff.update(viz.diff_figure(trace, self.final, kind, layer, head))
+            heads = self.final.heads or list(range(self.final.n_heads))
+            curves = {f"head {h}": [self._entropy[s][(kind, layer, h)] for s in self.steps] for h in heads}
+            self.curve.update(
+                viz.timeline_curve(self.steps, curves, current=step, stat=f"entropy ({kind} layer {layer})")
+            )
+
+
+def replay(run_or_checkpoint: str | Path, probe: int = 0) -> Timeline:
+    """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
+    snapshots = models.probe_snapshots(run_or_checkpoint)
+    if not snapshots:
+        raise AttnlabError(f"{run_or_checkpoint}: no probe traces (probes/step_N/probe_K.trace); train with --probes N")
+    if not all(probe < len(files) for _, files in snapshots):
+        raise AttnlabError(f"probe {probe} was not recorded at every step (the run records {len(snapshots[0][1])})")
+    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots])

@@ -1,0 +1,167 @@
+"""Every notebook in notebooks/ runs top to bottom in a fresh kernel, and fails the test on any error.
+
+The kernel is this interpreter (the project's virtual environment), declared in a kernelspec
+written to a temporary directory, so no user-wide kernel is involved. Notebooks read their models
+from $ATTNLAB_TRANSLATOR / $ATTNLAB_PARSER: the bundled checkpoints when they exist, otherwise
+random-weight tiny fixtures built here (notebooks never assert quality, only that they run).
+Notebooks that train or evaluate take small settings from $ATTNLAB_NB_* so the file stays quick
+on two cores. Executed copies are written to test-artifacts/notebooks/ for inspection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
+BUNDLED = {
+    "ATTNLAB_TRANSLATOR": ROOT / "checkpoints" / "multi30k-en-de",
+    "ATTNLAB_PARSER": ROOT / "checkpoints" / "wsj-parser",
+}
+SMALL = {  # what the notebooks' knobs default to is for a reader; the test needs only that they run
+    "ATTNLAB_NB_SENTENCES": "6",
+    "ATTNLAB_NB_TRAIN_STEPS": "4",
+    "ATTNLAB_NB_SAVE_EVERY": "2",
+    "ATTNLAB_NB_TRAIN_MINUTES": "1",
+    "OMP_NUM_THREADS": "1",  # two threads on two busy cores spin-wait for each other: 4x slower
+}
+NEEDS_CORPORA = {  # notebook -> a file of the shared corpora it reads
+    "03_what_heads_do.ipynb": "multi30k/test2016.en",
+    "04_training_dynamics.ipynb": "multi30k/train.en",
+    "05_parsing.ipynb": "ptb_wsj_sample/mrg/wsj_0180.mrg",
+}
+KERNEL = "attnlab-test"
+
+# Word lists for the fixture tokenizer (written for these tests, not from a corpus).
+EN = "a the man woman dog child girl boy runs sits plays jumps in on under near park street water red blue small big old with ball bike shirt hat guitar".split()
+DE = "ein eine der die das mann frau hund kind mädchen junge läuft sitzt spielt springt im auf unter neben park straße wasser rot blau klein groß alt mit ball fahrrad hemd hut gitarre".split()
+LABELS = ("S", "NP", "VP", "PP", "SBAR", "ADJP", "ADVP", "WHNP", "QP", "PRN")
+
+
+def make_checkpoints(base: Path) -> dict[str, Path]:
+    """Random-weight tiny translator and parser on a tokenizer trained here (no corpus needed).
+
+    `max_len` is small because an untrained model never emits </s> by itself: decoding runs to
+    the length limit, and beam 21 (the parser's) over 300 extra steps would take minutes."""
+    from attnlab import Transformer, preset
+    from attnlab.checkpoint import save_checkpoint
+    from attnlab.data import train_tokenizer
+
+    rng = random.Random(0)
+    sentences = [
+        " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + " ."
+        for words in (EN, DE)
+        for _ in range(400)
+    ]
+    base.mkdir(parents=True, exist_ok=True)
+    symbols = ["XX", *(f"{side}{label}" for label in LABELS for side in "()")]
+    tokenizer = train_tokenizer(sentences, base / "spm", 420, 1, symbols)
+    paths = {"translate": base / "tiny-translator", "parse": base / "tiny-parser"}
+    for seed, (task, path) in enumerate(paths.items(), 1):
+        torch.manual_seed(seed)
+        config = preset("tiny", vocab_size=tokenizer.get_piece_size(), max_len=48)
+        save_checkpoint(path, Transformer(config), base / "spm.model", meta={"task": task})
+    return paths
+
+
+def model_env(base: Path) -> dict[str, str]:
+    """ATTNLAB_TRANSLATOR / ATTNLAB_PARSER: as set by the caller, else the bundled checkpoints when
+    they exist, else random-weight fixtures built under `base`."""
+    env = {name: str(path) for name, path in BUNDLED.items() if (path / "manifest.json").is_file()}
+    env.update({name: os.environ[name] for name in BUNDLED if os.environ.get(name)})
+    if len(env) < len(BUNDLED):
+        fixtures = make_checkpoints(base)
+        env.setdefault("ATTNLAB_TRANSLATOR", str(fixtures["translate"]))
+        env.setdefault("ATTNLAB_PARSER", str(fixtures["parse"]))
+    return env
+
+
+def kernelspec(directory: Path, name: str = KERNEL) -> Path:
+    """A kernelspec for this interpreter in `directory`/kernels (what `ipykernel install
+    --prefix` writes, without the logos); returns the kernels directory."""
+    spec = directory / "kernels" / name
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "attnlab (tests)", "language": "python"})
+    )
+    return directory / "kernels"
+
+
+def has_corpus_file(relative: str) -> bool:
+    from attnlab.data import find_data_dir
+    from attnlab.errors import DataError
+
+    try:
+        return (find_data_dir() / relative).is_file()
+    except DataError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def notebook_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    base = tmp_path_factory.mktemp("notebooks")
+    (base / "tmp").mkdir()  # the kernel's temporary files (04's training run) go where pytest cleans up
+    return {**SMALL, **model_env(base), "TMPDIR": str(base / "tmp")}
+
+
+@pytest.fixture(scope="module")
+def kernel_dirs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kernelspec(tmp_path_factory.mktemp("kernelspec"))
+
+
+def notebook_names() -> list[str]:
+    return sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_there_are_five_notebooks() -> None:
+    assert [name[:3] for name in notebook_names()] == ["01_", "02_", "03_", "04_", "05_"]
+
+
+@pytest.mark.parametrize("name", notebook_names())
+def test_notebook_is_committed_without_outputs(name: str) -> None:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}: a cell was committed with outputs"
+    assert "widgets" not in notebook.metadata, f"{name}: saved widget state"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", notebook_names())
+def test_notebook_runs(
+    name: str, notebook_env: dict[str, str], kernel_dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    if name in NEEDS_CORPORA and not has_corpus_file(NEEDS_CORPORA[name]):
+        pytest.skip(f"needs {NEEDS_CORPORA[name]} of the shared corpora (../shared/data or $ATTNLAB_DATA)")
+    for key, value in notebook_env.items():  # the kernel inherits this process's environment
+        monkeypatch.setenv(key, value)
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    manager = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dirs)]))
+    client = NotebookClient(
+        notebook, km=manager, timeout=300, kernel_name=KERNEL, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    try:
+        client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, ARTIFACTS / name)
+    outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
+    # BokehJS itself is inlined (attnlab.widgets.setup); the browser test checks no request leaves the machine.
+    assert "cdn.bokeh.org" not in json.dumps(outputs), "BokehJS was loaded from bokeh's CDN"
+    widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert widgets, f"{name} displays no widget"

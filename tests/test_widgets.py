@@ -1,0 +1,257 @@
+"""`attnlab.widgets` driven from Python, as a notebook user drives it with the mouse.
+
+Each test changes a control and asserts on what the figure now shows: the image glyph's array
+against the trace, the axis labels against the tokens, and the render bundle that jupyter_bokeh
+sends to the browser. Models are random-weight tiny fixtures (no corpus needed); the browser side
+is covered by test_jupyterlab_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bokeh.core.json_encoder import serialize_json
+from bokeh.events import Tap
+from bokeh.models import GlyphRenderer, Image, ImageRGBA, Line, Rect
+from test_notebooks import make_checkpoints
+
+import attnlab
+from attnlab import widgets
+from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.trace import AttentionTrace
+
+GAP = 1.12  # viz.grid: thumbnails are 1 unit wide with 0.12 between them
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models decode faster on one thread than on two that busy cores make wait for each other
+    (OpenMP spin-waits: 4x slower with a training run in the background)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_checkpoints(tmp_path_factory.mktemp("widgets"))
+
+
+@pytest.fixture(scope="module")
+def translator(paths: dict[str, Path]) -> attnlab.api.Model:
+    return attnlab.load(paths["translate"])
+
+
+@pytest.fixture(scope="module")
+def trace(translator: attnlab.api.Model) -> AttentionTrace:
+    return translator.score("A dog runs in the park .", "Ein hund läuft im park .").trace
+
+
+def glyphs(figure: object, kind: type) -> list[GlyphRenderer]:
+    return [r for r in figure.select(type=GlyphRenderer) if isinstance(r.glyph, kind)]
+
+
+def shown(figure: object) -> np.ndarray:
+    """The (q, k) array a heatmap draws (viz flips rows, since bokeh puts row 0 at the bottom)."""
+    (renderer,) = glyphs(figure, Image)
+    return np.asarray(renderer.data_source.data["image"][0])[::-1]
+
+
+def sent(pane: widgets.BokehPane) -> str:
+    """What jupyter_bokeh sends the browser for a pane (its render bundle), as readable JSON."""
+    return json.dumps(json.loads(serialize_json(pane.bokeh.render_bundle)), ensure_ascii=False)
+
+
+def reads(axis: object, tokens: list[str], flip: bool = False) -> bool:
+    """Whether a token axis labels its cells with `tokens` (queries run top down: `flip`).
+    viz thins the labels to what fits, so only the labelled cells are compared."""
+    n = len(tokens)
+    labelled = {(n - 1 - int(p) if flip else int(p)): label for p, label in axis.major_label_overrides.items()}
+    return 0 in labelled and all(0 <= i < n and tokens[i] == label for i, label in labelled.items())
+
+
+def test_show_draws_the_selected_head(trace: AttentionTrace) -> None:
+    view = widgets.show(trace)
+    assert view.picker.value == ("cross", 0, 0)
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 0)[0], atol=1e-6)
+    view.picker.head.value = 2
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 0)[2], atol=1e-6)
+    view.picker.layer.value = 1
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 1)[2], atol=1e-6)
+    assert reads(view.figures["head"].xaxis[0], trace.src_tokens)  # keys: the source
+    assert reads(view.figures["head"].yaxis[0], trace.tgt_tokens, flip=True)  # queries: the output
+
+    view.picker.kind.value = "encoder"
+    assert view.picker.value == ("encoder", 1, 2)  # layer and head kept where they exist
+    head = view.figures["head"]
+    np.testing.assert_allclose(shown(head), trace.attention("encoder", 1)[2], atol=1e-6)
+    assert reads(head.yaxis[0], trace.src_tokens, flip=True)
+    (frame,) = glyphs(view.figures["grid"], Rect)  # the red frame marks the open head in the grid
+    assert (frame.glyph.x, frame.glyph.y) == pytest.approx((2 * GAP + 0.5, 0 * GAP + 0.5))
+
+
+def test_the_browser_receives_the_new_figure(trace: AttentionTrace) -> None:
+    view = widgets.show(trace, kind="decoder", layer=-1, head=3)  # -1: the top layer
+    assert view.picker.value == ("decoder", 1, 3)
+    pane = view.head
+    assert pane.children == (pane.bokeh,)
+    bundle = sent(pane)
+    assert "masked) · layer 1 · head 3" in bundle and pane.figure.id in bundle
+    view.picker.head.value = 1
+    bundle = sent(pane)
+    assert "layer 1 · head 1" in bundle and "head 3" not in bundle and pane.figure.id in bundle
+
+
+def test_tapping_a_grid_thumbnail_opens_that_head(trace: AttentionTrace) -> None:
+    view = widgets.show(trace, kind="encoder")
+    grid = view.figures["grid"]
+    grid._trigger_event(Tap(grid, x=3 * GAP + 0.4, y=0 * GAP + 0.6))  # bottom row = last layer, head 3
+    assert view.picker.value == ("encoder", 1, 3)
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("encoder", 1)[3], atol=1e-6)
+    view.figures["grid"]._trigger_event(Tap(view.figures["grid"], x=1.06, y=0.5))  # between thumbnails
+    assert view.picker.value == ("encoder", 1, 3)
+
+
+def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
+    view = widgets.show(trace, kind="decoder")
+    assert [r.name for r in glyphs(view.figures["head"], ImageRGBA)] == ["mask-overlay"]  # the causal mask, hatched
+    assert view.figures["mask"] is None
+    view.mask.value = False
+    assert glyphs(view.figures["head"], ImageRGBA) == []
+    (image,) = glyphs(view.figures["head"], Image)
+    assert image.glyph.color_mapper.high == 1.0
+    view.scale.value = True
+    (image,) = glyphs(view.figures["head"], Image)
+    assert image.glyph.color_mapper.high == pytest.approx(float(trace.attention("decoder", 0)[0].max()))
+    view.show_mask.value = True
+    assert view.figures["mask"].name == "mask-decoder"
+    np.testing.assert_array_equal(shown(view.figures["mask"]) > 0, trace.mask("decoder"))
+
+
+def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.api.Model) -> None:
+    explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2)
+    first = explorer.result
+    assert (
+        first.src_tokens
+        == explorer.view.trace.src_tokens
+        == translator.pieces(translator.encode_source("A dog runs .")[0])
+    )
+    assert explorer.errors.message == ""
+    explorer.text.value = "The girl plays with a red ball in the water ."
+    explorer.button.click()
+    trace = explorer.view.trace
+    assert explorer.result is not first and trace is explorer.result.trace
+    assert trace.src_tokens == explorer.result.src_tokens and "ball" in "".join(trace.src_tokens)
+    assert reads(explorer.figures["head"].xaxis[0], trace.src_tokens)
+    np.testing.assert_allclose(shown(explorer.figures["head"]), trace.attention("cross", 0)[0], atol=1e-6)
+    assert "pieces" in explorer.status.value and explorer.result.hypotheses[0].text in explorer.output.value.replace("&#x27;", "'")  # fmt: skip
+
+
+def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.api.Model) -> None:
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3)
+    hypotheses = explorer.result.hypotheses
+    assert len(explorer.hypotheses.options) == len(hypotheses) == 3
+    explorer.choose(2)
+    assert explorer.view.trace is hypotheses[2].trace
+    assert reads(explorer.figures["head"].yaxis[0], hypotheses[2].tokens, flip=True)
+    assert "hypothesis 3 of 3" in explorer.output.value
+
+
+def test_errors_are_shown_in_the_widget(translator: attnlab.api.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    explorer = widgets.explore(translator, text="A dog .", beam=1)
+    before = explorer.view.trace
+    assert explorer.run("   ") is None
+    assert explorer.errors.message == "the input is empty" and "the input is empty" in explorer.errors.value
+    assert explorer.view.trace is before and not explorer.button.disabled  # the last good result stays
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(translator, "translate", broken)
+    explorer.run("A cat .")
+    assert (
+        explorer.errors.message == "RuntimeError: boom" and "traceback" in explorer.errors.value
+    )  # a bug: folded traceback
+    monkeypatch.undo()
+    explorer.run("A cat .")
+    assert explorer.errors.message == "" and explorer.errors.value == ""
+
+
+def test_parser_explorer_draws_the_tree(paths: dict[str, Path]) -> None:
+    explorer = widgets.explore(paths["parse"], text="The dog sleeps .", beam=2)
+    tree = explorer.figures["tree"]
+    assert tree.name == "tree"
+    (text,) = [r for r in tree.renderers if "text" in r.data_source.data]
+    assert {"The", "dog", "sleeps", "."} <= set(text.data_source.data["text"])  # the leaves are the input's words
+    explorer.choose(1)
+    assert explorer.figures["tree"] is not tree and explorer.figures["tree"].title.text == "hypothesis 2"
+
+
+def test_replay_steps_through_the_probe_traces(
+    paths: dict[str, Path], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import torch
+
+    model = attnlab.load(paths["translate"])
+    traces = {}
+    for step in (10, 20, 30):  # three "checkpoints": different random weights, same probe pair
+        torch.manual_seed(step)
+        model.model.load_state_dict(attnlab.Transformer(model.config).state_dict())
+        traces[step] = model.score("A dog runs .", "Ein hund läuft .").trace
+        traces[step].save(tmp_path / "probes" / f"step_{step}" / "probe_0.trace")
+    timeline = widgets.replay(tmp_path)
+    assert timeline.steps == [10, 20, 30] and timeline.step.value == 30
+    timeline.picker.select(kind="encoder", layer=1, head=2)
+    timeline.step.value = 10
+    now, final = traces[10].attention("encoder", 1)[2], traces[30].attention("encoder", 1)[2]
+    np.testing.assert_allclose(shown(timeline.figures["heatmap"]), now, atol=1e-6)
+    np.testing.assert_allclose(shown(timeline.figures["diff"]), now - final, atol=1e-6)
+    lines = glyphs(timeline.figures["curve"], Line)
+    assert len(lines) == traces[10].n_heads and list(lines[0].data_source.data["x"]) == [10, 20, 30]
+    with pytest.raises(AttnlabError, match="no probe traces"):
+        widgets.replay(tmp_path_factory.mktemp("no-probes"))
+    with pytest.raises(AttnlabError, match="probe 1 was not recorded"):
+        widgets.replay(tmp_path, probe=1)
+
+
+def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bokeh.io.notebook
+    from bokeh.io import reset_output
+
+    assert widgets.setup() is False  # plain Python: there is no page to load it into
+    published: list[dict] = []
+    monkeypatch.setattr(widgets, "_in_kernel", lambda: True)
+    monkeypatch.setattr(widgets, "_bokehjs_loaded", False)
+    monkeypatch.setattr(bokeh.io.notebook, "publish_display_data", lambda data, *a, **k: published.append(data))
+    try:
+        assert widgets.setup() is True and widgets.setup() is False  # once per kernel
+        assert widgets.setup(force=True) is True
+    finally:
+        reset_output()
+    (load, _again) = [data["application/vnd.bokehjs_load.v0+json"] for data in published]
+    assert len(load) > 1_000_000 and "Bokeh" in load  # BokehJS itself, not a script tag
+    assert "cdn.bokeh.org" not in load and "<script src" not in load
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(AttnlabError, match="checkpoint directory or attnlab.load"):
+        widgets.explore(42)
+    with pytest.raises(CheckpointError, match="no such directory"):
+        widgets.explore(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="no such trace file"):
+        widgets.show(tmp_path / "missing.trace")
+
+
+def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
+    from attnlab import viz
+
+    figure = viz.mask_figure(trace, "cross")
+    pane = widgets.plot(figure)
+    assert pane.figure is figure and pane.bokeh is not None and figure.id in sent(pane)
