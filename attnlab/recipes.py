@@ -40,8 +40,8 @@ RECIPES: dict[str, dict[str, Any]] = {
         "warmup": 1000,
         "lr_scale": 0.5,
         "dtype": "bf16",
-        "max_minutes": 30.0,
-        "save_every": 200,
+        "max_steps": 800,  # ~20 epochs of the 3,498 training trees
+        "save_every": 100,
         "keep_last": 5,
         "eval_sentences": 100,
     },
