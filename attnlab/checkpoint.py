@@ -210,7 +210,22 @@ def average_run(
     model, meta = load_model(chosen[-1])
     model.load_state_dict(average(chosen))
     meta = dict(meta, averaged=[p.name for p in chosen])
-    return save_checkpoint(out, model, chosen[-1] / "spm.model", meta=meta, dtype=dtype)
+    out = save_checkpoint(out, model, chosen[-1] / "spm.model", meta=meta, dtype=dtype)
+    copy_probes(run_dir, out, snapshots)
+    return out
+
+
+def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
+    """Ship up to `snapshots` of the run's probe snapshots (evenly spaced, the last included)
+    inside the checkpoint, so the explorer's training timeline works without the run."""
+    root = Path(run_dir) / "probes"
+    steps = sorted((int(m.group(1)), p) for p in root.glob("step_*") if (m := _STEP.match(p.name)))
+    if not steps or snapshots <= 0:
+        return
+    stride = max(1, -(-len(steps) // snapshots))
+    chosen = steps[::-1][::stride][::-1]
+    for _, path in chosen:
+        shutil.copytree(path, out / "probes" / path.name, dirs_exist_ok=True)
 
 
 def cli(argv: list[str]) -> int:
@@ -222,9 +237,10 @@ def cli(argv: list[str]) -> int:
     )
     parser.add_argument("--out", required=True)
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
+    parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
     args = parser.parse_args(argv)
     if not step_dirs(args.run_dir):
         raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
-    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32)
+    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.probes)
     print(f"averaged checkpoints written to {path}")
     return 0
