@@ -201,7 +201,11 @@ def average(directories: list[Path]) -> dict[str, torch.Tensor]:
 
 
 def average_run(
-    run_dir: str | os.PathLike, last: int, out: str | os.PathLike, dtype: torch.dtype = torch.float32
+    run_dir: str | os.PathLike,
+    last: int,
+    out: str | os.PathLike,
+    dtype: torch.dtype = torch.float32,
+    snapshots: int = 0,
 ) -> Path:
     """Average the last `last` checkpoints of a run into a new checkpoint directory."""
     chosen = [p for _, p in step_dirs(run_dir)][-last:]
