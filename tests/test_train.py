@@ -192,3 +192,20 @@ def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> 
     a, b = _params(tmp_path / "single"), _params(tmp_path / "ddp")
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     assert not torch.equal(a["embed.weight"], Transformer(preset("tiny", vocab_size=2000)).state_dict()["embed.weight"])
+
+
+def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
+    from attnlab.checkpoint import average_run
+
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    run = tmp_path / "run"
+    for step in (10, 20, 30):
+        save_checkpoint(run / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm)
+        (run / "probes" / f"step_{step}").mkdir(parents=True)
+        (run / "probes" / f"step_{step}" / "probe_0.trace").write_bytes(b"t")
+    out = average_run(run, 2, tmp_path / "avg", torch.bfloat16, snapshots=2)
+    assert sorted(p.name for p in (out / "probes").iterdir()) == ["step_10", "step_30"]
+    model, meta = load_model(out)
+    assert meta["averaged"] == ["step_20", "step_30"]
+    assert (out / "model.safetensors").stat().st_size < (run / "checkpoints" / "step_30" / "model.safetensors").stat().st_size
