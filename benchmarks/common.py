@@ -1,0 +1,104 @@
+"""Helpers the benchmark scripts share: where they ran, how they time, which data they read.
+
+Every script prints a one-line description of the machine (CPU model, threads, torch version and
+the load average at the start), because these machines are shared: a figure measured while
+another job was running must say so, and only ratios against a peer measured in the same run
+are comparable across runs.
+
+The scripts import these helpers as `from common import ...`: running a script as
+`python benchmarks/NAME.py` puts this directory first on sys.path, so no package is needed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (platform.processor() is empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(device: torch.device, clock_kind: str = "wall") -> str:
+    """One line: hardware, threads, torch version, the clock read, and the load average when the
+    run started."""
+    if device.type == "cuda":
+        hardware = f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    else:
+        hardware = f"{cpu_model()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{hardware}; torch {torch.__version__}; {clock_kind} clock; load average {load} at start"
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so a wall-clock interval covers the work it claims to."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def clock(kind: str) -> Callable[[], float]:
+    """The timer a benchmark reads: "wall" (time.perf_counter), or "cpu" (time.process_time).
+
+    The CPU seconds of this process are what a shared machine does not inflate: another job on
+    the same cores delays the wall clock but not the work done here. They equal the wall time of
+    an idle machine only when the process computes on one thread (a multi-threaded process sums
+    its threads, spin-waits included), so "cpu" insists on `OMP_NUM_THREADS=1`.
+    """
+    if kind == "wall":
+        return time.perf_counter
+    if torch.get_num_threads() != 1:
+        raise SystemExit("--clock cpu measures one thread: run with OMP_NUM_THREADS=1")
+    return time.process_time
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device, now: Callable[[], float], size: int = 2048) -> float:
+    """FLOP/s of a square matrix multiply: the MFU denominator. `attnlab.flops.measure_matmul_peak`
+    measures the same on the wall clock; this one reads the benchmark's own clock, so that on a
+    busy machine the "cpu" clock depresses neither the peak nor the figures divided by it."""
+    generator = torch.Generator(device).manual_seed(0)
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
+    a @ b  # warm-up: thread pool, packing buffers
+    synchronize(device)
+    runs, start = 0, now()
+    while now() - start < 1.0:
+        a @ b
+        synchronize(device)
+        runs += 1
+    return 2 * size**3 * runs / (now() - start)
+
+
+def median(values: list[float]) -> float:
+    """Median, the statistic every script reports: one slow outlier (another job's burst) does
+    not move it, unlike the mean."""
+    return statistics.median(values)
+
+
+def prepared_multi30k(data: str | None, vocab_size: int) -> Path:
+    """A prepared Multi30k EN-DE directory: `data` if given, else one prepared now into a
+    temporary directory (about two seconds; the corpus is found as `attnlab data prepare` finds
+    it: $ATTNLAB_DATA or ../shared/data)."""
+    if data:
+        return Path(data)
+    from attnlab.data import prepare
+
+    out = Path(tempfile.mkdtemp(prefix="attnlab-bench-m30k-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    prepare("multi30k", out, vocab_size=vocab_size, echo=lambda _: None)
+    return out

@@ -1,0 +1,244 @@
+"""Training throughput: attnlab against `torch.nn.Transformer` built to the same model.
+
+One full training step — forward, label-smoothed loss (§5.4), backward, Adam(0.9, 0.98, 1e-9) —
+on the same batch of real Multi30k sentences, in the same precision, for attnlab's `Transformer`
+and for a peer built from `torch.nn.Transformer` with the paper's surroundings: one shared
+embedding matrix (source, target, pre-softmax projection) scaled by √d_model, sinusoidal
+positions, embedding dropout. The peer is made mathematically identical to attnlab's model: its
+attention-weight dropout and its dropout inside the feed-forward block (neither is in the paper)
+are switched off, and the extra final LayerNorms `nn.Transformer` adds after its post-norm stacks
+are removed; the script checks that both have the same number of parameters. Both call the same
+`attnlab.train.label_smoothed_loss` and take the same step as `Trainer.train_step` (minus
+gradient accumulation and DDP). The two are timed alternately in one process, so a load burst
+from another job hits both; the figure to quote is the ratio.
+
+Model FLOP utilisation (MFU) is `tokens/s × attnlab.flops.train_flops_per_target_token` over the
+matrix-multiply peak measured at the start of the run in the same precision.
+
+    .venv/bin/python benchmarks/train_throughput.py --presets small base --dtypes fp32 bf16
+    .venv/bin/python benchmarks/train_throughput.py --device cuda --max-tokens 8192 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from common import clock, machine, matmul_peak, median, prepared_multi30k, synchronize
+from torch import Tensor, nn
+
+from attnlab.batching import Batch, TokenBatchSampler, collate
+from attnlab.config import ModelConfig, preset
+from attnlab.data import ParallelData
+from attnlab.flops import train_flops_per_target_token
+from attnlab.model import Transformer, count_parameters, sinusoidal_positions
+from attnlab.train import label_smoothed_loss
+
+
+class TorchTransformerMT(nn.Module):
+    """The peer: `torch.nn.Transformer` inside the paper's embedding and output layers (§3.4,
+    §3.5), with the same dropout sites as attnlab (residual and embedding dropout only, §5.4)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        nn.init.normal_(self.embed.weight, 0.0, config.d_model**-0.5)
+        self.register_buffer("pe", sinusoidal_positions(config.max_len, config.d_model), persistent=False)
+        self.dropout = nn.Dropout(config.p_drop)
+        self.core = nn.Transformer(
+            config.d_model,
+            config.n_heads,
+            config.n_layers,
+            config.n_layers,
+            config.d_ff,
+            config.p_drop,
+            batch_first=True,
+            norm_first=False,
+        )
+        # A post-norm stack already ends in a LayerNorm; nn.Transformer adds another (not the paper's).
+        self.core.encoder.norm = None
+        self.core.decoder.norm = None
+        for module in self.core.modules():
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = 0.0  # no dropout on attention weights in the paper
+            elif isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+                module.dropout = nn.Identity()  # nor between the two feed-forward layers
+
+    def embed_tokens(self, ids: Tensor) -> Tensor:
+        return self.dropout(self.embed(ids) * math.sqrt(self.config.d_model) + self.pe[: ids.size(1)])
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """src (B, Ls), tgt (B, Lt) decoder inputs -> logits (B, Lt, V), as attnlab's forward."""
+        src_pad = src.eq(self.config.pad_id)  # True = ignore, nn.Transformer's convention
+        length = tgt.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=tgt.device).triu(1)
+        hidden = self.core(
+            self.embed_tokens(src),
+            self.embed_tokens(tgt),
+            tgt_mask=causal,
+            src_key_padding_mask=src_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )
+        return F.linear(hidden, self.embed.weight)
+
+
+def median_batch(data_dir: Path, max_tokens: int) -> Batch:
+    """The middle batch of the length-sorted token-budget batches (§5.1): sentences of median
+    length, padded as the trainer pads them."""
+    data = ParallelData(data_dir, "train")
+    sampler = TokenBatchSampler(data.src_lens, data.tgt_lens, max_tokens, shuffle=False)
+    batches = list(sampler)
+    return collate(data, batches[len(batches) // 2])
+
+
+def make_step(model: nn.Module, batch: Batch, bf16: bool, device: torch.device) -> Callable[[], None]:
+    """One update as `Trainer.train_step` takes it: zero grads, forward and loss under autocast,
+    backward of the loss per target token, read the loss (a sync, as the trainer logs it), Adam."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    config = model.config
+    src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
+
+    def step() -> None:
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            logits = model(src, tgt_in)
+            loss, nll = label_smoothed_loss(logits, tgt_out, config.eps_ls, config.pad_id)
+            (loss / batch.n_tgt_tokens).backward()
+        loss.item()
+        nll.item()
+        optimizer.step()
+
+    return step
+
+
+def seconds_per_step(
+    step: Callable[[], None], device: torch.device, now: Callable[[], float], min_seconds: float, min_steps: int
+) -> float:
+    """Run `step` at least `min_steps` times and for at least `min_seconds`; mean seconds each."""
+    synchronize(device)
+    start, steps = now(), 0
+    while steps < min_steps or now() - start < min_seconds:
+        step()
+        synchronize(device)
+        steps += 1
+    return (now() - start) / steps
+
+
+def measure_case(
+    name: str, dtype: str, batch: Batch, device: torch.device, args: argparse.Namespace, peak: float
+) -> dict[str, object]:
+    """Both systems on one (preset, precision): warm-up, then `repeats` alternating timings."""
+    now = clock(args.clock)
+    config = preset(name)
+    torch.manual_seed(0)
+    ours = Transformer(config).to(device)
+    torch.manual_seed(0)
+    peer = TorchTransformerMT(config).to(device)
+    if count_parameters(ours) != count_parameters(peer):
+        raise SystemExit(f"{name}: attnlab has {count_parameters(ours)} parameters, the peer {count_parameters(peer)}")
+    steps = {
+        "attnlab": make_step(ours, batch, dtype == "bf16", device),
+        "peer": make_step(peer, batch, dtype == "bf16", device),
+    }
+    for step in steps.values():  # first steps allocate Adam's moments and autocast's weight casts
+        for _ in range(args.warmup):
+            step()
+    times: dict[str, list[float]] = {"attnlab": [], "peer": []}
+    for repeat in range(args.repeats):
+        order = ["attnlab", "peer"] if repeat % 2 == 0 else ["peer", "attnlab"]  # ABBA: no side always goes first
+        for system in order:
+            times[system].append(seconds_per_step(steps[system], device, now, args.min_seconds, args.min_steps))
+    src_len = batch.src.ne(config.pad_id).sum().item() / batch.src.size(0)
+    tgt_len = batch.n_tgt_tokens / batch.src.size(0)
+    flops_per_token = train_flops_per_target_token(config, round(src_len), round(tgt_len))
+    ours_tps = batch.n_tgt_tokens / median(times["attnlab"])
+    peer_tps = batch.n_tgt_tokens / median(times["peer"])
+    return {
+        "preset": name,
+        "dtype": dtype,
+        "device": device.type,
+        "threads": torch.get_num_threads(),
+        "clock": args.clock,
+        "attnlab_tokens_per_s": round(ours_tps, 1),
+        "peer_tokens_per_s": round(peer_tps, 1),
+        "ratio": round(ours_tps / peer_tps, 3),
+        "attnlab_mfu": round(ours_tps * flops_per_token / peak, 3),
+        "peer_mfu": round(peer_tps * flops_per_token / peak, 3),
+        "matmul_peak_gflops": round(peak / 1e9, 1),
+        "attnlab_step_s": [round(t, 4) for t in times["attnlab"]],
+        "peer_step_s": [round(t, 4) for t in times["peer"]],
+        "batch": {"sentences": batch.src.size(0), "src_shape": list(batch.src.shape), "tgt_tokens": batch.n_tgt_tokens},
+        "params": count_parameters(ours),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--presets", nargs="+", default=["small", "base"])
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--data", help="a prepared Multi30k directory (default: prepare one into a temp dir)")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="token budget of the batch, each side")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating timings per system")
+    parser.add_argument("--min-seconds", type=float, default=2.0, help="each timing runs steps for at least this")
+    parser.add_argument("--min-steps", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per system first")
+    parser.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
+        help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
+    parser.add_argument("--smoke", action="store_true", help="tiny preset, tiny batch, 2 steps: checks the script runs")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.presets, args.max_tokens, args.repeats, args.min_seconds, args.min_steps = ["tiny"], 256, 1, 0.0, 2
+    device = torch.device(args.device)
+    if args.clock == "cpu" and device.type != "cpu":
+        parser.error("--clock cpu times the host, not a GPU; use the wall clock with --device cuda")
+    # Multi30k's bundled 8k BPE, smaller when a preset's embedding is smaller (tiny: 1,000 ids)
+    vocab = min(8000, *(preset(name).vocab_size for name in args.presets))
+    data_dir = prepared_multi30k(args.data, vocab)
+    data_vocab = ParallelData(data_dir, "train").meta["vocab_size"]
+    if data_vocab > vocab:
+        raise SystemExit(f"{data_dir} has a vocabulary of {data_vocab}; the presets need at most {vocab}")
+    batch = median_batch(data_dir, args.max_tokens)
+    print(f"# {machine(device, args.clock)}", file=sys.stderr)
+    print(
+        f"# batch: {batch.src.size(0)} Multi30k pairs, source {tuple(batch.src.shape)}, target "
+        f"{tuple(batch.tgt_in.shape)}, {batch.n_tgt_tokens} target tokens",
+        file=sys.stderr,
+    )
+    peaks = {
+        dtype: matmul_peak(torch.bfloat16 if dtype == "bf16" else torch.float32, device, clock(args.clock))
+        for dtype in args.dtypes
+    }
+    for dtype, peak in peaks.items():
+        print(f"# measured {dtype} matmul peak: {peak / 1e9:,.0f} GFLOP/s", file=sys.stderr)
+    for name in args.presets:
+        for dtype in args.dtypes:
+            result = measure_case(name, dtype, batch, device, args, peaks[dtype])
+            if args.json:
+                print(json.dumps(result), flush=True)
+            else:
+                print(
+                    f"{name:<6} {dtype:<5} attnlab {result['attnlab_tokens_per_s']:>8,.0f} tok/s "
+                    f"(MFU {result['attnlab_mfu']:.0%})   nn.Transformer {result['peer_tokens_per_s']:>8,.0f} tok/s "
+                    f"(MFU {result['peer_mfu']:.0%})   ratio {result['ratio']:.2f}x",
+                    flush=True,
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

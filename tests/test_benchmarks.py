@@ -1,0 +1,116 @@
+"""Every benchmark script runs end to end in `--smoke` mode (tiny sizes, a few steps), so none of
+them can rot between the hand-run measurements recorded in docs/BENCHMARKS.md. No timing is
+asserted: the figures belong in the docs, the tests only prove the scripts still measure what
+they claim (same work on both sides, the JSON keys the docs quote)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(name: str, *args: str) -> list[dict]:
+    """Run benchmarks/NAME.py --smoke --json ARGS; the JSON objects it printed, one per line."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--smoke", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},  # the machine is shared: one thread per test
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def prepared_tiny(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Multi30k with a 1,000-piece vocabulary, the tiny preset's size."""
+    from attnlab.data import prepare
+
+    out = tmp_path_factory.mktemp("bench") / "m30k"
+    prepare("multi30k", out, data_dir=data_dir, vocab_size=1000, echo=lambda _: None)
+    return out
+
+
+def test_train_throughput_smoke(prepared_tiny: Path) -> None:
+    cases = run_script("train_throughput", "--data", str(prepared_tiny))
+    assert [(c["preset"], c["dtype"]) for c in cases] == [("tiny", "fp32"), ("tiny", "bf16")]
+    for case in cases:
+        assert case["attnlab_tokens_per_s"] > 0 and case["peer_tokens_per_s"] > 0
+        assert case["ratio"] == pytest.approx(case["attnlab_tokens_per_s"] / case["peer_tokens_per_s"], rel=1e-2)
+        assert case["attnlab_mfu"] > 0 and case["peer_mfu"] > 0
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's eval fast path
+def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nn.Transformer peer has attnlab's parameter count and, given attnlab's weights, its
+    logits: the throughput ratio compares equal maths."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from train_throughput import TorchTransformerMT
+
+    from attnlab.config import preset
+    from attnlab.model import Transformer
+
+    config = preset("tiny")
+    ours, peer = Transformer(config).eval(), TorchTransformerMT(config).eval()
+    peer.embed.weight.data.copy_(ours.embed.weight)
+    for mine, theirs in zip(ours.encoder["layers"], peer.core.encoder.layers, strict=True):
+        a = mine.self_attn
+        theirs.self_attn.in_proj_weight.data.copy_(torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight]))
+        theirs.self_attn.in_proj_bias.data.copy_(torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias]))
+        theirs.self_attn.out_proj.load_state_dict(a.w_o.state_dict())
+        theirs.linear1.load_state_dict(mine.ffn.w_1.state_dict())
+        theirs.linear2.load_state_dict(mine.ffn.w_2.state_dict())
+        theirs.norm1.load_state_dict(mine.res_attn.norm.state_dict())
+        theirs.norm2.load_state_dict(mine.res_ffn.norm.state_dict())
+    for mine, theirs in zip(ours.decoder["layers"], peer.core.decoder.layers, strict=True):
+        for a, b in ((mine.self_attn, theirs.self_attn), (mine.cross_attn, theirs.multihead_attn)):
+            b.in_proj_weight.data.copy_(torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight]))
+            b.in_proj_bias.data.copy_(torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias]))
+            b.out_proj.load_state_dict(a.w_o.state_dict())
+        theirs.linear1.load_state_dict(mine.ffn.w_1.state_dict())
+        theirs.linear2.load_state_dict(mine.ffn.w_2.state_dict())
+        theirs.norm1.load_state_dict(mine.res_self.norm.state_dict())
+        theirs.norm2.load_state_dict(mine.res_cross.norm.state_dict())
+        theirs.norm3.load_state_dict(mine.res_ffn.norm.state_dict())
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in peer.parameters())
+    src = torch.randint(4, config.vocab_size, (3, 9))
+    src[0, -2:] = config.pad_id
+    tgt = torch.randint(4, config.vocab_size, (3, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(peer(src, tgt), ours(src, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_gpu_paper_runs_smoke() -> None:
+    cases = run_script("gpu_paper_runs")
+    assert [c["preset"].split()[0] for c in cases] == ["base", "big"]
+    for case in cases:
+        assert case["step_s"] > 0 and case["tgt_tokens_per_s"] > 0 and case["projected_hours"] > 0
+        assert case["paper_steps"] == {"base": 100_000, "big": 300_000}[case["preset"].split()[0]]
+
+
+def test_record_overhead_smoke() -> None:
+    (result,) = run_script("record_overhead")
+    assert result["recorded_ms"] > 0 and result["unrecorded_ms"] > 0 and result["plain_ms"] > 0
+    assert set(result) >= {"recorded_over_unrecorded", "unrecorded_over_plain"}
+
+
+def test_decode_smoke() -> None:
+    (result,) = run_script("decode")
+    assert result["attnlab_cached_tokens_per_s"] > 0 and result["attnlab_uncached_tokens_per_s"] > 0
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        assert "marian_tokens_per_s" not in result
+    else:
+        assert result["marian_tokens_per_s"] > 0 and "cached_over_marian" in result
