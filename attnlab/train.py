@@ -80,6 +80,28 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     return loss[keep].sum(), nll[keep].sum()
 
 
+def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
+    """§5.3: Adam(β1 0.9, β2 0.98, ε 1e-9); the learning rate is set every step by Eq. (3).
+    `fused`: one kernel for all parameters instead of a few per tensor (same update rule)."""
+    return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
+
+
+def make_loss(compile: bool = False):
+    """The loss function to train with. Compiled, log-softmax, gather and mean over the
+    vocabulary fuse (3× faster on CPU) at ~20 s of compilation, so it comes with --compile."""
+    return torch.compile(label_smoothed_loss, dynamic=True) if compile else label_smoothed_loss
+
+
+def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
+    """On CPU in bf16, PyTorch's fused attention backward is ~3× slower than the math kernel
+    (profile in docs/BENCHMARKS.md): train on the math kernel there. Same maths, other kernel."""
+    if device_type == "cpu" and autocast:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
 def _distributed() -> tuple[int, int]:
     """(rank, world size); initialises the process group when run under torchrun."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -120,11 +142,8 @@ class Trainer:
             raise ConfigError(f"vocab_size={self.config.vocab_size} but the data's vocabulary has {vocab} pieces")
         torch.manual_seed(cfg.seed)
         self.model = Transformer(self.config).to(self.device)
-        # fused: one kernel for all parameters instead of a few per tensor (same update rule)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
-        # Compiling the loss fuses log-softmax, gather and mean over the vocabulary (3× faster
-        # on CPU); it costs ~20 s of compilation, so it comes with --compile.
-        self.loss_fn = torch.compile(label_smoothed_loss, dynamic=True) if cfg.compile else label_smoothed_loss
+        self.optimizer = make_optimizer(self.model)
+        self.loss_fn = make_loss(cfg.compile)
         self.sampler = TokenBatchSampler(
             self.data.src_lens, self.data.tgt_lens, cfg.max_tokens, seed=cfg.seed, rank=self.rank, world_size=self.world
         )
@@ -214,7 +233,11 @@ class Trainer:
         for i, batch in enumerate(micro):
             sync = i == len(micro) - 1 or self.world == 1
             context = contextlib.nullcontext() if sync else self.net.no_sync()
-            with context, self._kernels(), torch.autocast(self.device.type, torch.bfloat16, enabled=self.autocast):
+            with (
+                context,
+                training_kernels(self.device.type, self.autocast),
+                torch.autocast(self.device.type, torch.bfloat16, enabled=self.autocast),
+            ):
                 logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
                 loss, nll = self.loss_fn(logits, batch.tgt_out.to(self.device), self.config.eps_ls, self.config.pad_id)
                 # DDP averages gradients over ranks; ×world makes the result a sum over all tokens.
@@ -227,16 +250,6 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
         self.optimizer.step()
         self.step += 1
-
-    def _kernels(self) -> contextlib.AbstractContextManager:
-        """On CPU in bf16, PyTorch's fused attention backward is ~3× slower than the math
-        kernel (benchmarks/train_throughput.py profile): train on the math kernel there. Same
-        maths; only the kernel differs."""
-        if self.device.type == "cpu" and self.autocast:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            return sdpa_kernel(SDPBackend.MATH)
-        return contextlib.nullcontext()
 
     def log(self, record: dict[str, Any]) -> None:
         """One JSON line per interval in RUN_DIR/metrics.jsonl, and TensorBoard events when the

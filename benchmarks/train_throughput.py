@@ -22,6 +22,7 @@ matrix-multiply peak measured at the start of the run in the same precision.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -38,7 +39,7 @@ from attnlab.config import ModelConfig, preset
 from attnlab.data import ParallelData
 from attnlab.flops import train_flops_per_target_token
 from attnlab.model import Transformer, count_parameters, sinusoidal_positions
-from attnlab.train import label_smoothed_loss
+from attnlab.train import label_smoothed_loss, make_loss, make_optimizer, training_kernels
 
 
 class TorchTransformerMT(nn.Module):
@@ -99,19 +100,31 @@ def median_batch(data_dir: Path, max_tokens: int) -> Batch:
     return collate(data, batches[len(batches) // 2])
 
 
-def make_step(model: nn.Module, batch: Batch, bf16: bool, device: torch.device) -> Callable[[], None]:
+def make_step(
+    model: nn.Module, batch: Batch, bf16: bool, device: torch.device, ours: bool, compile_loss: bool = False
+) -> Callable[[], None]:
     """One update as `Trainer.train_step` takes it: zero grads, forward and loss under autocast,
-    backward of the loss per target token, read the loss (a sync, as the trainer logs it), Adam."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    backward of the loss per target token, read the loss (a sync, as the trainer logs it), Adam.
+    attnlab's side (`ours`) runs with the trainer's own optimizer, kernels and loss function; the
+    peer with a plain Adam and the eager loss, as a user of nn.Transformer would write it."""
+    if ours:
+        optimizer = make_optimizer(model)
+        loss_fn = make_loss(compile_loss)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        loss_fn = label_smoothed_loss
+    for group in optimizer.param_groups:
+        group["lr"] = 1e-4
     config = model.config
     src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
+    kernels = training_kernels if ours else (lambda *_: contextlib.nullcontext())
 
     def step() -> None:
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+        with kernels(device.type, bf16), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
             logits = model(src, tgt_in)
-            loss, nll = label_smoothed_loss(logits, tgt_out, config.eps_ls, config.pad_id)
+            loss, nll = loss_fn(logits, tgt_out, config.eps_ls, config.pad_id)
             (loss / batch.n_tgt_tokens).backward()
         loss.item()
         nll.item()
@@ -146,8 +159,8 @@ def measure_case(
     if count_parameters(ours) != count_parameters(peer):
         raise SystemExit(f"{name}: attnlab has {count_parameters(ours)} parameters, the peer {count_parameters(peer)}")
     steps = {
-        "attnlab": make_step(ours, batch, dtype == "bf16", device),
-        "peer": make_step(peer, batch, dtype == "bf16", device),
+        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile_loss=args.compile),
+        "peer": make_step(peer, batch, dtype == "bf16", device, ours=False),
     }
     for step in steps.values():  # first steps allocate Adam's moments and autocast's weight casts
         for _ in range(args.warmup):
@@ -198,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["wall", "cpu"],
         help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
     )
+    parser.add_argument("--compile", action="store_true", help="attnlab with `attnlab train --compile`'s compiled loss")
     parser.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     parser.add_argument("--smoke", action="store_true", help="tiny preset, tiny batch, 2 steps: checks the script runs")
     args = parser.parse_args(argv)
