@@ -38,9 +38,10 @@ EXAMPLES = {
     "translate": "A little girl in a pink dress is climbing into a wooden playhouse.",
     "parse": "The old man saw the dog with a telescope .",
 }
-KIND_OPTIONS = {"encoder self": "encoder", "decoder self": "decoder", "cross": "cross"}
 CSS = """
-.attn-output { font-size: 1.35em; line-height: 1.4; margin: 4px 0 8px 0; }
+.attn-output { font-size: 1.35em; line-height: 1.4; margin: 4px 0 8px 0; overflow-wrap: anywhere; }
+table.attn-hyps td:last-child { overflow-wrap: anywhere; }
+table.attn-hyps td { white-space: nowrap; } table.attn-hyps td:last-child { white-space: normal; }
 .attn-muted { color: #666; font-size: 0.9em; }
 table.attn-hyps { border-collapse: collapse; font-size: 0.9em; }
 table.attn-hyps td, table.attn-hyps th { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }
@@ -62,8 +63,8 @@ class Store(param.Parameterized):
     scored = param.Parameter(default=None, doc="attnlab.api.Result of the reference, when one is given")
     trace = param.Parameter(default=None, doc="the AttentionTrace every view shows")
     stats = param.List(default=[])
-    kind = param.Selector(default="encoder", objects=["encoder", "decoder", "cross"])
-    layer = param.Selector(default=0, objects=[0])
+    kind = param.Selector(default="cross", objects=["encoder", "decoder", "cross"])  # alignments first
+    layer = param.Selector(default=-1, objects=[-1])  # -1: the top layer once a trace is in
     head = param.Selector(default=0, objects=[0])
     query = param.Selector(default=0, objects=[0])
     mask = param.Boolean(default=True, doc="hatch the cells a mask forbade")
@@ -149,12 +150,14 @@ class Store(param.Parameterized):
     def _set_choices(self, trace: AttentionTrace, kind: str) -> None:
         layers, heads = trace.layers[kind], list(range(trace.n_heads))
         queries = list(range(len(trace.labels(kind)[0])))
+        # Decide first: widgets following these selectors jump to their first option when theirs goes.
+        chosen = {
+            "layer": self.layer if self.layer in layers else layers[-1],
+            "head": self.head if self.head in heads else 0,
+            "query": self.query if self.query in queries else 0,
+        }
         self.param.layer.objects, self.param.head.objects, self.param.query.objects = layers, heads, queries
-        self.param.update(
-            layer=self.layer if self.layer in layers else layers[-1],
-            head=self.head if self.head in heads else 0,
-            query=self.query if self.query in queries else 0,
-        )
+        self.param.update(**chosen)
 
     def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Open one head (from the grid, the dashboard, or code)."""
@@ -184,67 +187,83 @@ class Explorer(pn.viewable.Viewer):
         self._opening = False
 
         # inputs
-        self.checkpoint_select = pn.widgets.Select(name="Checkpoint", options=list(self.checkpoints), width=320)
-        self.path_input = pn.widgets.TextInput(
-            name="…or open a directory", placeholder="/path/to/checkpoint or run", width=240
+        self.checkpoint_select = pn.widgets.Select(
+            label="Checkpoint", options=list(self.checkpoints), width=320, css_classes=["attn-checkpoint"]
         )
-        self.open_button = pn.widgets.Button(name="Open", width=70, align="end")
+        self.path_input = pn.widgets.TextInput(
+            css_classes=["attn-path"], label="…or open a directory", placeholder="/path/to/checkpoint or run", width=240
+        )
+        self.open_button = pn.widgets.Button(label="Open", width=70, align="end")
         self.model_info = pn.pane.HTML("", width=320, css_classes=["attn-muted"])
-        self.text_input = pn.widgets.TextAreaInput(name="Source text", height=110, width=320, max_length=200_000)
+        self.text_input = pn.widgets.TextAreaInput(
+            css_classes=["attn-source"], label="Source text", height=110, width=320, max_length=200_000
+        )
         self.reference_input = pn.widgets.TextAreaInput(
-            name="Reference (optional: show the attention of this output, teacher-forced)",
+            css_classes=["attn-reference"],
+            label="Reference (optional; its teacher-forced attention is shown)",
             height=60,
             width=320,
             max_length=200_000,
         )
-        self.mode = pn.widgets.RadioButtonGroup(name="decoding", options=["beam", "greedy"], value="beam", width=150)
-        self.beam_input = pn.widgets.IntInput.from_param(store.param.beam, name="beam size", width=80)
-        self.alpha_input = pn.widgets.FloatInput.from_param(store.param.alpha, name="α", step=0.1, width=80)
-        self.go = pn.widgets.Button(name="Translate", button_type="primary", width=320, css_classes=["attn-go"])
+        self.mode = pn.widgets.RadioButtonGroup(
+            label="decoding", options=["beam", "greedy"], value="beam", width=130, align="end"
+        )
+        self.beam_input = pn.widgets.IntInput.from_param(store.param.beam, label="beam size", width=75)
+        self.alpha_input = pn.widgets.FloatInput.from_param(store.param.alpha, label="α", step=0.1, width=75)
+        self.go = pn.widgets.Button(label="Translate", color="primary", width=320, css_classes=["attn-go"])
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, width=320, css_classes=["attn-error"])
         self.notice = pn.pane.Alert("", alert_type="warning", visible=False, width=320, css_classes=["attn-notice"])
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
 
         # selection
-        self.kind_select = pn.widgets.RadioButtonGroup.from_param(store.param.kind, name="kind", width=270)
-        self.layer_select = pn.widgets.Select.from_param(store.param.layer, name="layer", width=80)
-        self.head_select = pn.widgets.Select.from_param(store.param.head, name="head", width=80)
-        self.mask_toggle = pn.widgets.Checkbox.from_param(store.param.mask, name="mask overlay", align="end")
-        self.scale_toggle = pn.widgets.Checkbox.from_param(store.param.scale_to_max, name="scale to max", align="end")
+        self.kind_select = pn.widgets.RadioButtonGroup.from_param(store.param.kind, label="kind", width=270)
+        self.layer_select = pn.widgets.Select.from_param(
+            store.param.layer, label="layer", width=80, css_classes=["attn-layer"]
+        )
+        self.head_select = pn.widgets.Select.from_param(
+            store.param.head, label="head", width=80, css_classes=["attn-head-select"]
+        )
+        self.mask_toggle = pn.widgets.Checkbox.from_param(
+            store.param.mask, label="mask overlay", align="end", css_classes=["attn-mask-toggle"]
+        )
+        self.scale_toggle = pn.widgets.Checkbox.from_param(
+            store.param.scale_to_max, label="scale to max", align="end", css_classes=["attn-scale-toggle"]
+        )
 
         # views
         self.output = pn.pane.HTML("", width=900, css_classes=["attn-output-pane"], stylesheets=[CSS])
-        self.tree = pn.pane.Bokeh(None, visible=False)
+        self.tree = pn.pane.Bokeh(None)
+        self.tree_box = pn.Column(self.tree, visible=False)  # (the Bokeh pane syncs its own `visible` from the figure)
         self.head_view = pn.pane.Bokeh(None, css_classes=["attn-head"])
         self.head_caption = pn.pane.HTML("", css_classes=["attn-head-caption", "attn-muted"])
         self.grid_view = pn.pane.Bokeh(None, css_classes=["attn-grid"])
         self.mask_view = pn.pane.Bokeh(None, css_classes=["attn-mask"])
-        self.query_select = pn.widgets.Select.from_param(store.param.query, name="query position (Eq. 1)", width=260)
+        self.query_select = pn.widgets.Select.from_param(store.param.query, label="query position (Eq. 1)", width=260)
         self.eq1_view = pn.pane.Bokeh(None, css_classes=["attn-eq1"])
-        self.stats_x = pn.widgets.Select(name="x", options=list(viz.STAT_COLUMNS), value="entropy", width=110)
-        self.stats_y = pn.widgets.Select(name="y", options=list(viz.STAT_COLUMNS), value="distance", width=110)
+        self.stats_x = pn.widgets.Select(label="x", options=list(viz.STAT_COLUMNS), value="entropy", width=110)
+        self.stats_y = pn.widgets.Select(label="y", options=list(viz.STAT_COLUMNS), value="distance", width=110)
         self.stats_view = pn.Row(css_classes=["attn-stats"])
         self.timeline_note = pn.pane.HTML("", css_classes=["attn-muted"])
-        self.timeline_step = pn.widgets.DiscreteSlider(name="training step", options=[0], width=420, visible=False)
-        self.timeline_probe = pn.widgets.Select(name="probe sentence", options={}, width=420, visible=False)
+        self.timeline_step = pn.widgets.DiscreteSlider(label="training step", options=[0], width=420, visible=False)
+        self.timeline_probe = pn.widgets.Select(label="probe sentence", options={}, width=420, visible=False)
         self.timeline_view = pn.Column(css_classes=["attn-timeline"])
-        self.ablate_choice = pn.widgets.MultiChoice(name="heads to switch off", options=[], width=520)
-        self.ablate_add = pn.widgets.Button(name="add the open head", width=150, align="end")
-        self.ablate_go = pn.widgets.Button(name="Re-decode without them", button_type="warning", width=200, align="end")
+        self.ablate_choice = pn.widgets.MultiChoice(label="heads to switch off", options=[], width=520)
+        self.ablate_add = pn.widgets.Button(label="add the open head", width=150, align="end")
+        self.ablate_go = pn.widgets.Button(label="Re-decode without them", color="warning", width=200, align="end")
         self.ablate_view = pn.Column(css_classes=["attn-ablation"])
 
         # export
         self.export_png = pn.widgets.FileDownload(
-            callback=self._png, filename="head.png", label="PNG", button_type="light", width=90, disabled=True
+            callback=self._png, filename="head.png", label="PNG", color="light", width=90, disabled=True
         )
         self.export_svg = pn.widgets.FileDownload(
-            callback=self._svg, filename="head.svg", label="SVG", button_type="light", width=90, disabled=True
+            callback=self._svg, filename="head.svg", label="SVG", color="light", width=90, disabled=True
         )
         self.export_trace = pn.widgets.FileDownload(
             callback=self._trace_file,
             filename="attention.trace",
             label="trace",
-            button_type="light",
+            color="light",
             width=90,
             disabled=True,
         )
@@ -252,7 +271,7 @@ class Explorer(pn.viewable.Viewer):
             callback=self._html,
             filename="attention.html",
             label="HTML page",
-            button_type="light",
+            color="light",
             width=110,
             disabled=True,
         )
@@ -285,7 +304,7 @@ class Explorer(pn.viewable.Viewer):
             pn.Column(
                 self.status,
                 self.output,
-                self.tree,
+                self.tree_box,
                 pn.Row(self.kind_select, self.layer_select, self.head_select, self.mask_toggle, self.scale_toggle),
                 pn.Row(
                     pn.pane.HTML("<b>Export</b>", align="center"),
@@ -299,6 +318,8 @@ class Explorer(pn.viewable.Viewer):
         )
 
         # wiring
+        for box in (self.text_input, self.reference_input):  # code that sets `value` must win over stale typing
+            box.param.watch(lambda event: setattr(event.obj, "value_input", event.new), "value")
         self.go.on_click(lambda _event: self.translate())
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
         self.checkpoint_select.param.watch(lambda event: self.open(self.checkpoints[event.new]), "value")
@@ -328,6 +349,13 @@ class Explorer(pn.viewable.Viewer):
             return
         previous = self.store.model
         if not self.store.open(path):
+            current = next((n for n, p in self.checkpoints.items() if previous and p == self.store.checkpoint), None)
+            if current is not None:  # the picker shows the model that is really loaded
+                self._opening = True
+                try:
+                    self.checkpoint_select.value = current
+                finally:
+                    self._opening = False
             return
         model = self.store.model
         name = next((n for n, p in self.checkpoints.items() if p == path), None)
@@ -345,8 +373,10 @@ class Explorer(pn.viewable.Viewer):
             f"{html.escape(str(model.path))}<br>task: <b>{model.task}</b> · {config.n_layers} layers · "
             f"{config.n_heads} heads · d_model {config.d_model} · vocab {config.vocab_size}"
         )
-        self.go.name = "Parse" if model.task == "parse" else "Translate"
+        self.go.label = "Parse" if model.task == "parse" else "Translate"
         self.mode.value = "beam"
+        if previous is not None and previous.task != model.task:
+            self.reference_input.value = ""  # a reference translation is no reference tree
         if _typed(self.text_input).strip() in ("", *EXAMPLES.values()):
             self.text_input.value = self.text_input.value_input = EXAMPLES.get(model.task, EXAMPLES["translate"])
         self._setup_timeline()
@@ -362,16 +392,22 @@ class Explorer(pn.viewable.Viewer):
         self.go.loading = True
         try:
             if not store.submit():
-                self.status.object = f"<span class='attn-muted'>run {store.run} · last input not decoded</span>"
+                self.status.object = (
+                    f"<span class='attn-run attn-muted'>run {store.run} · last input not decoded</span>"
+                )
                 return
             self._update_after_run()
         finally:
             self.go.loading = False
+        self._bokeh_edit(self._set_status, started)  # after the figure edits that are queued
+
+    def _set_status(self, started: float) -> None:
+        store = self.store
         views_ms = 1000 * (time.perf_counter() - started)
         store.timing = dict(store.timing, views_ms=views_ms)
         self.status.object = (
-            f"<span class='attn-muted' data-run='{store.run}'>run {store.run} · decoded in {store.timing['decode_ms']:.0f} ms · "
-            f"all views in {views_ms:.0f} ms</span>"
+            f"<span class='attn-run attn-muted' data-run='{store.run}'>run {store.run} · decoded in "
+            f"{store.timing['decode_ms']:.0f} ms · all views in {views_ms:.0f} ms</span>"
         )
 
     def _update_after_run(self) -> None:
@@ -381,11 +417,11 @@ class Explorer(pn.viewable.Viewer):
         if store.model.task == "parse":
             try:
                 self.tree.object = viz.tree_figure((store.scored or store.result).text)
-                self.tree.visible = True
+                self.tree_box.visible = True
             except AttnlabError:
-                self.tree.visible = False
+                self.tree_box.visible = False
         else:
-            self.tree.visible = False
+            self.tree_box.visible = False
         self.ablate_choice.options = [
             f"{kind} L{layer} H{head}"
             for kind in trace.kinds
@@ -405,9 +441,10 @@ class Explorer(pn.viewable.Viewer):
             self._refresh(["head", "grid", "mask", "eq1", "timeline"])
 
     def _on_error(self, *_events: Any) -> None:
-        self.error.object = html.escape(self.store.error)
+        self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"
         self.error.visible = bool(self.store.error)
-        self.notice.object = "<br>".join(html.escape(n) for n in self.store.notices)
+        notices = "<br>".join(html.escape(n) for n in self.store.notices)
+        self.notice.object = f"<span class='attn-notice-text'>{notices}</span>"
         self.notice.visible = bool(self.store.notices)
 
     # -- refreshing views ---------------------------------------------------------------------------
@@ -434,24 +471,14 @@ class Explorer(pn.viewable.Viewer):
         store, trace = self.store, self.store.trace
         vmax = None if store.scale_to_max else 1.0
         try:
-            if name == "head":
-                self.head_view.object = viz.heatmap(
-                    trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax
-                )
-                q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
-                self.head_caption.object = (
-                    f"showing {store.kind} · layer {store.layer} · head {store.head} · {q_len}×{k_len} · "
-                    f"mask overlay {'on' if store.mask else 'off'}"
-                )
+            if name == "head":  # the head and the grid are updated in place: only new data travels
+                self._bokeh_edit(self._show_head, trace, vmax)
             elif name == "grid":
-                self.grid_view.object = viz.grid(
-                    trace,
-                    store.kind,
-                    selected=(store.layer, store.head),
-                    mask=store.mask,
-                    vmax=vmax,
-                    on_select=self._picked,
-                )
+                options = {"selected": (store.layer, store.head), "mask": store.mask, "vmax": vmax}
+                if self.grid_view.object is None:
+                    self.grid_view.object = viz.grid(trace, store.kind, on_select=self._picked, **options)
+                else:
+                    self._bokeh_edit(viz.update_grid, self.grid_view.object, trace, store.kind, **options)
             elif name == "mask":
                 self.mask_view.object = viz.mask_figure(trace, store.kind)
             elif name == "eq1":
@@ -467,6 +494,29 @@ class Explorer(pn.viewable.Viewer):
                 self._draw_timeline()
         except AttnlabError as error:
             store.error = _sentence(str(error))
+
+    def _show_head(self, trace: AttentionTrace, vmax: float | None) -> None:
+        store = self.store
+        selection = (trace, store.kind, store.layer, store.head)
+        if self.head_view.object is None:
+            self.head_view.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax)
+        else:
+            viz.update_heatmap(self.head_view.object, *selection, mask=store.mask, vmax=vmax)
+        q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
+        self.head_caption.object = (
+            f"<span class='attn-caption'>showing {store.kind} · layer {store.layer} · head {store.head} · "
+            f"{q_len}×{k_len} · mask overlay {'on' if store.mask else 'off'} · colours "
+            f"{'0..max' if store.scale_to_max else '0..1'}</span>"
+        )
+
+    def _bokeh_edit(self, edit: Any, *args: Any, **kwargs: Any) -> None:
+        """Change bokeh models directly (in place), in a next-tick callback when in a server session:
+        there bokeh holds the document lock and sends the changes itself, in order."""
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(lambda: edit(*args, **kwargs))
+        else:
+            edit(*args, **kwargs)
 
     def _picked(self, layer: int, head: int) -> None:
         self.store.select(layer=layer, head=head)
@@ -498,7 +548,6 @@ class Explorer(pn.viewable.Viewer):
             self.timeline_view.objects = []
             return
         steps = [step for step, _ in snapshots]
-        final = self._probe(snapshots[-1][1][0])
         self.timeline_note.object = (
             f"{len(steps)} snapshots (steps {steps[0]:,}–{steps[-1]:,}); the differences are to step {steps[-1]:,}."
         )
@@ -507,7 +556,6 @@ class Explorer(pn.viewable.Viewer):
         self.timeline_probe.options = {
             f"{i}: {self._probe(path).meta.get('text', path.stem)[:60]}": i for i, path in enumerate(snapshots[-1][1])
         }
-        del final
         self.timeline_step.visible = self.timeline_probe.visible = True
 
     def _probe(self, path: Path) -> AttentionTrace:
@@ -520,24 +568,20 @@ class Explorer(pn.viewable.Viewer):
         if not getattr(self, "_snapshots", None):
             return
         store = self.store
-        steps = sorted(self._snapshots)
-        step = self.timeline_step.value if self.timeline_step.value in self._snapshots else steps[0]
         index = self.timeline_probe.value or 0
+        steps = [s for s in sorted(self._snapshots) if index < len(self._snapshots[s])]  # probe `index` recorded
+        step = self.timeline_step.value if self.timeline_step.value in steps else steps[0]
         now = self._probe(self._snapshots[step][index])
         final = self._probe(self._snapshots[steps[-1]][index])
         kind = store.kind if store.kind in now.kinds else now.kinds[0]
         layer = store.layer if store.layer in now.layers[kind] else now.layers[kind][-1]
         head = min(store.head, now.n_heads - 1)
-        curves = {}
-        for h in range(now.n_heads):
-            curves[f"head {h}"] = [
-                next(
-                    r["entropy"]
-                    for r in head_stats(self._probe(self._snapshots[s][index]))
-                    if (r["kind"], r["layer"], r["head"]) == (kind, layer, h)
-                )
-                for s in steps
-            ]
+        entropy = {}  # (step, head) -> mean entropy of that head in the chosen kind and layer
+        for s in steps:
+            for row in head_stats(self._probe(self._snapshots[s][index])):
+                if (row["kind"], row["layer"]) == (kind, layer):
+                    entropy[(s, row["head"])] = row["entropy"]
+        curves = {f"head {h}": [entropy[(s, h)] for s in steps] for h in range(now.n_heads)}
         self.timeline_view.objects = [
             pn.pane.HTML(f"<span class='attn-muted'>probe: {html.escape(str(now.meta.get('text', '')))}</span>"),
             pn.Row(
@@ -549,6 +593,7 @@ class Explorer(pn.viewable.Viewer):
                         head,
                         mask=store.mask,
                         title=f"step {step:,} · {kind} L{layer} H{head}",
+                        name="timeline-heatmap",
                         budget=380,
                     )
                 ),
@@ -687,16 +732,26 @@ def _word_diff(old: str, new: str) -> str:
     return " ".join(out)
 
 
-def arguments(argv: list[str]) -> list[str]:
+def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="explorer.py")
     parser.add_argument("--checkpoint", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=1)
     known, _ = parser.parse_known_args(argv)
-    return known.checkpoint
+    return known
 
 
 def app(argv: list[str] | None = None) -> Explorer:
-    """One session's explorer, on the bundled checkpoints plus those given as arguments."""
-    explorer = Explorer(explore.find_checkpoints(arguments(sys.argv[1:] if argv is None else argv)))
+    """One session's explorer, on the bundled checkpoints plus those given as arguments.
+
+    Decoding runs on `--threads` torch threads (default 1): one sentence's small matrix products
+    gain little from more, and on shared cores (a training run beside the app) extra threads
+    made decoding 5-50× slower in our measurements (docs/BENCHMARKS.md, Explorer)."""
+    import torch
+
+    args = arguments(sys.argv[1:] if argv is None else argv)
+    if torch.get_num_threads() != args.threads:
+        torch.set_num_threads(max(1, args.threads))
+    explorer = Explorer(explore.find_checkpoints(args.checkpoint))
     if explorer.checkpoints:
         first = next(iter(explorer.checkpoints.values()))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -231,7 +232,9 @@ def ablation(model: Any, trace: AttentionTrace, heads: dict[tuple[str, int], lis
 
 
 # -- command line ---------------------------------------------------------------------------------------------
-def serve_command(checkpoints: Sequence[str], port: int, address: str, show: bool = False) -> list[str]:
+def serve_command(
+    checkpoints: Sequence[str], port: int, address: str, show: bool = False, threads: int = 1
+) -> list[str]:
     """The `panel serve` command line that runs the explorer."""
     if not APP.is_file():
         raise AttnlabError(f"the explorer app is missing ({APP}); attnlab explore runs from a source checkout")
@@ -239,10 +242,9 @@ def serve_command(checkpoints: Sequence[str], port: int, address: str, show: boo
     command += ["--allow-websocket-origin", f"{address}:{port}", "--allow-websocket-origin", f"localhost:{port}"]
     if show:
         command.append("--show")
-    if checkpoints:
-        command.append("--args")
-        for path in checkpoints:
-            command += ["--checkpoint", str(path)]
+    command += ["--args", "--threads", str(threads)]
+    for path in checkpoints:
+        command += ["--checkpoint", str(path)]
     return command
 
 
@@ -261,6 +263,12 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=5006)
     parser.add_argument("--address", default="127.0.0.1", help="interface to listen on (default: this machine only)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for decoding (default 1: fastest for one sentence on shared cores)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the panel serve command instead of running it")
     args = parser.parse_args(argv)
     for path in args.checkpoint:
@@ -271,11 +279,14 @@ def cli(argv: list[str]) -> int:
             "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR (or open one in the app)",
             file=sys.stderr,
         )
-    command = serve_command(args.checkpoint, args.port, args.address, args.show)
+    command = serve_command(args.checkpoint, args.port, args.address, args.show, args.threads)
     if args.dry_run:
         print(shlex.join(command))
         return 0
     print(f"attnlab explore: http://{args.address}:{args.port}/explorer", file=sys.stderr)
+    sys.stderr.flush()
+    if os.name == "posix":  # become the server: Ctrl-C and kill reach it directly, no orphan left
+        os.execv(command[0], command)
     try:
         return subprocess.call(command)
     except KeyboardInterrupt:

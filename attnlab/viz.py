@@ -34,6 +34,8 @@ from bokeh.models import (
     Div,
     FixedTicker,
     HoverTool,
+    Legend,
+    LegendItem,
     LinearColorMapper,
     NumberFormatter,
     Range1d,
@@ -49,7 +51,7 @@ from attnlab.errors import AttnlabError
 from attnlab.trace import AttentionTrace
 
 PALETTE = tuple(reversed(Blues256))  # 0 -> white, 1 -> dark blue
-DIFF_PALETTE = tuple(reversed(RdBu11))  # negative blue, 0 white, positive red
+DIFF_PALETTE = tuple(RdBu11)  # negative blue, 0 white, positive red
 MASK_LIGHT, MASK_DARK = (224, 224, 224), (150, 150, 150)  # hatch of forbidden cells
 KIND_TITLES = {
     "encoder": "encoder self-attention",
@@ -131,9 +133,12 @@ def _stride(n: int, pixels: float) -> int:
 def _token_axis(axis: Any, labels: Sequence[str], pixels: float, flip: bool) -> None:
     """Numeric axis whose ticks sit at cell centres and read as the tokens (thinned to fit)."""
     n = len(labels)
-    ticks = [i for i in range(0, n, _stride(n, pixels))]
+    ticks = list(range(0, n, _stride(n, pixels)))
     position = [(n - 1 - i if flip else i) + 0.5 for i in ticks]
-    axis.ticker = FixedTicker(ticks=position)
+    if isinstance(axis.ticker, FixedTicker):
+        axis.ticker.ticks = position
+    else:
+        axis.ticker = FixedTicker(ticks=position)
     axis.major_label_overrides = {p: _short(labels[i]) for p, i in zip(position, ticks, strict=True)}
     axis.major_label_text_font_size = "10px" if pixels / max(n, 1) < 16 else "11px"
     axis.major_tick_line_color = None
@@ -144,22 +149,24 @@ def _short(label: str, width: int = 14) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
-def _label_js(labels: Sequence[str], flip: bool, axis: str) -> CustomJSHover:
-    """Hover formatter: data coordinate -> the token of that row/column, with its index."""
-    return CustomJSHover(
-        args={"labels": list(labels)},
-        code=f"""
-        const n = labels.length;
-        let i = Math.floor(special_vars.{axis});
-        {"i = n - 1 - i;" if flip else ""}
-        if (i < 0 || i >= n) return "";
-        return labels[i] + "  (" + i + ")";
-        """,
-    )
+_LABEL_JS = """
+const n = labels.length;
+let i = Math.floor(special_vars.%s);
+if (flip) i = n - 1 - i;
+if (i < 0 || i >= n) return "";
+return labels[i] + "  (" + i + ")";
+"""
+_WEIGHT_JS = """
+const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
+if (blocked.length && blocked.includes(i * k + j)) return "masked (score −∞, weight 0)";
+return value.toFixed(4);
+"""
 
 
-def _cell_px(q: int, k: int, budget: int = 560) -> float:
-    return float(np.clip(budget / max(q, k, 1), 3, 28))
+def _cell_px(n: int, budget: int = 560) -> float:
+    """Pixels per row (or column): rows and columns are sized separately, so a long output
+    does not squeeze a short source."""
+    return float(np.clip(budget / max(n, 1), 3, 28))
 
 
 # -- one head -----------------------------------------------------------------------------------------
@@ -173,16 +180,43 @@ def heatmap(
     vmax: float | None = 1.0,
     title: str | None = None,
     budget: int = 560,
+    name: str | None = None,
 ) -> figure:
     """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
     and (with `mask`) the forbidden cells hatched."""
+    fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}")
+    update_heatmap(fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name)
+    return fig
+
+
+def update_heatmap(
+    fig: figure,
+    trace: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    title: str | None = None,
+    budget: int = 560,
+    name: str | None = None,
+) -> figure:
+    """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
+    only the new data instead of a new figure."""
     q_labels, k_labels = trace.labels(kind)
-    weights = head_map(trace, kind, layer, head)
-    allowed = trace.mask(kind) if mask else None
-    title = title or f"{KIND_TITLES[kind]} · layer {layer} · head {head}"
-    return matrix_figure(
-        weights, q_labels, k_labels, allowed=allowed, vmax=vmax, title=title, budget=budget, name=f"heatmap-{kind}"
+    update_matrix(
+        fig,
+        head_map(trace, kind, layer, head),
+        q_labels,
+        k_labels,
+        allowed=trace.mask(kind) if mask else None,
+        vmax=vmax,
+        title=title or f"{KIND_TITLES[kind]} · layer {layer} · head {head}",
+        budget=budget,
     )
+    fig.name = name or f"heatmap-{kind}"
+    return fig
 
 
 def matrix_figure(
@@ -198,64 +232,101 @@ def matrix_figure(
     budget: int = 560,
     value_name: str = "weight",
     name: str = "heatmap",
+    axis_labels: tuple[str, str] = ("key", "query"),
 ) -> figure:
-    """A (q, k) matrix as one `image` glyph, queries top to bottom, keys left to right."""
-    q, k = values.shape
-    if (q, k) != (len(q_labels), len(k_labels)):
-        raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
-    cell = _cell_px(q, k, budget)
-    label_room = 7 * max((len(_short(s)) for s in list(q_labels) + list(k_labels)), default=4) + 16
-    width, height = int(k * cell) + label_room + 90, int(q * cell) + label_room + 40
+    """A (q, k) matrix as one `image` glyph, queries top to bottom, keys left to right, with a
+    transparent RGBA overlay that hatches the cells `allowed` forbids."""
     fig = figure(
-        width=width,
-        height=height,
-        x_range=Range1d(0, k, bounds=(0, k)),
-        y_range=Range1d(0, q, bounds=(0, q)),
+        x_range=Range1d(0, 1),
+        y_range=Range1d(0, 1),
         tools=TOOLS,
         toolbar_location="above",
-        title=title,
         name=name,
         x_axis_location="above",
     )
-    high = float(np.nanmax(values)) if vmax is None and values.size else (vmax if vmax is not None else 1.0)
-    mapper = LinearColorMapper(palette=list(palette), low=vmin, high=high if high > vmin else vmin + 1e-9)
-    image = fig.image(
-        image=[np.ascontiguousarray(values[::-1], dtype=np.float32)], x=0, y=0, dw=k, dh=q, color_mapper=mapper
-    )
-    if allowed is not None and not allowed.all():
-        fig.image_rgba(image=[_mask_overlay(allowed)], x=0, y=0, dw=k, dh=q, name="mask-overlay")
-    blocked = [] if allowed is None else np.flatnonzero(~allowed).tolist()
-    weight_js = CustomJSHover(
-        args={"blocked": blocked, "q": q, "k": k},
-        code="""
-        const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
-        if (blocked.length && blocked.includes(i * k + j)) return "masked (score −∞, weight 0)";
-        return value.toFixed(4);
-        """,
-    )
+    mapper = LinearColorMapper(palette=list(palette), low=vmin, high=1.0)
+    # Position and size live in the source with the image, so that an update changes them together.
+    cells = fig.image(
+        image="image", x="x", y="y", dw="dw", dh="dh", color_mapper=mapper, name="cells",
+        source=ColumnDataSource({"image": [np.zeros((1, 1), np.float32)], "x": [0], "y": [0], "dw": [1], "dh": [1]}),
+    )  # fmt: skip
     fig.add_tools(
         HoverTool(
-            renderers=[image],
+            renderers=[cells],
             tooltips=[("query", "$y{custom}"), ("key", "$x{custom}"), (value_name, "@image{custom}")],
             formatters={
-                "$y": _label_js(q_labels, True, "y"),
-                "$x": _label_js(k_labels, False, "x"),
-                "@image": weight_js,
+                "$y": CustomJSHover(args={"labels": [], "flip": True}, code=_LABEL_JS % "y"),
+                "$x": CustomJSHover(args={"labels": [], "flip": False}, code=_LABEL_JS % "x"),
+                "@image": CustomJSHover(args={"blocked": [], "q": 1, "k": 1}, code=_WEIGHT_JS),
             },
         )
     )
-    _token_axis(fig.xaxis[0], k_labels, k * cell, flip=False)
-    _token_axis(fig.yaxis[0], q_labels, q * cell, flip=True)
+    fig.xaxis.ticker, fig.yaxis.ticker = FixedTicker(ticks=[]), FixedTicker(ticks=[])
+    for axis in (fig.xaxis[0], fig.yaxis[0]):
+        axis.major_tick_line_color = None
+        axis.minor_tick_line_color = None
     fig.xaxis.major_label_orientation = math.pi / 2
-    fig.xaxis.axis_label, fig.yaxis.axis_label = "key", "query"
+    fig.xaxis.axis_label, fig.yaxis.axis_label = axis_labels
     fig.grid.visible = False
     fig.add_layout(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value_name), "right"
     )
+    update_matrix(fig, values, q_labels, k_labels, allowed=allowed, vmin=vmin, vmax=vmax, title=title, budget=budget)
+    return fig
+
+
+def update_matrix(
+    fig: figure,
+    values: np.ndarray,
+    q_labels: Sequence[str],
+    k_labels: Sequence[str],
+    *,
+    allowed: np.ndarray | None = None,
+    vmin: float = 0.0,
+    vmax: float | None = 1.0,
+    title: str = "",
+    budget: int = 560,
+) -> figure:
+    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours)."""
+    q, k = values.shape
+    if (q, k) != (len(q_labels), len(k_labels)):
+        raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
+    cell_q, cell_k = _cell_px(q, budget), _cell_px(k, budget)
+    label_room = 7 * max((len(_short(s)) for s in list(q_labels) + list(k_labels)), default=4) + 16
+    fig.update(width=int(k * cell_k) + label_room + 90, height=int(q * cell_q) + label_room + 70)
+    fig.title.text = title
+    # Bounds before start/end: BokehJS clamps a new end to the old bounds.
+    fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)
+    fig.x_range.update(start=0, end=k)
+    fig.y_range.update(start=0, end=q)
+    cells = fig.select_one({"name": "cells"})
+    high = float(np.nanmax(values)) if vmax is None and values.size else (vmax if vmax is not None else 1.0)
+    cells.glyph.color_mapper.update(low=vmin, high=high if high > vmin else vmin + 1e-9)
+    place = {"x": [0], "y": [0], "dw": [k], "dh": [q]}
+    cells.data_source.data = {"image": [np.ascontiguousarray(values[::-1], dtype=np.float32)], **place}
+    masked = allowed is not None and not allowed.all()
+    overlay = fig.select_one({"name": "mask-overlay"})  # present exactly when some cell is forbidden
+    if masked and overlay is None:
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", name="mask-overlay",
+                       source=ColumnDataSource({"image": [_mask_overlay(allowed)], **place}))  # fmt: skip
+    elif masked:
+        overlay.data_source.data = {"image": [_mask_overlay(allowed)], **place}
+    elif overlay is not None:
+        fig.renderers = [r for r in fig.renderers if r is not overlay]
+    formatters = fig.select_one(HoverTool).formatters
+    formatters["$y"].args = {"labels": list(q_labels), "flip": True}
+    formatters["$x"].args = {"labels": list(k_labels), "flip": False}
+    blocked = np.flatnonzero(~allowed).tolist() if masked else []
+    formatters["@image"].args = {"blocked": blocked, "q": q, "k": k}
+    _token_axis(fig.xaxis[0], k_labels, k * cell_k, flip=False)
+    _token_axis(fig.yaxis[0], q_labels, q * cell_q, flip=True)
     return fig
 
 
 # -- layers × heads -----------------------------------------------------------------------------------
+GAP = 0.12  # between thumbnails, in thumbnail widths
+
+
 def grid(
     trace: AttentionTrace,
     kind: str,
@@ -264,7 +335,6 @@ def grid(
     mask: bool = True,
     vmax: float | None = 1.0,
     on_select: Callable[[int, int], None] | None = None,
-    cell_px: int = 96,
 ) -> figure:
     """Small multiples, one row per layer and one column per head, in a single figure.
 
@@ -272,73 +342,81 @@ def grid(
     to at most `GRID_SIDE` tokens a side. `on_select(layer, head)` is called when a thumbnail is
     tapped (in a Bokeh server or Panel session).
     """
-    layers = trace.layers[kind]
-    n_heads = trace.n_heads
-    gap = 0.12
+    fig = figure(tools="tap,reset,save", toolbar_location=None, x_range=Range1d(0, 1), y_range=Range1d(0, 1))
+    renderer = fig.image_rgba(image="image", x="x", y="y", dw=1, dh=1, source=ColumnDataSource(), name="thumbnails")
+    fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("", "@name")]))
+    fig.xaxis.ticker, fig.yaxis.ticker = FixedTicker(ticks=[]), FixedTicker(ticks=[])
+    fig.grid.visible = False
+    fig.axis.major_tick_line_color = None
+    fig.axis.minor_tick_line_color = None
+    fig.axis.axis_line_color = None
+    if on_select is not None:
+
+        def tapped(event: Tap) -> None:
+            geometry = fig.tags[0]
+            picked = grid_pick(event.x, event.y, geometry["layers"], geometry["n_heads"])
+            if picked is not None:
+                on_select(*picked)
+
+        fig.on_event(Tap, tapped)
+    return update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax)
+
+
+def update_grid(
+    fig: figure,
+    trace: AttentionTrace,
+    kind: str,
+    *,
+    selected: tuple[int, int] | None = None,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    cell_px: int = 96,
+) -> figure:
+    """Show another kind (or trace, or selection) in a figure made by `grid`, in place."""
+    layers, n_heads = list(trace.layers[kind]), trace.n_heads
+    allowed = downsample(trace.mask(kind).astype(float), GRID_SIDE) > 0 if mask else None
     images, xs, ys, names = [], [], [], []
-    allowed_full = trace.mask(kind)
     for row_index, layer in enumerate(layers):
         weights = trace.attention(kind, layer)
         for head in range(n_heads):
             small = downsample(weights[head], GRID_SIDE)
             scale = vmax if vmax is not None else max(float(small.max()), 1e-9)
-            allowed = downsample(allowed_full.astype(float), GRID_SIDE) > 0 if mask else None
-            cell = max(1, 96 // max(small.shape))
-            rgb = hatch(colorize(small, 0.0, scale), allowed, cell)
-            images.append(_rgba(rgb))
-            xs.append(head * (1 + gap))
-            ys.append((len(layers) - 1 - row_index) * (1 + gap))
+            images.append(_rgba(hatch(colorize(small, 0.0, scale), allowed, max(1, cell_px // max(small.shape)))))
+            xs.append(head * (1 + GAP))
+            ys.append((len(layers) - 1 - row_index) * (1 + GAP))
             names.append(f"layer {layer} · head {head}")
-    source = ColumnDataSource({"image": images, "x": xs, "y": ys, "name": names})
-    width = int(n_heads * cell_px * (1 + gap)) + 80
-    height = int(len(layers) * cell_px * (1 + gap)) + 60
-    fig = figure(
-        width=width,
-        height=height,
-        x_range=Range1d(-gap, n_heads * (1 + gap)),
-        y_range=Range1d(-gap, len(layers) * (1 + gap)),
-        tools="tap,reset,save",
-        toolbar_location=None,
-        title=f"{KIND_TITLES[kind]}: layers × heads (click one to open it)",
+    fig.select_one({"name": "thumbnails"}).data_source.data = {"image": images, "x": xs, "y": ys, "name": names}
+    frame = fig.select_one({"name": "selected"})  # the red frame around the open head, when it is shown
+    if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
+        x = selected[1] * (1 + GAP) + 0.5
+        y = (len(layers) - 1 - layers.index(selected[0])) * (1 + GAP) + 0.5
+        if frame is None:
+            fig.rect(x=x, y=y, width=1 + GAP / 2, height=1 + GAP / 2, fill_color=None, line_color="#d62728",
+                     line_width=3, name="selected")  # fmt: skip
+        else:
+            frame.glyph.update(x=x, y=y)
+    elif frame is not None:
+        fig.renderers = [r for r in fig.renderers if r is not frame]
+    fig.update(
+        width=int(n_heads * cell_px * (1 + GAP)) + 80,
+        height=int(len(layers) * cell_px * (1 + GAP)) + 60,
         name=f"grid-{kind}",
+        tags=[{"layers": layers, "n_heads": n_heads}],
     )
-    renderer = fig.image_rgba(image="image", x="x", y="y", dw=1, dh=1, source=source)
-    fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("", "@name")]))
-    fig.xaxis.ticker = FixedTicker(ticks=[h * (1 + gap) + 0.5 for h in range(n_heads)])
-    fig.xaxis.major_label_overrides = {h * (1 + gap) + 0.5: f"head {h}" for h in range(n_heads)}
-    fig.yaxis.ticker = FixedTicker(ticks=[(len(layers) - 1 - r) * (1 + gap) + 0.5 for r in range(len(layers))])
+    fig.title.text = f"{KIND_TITLES[kind]}: layers × heads (click one to open it)"
+    fig.x_range.update(start=-GAP, end=n_heads * (1 + GAP))
+    fig.y_range.update(start=-GAP, end=len(layers) * (1 + GAP))
+    fig.xaxis.ticker.ticks = [h * (1 + GAP) + 0.5 for h in range(n_heads)]
+    fig.xaxis.major_label_overrides = {h * (1 + GAP) + 0.5: f"head {h}" for h in range(n_heads)}
+    fig.yaxis.ticker.ticks = [(len(layers) - 1 - r) * (1 + GAP) + 0.5 for r in range(len(layers))]
     fig.yaxis.major_label_overrides = {
-        (len(layers) - 1 - r) * (1 + gap) + 0.5: f"layer {layer}" for r, layer in enumerate(layers)
+        (len(layers) - 1 - r) * (1 + GAP) + 0.5: f"layer {layer}" for r, layer in enumerate(layers)
     }
-    fig.grid.visible = False
-    fig.axis.major_tick_line_color = None
-    fig.axis.minor_tick_line_color = None
-    fig.axis.axis_line_color = None
-    if selected is not None and selected[0] in layers:
-        r = layers.index(selected[0])
-        x0, y0 = selected[1] * (1 + gap), (len(layers) - 1 - r) * (1 + gap)
-        fig.rect(
-            x=x0 + 0.5,
-            y=y0 + 0.5,
-            width=1 + gap / 2,
-            height=1 + gap / 2,
-            fill_color=None,
-            line_color="#d62728",
-            line_width=3,
-        )
-    if on_select is not None:
-
-        def tapped(event: Tap) -> None:
-            picked = grid_pick(event.x, event.y, layers, n_heads, gap)
-            if picked is not None:
-                on_select(*picked)
-
-        fig.on_event(Tap, tapped)
     return fig
 
 
 def grid_pick(
-    x: float | None, y: float | None, layers: Sequence[int], n_heads: int, gap: float = 0.12
+    x: float | None, y: float | None, layers: Sequence[int], n_heads: int, gap: float = GAP
 ) -> tuple[int, int] | None:
     """(layer, head) under data point (x, y) of a `grid` figure, or None between thumbnails."""
     if x is None or y is None:
@@ -356,9 +434,9 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360) -> figure:
     q_labels, k_labels = trace.labels(kind)
     allowed = trace.mask(kind)
     what = {
-        "encoder": "padding mask (one sentence: no padding, every key allowed)",
-        "decoder": "causal mask: query i sees keys ≤ i",
-        "cross": "padding mask over the source",
+        "encoder": "padding mask (one sentence: nothing padded)",
+        "decoder": "causal mask (i sees keys ≤ i)",
+        "cross": "padding mask (one sentence: nothing padded)",
     }[kind]
     if kind != "decoder" and not allowed.all():
         what = "padding mask: padded keys forbidden"
@@ -442,13 +520,14 @@ def computation_figure(
     contrib = matrix_figure(
         contributions.T, [f"v[{d}]" for d in range(v.shape[1])], list(k_labels), vmin=-bound, vmax=bound,
         palette=DIFF_PALETTE, title="weighted values aⱼ·vⱼ (columns), summed over keys →", budget=420,
-        value_name="aⱼ·vⱼ", name="eq1-values",
+        value_name="aⱼ·vⱼ", name="eq1-values", axis_labels=("key j", "dimension of v"),
     )  # fmt: skip
     out = parts["out"][query]  # (d_v,)
     bound_out = float(np.abs(out).max()) or 1.0
     result = matrix_figure(
         out[:, None], [f"v[{d}]" for d in range(out.size)], ["Σ"], vmin=-bound_out, vmax=bound_out,
         palette=DIFF_PALETTE, title="output", budget=420, value_name="output", name="eq1-output",
+        axis_labels=("", ""),
     )  # fmt: skip
     result.width = 190
     return column(raw, masked, soft, row(contrib, result), name="eq1")
@@ -540,15 +619,15 @@ def timeline_curve(
         name="timeline-curve",
     )
     palette = Category10[10]
+    items = []
     for i, (label, ys) in enumerate(values.items()):
-        fig.line(list(steps), list(ys), color=palette[i % 10], legend_label=label, line_width=2)
-        fig.scatter(list(steps), list(ys), color=palette[i % 10], size=5)
+        line = fig.line(list(steps), list(ys), color=palette[i % 10], line_width=2)
+        dots = fig.scatter(list(steps), list(ys), color=palette[i % 10], size=5)
+        items.append(LegendItem(label=label, renderers=[line, dots]))
+    fig.add_layout(Legend(items=items, label_text_font_size="9px"), "right")
     if current is not None:
         fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
     fig.xaxis.axis_label, fig.yaxis.axis_label = "training step", stat
-    if fig.legend:
-        fig.legend.label_text_font_size = "9px"
-        fig.legend.location = "top_right"
     return fig
 
 
@@ -568,8 +647,17 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
     )
     x = np.arange(n) + 0.5
     source = ColumnDataSource({"x": x, "before": list(before), "after": list(after), "token": list(tokens)})
-    fig.vbar(x="x", top="before", width=0.38, source=source, color="#9ecae1", legend_label="all heads")
-    fig.vbar(x=np.asarray(x) + 0.2, top=list(after), width=0.38, color="#d62728", legend_label="heads off")
+    bars_before = fig.vbar(x="x", top="before", width=0.38, source=source, color="#9ecae1")
+    bars_after = fig.vbar(x=np.asarray(x) + 0.2, top=list(after), width=0.38, color="#d62728")
+    fig.add_layout(
+        Legend(
+            items=[
+                LegendItem(label="all heads", renderers=[bars_before]),
+                LegendItem(label="heads off", renderers=[bars_after]),
+            ]
+        ),
+        "right",
+    )
     fig.select_one(HoverTool).tooltips = [
         ("token", "@token"),
         ("all heads", "@before{0.000}"),
@@ -577,7 +665,6 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
     ]
     _token_axis(fig.xaxis[0], tokens, width - 80, flip=False)
     fig.xaxis.major_label_orientation = math.pi / 2
-    fig.legend.location = "bottom_left"
     return fig
 
 
@@ -598,19 +685,16 @@ def tree_figure(text: str, title: str = "parse tree") -> figure:
     words: list[str] = []
 
     def place(node: Tree, depth: int) -> float:
-        xs = []
+        """Lay out `node` (children first); returns its x, the mean of its children's."""
+        children: list[tuple[float, int]] = []  # (x, depth; -1 = the word row)
         for child in node.children:
             if isinstance(child, str):  # words hang on the bottom row, under their preterminal
                 words.append(child)
-                xs.append(float(len(words) - 1))
-                edges.append((xs[-1], depth, xs[-1], -1))
+                children.append((float(len(words) - 1), -1))
             else:
-                xs.append(place(child, depth + 1))
-                edges.append((-1.0, depth, xs[-1], depth + 1))
-        x = sum(xs) / len(xs) if xs else float(len(words))
-        edges[len(edges) - len(xs) :] = [
-            (x if x0 < 0 else x0, d0, x1, d1) for x0, d0, x1, d1 in edges[len(edges) - len(xs) :]
-        ]
+                children.append((place(child, depth + 1), depth + 1))
+        x = sum(cx for cx, _ in children) / len(children) if children else float(len(words))
+        edges.extend((x, depth, cx, cd) for cx, cd in children)
         nodes.append((x, depth, node.label or "ROOT"))
         return x
 
@@ -647,12 +731,25 @@ def tree_figure(text: str, title: str = "parse tree") -> figure:
 
 # -- export (no browser, no network) ------------------------------------------------------------------
 def _font(size: int) -> Any:
+    """DejaVu Sans when the system has it (it draws sentencepiece's ▁ and most scripts), else
+    Pillow's own font, which lacks ▁ (`_png_label` spells it _ then)."""
     from PIL import ImageFont
 
+    for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
+        try:
+            return ImageFont.truetype(name, size)
+        except OSError:
+            continue
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has only the bitmap font
         return ImageFont.load_default()
+
+
+def _png_label(text: str, font: Any) -> str:
+    if "DejaVu" in str(getattr(font, "path", "")):
+        return text
+    return text.replace("\u2581", "_").replace("–", "-")
 
 
 def heatmap_png(
@@ -668,7 +765,9 @@ def heatmap_png(
     font = _font(max(8, min(13, cell)))
     stride_q, stride_k = _stride(q, q * cell), _stride(k, k * cell)
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    text_w = max((measure.textlength(_short(s), font=font) for s in list(q_labels) + list(k_labels)), default=10)
+    q_text = [_png_label(_short(s), font) for s in q_labels]
+    k_text = [_png_label(_short(s), font) for s in k_labels]
+    text_w = max((measure.textlength(s, font=font) for s in q_text + k_text), default=10)
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
     width, height = left + k * cell + bar, top + q * cell + 16
     scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
@@ -676,9 +775,11 @@ def heatmap_png(
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
-    draw.text((6, 6), f"{KIND_TITLES[kind]} · layer {layer} · head {head}", fill="black", font=_font(14))
+    title_font = _font(14)
+    title = _png_label(f"{KIND_TITLES[kind]} · layer {layer} · head {head}", title_font)
+    draw.text((6, 6), title, fill="black", font=title_font)
     for i in range(0, q, stride_q):
-        label = _short(q_labels[i])
+        label = q_text[i]
         draw.text(
             (left - 6 - measure.textlength(label, font=font), top + i * cell + cell / 2),
             label,
@@ -689,7 +790,7 @@ def heatmap_png(
     column_labels = Image.new("RGB", (top - 30, k * cell), "white")  # drawn sideways, then rotated
     column_draw = ImageDraw.Draw(column_labels)
     for j in range(0, k, stride_k):
-        column_draw.text((4, j * cell + cell / 2), _short(k_labels[j]), fill="black", font=font, anchor="lm")
+        column_draw.text((4, j * cell + cell / 2), k_text[j], fill="black", font=font, anchor="lm")
     image.paste(column_labels.rotate(90, expand=True), (left, 30))
     ramp = colorize(np.linspace(scale, 0.0, 200)[:, None].repeat(12, 1), 0.0, scale)
     image.paste(Image.fromarray(ramp), (left + k * cell + 12, top))

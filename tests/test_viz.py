@@ -1,0 +1,478 @@
+"""attnlab.viz (figures and export), attnlab.explore (the explorer's model side and command),
+and the explorer app's store and views driven from Python (no browser; see
+test_explorer_browser.py for the real browser)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import random
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from bokeh.models import GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
+
+from attnlab import viz
+from attnlab.errors import AttnlabError
+from attnlab.stats import head_stats
+from attnlab.trace import AttentionTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
+EN = "a the man woman dog cat child girl boy runs walks sits plays jumps in on under near park street water grass red blue green small big old young with ball bike shirt hat".split()
+DE = "ein eine der die das mann frau hund katze kind mädchen junge läuft geht sitzt spielt springt im auf unter neben park straße wasser gras rot blau grün klein groß alt jung mit ball fahrrad hemd hut".split()
+TREE_SYMBOLS = ["XX"] + [f"{b}{label}" for label in ("S", "NP", "VP", "PP") for b in "()"]
+
+
+def synthetic_trace(
+    n_src: int = 7, n_tgt: int = 5, n_layers: int = 2, n_heads: int = 3, seed: int = 0
+) -> AttentionTrace:
+    """A trace with row-stochastic random maps and tokens that need escaping."""
+    rng = np.random.default_rng(seed)
+
+    def maps(q: int, k: int, causal: bool) -> list[np.ndarray]:
+        out = []
+        for _ in range(n_layers):
+            logits = rng.normal(size=(n_heads, q, k)) * 2
+            if causal:
+                logits = np.where(np.tril(np.ones((q, k), bool)), logits, -np.inf)
+            weights = np.exp(logits - logits.max(-1, keepdims=True))
+            out.append((weights / weights.sum(-1, keepdims=True)).astype(np.float32))
+        return out
+
+    src = ["▁A", "▁<b>", "▁&", *[f"▁w{i}" for i in range(n_src - 4)], "</s>"]
+    tgt = ["▁Ein", *[f"▁v{i}" for i in range(n_tgt - 2)], "</s>"]
+    return AttentionTrace(
+        src_tokens=src,
+        tgt_tokens=tgt,
+        maps={
+            "encoder": maps(n_src, n_src, False),
+            "decoder": maps(n_tgt, n_tgt, True),
+            "cross": maps(n_tgt, n_src, False),
+        },
+        masks={"decoder": np.tril(np.ones((n_tgt, n_tgt), bool))},
+        model={"config": {"n_layers": n_layers}, "weights_sha256": "0" * 16, "checkpoint": "synthetic"},
+        meta={"text": "A <b> & ...", "output": "Ein ..."},
+    )
+
+
+@pytest.fixture(scope="module")
+def trace() -> AttentionTrace:
+    return synthetic_trace()
+
+
+def make_checkpoints(base: Path) -> dict[str, Path]:
+    """Random tiny translator and parser on a tokenizer trained here (no corpus needed)."""
+    from attnlab import Transformer, preset
+    from attnlab.checkpoint import save_checkpoint
+    from attnlab.data import train_tokenizer
+
+    rng = random.Random(0)
+    sentences = [
+        " ".join(rng.choice(w) for _ in range(rng.randint(4, 12))).capitalize() + " ."
+        for w in (EN, DE)
+        for _ in range(400)
+    ]
+    sentences += [" ".join(rng.choice(TREE_SYMBOLS) for _ in range(10)) for _ in range(100)]
+    tokenizer = train_tokenizer(sentences, base / "spm", 400, 1, symbols=TREE_SYMBOLS)
+    paths = {}
+    for task, seed in (("translate", 1), ("parse", 2)):
+        torch.manual_seed(seed)
+        config = preset("tiny", vocab_size=tokenizer.get_piece_size(), max_len=96)
+        paths[task] = save_checkpoint(
+            base / f"tiny-{task}", Transformer(config), base / "spm.model", meta={"task": task}
+        )
+    return paths
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_checkpoints(tmp_path_factory.mktemp("viz"))
+
+
+@pytest.fixture(scope="module")
+def model(checkpoints: dict[str, Path]) -> object:
+    from attnlab.explore import open_model
+
+    return open_model(checkpoints["translate"])
+
+
+def transparent_overlay(fig: object) -> bool:
+    """No mask overlay (the figure has one only when some cell is forbidden)."""
+    return fig.select_one({"name": "mask-overlay"}) is None
+
+
+def renderers(fig: object, glyph: type) -> list[GlyphRenderer]:
+    return [r for r in fig.renderers if isinstance(r, GlyphRenderer) and isinstance(r.glyph, glyph)]
+
+
+# -- heatmaps -----------------------------------------------------------------------------------------
+def test_heatmap_is_one_image_with_token_labels_and_hover(trace: AttentionTrace) -> None:
+    fig = viz.heatmap(trace, "cross", 1, 2)
+    images = renderers(fig, Image)
+    assert len(images) == 1 and not renderers(fig, Rect)  # one glyph, not one per cell
+    shown = images[0].data_source.data["image"][0]
+    np.testing.assert_allclose(shown[::-1], trace.attention("cross", 1)[2])  # rows flipped: query 0 on top
+    assert list(fig.xaxis[0].major_label_overrides.values()) == trace.src_tokens
+    rows = fig.yaxis[0].major_label_overrides  # query i sits at y = n - 1 - i (top to bottom)
+    n = len(trace.tgt_tokens)
+    assert [rows[n - 1 - i + 0.5] for i in range(n)] == trace.tgt_tokens
+    hover = fig.select_one(HoverTool)
+    assert [name for name, _ in hover.tooltips] == ["query", "key", "weight"]
+    assert hover.formatters["$x"].args["labels"] == trace.src_tokens
+    assert hover.formatters["$y"].args["labels"] == trace.tgt_tokens
+    assert transparent_overlay(fig)  # cross attention of one sentence: nothing masked
+
+
+def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:
+    with_mask = viz.heatmap(trace, "decoder", 0, 0, mask=True)
+    overlay = renderers(with_mask, ImageRGBA)
+    assert len(overlay) == 1
+    rgba = (
+        overlay[0]
+        .data_source.data["image"][0]
+        .view(np.uint8)
+        .reshape(*overlay[0].data_source.data["image"][0].shape, 4)
+    )
+    alpha = rgba[::-1, :, 3] > 0  # back to query-major order
+    n = len(trace.tgt_tokens)
+    cell = alpha.shape[0] // n
+    blocked = alpha[cell // 2 :: cell, cell // 2 :: cell]  # one sample per cell
+    np.testing.assert_array_equal(blocked, ~np.tril(np.ones((n, n), bool)))
+    assert overlay[0].data_source.data["image"][0].dtype == np.uint32
+    assert transparent_overlay(viz.heatmap(trace, "decoder", 0, 0, mask=False))
+    assert not transparent_overlay(with_mask)
+    hover = with_mask.select_one(HoverTool)
+    assert hover.formatters["@image"].args["blocked"] == np.flatnonzero(~np.tril(np.ones((n, n), bool))).tolist()
+
+
+def test_masked_cells_differ_from_real_zeros() -> None:
+    weights = np.array([[1.0, 0.0], [0.0, 1.0]])
+    allowed = np.array([[True, False], [True, True]])
+    pixels = viz.hatch(viz.colorize(weights), allowed, 6)
+    real_zero = pixels[9, 3]  # cell (1, 0): allowed, weight 0
+    forbidden = pixels[0:6, 6:12].reshape(-1, 3)  # cell (0, 1)
+    assert tuple(real_zero) == tuple(viz.colorize(np.zeros((1, 1)))[0, 0])  # the palette's lightest blue
+    colours = {tuple(c) for c in forbidden}
+    assert colours <= {viz.MASK_DARK, viz.MASK_LIGHT} and len(colours) == 2  # hatched, not white
+
+
+def test_bad_arguments_are_one_line_errors(trace: AttentionTrace) -> None:
+    with pytest.raises(AttnlabError, match="head 7 does not exist"):
+        viz.heatmap(trace, "encoder", 0, 7)
+    with pytest.raises(AttnlabError, match="not recorded"):
+        viz.heatmap(trace, "encoder", 5, 0)
+    with pytest.raises(AttnlabError, match="unknown attention kind"):
+        viz.heatmap(trace, "sideways", 0, 0)
+    with pytest.raises(AttnlabError, match="needs 2 query and 2 key labels"):
+        viz.matrix_figure(np.zeros((2, 2)), ["a"], ["b", "c"])
+    other = synthetic_trace(n_src=9)
+    with pytest.raises(AttnlabError, match="not the same sentence pair"):
+        viz.diff_figure(trace, other, "encoder", 0, 0)
+
+
+def test_200_tokens_render_fast_with_thinned_labels() -> None:
+    long = synthetic_trace(n_src=200, n_tgt=210, n_layers=6, n_heads=8)
+    started = time.perf_counter()
+    fig = viz.heatmap(long, "encoder", 5, 7)
+    grid = viz.grid(long, "decoder")
+    seconds = time.perf_counter() - started
+    assert seconds < 3.0
+    assert 10 < len(fig.xaxis[0].major_label_overrides) < 200  # thinned so labels do not overlap
+    assert fig.width < 1000 and fig.height < 1000
+    thumbs = renderers(grid, ImageRGBA)[0].data_source.data["image"]
+    assert len(thumbs) == 6 * 8
+    assert max(t.shape[0] for t in thumbs) <= viz.GRID_SIDE * max(1, 96 // viz.GRID_SIDE)
+
+
+def test_in_place_updates_match_fresh_figures(trace: AttentionTrace) -> None:
+    """The app updates the head and grid figures in place; they must end up as if drawn afresh."""
+
+    def state(fig: object) -> dict:
+        hover = fig.select_one(HoverTool)
+        data = {r.name: r.data_source.data for r in fig.renderers if r.name}
+        return {
+            "title": fig.title.text, "name": fig.name, "size": (fig.width, fig.height),
+            "x": (fig.x_range.start, fig.x_range.end, fig.x_range.bounds),
+            "y": (fig.y_range.start, fig.y_range.end, fig.y_range.bounds),
+            "ticks": (fig.xaxis[0].ticker.ticks, fig.xaxis[0].major_label_overrides, fig.yaxis[0].major_label_overrides),
+            "hover": {key: f.args for key, f in hover.formatters.items()} if hover.formatters else None,
+            "data": {name: {k: [np.asarray(v).tolist() for v in vs] for k, vs in d.items()} for name, d in data.items()},
+            "frame": [(r.glyph.x, r.glyph.y) for r in fig.renderers if r.name == "selected"],
+        }  # fmt: skip
+
+    fig = viz.heatmap(trace, "encoder", 0, 0)
+    cases = (("decoder", 1, 2, True), ("cross", 0, 1, False), ("decoder", 0, 0, False), ("decoder", 1, 0, True))
+    for kind, layer, head, mask in cases:
+        viz.update_heatmap(fig, trace, kind, layer, head, mask=mask)
+        assert state(fig) == state(viz.heatmap(trace, kind, layer, head, mask=mask))
+    other = synthetic_trace(n_src=11, n_tgt=9, seed=3)
+    grid = viz.grid(trace, "encoder")
+    for kind, selected in (("decoder", (1, 2)), ("cross", None), ("encoder", (0, 1))):
+        viz.update_grid(grid, other, kind, selected=selected)
+        assert state(grid) == state(viz.grid(other, kind, selected=selected))
+    assert grid.tags == [{"layers": [0, 1], "n_heads": 3}]
+
+
+def test_downsample_averages_blocks() -> None:
+    array = np.arange(16, dtype=float).reshape(4, 4)
+    np.testing.assert_allclose(viz.downsample(array, 2), [[2.5, 4.5], [10.5, 12.5]])
+    odd = viz.downsample(np.ones((5, 3)), 2)
+    assert odd.shape == (2, 2) and np.allclose(odd, 1.0)  # partial blocks average real cells only
+    assert viz.downsample(array, 10) is array
+
+
+def test_grid_pick_inverts_the_layout(trace: AttentionTrace) -> None:
+    layers = trace.layers["encoder"]
+    fig = viz.grid(trace, "encoder", selected=(1, 2))
+    assert len(renderers(fig, ImageRGBA)[0].data_source.data["image"]) == len(layers) * trace.n_heads
+    (frame,) = renderers(fig, Rect)  # the selected cell's outline
+    assert (frame.glyph.x, frame.glyph.y) == pytest.approx((2 * (1 + 0.12) + 0.5, 0 * (1 + 0.12) + 0.5))
+    gap = 0.12
+    for row, layer in enumerate(layers):
+        for head in range(trace.n_heads):
+            x = head * (1 + gap) + 0.5
+            y = (len(layers) - 1 - row) * (1 + gap) + 0.5
+            assert viz.grid_pick(x, y, layers, trace.n_heads) == (layer, head)
+    assert viz.grid_pick(1.05, 0.5, layers, trace.n_heads) is None  # in the gap
+    assert viz.grid_pick(None, None, layers, trace.n_heads) is None
+
+
+def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace) -> None:
+    assert "causal" in viz.mask_figure(trace, "decoder").title.text
+    n = 4
+    parts = {
+        "scores": np.arange(n * n, dtype=float).reshape(n, n),
+        "allowed": np.tril(np.ones((n, n), bool)),
+        "weights": np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None],
+        "v": np.ones((n, 3)),
+        "out": np.ones((n, 3)),
+    }
+    layout = viz.computation_figure(parts, 1, list("abcd"), list("abcd"))
+    names = {m.name for m in layout.select({"type": Plot}) if m.name}
+    assert {"eq1-scores", "eq1-masked", "eq1-softmax", "eq1-values", "eq1-output"} <= names
+    masked = layout.select_one({"name": "eq1-masked"})
+    texts = [r for r in masked.renderers if r.glyph.__class__.__name__ == "Text"]
+    assert texts and list(texts[0].data_source.data["text"]) == ["−∞", "−∞"]  # keys 2, 3 of query 1
+    source = viz.stats_source(head_stats(trace))
+    assert len(source.data["label"]) == 3 * 2 * 3
+    assert viz.stats_table(source).sortable
+    assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
+    assert viz.diff_figure(trace, trace, "cross", 0, 1).name == "timeline-diff"
+    assert viz.timeline_curve([1, 2, 3], {"head 0": [1.0, 0.5, 0.2]}, current=2).name == "timeline-curve"
+    assert viz.token_delta_figure(["a", "b"], [-1.0, -2.0], [-1.5, -3.0]).name == "ablation-tokens"
+
+
+def test_tree_figure_draws_every_word_and_label() -> None:
+    fig = viz.tree_figure("(S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .))")
+    text = [r for r in fig.renderers if r.glyph.__class__.__name__ == "Text"][0].data_source.data["text"]
+    assert sorted(text) == sorted(["S", "NP", "XX", "XX", "VP", "XX", "XX", "The", "dog", "barks", "."])
+    segments = [r for r in fig.renderers if r.glyph.__class__.__name__ == "Segment"][0].data_source.data
+    assert len(segments["x0"]) == len(text) - 1  # a tree: one edge into every node but the root
+    with pytest.raises(AttnlabError, match="not a bracketed tree"):
+        viz.tree_figure("no brackets here")
+    with pytest.raises(AttnlabError):
+        viz.tree_figure("(S (NP")
+
+
+# -- export -----------------------------------------------------------------------------------------
+def test_png_export_draws_cells_labels_and_hatch(trace: AttentionTrace) -> None:
+    from PIL import Image as PILImage
+
+    data = viz.heatmap_png(trace, "decoder", 1, 0)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    image = PILImage.open(io.BytesIO(data)).convert("RGB")
+    pixels = np.asarray(image).reshape(-1, 3)
+    hatched = (np.abs(pixels.astype(int) - viz.MASK_DARK).max(-1) == 0).sum()
+    assert hatched > 50  # the causal hatch
+    assert len(np.unique(pixels, axis=0)) > 20  # cells, labels, colour bar
+    darkest = tuple(viz.colorize(np.array([[1.0]]))[0, 0])
+    assert (pixels == darkest).all(-1).any() == (trace.attention("decoder", 1)[0] > 255 / 256).any()
+    plain = PILImage.open(io.BytesIO(viz.heatmap_png(trace, "decoder", 1, 0, mask=False))).convert("RGB")
+    assert (np.abs(np.asarray(plain).reshape(-1, 3).astype(int) - viz.MASK_DARK).max(-1) == 0).sum() < hatched / 5
+
+
+def test_svg_export_is_valid_with_escaped_labels(trace: AttentionTrace) -> None:
+    svg = viz.heatmap_svg(trace, "encoder", 0, 1)
+    root = ET.fromstring(svg)  # well-formed despite "<b>" and "&" tokens
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert "▁<b>" in texts and "▁&" in texts
+    n = len(trace.src_tokens)
+    cells = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    assert len(cells) == n * n
+    decoder = ET.fromstring(viz.heatmap_svg(trace, "decoder", 0, 0))
+    assert sum(r.get("fill") == "url(#masked)" for r in decoder.iter(f"{ns}rect")) == 5 * 4 // 2
+    long = synthetic_trace(n_src=120, n_tgt=5)
+    assert "data:image/png;base64," in viz.heatmap_svg(long, "encoder", 0, 0)  # 14,400 cells: one image
+
+
+def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
+    from bokeh.layouts import column
+
+    page = viz.standalone_html(column(viz.summary_div(trace), viz.heatmap(trace, "cross", 0, 0)), title="t")
+    assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?:", page)
+    assert "Bokeh" in page and len(page) > 500_000  # bokeh's JavaScript is inlined
+    assert "&lt;b&gt;" in page  # the source text is escaped
+
+
+# -- the explorer's model side ------------------------------------------------------------------------------
+def test_attention_parts_reproduce_the_recorded_weights(model: object) -> None:
+    from attnlab.explore import attention_parts
+
+    trace = model.translate("A dog runs in the park .", beam=2, record=True).trace
+    for kind in trace.kinds:
+        for layer in trace.layers[kind]:
+            for head in (0, trace.n_heads - 1):
+                parts = attention_parts(model, trace, kind, layer, head)
+                np.testing.assert_allclose(parts["weights"], trace.attention(kind, layer)[head], atol=1e-5)
+                np.testing.assert_allclose(parts["out"], parts["weights"] @ parts["v"], atol=1e-5)
+                d_k = parts["q"].shape[1]
+                np.testing.assert_allclose(
+                    parts["scores"], parts["q"] @ parts["k"].T / np.sqrt(d_k), rtol=1e-4, atol=1e-4
+                )
+    causal = attention_parts(model, trace, "decoder", 0, 0)
+    assert np.isneginf(causal["masked"][~causal["allowed"]]).all()
+    np.testing.assert_array_equal(causal["allowed"], np.tril(np.ones_like(causal["allowed"])))
+    with pytest.raises(AttnlabError, match="head 9 does not exist"):
+        attention_parts(model, trace, "cross", 0, 9)
+
+
+def test_ablation_changes_the_log_probability(model: object) -> None:
+    from attnlab.explore import ablation, token_logprobs, trace_ids
+
+    result = model.translate("The girl plays with the dog .", beam=1, record=True)
+    src, produced = trace_ids(model, result.trace)
+    assert sum(token_logprobs(model, src, produced)) == pytest.approx(result.logprob, abs=1e-3)
+    heads = {("cross", layer): list(range(model.config.n_heads)) for layer in range(model.config.n_layers)}
+    effect = ablation(model, result.trace, heads, beam=1)
+    assert effect.original_tokens == result.tokens
+    assert effect.logprob_change != pytest.approx(0.0, abs=1e-4)
+    # with every cross-attention head off the decoder cannot see the source: any source gives the same
+    # output (up to the length limit, which follows the source's length)
+    other = ablation(model, model.translate("A boy jumps .", beam=1, record=True).trace, heads, beam=1)
+    shorter = min(len(other.tokens), len(effect.tokens)) - 1
+    assert other.tokens[:shorter] == effect.tokens[:shorter] and shorter > 3
+
+
+def test_unknown_characters_and_probe_snapshots(model: object, tmp_path: Path) -> None:
+    from attnlab.explore import find_checkpoints, probe_snapshots, unknown_characters
+
+    assert unknown_characters(model, "the dog ☃ 漢") == ["☃", "漢"]
+    assert unknown_characters(model, "the dog") == []
+    run = tmp_path / "run"
+    for step in (20, 10, 30):
+        for k in (1, 0, 10):
+            path = run / "probes" / f"step_{step}" / f"probe_{k}.trace"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+    (run / "checkpoints" / "step_30").mkdir(parents=True)
+    for where in (run, run / "checkpoints" / "step_30"):
+        found = probe_snapshots(where)
+        assert [step for step, _ in found] == [10, 20, 30]
+        assert [p.name for p in found[0][1]] == ["probe_0.trace", "probe_1.trace", "probe_10.trace"]
+    assert probe_snapshots(tmp_path) == []
+    listed = find_checkpoints([run, tmp_path / "x" / "run"], bundled=tmp_path / "none")
+    assert list(listed.values()) == [str(run), str(tmp_path / "x" / "run")]  # same name twice: both kept
+
+
+def test_explore_command(checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from attnlab.cli import main
+
+    assert main(["explore", "--checkpoint", str(checkpoints["translate"]), "--port", "5999", "--dry-run"]) == 0
+    command = capsys.readouterr().out
+    assert "panel serve" in command and "apps/explorer.py" in command and "--port 5999" in command
+    assert f"--args --threads 1 --checkpoint {checkpoints['translate']}" in command
+    assert main(["explore", "--checkpoint", "/no/such/dir", "--dry-run"]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+# -- the app, driven from Python ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def explorer_module() -> object:
+    spec = importlib.util.spec_from_file_location("attnlab_explorer_app", ROOT / "apps" / "explorer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    first = explorer_module.app(
+        ["--checkpoint", str(checkpoints["translate"]), "--checkpoint", str(checkpoints["parse"])]
+    )
+    second = explorer_module.app(["--checkpoint", str(checkpoints["translate"])])
+    assert first.store is not second.store and first.store.model is second.store.model  # sessions share the model only
+    assert first.store.run == 1 and first.head_view.object is not None and first.grid_view.object is not None
+    first.text_input.value = "The dog runs ."
+    first.translate()
+    assert first.store.run == 2 and second.store.run == 1
+    assert first.store.trace.meta["text"] == "The dog runs ." != second.store.trace.meta["text"]
+    first.store.select("decoder", 1, 3)
+    assert first.head_view.object.name == "heatmap-decoder" and "layer 1 · head 3" in first.head_caption.object
+    first._picked(0, 2)  # a click on the grid
+    assert (first.store.layer, first.store.head) == (0, 2)
+    first.tabs.active = 1
+    assert first.eq1_view.object is not None and first.mask_view.object.name == "mask-decoder"
+    first.tabs.active = 2
+    assert len(first.stats_view.objects) == 2
+    first.reference_input.value = "Der Hund läuft ."
+    first.translate()
+    assert first.store.scored is not None and first.store.trace.meta.get("teacher_forced")
+    assert "Reference" in first.output.object
+    saved = tmp_path / "from-app.trace"
+    saved.write_bytes(first._trace_file().getvalue())
+    trace = AttentionTrace.load(saved)
+    assert trace.meta["output"] == "Der Hund läuft ."
+    assert first._png().getvalue()[:4] == b"\x89PNG" and first._svg().getvalue().startswith("<svg")
+    assert "<script" in first._html().getvalue()
+    first.ablate_choice.value = ["cross L0 H0", "cross L1 H1"]
+    first._ablate()
+    assert "log P(original output)" in first.ablate_view.objects[0].object
+    first.checkpoint_select.value = checkpoints["parse"].name
+    assert first.store.model.task == "parse" and first.go.label == "Parse" and first.tree_box.visible
+
+
+def test_app_bad_input_keeps_going(explorer_module: object, checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    app = explorer_module.app(["--checkpoint", str(checkpoints["translate"])])
+    run = app.store.run
+    for text in ("", "  \n\t"):
+        app.text_input.value = app.text_input.value_input = text
+        app.translate()
+        assert app.error.visible and "empty" in app.error.object and app.store.run == run
+    app.text_input.value = app.text_input.value_input = "dog " * 2500
+    app.translate()
+    assert not app.error.visible and "truncated" in app.notice.object and app.store.result.truncated
+    assert len(app.store.trace.src_tokens) == 96  # max_len 96: 95 pieces + </s>
+    app.text_input.value = app.text_input.value_input = "the ☃ dog"
+    app.translate()
+    assert "☃" in app.notice.object and not app.error.visible
+    not_a_checkpoint = tmp_path / "empty"
+    not_a_checkpoint.mkdir()
+    model = app.store.model
+    app.checkpoints["empty"] = str(not_a_checkpoint)
+    app.checkpoint_select.options = list(app.checkpoints)
+    app.checkpoint_select.value = "empty"
+    assert "not an attnlab checkpoint" in app.error.object and app.store.model is model
+    assert app.checkpoint_select.value == "tiny-translate"  # the picker shows what is really loaded
+    app.open("/no/such/dir")
+    assert "no such directory" in app.error.object
+    app.text_input.value = app.text_input.value_input = "the dog"
+    app.translate()
+    assert not app.error.visible and app.store.run > run
+
+
+@pytest.mark.skipif(not (BUNDLED / "manifest.json").is_file(), reason="the bundled checkpoint is not there yet")
+def test_bundled_model_explains_itself(explorer_module: object) -> None:
+    app = explorer_module.app(["--checkpoint", str(BUNDLED)])
+    app.text_input.value = app.text_input.value_input = "A man in a blue shirt is riding a bike."
+    app.translate()
+    assert app.store.result.text and not app.error.visible
+    cross = app.store.trace.attention("cross", -1)
+    assert np.allclose(cross.sum(-1), 1.0, atol=1e-4)
+    print(json.dumps(app.store.timing))
