@@ -36,7 +36,9 @@ class TreeState:
 class TreeConstraint:
     """A `Stepper` that masks every move that would break the tree (see the module docstring)."""
 
-    def __init__(self, inner: Stepper, pieces: Sequence[str], n_words: Sequence[int], max_lens: Sequence[int], eos: int) -> None:
+    def __init__(
+        self, inner: Stepper, pieces: Sequence[str], n_words: Sequence[int], max_lens: Sequence[int], eos: int
+    ) -> None:
         self.inner, self.n_words_all, self.max_lens_all, self.eos = inner, list(n_words), list(max_lens), eos
         self.vocab = len(pieces)
         self.leaf: int | None = None
@@ -46,9 +48,15 @@ class TreeConstraint:
             symbol = piece.removeprefix(WORD_START)
             if symbol == PLACEHOLDER and (self.leaf is None or piece.startswith(WORD_START)):
                 self.leaf = index
-            elif len(symbol) > 1 and symbol[0] == "(" and (symbol not in self.opens.values() or piece.startswith(WORD_START)):
+            elif (
+                len(symbol) > 1
+                and symbol[0] == "("
+                and (symbol not in self.opens.values() or piece.startswith(WORD_START))
+            ):
                 self.opens[index] = symbol[1:]
-            elif len(symbol) > 1 and symbol[0] == ")" and (symbol[1:] not in self.closes or piece.startswith(WORD_START)):
+            elif (
+                len(symbol) > 1 and symbol[0] == ")" and (symbol[1:] not in self.closes or piece.startswith(WORD_START))
+            ):
                 self.closes[symbol[1:]] = index
         if self.leaf is None or not self.opens:
             raise ValueError("this vocabulary has no tree symbols; is it a parsing checkpoint?")

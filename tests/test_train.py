@@ -208,4 +208,6 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     assert sorted(p.name for p in (out / "probes").iterdir()) == ["step_10", "step_30"]
     model, meta = load_model(out)
     assert meta["averaged"] == ["step_20", "step_30"]
-    assert (out / "model.safetensors").stat().st_size < (run / "checkpoints" / "step_30" / "model.safetensors").stat().st_size
+    assert (out / "model.safetensors").stat().st_size < (
+        run / "checkpoints" / "step_30" / "model.safetensors"
+    ).stat().st_size
