@@ -145,9 +145,17 @@ def cli(argv: list[str]) -> int:
     if args.out:
         Path(args.out).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
     if task == "parse":
-        from attnlab.treebank import bracket_f1, parse_tree
+        from attnlab.treebank import bracket_f1, delinearize, parse_tree
 
-        report = bracket_f1([parse_tree(r) for r in refs], [parse_tree(o) for o in outputs])
+        words = _read(args.src) if args.src else None
+
+        def gold(i: int) -> object:
+            """A Penn tree, or a prepared linearised target (`(S (NP XX )NP …`) over --src's words."""
+            if words is not None and re.search(r"(^|\s)\)\S", refs[i]):
+                return delinearize(refs[i].split(), words[i].split())
+            return parse_tree(refs[i])
+
+        report = bracket_f1([gold(i) for i in range(len(refs))], [parse_tree(o) for o in outputs])
         if args.json:
             print(json.dumps(report))
         else:

@@ -156,7 +156,9 @@ class Trainer:
             self.net = torch.nn.parallel.DistributedDataParallel(self.model)
         if cfg.compile:
             self.net = torch.compile(self.net)
-        self.flops_per_token = train_flops_per_target_token(self.config)
+        # FLOPs at the corpus's mean lengths (+1 for </s> and <s>): attention grows with them
+        src_len, tgt_len = (round(float(lens.mean())) + 1 for lens in (self.data.src_lens, self.data.tgt_lens))
+        self.flops_per_token = train_flops_per_target_token(self.config, src_len, tgt_len)
         self.peak = measure_matmul_peak(torch.bfloat16 if self.autocast else torch.float32) if self.rank == 0 else 1.0
 
     # -- state -------------------------------------------------------------------------------
