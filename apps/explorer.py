@@ -752,8 +752,9 @@ def app(argv: list[str] | None = None) -> Explorer:
     if torch.get_num_threads() != args.threads:
         torch.set_num_threads(max(1, args.threads))
     explorer = Explorer(explore.find_checkpoints(args.checkpoint))
-    if explorer.checkpoints:
-        first = next(iter(explorer.checkpoints.values()))
+    if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first bundled one
+        given = [str(Path(path).expanduser()) for path in args.checkpoint]
+        first = given[0] if given else next(iter(explorer.checkpoints.values()))
 
         def start() -> None:
             explorer.open(first)

@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+# One torch thread in the suite and in the processes it starts: the tests' small matrices gain
+# little from a second thread, and on shared cores two OpenMP threads slow down 3-50× when one
+# of them is descheduled (docs/BENCHMARKS.md). Set before any test starts a subprocess.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 
