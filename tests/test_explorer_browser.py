@@ -29,30 +29,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 BUNDLED = Path(os.environ.get("ATTNLAB_EXPLORER_CHECKPOINT", ROOT / "checkpoints" / "multi30k-en-de"))
 TWENTY_WORDS = "A young man in a red shirt is riding his bike down the busy street next to the old park."
 EN = "a the man woman dog cat child girl boy runs walks sits plays jumps in on under near park street water grass red blue green small big old young with ball bike shirt hat".split()
 DE = "ein eine der die das mann frau hund katze kind mädchen junge läuft geht sitzt spielt springt im auf unter neben park straße wasser gras rot blau grün klein groß alt jung mit ball fahrrad hemd hut".split()
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip("Debian's chromium is not installed (make browser)", allow_module_level=True)
+require_chromium()
 
 
 # -- fixtures ------------------------------------------------------------------------------------------

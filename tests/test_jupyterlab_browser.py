@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
+from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
 from test_notebooks import KERNEL, kernelspec, model_env
 
 pytestmark = pytest.mark.browser
@@ -33,17 +34,6 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 NOTEBOOK = ROOT / "notebooks" / "01_quickstart.ipynb"
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "attnlab-test-token"
 SETTINGS = {  # no news or update checks (they would ask the network), every cell rendered (no windowing)
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
@@ -51,8 +41,7 @@ SETTINGS = {  # no news or update checks (they would ask the network), every cel
 }
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+require_chromium()
 
 
 def free_port() -> int:
