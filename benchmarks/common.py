@@ -11,6 +11,7 @@ The scripts import these helpers as `from common import ...`: running a script a
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import platform
@@ -50,6 +51,16 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work, so a wall-clock interval covers the work it claims to."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def add_clock_argument(parser: argparse.ArgumentParser) -> None:
+    """`--clock wall|cpu`, the same in every benchmark (see `clock`)."""
+    parser.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
+        help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
+    )
 
 
 def clock(kind: str) -> Callable[[], float]:

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 
 import torch
-from common import clock, machine, median
+from common import add_clock_argument, clock, machine, median
 from torch import Tensor
 
 from attnlab.config import ModelConfig, preset
@@ -139,12 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tgt-len", type=int, default=20, help="target tokens every sentence produces, </s> included")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="bf16: every system under autocast")
-    parser.add_argument(
-        "--clock",
-        default="wall",
-        choices=["wall", "cpu"],
-        help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
-    )
+    add_clock_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--smoke", action="store_true", help="tiny preset, 4 sentences, 5 tokens: checks the script runs"

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import clock, machine, median
+from common import add_clock_argument, clock, machine, median
 from torch import Tensor
 
 from attnlab.config import preset
@@ -66,12 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="base")
     parser.add_argument("--length", type=int, default=32, help="source and target tokens")
     parser.add_argument("--rounds", type=int, default=41, help="timings of each model, interleaved")
-    parser.add_argument(
-        "--clock",
-        default="wall",
-        choices=["wall", "cpu"],
-        help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
-    )
+    add_clock_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny preset, 3 rounds: checks the script runs")
     args = parser.parse_args(argv)

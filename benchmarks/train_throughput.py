@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from common import clock, machine, matmul_peak, median, prepared_multi30k, synchronize
+from common import add_clock_argument, clock, machine, matmul_peak, median, prepared_multi30k, synchronize
 from torch import Tensor, nn
 
 from attnlab.batching import Batch, TokenBatchSampler, collate
@@ -205,12 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-seconds", type=float, default=2.0, help="each timing runs steps for at least this")
     parser.add_argument("--min-steps", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per system first")
-    parser.add_argument(
-        "--clock",
-        default="wall",
-        choices=["wall", "cpu"],
-        help="wall, or cpu: CPU seconds, robust to other jobs (1 thread)",
-    )
+    add_clock_argument(parser)
     parser.add_argument("--compile", action="store_true", help="attnlab with `attnlab train --compile`'s compiled loss")
     parser.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     parser.add_argument("--smoke", action="store_true", help="tiny preset, tiny batch, 2 steps: checks the script runs")
