@@ -1,0 +1,42 @@
+"""The bundled checkpoints open offline, decode, and record every kind, layer and head."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import attnlab
+from attnlab.treebank import leaves, parse_tree
+
+BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+def _open(name: str) -> attnlab.api.Model:
+    path = BUNDLED / name
+    if not (path / "manifest.json").exists():
+        pytest.skip(f"{path} is not in this checkout")
+    start = time.perf_counter()
+    model = attnlab.load(path)
+    assert time.perf_counter() - start < 5.0  # 0.13 s here; generous for slow CI disks
+    assert (path / "model.safetensors").stat().st_size < 25 * 2**20
+    return model
+
+
+@pytest.mark.parametrize("name", ["multi30k-en-de", "wsj-parser"])
+def test_bundled_checkpoint_decodes_and_records_everything(name: str) -> None:
+    model = _open(name)
+    if model.task == "parse":
+        result = model.parse("The company said profits rose sharply .", record=True)
+        assert leaves(parse_tree(result.text)) == "The company said profits rose sharply .".split()
+    else:
+        result = model.translate("A little girl climbs into a wooden playhouse.", record=True)
+        assert "Mädchen" in result.text
+    trace = result.trace
+    n, h = model.config.n_layers, model.config.n_heads
+    for kind in ("encoder", "decoder", "cross"):
+        assert trace.layers[kind] == list(range(n))
+        for layer in range(n):
+            assert trace.attention(kind, layer).shape[0] == h
+    assert list((BUNDLED / name / "probes").glob("step_*/probe_*.trace"))
