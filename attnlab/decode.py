@@ -45,32 +45,64 @@ class Stepper(Protocol):
 
 
 class TransformerStepper:
-    """Steps a Transformer; with `cache`, only the newest position is computed each step."""
+    """Steps a Transformer; with `cache`, only the newest position is computed each step.
+
+    The encoder output (and, in the cache, the encoder-decoder K/V) is kept once per sentence
+    while a sentence's rows are consecutive and equally many per sentence, which is how
+    `beam_search` and `greedy_search` lay them out; any other layout falls back to one copy per
+    row. Beams then cost no copies of the source side, only of their own prefixes.
+    """
 
     def __init__(self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = ()) -> None:
-        self.model, self.src, self.use_cache = model, src, cache
-        self.mask_tokens = list({model.config.pad_id, model.config.bos_id, *mask_tokens})
+        self.model, self.use_cache = model, cache
+        self.mask_tokens = torch.tensor(sorted({model.config.pad_id, model.config.bos_id, *mask_tokens}))
         self.src_mask = model.src_mask(src)
-        self.memory = model.encode(src, self.src_mask)  # (B, Ls, d_model), once per source
+        self.encoded = model.encode(src, self.src_mask)  # (B, Ls, d_model), once per source
 
     def start(self, rows: Tensor) -> None:
-        self.memory = self.memory.index_select(0, rows)
-        self.mask = None if self.src_mask is None else self.src_mask.index_select(0, rows)
+        self.memory, self.mask = self.encoded, self.src_mask
+        self.row_memory = torch.arange(self.encoded.size(0))  # memory entry each row reads
         self.cache = KVCache() if self.use_cache else None
+        self.buffers: tuple[Tensor, Tensor, Tensor] | None = None
+        self.reorder(rows)
 
     def step(self, tokens: Tensor) -> Tensor:
         new = tokens[:, -1:] if self.cache is not None else tokens
         hidden = self.model.decode(new, self.memory, self.mask, self.cache)[:, -1]  # (N, d_model)
-        lprobs = torch.log_softmax(self.model.logits(hidden).float(), dim=-1)
+        lprobs = self._log_softmax(hidden)
         lprobs[:, self.mask_tokens] = float("-inf")  # never produce pad or a second <s>
         return lprobs
 
+    def _log_softmax(self, hidden: Tensor) -> Tensor:
+        """fp32 log-probabilities over the vocabulary, written into buffers kept across steps:
+        freshly allocated, these (N, V) tensors cost more in page faults than in arithmetic."""
+        rows, vocab = hidden.size(0), self.model.config.vocab_size
+        if self.buffers is None or self.buffers[0].size(0) < rows:
+            shape, device = (rows, vocab), hidden.device
+            logits = torch.empty(shape, dtype=hidden.dtype, device=device)
+            self.buffers = (
+                logits,
+                logits if hidden.dtype == torch.float32 else torch.empty_like(logits, dtype=torch.float32),
+                torch.empty(shape, device=device),
+            )
+        logits, logits32, lprobs = (buffer[:rows] for buffer in self.buffers)
+        self.model.logits(hidden, out=logits)
+        if logits32 is not logits:
+            logits32.copy_(logits)  # (log_softmax's own dtype= is ~9x slower on the CPU)
+        return torch.log_softmax(logits32, dim=-1, out=lprobs)
+
     def reorder(self, index: Tensor) -> None:
-        self.memory = self.memory.index_select(0, index)
-        if self.mask is not None:
-            self.mask = self.mask.index_select(0, index)
+        wanted = self.row_memory.index_select(0, index)  # the memory entry of each new row
+        groups = wanted.numel() // torch.unique_consecutive(wanted).numel()
+        if not torch.equal(wanted, wanted[::groups].repeat_interleave(groups)):
+            groups = 1  # not consecutive equal blocks: one copy per row
+        keep = wanted[::groups]  # the memory entries that stay, in their new order
+        if not torch.equal(keep, torch.arange(self.memory.size(0))):
+            self.memory = self.memory.index_select(0, keep.to(self.memory.device))
+            self.mask = None if self.mask is None else self.mask.index_select(0, keep.to(self.mask.device))
+        self.row_memory = torch.arange(keep.numel()).repeat_interleave(groups)
         if self.cache is not None:
-            self.cache.reorder(index)
+            self.cache.reorder(index, keep)
 
 
 @torch.no_grad()
@@ -83,64 +115,72 @@ def beam_search(
     eos: int = 3,
     n_best: int | None = None,
 ) -> list[list[Hypothesis]]:
-    """Best-first finished hypotheses per sentence (at most `n_best`, default `beam`)."""
+    """Best-first finished hypotheses per sentence (at most `n_best`, default `beam`).
+
+    Rows are laid out sentence by sentence, `width` rows each: one at the first step (all beams
+    would start identical), `beam` after it.
+    """
     batch = len(max_lens)
     n_best = n_best or beam
-    active = list(range(batch))  # sentence of each block of `beam` rows
-    rows = torch.arange(batch).repeat_interleave(beam)
-    stepper.start(rows)
-    tokens = torch.full((batch * beam, 1), bos, dtype=torch.long)
-    scores = torch.full((batch, beam), float("-inf"))
-    scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    history: list[list[list[float]]] = [[[] for _ in range(beam)] for _ in range(batch)]
+    active = list(range(batch))  # the sentence of each block of `width` rows
+    width = 1
+    stepper.start(torch.arange(batch))
+    tokens = torch.full((batch, 1), bos, dtype=torch.long)
+    token_lps = torch.zeros(batch, 0)  # per row: the log-probability of each token so far
+    scores = torch.zeros(batch, 1)  # per sentence and row: log P(prefix)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     t = 0
     while active:
         t += 1
         lprobs = stepper.step(tokens).cpu()  # (N, V)
-        vocab = lprobs.size(-1)
         for i, sent in enumerate(active):
             if t >= max_lens[sent]:  # out of room: the only move left is </s>
-                forced = torch.full((beam, vocab), float("-inf"))
-                forced[:, eos] = lprobs[i * beam : (i + 1) * beam, eos].clamp(min=-1e4)  # finite: always an answer
-                lprobs[i * beam : (i + 1) * beam] = forced
-        candidates = (scores[: len(active), :, None] + lprobs.view(len(active), beam, vocab)).view(len(active), -1)
-        top_scores, top_ids = candidates.topk(min(2 * beam, candidates.size(1)), dim=1)
-        keep_rows, keep_tokens, keep_scores, still_active, new_history = [], [], [], [], []
-        for i, sent in enumerate(active):
-            chosen: list[tuple[int, int, float, list[float]]] = []
-            for rank, (score, flat) in enumerate(zip(top_scores[i].tolist(), top_ids[i].tolist(), strict=True)):
-                if score == float("-inf"):
-                    break
-                source_beam, token = divmod(flat, vocab)
-                row = i * beam + source_beam
-                steps = [*history[i][source_beam], lprobs[row, token].item()]
-                if token == eos:
-                    if rank < beam:  # as fairseq: </s> counts only among the top `beam` moves
-                        produced = [*tokens[row, 1:].tolist(), eos]
-                        finished[sent].append(Hypothesis(produced, score, score / length_penalty(t, alpha), steps))
-                elif len(chosen) < beam:
-                    chosen.append((row, token, score, steps))
-                if len(chosen) == beam and rank >= beam - 1:
-                    break
-            if len(finished[sent]) >= beam or not chosen:
-                continue
-            while len(chosen) < beam:  # fewer live candidates than beams: pad with dead copies
-                chosen.append((chosen[0][0], chosen[0][1], float("-inf"), chosen[0][3]))
-            still_active.append(sent)
-            for row, token, score, steps in chosen:
-                keep_rows.append(row)
-                keep_tokens.append(token)
-                keep_scores.append(score)
-                new_history.append(steps)
-        if not still_active:
+                rows = lprobs[i * width : (i + 1) * width]
+                end = rows[:, eos].clamp(min=-1e4)  # finite: always an answer
+                rows.fill_(float("-inf"))
+                rows[:, eos] = end
+        # A sentence's best 2·beam moves are among the best 2·beam moves of each of its rows:
+        # rank those, not all width × V of them.
+        k = min(2 * beam, lprobs.size(1))
+        row_lps, row_tokens = lprobs.topk(k, dim=1)  # (N, k)
+        candidates = (scores[:, :, None] + row_lps.view(len(active), width, k)).view(len(active), width * k)
+        top_scores, top = candidates.topk(min(2 * beam, width * k), dim=1)  # (A, M), best first
+        top_tokens = row_tokens.view(len(active), width * k).gather(1, top)
+        top_lps = row_lps.view(len(active), width * k).gather(1, top)
+        top_rows = top // k + torch.arange(len(active))[:, None] * width  # the row each move extends
+        live = top_scores > float("-inf")
+        ends = live & top_tokens.eq(eos)
+        ends[:, beam:] = False  # as fairseq: </s> counts only among the top `beam` moves
+        for i, rank in ends.nonzero().tolist():
+            row, score = int(top_rows[i, rank]), float(top_scores[i, rank])
+            produced = [*tokens[row, 1:].tolist(), eos]
+            steps = [*token_lps[row].tolist(), float(top_lps[i, rank])]
+            finished[active[i]].append(Hypothesis(produced, score, score / length_penalty(t, alpha), steps))
+        # Each sentence goes on with its best `beam` moves that do not end it; with fewer, the
+        # first one is repeated as dead copies (score -inf) to keep `beam` rows.
+        goes = live & ~top_tokens.eq(eos)
+        goes &= goes.cumsum(1) <= beam
+        ranks = torch.arange(top.size(1))
+        pick = torch.where(goes, ranks, ranks + top.size(1)).argsort(1)[:, :beam]  # those first, in order
+        alive = goes.gather(1, pick)
+        pick = torch.where(alive, pick, pick[:, :1])
+        stay = [
+            i
+            for i, (sent, n) in enumerate(zip(active, goes.sum(1).tolist(), strict=True))
+            if n and len(finished[sent]) < beam
+        ]
+        if not stay:
             break
-        index = torch.tensor(keep_rows)
+        stay_index = torch.tensor(stay)
+        pick, alive = pick.index_select(0, stay_index), alive.index_select(0, stay_index)
+        index = top_rows.index_select(0, stay_index).gather(1, pick).view(-1)
         stepper.reorder(index)
-        tokens = torch.cat([tokens.index_select(0, index), torch.tensor(keep_tokens)[:, None]], dim=1)
-        scores = torch.tensor(keep_scores).view(len(still_active), beam)
-        history = [new_history[k * beam : (k + 1) * beam] for k in range(len(still_active))]
-        active = still_active
+        chosen = top_tokens.index_select(0, stay_index).gather(1, pick).view(-1, 1)
+        chosen_lps = top_lps.index_select(0, stay_index).gather(1, pick).view(-1, 1)
+        tokens = torch.cat([tokens.index_select(0, index), chosen], dim=1)
+        token_lps = torch.cat([token_lps.index_select(0, index), chosen_lps], dim=1)
+        scores = top_scores.index_select(0, stay_index).gather(1, pick).masked_fill(~alive, float("-inf"))
+        active, width = [active[i] for i in stay], beam
     return [sorted(found, key=lambda h: -h.score)[:n_best] for found in finished]
 
 

@@ -58,12 +58,18 @@ class KVCache:
     layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)  # [{"self": {k, v}, "cross": {k, v}}]
     length: int = 0  # target positions already processed
 
-    def reorder(self, index: Tensor) -> None:
-        """Follow the beams: row i of the new batch continues row index[i] of the old one."""
+    def reorder(self, index: Tensor, memory_index: Tensor | None = None) -> None:
+        """Follow the beams: row i of the new batch continues row index[i] of the old one. The
+        encoder-decoder K/V follow `memory_index` instead when they are kept once per sentence
+        rather than once per row (see `MultiHeadAttention.forward`); None: they follow `index`."""
+        cross = index if memory_index is None else memory_index
+        unchanged = torch.equal(cross, torch.arange(len(cross)))
         for layer in self.layers:
-            for entry in layer.values():
-                for name, tensor in entry.items():
-                    entry[name] = tensor.index_select(0, index)
+            for name, tensor in layer["self"].items():
+                layer["self"][name] = tensor.index_select(0, index.to(tensor.device))
+            for name, tensor in layer["cross"].items():
+                if not (unchanged and tensor.size(0) == len(cross)):  # else: nothing moves
+                    layer["cross"][name] = tensor.index_select(0, cross.to(tensor.device))
 
 
 class MultiHeadAttention(nn.Module):
@@ -92,7 +98,12 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: dict[str, Tensor] | None = None,
     ) -> Tensor:
-        """x: (B, Lq, d_model) queries; keys/values come from `memory` (cross) or x (self)."""
+        """x: (B, Lq, d_model) queries; keys/values come from `memory` (cross) or x (self).
+
+        While decoding, `memory` may hold one row per sentence for B = sentences × g query rows
+        (a sentence's g beams in consecutive rows): the encoder-decoder K/V are then computed,
+        cached and attended once per sentence instead of once per beam.
+        """
         q = self._split(self.w_q(x), self.d_k)
         if memory is not None and cache is not None and "k" in cache:
             k, v = cache["k"], cache["v"]  # encoder-decoder K/V: once per source
@@ -101,17 +112,38 @@ class MultiHeadAttention(nn.Module):
             k, v = self._split(self.w_k(source), self.d_k), self._split(self.w_v(source), self.d_v)
             if cache is not None and memory is None and "k" in cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            elif cache is not None and memory is not None:  # laid out once for every step's QKᵀ and ·V
+                k, v = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
         if cache is not None:
             cache["k"], cache["v"] = k, v
-        if self.hook is None:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        else:
-            out, weights = attention(q, k, v, mask)
-            self.hook(self, weights, mask, v)
+        out = self._attend(q, k, v, mask, decoding=cache is not None)
         if self.head_mask is not None:
             out = out * self.head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
         batch, _, length, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, decoding: bool) -> Tensor:
+        """Eq. (1) for every head: q (B, h, Lq, d_k) against k, v (B / g, h, Lk, ·) -> (B, h, Lq, d_v).
+
+        The fused kernel runs when nothing is recorded, except in incremental decoding on the
+        CPU: with one query per row its kernel is slower there than the two matrix products of
+        Eq. (1) (2-7x in bf16; `benchmarks/decode.py`).
+        """
+        groups = q.size(0) // k.size(0)
+        if groups > 1:  # a sentence's g rows become g·Lq queries against its one copy of K/V
+            q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
+        if self.hook is None and not (decoding and q.device.type == "cpu"):
+            return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
+        out, weights = attention(q, k, v, mask)
+        if self.hook is not None:
+            rows = (lambda t: t.repeat_interleave(groups, 0)) if groups > 1 else (lambda t: t)
+            self.hook(self, self._ungroup(weights, groups), None if mask is None else rows(mask), rows(v))
+        return self._ungroup(out, groups)
+
+    @staticmethod
+    def _ungroup(x: Tensor, groups: int) -> Tensor:
+        """(S, h, g·Lq, ·) -> (S·g, h, Lq, ·): undo the grouping of `_attend`."""
+        return x if groups == 1 else x.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
 
 
 class FeedForward(nn.Module):
@@ -283,9 +315,12 @@ class Transformer(nn.Module):
             cache.length += tgt.size(1)
         return self.final_norms[1](x) if self.final_norms else x
 
-    def logits(self, hidden: Tensor) -> Tensor:
-        """Pre-softmax projection with the shared embedding matrix (§3.4)."""
-        return F.linear(hidden, self.embed.weight)
+    def logits(self, hidden: Tensor, out: Tensor | None = None) -> Tensor:
+        """Pre-softmax projection with the shared embedding matrix (§3.4); `out` (..., V)
+        receives it when given (decoding reuses one buffer across steps)."""
+        if out is None:
+            return F.linear(hidden, self.embed.weight)
+        return torch.matmul(hidden, self.embed.weight.t(), out=out)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher-forced pass: src (B, Ls), tgt (B, Lt) decoder inputs -> logits (B, Lt, V)."""

@@ -19,9 +19,11 @@ tokens counted are sentences × `--tgt-len` on every side (checked). attnlab is 
 
 The sources are random ids of Multi30k-like lengths (10-20 tokens, mean 15; padded batch): with
 random weights the ids do not change the cost. Systems are timed in turn, `--repeats` rounds,
-median per system.
+median per system. `--dtype bf16` converts every system's weights to bf16 (`.to(torch.bfloat16)`,
+no autocast), so activations are bf16 too; log-probabilities are taken in fp32 by both.
 
-    .venv/bin/python benchmarks/decode.py --sentences 64 --tgt-len 20
+    .venv/bin/python benchmarks/decode.py --repeats 7
+    .venv/bin/python benchmarks/decode.py --repeats 7 --dtype bf16
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def attnlab_decoder(model: Transformer, src: Tensor, tgt_len: int, cache: bool) 
     return run
 
 
-def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int) -> Callable[[], int] | None:
+def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int, dtype: torch.dtype) -> Callable[[], int] | None:
     """The same call for a random `MarianMTModel` of attnlab's shape; None without transformers."""
     try:
         from transformers import MarianConfig, MarianMTModel
@@ -113,7 +115,7 @@ def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int) -> Callable[[
         forced_eos_token_id=None,
     )
     torch.manual_seed(0)
-    model = MarianMTModel(marian_config).eval()
+    model = MarianMTModel(marian_config).eval().to(dtype)
     attention_mask = src.ne(config.pad_id).long()
 
     def run() -> int:
@@ -138,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--tgt-len", type=int, default=20, help="target tokens every sentence produces, </s> included")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="bf16: every system under autocast")
+    parser.add_argument(
+        "--dtype", default="fp32", choices=["fp32", "bf16"], help="bf16: every system's weights and activations"
+    )
     add_clock_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -151,13 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     now = clock(args.clock)
     config = preset(name)
     torch.manual_seed(0)
-    model = Transformer(config).eval()
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    model = Transformer(config).eval().to(dtype)
     src = sources(config, args.sentences)
     systems: dict[str, Callable[[], int]] = {
         "attnlab_cached": attnlab_decoder(model, src, args.tgt_len, cache=True),
         "attnlab_uncached": attnlab_decoder(model, src, args.tgt_len, cache=False),
     }
-    marian = marian_decoder(config, src, args.tgt_len)
+    marian = marian_decoder(config, src, args.tgt_len, dtype)
     if marian is None:
         print(
             "# Hugging Face transformers is not installed: Marian skipped (pip install transformers)", file=sys.stderr
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     times: dict[str, list[float]] = {system: [] for system in systems}
-    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=args.dtype == "bf16"):
+    with torch.inference_mode():
         tokens = {system: run() for system, run in systems.items()}  # warm-up, and the token count each
         for _ in range(args.repeats):
             for system, run in systems.items():

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from attnlab import preset
-from attnlab.decode import beam_search, generate, greedy_search, length_penalty
+from attnlab.decode import TransformerStepper, beam_search, generate, greedy_search, length_penalty
 from attnlab.model import KVCache, Transformer
+from attnlab.record import record
 
 
 @pytest.fixture
@@ -43,11 +44,41 @@ def test_cache_and_no_cache_decode_the_same(model: Transformer) -> None:
             assert sa[0].score == pytest.approx(sb[0].score, abs=1e-4)
 
 
+def test_beams_share_one_copy_of_the_source(model: Transformer) -> None:
+    """A sentence's beams read one copy of its encoder output and cross-attention K/V; the
+    numbers equal those of one copy per row, also after a reorder that breaks the blocks."""
+    src = torch.randint(4, 1000, (3, 8))
+    src[1, 6:] = 0
+    shared, per_row = TransformerStepper(model, src), TransformerStepper(model, src.repeat_interleave(4, 0))
+    shared.start(torch.arange(3).repeat_interleave(4))
+    per_row.start(torch.arange(12))
+    assert shared.memory.size(0) == 3 and per_row.memory.size(0) == 12
+    tokens = torch.full((12, 1), 2)
+    with torch.no_grad():
+        assert torch.allclose(shared.step(tokens), per_row.step(tokens), atol=1e-5)
+        assert shared.cache.layers[0]["cross"]["k"].size(0) == 3
+        for index in (torch.tensor([1, 1, 0, 3, 5, 5, 4, 4, 11, 8, 8, 8]), torch.tensor([0, 4, 1, 5, 2, 6])):
+            shared.reorder(index)
+            per_row.reorder(index)
+            tokens = torch.cat([tokens.index_select(0, index), torch.randint(4, 1000, (len(index), 1))], dim=1)
+            assert torch.allclose(shared.step(tokens), per_row.step(tokens), atol=1e-5)
+    assert shared.memory.size(0) == 6  # [0, 4, 1, 5, 2, 6] is not in blocks: one copy per row
+
+
+def test_recording_while_beam_decoding_changes_nothing(model: Transformer) -> None:
+    src = torch.randint(4, 1000, (3, 8))
+    plain = generate(model, src, beam=4, max_len_b=6)
+    with record(model) as rec:
+        recorded = generate(model, src, beam=4, max_len_b=6)
+    assert [[h.tokens for h in s] for s in plain] == [[h.tokens for h in s] for s in recorded]
+    steps = rec.captures[("cross", 0)].weights
+    assert [tuple(w.shape[:3]) for w in steps[:2]] == [(3, 4, 1), (12, 4, 1)]  # one row, then a row per beam
+    assert all(torch.allclose(w.sum(-1), torch.ones(())) for w in steps)
+
+
 def test_beam_one_equals_greedy(model: Transformer) -> None:
     src = torch.randint(4, 1000, (4, 6))
     greedy = generate(model, src, beam=1, max_len_b=10)
-    from attnlab.decode import TransformerStepper
-
     lens = [15] * 4
     beam1 = beam_search(TransformerStepper(model, src), lens, beam=1, alpha=0.0)
     greedy = greedy_search(TransformerStepper(model, src), lens)
