@@ -8,13 +8,13 @@ from attnlab.stats import head_stats
 from attnlab.trace import AttentionTrace
 
 
-def load(path, device: str = "cpu"):
+def load(path, device: str = "cpu", dtype: str = "fp32"):
     """Open a checkpoint: `attnlab.load("checkpoints/multi30k-en-de").translate("...")`.
 
     Imported lazily so that `import attnlab` stays light (sentencepiece, data code)."""
     from attnlab.api import load as _load
 
-    return _load(path, device)
+    return _load(path, device, dtype)
 
 
 __all__ = [

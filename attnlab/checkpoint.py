@@ -134,9 +134,9 @@ def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, An
 
 
 def load_model(
-    directory: str | os.PathLike, device: str = "cpu", deep: bool = True
+    directory: str | os.PathLike, device: str = "cpu", deep: bool = True, dtype: torch.dtype = torch.float32
 ) -> tuple[Transformer, dict[str, Any]]:
-    """(model in eval mode, fp32, meta) from a checkpoint directory."""
+    """(model in eval mode, in `dtype`, meta) from a checkpoint directory."""
     directory = Path(directory)
     verify(directory, deep=deep)
     config, meta = read_config(directory)
@@ -146,7 +146,7 @@ def load_model(
     if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
         raise CheckpointError(f"{directory}: weights do not match the config (foreign or edited checkpoint)")
     model.load_state_dict({k: v.float() for k, v in weights.items()})
-    return model.to(device).eval(), meta
+    return model.to(device, dtype).eval(), meta
 
 
 def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -126,6 +126,9 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--tokenized", action="store_true", help="also print the paper-style tokenized BLEU")
     parser.add_argument("--out", help="also write the outputs here")
     parser.add_argument("--json", action="store_true")
+    from attnlab.api import add_dtype_argument
+
+    add_dtype_argument(parser)
     args = parser.parse_args(argv)
     refs = _read(args.ref)
     if args.hyp:
@@ -136,7 +139,7 @@ def cli(argv: list[str]) -> int:
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
         from attnlab.api import load
 
-        model = load(args.checkpoint)
+        model = load(args.checkpoint, dtype=args.dtype)
         task = args.task or model.task
         sources = _read(args.src)
         if len(sources) != len(refs):

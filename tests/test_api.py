@@ -110,6 +110,8 @@ def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path
             "2",
             "--max-len-b",
             "4",
+            "--dtype",
+            "bf16",
         ],
         capture_output=True,
         text=True,
