@@ -151,11 +151,19 @@ def beam_search(
         live = top_scores > float("-inf")
         ends = live & top_tokens.eq(eos)
         ends[:, beam:] = False  # as fairseq: </s> counts only among the top `beam` moves
-        for i, rank in ends.nonzero().tolist():
-            row, score = int(top_rows[i, rank]), float(top_scores[i, rank])
-            produced = [*tokens[row, 1:].tolist(), eos]
-            steps = [*token_lps[row].tolist(), float(top_lps[i, rank])]
-            finished[active[i]].append(Hypothesis(produced, score, score / length_penalty(t, alpha), steps))
+        if ends.any():
+            where = ends.nonzero()  # (E, 2): sentence, rank
+            rows = top_rows[where[:, 0], where[:, 1]]
+            for (i, _), prefix, steps, score, lp in zip(
+                where.tolist(),
+                tokens.index_select(0, rows)[:, 1:].tolist(),
+                token_lps.index_select(0, rows).tolist(),
+                top_scores[where[:, 0], where[:, 1]].tolist(),
+                top_lps[where[:, 0], where[:, 1]].tolist(),
+                strict=True,
+            ):
+                hypothesis = Hypothesis([*prefix, eos], score, score / length_penalty(t, alpha), [*steps, lp])
+                finished[active[i]].append(hypothesis)
         # Each sentence goes on with its best `beam` moves that do not end it; with fewer, the
         # first one is repeated as dead copies (score -inf) to keep `beam` rows.
         goes = live & ~top_tokens.eq(eos)

@@ -22,8 +22,8 @@ random weights the ids do not change the cost. Systems are timed in turn, `--rep
 median per system. `--dtype bf16` converts every system's weights to bf16 (`.to(torch.bfloat16)`,
 no autocast), so activations are bf16 too; log-probabilities are taken in fp32 by both.
 
-    .venv/bin/python benchmarks/decode.py --repeats 7
-    .venv/bin/python benchmarks/decode.py --repeats 7 --dtype bf16
+    .venv/bin/python benchmarks/decode.py                 # bf16, then fp32
+    .venv/bin/python benchmarks/decode.py --dtype fp32    # one precision
 """
 
 from __future__ import annotations
@@ -135,46 +135,21 @@ def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int, dtype: torch.
     return run
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sentences", type=int, default=64)
-    parser.add_argument("--tgt-len", type=int, default=20, help="target tokens every sentence produces, </s> included")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--dtype", default="fp32", choices=["fp32", "bf16"], help="bf16: every system's weights and activations"
-    )
-    add_clock_argument(parser)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny preset, 4 sentences, 5 tokens: checks the script runs"
-    )
-    args = parser.parse_args(argv)
-    name = "small"
-    if args.smoke:
-        name, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
+def measure(name: str, dtype: str, args: argparse.Namespace) -> dict[str, object]:
+    """Time the three systems in `dtype`, in turn, and return the speeds and ratios."""
     now = clock(args.clock)
     config = preset(name)
     torch.manual_seed(0)
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    model = Transformer(config).eval().to(dtype)
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+    model = Transformer(config).eval().to(torch_dtype)
     src = sources(config, args.sentences)
     systems: dict[str, Callable[[], int]] = {
         "attnlab_cached": attnlab_decoder(model, src, args.tgt_len, cache=True),
         "attnlab_uncached": attnlab_decoder(model, src, args.tgt_len, cache=False),
     }
-    marian = marian_decoder(config, src, args.tgt_len, dtype)
-    if marian is None:
-        print(
-            "# Hugging Face transformers is not installed: Marian skipped (pip install transformers)", file=sys.stderr
-        )
-    else:
+    marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
+    if marian is not None:
         systems["marian"] = marian
-    print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
-    print(
-        f"# {name} preset, random weights, {args.dtype}, {args.sentences} sentences, beam 4, "
-        f"{args.tgt_len} target tokens each, median of {args.repeats}",
-        file=sys.stderr,
-    )
     times: dict[str, list[float]] = {system: [] for system in systems}
     with torch.inference_mode():
         tokens = {system: run() for system, run in systems.items()}  # warm-up, and the token count each
@@ -189,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "sentences": args.sentences,
         "tgt_len": args.tgt_len,
         "beam": 4,
-        "dtype": args.dtype,
+        "dtype": dtype,
         "threads": torch.get_num_threads(),
         "clock": args.clock,
         **{f"{system}_tokens_per_s": round(value, 1) for system, value in speed.items()},
@@ -197,14 +172,53 @@ def main(argv: list[str] | None = None) -> int:
     }
     if marian is not None:
         result["cached_over_marian"] = round(speed["attnlab_cached"] / speed["marian"], 3)
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    for system, value in speed.items():
-        print(f"{system:<17} {value:>9,.0f} target tokens/s")
-    print(f"attnlab cached / uncached: {result['cached_over_uncached']:.2f}x")
-    if marian is not None:
-        print(f"attnlab cached / Marian:   {result['cached_over_marian']:.2f}x (goal >= 2x)")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sentences", type=int, default=64)
+    parser.add_argument("--tgt-len", type=int, default=20, help="target tokens every sentence produces, </s> included")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument(
+        "--dtype",
+        nargs="+",
+        default=["bf16", "fp32"],
+        choices=["fp32", "bf16"],
+        help="one measurement per precision; bf16 converts every system's weights (default: both)",
+    )
+    add_clock_argument(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object per precision")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny preset, 4 sentences, 5 tokens: checks the script runs"
+    )
+    args = parser.parse_args(argv)
+    name = "small"
+    if args.smoke:
+        name, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print(
+            "# Hugging Face transformers is not installed: Marian skipped (pip install transformers)", file=sys.stderr
+        )
+    print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
+    for dtype in args.dtype:
+        print(
+            f"# {name} preset, random weights, {dtype}, {args.sentences} sentences, beam 4, "
+            f"{args.tgt_len} target tokens each, median of {args.repeats}",
+            file=sys.stderr,
+        )
+        result = measure(name, dtype, args)
+        if args.json:
+            print(json.dumps(result), flush=True)
+            continue
+        for system in ("attnlab_cached", "attnlab_uncached", "marian"):
+            if f"{system}_tokens_per_s" in result:
+                print(f"{dtype}  {system:<17} {result[f'{system}_tokens_per_s']:>9,.0f} target tokens/s")
+        print(f"{dtype}  attnlab cached / uncached: {result['cached_over_uncached']:.2f}x")
+        if "cached_over_marian" in result:
+            print(f"{dtype}  attnlab cached / Marian:   {result['cached_over_marian']:.2f}x (goal >= 2x)", flush=True)
     return 0
 
 
