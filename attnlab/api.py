@@ -62,6 +62,7 @@ class Model:
         self.path = path
         self.config = model.config
         self.task: str = meta.get("task", "translate")
+        self.spelled = meta.get("data", {}).get("leaves") == "words"  # parsers: trees spell the words out
         self.info = model_info(model, path)
 
     # -- text <-> ids ------------------------------------------------------------------------
@@ -97,7 +98,7 @@ class Model:
         if self.task == "parse":
             from attnlab.treebank import delinearize, to_string
 
-            return to_string(delinearize(text.split(), self._source_text(source).split()))
+            return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
         return text
 
     # -- decoding ----------------------------------------------------------------------------
@@ -146,8 +147,11 @@ class Model:
         from attnlab.constrain import TreeConstraint
 
         pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.get_piece_size())]
-        n_words = [len(self._source_text(t).split()) for t in texts]
-        return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, self.config.eos_id)
+        sentences = [self._source_text(t).split() for t in texts]
+        words = [[self.tokenizer.encode(w) for w in words] for words in sentences] if self.spelled else None
+        n_words = [len(words) for words in sentences]
+        eos = self.config.eos_id
+        return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, eos, words)
 
     def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
         """Bracketed Penn-Treebank tree(s) whose leaves are the input's words (§6.3)."""
@@ -204,7 +208,7 @@ class Model:
         if self.task == "parse" and not target_is_linear:
             from attnlab.treebank import linearize, parse_tree
 
-            target = " ".join(linearize(parse_tree(target)))
+            target = " ".join(linearize(parse_tree(target), self.spelled))
         if not target.strip():
             raise ModelInputError("the target is empty")
         produced = self.tokenizer.encode(target.strip())[: self.config.max_len - 1] + [self.config.eos_id]

@@ -4,7 +4,8 @@ An unconstrained decoder drops or invents words (PEERS.md: 246 of 295 outputs ha
 number of leaves after 25 minutes of training). This wrapper around any `Stepper` allows, at
 each step, only the moves that keep the output a tree over exactly the input's words:
 
-- `XX` (a leaf) while words remain and a constituent is open;
+- a leaf while words remain and a constituent is open: `XX`, or for a parser trained on spelled
+  trees (`(NP The dog )NP`) the next input word, its pieces forced one after the other;
 - `(LABEL` while words remain (no empty constituents) and the length limit leaves room;
 - `)LABEL` only for the innermost open label, only once it has a child, and the root only
   after the last word;
@@ -28,18 +29,31 @@ WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 @dataclass(frozen=True)
 class TreeState:
     stack: tuple[tuple[str, int], ...] = ()  # (label, children so far) of the open constituents
-    leaves: int = 0
+    leaves: int = 0  # words completed
     done: bool = False  # the root was closed
     length: int = 0  # tokens produced
+    piece: int = 0  # spelled leaves: pieces of the current word produced so far (0: between words)
 
 
 class TreeConstraint:
-    """A `Stepper` that masks every move that would break the tree (see the module docstring)."""
+    """A `Stepper` that masks every move that would break the tree (see the module docstring).
+
+    `words`, for spelled parsers: per sentence, the piece ids of each input word; the leaf is then
+    the next word's pieces instead of the one `XX` piece, and `n_words` follows from it.
+    """
 
     def __init__(
-        self, inner: Stepper, pieces: Sequence[str], n_words: Sequence[int], max_lens: Sequence[int], eos: int
+        self,
+        inner: Stepper,
+        pieces: Sequence[str],
+        n_words: Sequence[int],
+        max_lens: Sequence[int],
+        eos: int,
+        words: Sequence[Sequence[Sequence[int]]] | None = None,
     ) -> None:
-        self.inner, self.n_words_all, self.max_lens_all, self.eos = inner, list(n_words), list(max_lens), eos
+        self.inner, self.max_lens_all, self.eos = inner, list(max_lens), eos
+        self.words_all = None if words is None else [[list(w) for w in sentence] for sentence in words]
+        self.n_words_all = list(n_words) if words is None else [len(sentence) for sentence in words]
         self.vocab = len(pieces)
         self.leaf: int | None = None
         self.opens: dict[int, str] = {}
@@ -61,11 +75,14 @@ class TreeConstraint:
         if self.leaf is None or not self.opens:
             raise ValueError("this vocabulary has no tree symbols; is it a parsing checkpoint?")
         self.open_ids = torch.tensor(sorted(self.opens))
+        self.brackets = set(self.opens) | set(self.closes.values())
 
     def start(self, rows: Tensor) -> None:
         self.inner.start(rows)
-        self.n_words = [self.n_words_all[r] for r in rows.tolist()]
-        self.max_lens = [self.max_lens_all[r] for r in rows.tolist()]
+        order = rows.tolist()
+        self.n_words = [self.n_words_all[r] for r in order]
+        self.max_lens = [self.max_lens_all[r] for r in order]
+        self.words = None if self.words_all is None else [self.words_all[r] for r in order]
         self.states = [TreeState() for _ in self.n_words]
 
     def reorder(self, index: Tensor) -> None:
@@ -74,23 +91,43 @@ class TreeConstraint:
         self.states = [self.states[i] for i in order]
         self.n_words = [self.n_words[i] for i in order]
         self.max_lens = [self.max_lens[i] for i in order]
+        if self.words is not None:
+            self.words = [self.words[i] for i in order]
 
-    def _advance(self, state: TreeState, token: int) -> TreeState:
+    def _word(self, row: int, state: TreeState) -> list[int]:
+        """The pieces of the leaf `state` is at: the next word's, or the one `XX`."""
+        return [self.leaf] if self.words is None else self.words[row][state.leaves]
+
+    def _advance(self, row: int, state: TreeState, token: int) -> TreeState:
         stack = list(state.stack)
-        if stack and token in (self.leaf, *self.opens):
+        length = state.length + 1
+        if token in self.opens:
+            if stack:
+                label, children = stack[-1]
+                stack[-1] = (label, children + 1)
+            return TreeState((*stack, (self.opens[token], 0)), state.leaves, False, length)
+        if token in self.brackets or token == self.eos:  # a close (or the end)
+            stack.pop() if stack else None
+            return TreeState(tuple(stack), state.leaves, not stack, length)
+        if state.piece == 0 and stack:  # a leaf begins: one more child
             label, children = stack[-1]
             stack[-1] = (label, children + 1)
-        if token == self.leaf:
-            return TreeState(tuple(stack), state.leaves + 1, False, state.length + 1)
-        if token in self.opens:
-            return TreeState((*stack, (self.opens[token], 0)), state.leaves, False, state.length + 1)
-        stack.pop() if stack else None
-        return TreeState(tuple(stack), state.leaves, not stack, state.length + 1)
+        piece = state.piece + 1
+        if piece >= len(self._word(row, state)):
+            return TreeState(tuple(stack), state.leaves + 1, False, length)
+        return TreeState(tuple(stack), state.leaves, False, length, piece)
+
+    def _pieces_left(self, row: int, state: TreeState) -> int:
+        """Leaf pieces still to produce: the rest of the current word and every later word."""
+        if self.words is None:
+            return self.n_words[row] - state.leaves
+        later = sum(len(w) for w in self.words[row][state.leaves :])
+        return later - state.piece
 
     def step(self, tokens: Tensor) -> Tensor:
         if tokens.size(1) > 1:  # apply the move each row made last step
             last = tokens[:, -1].tolist()
-            self.states = [self._advance(s, t) for s, t in zip(self.states, last, strict=True)]
+            self.states = [self._advance(r, s, t) for r, (s, t) in enumerate(zip(self.states, last, strict=True))]
         lprobs = self.inner.step(tokens)
         allowed = torch.zeros_like(lprobs, dtype=torch.bool)
         for row, state in enumerate(self.states):
@@ -98,11 +135,14 @@ class TreeConstraint:
             if state.done:
                 allowed[row, self.eos] = True
                 continue
-            # fewest tokens still needed: the remaining leaves and a close for each open bracket
-            needed = words_left + len(state.stack) + (0 if state.stack else 2)
+            if state.piece:  # inside a spelled word: only its next piece
+                allowed[row, self._word(row, state)[state.piece]] = True
+                continue
+            # fewest tokens still needed: the remaining leaf pieces and a close per open bracket
+            needed = self._pieces_left(row, state) + len(state.stack) + (0 if state.stack else 2)
             room = self.max_lens[row] - 1 - state.length  # minus the final </s>
             if state.stack and words_left > 0:
-                allowed[row, self.leaf] = True
+                allowed[row, self._word(row, state)[0]] = True
             if words_left > 0 and room >= needed + 2:
                 allowed[row, self.open_ids] = True
             if state.stack and state.stack[-1][1] > 0 and (len(state.stack) > 1 or words_left == 0):

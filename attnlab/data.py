@@ -37,6 +37,7 @@ from attnlab.errors import DataError
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
 CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb")
 DEFAULT_VOCAB = {"multi30k": 8000, "tatoeba": 8000, "wmt14": 37000, "ptb": 4000}  # §5.1: ~37k for WMT EN-DE
+PTB_LEAVES = ("words", "XX")  # what stands at a leaf of a prepared target tree
 DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb"}
 SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
 HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
@@ -227,8 +228,9 @@ def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Spli
     return splits
 
 
-def ptb_splits(data_dir: Path) -> list[Split]:
-    """WSJ sample: words -> linearised tree (§6.3), split by file number as in `PTB_FILES`."""
+def ptb_splits(data_dir: Path, spelled: bool = True) -> list[Split]:
+    """WSJ sample: words -> linearised tree (§6.3), split by file number as in `PTB_FILES`;
+    `spelled` trees write the words where Vinyals & Kaiser write `XX` (`treebank.linearize`)."""
     folder = data_dir / "ptb_wsj_sample" / "mrg"
     _corpus_file(data_dir, "ptb_wsj_sample/mrg/wsj_0001.mrg", "ptb")
 
@@ -237,7 +239,7 @@ def ptb_splits(data_dir: Path) -> list[Split]:
             files = [folder / f"wsj_{n:04d}.mrg" for n in range(first, last + 1)]
             for tree in treebank.read_trees([f for f in files if f.exists()]):
                 cleaned = treebank.clean(tree)
-                yield " ".join(treebank.leaves(cleaned)), " ".join(treebank.linearize(cleaned))
+                yield " ".join(treebank.leaves(cleaned)), " ".join(treebank.linearize(cleaned, spelled))
 
         return pairs
 
@@ -249,7 +251,7 @@ def ptb_symbols(splits: list[Split]) -> list[str]:
     symbols = {treebank.PLACEHOLDER}
     for split in splits:
         for _, target in split.pairs():
-            symbols.update(target.split())
+            symbols.update(t for t in target.split() if t[0] in "()" and len(t) > 1)
     return sorted(symbols)
 
 
@@ -358,7 +360,7 @@ def write_split(
 
 
 def _splits_for(
-    corpus: str, data_dir: Path, pair: str, seed: int, train_dir: Path | None
+    corpus: str, data_dir: Path, pair: str, seed: int, train_dir: Path | None, leaves: str
 ) -> tuple[list[Split], list[str]]:
     """The corpus's splits and the symbols its tokenizer must keep whole."""
     if corpus == "multi30k":
@@ -368,7 +370,7 @@ def _splits_for(
     if corpus == "wmt14":
         return wmt14_splits(data_dir, pair, train_dir), []
     if corpus == "ptb":
-        splits = ptb_splits(data_dir)
+        splits = ptb_splits(data_dir, spelled=leaves == "words")
         return splits, ptb_symbols(splits)
     raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
 
@@ -383,9 +385,11 @@ def prepare(
     max_len: int = 250,
     seed: int = 0,
     train_dir: str | os.PathLike[str] | None = None,
+    leaves: str = "words",
     echo: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Prepare `corpus` into `out` (see the module docstring) and return its meta.json contents."""
+    """Prepare `corpus` into `out` (see the module docstring) and return its meta.json contents.
+    `leaves` (ptb): "words" spells the words out in the target trees, "XX" is Vinyals & Kaiser's."""
     started = time.perf_counter()
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
@@ -394,7 +398,9 @@ def prepare(
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
     root = find_data_dir(data_dir)
-    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None)
+    if leaves not in PTB_LEAVES:
+        raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
+    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves)
     for split in splits:
         if split.files:
             check_parallel(*split.files)
@@ -421,6 +427,7 @@ def prepare(
     }
     if corpus == "ptb":
         meta["placeholder"] = treebank.PLACEHOLDER
+        meta["leaves"] = leaves
         meta["split_files"] = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
     if corpus == "tatoeba":
         meta["heldout_fraction"] = HELDOUT
@@ -555,6 +562,9 @@ def cli(argv: list[str]) -> int:
     prep.add_argument("--max-len", type=int, default=250, help="drop training pairs with a longer side (tokens)")
     prep.add_argument("--seed", type=int, default=0, help="seeds the tokenizer sample and the Tatoeba split")
     prep.add_argument("--train-dir", help="wmt14: directory of STEM.en/STEM.de training files")
+    prep.add_argument(
+        "--leaves", choices=PTB_LEAVES, default="words", help="ptb: write the words in the target trees, or XX"
+    )
     down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
     down.add_argument("corpus", choices=("multi30k", "wmt14", "tatoeba"))
     down.add_argument("--out", default=os.environ.get("ATTNLAB_DATA", "data"), help="data directory to fill")
@@ -574,6 +584,7 @@ def cli(argv: list[str]) -> int:
         max_len=args.max_len,
         seed=args.seed,
         train_dir=args.train_dir,
+        leaves=args.leaves,
     )
     return 0
 

@@ -75,7 +75,7 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
     api = Model(
         model,
         load_tokenizer(Path(data_dir) / "spm.model"),
-        {"task": data.meta.get("task", "translate")},
+        {"task": data.meta.get("task", "translate"), "data": data.meta},
         str(checkpoint_dir),
     )
     with torch.no_grad():
@@ -99,9 +99,10 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
             refs = [data.tgt_text(i) for i in range(n)]
             outputs = [r.text for r in api.translate(sources, beam=1, max_len_b=50 if api.task != "parse" else 300)]
             if api.task == "parse":
-                from attnlab.treebank import bracket_f1, delinearize, parse_tree
+                from attnlab.treebank import bracket_f1, delinearize, is_spelled, parse_tree
 
-                gold = [delinearize(ref.split(), src.split()) for ref, src in zip(refs, sources, strict=True)]
+                pairs = zip(refs, sources, strict=True)
+                gold = [delinearize(ref.split(), src.split(), is_spelled(ref)) for ref, src in pairs]
                 report["dev_f1"] = bracket_f1(gold, [parse_tree(o) for o in outputs])["f1"]
             else:
                 report["dev_bleu"] = bleu_chrf(outputs, refs)["bleu"]
@@ -148,14 +149,14 @@ def cli(argv: list[str]) -> int:
     if args.out:
         Path(args.out).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
     if task == "parse":
-        from attnlab.treebank import bracket_f1, delinearize, parse_tree
+        from attnlab.treebank import bracket_f1, delinearize, is_spelled, parse_tree
 
         words = _read(args.src) if args.src else None
 
         def gold(i: int) -> object:
-            """A Penn tree, or a prepared linearised target (`(S (NP XX )NP …`) over --src's words."""
+            """A Penn tree, or a prepared linearised target (`(S (NP XX )NP …`, or spelled) over --src's words."""
             if words is not None and re.search(r"(^|\s)\)\S", refs[i]):
-                return delinearize(refs[i].split(), words[i].split())
+                return delinearize(refs[i].split(), words[i].split(), is_spelled(refs[i]))
             return parse_tree(refs[i])
 
         report = bracket_f1([gold(i) for i in range(len(refs))], [parse_tree(o) for o in outputs])

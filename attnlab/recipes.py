@@ -37,10 +37,10 @@ RECIPES: dict[str, dict[str, Any]] = {
         "out": "runs/wsj-parser",
         "preset": "small",
         "max_tokens": 6000,
-        "warmup": 1000,
+        "warmup": 800,
         "lr_scale": 0.5,
         "dtype": "bf16",
-        "max_steps": 800,  # ~20 epochs of the 3,498 training trees
+        "max_steps": 1600,  # ~25 epochs of the 3,493 spelled training trees
         "save_every": 100,
         "keep_last": 5,
         "eval_sentences": 100,

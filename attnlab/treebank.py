@@ -158,24 +158,38 @@ def mask_pos(tree: Tree, tag: str = PLACEHOLDER) -> Tree:
     return Tree(tree.label, [mask_pos(c, tag) if isinstance(c, Tree) else c for c in tree.children])
 
 
-def linearize(tree: Tree) -> list[str]:
-    """Vinyals & Kaiser's sequence: `(LABEL ... )LABEL` around constituents, `XX` for each word."""
+def linearize(tree: Tree, spelled: bool = False) -> list[str]:
+    """Vinyals & Kaiser's sequence: `(LABEL ... )LABEL` around constituents, `XX` for each word;
+    `spelled` writes the word itself instead (`(S (NP The dog )NP …`), so that a decoder sees in
+    its own prefix which word it has reached rather than having to count `XX`s."""
     if tree.is_preterminal:
-        return [PLACEHOLDER]
+        return [str(tree.children[0]) if spelled else PLACEHOLDER]
     tokens = ["(" + tree.label]
     for child in tree.children:
-        tokens.extend(linearize(child) if isinstance(child, Tree) else [PLACEHOLDER])
+        tokens.extend(linearize(child, spelled) if isinstance(child, Tree) else [child if spelled else PLACEHOLDER])
     tokens.append(")" + tree.label)
     return tokens
 
 
-def delinearize(tokens: Sequence[str] | str, words: Sequence[str]) -> Tree:
+def is_spelled(tokens: Sequence[str] | str) -> bool:
+    """Whether a well-formed linearised tree writes its words (`spelled`) rather than `XX`."""
+    tokens = tokens.split() if isinstance(tokens, str) else tokens
+    return any(t != PLACEHOLDER and not _is_bracket(t) for t in tokens)
+
+
+def _is_bracket(token: str) -> bool:
+    return len(token) > 1 and token[0] in "()"
+
+
+def delinearize(tokens: Sequence[str] | str, words: Sequence[str], spelled: bool = False) -> Tree:
     """Rebuild a tree from a linearised sequence, with `words` as leaves under `XX` preterminals.
+    With `spelled`, every token that is not a bracket stands for the next word (whatever it
+    says: the input's words are the leaves); otherwise only `XX` does.
 
     Model output can be malformed, and evaluation must still get one tree over exactly `words`:
     unknown tokens and stray closing brackets are skipped, a closing bracket closes the innermost
     open constituent whatever its label, brackets left open are closed, constituents with no words
-    are dropped, `XX`s beyond the words are dropped, words left over are attached to the last
+    are dropped, leaves beyond the words are dropped, words left over are attached to the last
     root, and several roots are wrapped in an unlabelled root (which EVALB does not count).
     """
     if isinstance(tokens, str):
@@ -189,7 +203,7 @@ def delinearize(tokens: Sequence[str] | str, words: Sequence[str]) -> Tree:
             (stack[-1].children if stack else roots).append(node)
 
     for token in tokens:
-        if token == PLACEHOLDER:
+        if token == PLACEHOLDER or (spelled and not _is_bracket(token)):
             if next_word < len(words):
                 attach(Tree(PLACEHOLDER, [words[next_word]]))
                 next_word += 1
