@@ -76,6 +76,10 @@ class TreeConstraint:
             raise ValueError("this vocabulary has no tree symbols; is it a parsing checkpoint?")
         self.open_ids = torch.tensor(sorted(self.opens))
         self.brackets = set(self.opens) | set(self.closes.values())
+        # spelled leaves: which word comes next is known, only *whether* one comes is the model's
+        # choice, so a leaf is scored by the probability of any word piece there
+        self.word_ids = torch.ones(self.vocab, dtype=torch.bool)
+        self.word_ids[[*self.brackets, eos, *range(min(4, self.vocab))]] = False  # brackets, </s>, specials
 
     def start(self, rows: Tensor) -> None:
         self.inner.start(rows)
@@ -130,14 +134,21 @@ class TreeConstraint:
             self.states = [self._advance(r, s, t) for r, (s, t) in enumerate(zip(self.states, last, strict=True))]
         lprobs = self.inner.step(tokens)
         allowed = torch.zeros_like(lprobs, dtype=torch.bool)
+        if self.words is not None:
+            any_word = torch.logsumexp(lprobs.masked_fill(~self.word_ids.to(lprobs.device), float("-inf")), dim=-1)
+            lprobs = lprobs.clone()
         for row, state in enumerate(self.states):
             words_left = self.n_words[row] - state.leaves
             if state.done:
                 allowed[row, self.eos] = True
                 continue
-            if state.piece:  # inside a spelled word: only its next piece
-                allowed[row, self._word(row, state)[state.piece]] = True
+            if state.piece:  # inside a spelled word: its next piece, which is certain
+                piece = self._word(row, state)[state.piece]
+                allowed[row, piece] = True
+                lprobs[row, piece] = 0.0
                 continue
+            if self.words is not None and state.stack and words_left > 0:
+                lprobs[row, self._word(row, state)[0]] = any_word[row]
             # fewest tokens still needed: the remaining leaf pieces and a close per open bracket
             needed = self._pieces_left(row, state) + len(state.stack) + (0 if state.stack else 2)
             room = self.max_lens[row] - 1 - state.length  # minus the final </s>

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -12,23 +14,27 @@ import torch
 import attnlab
 from attnlab.checkpoint import save_checkpoint
 from attnlab.config import preset
+from attnlab.constrain import TreeConstraint
 from attnlab.data import ParallelData, load_tokenizer
+from attnlab.decode import greedy_search
 from attnlab.model import Transformer
 from attnlab.treebank import leaves, parse_tree
 
 PY = sys.executable
 
 
-@pytest.fixture(scope="module")
-def parser(data_dir: Path, tmp_path_factory) -> Path:
-    """A random-weight parser: the constraint alone must make every output well formed."""
+@pytest.fixture(scope="module", params=["words", "XX"])
+def parser(request: pytest.FixtureRequest, data_dir: Path, tmp_path_factory) -> Path:
+    """A random-weight parser, trees spelled out or with XX leaves: the constraint alone must
+    make every output well formed."""
     from attnlab.cli import main
 
     prep = tmp_path_factory.mktemp("parse") / "prep"
-    assert main(["data", "prepare", "ptb", "--out", str(prep)]) == 0
+    assert main(["data", "prepare", "ptb", "--out", str(prep), "--leaves", request.param]) == 0
     torch.manual_seed(5)
     model = Transformer(preset("tiny", vocab_size=load_tokenizer(prep).get_piece_size(), max_len=512))
-    return save_checkpoint(prep.parent / "ckpt", model, prep / "spm.model", meta={"task": "parse"})
+    meta = {"task": "parse", "data": json.loads((prep / "meta.json").read_text())}
+    return save_checkpoint(prep.parent / "ckpt", model, prep / "spm.model", meta=meta)
 
 
 def test_constrained_parse_keeps_every_word(parser: Path) -> None:
@@ -41,6 +47,9 @@ def test_constrained_parse_keeps_every_word(parser: Path) -> None:
             words = [{"(": "-LRB-", ")": "-RRB-"}.get(w, w) for w in result.source.split()]
             assert leaves(tree) == words, result.text
             assert result.text.count("(") == result.text.count(")")
+            produced = model.tokenizer.decode(model.tokenizer.piece_to_id(result.tokens[:-1])).split()
+            spelled = [t for t in produced if not (len(t) > 1 and t[0] in "()")]
+            assert spelled == (words if model.spelled else ["XX"] * len(words))  # the words, in order
 
 
 def test_cli_parse_one_tree_per_line(parser: Path, tmp_path: Path) -> None:
@@ -88,3 +97,35 @@ def test_cli_parse_one_tree_per_line(parser: Path, tmp_path: Path) -> None:
     report = json.loads(scored.stdout)
     # gold brackets: S, NP, VP | S, NP | S, NP, VP, ADVP = 9; predicted: 3 + 1 + 3 = 7; matched 3 + 1 + 3 = 7
     assert report["precision"] == pytest.approx(100.0) and report["recall"] == pytest.approx(700 / 9)
+
+
+class Fixed:
+    """A toy decoder that gives the same next-token distribution at every step."""
+
+    def __init__(self, probs: dict[int, float], vocab: int) -> None:
+        self.lprobs = torch.full((vocab,), float("-inf"))
+        for token, p in probs.items():
+            self.lprobs[token] = math.log(p)
+
+    def start(self, rows: torch.Tensor) -> None:
+        self.rows = len(rows)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.lprobs.expand(tokens.size(0), -1).clone()
+
+    def reorder(self, index: torch.Tensor) -> None:
+        pass
+
+
+def test_spelled_leaf_is_scored_by_the_mass_of_any_word() -> None:
+    """Which word comes next is known; the model only decides whether a word comes. A model
+    that expects some word (0.6 on "c") but gives the forced one ("a") little weight must still
+    write it rather than open a bracket (0.3), and the forced pieces after the first cost nothing."""
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", "▁XX", "▁(S", "▁)S", "▁(NP", "▁)NP", "▁a", "x", "▁c"]
+    probs = {5: 0.04, 6: 0.005, 7: 0.3, 8: 0.005, 9: 0.03, 10: 0.01, 11: 0.6, 3: 0.01}
+    words = [[[9, 10]]]  # one word, "ax", in two pieces
+    stepper = TreeConstraint(Fixed(probs, len(pieces)), pieces, [1], [12], eos=3, words=words)
+    (best,) = greedy_search(stepper, [12], bos=2, eos=3)
+    assert [pieces[t] for t in best.tokens] == ["▁(NP", "▁a", "x", "▁)NP", "</s>"]
+    any_word = math.log(0.03 + 0.01 + 0.6)
+    assert best.step_logprobs[1:3] == pytest.approx([any_word, 0.0])

@@ -8,7 +8,18 @@ import pytest
 
 from attnlab import data, treebank
 from attnlab.errors import DataError
-from attnlab.treebank import Tree, bracket_f1, clean, delinearize, leaves, linearize, mask_pos, parse, to_string
+from attnlab.treebank import (
+    Tree,
+    bracket_f1,
+    clean,
+    delinearize,
+    is_spelled,
+    leaves,
+    linearize,
+    mask_pos,
+    parse,
+    to_string,
+)
 
 
 def _data_dir():
@@ -55,6 +66,15 @@ def test_clean_strips_function_tags_and_empty_elements_but_keeps_brackets_tags()
     assert to_string(clean(raw)) == (
         "(S (VP (VBD said) (SBAR (S (NP (PRP it)) (VP (VBZ works) (PRN (-LRB- -LRB-) (ADVP (RB so)) (-RRB- -RRB-)))))) (. .))"
     )
+
+
+def test_spelled_trees_write_the_words():
+    gold = clean(parse("(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))")[0])
+    assert " ".join(linearize(gold, spelled=True)) == "(S (NP The dog )NP (VP barks )VP . )S"
+    assert is_spelled("(S (NP The dog )NP )S") and not is_spelled("(S (NP XX XX )NP )S")
+    # the leaves are the input's words, whatever the sequence says; extra leaves are dropped
+    rebuilt = delinearize("(S (NP foo bar )NP baz qux )S", ["a", "b", "c"], spelled=True)
+    assert to_string(rebuilt) == "(S (NP (XX a) (XX b)) (XX c))"
 
 
 def test_linearize_follows_vinyals_and_kaiser():
@@ -208,9 +228,14 @@ def test_prepare_ptb_keeps_each_bracket_one_piece_and_the_split_documented(tmp_p
     assert sum(s["pairs"] + s["dropped_long"] for s in splits.values()) == 3796
     test = data.ParallelData(tmp_path, "test")
     sp = data.load_tokenizer(tmp_path)
+    assert meta["leaves"] == "words"
     for i in range(len(test)):
         target = test.tgt_text(i)
-        assert len(test.tgt(i)) == len(target.split())  # one id per bracket token and per XX
+        pieces = [sp.id_to_piece(t) for t in test.tgt(i).tolist()]
+        brackets = [t for t in target.split() if t[0] in "()"]
+        assert [p[1:] for p in pieces if p[1:2] in ("(", ")")] == brackets  # one piece per bracket token
         assert sp.decode(test.tgt(i).tolist()) == target
-        rebuilt = delinearize(target, test.src_text(i).split())
-        assert " ".join(linearize(rebuilt)) == target
+        assert is_spelled(target)
+        rebuilt = delinearize(target, test.src_text(i).split(), spelled=True)
+        assert " ".join(linearize(rebuilt, spelled=True)) == target
+        assert leaves(rebuilt) == test.src_text(i).split()
