@@ -3,8 +3,9 @@
 Beam search follows GNMT/fairseq: the score of a finished hypothesis is log P(Y|X) / lp(Y) with
 lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts </s>); the paper's defaults are beam 4, α 0.6, maximum
 output length = input length + 50 (parsing, §6.3: beam 21, α 0.3, input + 300). A sentence
-stops as soon as `beam` hypotheses have finished, and leaves the batch, so the remaining ones
-decode faster. The search only talks to a `Stepper` (start / step / reorder), which lets tests
+stops as soon as `beam` hypotheses have finished (fairseq) or no live one can beat the best
+finished one any more (tensor2tensor), and leaves the batch, so the remaining ones decode
+faster; the best hypothesis is the same either way, the n-best list may be shorter. The search only talks to a `Stepper` (start / step / reorder), which lets tests
 drive it with a scripted toy decoder of known probabilities.
 """
 
@@ -105,6 +106,14 @@ class TransformerStepper:
             self.cache.reorder(index, keep)
 
 
+def _settled(finished: list[Hypothesis], best_live: float, max_len: int, alpha: float) -> bool:
+    """Whether no live hypothesis can still beat the best finished one (tensor2tensor's early
+    stop): log-probabilities only fall, so a prefix with log-probability L ends with a score of
+    at most L / lp(max_len). Without it a sentence whose winner is long settled keeps the batch
+    busy until `beam` hopeless hypotheses have run to the length limit (parsing: input + 300)."""
+    return bool(finished) and max(h.score for h in finished) >= best_live / length_penalty(max_len, alpha)
+
+
 @torch.no_grad()
 def beam_search(
     stepper: Stepper,
@@ -172,10 +181,11 @@ def beam_search(
         pick = torch.where(goes, ranks, ranks + top.size(1)).argsort(1)[:, :beam]  # those first, in order
         alive = goes.gather(1, pick)
         pick = torch.where(alive, pick, pick[:, :1])
+        best_live = top_scores.gather(1, pick[:, :1]).squeeze(1).tolist()
         stay = [
             i
-            for i, (sent, n) in enumerate(zip(active, goes.sum(1).tolist(), strict=True))
-            if n and len(finished[sent]) < beam
+            for i, (sent, n, live) in enumerate(zip(active, goes.sum(1).tolist(), best_live, strict=True))
+            if n and len(finished[sent]) < beam and not _settled(finished[sent], live, max_lens[sent], alpha)
         ]
         if not stay:
             break

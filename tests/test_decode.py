@@ -147,3 +147,24 @@ def test_early_stop_and_forced_end() -> None:
     table = {(): {4: 1.0}, (4,): {4: 1.0}, (4, 4): {4: 1.0}, (4, 4, 4): {4: 1.0}}
     hyp = beam_search(Scripted(table), [3], beam=2, alpha=0.6)[0][0]
     assert hyp.tokens == [4, 4, 3]  # cut at max length 3 with </s> forced
+
+
+def test_search_stops_once_no_live_hypothesis_can_win() -> None:
+    """tensor2tensor's early stop: "4 </s>" (P 0.81) is settled as soon as the other beam's prefix
+    is too improbable to beat it even at the length limit. fairseq's rule alone (beam 2 needs two
+    finished hypotheses) would run that beam, which never ends, to the limit of 50."""
+
+    class Looping(Scripted):
+        steps = 0
+
+        def step(self, tokens: torch.Tensor) -> torch.Tensor:
+            Looping.steps += 1
+            out = torch.full((tokens.size(0), self.vocab), float("-inf"))
+            for i, row in enumerate(tokens.tolist()):
+                for token, p in self.table.get(tuple(row[1:]), {6: 0.5, 7: 0.5}).items():
+                    out[i, token] = math.log(p)
+            return out
+
+    table = {(): {4: 0.9, 5: 0.1}, (4,): {3: 0.9, 6: 0.1}}
+    found = beam_search(Looping(table), [50], beam=2, alpha=0.6)[0]
+    assert [h.tokens for h in found] == [[4, 3]] and Looping.steps == 2
