@@ -5,8 +5,9 @@ lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts </s>); the paper's defaults are beam 4, �
 output length = input length + 50 (parsing, §6.3: beam 21, α 0.3, input + 300). A sentence
 stops as soon as `beam` hypotheses have finished (fairseq) or no live one can beat the best
 finished one any more (tensor2tensor), and leaves the batch, so the remaining ones decode
-faster; the best hypothesis is the same either way, the n-best list may be shorter. The search only talks to a `Stepper` (start / step / reorder), which lets tests
-drive it with a scripted toy decoder of known probabilities.
+faster; the best hypothesis is the same either way, the n-best list may be shorter. The search
+only talks to a `Stepper` (start / step / reorder), which lets tests drive it with a scripted
+toy decoder of known probabilities.
 """
 
 from __future__ import annotations
