@@ -134,9 +134,8 @@ class TreeConstraint:
             self.states = [self._advance(r, s, t) for r, (s, t) in enumerate(zip(self.states, last, strict=True))]
         lprobs = self.inner.step(tokens)
         allowed = torch.zeros_like(lprobs, dtype=torch.bool)
-        if self.words is not None:
+        if self.words is not None:  # (the leaf scores below are written into the step's own output)
             any_word = torch.logsumexp(lprobs.masked_fill(~self.word_ids.to(lprobs.device), float("-inf")), dim=-1)
-            lprobs = lprobs.clone()
         for row, state in enumerate(self.states):
             words_left = self.n_words[row] - state.leaves
             if state.done:
@@ -147,13 +146,14 @@ class TreeConstraint:
                 allowed[row, piece] = True
                 lprobs[row, piece] = 0.0
                 continue
-            if self.words is not None and state.stack and words_left > 0:
-                lprobs[row, self._word(row, state)[0]] = any_word[row]
             # fewest tokens still needed: the remaining leaf pieces and a close per open bracket
             needed = self._pieces_left(row, state) + len(state.stack) + (0 if state.stack else 2)
             room = self.max_lens[row] - 1 - state.length  # minus the final </s>
             if state.stack and words_left > 0:
-                allowed[row, self._word(row, state)[0]] = True
+                first = self._word(row, state)[0]
+                allowed[row, first] = True
+                if self.words is not None:
+                    lprobs[row, first] = any_word[row]
             if words_left > 0 and room >= needed + 2:
                 allowed[row, self.open_ids] = True
             if state.stack and state.stack[-1][1] > 0 and (len(state.stack) > 1 or words_left == 0):
