@@ -148,10 +148,10 @@ class Model:
 
         pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.get_piece_size())]
         sentences = [self._source_text(t).split() for t in texts]
-        words = [[self.tokenizer.encode(w) for w in words] for words in sentences] if self.spelled else None
-        n_words = [len(words) for words in sentences]
+        spelled = [[self.tokenizer.encode(w) for w in sentence] for sentence in sentences] if self.spelled else None
+        n_words = [len(sentence) for sentence in sentences]
         eos = self.config.eos_id
-        return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, eos, words)
+        return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, eos, spelled)
 
     def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
         """Bracketed Penn-Treebank tree(s) whose leaves are the input's words (§6.3)."""
