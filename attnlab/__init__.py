@@ -1,18 +1,21 @@
 """attnlab: the Transformer of *Attention Is All You Need*, trained as the paper describes it,
-with every attention head recorded and explorable."""
+with every attention head recorded and explorable.
 
-from attnlab.config import PRESETS, ModelConfig, preset
-from attnlab.model import Transformer, attention
-from attnlab.record import ablate, record
-from attnlab.stats import head_stats
-from attnlab.trace import AttentionTrace
+The package is laid out in rooms that follow the data's path (docs/ARCHITECTURE.md):
+`model` → `record` → `data` → `decode` → `train`, then `viz` and the screens in `app`.
+`import attnlab` loads only the model and the recorder; `attnlab.load()` brings the decoder.
+"""
+
+from attnlab import _moved
+from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
+from attnlab.record import AttentionTrace, ablate, head_stats, record
+
+_moved.install()
 
 
 def load(path, device: str = "cpu", dtype: str = "fp32"):
-    """Open a checkpoint: `attnlab.load("checkpoints/multi30k-en-de").translate("...")`.
-
-    Imported lazily so that `import attnlab` stays light (sentencepiece, data code)."""
-    from attnlab.api import load as _load
+    """Open a checkpoint: `attnlab.load("checkpoints/multi30k-en-de").translate("...")`."""
+    from attnlab.decode.api import load as _load  # lazy: keeps `import attnlab` light (sentencepiece, data code)
 
     return _load(path, device, dtype)
 

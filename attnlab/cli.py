@@ -1,4 +1,6 @@
-"""`attnlab COMMAND ...`: each command lives in the module of its concept, as `cli(argv)`.
+"""`attnlab COMMAND ...`: the command table. Each command lives in the room of its concept, as
+`cli(argv)` (or `cli_COMMAND(argv)` where one module holds several); the module is imported only
+when its command runs, so `attnlab --help` starts fast.
 
 This file only dispatches and turns `AttnlabError` into a one-line message and exit status 2,
 so that a user never sees a traceback for bad input.
@@ -12,16 +14,16 @@ import sys
 from attnlab.errors import AttnlabError
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "presets": ("attnlab.presets", "list the model presets (Table 3) with parameter counts"),
-    "flops": ("attnlab.flops", "model FLOPs per token and the paper's Table 2 cost estimate"),
-    "data": ("attnlab.data", "prepare or download corpora (data prepare|download CORPUS)"),
-    "train": ("attnlab.train", "train a model (the paper's regime; resumes a run directory)"),
-    "average": ("attnlab.checkpoint", "average the last K checkpoints of a run"),
-    "translate": ("attnlab.api", "translate lines from a file or stdin"),
-    "parse": ("attnlab.api", "parse sentences into Penn-Treebank trees"),
-    "record": ("attnlab.api", "record attention traces of sentences to disk"),
-    "evaluate": ("attnlab.evaluate", "sacreBLEU/chrF, or bracket F1 for parsing"),
-    "explore": ("attnlab.explore", "open the explorer web app"),
+    "presets": ("attnlab.model.presets", "list the model presets (Table 3) with parameter counts"),
+    "flops": ("attnlab.model.flops", "model FLOPs per token and the paper's Table 2 cost estimate"),
+    "data": ("attnlab.data.prepared", "prepare or download corpora (data prepare|download CORPUS)"),
+    "train": ("attnlab.train.loop", "train a model (the paper's regime; resumes a run directory)"),
+    "average": ("attnlab.train.average", "average the last K checkpoints of a run"),
+    "translate": ("attnlab.decode.commands", "translate lines from a file or stdin"),
+    "parse": ("attnlab.decode.commands", "parse sentences into Penn-Treebank trees"),
+    "record": ("attnlab.decode.commands", "record attention traces of sentences to disk"),
+    "evaluate": ("attnlab.decode.evaluate", "sacreBLEU/chrF, or bracket F1 for parsing"),
+    "explore": ("attnlab.app.serve", "open the explorer web app"),
 }
 
 

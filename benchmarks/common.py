@@ -79,7 +79,7 @@ def clock(kind: str) -> Callable[[], float]:
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device, now: Callable[[], float], size: int = 2048) -> float:
-    """FLOP/s of a square matrix multiply: the MFU denominator. `attnlab.flops.measure_matmul_peak`
+    """FLOP/s of a square matrix multiply: the MFU denominator. `attnlab.model.flops.measure_matmul_peak`
     measures the same on the wall clock; this one reads the benchmark's own clock, so that on a
     busy machine the "cpu" clock depresses neither the peak nor the figures divided by it."""
     generator = torch.Generator(device).manual_seed(0)
@@ -107,7 +107,7 @@ def prepared_multi30k(data: str | None, vocab_size: int) -> Path:
     it: $ATTNLAB_DATA or ../shared/data)."""
     if data:
         return Path(data)
-    from attnlab.data import prepare
+    from attnlab.data.prepared import prepare
 
     out = Path(tempfile.mkdtemp(prefix="attnlab-bench-m30k-"))
     atexit.register(shutil.rmtree, out, ignore_errors=True)

@@ -37,9 +37,9 @@ import torch
 from common import add_clock_argument, clock, machine, median
 from torch import Tensor
 
-from attnlab.config import ModelConfig, preset
-from attnlab.decode import TransformerStepper, beam_search
-from attnlab.model import Transformer
+from attnlab.decode.search import TransformerStepper, beam_search
+from attnlab.model.config import ModelConfig, preset
+from attnlab.model.transformer import Transformer
 
 
 class NoEarlyEos:

@@ -31,10 +31,10 @@ import torch
 from common import clock, machine, matmul_peak, synchronize
 from torch import Tensor, nn
 
-from attnlab.config import ModelConfig, preset
-from attnlab.flops import PAPER_RUNS, train_flops_per_target_token
-from attnlab.model import Transformer, count_parameters
-from attnlab.train import label_smoothed_loss
+from attnlab.model.config import ModelConfig, preset
+from attnlab.model.flops import PAPER_RUNS, train_flops_per_target_token
+from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.train.regime import label_smoothed_loss
 
 PAPER_STEPS = {"base": 100_000, "big": 300_000}  # §5.2
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab.data import find_data_dir, read_pairs
+from attnlab.data.corpora import find_data_dir, read_pairs
 
 
 def make_corpus(data_dir: Path, out: Path, n_pairs: int, seed: int = 0) -> int:

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from common import add_clock_argument, clock, machine, median
 from torch import Tensor
 
-from attnlab.config import preset
-from attnlab.model import MultiHeadAttention, Transformer
-from attnlab.record import record
+from attnlab.model.config import preset
+from attnlab.model.transformer import MultiHeadAttention, Transformer
+from attnlab.record.recorder import record
 
 
 class PlainAttention(MultiHeadAttention):

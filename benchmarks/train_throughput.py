@@ -12,7 +12,7 @@ are removed; the script checks that both have the same number of parameters. Bot
 gradient accumulation and DDP). The two are timed alternately in one process, so a load burst
 from another job hits both; the figure to quote is the ratio.
 
-Model FLOP utilisation (MFU) is `tokens/s × attnlab.flops.train_flops_per_target_token` over the
+Model FLOP utilisation (MFU) is `tokens/s × attnlab.model.flops.train_flops_per_target_token` over the
 matrix-multiply peak measured at the start of the run in the same precision.
 
     .venv/bin/python benchmarks/train_throughput.py --presets small base --dtypes fp32 bf16
@@ -34,12 +34,12 @@ import torch.nn.functional as F
 from common import add_clock_argument, clock, machine, matmul_peak, median, prepared_multi30k, synchronize
 from torch import Tensor, nn
 
-from attnlab.batching import Batch, TokenBatchSampler, collate
-from attnlab.config import ModelConfig, preset
-from attnlab.data import ParallelData
-from attnlab.flops import train_flops_per_target_token
-from attnlab.model import Transformer, count_parameters, sinusoidal_positions
-from attnlab.train import label_smoothed_loss, make_loss, make_optimizer, training_kernels
+from attnlab.data.batching import Batch, TokenBatchSampler, collate
+from attnlab.data.prepared import ParallelData
+from attnlab.model.config import ModelConfig, preset
+from attnlab.model.flops import train_flops_per_target_token
+from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
+from attnlab.train.regime import label_smoothed_loss, make_loss, make_optimizer, training_kernels
 
 
 class TorchTransformerMT(nn.Module):

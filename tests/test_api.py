@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import attnlab
-from attnlab.checkpoint import save_checkpoint
-from attnlab.config import preset
-from attnlab.data import load_tokenizer
-from attnlab.decode import TransformerStepper, greedy_search
+from attnlab.data.tokenizer import load_tokenizer
+from attnlab.decode.search import TransformerStepper, greedy_search
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
-from attnlab.model import Transformer
-from attnlab.record import record
-from attnlab.trace import AttentionTrace
+from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.config import preset
+from attnlab.model.transformer import Transformer
+from attnlab.record.recorder import record
+from attnlab.record.trace import AttentionTrace
 
 PY = sys.executable
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab import data
-from attnlab.batching import TokenBatchSampler, collate
+from attnlab.data.batching import TokenBatchSampler, collate
 from attnlab.errors import DataError
 
 

@@ -33,7 +33,7 @@ def run_script(name: str, *args: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def prepared_tiny(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Multi30k with a 1,000-piece vocabulary, the tiny preset's size."""
-    from attnlab.data import prepare
+    from attnlab.data.prepared import prepare
 
     out = tmp_path_factory.mktemp("bench") / "m30k"
     prepare("multi30k", out, data_dir=data_dir, vocab_size=1000, echo=lambda _: None)
@@ -58,8 +58,8 @@ def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     from train_throughput import TorchTransformerMT
 
-    from attnlab.config import preset
-    from attnlab.model import Transformer
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
 
     config = preset("tiny")
     ours, peer = Transformer(config).eval(), TorchTransformerMT(config).eval()

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 import attnlab
-from attnlab.treebank import leaves, parse_tree
+from attnlab.data.treebank import leaves, parse_tree
 
 BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints"
 
 
-def _open(name: str) -> attnlab.api.Model:
+def _open(name: str) -> attnlab.decode.Model:
     path = BUNDLED / name
     if not (path / "manifest.json").exists():
         pytest.skip(f"{path} is not in this checkout")

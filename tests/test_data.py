@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnlab import cli, data, download
+from attnlab import cli, data
+from attnlab.data import download
 from attnlab.errors import DataError
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from attnlab import preset
-from attnlab.decode import TransformerStepper, beam_search, generate, greedy_search, length_penalty
-from attnlab.model import KVCache, Transformer
-from attnlab.record import record
+from attnlab.decode.search import TransformerStepper, beam_search, generate, greedy_search, length_penalty
+from attnlab.model.transformer import KVCache, Transformer
+from attnlab.record.recorder import record
 
 
 @pytest.fixture

@@ -49,9 +49,9 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     """A random tiny translator (with probe traces), a random tiny parser, and a directory that
     is not a checkpoint."""
     from attnlab import Transformer, preset
-    from attnlab.api import load
-    from attnlab.checkpoint import save_checkpoint
-    from attnlab.data import train_tokenizer
+    from attnlab.data.tokenizer import train_tokenizer
+    from attnlab.decode.api import load
+    from attnlab.model.checkpoint import save_checkpoint
 
     rng = random.Random(0)
     sentences = [
@@ -310,7 +310,7 @@ def page(browser: object, server: Server) -> Iterator[Page]:
 
 
 def expected(checkpoint: Path, text: str, **kwargs: object) -> object:
-    from attnlab.api import load
+    from attnlab.decode.api import load
 
     return load(checkpoint).translate(text, record=False, truncate=True, **kwargs)
 
@@ -421,7 +421,7 @@ def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:
 def test_exports(page: Page, tmp_path: Path) -> None:
     from PIL import Image
 
-    from attnlab.trace import AttentionTrace
+    from attnlab.record.trace import AttentionTrace
 
     reference = "Ein kleiner junge sitzt unter dem großen grünen hut ."
     page.translate("A small boy sits under the big green hat .", reference=reference)
@@ -528,7 +528,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
 
 
 def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path]) -> None:
-    from attnlab.api import load
+    from attnlab.decode.api import load
 
     tokenizer = load(checkpoints["translate"]).tokenizer
     words = "the dog runs in the park with a red ball".split()

@@ -146,7 +146,7 @@ def selected_option(select: object) -> str:
 
 
 def test_quickstart_renders_live_widgets_offline(lab: tuple[JupyterLab, dict[str, str]]) -> None:
-    from attnlab.checkpoint import read_config
+    from attnlab.model.checkpoint import read_config
 
     server, env = lab
     config, _ = read_config(env["ATTNLAB_TRANSLATOR"])

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from attnlab import attention, preset
-from attnlab.config import PRESETS, ModelConfig, parse_overrides
 from attnlab.errors import ConfigError, ModelInputError
-from attnlab.model import Transformer, count_parameters, sinusoidal_positions
+from attnlab.model.config import PRESETS, ModelConfig, parse_overrides
+from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
 
 FIT_VOCAB = 40_000  # the one shared vocabulary size at which Table 3's params column fits best
 

@@ -53,8 +53,8 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     `max_len` is small because an untrained model never emits </s> by itself: decoding runs to
     the length limit, and beam 21 (the parser's) over 300 extra steps would take minutes."""
     from attnlab import Transformer, preset
-    from attnlab.checkpoint import save_checkpoint
-    from attnlab.data import train_tokenizer
+    from attnlab.data.tokenizer import train_tokenizer
+    from attnlab.model.checkpoint import save_checkpoint
 
     rng = random.Random(0)
     sentences = [
@@ -98,7 +98,7 @@ def kernelspec(directory: Path, name: str = KERNEL) -> Path:
 
 
 def has_corpus_file(relative: str) -> bool:
-    from attnlab.data import find_data_dir
+    from attnlab.data.corpora import find_data_dir
     from attnlab.errors import DataError
 
     try:

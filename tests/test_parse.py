@@ -12,13 +12,14 @@ import pytest
 import torch
 
 import attnlab
-from attnlab.checkpoint import save_checkpoint
-from attnlab.config import preset
-from attnlab.constrain import TreeConstraint
-from attnlab.data import ParallelData, load_tokenizer
-from attnlab.decode import greedy_search
-from attnlab.model import Transformer
-from attnlab.treebank import leaves, parse_tree
+from attnlab.data.prepared import ParallelData
+from attnlab.data.tokenizer import load_tokenizer
+from attnlab.data.treebank import leaves, parse_tree
+from attnlab.decode.constrain import TreeConstraint
+from attnlab.decode.search import greedy_search
+from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.config import preset
+from attnlab.model.transformer import Transformer
 
 PY = sys.executable
 

@@ -8,10 +8,10 @@ import torch
 
 from attnlab import preset
 from attnlab.errors import AttnlabError, CheckpointError
-from attnlab.model import Transformer
-from attnlab.record import model_info, record
-from attnlab.stats import COLUMNS, head_stats
-from attnlab.trace import AttentionTrace
+from attnlab.model.transformer import Transformer
+from attnlab.record.recorder import model_info, record
+from attnlab.record.stats import COLUMNS, head_stats
+from attnlab.record.trace import AttentionTrace
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attnlab.checkpoint import average, latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
-from attnlab.config import preset
 from attnlab.errors import CheckpointError
-from attnlab.model import Transformer
-from attnlab.train import learning_rate
+from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
+from attnlab.model.config import preset
+from attnlab.model.transformer import Transformer
+from attnlab.train.average import average
+from attnlab.train.regime import learning_rate
 
 PY = sys.executable
 TINY = ["--preset", "tiny", "--max-tokens", "600", "--log-every", "2", "--eval-sentences", "0", "--probes", "0"]
@@ -195,7 +196,7 @@ def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> 
 
 
 def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
-    from attnlab.checkpoint import average_run
+    from attnlab.train.average import average_run
 
     spm = tmp_path / "spm.model"
     spm.write_bytes(b"x")

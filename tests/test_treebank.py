@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from attnlab import data, treebank
-from attnlab.errors import DataError
-from attnlab.treebank import (
+from attnlab import data
+from attnlab.data import treebank
+from attnlab.data.treebank import (
     Tree,
     bracket_f1,
     clean,
@@ -20,6 +20,7 @@ from attnlab.treebank import (
     parse,
     to_string,
 )
+from attnlab.errors import DataError
 
 
 def _data_dir():

@@ -1,4 +1,5 @@
-"""attnlab.viz (figures and export), attnlab.explore (the explorer's model side and command),
+"""attnlab.viz (figures and export), the screens' model side (attnlab.app.checkpoints, attnlab.record.equation,
+attnlab.decode.ablation, the explore command),
 and the explorer app's store and views driven from Python (no browser; see
 test_explorer_browser.py for the real browser)."""
 
@@ -20,8 +21,8 @@ from bokeh.models import GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
 
 from attnlab import viz
 from attnlab.errors import AttnlabError
-from attnlab.stats import head_stats
-from attnlab.trace import AttentionTrace
+from attnlab.record.stats import head_stats
+from attnlab.record.trace import AttentionTrace
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
@@ -70,8 +71,8 @@ def trace() -> AttentionTrace:
 def make_checkpoints(base: Path) -> dict[str, Path]:
     """Random tiny translator and parser on a tokenizer trained here (no corpus needed)."""
     from attnlab import Transformer, preset
-    from attnlab.checkpoint import save_checkpoint
-    from attnlab.data import train_tokenizer
+    from attnlab.data.tokenizer import train_tokenizer
+    from attnlab.model.checkpoint import save_checkpoint
 
     rng = random.Random(0)
     sentences = [
@@ -98,7 +99,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def model(checkpoints: dict[str, Path]) -> object:
-    from attnlab.explore import open_model
+    from attnlab.app.checkpoints import open_model
 
     return open_model(checkpoints["translate"])
 
@@ -324,7 +325,7 @@ def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
 
 # -- the explorer's model side ------------------------------------------------------------------------------
 def test_attention_parts_reproduce_the_recorded_weights(model: object) -> None:
-    from attnlab.explore import attention_parts
+    from attnlab.record.equation import attention_parts
 
     trace = model.translate("A dog runs in the park .", beam=2, record=True).trace
     for kind in trace.kinds:
@@ -345,7 +346,8 @@ def test_attention_parts_reproduce_the_recorded_weights(model: object) -> None:
 
 
 def test_ablation_changes_the_log_probability(model: object) -> None:
-    from attnlab.explore import ablation, token_logprobs, trace_ids
+    from attnlab.decode.ablation import ablation, token_logprobs
+    from attnlab.record.equation import trace_ids
 
     result = model.translate("The girl plays with the dog .", beam=1, record=True)
     src, produced = trace_ids(model, result.trace)
@@ -362,10 +364,11 @@ def test_ablation_changes_the_log_probability(model: object) -> None:
 
 
 def test_unknown_characters_and_probe_snapshots(model: object, tmp_path: Path) -> None:
-    from attnlab.explore import find_checkpoints, probe_snapshots, unknown_characters
+    from attnlab.app.checkpoints import find_checkpoints, probe_snapshots
+    from attnlab.data.tokenizer import unknown_characters
 
-    assert unknown_characters(model, "the dog ☃ 漢") == ["☃", "漢"]
-    assert unknown_characters(model, "the dog") == []
+    assert unknown_characters(model.tokenizer, "the dog ☃ 漢") == ["☃", "漢"]
+    assert unknown_characters(model.tokenizer, "the dog") == []
     run = tmp_path / "run"
     for step in (20, 10, 30):
         for k in (1, 0, 10):
@@ -408,34 +411,34 @@ def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Pat
     )
     second = explorer_module.app(["--checkpoint", str(checkpoints["translate"])])
     assert first.store is not second.store and first.store.model is second.store.model  # sessions share the model only
-    assert first.store.run == 1 and first.head_view.object is not None and first.grid_view.object is not None
+    assert first.store.run == 1 and first.heads.heatmap.object is not None and first.heads.grid.object is not None
     first.text_input.value = "The dog runs ."
     first.translate()
     assert first.store.run == 2 and second.store.run == 1
     assert first.store.trace.meta["text"] == "The dog runs ." != second.store.trace.meta["text"]
     first.store.select("decoder", 1, 3)
-    assert first.head_view.object.name == "heatmap-decoder" and "layer 1 · head 3" in first.head_caption.object
-    first._picked(0, 2)  # a click on the grid
+    assert first.heads.heatmap.object.name == "heatmap-decoder" and "layer 1 · head 3" in first.heads.caption.object
+    first.heads.picked(0, 2)  # a click on the grid
     assert (first.store.layer, first.store.head) == (0, 2)
     first.tabs.active = 1
-    assert first.eq1_view.object is not None and first.mask_view.object.name == "mask-decoder"
+    assert first.equation.eq1.object is not None and first.equation.mask.object.name == "mask-decoder"
     first.tabs.active = 2
-    assert len(first.stats_view.objects) == 2
+    assert len(first.dashboard.figures.objects) == 2
     first.reference_input.value = "Der Hund läuft ."
     first.translate()
     assert first.store.scored is not None and first.store.trace.meta.get("teacher_forced")
-    assert "Reference" in first.output.object
+    assert "Reference" in first.output.text.object
     saved = tmp_path / "from-app.trace"
-    saved.write_bytes(first._trace_file().getvalue())
+    saved.write_bytes(first.export.trace_file().getvalue())
     trace = AttentionTrace.load(saved)
     assert trace.meta["output"] == "Der Hund läuft ."
-    assert first._png().getvalue()[:4] == b"\x89PNG" and first._svg().getvalue().startswith("<svg")
-    assert "<script" in first._html().getvalue()
-    first.ablate_choice.value = ["cross L0 H0", "cross L1 H1"]
-    first._ablate()
-    assert "log P(original output)" in first.ablate_view.objects[0].object
+    assert first.export.png().getvalue()[:4] == b"\x89PNG" and first.export.svg().getvalue().startswith("<svg")
+    assert "<script" in first.export.html().getvalue()
+    first.ablation.choice.value = ["cross L0 H0", "cross L1 H1"]
+    first.ablation.ablate()
+    assert "log P(original output)" in first.ablation.effect.objects[0].object
     first.checkpoint_select.value = checkpoints["parse"].name
-    assert first.store.model.task == "parse" and first.go.label == "Parse" and first.tree_box.visible
+    assert first.store.model.task == "parse" and first.go.label == "Parse" and first.output.tree_box.visible
 
 
 def test_app_bad_input_keeps_going(explorer_module: object, checkpoints: dict[str, Path], tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ from test_notebooks import make_checkpoints
 
 import attnlab
 from attnlab import widgets
+from attnlab.app import notebook
 from attnlab.errors import AttnlabError, CheckpointError
-from attnlab.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace
 
 GAP = 1.12  # viz.grid: thumbnails are 1 unit wide with 0.12 between them
 
@@ -45,12 +46,12 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def translator(paths: dict[str, Path]) -> attnlab.api.Model:
+def translator(paths: dict[str, Path]) -> attnlab.decode.Model:
     return attnlab.load(paths["translate"])
 
 
 @pytest.fixture(scope="module")
-def trace(translator: attnlab.api.Model) -> AttentionTrace:
+def trace(translator: attnlab.decode.Model) -> AttentionTrace:
     return translator.score("A dog runs in the park .", "Ein hund läuft im park .").trace
 
 
@@ -135,7 +136,7 @@ def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
     np.testing.assert_array_equal(shown(view.figures["mask"]) > 0, trace.mask("decoder"))
 
 
-def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.api.Model) -> None:
+def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.decode.Model) -> None:
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2)
     first = explorer.result
     assert (
@@ -154,7 +155,7 @@ def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: a
     assert "pieces" in explorer.status.value and explorer.result.hypotheses[0].text in explorer.output.value.replace("&#x27;", "'")  # fmt: skip
 
 
-def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.api.Model) -> None:
+def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.decode.Model) -> None:
     explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3)
     hypotheses = explorer.result.hypotheses
     assert len(explorer.hypotheses.options) == len(hypotheses) == 3
@@ -164,7 +165,7 @@ def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.api.
     assert "hypothesis 3 of 3" in explorer.output.value
 
 
-def test_errors_are_shown_in_the_widget(translator: attnlab.api.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_errors_are_shown_in_the_widget(translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch) -> None:
     explorer = widgets.explore(translator, text="A dog .", beam=1)
     before = explorer.view.trace
     assert explorer.run("   ") is None
@@ -227,8 +228,8 @@ def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None
 
     assert widgets.setup() is False  # plain Python: there is no page to load it into
     published: list[dict] = []
-    monkeypatch.setattr(widgets, "_in_kernel", lambda: True)
-    monkeypatch.setattr(widgets, "_bokehjs_loaded", False)
+    monkeypatch.setattr(notebook, "_in_kernel", lambda: True)
+    monkeypatch.setattr(notebook, "_bokehjs_loaded", False)
     monkeypatch.setattr(bokeh.io.notebook, "publish_display_data", lambda data, *a, **k: published.append(data))
     try:
         assert widgets.setup() is True and widgets.setup() is False  # once per kernel

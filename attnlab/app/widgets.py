@@ -24,190 +24,26 @@ from __future__ import annotations
 
 import html
 import time
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
 from bokeh.models import LayoutDOM
-from jupyter_bokeh import BokehModel
 
-from attnlab import explore as models
 from attnlab import viz
+from attnlab.app.checkpoints import open_model, probe_snapshots
+from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, plot, reporting, setup
+from attnlab.data.tokenizer import unknown_characters
+from attnlab.decode.api import DEFAULTS
 from attnlab.errors import AttnlabError
-from attnlab.stats import head_stats
-from attnlab.trace import AttentionTrace
+from attnlab.record.stats import head_stats
+from attnlab.record.trace import AttentionTrace
 
+__all__ = ["Explorer", "Timeline", "TraceView", "explore", "plot", "replay", "setup", "show"]
 EXAMPLES = {  # written for attnlab, not taken from a corpus
     "translate": "A man in a blue shirt is playing the guitar on the street.",
     "parse": "The old man saw the dog with a telescope .",
 }
-BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
-_bokehjs_loaded = False
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (where display output reaches a page), False in plain Python."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def setup(force: bool = False) -> bool:
-    """Load BokehJS into the notebook page from the installed bokeh package (inline, ~2 MB).
-
-    Once per kernel; `force=True` loads it again (after reloading the browser page without
-    restarting the kernel). Also makes `bokeh.io.show` render inline. Returns whether it loaded."""
-    global _bokehjs_loaded
-    if (_bokehjs_loaded and not force) or not _in_kernel():
-        return False
-    from bokeh.io import output_notebook
-    from bokeh.resources import Resources
-
-    output_notebook(Resources(mode="inline", components=BOKEHJS), hide_banner=True)
-    _bokehjs_loaded = True
-    return True
-
-
-# -- building blocks ------------------------------------------------------------------------------------
-class BokehPane(w.Box):
-    """One bokeh figure (or layout) as a live widget; `update` swaps in another one."""
-
-    def __init__(self, figure: LayoutDOM | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        setup()
-        self.figure: LayoutDOM | None = None
-        self.bokeh: BokehModel | None = None
-        self.update(figure)
-
-    def update(self, figure: LayoutDOM | None) -> None:
-        """Show `figure` (None: show nothing). Reuses the `BokehModel`, whose view re-renders."""
-        self.figure = figure
-        if figure is None:
-            self.children = ()
-            return
-        if self.bokeh is None:
-            self.bokeh = BokehModel(figure)
-        else:
-            self.bokeh.update_from_model(figure)
-        self.children = (self.bokeh,)
-
-
-def plot(figure: LayoutDOM) -> BokehPane:
-    """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget."""
-    return BokehPane(figure)
-
-
-class ErrorBox(w.HTML):
-    """Where a widget reports what went wrong; `message` is the last error ('' when cleared)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.message = ""
-
-    def clear(self) -> None:
-        self.message = ""
-        self.value = ""
-
-    def report(self, error: BaseException) -> None:
-        if isinstance(error, AttnlabError):
-            self.message = str(error)
-            details = ""
-        else:  # a bug: keep the traceback, folded
-            self.message = f"{type(error).__name__}: {error}"
-            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            details = f"<details><summary>traceback</summary><pre>{html.escape(trace)}</pre></details>"
-        self.value = (
-            '<div class="attnlab-error" style="color:#a50f15;background:#fee0d2;padding:4px 8px;border-radius:4px">'
-            f"<b>error</b>: {html.escape(self.message)}{details}</div>"
-        )
-
-
-@contextmanager
-def _reporting(errors: ErrorBox) -> Iterator[None]:
-    """Run a callback's body; an exception goes into `errors` instead of the log console."""
-    try:
-        yield
-    except Exception as error:
-        errors.report(error)
-
-
-class HeadPicker(w.HBox):
-    """Kind / layer / head selectors for a trace; calls `on_change()` once per user change."""
-
-    def __init__(self, on_change: Callable[[], None]) -> None:
-        self.kind = w.ToggleButtons(style={"button_width": "auto"})
-        self.layer = w.Dropdown(description="layer", layout=w.Layout(width="150px"))
-        self.head = w.Dropdown(description="head", layout=w.Layout(width="150px"))
-        super().__init__([w.Label("kind"), self.kind, self.layer, self.head], layout=w.Layout(flex_flow="row wrap"))
-        self.trace: AttentionTrace | None = None
-        self._on_change = on_change
-        self._quiet = False
-        self.kind.observe(self._kind_changed, "value")
-        self.layer.observe(self._changed, "value")
-        self.head.observe(self._changed, "value")
-
-    @contextmanager
-    def quiet(self) -> Iterator[None]:
-        """Set several selectors without a redraw for each."""
-        previous, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = previous
-
-    def configure(self, trace: AttentionTrace) -> None:
-        """Offer what `trace` holds, keeping the current selection where it still exists."""
-        self.trace = trace
-        kinds = trace.kinds
-        wanted = self.kind.value or ("cross" if "cross" in kinds else kinds[0])
-        with self.quiet():
-            self.kind.options = [(k, k) for k in kinds]
-            self.kind.tooltips = [viz.KIND_TITLES[k] for k in kinds]
-            self.kind.value = wanted if wanted in kinds else kinds[0]
-            heads = trace.heads or list(range(trace.n_heads))
-            current = self.head.value
-            self.head.options = [(str(h), i) for i, h in enumerate(heads)]
-            self.head.value = current if current is not None and current < len(heads) else 0
-            self._offer_layers()
-
-    def _offer_layers(self) -> None:
-        layers = self.trace.layers[self.kind.value]
-        current = self.layer.value
-        self.layer.options = [(str(layer), layer) for layer in layers]
-        self.layer.value = current if current in layers else layers[0]
-
-    def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
-        """Change the selection from code (one redraw); a negative layer counts from the top."""
-        with self.quiet():
-            if kind is not None:
-                self.kind.value = kind
-                self._offer_layers()
-            if layer is not None:
-                self.layer.value = self.trace.layers[self.kind.value][layer] if layer < 0 else layer
-            if head is not None:
-                self.head.value = head
-        self._on_change()
-
-    @property
-    def value(self) -> tuple[str, int, int]:
-        return self.kind.value, self.layer.value, self.head.value
-
-    def _kind_changed(self, _change: dict) -> None:
-        if self._quiet or self.trace is None:
-            return
-        with self.quiet():
-            self._offer_layers()
-        self._on_change()
-
-    def _changed(self, _change: dict) -> None:
-        if not self._quiet and self.trace is not None:
-            self._on_change()
 
 
 def _caption(trace: AttentionTrace) -> str:
@@ -253,14 +89,14 @@ class TraceView(w.VBox):
 
     def select(self, layer: int, head: int) -> None:
         """Open one head (what clicking its thumbnail in the grid does)."""
-        with _reporting(self.errors):
+        with reporting(self.errors):
             self.picker.select(layer=layer, head=head)
 
     def redraw(self) -> None:
         if self.trace is None:
             return
         self.errors.clear()
-        with _reporting(self.errors):
+        with reporting(self.errors):
             kind, layer, head = self.picker.value
             vmax = None if self.scale.value else 1.0
             mask = self.mask.value
@@ -289,8 +125,6 @@ class Explorer(w.VBox):
     hypotheses, and open any head of any of them."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None) -> None:
-        from attnlab.api import DEFAULTS
-
         self.model = model
         self.verb = "Parse" if model.task == "parse" else "Translate"
         self.text = w.Textarea(
@@ -321,7 +155,7 @@ class Explorer(w.VBox):
         return {**self.view.figures, "tree": self.tree.figure}
 
     def run(self, text: str | None = None) -> Any:
-        """Decode the text box (or `text`); returns the `attnlab.api.Result`, or None on error."""
+        """Decode the text box (or `text`); returns the `attnlab.decode.api.Result`, or None on error."""
         if text is not None:
             self.text.value = text
         self.errors.clear()
@@ -329,7 +163,7 @@ class Explorer(w.VBox):
         self.status.value = "<i>parsing…</i>" if self.model.task == "parse" else "<i>translating…</i>"
         started = time.perf_counter()
         try:
-            with _reporting(self.errors):
+            with reporting(self.errors):
                 beam = int(self.beam.value)
                 result = self.model.translate(
                     self.text.value, beam=beam, record=True, n_best=beam, record_hypotheses=True, truncate=True
@@ -339,7 +173,7 @@ class Explorer(w.VBox):
                 notes = [f"{seconds:.2f} s", f"{len(result.src_tokens)} → {len(result.tokens)} pieces"]
                 if result.truncated:
                     notes.append(f"input truncated to the model's {self.model.config.max_len - 1} pieces")
-                missing = models.unknown_characters(self.model, self.text.value[:5000])
+                missing = unknown_characters(self.model.tokenizer, self.text.value[:5000])
                 if missing:
                     notes.append("not in the vocabulary: " + " ".join(missing[:12]))
                 self.status.value = html.escape(" · ".join(notes))
@@ -364,7 +198,7 @@ class Explorer(w.VBox):
 
     def _hypothesis_chosen(self, change: dict) -> None:
         if change["new"] is not None and self.result is not None and not self._listing:
-            with _reporting(self.errors):
+            with reporting(self.errors):
                 self._show_hypothesis(change["new"])
 
     def _show_hypothesis(self, rank: int) -> None:
@@ -385,7 +219,7 @@ def explore(checkpoint_or_model: Any, text: str | None = None, beam: int | None 
     from `attnlab.load`, and optionally the first sentence."""
     model = checkpoint_or_model
     if isinstance(model, (str, Path)):
-        model = models.open_model(model)
+        model = open_model(model)
     if not hasattr(model, "translate") or not hasattr(model, "task"):
         raise AttnlabError(f"explore() takes a checkpoint directory or attnlab.load(...), not {type(model).__name__}")
     return Explorer(model, text, beam)
@@ -424,7 +258,7 @@ class Timeline(w.VBox):
 
     def redraw(self) -> None:
         self.errors.clear()
-        with _reporting(self.errors):
+        with reporting(self.errors):
             kind, layer, head = self.picker.value
             step = self.step.value
             trace = self.traces[step]
@@ -440,7 +274,7 @@ class Timeline(w.VBox):
 
 def replay(run_or_checkpoint: str | Path, probe: int = 0) -> Timeline:
     """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
-    snapshots = models.probe_snapshots(run_or_checkpoint)
+    snapshots = probe_snapshots(run_or_checkpoint)
     if not snapshots:
         raise AttnlabError(f"{run_or_checkpoint}: no probe traces (probes/step_N/probe_K.trace); train with --probes N")
     if not all(probe < len(files) for _, files in snapshots):

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.data import BOS_ID, EOS_ID, PAD_ID, ParallelData
+from attnlab.data.prepared import ParallelData
+from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnlab.errors import DataError
 
 

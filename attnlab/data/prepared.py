@@ -14,16 +14,13 @@ corpus (a full WMT14 run is 4.5M pairs).
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
 import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -31,275 +28,28 @@ from typing import IO, Any
 import numpy as np
 import sentencepiece as spm
 
-from attnlab import treebank
+from attnlab.data import download, treebank
+from attnlab.data.corpora import (
+    CORPORA,
+    DEFAULT_PAIR,
+    DEFAULT_VOCAB,
+    HELDOUT,
+    PTB_FILES,
+    PTB_LEAVES,
+    Split,
+    check_parallel,
+    find_data_dir,
+    multi30k_splits,
+    ptb_splits,
+    ptb_symbols,
+    tatoeba_splits,
+    wmt14_splits,
+)
+from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_tokenizer
 from attnlab.errors import DataError
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
-CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb")
-DEFAULT_VOCAB = {"multi30k": 8000, "tatoeba": 8000, "wmt14": 37000, "ptb": 4000}  # §5.1: ~37k for WMT EN-DE
-PTB_LEAVES = ("words", "XX")  # what stands at a leaf of a prepared target tree
-DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb"}
-SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
-HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
-PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
 CHUNK = 8192  # pairs encoded per sentencepiece call
 _EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
-
-
-# --- finding the corpora -------------------------------------------------------------------------
-
-
-def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The corpus directory: `--data-dir`, then `$ATTNLAB_DATA`, then `../shared/data` when present."""
-    for given, origin in ((explicit, "--data-dir"), (os.environ.get("ATTNLAB_DATA"), "$ATTNLAB_DATA")):
-        if given:
-            if not Path(given).is_dir():
-                raise DataError(f"data directory {given} (from {origin}) does not exist")
-            return Path(given)
-    for candidate in (Path(__file__).resolve().parents[2] / "shared" / "data", Path.cwd().parent / "shared" / "data"):
-        if candidate.is_dir():
-            return candidate
-    raise DataError(
-        "no data directory: pass --data-dir DIR, set ATTNLAB_DATA, or place the corpora in ../shared/data "
-        "(`attnlab data download multi30k|wmt14|tatoeba --out DIR` fetches them)"
-    )
-
-
-def _has(data_dir: Path, relative: str) -> bool:
-    return (data_dir / relative).is_file() or (data_dir / f"{relative}.gz").is_file()
-
-
-def _corpus_file(data_dir: Path, relative: str, corpus: str) -> Path:
-    """`relative` (or its .gz) inside the data directory, or an error saying how to get it."""
-    for path in (data_dir / relative, data_dir / f"{relative}.gz"):
-        if path.is_file():
-            return path
-    how = (
-        "it is the Penn Treebank WSJ sample of NLTK (`python -m nltk.downloader treebank`, then copy its .mrg files)"
-        if corpus == "ptb"
-        else f"run `attnlab data download {corpus} --out {data_dir}`"
-    )
-    raise DataError(f"{corpus}: {data_dir / relative} is missing; {how}, or pass --data-dir")
-
-
-# --- reading text --------------------------------------------------------------------------------
-
-
-def _open_binary(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
-
-
-def read_lines(path: Path) -> Iterator[str]:
-    """Lines without their ends, decoded strictly: invalid UTF-8 is an error naming file and line."""
-    with _open_binary(path) as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise DataError(f"{path}:{number}: invalid UTF-8 ({error.reason} at byte {error.start})") from None
-
-
-def count_lines(path: Path) -> int:
-    """Lines in a file, counting a last line without a newline (a cheap pass over the bytes)."""
-    count, last = 0, b"\n"
-    with _open_binary(path) as handle:
-        while block := handle.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
-def check_parallel(src: Path, tgt: Path) -> int:
-    """The line count shared by two aligned files; different counts are an error naming both."""
-    n_src, n_tgt = count_lines(src), count_lines(tgt)
-    if n_src != n_tgt:
-        raise DataError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be aligned line by line")
-    return n_src
-
-
-def read_pairs(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
-    """Aligned (source, target) lines of two files."""
-    try:
-        yield from zip(read_lines(src), read_lines(tgt), strict=True)
-    except ValueError:  # zip(strict=True): one file ended first
-        check_parallel(src, tgt)
-        raise
-
-
-# --- the corpora ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Split:
-    """One split of a corpus: how to stream its (source, target) text, and the files it reads."""
-
-    name: str
-    pairs: Callable[[], Iterator[tuple[str, str]]]
-    files: tuple[Path, Path] | None = None  # aligned text files, checked for equal length up front
-
-
-def _file_split(name: str, src: Path, tgt: Path) -> Split:
-    return Split(name, lambda: read_pairs(src, tgt), (src, tgt))
-
-
-def _languages(pair: str, offered: set[str]) -> tuple[str, str]:
-    src, sep, tgt = pair.partition("-")
-    if not sep or src == tgt or {src, tgt} - offered or "en" not in (src, tgt):
-        choices = ", ".join(f"en-{lang}, {lang}-en" for lang in sorted(offered - {"en"}))
-        raise DataError(f"unsupported --pair {pair!r}; choose one of: {choices}")
-    return src, tgt
-
-
-def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
-    """Multi30k task 1, official splits: train 29,000, valid 1,014, test2016 1,000, test2017 ..."""
-    src, tgt = _languages(pair, {"en", "de", "fr", "cs"})
-    names = ["train", "valid", "test2016", "test2017", "test2017_mscoco"]
-    required = names[:3]  # Czech has no 2017 test sets
-    splits = []
-    for name in names:
-        if name in required or all(_has(data_dir, f"multi30k/{name}.{lang}") for lang in (src, tgt)):
-            files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
-            splits.append(_file_split(name, *files))
-    return splits
-
-
-def tatoeba_side(english: str, seed: int) -> str:
-    """The split of every pair with this English sentence: a seeded hash, so no sentence is in two."""
-    digest = hashlib.blake2b(f"{seed}\0{english}".encode(), digest_size=8).digest()
-    u = int.from_bytes(digest, "big") / 2**64
-    return "valid" if u < HELDOUT else "test" if u < 2 * HELDOUT else "train"
-
-
-def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> list[Split]:
-    """Tatoeba de-en or es-en; the files are one list, split here by hashing the English side."""
-    src, tgt = _languages(pair, {"en", "de", "es"})
-    other = tgt if src == "en" else src
-    folder = {"de": "tatoeba_deu_eng", "es": "tatoeba_spa_eng"}[other]
-    files = {lang: _corpus_file(data_dir, f"{folder}/train.{lang}", "tatoeba") for lang in (src, tgt)}
-    english_first = src == "en"
-
-    def part(name: str) -> Callable[[], Iterator[tuple[str, str]]]:
-        def pairs() -> Iterator[tuple[str, str]]:
-            for s, t in read_pairs(files[src], files[tgt]):
-                if tatoeba_side((s if english_first else t).strip(), seed) == name:
-                    yield s, t
-
-        return pairs
-
-    return [Split(name, part(name), (files[src], files[tgt])) for name in ("train", "valid", "test")]
-
-
-def parallel_files(directory: Path, src: str, tgt: str) -> list[tuple[Path, Path]]:
-    """Every `STEM.src`/`STEM.tgt` pair (optionally .gz) in a directory, less dev and test sets."""
-    found = []
-    for src_path in sorted(directory.iterdir()):
-        stem = src_path.name.removesuffix(".gz").removesuffix(f".{src}")
-        if src_path.name not in (f"{stem}.{src}", f"{stem}.{src}.gz"):
-            continue
-        if stem.lower().startswith(("valid", "dev", "test", "newstest")):
-            continue
-        for tgt_path in (directory / f"{stem}.{tgt}", directory / f"{stem}.{tgt}.gz"):
-            if tgt_path.is_file():
-                found.append((src_path, tgt_path))
-                break
-    return found
-
-
-def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Split]:
-    """WMT14 EN-DE: training from a directory of parallel files, newstest2013 valid, newstest2014 test."""
-    src, tgt = _languages(pair, {"en", "de"})
-    train_dir = train_dir or data_dir / "opennmt_toy_ende"
-    if not train_dir.is_dir():
-        raise DataError(f"wmt14: training directory {train_dir} does not exist; pass --train-dir")
-    train_files = parallel_files(train_dir, src, tgt)
-    if not train_files:
-        raise DataError(f"wmt14: no STEM.{src}/STEM.{tgt} file pairs in {train_dir}")
-    for pair_files in train_files:
-        check_parallel(*pair_files)
-
-    def train() -> Iterator[tuple[str, str]]:
-        for files in train_files:
-            yield from read_pairs(*files)
-
-    splits = [Split("train", train)]
-    for name, stem in (("valid", "newstest2013"), ("newstest2014", "newstest2014")):
-        files = [_corpus_file(data_dir, f"wmt14_en_de/{stem}.{lang}", "wmt14") for lang in (src, tgt)]
-        splits.append(_file_split(name, *files))
-    return splits
-
-
-def ptb_splits(data_dir: Path, spelled: bool = True) -> list[Split]:
-    """WSJ sample: words -> linearised tree (§6.3), split by file number as in `PTB_FILES`;
-    `spelled` trees write the words where Vinyals & Kaiser write `XX` (`treebank.linearize`)."""
-    folder = data_dir / "ptb_wsj_sample" / "mrg"
-    _corpus_file(data_dir, "ptb_wsj_sample/mrg/wsj_0001.mrg", "ptb")
-
-    def part(first: int, last: int) -> Callable[[], Iterator[tuple[str, str]]]:
-        def pairs() -> Iterator[tuple[str, str]]:
-            files = [folder / f"wsj_{n:04d}.mrg" for n in range(first, last + 1)]
-            for tree in treebank.read_trees([f for f in files if f.exists()]):
-                cleaned = treebank.clean(tree)
-                yield " ".join(treebank.leaves(cleaned)), " ".join(treebank.linearize(cleaned, spelled))
-
-        return pairs
-
-    return [Split(name, part(*numbers)) for name, numbers in PTB_FILES.items()]
-
-
-def ptb_symbols(splits: list[Split]) -> list[str]:
-    """Every bracket token of the linearised trees and the POS placeholder, to be single pieces."""
-    symbols = {treebank.PLACEHOLDER}
-    for split in splits:
-        for _, target in split.pairs():
-            symbols.update(t for t in target.split() if t[0] in "()" and len(t) > 1)
-    return sorted(symbols)
-
-
-# --- tokenizer ------------------------------------------------------------------------------------
-
-
-def load_tokenizer(path: str | os.PathLike[str]) -> spm.SentencePieceProcessor:
-    """The sentencepiece model of a prepared directory (or a .model file)."""
-    path = Path(path)
-    model = path / "spm.model" if path.is_dir() else path
-    if not model.is_file():
-        raise DataError(f"no sentencepiece model at {model}; run `attnlab data prepare` first")
-    return spm.SentencePieceProcessor(model_file=str(model))
-
-
-def train_tokenizer(
-    sentences: Iterable[str], prefix: Path, vocab_size: int, seed: int, symbols: Iterable[str] = ()
-) -> spm.SentencePieceProcessor:
-    """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
-
-    Identity normalisation, kept whitespace and byte fallback make decode(encode(line)) == line for
-    every stripped line: no unknown pieces (rare characters become byte pieces) and no NFKC
-    rewriting of the references. Each of `symbols` becomes one piece with its word-boundary marker,
-    so `(NP` costs one id rather than two.
-    """
-    spm.set_random_generator_seed(seed)
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
-            model_prefix=str(prefix),
-            model_type="bpe",
-            vocab_size=vocab_size,
-            byte_fallback=True,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            user_defined_symbols=["\u2581" + s for s in symbols],
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            input_sentence_size=SAMPLE_SENTENCES,
-            shuffle_input_sentence=True,
-            num_threads=min(os.cpu_count() or 1, 16),
-            minloglevel=2,
-        )
-    except RuntimeError as error:
-        raise DataError(f"sentencepiece training failed: {str(error).splitlines()[0]}") from None
-    return load_tokenizer(f"{prefix}.model")
 
 
 def _training_sentences(split: Split) -> Iterator[str]:
@@ -571,8 +321,6 @@ def cli(argv: list[str]) -> int:
     down.add_argument("--url-base", help="fetch from this mirror instead (same paths; http(s):// or file://)")
     args = parser.parse_args(argv)
     if args.command == "download":
-        from attnlab import download
-
         download.download(args.corpus, args.out, url_base=args.url_base)
         return 0
     prepare(

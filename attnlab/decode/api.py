@@ -1,4 +1,4 @@
-"""The Python API users script against, and the `translate` / `parse` / `record` commands.
+"""The Python API users script against: `attnlab.load()` and the `Model` it returns.
 
     model = attnlab.load("checkpoints/multi30k-en-de")
     result = model.translate("A dog runs in the park.", record=True)
@@ -12,22 +12,22 @@ that was produced, which equals what the decoder computed step by step (tested).
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnlab.checkpoint import load_model
-from attnlab.data import load_tokenizer
-from attnlab.decode import Hypothesis, generate
+from attnlab.data.tokenizer import load_tokenizer
+from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
+from attnlab.decode.constrain import TreeConstraint
+from attnlab.decode.search import Hypothesis, generate
 from attnlab.errors import AttnlabError, ModelInputError
-from attnlab.model import Transformer
-from attnlab.record import ablate, model_info, record
-from attnlab.trace import AttentionTrace
+from attnlab.model.checkpoint import latest_valid, load_model
+from attnlab.model.transformer import Transformer
+from attnlab.record import ablate
+from attnlab.record.recorder import model_info, record
+from attnlab.record.trace import AttentionTrace
 
 PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"}
 DEFAULTS = {
@@ -96,8 +96,6 @@ class Model:
         ids = [i for i in produced if i != self.config.eos_id]
         text = self.tokenizer.decode(ids)
         if self.task == "parse":
-            from attnlab.treebank import delinearize, to_string
-
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
         return text
 
@@ -144,8 +142,6 @@ class Model:
 
     def _tree_constraint(self, texts: list[str]):
         """Parsers decode under `TreeConstraint`: one leaf per input word, balanced brackets."""
-        from attnlab.constrain import TreeConstraint
-
         pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.get_piece_size())]
         sentences = [self._source_text(t).split() for t in texts]
         spelled = [[self.tokenizer.encode(w) for w in sentence] for sentence in sentences] if self.spelled else None
@@ -206,8 +202,6 @@ class Model:
         bracketed tree (or, with `target_is_linear`, its linearisation)."""
         src_ids, truncated = self.encode_source(source, truncate)
         if self.task == "parse" and not target_is_linear:
-            from attnlab.treebank import linearize, parse_tree
-
             target = " ".join(linearize(parse_tree(target), self.spelled))
         if not target.strip():
             raise ModelInputError("the target is empty")
@@ -242,8 +236,6 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     docs/BENCHMARKS.md; fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    from attnlab.checkpoint import latest_valid
-
     path = Path(path)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)
@@ -252,106 +244,3 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
         path = newest
     model, meta = load_model(path, device, dtype=DTYPES[dtype])
     return Model(model, load_tokenizer(path / "spm.model"), meta, str(path))
-
-
-# -- command line -------------------------------------------------------------------------------
-def _lines(source: str | None) -> list[str]:
-    if source in (None, "-"):
-        return sys.stdin.read().splitlines()
-    try:
-        return Path(source).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise AttnlabError(f"cannot read {source}: {error}") from None
-
-
-def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dtype",
-        choices=sorted(DTYPES),
-        default="fp32",
-        help="bf16: about 2x faster decoding on CPUs with bf16 instructions (docs/BENCHMARKS.md)",
-    )
-
-
-def _decode_cli(argv: list[str], task: str) -> int:
-    defaults = DEFAULTS[task]
-    parser = argparse.ArgumentParser(
-        prog=f"attnlab {task}", description=f"{task.capitalize()} lines (one output line per input line)."
-    )
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
-    parser.add_argument("--beam", type=int, default=defaults["beam"])
-    parser.add_argument("--alpha", type=float, default=defaults["alpha"])
-    parser.add_argument("--max-len-a", type=float, default=1.0)
-    parser.add_argument("--max-len-b", type=int, default=defaults["max_len_b"])
-    parser.add_argument("--truncate", action="store_true", help="cut over-long inputs instead of failing them")
-    add_dtype_argument(parser)
-    args = parser.parse_args(argv)
-    model = load(args.checkpoint, dtype=args.dtype)
-    if task == "parse" and model.task != "parse":
-        raise AttnlabError(f"{args.checkpoint} is a {model.task} model, not a parser")
-    lines = _lines(args.input)
-    start = time.time()
-    good = [i for i, line in enumerate(lines) if line.strip()]
-    outputs = [""] * len(lines)
-    failed = 0
-    if good:
-        try:
-            results = model.translate(
-                [lines[i] for i in good], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate
-            )
-            for i, result in zip(good, results, strict=True):
-                outputs[i] = result.text
-        except ModelInputError:  # find the offending lines, decode the rest
-            for i in good:
-                try:
-                    outputs[i] = model.translate(
-                        lines[i], args.beam, args.alpha, args.max_len_a, args.max_len_b, truncate=args.truncate
-                    ).text
-                except ModelInputError as error:
-                    failed += 1
-                    print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
-    sys.stdout.write("".join(out + "\n" for out in outputs))
-    print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
-    return 0
-
-
-def cli_translate(argv: list[str]) -> int:
-    return _decode_cli(argv, "translate")
-
-
-def cli_parse(argv: list[str]) -> int:
-    return _decode_cli(argv, "parse")
-
-
-def cli_record(argv: list[str]) -> int:
-    """`attnlab record --checkpoint DIR "sentence" ... | --input FILE --out DIR`."""
-    parser = argparse.ArgumentParser(
-        prog="attnlab record", description="Decode sentences and save their attention traces."
-    )
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("sentences", nargs="*")
-    parser.add_argument("--input", "-i", help="file with one sentence per line")
-    parser.add_argument("--reference", help="file of target lines: record teacher-forced on them instead of decoding")
-    parser.add_argument("--out", default="traces", help="directory for the .trace files")
-    parser.add_argument("--beam", type=int)
-    args = parser.parse_args(argv)
-    sentences = list(args.sentences) + (_lines(args.input) if args.input else [])
-    if not sentences:
-        raise AttnlabError("give sentences as arguments or --input FILE")
-    model = load(args.checkpoint)
-    references = _lines(args.reference) if args.reference else None
-    if references is not None and len(references) != len(sentences):
-        raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")
-    out = Path(args.out)
-    for i, sentence in enumerate(sentences):
-        if references is not None:
-            result = model.score(sentence, references[i], record=True)
-        else:
-            result = model.translate(sentence, beam=args.beam, record=True)
-        path = result.trace.save(out / f"{i:05d}.trace")
-        print(f"{path}\t{result.text}")
-    return 0

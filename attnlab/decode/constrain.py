@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnlab.decode import Stepper
-from attnlab.treebank import PLACEHOLDER
+from attnlab.data.treebank import PLACEHOLDER
+from attnlab.decode.search import Stepper
 
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 

@@ -19,7 +19,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from attnlab.model import KVCache, Transformer
+from attnlab.model.transformer import KVCache, Transformer
 
 
 @dataclass

@@ -12,11 +12,13 @@ A checkpoint directory holds
 It is assembled in a temporary sibling directory and renamed into place, so a killed write
 leaves no directory that looks valid; the manifest catches truncation afterwards. Nothing is
 ever unpickled: a file that is not safetensors/JSON is refused.
+
+A run directory keeps its checkpoints as `RUN_DIR/checkpoints/step_N`; `latest_valid` finds the
+newest one that verifies (what resuming and `attnlab.load(RUN_DIR)` open).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -31,12 +33,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from attnlab.config import ModelConfig
 from attnlab.errors import CheckpointError, ConfigError
-from attnlab.model import Transformer
+from attnlab.model.config import ModelConfig
+from attnlab.model.transformer import Transformer
 
 MANIFEST = "manifest.json"
-_STEP = re.compile(r"^step_(\d+)$")
+STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 def _sha256(path: Path) -> str:
@@ -117,7 +119,7 @@ def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
     return manifest
 
 
-def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
@@ -141,7 +143,7 @@ def load_model(
     verify(directory, deep=deep)
     config, meta = read_config(directory)
     model = Transformer(config)
-    weights = _read_safetensors(directory / "model.safetensors")
+    weights = read_safetensors(directory / "model.safetensors")
     expected = model.state_dict()
     if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
         raise CheckpointError(f"{directory}: weights do not match the config (foreign or edited checkpoint)")
@@ -151,7 +153,7 @@ def load_model(
 
 def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     directory = Path(directory)
-    tensors = _read_safetensors(directory / "trainer.safetensors")
+    tensors = read_safetensors(directory / "trainer.safetensors")
     try:
         state = json.loads((directory / "trainer.json").read_text())
     except (OSError, ValueError):
@@ -164,7 +166,7 @@ def step_dirs(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP.match(p.name)) and p.is_dir()]
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
     return sorted(found)
 
 
@@ -184,67 +186,3 @@ def prune(run_dir: str | os.PathLike, keep: int) -> None:
     if keep > 0:
         for _, path in step_dirs(run_dir)[:-keep]:
             shutil.rmtree(path, ignore_errors=True)
-
-
-def average(directories: list[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the checkpoints' weights (§6.1), in fp64 then back to fp32."""
-    if not directories:
-        raise CheckpointError("no checkpoints to average")
-    total: dict[str, torch.Tensor] = {}
-    for directory in directories:
-        verify(directory)
-        for name, tensor in _read_safetensors(directory / "model.safetensors").items():
-            if name in total and total[name].shape != tensor.shape:
-                raise CheckpointError(f"{directory}: {name} has another shape; checkpoints of different models")
-            total[name] = total.get(name, 0) + tensor.double()
-    return {name: (tensor / len(directories)).float() for name, tensor in total.items()}
-
-
-def average_run(
-    run_dir: str | os.PathLike,
-    last: int,
-    out: str | os.PathLike,
-    dtype: torch.dtype = torch.float32,
-    snapshots: int = 0,
-) -> Path:
-    """Average the last `last` checkpoints of a run into a new checkpoint directory."""
-    chosen = [p for _, p in step_dirs(run_dir)][-last:]
-    if len(chosen) < last:
-        warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
-    model, meta = load_model(chosen[-1])
-    model.load_state_dict(average(chosen))
-    meta = dict(meta, averaged=[p.name for p in chosen])
-    out = save_checkpoint(out, model, chosen[-1] / "spm.model", meta=meta, dtype=dtype)
-    copy_probes(run_dir, out, snapshots)
-    return out
-
-
-def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
-    """Ship up to `snapshots` of the run's probe snapshots (evenly spaced, the last included)
-    inside the checkpoint, so the explorer's training timeline works without the run."""
-    root = Path(run_dir) / "probes"
-    steps = sorted((int(m.group(1)), p) for p in root.glob("step_*") if (m := _STEP.match(p.name)))
-    if not steps or snapshots <= 0:
-        return
-    stride = max(1, -(-len(steps) // snapshots))
-    chosen = steps[::-1][::stride][::-1]
-    for _, path in chosen:
-        shutil.copytree(path, out / "probes" / path.name, dirs_exist_ok=True)
-
-
-def cli(argv: list[str]) -> int:
-    """`attnlab average RUN_DIR --last K --out DIR`."""
-    parser = argparse.ArgumentParser(prog="attnlab average", description=average_run.__doc__)
-    parser.add_argument("run_dir")
-    parser.add_argument(
-        "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"
-    )
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
-    parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
-    args = parser.parse_args(argv)
-    if not step_dirs(args.run_dir):
-        raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
-    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.probes)
-    print(f"averaged checkpoints written to {path}")
-    return 0

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from attnlab.config import PRESETS, ModelConfig, parse_overrides, preset
+from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
 
 PAPER_RUNS = {"base": (12 * 3600, 8, 9.5e12, 3.3e18), "big": (3.5 * 24 * 3600, 8, 9.5e12, 2.3e19)}
 

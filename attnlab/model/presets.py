@@ -7,8 +7,8 @@ import json
 
 import torch
 
-from attnlab.config import PRESETS
-from attnlab.model import Transformer, count_parameters
+from attnlab.model.config import PRESETS
+from attnlab.model.transformer import Transformer, count_parameters
 
 COLUMNS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "p_drop", "eps_ls", "positional")
 

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.config import ModelConfig
 from attnlab.errors import ModelInputError
+from attnlab.model.config import ModelConfig
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]

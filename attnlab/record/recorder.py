@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from attnlab.errors import AttnlabError
-from attnlab.model import MultiHeadAttention, Transformer
-from attnlab.trace import KINDS, AttentionTrace
+from attnlab.model.transformer import MultiHeadAttention, Transformer
+from attnlab.record.trace import KINDS, AttentionTrace
 
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)$")
 
@@ -179,27 +179,6 @@ def record(
     finally:
         for module in modules:
             module.hook = None
-
-
-@contextmanager
-def ablate(model: Transformer, heads: dict[tuple[str, int], Sequence[int]]) -> Iterator[None]:
-    """Switch heads off while the block runs: {(kind, layer): [head, ...]} -> their output is 0
-    before W^O, as if the head were pruned (Michel et al., 2019). Always restored on exit."""
-    chosen = []
-    for module in model.attention_modules():
-        kind, layer = hook_point(module)
-        off = heads.get((kind, layer)) or heads.get((kind, layer - model.config.n_layers))
-        if off:
-            mask = torch.ones(model.config.n_heads, device=module.w_o.weight.device)
-            mask[list(off)] = 0.0
-            chosen.append((module, mask))
-    try:
-        for module, mask in chosen:
-            module.head_mask = mask
-        yield
-    finally:
-        for module, _ in chosen:
-            module.head_mask = None
 
 
 def weights_hash(model: torch.nn.Module) -> str:

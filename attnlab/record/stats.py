@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from attnlab.trace import EOS, AttentionTrace
+from attnlab.record.trace import EOS, AttentionTrace
 
 COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load, save
 
 from attnlab.errors import AttnlabError, CheckpointError
 
@@ -106,8 +107,6 @@ class AttentionTrace:
     # -- files ----------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename) as safetensors + JSON metadata."""
-        from safetensors.numpy import save
-
         tensors = {
             f"{kind}.{i}": np.ascontiguousarray(m, dtype=np.float32)
             for kind in self.maps
@@ -138,8 +137,6 @@ class AttentionTrace:
     @classmethod
     def load(cls, path: str | os.PathLike) -> AttentionTrace:
         """Read a trace file; anything else (damaged, foreign, another version) is a one-line error."""
-        from safetensors.numpy import load
-
         path = Path(path)
         if not path.is_file():
             raise CheckpointError(f"{path}: no such trace file")

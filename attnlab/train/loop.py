@@ -23,16 +23,20 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import Tensor
+from tqdm import tqdm
 
-from attnlab import checkpoint as ckpt
-from attnlab.batching import Batch, TokenBatchSampler, collate
-from attnlab.config import PRESETS, ModelConfig, parse_overrides, preset
-from attnlab.data import ParallelData, load_tokenizer
+from attnlab.data.batching import Batch, TokenBatchSampler, collate
+from attnlab.data.prepared import ParallelData
+from attnlab.data.tokenizer import load_tokenizer
 from attnlab.errors import CheckpointError, ConfigError
-from attnlab.flops import measure_matmul_peak, train_flops_per_target_token
-from attnlab.model import Transformer, count_parameters
+from attnlab.model import checkpoint as ckpt
+from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
+from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
+from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.train.dev import dev_report
+from attnlab.train.recipes import recipe
+from attnlab.train.regime import learning_rate, make_loss, make_optimizer, training_kernels
 
 
 @dataclass
@@ -59,47 +63,6 @@ class TrainConfig:
     eval_sentences: int = 200  # dev pairs for loss/PPL/BLEU at each checkpoint (0 = skip)
     probes: int = 4  # dev pairs recorded at each checkpoint for the explorer's timeline
     device: str = "auto"
-
-
-def learning_rate(step: int, d_model: int, warmup: int = 4000, scale: float = 1.0) -> float:
-    """Eq. (3): d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
-    step = max(step, 1)
-    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
-def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
-    """Summed (label-smoothed loss, NLL) over non-pad targets (§5.4, Szegedy et al.).
-
-    q = (1 - ε)·one_hot + ε/V; the NLL is returned separately because perplexity is of it.
-    """
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, L, V)
-    keep = target.ne(pad_id)
-    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    smooth = -lprobs.mean(-1)
-    loss = (1.0 - eps) * nll + eps * smooth
-    return loss[keep].sum(), nll[keep].sum()
-
-
-def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
-    """§5.3: Adam(β1 0.9, β2 0.98, ε 1e-9); the learning rate is set every step by Eq. (3).
-    `fused`: one kernel for all parameters instead of a few per tensor (same update rule)."""
-    return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
-
-
-def make_loss(compile: bool = False):
-    """The loss function to train with. Compiled, log-softmax, gather and mean over the
-    vocabulary fuse (3× faster on CPU) at ~20 s of compilation, so it comes with --compile."""
-    return torch.compile(label_smoothed_loss, dynamic=True) if compile else label_smoothed_loss
-
-
-def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
-    """On CPU in bf16, PyTorch's fused attention backward is ~3× slower than the math kernel
-    (profile in docs/BENCHMARKS.md): train on the math kernel there. Same maths, other kernel."""
-    if device_type == "cpu" and autocast:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        return sdpa_kernel(SDPBackend.MATH)
-    return contextlib.nullcontext()
 
 
 def _distributed() -> tuple[int, int]:
@@ -263,7 +226,7 @@ class Trainer:
             handle.write(json.dumps(record) + "\n")
         if self.tensorboard is None:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils.tensorboard import SummaryWriter  # optional: tensorboard is not a dependency
 
                 self.tensorboard = SummaryWriter(str(self.out / "tensorboard"))
             except ImportError:
@@ -286,8 +249,6 @@ class Trainer:
                 + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""),
                 file=sys.stderr,
             )
-        from tqdm import tqdm
-
         bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, dynamic_ncols=True, file=sys.stderr)
         stream = self.batches()
         window_start, window_tokens, last_saved = time.time(), 0.0, None
@@ -334,8 +295,6 @@ class Trainer:
 
     def evaluate(self, checkpoint_dir: Path) -> None:
         """Dev loss/PPL (and BLEU once decoding exists) plus probe traces for the timeline."""
-        from attnlab.evaluate import dev_report
-
         if self.cfg.eval_sentences <= 0 and self.cfg.probes <= 0:
             return
         report = dev_report(self.model, self.cfg.data, checkpoint_dir, self.out, self.step, self.cfg)
@@ -354,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
     )
     parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
-    parser.add_argument("--recipe", help="a named recipe (see attnlab.recipes) that fills in every other option")
+    parser.add_argument("--recipe", help="a named recipe (see attnlab.train.recipes) that fills in every other option")
     parser.add_argument("--data", help="a directory written by `attnlab data prepare`")
     parser.add_argument("--out", help="run directory (checkpoints, metrics.jsonl); an existing one resumes")
     for f in dataclasses.fields(TrainConfig):
@@ -372,8 +331,6 @@ def config_from_args(argv: list[str]) -> TrainConfig:
     args, rest = build_parser().parse_known_args(argv)
     values: dict[str, Any] = {}
     if args.recipe:
-        from attnlab.recipes import recipe
-
         values.update(recipe(args.recipe))
     overrides = dict(values.pop("overrides", {}))
     overrides.update(parse_overrides(rest))

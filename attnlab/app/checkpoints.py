@@ -1,0 +1,71 @@
+"""What both screens (the Panel explorer and the notebook widgets) need besides drawing, free of
+Panel and ipywidgets: the bundled checkpoints, a loaded model shared by all sessions of one
+server (loaded once, read only: sessions never change the weights), and the probe traces a
+training run recorded at each checkpoint (the training timeline).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attnlab.decode.api import load
+from attnlab.errors import CheckpointError
+from attnlab.model.checkpoint import STEP_DIR
+
+ROOT = Path(__file__).resolve().parents[2]  # the source checkout: apps/, checkpoints/
+BUNDLED = ROOT / "checkpoints"
+
+
+def find_checkpoints(extra: Sequence[str | Path] = (), bundled: Path = BUNDLED) -> dict[str, str]:
+    """{display name: path}: the bundled checkpoints, then the given ones (kept even when they are
+    not checkpoints, so that the app can say what is wrong with them)."""
+    found: dict[str, str] = {}
+    if bundled.is_dir():
+        for path in sorted(bundled.iterdir()):
+            if (path / "manifest.json").is_file():
+                found[path.name] = str(path)
+    for path in extra:
+        path = Path(path).expanduser()
+        name = path.name or str(path)
+        if name in found and found[name] != str(path):
+            name = str(path)
+        found[name] = str(path)
+    return found
+
+
+_MODELS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def open_model(path: str | Path) -> Any:
+    """`attnlab.load(path)`, cached per server process: sessions share one read-only model."""
+    key = str(Path(path).expanduser().resolve())
+    with _LOCK:
+        if key not in _MODELS:
+            if not Path(key).exists():
+                raise CheckpointError(f"{path}: no such directory")
+            _MODELS[key] = load(key)
+        return _MODELS[key]
+
+
+def probe_snapshots(path: str | Path) -> list[tuple[int, list[Path]]]:
+    """(step, probe trace files) recorded during training, oldest first.
+
+    Looks for `probes/step_N/probe_K.trace` in the directory itself (a bundled checkpoint or a
+    run directory) and in the run directory above `RUN/checkpoints/step_N`."""
+    path = Path(path)
+    for candidate in (path / "probes", path.parent / "probes", path.parent.parent / "probes"):
+        if candidate.is_dir():
+            steps = []
+            for step_dir in candidate.iterdir():
+                match = STEP_DIR.match(step_dir.name)
+                files = sorted(step_dir.glob("probe_*.trace"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+                if match and files:
+                    steps.append((int(match.group(1)), files))
+            if steps:
+                return sorted(steps)
+    return []

@@ -1,0 +1,44 @@
+"""The Heads dashboard tab: one row per head with the statistics `attnlab.record.stats` computed
+for the trace, as a table and as a scatter of two chosen columns. Picking a head in either
+opens it in every other view: the way to find, say, the heads that look at the previous word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+
+
+class DashboardTab(pn.viewable.Viewer):
+    """All heads side by side, by their statistics."""
+
+    def __init__(self, store: Store, redraw: Callable[[], None]) -> None:
+        """`redraw` is called when the chosen axes change (the page redraws when the tab shows)."""
+        super().__init__()
+        self.store = store
+        self.x = pn.widgets.Select(label="x", options=list(viz.STAT_COLUMNS), value="entropy", width=110)
+        self.y = pn.widgets.Select(label="y", options=list(viz.STAT_COLUMNS), value="distance", width=110)
+        self.figures = pn.Row(css_classes=["attn-stats"])
+        self.layout = pn.Column(pn.Row(self.x, self.y), self.figures)
+        for axis in (self.x, self.y):
+            axis.param.watch(lambda _event: redraw(), "value")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def draw(self) -> None:
+        source = viz.stats_source(self.store.stats)
+        source.selected.on_change("indices", self._selected)
+        self.figures.objects = [
+            pn.pane.Bokeh(viz.stats_table(source)),
+            pn.pane.Bokeh(viz.stats_scatter(source, self.x.value, self.y.value)),
+        ]
+
+    def _selected(self, _attr: str, _old: list[int], new: list[int]) -> None:
+        if new:
+            row = self.store.stats[new[0]]
+            self.store.select(row["kind"], row["layer"], row["head"])

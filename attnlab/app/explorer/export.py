@@ -1,0 +1,104 @@
+"""The Export bar: downloads of what the session shows, made on the server when clicked and
+needing no browser or network to open: the open head as PNG or SVG, the whole trace (reload it
+with `AttentionTrace.load`), and the current views as one self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import panel as pn
+from bokeh.layouts import column, row
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+from attnlab.record.equation import attention_parts
+
+T = TypeVar("T")
+
+
+def _download(
+    callback: Callable[[], io.IOBase | None], filename: str, label: str, width: int = 90
+) -> pn.widgets.FileDownload:
+    """A download button, off until there is a trace to export."""
+    return pn.widgets.FileDownload(
+        callback=callback, filename=filename, label=label, color="light", width=width, disabled=True
+    )
+
+
+class ExportBar(pn.viewable.Viewer):
+    """The download buttons; their file names follow the open head and the run."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.png_download = _download(self.png, "head.png", "PNG")
+        self.svg_download = _download(self.svg, "head.svg", "SVG")
+        self.trace_download = _download(self.trace_file, "attention.trace", "trace")
+        self.html_download = _download(self.html, "attention.html", "HTML page", width=110)
+        self.layout = pn.Row(
+            pn.pane.HTML("<b>Export</b>", align="center"),
+            self.png_download,
+            self.svg_download,
+            self.trace_download,
+            self.html_download,
+        )
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def enable(self) -> None:
+        for button in (self.png_download, self.svg_download, self.trace_download, self.html_download):
+            button.disabled = False
+
+    def name_files(self) -> None:
+        """Name the files after what they hold, so that several downloads do not overwrite each other."""
+        store = self.store
+        stem = f"{store.kind}-L{store.layer}-H{store.head}"
+        self.png_download.filename, self.svg_download.filename = f"{stem}.png", f"{stem}.svg"
+        self.trace_download.filename = f"attention-run{store.run}.trace"
+        self.html_download.filename = f"attention-run{store.run}.html"
+
+    def png(self) -> io.BytesIO | None:
+        image = self._open_head(viz.heatmap_png)
+        return None if image is None else io.BytesIO(image)
+
+    def svg(self) -> io.StringIO | None:
+        image = self._open_head(viz.heatmap_svg)
+        return None if image is None else io.StringIO(image)
+
+    def _open_head(self, render: Callable[..., T]) -> T | None:
+        """The open head rendered as the Heads tab shows it (mask overlay, colour scale)."""
+        store = self.store
+        if store.trace is None:
+            return None
+        return render(store.trace, store.kind, store.layer, store.head, mask=store.mask, vmax=store.vmax)
+
+    def trace_file(self) -> io.BytesIO | None:
+        if self.store.trace is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.store.trace.save(Path(tmp) / "attention.trace")
+            return io.BytesIO(path.read_bytes())
+
+    def html(self) -> io.StringIO | None:
+        """The current views as one self-contained page (bokeh inlined, opens offline)."""
+        store, trace = self.store, self.store.trace
+        if trace is None:
+            return None
+        vmax = store.vmax
+        source = viz.stats_source(store.stats)
+        q_labels, k_labels = trace.labels(store.kind)
+        parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
+        layout = column(
+            viz.summary_div(trace),
+            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax),
+                viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax)),
+            row(viz.mask_figure(trace, store.kind), viz.computation_figure(parts, min(store.query, len(q_labels) - 1), q_labels, k_labels)),
+            row(viz.stats_table(source), viz.stats_scatter(source)),
+        )  # fmt: skip
+        return io.StringIO(viz.standalone_html(layout, title=f"attnlab: {trace.meta.get('text', '')[:60]}"))

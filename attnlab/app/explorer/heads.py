@@ -1,0 +1,69 @@
+"""The Heads tab: the grid of every head of the open kind (a click opens one), the open head's
+heatmap, and a caption that says what is shown. Both figures are edited in place after the first
+draw, so that a new selection sends only new data to the browser, not new figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+from attnlab.record.trace import AttentionTrace
+
+
+def bokeh_edit(edit: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """Change bokeh models directly (in place), in a next-tick callback when in a server session:
+    there bokeh holds the document lock and sends the changes itself, in order."""
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None:
+        doc.add_next_tick_callback(lambda: edit(*args, **kwargs))
+    else:
+        edit(*args, **kwargs)
+
+
+class HeadsTab(pn.viewable.Viewer):
+    """Every head at a glance, and the open one up close."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.caption = pn.pane.HTML("", css_classes=["attn-head-caption", "attn-muted"])
+        self.grid = pn.pane.Bokeh(None, css_classes=["attn-grid"])
+        self.heatmap = pn.pane.Bokeh(None, css_classes=["attn-head"])
+        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap))
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def picked(self, layer: int, head: int) -> None:
+        """A click on the grid: open that head of the kind shown."""
+        self.store.select(layer=layer, head=head)
+
+    def draw_heatmap(self) -> None:
+        bokeh_edit(self._show_head, self.store.trace, self.store.vmax)
+
+    def draw_grid(self) -> None:
+        store = self.store
+        options = {"selected": (store.layer, store.head), "mask": store.mask, "vmax": store.vmax}
+        if self.grid.object is None:
+            self.grid.object = viz.grid(store.trace, store.kind, on_select=self.picked, **options)
+        else:
+            bokeh_edit(viz.update_grid, self.grid.object, store.trace, store.kind, **options)
+
+    def _show_head(self, trace: AttentionTrace, vmax: float | None) -> None:
+        store = self.store
+        selection = (trace, store.kind, store.layer, store.head)
+        if self.heatmap.object is None:
+            self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax)
+        else:
+            viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax)
+        q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
+        self.caption.object = (
+            f"<span class='attn-caption'>showing {store.kind} · layer {store.layer} · head {store.head} · "
+            f"{q_len}×{k_len} · mask overlay {'on' if store.mask else 'off'} · colours "
+            f"{'0..max' if store.scale_to_max else '0..1'}</span>"
+        )

@@ -1,0 +1,91 @@
+"""The result as text: the translation (or parse), the scored reference, the finished hypotheses,
+the parse drawn as a tree, and the word diff the ablation tab uses to show what changed. The
+stylesheet is here because every pane that shows an output sentence uses it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+from attnlab.errors import AttnlabError
+
+CSS = """
+.attn-output { font-size: 1.35em; line-height: 1.4; margin: 4px 0 8px 0; overflow-wrap: anywhere; }
+table.attn-hyps td:last-child { overflow-wrap: anywhere; }
+table.attn-hyps td { white-space: nowrap; } table.attn-hyps td:last-child { white-space: normal; }
+.attn-muted { color: #666; font-size: 0.9em; }
+table.attn-hyps { border-collapse: collapse; font-size: 0.9em; }
+table.attn-hyps td, table.attn-hyps th { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }
+del { background: #fdd; } ins { background: #dfd; text-decoration: none; }
+"""
+
+
+class Output(pn.viewable.Viewer):
+    """The decoded text above the attention views, and for a parser its tree."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.text = pn.pane.HTML("", width=900, css_classes=["attn-output-pane"], stylesheets=[CSS])
+        self.tree = pn.pane.Bokeh(None)
+        self.tree_box = pn.Column(self.tree, visible=False)  # (the Bokeh pane syncs its own `visible` from the figure)
+        self.layout = pn.Column(self.text, self.tree_box)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def show(self) -> None:
+        """Show the store's new result; a parse that is not a well-formed tree is shown as text only."""
+        store = self.store
+        self.text.object = self._html()
+        if store.model.task == "parse":
+            try:
+                self.tree.object = viz.tree_figure((store.scored or store.result).text)
+                self.tree_box.visible = True
+            except AttnlabError:
+                self.tree_box.visible = False
+        else:
+            self.tree_box.visible = False
+
+    def _html(self) -> str:
+        store = self.store
+        result, scored = store.result, store.scored
+        label = "Parse" if store.model.task == "parse" else "Translation"
+        parts = [
+            f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'>{html.escape(result.text)}</div>"
+        ]
+        if scored is not None:
+            parts.append(
+                f"<div class='attn-muted'>Reference (the attention below is teacher-forced on it): "
+                f"log P = {scored.logprob:.3f}, per token {scored.score:.3f}</div><div class='attn-output'>{html.escape(scored.text)}</div>"
+            )
+        rows = "".join(
+            f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td><td>{html.escape(h.text)}</td></tr>"
+            for rank, h in enumerate(result.hypotheses)
+        )
+        decoding = "greedy" if store.greedy else f"beam {store.beam}, α {store.alpha:g}"
+        parts.append(
+            f"<details {'open' if len(result.hypotheses) > 1 else ''}><summary class='attn-muted'>{len(result.hypotheses)} finished "
+            f"hypotheses ({decoding})</summary><table class='attn-hyps'><tr><th>#</th><th>score</th><th>log P</th>"
+            f"<th>output</th></tr>{rows}</table></details></div>"
+        )
+        return "".join(parts)
+
+
+def word_diff(old: str, new: str) -> str:
+    """`new` against `old` word by word, as HTML: removed words in <del>, added ones in <ins>."""
+    a, b = old.split(), new.split()
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b).get_opcodes():
+        if op == "equal":
+            out.append(html.escape(" ".join(a[i1:i2])))
+        if op in ("delete", "replace"):
+            out.append(f"<del>{html.escape(' '.join(a[i1:i2]))}</del>")
+        if op in ("insert", "replace"):
+            out.append(f"<ins>{html.escape(' '.join(b[j1:j2]))}</ins>")
+    return " ".join(out)

@@ -1,0 +1,289 @@
+"""The explorer's page: the inputs on the left (checkpoint, text, reference, decoding settings),
+the output, the head selection, the export bar and the tabs on the right, and the two actions
+(open a checkpoint, translate). It decides when views redraw: a view on a hidden tab is only
+marked stale and drawn when its tab opens, so one sentence costs only the views one looks at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import panel as pn
+import torch
+
+from attnlab.app.checkpoints import find_checkpoints
+from attnlab.app.explorer.ablation import AblationTab
+from attnlab.app.explorer.dashboard import DashboardTab
+from attnlab.app.explorer.equation import EquationTab
+from attnlab.app.explorer.export import ExportBar
+from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
+from attnlab.app.explorer.output import Output
+from attnlab.app.explorer.selection import Selection
+from attnlab.app.explorer.store import Store, sentence
+from attnlab.app.explorer.timeline import TimelineTab
+from attnlab.errors import AttnlabError
+
+EXAMPLES = {
+    "translate": "A little girl in a pink dress is climbing into a wooden playhouse.",
+    "parse": "The old man saw the dog with a telescope .",
+}
+
+
+class Explorer(pn.viewable.Viewer):
+    """The views: inputs on the left, output and attention on the right."""
+
+    def __init__(self, checkpoints: dict[str, str], **params: Any) -> None:
+        super().__init__(**params)
+        self.store = store = Store()
+        self.checkpoints = dict(checkpoints)
+        self._stale: set[str] = set()
+        self._opening = False
+
+        # inputs
+        self.checkpoint_select = pn.widgets.Select(
+            label="Checkpoint", options=list(self.checkpoints), width=320, css_classes=["attn-checkpoint"]
+        )
+        self.path_input = pn.widgets.TextInput(
+            css_classes=["attn-path"], label="…or open a directory", placeholder="/path/to/checkpoint or run", width=240
+        )
+        self.open_button = pn.widgets.Button(label="Open", width=70, align="end")
+        self.model_info = pn.pane.HTML("", width=320, css_classes=["attn-muted"])
+        self.text_input = pn.widgets.TextAreaInput(
+            css_classes=["attn-source"], label="Source text", height=110, width=320, max_length=200_000
+        )
+        self.reference_input = pn.widgets.TextAreaInput(
+            css_classes=["attn-reference"],
+            label="Reference (optional; its teacher-forced attention is shown)",
+            height=60,
+            width=320,
+            max_length=200_000,
+        )
+        self.mode = pn.widgets.RadioButtonGroup(
+            label="decoding", options=["beam", "greedy"], value="beam", width=130, align="end"
+        )
+        self.beam_input = pn.widgets.IntInput.from_param(store.param.beam, label="beam size", width=75)
+        self.alpha_input = pn.widgets.FloatInput.from_param(store.param.alpha, label="α", step=0.1, width=75)
+        self.go = pn.widgets.Button(label="Translate", color="primary", width=320, css_classes=["attn-go"])
+        self.error = pn.pane.Alert("", alert_type="danger", visible=False, width=320, css_classes=["attn-error"])
+        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, width=320, css_classes=["attn-notice"])
+        self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
+
+        # views
+        self.selection = Selection(store)
+        self.output = Output(store)
+        self.heads = HeadsTab(store)
+        self.equation = EquationTab(store)
+        self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
+        self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
+        self.ablation = AblationTab(store)
+        self.export = ExportBar(store)
+        self.tabs = pn.Tabs(
+            ("Heads", self.heads),
+            ("Masks & Eq. (1)", self.equation),
+            ("Heads dashboard", self.dashboard),
+            ("Training timeline", self.timeline),
+            ("Head ablation", self.ablation),
+            dynamic=False,
+        )
+        # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
+        self._views: dict[str, tuple[int, Callable[[], None]]] = {
+            "head": (0, self.heads.draw_heatmap),
+            "grid": (0, self.heads.draw_grid),
+            "mask": (1, self.equation.draw_mask),
+            "eq1": (1, self.equation.draw_eq1),
+            "stats": (2, self.dashboard.draw),
+            "timeline": (3, self.timeline.draw),
+        }
+        self.layout = pn.Row(
+            pn.Column(
+                pn.pane.HTML("<h2 style='margin:4px 0'>attnlab explorer</h2>"),
+                self.checkpoint_select,
+                pn.Row(self.path_input, self.open_button),
+                self.model_info,
+                self.text_input,
+                self.reference_input,
+                pn.Row(self.mode, self.beam_input, self.alpha_input),
+                self.go,
+                self.error,
+                self.notice,
+                width=350,
+            ),
+            pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
+        )
+
+        # wiring
+        for box in (self.text_input, self.reference_input):  # code that sets `value` must win over stale typing
+            box.param.watch(lambda event: setattr(event.obj, "value_input", event.new), "value")
+        self.go.on_click(lambda _event: self.translate())
+        self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
+        self.checkpoint_select.param.watch(lambda event: self.open(self.checkpoints[event.new]), "value")
+        self.mode.param.watch(lambda event: store.param.update(greedy=event.new == "greedy"), "value")
+        store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
+        store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
+        store.param.watch(self._on_error, ["error", "notices"])
+        self.tabs.param.watch(lambda _event: self._refresh_stale(), "active")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    # -- actions ------------------------------------------------------------------------------------
+    def open(self, path: str) -> None:
+        """Load a checkpoint and, when it is another model than before, decode the text with it."""
+        path = (path or "").strip()
+        if self._opening:
+            return
+        if not path:
+            self.store.error = "Give a directory to open."
+            return
+        previous = self.store.model
+        if not self.store.open(path):
+            current = next((n for n, p in self.checkpoints.items() if previous and p == self.store.checkpoint), None)
+            if current is not None:  # the picker shows the model that is really loaded
+                self._opening = True
+                try:
+                    self.checkpoint_select.value = current
+                finally:
+                    self._opening = False
+            return
+        model = self.store.model
+        name = next((n for n, p in self.checkpoints.items() if p == path), None)
+        self._opening = True
+        try:
+            if name is None:  # opened by path: add it to the picker
+                name = Path(path).name or path
+                self.checkpoints[name] = path
+                self.checkpoint_select.options = list(self.checkpoints)
+            self.checkpoint_select.value = name
+        finally:
+            self._opening = False
+        config = model.config
+        self.model_info.object = (
+            f"{html.escape(str(model.path))}<br>task: <b>{model.task}</b> · {config.n_layers} layers · "
+            f"{config.n_heads} heads · d_model {config.d_model} · vocab {config.vocab_size}"
+        )
+        self.go.label = "Parse" if model.task == "parse" else "Translate"
+        self.mode.value = "beam"
+        if previous is not None and previous.task != model.task:
+            self.reference_input.value = ""  # a reference translation is no reference tree
+        if _typed(self.text_input).strip() in ("", *EXAMPLES.values()):
+            self.text_input.value = self.text_input.value_input = EXAMPLES.get(model.task, EXAMPLES["translate"])
+        self.timeline.setup()
+        self.error.visible = False
+        if model is not previous:
+            self.translate()
+
+    def translate(self) -> None:
+        """Decode what the boxes show and redraw the views; on bad input the old views stay."""
+        store = self.store
+        text, reference = _typed(self.text_input), _typed(self.reference_input)
+        started = time.perf_counter()
+        store.param.update(text=text or "", reference=reference or "")
+        self.go.loading = True
+        try:
+            if not store.submit():
+                self.status.object = (
+                    f"<span class='attn-run attn-muted'>run {store.run} · last input not decoded</span>"
+                )
+                return
+            self._update_after_run()
+        finally:
+            self.go.loading = False
+        bokeh_edit(self._set_status, started)  # after the figure edits that are queued
+
+    def _set_status(self, started: float) -> None:
+        store = self.store
+        views_ms = 1000 * (time.perf_counter() - started)
+        store.timing = dict(store.timing, views_ms=views_ms)
+        self.status.object = (
+            f"<span class='attn-run attn-muted' data-run='{store.run}'>run {store.run} · decoded in "
+            f"{store.timing['decode_ms']:.0f} ms · all views in {views_ms:.0f} ms</span>"
+        )
+
+    def _update_after_run(self) -> None:
+        self.output.show()
+        self.ablation.reset(self.store.trace)
+        self.export.enable()
+        self.export.name_files()
+        self._refresh(list(self._views))
+
+    def _on_selection(self, *_events: Any) -> None:
+        if self.store.trace is not None:
+            self.export.name_files()
+            self._refresh(["head", "grid", "mask", "eq1", "timeline"])
+
+    def _on_error(self, *_events: Any) -> None:
+        self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"
+        self.error.visible = bool(self.store.error)
+        notices = "<br>".join(html.escape(n) for n in self.store.notices)
+        self.notice.object = f"<span class='attn-notice-text'>{notices}</span>"
+        self.notice.visible = bool(self.store.notices)
+
+    # -- refreshing views ---------------------------------------------------------------------------
+    def _refresh(self, names: list[str]) -> None:
+        """Redraw the named views on the visible tab now, and the others when their tab opens."""
+        if self.store.trace is None:
+            return
+        for name in names:
+            if self._views[name][0] == self.tabs.active:
+                self._draw(name)
+                self._stale.discard(name)
+            else:
+                self._stale.add(name)
+
+    def _refresh_stale(self) -> None:
+        visible = [name for name in self._stale if self._views[name][0] == self.tabs.active]
+        self._stale.difference_update(visible)
+        for name in visible:
+            self._draw(name)
+
+    def _draw(self, name: str) -> None:
+        """Draw one view; a trace it cannot show is said in the error box, the others still draw."""
+        try:
+            self._views[name][1]()
+        except AttnlabError as error:
+            self.store.error = sentence(str(error))
+
+
+def _typed(widget: pn.widgets.TextAreaInput) -> str:
+    """What the box shows: `value_input` follows each keystroke, `value` only blur and code."""
+    return widget.value_input or widget.value or ""
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    """The app's own options (`panel serve apps/explorer.py --args ...`); others are ignored."""
+    parser = argparse.ArgumentParser(prog="explorer.py")
+    parser.add_argument("--checkpoint", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=1)
+    known, _ = parser.parse_known_args(argv)
+    return known
+
+
+def app(argv: list[str] | None = None) -> Explorer:
+    """One session's explorer, on the bundled checkpoints plus those given as arguments.
+
+    Decoding runs on `--threads` torch threads (default 1): one sentence's small matrix products
+    gain little from more, and on shared cores (a training run beside the app) extra threads
+    made decoding 5-50× slower in our measurements (docs/BENCHMARKS.md, Explorer)."""
+    pn.extension(notifications=False)  # per session (`panel serve` keeps config per document), before any widget
+    args = arguments(sys.argv[1:] if argv is None else argv)
+    if torch.get_num_threads() != args.threads:
+        torch.set_num_threads(max(1, args.threads))
+    explorer = Explorer(find_checkpoints(args.checkpoint))
+    if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first bundled one
+        given = [str(Path(path).expanduser()) for path in args.checkpoint]
+        first = given[0] if given else next(iter(explorer.checkpoints.values()))
+
+        def start() -> None:
+            explorer.open(first)
+
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            pn.state.onload(start)
+        else:
+            start()
+    return explorer

@@ -1,0 +1,107 @@
+"""The Training timeline tab: the probe sentences a training run recorded at each checkpoint
+(`attnlab train --probes K`), replayed. For the open head it shows the probe's attention at the
+chosen step, how it differs from the last step, and every head's entropy over the steps: when a
+head settled on what it does.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from pathlib import Path
+
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.checkpoints import probe_snapshots
+from attnlab.app.explorer.store import Store
+from attnlab.record.stats import head_stats
+from attnlab.record.trace import AttentionTrace
+
+
+class TimelineTab(pn.viewable.Viewer):
+    """One probe sentence through training, for the open head."""
+
+    def __init__(self, store: Store, redraw: Callable[[], None]) -> None:
+        """`redraw` is called when the step or the probe changes (the page redraws when the tab shows)."""
+        super().__init__()
+        self.store = store
+        self.note = pn.pane.HTML("", css_classes=["attn-muted"])
+        self.step = pn.widgets.DiscreteSlider(label="training step", options=[0], width=420, visible=False)
+        self.probe = pn.widgets.Select(label="probe sentence", options={}, width=420, visible=False)
+        self.figures = pn.Column(css_classes=["attn-timeline"])
+        self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
+        self._snapshots: dict[int, list[Path]] = {}  # step -> its probe trace files
+        self._traces: dict[str, AttentionTrace] = {}  # loaded once per session: redraws only re-plot
+        for widget in (self.step, self.probe):
+            widget.param.watch(lambda _event: redraw(), "value")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def setup(self) -> None:
+        """Find the probe snapshots of the checkpoint just opened and offer its steps and probes."""
+        snapshots = probe_snapshots(self.store.checkpoint)
+        self._snapshots = {step: files for step, files in snapshots}
+        if not snapshots:
+            self.note.object = (
+                "This checkpoint has no probe traces (a training run records them at each checkpoint in "
+                "<code>probes/step_N/</code>; <code>attnlab train --probes K</code>)."
+            )
+            self.step.visible = self.probe.visible = False
+            self.figures.objects = []
+            return
+        steps = [step for step, _ in snapshots]
+        self.note.object = (
+            f"{len(steps)} snapshots (steps {steps[0]:,}–{steps[-1]:,}); the differences are to step {steps[-1]:,}."
+        )
+        self.step.options = steps
+        self.step.value = steps[0]
+        self.probe.options = {
+            f"{i}: {self._trace(path).meta.get('text', path.stem)[:60]}": i for i, path in enumerate(snapshots[-1][1])
+        }
+        self.step.visible = self.probe.visible = True
+
+    def _trace(self, path: Path) -> AttentionTrace:
+        key = str(path)
+        if key not in self._traces:
+            self._traces[key] = AttentionTrace.load(path)
+        return self._traces[key]
+
+    def draw(self) -> None:
+        if not self._snapshots:
+            return
+        store = self.store
+        index = self.probe.value or 0
+        steps = [s for s in sorted(self._snapshots) if index < len(self._snapshots[s])]  # probe `index` recorded
+        step = self.step.value if self.step.value in steps else steps[0]
+        now = self._trace(self._snapshots[step][index])
+        final = self._trace(self._snapshots[steps[-1]][index])
+        kind = store.kind if store.kind in now.kinds else now.kinds[0]
+        layer = store.layer if store.layer in now.layers[kind] else now.layers[kind][-1]
+        head = min(store.head, now.n_heads - 1)
+        entropy = {}  # (step, head) -> mean entropy of that head in the chosen kind and layer
+        for s in steps:
+            for row in head_stats(self._trace(self._snapshots[s][index])):
+                if (row["kind"], row["layer"]) == (kind, layer):
+                    entropy[(s, row["head"])] = row["entropy"]
+        curves = {f"head {h}": [entropy[(s, h)] for s in steps] for h in range(now.n_heads)}
+        self.figures.objects = [
+            pn.pane.HTML(f"<span class='attn-muted'>probe: {html.escape(str(now.meta.get('text', '')))}</span>"),
+            pn.Row(
+                pn.pane.Bokeh(
+                    viz.heatmap(
+                        now,
+                        kind,
+                        layer,
+                        head,
+                        mask=store.mask,
+                        title=f"step {step:,} · {kind} L{layer} H{head}",
+                        name="timeline-heatmap",
+                        budget=380,
+                    )
+                ),
+                pn.pane.Bokeh(viz.diff_figure(now, final, kind, layer, head, budget=380)),
+            ),
+            pn.pane.Bokeh(viz.timeline_curve(steps, curves, current=step, stat=f"entropy ({kind} layer {layer})")),
+        ]

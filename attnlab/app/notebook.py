@@ -1,0 +1,180 @@
+"""The building blocks of the notebook widgets: BokehJS put into the page once per kernel (no
+CDN), a live bokeh figure as an ipywidget, a box that shows a callback's error next to its
+control, and the kind / layer / head picker.
+"""
+
+from __future__ import annotations
+
+import html
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ipywidgets as w
+from bokeh.io import output_notebook
+from bokeh.models import LayoutDOM
+from bokeh.resources import Resources
+from IPython import get_ipython
+from jupyter_bokeh import BokehModel
+
+from attnlab import viz
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+
+BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
+_bokehjs_loaded = False
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where display output reaches a page), False in plain Python."""
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def setup(force: bool = False) -> bool:
+    """Load BokehJS into the notebook page from the installed bokeh package (inline, ~2 MB).
+
+    Once per kernel; `force=True` loads it again (after reloading the browser page without
+    restarting the kernel). Also makes `bokeh.io.show` render inline. Returns whether it loaded."""
+    global _bokehjs_loaded
+    if (_bokehjs_loaded and not force) or not _in_kernel():
+        return False
+    output_notebook(Resources(mode="inline", components=BOKEHJS), hide_banner=True)
+    _bokehjs_loaded = True
+    return True
+
+
+class BokehPane(w.Box):
+    """One bokeh figure (or layout) as a live widget; `update` swaps in another one."""
+
+    def __init__(self, figure: LayoutDOM | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        setup()
+        self.figure: LayoutDOM | None = None
+        self.bokeh: BokehModel | None = None
+        self.update(figure)
+
+    def update(self, figure: LayoutDOM | None) -> None:
+        """Show `figure` (None: show nothing). Reuses the `BokehModel`, whose view re-renders."""
+        self.figure = figure
+        if figure is None:
+            self.children = ()
+            return
+        if self.bokeh is None:
+            self.bokeh = BokehModel(figure)
+        else:
+            self.bokeh.update_from_model(figure)
+        self.children = (self.bokeh,)
+
+
+def plot(figure: LayoutDOM) -> BokehPane:
+    """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget."""
+    return BokehPane(figure)
+
+
+class ErrorBox(w.HTML):
+    """Where a widget reports what went wrong; `message` is the last error ('' when cleared)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message = ""
+
+    def clear(self) -> None:
+        self.message = ""
+        self.value = ""
+
+    def report(self, error: BaseException) -> None:
+        if isinstance(error, AttnlabError):
+            self.message = str(error)
+            details = ""
+        else:  # a bug: keep the traceback, folded
+            self.message = f"{type(error).__name__}: {error}"
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            details = f"<details><summary>traceback</summary><pre>{html.escape(trace)}</pre></details>"
+        self.value = (
+            '<div class="attnlab-error" style="color:#a50f15;background:#fee0d2;padding:4px 8px;border-radius:4px">'
+            f"<b>error</b>: {html.escape(self.message)}{details}</div>"
+        )
+
+
+@contextmanager
+def reporting(errors: ErrorBox) -> Iterator[None]:
+    """Run a callback's body; an exception goes into `errors` instead of the log console."""
+    try:
+        yield
+    except Exception as error:
+        errors.report(error)
+
+
+class HeadPicker(w.HBox):
+    """Kind / layer / head selectors for a trace; calls `on_change()` once per user change."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self.kind = w.ToggleButtons(style={"button_width": "auto"})
+        self.layer = w.Dropdown(description="layer", layout=w.Layout(width="150px"))
+        self.head = w.Dropdown(description="head", layout=w.Layout(width="150px"))
+        super().__init__([w.Label("kind"), self.kind, self.layer, self.head], layout=w.Layout(flex_flow="row wrap"))
+        self.trace: AttentionTrace | None = None
+        self._on_change = on_change
+        self._quiet = False
+        self.kind.observe(self._kind_changed, "value")
+        self.layer.observe(self._changed, "value")
+        self.head.observe(self._changed, "value")
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Set several selectors without a redraw for each."""
+        previous, self._quiet = self._quiet, True
+        try:
+            yield
+        finally:
+            self._quiet = previous
+
+    def configure(self, trace: AttentionTrace) -> None:
+        """Offer what `trace` holds, keeping the current selection where it still exists."""
+        self.trace = trace
+        kinds = trace.kinds
+        wanted = self.kind.value or ("cross" if "cross" in kinds else kinds[0])
+        with self.quiet():
+            self.kind.options = [(k, k) for k in kinds]
+            self.kind.tooltips = [viz.KIND_TITLES[k] for k in kinds]
+            self.kind.value = wanted if wanted in kinds else kinds[0]
+            heads = trace.heads or list(range(trace.n_heads))
+            current = self.head.value
+            self.head.options = [(str(h), i) for i, h in enumerate(heads)]
+            self.head.value = current if current is not None and current < len(heads) else 0
+            self._offer_layers()
+
+    def _offer_layers(self) -> None:
+        layers = self.trace.layers[self.kind.value]
+        current = self.layer.value
+        self.layer.options = [(str(layer), layer) for layer in layers]
+        self.layer.value = current if current in layers else layers[0]
+
+    def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
+        """Change the selection from code (one redraw); a negative layer counts from the top."""
+        with self.quiet():
+            if kind is not None:
+                self.kind.value = kind
+                self._offer_layers()
+            if layer is not None:
+                self.layer.value = self.trace.layers[self.kind.value][layer] if layer < 0 else layer
+            if head is not None:
+                self.head.value = head
+        self._on_change()
+
+    @property
+    def value(self) -> tuple[str, int, int]:
+        return self.kind.value, self.layer.value, self.head.value
+
+    def _kind_changed(self, _change: dict) -> None:
+        if self._quiet or self.trace is None:
+            return
+        with self.quiet():
+            self._offer_layers()
+        self._on_change()
+
+    def _changed(self, _change: dict) -> None:
+        if not self._quiet and self.trace is not None:
+            self._on_change()

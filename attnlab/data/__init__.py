@@ -1,0 +1,56 @@
+"""attnlab.data — text in, token ids out: the corpora (where they are, how they split), their
+download, the shared sentencepiece vocabulary, prepared splits as memory-mapped ids, the §5.1
+token-budget batches, and the Penn Treebank trees the parser reads and writes.
+
+May import: nothing of attnlab but `attnlab.errors`; it knows no model. Each corpus is a
+function in `corpora.py` returning its splits; `prepared.py` turns any of them into ids.
+"""
+
+from attnlab.data.batching import Batch, TokenBatchSampler, collate
+from attnlab.data.corpora import (
+    CORPORA,
+    DEFAULT_PAIR,
+    DEFAULT_VOCAB,
+    PTB_FILES,
+    PTB_LEAVES,
+    Split,
+    check_parallel,
+    count_lines,
+    find_data_dir,
+    parallel_files,
+    read_lines,
+    read_pairs,
+    tatoeba_side,
+)
+from attnlab.data.prepared import ParallelData, prepare, summary, write_split
+from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, load_tokenizer, train_tokenizer, unknown_characters
+
+__all__ = [
+    "BOS_ID",
+    "CORPORA",
+    "DEFAULT_PAIR",
+    "DEFAULT_VOCAB",
+    "EOS_ID",
+    "PAD_ID",
+    "PTB_FILES",
+    "PTB_LEAVES",
+    "UNK_ID",
+    "Batch",
+    "ParallelData",
+    "Split",
+    "TokenBatchSampler",
+    "check_parallel",
+    "collate",
+    "count_lines",
+    "find_data_dir",
+    "load_tokenizer",
+    "parallel_files",
+    "prepare",
+    "read_lines",
+    "read_pairs",
+    "summary",
+    "tatoeba_side",
+    "train_tokenizer",
+    "unknown_characters",
+    "write_split",
+]

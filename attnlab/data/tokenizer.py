@@ -1,0 +1,86 @@
+"""The shared sentencepiece BPE vocabulary (§5.1): training it, loading it, and telling which
+characters it has no piece for (spelled as UTF-8 byte pieces or <unk>). Ids 0-3 are the
+specials every ModelConfig expects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from attnlab.errors import DataError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
+
+
+SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
+
+
+# --- tokenizer ------------------------------------------------------------------------------------
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> spm.SentencePieceProcessor:
+    """The sentencepiece model of a prepared directory (or a .model file)."""
+    path = Path(path)
+    model = path / "spm.model" if path.is_dir() else path
+    if not model.is_file():
+        raise DataError(f"no sentencepiece model at {model}; run `attnlab data prepare` first")
+    return spm.SentencePieceProcessor(model_file=str(model))
+
+
+def train_tokenizer(
+    sentences: Iterable[str], prefix: Path, vocab_size: int, seed: int, symbols: Iterable[str] = ()
+) -> spm.SentencePieceProcessor:
+    """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
+
+    Identity normalisation, kept whitespace and byte fallback make decode(encode(line)) == line for
+    every stripped line: no unknown pieces (rare characters become byte pieces) and no NFKC
+    rewriting of the references. Each of `symbols` becomes one piece with its word-boundary marker,
+    so `(NP` costs one id rather than two.
+    """
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_prefix=str(prefix),
+            model_type="bpe",
+            vocab_size=vocab_size,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            user_defined_symbols=["\u2581" + s for s in symbols],
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            input_sentence_size=SAMPLE_SENTENCES,
+            shuffle_input_sentence=True,
+            num_threads=min(os.cpu_count() or 1, 16),
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise DataError(f"sentencepiece training failed: {str(error).splitlines()[0]}") from None
+    return load_tokenizer(f"{prefix}.model")
+
+
+_BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
+
+
+# -- input notices ---------------------------------------------------------------------------------------
+def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:
+    """Characters the vocabulary has no piece for (sentencepiece spells them as UTF-8 byte pieces
+    or maps them to <unk>)."""
+    unk = tokenizer.unk_id()
+    missing = []
+    for char in dict.fromkeys(text):
+        if char.isspace():
+            continue
+        ids = tokenizer.encode(char)
+        pieces = [tokenizer.id_to_piece(i) for i in ids]
+        if any(i == unk or _BYTE_PIECE.match(p) for i, p in zip(ids, pieces, strict=True)):
+            missing.append(char)
+    return missing

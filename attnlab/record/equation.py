@@ -1,0 +1,88 @@
+"""Eq. (1) step by step for one head: QKᵀ/√d_k, the mask, softmax, ΣaV, recomputed from the
+inputs the layer really received in a teacher-forced pass (captured by a forward pre-hook on
+that one module). `model` is anything with a `.model` (a `Transformer`) and a `.tokenizer`,
+such as what `attnlab.load()` returns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+
+
+def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
+    """(source ids, produced ids) of a trace, from its pieces and the model's vocabulary."""
+    piece = model.tokenizer.piece_to_id
+    return [piece(p) for p in trace.src_tokens], [piece(p) for p in trace.tgt_tokens]
+
+
+def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:
+    """Recompute one head of one layer along Eq. (1), from the inputs the layer really received
+    in the teacher-forced pass over the trace's sentence pair.
+
+    Returns (q, k) `scores` = QKᵀ/√d_k, `allowed` (the mask), `masked` (−∞ where forbidden),
+    `weights` = softmax, (k, d_v) `v`, (q, d_v) `out` = weights·V, and q/k vectors.
+    """
+    net = model.model
+    n_layers = net.config.n_layers
+    layer_index = layer + n_layers if layer < 0 else layer
+    if not 0 <= layer_index < n_layers:
+        raise AttnlabError(f"layer {layer} does not exist (the model has {n_layers})")
+    if not 0 <= head < net.config.n_heads:
+        raise AttnlabError(f"head {head} does not exist (the model has {net.config.n_heads})")
+    if kind == "encoder":
+        module = net.encoder["layers"][layer_index].self_attn
+    elif kind in ("decoder", "cross"):
+        block = net.decoder["layers"][layer_index]
+        module = block.self_attn if kind == "decoder" else block.cross_attn
+    else:
+        raise AttnlabError(f"unknown attention kind {kind!r}")
+    src_ids, produced = trace_ids(model, trace)
+    src = torch.tensor([src_ids])
+    tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]]) if produced else torch.tensor([[net.config.bos_id]])
+    seen: dict[str, Any] = {}
+
+    def capture(_module: Any, args: tuple, kwargs: dict) -> None:
+        seen["x"] = args[0]
+        seen["memory"] = args[1] if len(args) > 1 else kwargs.get("memory")
+        seen["mask"] = kwargs.get("mask")
+
+    handle = module.register_forward_pre_hook(capture, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            net(src, tgt)
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        x = seen["x"]
+        source = x if seen["memory"] is None else seen["memory"]
+        q = module._split(module.w_q(x), module.d_k)[0, head]  # (Lq, d_k)
+        k = module._split(module.w_k(source), module.d_k)[0, head]  # (Lk, d_k)
+        v = module._split(module.w_v(source), module.d_v)[0, head]  # (Lk, d_v)
+        scores = q @ k.T / math.sqrt(module.d_k)  # (Lq, Lk)
+        mask = seen["mask"]
+        allowed = (
+            torch.ones_like(scores, dtype=torch.bool)
+            if mask is None
+            else mask.reshape(-1, mask.size(-1))[-scores.size(0) :].expand_as(scores)
+        )
+        masked = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)
+        out = weights @ v  # (Lq, d_v)
+    as_np = {
+        "q": q,
+        "k": k,
+        "v": v,
+        "scores": scores,
+        "allowed": allowed,
+        "masked": masked,
+        "weights": weights,
+        "out": out,
+    }
+    return {name: t.float().numpy() if t.dtype != torch.bool else t.numpy() for name, t in as_np.items()}

@@ -1,0 +1,81 @@
+"""Checkpoint averaging (§6.1: the last 5 checkpoints for base models, 20 for big) and
+`attnlab average RUN_DIR --last K --out DIR`, which also ships a run's probe snapshots inside
+the averaged checkpoint for the explorer's training timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import torch
+
+from attnlab.errors import CheckpointError
+from attnlab.model.checkpoint import STEP_DIR, load_model, read_safetensors, save_checkpoint, step_dirs, verify
+
+
+def average(directories: list[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the checkpoints' weights (§6.1), in fp64 then back to fp32."""
+    if not directories:
+        raise CheckpointError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    for directory in directories:
+        verify(directory)
+        for name, tensor in read_safetensors(directory / "model.safetensors").items():
+            if name in total and total[name].shape != tensor.shape:
+                raise CheckpointError(f"{directory}: {name} has another shape; checkpoints of different models")
+            total[name] = total.get(name, 0) + tensor.double()
+    return {name: (tensor / len(directories)).float() for name, tensor in total.items()}
+
+
+def average_run(
+    run_dir: str | os.PathLike,
+    last: int,
+    out: str | os.PathLike,
+    dtype: torch.dtype = torch.float32,
+    snapshots: int = 0,
+) -> Path:
+    """Average the last `last` checkpoints of a run into a new checkpoint directory."""
+    chosen = [p for _, p in step_dirs(run_dir)][-last:]
+    if len(chosen) < last:
+        warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
+    model, meta = load_model(chosen[-1])
+    model.load_state_dict(average(chosen))
+    meta = dict(meta, averaged=[p.name for p in chosen])
+    out = save_checkpoint(out, model, chosen[-1] / "spm.model", meta=meta, dtype=dtype)
+    copy_probes(run_dir, out, snapshots)
+    return out
+
+
+def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
+    """Ship up to `snapshots` of the run's probe snapshots (evenly spaced, the last included)
+    inside the checkpoint, so the explorer's training timeline works without the run."""
+    root = Path(run_dir) / "probes"
+    steps = sorted((int(m.group(1)), p) for p in root.glob("step_*") if (m := STEP_DIR.match(p.name)))
+    if not steps or snapshots <= 0:
+        return
+    stride = max(1, -(-len(steps) // snapshots))
+    chosen = steps[::-1][::stride][::-1]
+    for _, path in chosen:
+        shutil.copytree(path, out / "probes" / path.name, dirs_exist_ok=True)
+
+
+def cli(argv: list[str]) -> int:
+    """`attnlab average RUN_DIR --last K --out DIR`."""
+    parser = argparse.ArgumentParser(prog="attnlab average", description=average_run.__doc__)
+    parser.add_argument("run_dir")
+    parser.add_argument(
+        "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"
+    )
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
+    parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
+    args = parser.parse_args(argv)
+    if not step_dirs(args.run_dir):
+        raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
+    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.probes)
+    print(f"averaged checkpoints written to {path}")
+    return 0

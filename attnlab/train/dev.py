@@ -1,0 +1,68 @@
+"""What the trainer measures at each checkpoint: dev loss and perplexity, greedy BLEU (or bracket
+F1 for a parser) on the first dev sentences, and the probe traces the explorer's training
+timeline replays (`RUN_DIR/probes/step_N/probe_K.trace`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from attnlab.data.batching import collate
+from attnlab.data.prepared import ParallelData
+from attnlab.data.tokenizer import load_tokenizer
+from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
+from attnlab.decode.api import Model
+from attnlab.decode.evaluate import bleu_chrf
+from attnlab.train.regime import label_smoothed_loss
+
+
+def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: int, cfg) -> dict[str, float]:
+    """Dev loss/PPL over the first `cfg.eval_sentences` valid pairs, greedy BLEU (or F1) on them,
+    and recorded probe traces under RUN_DIR/probes/step_N for the explorer's timeline."""
+    data = ParallelData(data_dir, "valid")
+    n = min(cfg.eval_sentences, len(data))
+    was_training = model.training
+    model.eval()
+    report: dict[str, float] = {}
+    api = Model(
+        model,
+        load_tokenizer(Path(data_dir) / "spm.model"),
+        {"task": data.meta.get("task", "translate"), "data": data.meta},
+        str(checkpoint_dir),
+    )
+    with torch.no_grad():
+        if n:
+            loss = nll = tokens = 0.0
+            for start in range(0, n, 64):
+                batch = collate(
+                    data,
+                    list(range(start, min(n, start + 64))),
+                    model.config.pad_id,
+                    model.config.bos_id,
+                    model.config.eos_id,
+                )
+                logits = model(batch.src, batch.tgt_in)
+                summed, summed_nll = label_smoothed_loss(
+                    logits, batch.tgt_out, model.config.eps_ls, model.config.pad_id
+                )
+                loss, nll, tokens = loss + summed.item(), nll + summed_nll.item(), tokens + batch.n_tgt_tokens
+            report.update(dev_loss=loss / tokens, dev_nll=nll / tokens, dev_ppl=math.exp(min(nll / tokens, 50)))
+            sources = [data.src_text(i) for i in range(n)]
+            refs = [data.tgt_text(i) for i in range(n)]
+            outputs = [r.text for r in api.translate(sources, beam=1, max_len_b=50 if api.task != "parse" else 300)]
+            if api.task == "parse":
+                pairs = zip(refs, sources, strict=True)
+                gold = [delinearize(ref.split(), src.split(), is_spelled(ref)) for ref, src in pairs]
+                report["dev_f1"] = bracket_f1(gold, [parse_tree(o) for o in outputs])["f1"]
+            else:
+                report["dev_bleu"] = bleu_chrf(outputs, refs)["bleu"]
+        for i in range(min(cfg.probes, len(data))):
+            result = api.score(data.src_text(i), data.tgt_text(i), record=True, target_is_linear=True)
+            if result.trace is not None:
+                result.trace.meta["step"] = step
+                result.trace.save(Path(run_dir) / "probes" / f"step_{step}" / f"probe_{i}.trace")
+    model.train(was_training)
+    return report

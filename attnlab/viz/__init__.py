@@ -1,0 +1,72 @@
+"""attnlab.viz — plots of attention: functions that take an `AttentionTrace` (and options) and
+return bokeh figures, one module per view, plus export (PNG, SVG, standalone HTML) that needs no
+browser and no network.
+
+May import: `attnlab.record` (traces), `attnlab.data` (parse trees for the tree view) and
+`attnlab.errors`; never a model, a decoder, a training loop or a screen. Views read traces,
+they compute nothing: a number a view shows is in the trace or comes from `attnlab.record`.
+The explorer (`attnlab.app.explorer`) and the notebook widgets (`attnlab.app.widgets`) are thin
+layers over these functions; nothing here imports Panel or ipywidgets.
+
+Conventions: rows are queries (top to bottom), columns are keys (left to right), weights are
+drawn on a fixed 0..1 scale unless `vmax=None` (scale to the map's maximum). Cells a mask
+forbade (the causal mask, padding) are hatched grey, never confused with a real zero, which is
+white. Long inputs stay cheap: a heatmap is one `image` glyph, the grid one figure of RGBA
+thumbnails, and axis labels are thinned to what fits.
+"""
+
+from attnlab.viz.ablation import token_delta_figure
+from attnlab.viz.colors import (
+    DIFF_PALETTE,
+    KIND_COLORS,
+    KIND_TITLES,
+    MASK_DARK,
+    MASK_LIGHT,
+    PALETTE,
+    colorize,
+    downsample,
+    hatch,
+    head_map,
+)
+from attnlab.viz.equation import computation_figure, mask_figure
+from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
+from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
+from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
+from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
+from attnlab.viz.timeline import diff_figure, timeline_curve
+from attnlab.viz.tree import tree_figure
+
+__all__ = [
+    "DIFF_PALETTE",
+    "GRID_SIDE",
+    "KIND_COLORS",
+    "KIND_TITLES",
+    "MASK_DARK",
+    "MASK_LIGHT",
+    "PALETTE",
+    "STAT_COLUMNS",
+    "colorize",
+    "computation_figure",
+    "diff_figure",
+    "downsample",
+    "grid",
+    "grid_pick",
+    "hatch",
+    "head_map",
+    "heatmap",
+    "heatmap_png",
+    "heatmap_svg",
+    "mask_figure",
+    "matrix_figure",
+    "standalone_html",
+    "stats_scatter",
+    "stats_source",
+    "stats_table",
+    "summary_div",
+    "timeline_curve",
+    "token_delta_figure",
+    "tree_figure",
+    "update_grid",
+    "update_heatmap",
+    "update_matrix",
+]

@@ -1,0 +1,56 @@
+"""What switching heads off did: each original output token's log-probability with all heads
+and with the chosen heads off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from bokeh.models import (
+    ColumnDataSource,
+    HoverTool,
+    Legend,
+    LegendItem,
+    Range1d,
+)
+from bokeh.plotting import figure
+
+from attnlab.viz.axes import token_axis
+
+
+def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Sequence[float]) -> figure:
+    """Per-token log-probability of the original output, with all heads and with heads switched off."""
+    n = len(tokens)
+    width = int(np.clip(n * 30, 360, 900)) + 80
+    fig = figure(
+        width=width,
+        height=240,
+        x_range=Range1d(0, n),
+        tools="hover,save",
+        toolbar_location=None,
+        title="log-probability of each original output token",
+        name="ablation-tokens",
+    )
+    x = np.arange(n) + 0.5
+    source = ColumnDataSource({"x": x, "before": list(before), "after": list(after), "token": list(tokens)})
+    bars_before = fig.vbar(x="x", top="before", width=0.38, source=source, color="#9ecae1")
+    bars_after = fig.vbar(x=np.asarray(x) + 0.2, top=list(after), width=0.38, color="#d62728")
+    fig.add_layout(
+        Legend(
+            items=[
+                LegendItem(label="all heads", renderers=[bars_before]),
+                LegendItem(label="heads off", renderers=[bars_after]),
+            ]
+        ),
+        "right",
+    )
+    fig.select_one(HoverTool).tooltips = [
+        ("token", "@token"),
+        ("all heads", "@before{0.000}"),
+        ("heads off", "@after{0.000}"),
+    ]
+    token_axis(fig.xaxis[0], tokens, width - 80, flip=False)
+    fig.xaxis.major_label_orientation = math.pi / 2
+    return fig

@@ -1,0 +1,130 @@
+"""The masks and Eq. (1) step by step: which cells a kind may attend to, and for one query row
+the scores QKᵀ/√d_k, the masked scores (−∞ shown as such), the softmax and the weighted sum of
+the values, all on one key axis. The numbers come from `attnlab.record.equation`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from bokeh.layouts import column, row
+from bokeh.models import (
+    ColumnDataSource,
+    HoverTool,
+    Range1d,
+)
+from bokeh.plotting import figure
+
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.axes import token_axis
+from attnlab.viz.colors import (
+    DIFF_PALETTE,
+)
+from attnlab.viz.head import matrix_figure
+
+
+def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360) -> figure:
+    """The mask that shaped `kind`: allowed cells white, forbidden ones hatched."""
+    q_labels, k_labels = trace.labels(kind)
+    allowed = trace.mask(kind)
+    what = {
+        "encoder": "padding mask (one sentence: nothing padded)",
+        "decoder": "causal mask (i sees keys ≤ i)",
+        "cross": "padding mask (one sentence: nothing padded)",
+    }[kind]
+    if kind != "decoder" and not allowed.all():
+        what = "padding mask: padded keys forbidden"
+    return matrix_figure(
+        allowed.astype(np.float32), q_labels, k_labels, allowed=allowed, vmax=1.0, palette=("#ffffff", "#ffffff"),
+        title=f"{kind}: {what}", budget=budget, value_name="allowed", name=f"mask-{kind}",
+    )  # fmt: skip
+
+
+def computation_figure(
+    parts: dict[str, np.ndarray], query: int, q_labels: Sequence[str], k_labels: Sequence[str], title: str = ""
+) -> Any:
+    """Eq. (1) for one query row: QKᵀ/√d_k, the masked scores (−∞ shown as such), the softmax,
+    and the weighted sum of the value vectors, all on one key axis.
+
+    `parts` holds (q, k) `scores`, `allowed`, `weights` and (k, d_v) `v`, (q, d_v) `out` (see
+    `attnlab.record.equation.attention_parts`).
+    """
+    scores, allowed, weights = parts["scores"][query], parts["allowed"][query], parts["weights"][query]
+    k = len(k_labels)
+    width = int(np.clip(k * 26, 360, 900)) + 80
+    keys = np.arange(k) + 0.5
+    x_range = Range1d(0, k)
+    finite = scores[allowed] if allowed.any() else np.zeros(1)
+    low, high = float(min(finite.min(), 0.0)), float(max(finite.max(), 0.0))
+    pad = 0.1 * (high - low or 1.0)
+
+    def bars(values: np.ndarray, name: str, color: str, y_range: Range1d, heading: str) -> figure:
+        fig = figure(
+            width=width,
+            height=150,
+            x_range=x_range,
+            y_range=y_range,
+            tools="hover,save",
+            toolbar_location=None,
+            title=heading,
+            name=name,
+        )
+        source = ColumnDataSource(
+            {"x": keys, "top": values, "key": list(k_labels), "text": [f"{v:.3f}" for v in values]}
+        )
+        fig.vbar(x="x", top="top", width=0.8, color=color, source=source)
+        fig.select_one(HoverTool).tooltips = [("key", "@key"), ("value", "@text")]
+        token_axis(fig.xaxis[0], k_labels, width - 80, flip=False)
+        fig.xaxis.major_label_orientation = math.pi / 2
+        fig.xgrid.visible = False
+        return fig
+
+    score_range = Range1d(low - pad, high + pad)
+    raw = bars(
+        scores, "eq1-scores", "#6b6ecf", score_range, f"{title} · query {query} ({q_labels[query]}): scores q·kⱼ/√d_k"
+    )
+    masked_values = np.where(allowed, scores, np.nan)
+    masked = bars(
+        np.nan_to_num(masked_values, nan=0.0),
+        "eq1-masked",
+        "#6b6ecf",
+        score_range,
+        "masked scores: forbidden keys set to −∞",
+    )
+    blocked = np.flatnonzero(~allowed)
+    if blocked.size:
+        masked.text(
+            x=keys[blocked],
+            y=[low - pad / 2] * blocked.size,
+            text=["−∞"] * blocked.size,
+            text_align="center",
+            text_color="#d62728",
+            text_font_size="12px",
+        )
+    soft = bars(
+        weights,
+        "eq1-softmax",
+        "#2171b5",
+        Range1d(0, max(1e-6, float(weights.max())) * 1.1),
+        "softmax: attention weights (sum 1)",
+    )
+    v = parts["v"]  # (k, d_v)
+    contributions = weights[:, None] * v  # (k, d_v), rows sum to the output
+    bound = float(np.abs(contributions).max()) or 1.0
+    contrib = matrix_figure(
+        contributions.T, [f"v[{d}]" for d in range(v.shape[1])], list(k_labels), vmin=-bound, vmax=bound,
+        palette=DIFF_PALETTE, title="weighted values aⱼ·vⱼ (columns), summed over keys →", budget=420,
+        value_name="aⱼ·vⱼ", name="eq1-values", axis_labels=("key j", "dimension of v"),
+    )  # fmt: skip
+    out = parts["out"][query]  # (d_v,)
+    bound_out = float(np.abs(out).max()) or 1.0
+    result = matrix_figure(
+        out[:, None], [f"v[{d}]" for d in range(out.size)], ["Σ"], vmin=-bound_out, vmax=bound_out,
+        palette=DIFF_PALETTE, title="output", budget=420, value_name="output", name="eq1-output",
+        axis_labels=("", ""),
+    )  # fmt: skip
+    result.width = 190
+    return column(raw, masked, soft, row(contrib, result), name="eq1")

@@ -1,0 +1,167 @@
+"""Figures that leave the app: a head as PNG (Pillow) or SVG (vector text), and a self-contained
+HTML page with bokeh's JavaScript inlined. No browser and no network needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any
+
+import numpy as np
+from bokeh.embed import file_html
+from bokeh.models import (
+    Div,
+)
+from bokeh.resources import INLINE
+from PIL import Image, ImageDraw, ImageFont
+
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.axes import label_stride, short_label
+from attnlab.viz.colors import (
+    KIND_TITLES,
+    PALETTE,
+    colorize,
+    hatch,
+    head_map,
+)
+
+
+def _font(size: int) -> Any:
+    """DejaVu Sans when the system has it (it draws sentencepiece's ▁ and most scripts), else
+    Pillow's own font, which lacks ▁ (`_png_label` spells it _ then)."""
+    for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
+        try:
+            return ImageFont.truetype(name, size)
+        except OSError:
+            continue
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1 has only the bitmap font
+        return ImageFont.load_default()
+
+
+def _png_label(text: str, font: Any) -> str:
+    if "DejaVu" in str(getattr(font, "path", "")):
+        return text
+    return text.replace("\u2581", "_").replace("–", "-")
+
+
+def heatmap_png(
+    trace: AttentionTrace, kind: str, layer: int, head: int, *, mask: bool = True, vmax: float | None = 1.0
+) -> bytes:
+    """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar."""
+    weights = head_map(trace, kind, layer, head)
+    q_labels, k_labels = trace.labels(kind)
+    q, k = weights.shape
+    cell = int(np.clip(720 // max(q, k, 1), 2, 28))
+    font = _font(max(8, min(13, cell)))
+    stride_q, stride_k = label_stride(q, q * cell), label_stride(k, k * cell)
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    q_text = [_png_label(short_label(s), font) for s in q_labels]
+    k_text = [_png_label(short_label(s), font) for s in k_labels]
+    text_w = max((measure.textlength(s, font=font) for s in q_text + k_text), default=10)
+    left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
+    width, height = left + k * cell + bar, top + q * cell + 16
+    scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
+    cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if mask else None, cell)
+    image = Image.new("RGB", (width, height), "white")
+    image.paste(Image.fromarray(cells), (left, top))
+    draw = ImageDraw.Draw(image)
+    title_font = _font(14)
+    title = _png_label(f"{KIND_TITLES[kind]} · layer {layer} · head {head}", title_font)
+    draw.text((6, 6), title, fill="black", font=title_font)
+    for i in range(0, q, stride_q):
+        label = q_text[i]
+        draw.text(
+            (left - 6 - measure.textlength(label, font=font), top + i * cell + cell / 2),
+            label,
+            fill="black",
+            font=font,
+            anchor="lm",
+        )
+    column_labels = Image.new("RGB", (top - 30, k * cell), "white")  # drawn sideways, then rotated
+    column_draw = ImageDraw.Draw(column_labels)
+    for j in range(0, k, stride_k):
+        column_draw.text((4, j * cell + cell / 2), k_text[j], fill="black", font=font, anchor="lm")
+    image.paste(column_labels.rotate(90, expand=True), (left, 30))
+    ramp = colorize(np.linspace(scale, 0.0, 200)[:, None].repeat(12, 1), 0.0, scale)
+    image.paste(Image.fromarray(ramp), (left + k * cell + 12, top))
+    for value, y in ((scale, top), (0.0, top + 199)):
+        draw.text((left + k * cell + 28, y), f"{value:.2f}", fill="black", font=font, anchor="lm")
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def heatmap_svg(
+    trace: AttentionTrace, kind: str, layer: int, head: int, *, mask: bool = True, vmax: float | None = 1.0
+) -> str:
+    """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded image)."""
+    weights = head_map(trace, kind, layer, head)
+    q_labels, k_labels = trace.labels(kind)
+    q, k = weights.shape
+    cell = float(np.clip(720 / max(q, k, 1), 2, 24))
+    font = max(7.0, min(12.0, cell * 0.8))
+    left = top = 8 + 0.62 * font * max((len(short_label(s)) for s in list(q_labels) + list(k_labels)), default=4)
+    top += 24
+    width, height = left + k * cell + 80, top + q * cell + 12
+    scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
+    allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif">',
+        '<defs><pattern id="masked" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+        '<rect width="6" height="6" fill="#e0e0e0"/><line x1="0" y1="0" x2="0" y2="6" stroke="#969696" stroke-width="2"/></pattern>'
+        '<linearGradient id="bar" x1="0" y1="1" x2="0" y2="0">'
+        + "".join(f'<stop offset="{i / 10:.1f}" stop-color="{PALETTE[min(255, int(i * 25.6))]}"/>' for i in range(11))
+        + "</linearGradient></defs>",
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<text x="6" y="18" font-size="14">{html.escape(KIND_TITLES[kind])} · layer {layer} · head {head}</text>',
+    ]
+    rgb = colorize(weights, 0.0, scale)
+    if q * k <= 10_000:
+        for i in range(q):
+            for j in range(k):
+                fill = "url(#masked)" if not allowed[i, j] else "#" + bytes(rgb[i, j]).hex()
+                parts.append(
+                    f'<rect x="{left + j * cell:.2f}" y="{top + i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" fill="{fill}"><title>{weights[i, j]:.4f}</title></rect>'
+                )
+    else:
+        buffer = io.BytesIO()
+        Image.fromarray(hatch(rgb, allowed, 4)).save(buffer, format="PNG")
+        data = base64.b64encode(buffer.getvalue()).decode()
+        parts.append(
+            f'<image x="{left}" y="{top}" width="{k * cell}" height="{q * cell}" preserveAspectRatio="none" style="image-rendering:pixelated" href="data:image/png;base64,{data}"/>'
+        )
+    for i in range(0, q, label_stride(q, q * cell)):
+        parts.append(
+            f'<text x="{left - 4:.1f}" y="{top + (i + 0.5) * cell:.1f}" font-size="{font:.1f}" text-anchor="end" dominant-baseline="middle">{html.escape(short_label(q_labels[i]))}</text>'
+        )
+    for j in range(0, k, label_stride(k, k * cell)):
+        x, y = left + (j + 0.5) * cell, top - 4
+        parts.append(
+            f'<text transform="translate({x:.1f},{y:.1f}) rotate(-90)" font-size="{font:.1f}" dominant-baseline="middle">{html.escape(short_label(k_labels[j]))}</text>'
+        )
+    bar_x = left + k * cell + 14
+    parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="200" fill="url(#bar)" stroke="#999"/>')
+    parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 8:.1f}" font-size="10">{scale:.2f}</text>')
+    parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 200:.1f}" font-size="10">0.00</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def standalone_html(layout: Any, title: str = "attnlab") -> str:
+    """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere."""
+    return file_html(layout, INLINE, title)
+
+
+def summary_div(trace: AttentionTrace) -> Div:
+    """Source, output and model identity as a small HTML block (for the standalone page)."""
+    meta = trace.meta
+    text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
+    output = html.escape(str(meta.get("output", " ".join(trace.tgt_tokens))))
+    model = trace.model.get("checkpoint") or "model"
+    return Div(
+        text=f"<h2>attnlab</h2><p><b>input</b>: {text}</p><p><b>output</b>: {output}</p><p><small>{html.escape(str(model))} · weights {trace.model.get('weights_sha256', '?')}</small></p>"
+    )

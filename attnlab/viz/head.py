@@ -1,0 +1,198 @@
+"""One head as a heatmap: one `image` glyph (not one glyph per cell) with token labels on both
+axes, hover (query, key, weight; masked cells say so), a colour bar and the mask's hatch.
+`update_*` put another head or trace into the same figure, so a live session sends only data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from bokeh.models import (
+    BasicTicker,
+    ColorBar,
+    ColumnDataSource,
+    CustomJSHover,
+    FixedTicker,
+    HoverTool,
+    LinearColorMapper,
+    Range1d,
+)
+from bokeh.plotting import figure
+
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.axes import TOOLS, cell_px, short_label, token_axis
+from attnlab.viz.colors import (
+    KIND_TITLES,
+    PALETTE,
+    head_map,
+    mask_overlay,
+)
+
+_LABEL_JS = """
+const n = labels.length;
+let i = Math.floor(special_vars.%s);
+if (flip) i = n - 1 - i;
+if (i < 0 || i >= n) return "";
+return labels[i] + "  (" + i + ")";
+"""
+_WEIGHT_JS = """
+const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
+if (blocked.length && blocked.includes(i * k + j)) return "masked (score −∞, weight 0)";
+return value.toFixed(4);
+"""
+
+
+def heatmap(
+    trace: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    title: str | None = None,
+    budget: int = 560,
+    name: str | None = None,
+) -> figure:
+    """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
+    and (with `mask`) the forbidden cells hatched."""
+    fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}")
+    update_heatmap(fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name)
+    return fig
+
+
+def update_heatmap(
+    fig: figure,
+    trace: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    title: str | None = None,
+    budget: int = 560,
+    name: str | None = None,
+) -> figure:
+    """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
+    only the new data instead of a new figure."""
+    q_labels, k_labels = trace.labels(kind)
+    update_matrix(
+        fig,
+        head_map(trace, kind, layer, head),
+        q_labels,
+        k_labels,
+        allowed=trace.mask(kind) if mask else None,
+        vmax=vmax,
+        title=title or f"{KIND_TITLES[kind]} · layer {layer} · head {head}",
+        budget=budget,
+    )
+    fig.name = name or f"heatmap-{kind}"
+    return fig
+
+
+def matrix_figure(
+    values: np.ndarray,
+    q_labels: Sequence[str],
+    k_labels: Sequence[str],
+    *,
+    allowed: np.ndarray | None = None,
+    vmin: float = 0.0,
+    vmax: float | None = 1.0,
+    palette: Sequence[str] = PALETTE,
+    title: str = "",
+    budget: int = 560,
+    value_name: str = "weight",
+    name: str = "heatmap",
+    axis_labels: tuple[str, str] = ("key", "query"),
+) -> figure:
+    """A (q, k) matrix as one `image` glyph, queries top to bottom, keys left to right, with a
+    transparent RGBA overlay that hatches the cells `allowed` forbids."""
+    fig = figure(
+        x_range=Range1d(0, 1),
+        y_range=Range1d(0, 1),
+        tools=TOOLS,
+        toolbar_location="above",
+        name=name,
+        x_axis_location="above",
+    )
+    mapper = LinearColorMapper(palette=list(palette), low=vmin, high=1.0)
+    # Position and size live in the source with the image, so that an update changes them together.
+    cells = fig.image(
+        image="image", x="x", y="y", dw="dw", dh="dh", color_mapper=mapper, name="cells",
+        source=ColumnDataSource({"image": [np.zeros((1, 1), np.float32)], "x": [0], "y": [0], "dw": [1], "dh": [1]}),
+    )  # fmt: skip
+    fig.add_tools(
+        HoverTool(
+            renderers=[cells],
+            tooltips=[("query", "$y{custom}"), ("key", "$x{custom}"), (value_name, "@image{custom}")],
+            formatters={
+                "$y": CustomJSHover(args={"labels": [], "flip": True}, code=_LABEL_JS % "y"),
+                "$x": CustomJSHover(args={"labels": [], "flip": False}, code=_LABEL_JS % "x"),
+                "@image": CustomJSHover(args={"blocked": [], "q": 1, "k": 1}, code=_WEIGHT_JS),
+            },
+        )
+    )
+    fig.xaxis.ticker, fig.yaxis.ticker = FixedTicker(ticks=[]), FixedTicker(ticks=[])
+    for axis in (fig.xaxis[0], fig.yaxis[0]):
+        axis.major_tick_line_color = None
+        axis.minor_tick_line_color = None
+    fig.xaxis.major_label_orientation = math.pi / 2
+    fig.xaxis.axis_label, fig.yaxis.axis_label = axis_labels
+    fig.grid.visible = False
+    fig.add_layout(
+        ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value_name), "right"
+    )
+    update_matrix(fig, values, q_labels, k_labels, allowed=allowed, vmin=vmin, vmax=vmax, title=title, budget=budget)
+    return fig
+
+
+def update_matrix(
+    fig: figure,
+    values: np.ndarray,
+    q_labels: Sequence[str],
+    k_labels: Sequence[str],
+    *,
+    allowed: np.ndarray | None = None,
+    vmin: float = 0.0,
+    vmax: float | None = 1.0,
+    title: str = "",
+    budget: int = 560,
+) -> figure:
+    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours)."""
+    q, k = values.shape
+    if (q, k) != (len(q_labels), len(k_labels)):
+        raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
+    cell_q, cell_k = cell_px(q, budget), cell_px(k, budget)
+    label_room = 7 * max((len(short_label(s)) for s in list(q_labels) + list(k_labels)), default=4) + 16
+    fig.update(width=int(k * cell_k) + label_room + 90, height=int(q * cell_q) + label_room + 70)
+    fig.title.text = title
+    # Bounds before start/end: BokehJS clamps a new end to the old bounds.
+    fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)
+    fig.x_range.update(start=0, end=k)
+    fig.y_range.update(start=0, end=q)
+    cells = fig.select_one({"name": "cells"})
+    high = float(np.nanmax(values)) if vmax is None and values.size else (vmax if vmax is not None else 1.0)
+    cells.glyph.color_mapper.update(low=vmin, high=high if high > vmin else vmin + 1e-9)
+    place = {"x": [0], "y": [0], "dw": [k], "dh": [q]}
+    cells.data_source.data = {"image": [np.ascontiguousarray(values[::-1], dtype=np.float32)], **place}
+    masked = allowed is not None and not allowed.all()
+    overlay = fig.select_one({"name": "mask-overlay"})  # present exactly when some cell is forbidden
+    if masked and overlay is None:
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", name="mask-overlay",
+                       source=ColumnDataSource({"image": [mask_overlay(allowed)], **place}))  # fmt: skip
+    elif masked:
+        overlay.data_source.data = {"image": [mask_overlay(allowed)], **place}
+    elif overlay is not None:
+        fig.renderers = [r for r in fig.renderers if r is not overlay]
+    formatters = fig.select_one(HoverTool).formatters
+    formatters["$y"].args = {"labels": list(q_labels), "flip": True}
+    formatters["$x"].args = {"labels": list(k_labels), "flip": False}
+    blocked = np.flatnonzero(~allowed).tolist() if masked else []
+    formatters["@image"].args = {"blocked": blocked, "q": q, "k": k}
+    token_axis(fig.xaxis[0], k_labels, k * cell_k, flip=False)
+    token_axis(fig.yaxis[0], q_labels, q * cell_q, flip=True)
+    return fig

@@ -1,0 +1,131 @@
+"""Every head of one kind at once: layers × heads thumbnails in a single figure (RGBA images,
+block-averaged past `GRID_SIDE` tokens), the open head framed, a tap opening another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from bokeh.events import Tap
+from bokeh.models import (
+    ColumnDataSource,
+    FixedTicker,
+    HoverTool,
+    Range1d,
+)
+from bokeh.plotting import figure
+
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.colors import (
+    KIND_TITLES,
+    colorize,
+    downsample,
+    hatch,
+    rgba,
+)
+
+GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
+
+
+GAP = 0.12  # between thumbnails, in thumbnail widths
+
+
+def grid(
+    trace: AttentionTrace,
+    kind: str,
+    *,
+    selected: tuple[int, int] | None = None,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    on_select: Callable[[int, int], None] | None = None,
+) -> figure:
+    """Small multiples, one row per layer and one column per head, in a single figure.
+
+    Each thumbnail is an RGBA image (weights coloured, forbidden cells hatched), block-averaged
+    to at most `GRID_SIDE` tokens a side. `on_select(layer, head)` is called when a thumbnail is
+    tapped (in a Bokeh server or Panel session).
+    """
+    fig = figure(tools="tap,reset,save", toolbar_location=None, x_range=Range1d(0, 1), y_range=Range1d(0, 1))
+    renderer = fig.image_rgba(image="image", x="x", y="y", dw=1, dh=1, source=ColumnDataSource(), name="thumbnails")
+    fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("", "@name")]))
+    fig.xaxis.ticker, fig.yaxis.ticker = FixedTicker(ticks=[]), FixedTicker(ticks=[])
+    fig.grid.visible = False
+    fig.axis.major_tick_line_color = None
+    fig.axis.minor_tick_line_color = None
+    fig.axis.axis_line_color = None
+    if on_select is not None:
+
+        def tapped(event: Tap) -> None:
+            geometry = fig.tags[0]
+            picked = grid_pick(event.x, event.y, geometry["layers"], geometry["n_heads"])
+            if picked is not None:
+                on_select(*picked)
+
+        fig.on_event(Tap, tapped)
+    return update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax)
+
+
+def update_grid(
+    fig: figure,
+    trace: AttentionTrace,
+    kind: str,
+    *,
+    selected: tuple[int, int] | None = None,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    cell_px: int = 96,
+) -> figure:
+    """Show another kind (or trace, or selection) in a figure made by `grid`, in place."""
+    layers, n_heads = list(trace.layers[kind]), trace.n_heads
+    allowed = downsample(trace.mask(kind).astype(float), GRID_SIDE) > 0 if mask else None
+    images, xs, ys, names = [], [], [], []
+    for row_index, layer in enumerate(layers):
+        weights = trace.attention(kind, layer)
+        for head in range(n_heads):
+            small = downsample(weights[head], GRID_SIDE)
+            scale = vmax if vmax is not None else max(float(small.max()), 1e-9)
+            images.append(rgba(hatch(colorize(small, 0.0, scale), allowed, max(1, cell_px // max(small.shape)))))
+            xs.append(head * (1 + GAP))
+            ys.append((len(layers) - 1 - row_index) * (1 + GAP))
+            names.append(f"layer {layer} · head {head}")
+    fig.select_one({"name": "thumbnails"}).data_source.data = {"image": images, "x": xs, "y": ys, "name": names}
+    frame = fig.select_one({"name": "selected"})  # the red frame around the open head, when it is shown
+    if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
+        x = selected[1] * (1 + GAP) + 0.5
+        y = (len(layers) - 1 - layers.index(selected[0])) * (1 + GAP) + 0.5
+        if frame is None:
+            fig.rect(x=x, y=y, width=1 + GAP / 2, height=1 + GAP / 2, fill_color=None, line_color="#d62728",
+                     line_width=3, name="selected")  # fmt: skip
+        else:
+            frame.glyph.update(x=x, y=y)
+    elif frame is not None:
+        fig.renderers = [r for r in fig.renderers if r is not frame]
+    fig.update(
+        width=int(n_heads * cell_px * (1 + GAP)) + 80,
+        height=int(len(layers) * cell_px * (1 + GAP)) + 60,
+        name=f"grid-{kind}",
+        tags=[{"layers": layers, "n_heads": n_heads}],
+    )
+    fig.title.text = f"{KIND_TITLES[kind]}: layers × heads (click one to open it)"
+    fig.x_range.update(start=-GAP, end=n_heads * (1 + GAP))
+    fig.y_range.update(start=-GAP, end=len(layers) * (1 + GAP))
+    fig.xaxis.ticker.ticks = [h * (1 + GAP) + 0.5 for h in range(n_heads)]
+    fig.xaxis.major_label_overrides = {h * (1 + GAP) + 0.5: f"head {h}" for h in range(n_heads)}
+    fig.yaxis.ticker.ticks = [(len(layers) - 1 - r) * (1 + GAP) + 0.5 for r in range(len(layers))]
+    fig.yaxis.major_label_overrides = {
+        (len(layers) - 1 - r) * (1 + GAP) + 0.5: f"layer {layer}" for r, layer in enumerate(layers)
+    }
+    return fig
+
+
+def grid_pick(
+    x: float | None, y: float | None, layers: Sequence[int], n_heads: int, gap: float = GAP
+) -> tuple[int, int] | None:
+    """(layer, head) under data point (x, y) of a `grid` figure, or None between thumbnails."""
+    if x is None or y is None:
+        return None
+    column_index, fx = divmod(x, 1 + gap)
+    row_from_bottom, fy = divmod(y, 1 + gap)
+    if fx > 1 or fy > 1 or not 0 <= column_index < n_heads or not 0 <= row_from_bottom < len(layers):
+        return None
+    return layers[len(layers) - 1 - int(row_from_bottom)], int(column_index)

@@ -1,0 +1,61 @@
+"""Training dynamics from probe traces: one head's change against the final model, and a head
+statistic across the saved steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bokeh.models import (
+    Legend,
+    LegendItem,
+    Span,
+)
+from bokeh.palettes import Category10
+from bokeh.plotting import figure
+
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.colors import (
+    DIFF_PALETTE,
+    head_map,
+)
+from attnlab.viz.head import matrix_figure
+
+
+def diff_figure(
+    trace: AttentionTrace, reference: AttentionTrace, kind: str, layer: int, head: int, budget: int = 420
+) -> figure:
+    """weights(trace) − weights(reference) for one head (e.g. a training step minus the final model)."""
+    now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
+    if now.shape != final.shape:
+        raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
+    q_labels, k_labels = trace.labels(kind)
+    return matrix_figure(
+        now - final, q_labels, k_labels, allowed=trace.mask(kind), vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
+        title=f"difference to the final model · layer {layer} · head {head}", budget=budget, value_name="Δ weight", name="timeline-diff",
+    )  # fmt: skip
+
+
+def timeline_curve(
+    steps: Sequence[int], values: dict[str, Sequence[float]], current: int | None = None, stat: str = "entropy"
+) -> figure:
+    """A head statistic across training steps, one line per head; a vertical line at `current`."""
+    fig = figure(
+        width=460,
+        height=260,
+        tools="save,reset,wheel_zoom",
+        title=f"{stat} of each head across training",
+        name="timeline-curve",
+    )
+    palette = Category10[10]
+    items = []
+    for i, (label, ys) in enumerate(values.items()):
+        line = fig.line(list(steps), list(ys), color=palette[i % 10], line_width=2)
+        dots = fig.scatter(list(steps), list(ys), color=palette[i % 10], size=5)
+        items.append(LegendItem(label=label, renderers=[line, dots]))
+    fig.add_layout(Legend(items=items, label_text_font_size="9px"), "right")
+    if current is not None:
+        fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
+    fig.xaxis.axis_label, fig.yaxis.axis_label = "training step", stat
+    return fig

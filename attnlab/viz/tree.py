@@ -1,0 +1,74 @@
+"""A bracketed parse tree drawn top-down: words at the bottom, constituents above the words they
+span (for the parser's output, §6.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.models import (
+    ColumnDataSource,
+    Range1d,
+)
+from bokeh.plotting import figure
+
+from attnlab.data.treebank import Tree, parse
+from attnlab.errors import AttnlabError
+from attnlab.viz.axes import short_label
+
+
+def tree_figure(text: str, title: str = "parse tree") -> figure:
+    """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span."""
+    try:
+        trees = parse(text)
+    except AttnlabError:
+        trees = []
+    if not trees:
+        raise AttnlabError(f"not a bracketed tree: {short_label(text, 60)!r}")
+    root = trees[0] if len(trees) == 1 else Tree("", list(trees))
+    nodes: list[tuple[float, int, str]] = []  # x, depth, label of constituents
+    edges: list[tuple[float, int, float, int]] = []  # x0, depth0, x1, depth1 (-1: the word row)
+    words: list[str] = []
+
+    def place(node: Tree, depth: int) -> float:
+        """Lay out `node` (children first); returns its x, the mean of its children's."""
+        children: list[tuple[float, int]] = []  # (x, depth; -1 = the word row)
+        for child in node.children:
+            if isinstance(child, str):  # words hang on the bottom row, under their preterminal
+                words.append(child)
+                children.append((float(len(words) - 1), -1))
+            else:
+                children.append((place(child, depth + 1), depth + 1))
+        x = sum(cx for cx, _ in children) / len(children) if children else float(len(words))
+        edges.extend((x, depth, cx, cd) for cx, cd in children)
+        nodes.append((x, depth, node.label or "ROOT"))
+        return x
+
+    place(root, 0)
+    leaves = len(words)
+    depth = max(d for _, d, _ in nodes) + 1  # the word row
+    edges = [(x0, d0, x1, depth if d1 < 0 else d1) for x0, d0, x1, d1 in edges]
+    width = int(np.clip(leaves * 64, 320, 1400))
+    fig = figure(
+        width=width, height=70 + 44 * (depth + 1), x_range=Range1d(-0.8, max(leaves, 1) - 0.2), y_range=Range1d(depth + 0.6, -0.6),
+        tools="pan,wheel_zoom,reset,save", toolbar_location="right", title=title, name="tree",
+    )  # fmt: skip
+    fig.segment(
+        x0=[e[0] for e in edges],
+        y0=[e[1] for e in edges],
+        x1=[e[2] for e in edges],
+        y1=[e[3] for e in edges],
+        color="#999999",
+    )
+    labels = ColumnDataSource(
+        {
+            "x": [n[0] for n in nodes] + list(range(leaves)),
+            "y": [n[1] for n in nodes] + [depth] * leaves,
+            "text": [n[2] for n in nodes] + words,
+            "color": ["#333333"] * len(nodes) + ["#08519c"] * leaves,
+        }
+    )
+    fig.text(x="x", y="y", text="text", source=labels, text_align="center", text_baseline="middle", text_color="color",
+             text_font_size="12px", background_fill_color="white")  # fmt: skip
+    fig.axis.visible = False
+    fig.grid.visible = False
+    return fig
