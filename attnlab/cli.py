@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("attnlab.decode.commands", "record attention traces of sentences to disk"),
     "evaluate": ("attnlab.decode.evaluate", "sacreBLEU/chrF, or bracket F1 for parsing"),
     "explore": ("attnlab.app.serve", "open the explorer web app"),
+    "import": ("attnlab.decode.interop", "convert a Hugging Face Marian / OPUS-MT directory to a checkpoint"),
+    "export": ("attnlab.decode.interop", "write a checkpoint as a CTranslate2 model (pip install attnlab[serve])"),
 }
 
 

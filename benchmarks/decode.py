@@ -1,45 +1,61 @@
-"""Decoding speed: attnlab's cached beam search against itself uncached and Hugging Face Marian.
+"""Decoding speed: attnlab against CTranslate2 and Hugging Face Marian, in two settings.
 
-Target tokens per second of beam search (beam 4) on the CPU for one fixed batch of sentences, for
-three systems of the same shape (the `small` preset: 3+3 layers, d_model 256, 4 heads, d_ff 1024,
-a shared 8k vocabulary) with random weights:
+Target tokens per second of beam search (beam 4, α 0.6) on the CPU, every system on the same
+number of threads, printed as ratios to the peers measured in the same run.
 
-- attnlab, with its key/value cache (`TransformerStepper(cache=True)`): one new position a step;
-- attnlab without the cache: every step recomputes the whole prefix (what the cache saves);
-- Hugging Face `MarianMTModel.generate(num_beams=4)`, configured to the same shape (ReLU,
-  embeddings scaled by √d_model, post-norm, tied embeddings).
+**test2016** (real sentences, each system's own stopping): the bundled EN→DE translator
+(`checkpoints/multi30k-en-de`) decodes Multi30k test2016 with `Model.translate` (fp32 and bf16),
+and the same weights exported by `attnlab export ctranslate2` decode it with CTranslate2 (fp32
+and int8 weights). Tokens are the pieces each system produced, </s> included; outputs differ a
+little, so the token counts differ a little too (printed).
 
-Equal work: with random weights the systems would stop at different lengths, so every sentence
-is made to produce exactly `--tgt-len` tokens on both sides. attnlab's search runs with a maximum
-length of `--tgt-len` (where it forces </s>) behind a stepper that forbids </s> before that;
-Marian runs with `min_new_tokens = max_new_tokens = --tgt-len` (its min-length processor forbids
-</s> likewise). Both therefore take `--tgt-len` decoder steps over sentences × 4 rows, and the
-tokens counted are sentences × `--tgt-len` on every side (checked). attnlab is driven through
-`beam_search(TransformerStepper(...))`, which is what `attnlab.decode.generate` runs.
+**equal-work** (random weights, every sentence exactly `--tgt-len` tokens): systems of the same
+shape (the `small` preset: 3+3 layers, d_model 256, 4 heads, d_ff 1024, a shared 8k vocabulary):
 
-The sources are random ids of Multi30k-like lengths (10-20 tokens, mean 15; padded batch): with
-random weights the ids do not change the cost. Systems are timed in turn, `--repeats` rounds,
-median per system. `--dtype bf16` converts every system's weights to bf16 (`.to(torch.bfloat16)`,
-no autocast), so activations are bf16 too; log-probabilities are taken in fp32 by both.
+- attnlab with its key/value cache (`TransformerStepper(cache=True)`), and without it (every step
+  recomputes the prefix: what the cache saves);
+- Hugging Face `MarianMTModel.generate(num_beams=4)` configured to the same shape (ReLU,
+  embeddings × √d_model, post-norm, tied embeddings);
+- CTranslate2 on the same random weights, exported with `attnlab export ctranslate2`.
 
-    .venv/bin/python benchmarks/decode.py                 # bf16, then fp32
-    .venv/bin/python benchmarks/decode.py --dtype fp32    # one precision
+With random weights the systems would stop at different lengths, so every sentence is made to
+produce `--tgt-len` tokens: attnlab's search runs to its maximum length behind a stepper that
+forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTranslate2 with
+`min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
+lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
+`bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32`
+and `int8` (its fast CPU precisions).
+
+    .venv/bin/python benchmarks/decode.py            # both settings, all precisions
+    .venv/bin/python benchmarks/decode.py --json     # one JSON row per setting × system × dtype
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from common import add_clock_argument, clock, machine, median
 from torch import Tensor
 
+import attnlab
+from attnlab.data.corpora import find_data_dir, read_lines
+from attnlab.decode.api import Model
+from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_spec
 from attnlab.decode.search import TransformerStepper, beam_search
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.transformer import Transformer
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
+CT2_TYPES = {"fp32": "float32", "int8": "int8"}
+HAVE_CT2 = importlib.util.find_spec("ctranslate2") is not None  # optional: pip install attnlab[serve]
 
 
 class NoEarlyEos:
@@ -135,90 +151,197 @@ def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int, dtype: torch.
     return run
 
 
-def measure(name: str, dtype: str, args: argparse.Namespace) -> dict[str, object]:
-    """Time the three systems in `dtype`, in turn, and return the speeds and ratios."""
+def ctranslate2_translator(path: Path, dtype: str) -> object:
+    """A CTranslate2 translator on this process's torch threads."""
+    import ctranslate2
+
+    return ctranslate2.Translator(
+        str(path), device="cpu", compute_type=CT2_TYPES[dtype], inter_threads=1, intra_threads=torch.get_num_threads()
+    )
+
+
+def ctranslate2_decoder(
+    model: Transformer, src: Tensor, tgt_len: int, dtype: str, workdir: Path
+) -> Callable[[], int] | None:
+    """The same call for CTranslate2 on `model`'s weights (exported through its spec API)."""
+    if not HAVE_CT2:
+        return None
+    config = model.config
+    pieces = [f"<t{i}>" for i in range(config.vocab_size)]
+    path = workdir / f"equal-work-{dtype}"
+    if not path.exists():
+        write_spec(ctranslate2_spec(model, pieces, pieces, unk_id=1), path)
+    translator = ctranslate2_translator(path, dtype)
+    rows = [[pieces[i] for i in row.tolist() if i != config.pad_id] for row in src]
+
+    def run() -> int:
+        results = translator.translate_batch(
+            rows,
+            beam_size=4,
+            length_penalty=0.6,
+            min_decoding_length=tgt_len,
+            max_decoding_length=tgt_len,
+            return_end_token=True,
+            max_batch_size=len(rows),
+        )
+        lengths = {len(r.hypotheses[0]) for r in results}
+        if lengths != {tgt_len}:
+            raise SystemExit(f"CTranslate2 produced lengths {sorted(lengths)}, not {tgt_len}")
+        return tgt_len * len(rows)
+
+    return run
+
+
+def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, object]]:
+    """The equal-work setting: random `small` models, every system in turn, median of repeats."""
     now = clock(args.clock)
-    config = preset(name)
-    torch.manual_seed(0)
-    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
-    model = Transformer(config).eval().to(torch_dtype)
+    config = preset(args.preset)
     src = sources(config, args.sentences)
-    systems: dict[str, Callable[[], int]] = {
-        "attnlab_cached": attnlab_decoder(model, src, args.tgt_len, cache=True),
-        "attnlab_uncached": attnlab_decoder(model, src, args.tgt_len, cache=False),
-    }
-    marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
-    if marian is not None:
-        systems["marian"] = marian
-    times: dict[str, list[float]] = {system: [] for system in systems}
+    systems: dict[tuple[str, str], Callable[[], int]] = {}
+    for dtype in dtypes:
+        torch.manual_seed(0)
+        model = Transformer(config).eval()
+        if dtype in CT2_TYPES:
+            ct2 = ctranslate2_decoder(model, src, args.tgt_len, dtype, workdir)
+            if ct2 is not None:
+                systems[("ctranslate2", dtype)] = ct2
+        if dtype in ("fp32", "bf16"):
+            torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+            model = model.to(torch_dtype)
+            systems[("attnlab", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=True)
+            systems[("attnlab-uncached", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=False)
+            marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
+            if marian is not None:
+                systems[("marian", dtype)] = marian
+    return timed("equal-work", systems, args.repeats, now, sentences=args.sentences)
+
+
+def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, object]]:
+    """The test2016 setting: the bundled translator and its CTranslate2 export on real sentences."""
+    now = clock(args.clock)
+    lines = read_lines(find_data_dir(args.data_dir) / "multi30k" / "test2016.en")
+    lines = [line for line in lines if line.strip()][: args.test_sentences]
+    systems: dict[tuple[str, str], Callable[[], int]] = {}
+    exported = workdir / "bundled"
+    for dtype in dtypes:
+        if dtype in ("fp32", "bf16"):
+            model = attnlab.load(args.checkpoint, dtype=dtype)
+
+            def run(model: Model = model) -> int:
+                return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6))
+
+            systems[("attnlab", dtype)] = run
+        if dtype in CT2_TYPES and HAVE_CT2:
+            fp32 = attnlab.load(args.checkpoint)
+            if not exported.exists():
+                export_ctranslate2(fp32, exported)
+            translator = ctranslate2_translator(exported, dtype)
+            rows = [fp32.pieces(fp32.encode_source(line)[0], source=True) for line in lines]
+            limits = max(len(r) for r in rows) + 50
+
+            def run_ct2(translator: object = translator, rows: list[list[str]] = rows, limit: int = limits) -> int:
+                results = translator.translate_batch(
+                    rows, beam_size=4, length_penalty=0.6, max_decoding_length=limit, return_end_token=True,
+                    max_batch_size=64,
+                )  # fmt: skip
+                return sum(len(r.hypotheses[0]) for r in results)
+
+            systems[("ctranslate2", dtype)] = run_ct2
+    return timed("test2016", systems, args.test_repeats, now, sentences=len(lines))
+
+
+def timed(
+    setting: str,
+    systems: dict[tuple[str, str], Callable[[], int]],
+    repeats: int,
+    now: Callable[[], float],
+    **extra: object,
+) -> list[dict[str, object]]:
+    """Warm every system once, then time them in turn, `repeats` rounds; one row each (median)."""
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in systems}
     with torch.inference_mode():
-        tokens = {system: run() for system, run in systems.items()}  # warm-up, and the token count each
-        for _ in range(args.repeats):
-            for system, run in systems.items():
+        tokens = {key: run() for key, run in systems.items()}
+        for _ in range(repeats):
+            for key, run in systems.items():
                 start = now()
                 run()
-                times[system].append(now() - start)
-    speed = {system: tokens[system] / median(times[system]) for system in systems}
-    result: dict[str, object] = {
-        "preset": name,
-        "sentences": args.sentences,
-        "tgt_len": args.tgt_len,
-        "beam": 4,
-        "dtype": dtype,
-        "threads": torch.get_num_threads(),
-        "clock": args.clock,
-        **{f"{system}_tokens_per_s": round(value, 1) for system, value in speed.items()},
-        "cached_over_uncached": round(speed["attnlab_cached"] / speed["attnlab_uncached"], 3),
-    }
-    if marian is not None:
-        result["cached_over_marian"] = round(speed["attnlab_cached"] / speed["marian"], 3)
-    return result
+                times[key].append(now() - start)
+    return [
+        {
+            "setting": setting,
+            "system": system,
+            "dtype": dtype,
+            "tokens_per_s": round(tokens[(system, dtype)] / median(times[(system, dtype)]), 1),
+            "tokens": tokens[(system, dtype)],
+            "seconds": round(median(times[(system, dtype)]), 3),
+            "beam": 4,
+            "threads": torch.get_num_threads(),
+            **extra,
+        }
+        for system, dtype in systems
+    ]
+
+
+RATIOS = [  # (numerator system, dtype, denominator system, dtype): what the docs quote
+    ("attnlab", "fp32", "ctranslate2", "fp32"),
+    ("attnlab", "bf16", "ctranslate2", "int8"),
+    ("attnlab", "bf16", "marian", "bf16"),
+    ("attnlab", "fp32", "marian", "fp32"),
+    ("attnlab", "fp32", "attnlab-uncached", "fp32"),
+]
+
+
+def ratios(rows: list[dict[str, object]]) -> list[str]:
+    speed = {(r["setting"], r["system"], r["dtype"]): r["tokens_per_s"] for r in rows}
+    lines = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        for a, da, b, db in RATIOS:
+            if (setting, a, da) in speed and (setting, b, db) in speed:
+                value = speed[(setting, a, da)] / speed[(setting, b, db)]
+                lines.append(f"{setting:<10} {a} {da} / {b} {db}: {value:.2f}x")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sentences", type=int, default=64)
-    parser.add_argument("--tgt-len", type=int, default=20, help="target tokens every sentence produces, </s> included")
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--setting", nargs="+", default=["test2016", "equal-work"], choices=["test2016", "equal-work"])
+    parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16", "int8"], choices=["fp32", "bf16", "int8"],
+                        help="torch systems run fp32/bf16, CTranslate2 fp32/int8")  # fmt: skip
+    parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016: the translator to measure")
+    parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
+    parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")
+    parser.add_argument("--test-repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=64, help="equal-work: sentences per batch")
     parser.add_argument(
-        "--dtype",
-        nargs="+",
-        default=["bf16", "fp32"],
-        choices=["fp32", "bf16"],
-        help="one measurement per precision; bf16 converts every system's weights (default: both)",
+        "--tgt-len", type=int, default=20, help="equal-work: tokens each sentence produces, </s> included"
     )
+    parser.add_argument("--repeats", type=int, default=9, help="equal-work: timed rounds")
     add_clock_argument(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON object per precision")
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny preset, 4 sentences, 5 tokens: checks the script runs"
-    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per setting × system × dtype")
+    parser.add_argument("--smoke", action="store_true", help="a few sentences, tiny shapes: checks the script runs")
     args = parser.parse_args(argv)
-    name = "small"
+    args.preset = "small"
     if args.smoke:
-        name, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        print(
-            "# Hugging Face transformers is not installed: Marian skipped (pip install transformers)", file=sys.stderr
-        )
+        args.preset, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
+        args.test_sentences, args.test_repeats = 8, 1
     print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
-    for dtype in args.dtype:
-        print(
-            f"# {name} preset, random weights, {dtype}, {args.sentences} sentences, beam 4, "
-            f"{args.tgt_len} target tokens each, median of {args.repeats}",
-            file=sys.stderr,
-        )
-        result = measure(name, dtype, args)
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="attnlab-decode-bench-") as tmp:
+        if "test2016" in args.setting:
+            print(f"# test2016: {args.checkpoint}, beam 4, α 0.6, median of {args.test_repeats}", file=sys.stderr)
+            rows += test2016(args.dtype, args, Path(tmp))
+        if "equal-work" in args.setting:
+            print(f"# equal-work: {args.preset} preset, random weights, {args.sentences} sentences × "
+                  f"{args.tgt_len} tokens, beam 4, median of {args.repeats}", file=sys.stderr)  # fmt: skip
+            rows += equal_work(args.dtype, args, Path(tmp))
+    for row in rows:
         if args.json:
-            print(json.dumps(result), flush=True)
-            continue
-        for system in ("attnlab_cached", "attnlab_uncached", "marian"):
-            if f"{system}_tokens_per_s" in result:
-                print(f"{dtype}  {system:<17} {result[f'{system}_tokens_per_s']:>9,.0f} target tokens/s")
-        print(f"{dtype}  attnlab cached / uncached: {result['cached_over_uncached']:.2f}x")
-        if "cached_over_marian" in result:
-            print(f"{dtype}  attnlab cached / Marian:   {result['cached_over_marian']:.2f}x (goal >= 2x)", flush=True)
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"{row['setting']:<10} {row['system']:<17} {row['dtype']:<5} {row['tokens_per_s']:>9,.0f} tokens/s"
+                  f"  ({row['tokens']:,} tokens in {row['seconds']:.2f} s)")  # fmt: skip
+    for line in ratios(rows):
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

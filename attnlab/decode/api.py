@@ -20,10 +20,12 @@ import torch
 
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
+from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
 from attnlab.decode.search import Hypothesis, generate
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
+from attnlab.model.marian import is_marian, read_marian
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
 from attnlab.record.recorder import model_info, record
@@ -53,11 +55,23 @@ class Result:
 
 
 class Model:
-    """A loaded checkpoint: model + tokenizer + config + metadata."""
+    """A loaded checkpoint: model + tokenizer(s) + config + metadata.
 
-    def __init__(self, model: Transformer, tokenizer: Any, meta: dict[str, Any], path: str | None = None) -> None:
+    `tokenizer` reads the source; `target_tokenizer` writes the output and is the same object
+    for attnlab's own models (one shared vocabulary, §3.4). Imported Marian models have one per
+    side (`attnlab.data.vocab`)."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Any,
+        meta: dict[str, Any],
+        path: str | None = None,
+        target_tokenizer: Any = None,
+    ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
+        self.target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
         self.meta = meta
         self.path = path
         self.config = model.config
@@ -66,8 +80,10 @@ class Model:
         self.info = model_info(model, path)
 
     # -- text <-> ids ------------------------------------------------------------------------
-    def pieces(self, ids: list[int]) -> list[str]:
-        return [self.tokenizer.id_to_piece(i) for i in ids]
+    def pieces(self, ids: list[int], source: bool = False) -> list[str]:
+        """The pieces of output ids (or, with `source`, of input ids)."""
+        tokenizer = self.tokenizer if source else self.target_tokenizer
+        return [tokenizer.id_to_piece(i) for i in ids]
 
     def encode_source(self, text: str, truncate: bool = False) -> tuple[list[int], bool]:
         if not isinstance(text, str):
@@ -94,7 +110,7 @@ class Model:
 
     def detokenize(self, produced: list[int], source: str) -> str:
         ids = [i for i in produced if i != self.config.eos_id]
-        text = self.tokenizer.decode(ids)
+        text = self.target_tokenizer.decode(ids)
         if self.task == "parse":
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
         return text
@@ -172,7 +188,7 @@ class Model:
                     source=source,
                     text=self.detokenize(hyp.tokens, source),
                     tokens=self.pieces(hyp.tokens),
-                    src_tokens=self.pieces(src_ids),
+                    src_tokens=self.pieces(src_ids, source=True),
                     score=hyp.score,
                     logprob=hyp.logprob,
                     token_logprobs=hyp.step_logprobs,
@@ -190,7 +206,8 @@ class Model:
         tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
         with torch.no_grad(), record(self.model) as rec:
             self.model(src, tgt)
-        trace = rec.traces(src, tgt, [self.pieces(src_ids)], [self.pieces(produced)], self.info, self.config.pad_id)[0]
+        src_pieces, tgt_pieces = [self.pieces(src_ids, source=True)], [self.pieces(produced)]
+        trace = rec.traces(src, tgt, src_pieces, tgt_pieces, self.info, self.config.pad_id)[0]
         trace.meta.update({"task": self.task, **meta})
         return trace
 
@@ -205,7 +222,7 @@ class Model:
             target = " ".join(linearize(parse_tree(target), self.spelled))
         if not target.strip():
             raise ModelInputError("the target is empty")
-        produced = self.tokenizer.encode(target.strip())[: self.config.max_len - 1] + [self.config.eos_id]
+        produced = self.target_tokenizer.encode(target.strip())[: self.config.max_len - 1] + [self.config.eos_id]
         src = torch.tensor([src_ids])
         tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
         with torch.no_grad():
@@ -215,7 +232,7 @@ class Model:
             source=source,
             text=target,
             tokens=self.pieces(produced),
-            src_tokens=self.pieces(src_ids),
+            src_tokens=self.pieces(src_ids, source=True),
             score=sum(steps) / len(steps),
             logprob=sum(steps),
             token_logprobs=steps,
@@ -230,17 +247,35 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
-    """Open a checkpoint directory (a bundled model, RUN_DIR/checkpoints/step_N, an average),
-    or a run directory (its newest valid checkpoint). `dtype="bf16"` computes in bfloat16:
-    about twice the decoding speed on CPUs with bf16 instructions, at the BLEU measured in
-    docs/BENCHMARKS.md; fp32 is the default because the attention maps are then exact."""
+    """Open a checkpoint directory (a bundled model, RUN_DIR/checkpoints/step_N, an average,
+    one made by `attnlab import marian`), a run directory (its newest valid checkpoint), or a
+    Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded).
+
+    `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
+    instructions, at the BLEU measured in docs/BENCHMARKS.md; fp32 is the default because the
+    attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     path = Path(path)
+    if not (path / "manifest.json").exists() and is_marian(path):
+        model, about = read_marian(path)
+        meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
+        source, target = _tokenizers(path, meta)
+        return Model(model.to(device, DTYPES[dtype]), source, meta, str(path), target)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)
         if newest is None:
             raise AttnlabError(f"{path}: a run directory without a valid checkpoint")
         path = newest
     model, meta = load_model(path, device, dtype=DTYPES[dtype])
-    return Model(model, load_tokenizer(path / "spm.model"), meta, str(path))
+    source, target = _tokenizers(path, meta)
+    return Model(model, source, meta, str(path), target)
+
+
+def _tokenizers(path: Path, meta: dict[str, Any]) -> tuple[Any, Any]:
+    """(source, target) tokenizers: the shared sentencepiece model of attnlab's own checkpoints,
+    or Marian's two sentencepiece models with their vocabulary files."""
+    if meta.get("tokenizer") == "marian":
+        return marian_tokenizers(path)
+    tokenizer = load_tokenizer(path / "spm.model")
+    return tokenizer, tokenizer

@@ -78,7 +78,7 @@ class TransformerStepper:
     def _log_softmax(self, hidden: Tensor) -> Tensor:
         """fp32 log-probabilities over the vocabulary, written into buffers kept across steps:
         freshly allocated, these (N, V) tensors cost more in page faults than in arithmetic."""
-        rows, vocab = hidden.size(0), self.model.config.vocab_size
+        rows, vocab = hidden.size(0), self.model.config.target_vocab
         if self.buffers is None or self.buffers[0].size(0) < rows:
             shape, device = (rows, vocab), hidden.device
             logits = torch.empty(shape, dtype=hidden.dtype, device=device)

@@ -26,6 +26,7 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,16 @@ def _sha256(path: Path) -> str:
 def save_checkpoint(
     directory: str | os.PathLike,
     model: Transformer,
-    spm_model: str | os.PathLike,
+    spm_model: str | os.PathLike | Mapping[str, str | os.PathLike],
     trainer_tensors: dict[str, torch.Tensor] | None = None,
     trainer_json: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> Path:
-    """Write a checkpoint atomically; `meta` (task, data, ...) goes into config.json's "meta"."""
+    """Write a checkpoint atomically; `meta` (task, data, ...) goes into config.json's "meta".
+
+    `spm_model` is the shared sentencepiece model (stored as spm.model), or {file name: path} of
+    the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
@@ -68,7 +72,9 @@ def save_checkpoint(
         config = model.config.to_dict()
         config.pop("paper", None)
         (tmp / "config.json").write_text(json.dumps({"model": config, "meta": meta or {}}, indent=2))
-        shutil.copyfile(spm_model, tmp / "spm.model")
+        tokenizer_files = spm_model if isinstance(spm_model, Mapping) else {"spm.model": spm_model}
+        for name, path in tokenizer_files.items():
+            shutil.copyfile(path, tmp / name)
         if trainer_tensors is not None:
             save_file(
                 {k: v.detach().contiguous().cpu() for k, v in trainer_tensors.items()},

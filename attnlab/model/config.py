@@ -15,6 +15,8 @@ from typing import Any
 
 from attnlab.errors import ConfigError
 
+ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's ReLU, and Marian's others
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -37,8 +39,17 @@ class ModelConfig:
     max_len: int = 1024  # longest sequence the model accepts (learned positions need a bound)
     norm: str = "post"  # "post" is the paper's LayerNorm(x + Sublayer(x)); "pre" is opt-in
     pad_id: int = 0
-    bos_id: int = 2
+    bos_id: int = 2  # decoder start; Marian starts from the pad token (bos_id == pad_id)
     eos_id: int = 3
+    # Details that published Marian / OPUS-MT models differ in (`attnlab import marian`). The
+    # defaults are the paper's; no preset changes them.
+    activation: str = "relu"  # FFN non-linearity (§3.3); OPUS-MT uses "swish" (SiLU), others "gelu"
+    pe_layout: str = "interleaved"  # sin/cos channels interleaved (§3.5), or "halves": sines, then cosines
+    scale_embedding: bool = True  # embeddings × √d_model (§3.4)
+    share_embeddings: bool = True  # one source/target embedding matrix (§3.4)
+    tgt_vocab_size: int | None = None  # the decoder's own vocabulary; None: vocab_size (shared)
+    tie_output: bool = True  # pre-softmax matrix = the target embedding matrix (§3.4)
+    logits_bias: bool = False  # a bias added to the logits (Marian's final_logits_bias)
     # What the paper reports for this configuration (Table 3), for comparison only.
     paper: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -62,9 +73,32 @@ class ModelConfig:
             raise ConfigError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
         if self.norm not in ("post", "pre"):
             raise ConfigError(f"norm must be 'post' (the paper's) or 'pre', got {self.norm!r}")
-        specials = {self.pad_id, self.bos_id, self.eos_id}
-        if len(specials) != 3 or max(specials) >= self.vocab_size or min(specials) < 0:
-            raise ConfigError("pad_id, bos_id and eos_id must be distinct ids inside the vocabulary")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
+        if self.pe_layout not in ("interleaved", "halves"):
+            raise ConfigError(f"pe_layout must be 'interleaved' (the paper's) or 'halves', got {self.pe_layout!r}")
+        for name in ("scale_embedding", "share_embeddings", "tie_output", "logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.tgt_vocab_size is not None:
+            if (
+                not isinstance(self.tgt_vocab_size, int)
+                or isinstance(self.tgt_vocab_size, bool)
+                or self.tgt_vocab_size < 1
+            ):
+                raise ConfigError(f"tgt_vocab_size must be a positive integer or None, got {self.tgt_vocab_size!r}")
+            if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+                raise ConfigError("shared embeddings need one vocabulary: tgt_vocab_size must equal vocab_size")
+        specials = (self.pad_id, self.bos_id, self.eos_id)
+        if min(specials) < 0 or max(specials) >= min(self.vocab_size, self.target_vocab):
+            raise ConfigError("pad_id, bos_id and eos_id must be ids inside the vocabulary")
+        if self.eos_id in (self.pad_id, self.bos_id):
+            raise ConfigError("eos_id must differ from pad_id and bos_id (bos_id may equal pad_id, as in Marian)")
+
+    @property
+    def target_vocab(self) -> int:
+        """Size of the decoder's vocabulary (the logits' last dimension)."""
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with `changes` applied; d_k/d_v follow d_model/n_heads unless given."""
@@ -164,7 +198,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             raise ConfigError(f"unknown config key {key!r} in override {item!r}")
         kind = types[key]
         try:
-            if "int" in str(kind):
+            if "bool" in str(kind):
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1")
+            elif "int" in str(kind):
                 out[key] = None if raw.lower() == "none" else int(raw)
             elif "float" in str(kind):
                 out[key] = float(raw)

@@ -40,14 +40,23 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights
 
 
-def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
-    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
+
+    `layout="halves"` puts the same sines in the first half of the vector and the cosines in
+    the second (Marian's layout); the model is the same up to a permutation of its channels."""
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(pos * inv_freq)
-    table[:, 1::2] = torch.cos(pos * inv_freq)[:, : d_model // 2]
+    sines, cosines = (slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved" else _halves(d_model)
+    table[:, sines] = torch.sin(pos * inv_freq)
+    table[:, cosines] = torch.cos(pos * inv_freq)[:, : d_model // 2]
     return table.float()
+
+
+def _halves(d_model: int) -> tuple[slice, slice]:
+    middle = (d_model + 1) // 2
+    return slice(0, middle), slice(middle, None)
 
 
 @dataclass
@@ -146,16 +155,20 @@ class MultiHeadAttention(nn.Module):
         return x if groups == 1 else x.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
 
 
+ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
+
 class FeedForward(nn.Module):
-    """§3.3: FFN(x) = max(0, xW1 + b1)W2 + b2."""
+    """§3.3: FFN(x) = max(0, xW1 + b1)W2 + b2 (ReLU; imported Marian models may use GELU or swish)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.w_1 = nn.Linear(config.d_model, config.d_ff)
         self.w_2 = nn.Linear(config.d_ff, config.d_model)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(F.relu(self.w_1(x)))
+        return self.w_2(self.activation(self.w_1(x)))
 
 
 class Residual(nn.Module):
@@ -211,16 +224,28 @@ class DecoderLayer(nn.Module):
 
 class Transformer(nn.Module):
     """Encoder-decoder with one shared embedding matrix for source, target and the pre-softmax
-    projection (§3.4), embeddings scaled by √d_model, positions added (§3.5), then dropout."""
+    projection (§3.4), embeddings scaled by √d_model, positions added (§3.5), then dropout.
+
+    Imported Marian models may instead have a target embedding of their own (`tgt_embed`), an
+    untied output matrix (`out_proj`) and a bias on the logits (`logits_bias`); the paper's
+    presets have none of them."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        if not config.share_embeddings:
+            self.tgt_embed = nn.Embedding(config.target_vocab, config.d_model, padding_idx=config.pad_id)
+        if not config.tie_output:
+            self.out_proj = nn.Linear(config.d_model, config.target_vocab, bias=False)
+        if config.logits_bias:
+            self.register_buffer("logits_bias", torch.zeros(config.target_vocab))
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         if config.positional == "learned":
             self.positions = nn.Embedding(config.max_len, config.d_model)
         else:
-            self.register_buffer("pe", sinusoidal_positions(config.max_len, config.d_model), persistent=False)
+            table = sinusoidal_positions(config.max_len, config.d_model, config.pe_layout)
+            self.register_buffer("pe", table, persistent=False)
         self.dropout = nn.Dropout(config.p_drop)
         self.encoder = nn.ModuleDict({"layers": nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))})
         self.decoder = nn.ModuleDict({"layers": nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))})
@@ -234,13 +259,20 @@ class Transformer(nn.Module):
     def reset_parameters(self) -> None:
         """Embeddings ~ N(0, d_model^-1/2) so that after ×√d_model they have unit scale (the
         tensor2tensor convention); Xavier-uniform projections."""
-        nn.init.normal_(self.embed.weight, 0.0, self.config.d_model**-0.5)
-        with torch.no_grad():
-            self.embed.weight[self.config.pad_id].zero_()
+        for table in {self.embed, self.target_embedding}:
+            nn.init.normal_(table.weight, 0.0, self.config.d_model**-0.5)
+            with torch.no_grad():
+                table.weight[self.config.pad_id].zero_()
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    @property
+    def target_embedding(self) -> nn.Embedding:
+        """The decoder's embedding: the shared matrix (§3.4) unless the model has its own."""
+        return self.embed if self.config.share_embeddings else self.tgt_embed
 
     # -- hook points ---------------------------------------------------------------------
     def attention_modules(self) -> list[MultiHeadAttention]:
@@ -248,7 +280,7 @@ class Transformer(nn.Module):
         return [m for m in self.modules() if isinstance(m, MultiHeadAttention)]
 
     # -- input checks (clear errors instead of an IndexError deep in torch) --------------
-    def check_ids(self, ids: Tensor, what: str) -> None:
+    def check_ids(self, ids: Tensor, what: str, vocab_size: int | None = None) -> None:
         if torch.compiler.is_compiling():  # the checks force host syncs and graph breaks
             return
         if ids.dim() != 2:
@@ -261,14 +293,15 @@ class Transformer(nn.Module):
             raise ModelInputError(
                 f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}"
             )
+        vocab_size = vocab_size or self.config.vocab_size
         low, high = int(ids.min()), int(ids.max())
-        if low < 0 or high >= self.config.vocab_size:
+        if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
-            raise ModelInputError(f"{what} holds token id {bad}, outside the vocabulary [0, {self.config.vocab_size})")
+            raise ModelInputError(f"{what} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
 
     # -- §3.4, §3.5 ------------------------------------------------------------------------
-    def embed_tokens(self, ids: Tensor, start: int = 0) -> Tensor:
-        x = self.embed(ids) * math.sqrt(self.config.d_model)  # (B, L, d_model)
+    def embed_tokens(self, ids: Tensor, start: int = 0, table: nn.Embedding | None = None) -> Tensor:
+        x = (self.embed if table is None else table)(ids) * self.embed_scale  # (B, L, d_model)
         positions = torch.arange(start, start + ids.size(1), device=ids.device)
         pos = self.positions(positions) if self.config.positional == "learned" else self.pe[positions]
         return self.dropout(x + pos)
@@ -297,11 +330,11 @@ class Transformer(nn.Module):
 
         With a cache, `tgt` holds only the new positions and earlier ones are not recomputed.
         """
-        self.check_ids(tgt, "target")
+        self.check_ids(tgt, "target", self.config.target_vocab)
         start = 0 if cache is None else cache.length
         if start + tgt.size(1) > self.config.max_len:
             raise ModelInputError(f"target would exceed the model's max_len={self.config.max_len}")
-        x = self.embed_tokens(tgt, start)
+        x = self.embed_tokens(tgt, start, self.target_embedding)
         # With one new position per step, every cached key is visible: no mask needed.
         tgt_mask = self.causal_mask(tgt.size(1), tgt.device) if tgt.size(1) > 1 else None
         if cache is not None:
@@ -318,9 +351,12 @@ class Transformer(nn.Module):
     def logits(self, hidden: Tensor, out: Tensor | None = None) -> Tensor:
         """Pre-softmax projection with the shared embedding matrix (§3.4); `out` (..., V)
         receives it when given (decoding reuses one buffer across steps)."""
+        weight = self.out_proj.weight if not self.config.tie_output else self.target_embedding.weight
         if out is None:
-            return F.linear(hidden, self.embed.weight)
-        return torch.matmul(hidden, self.embed.weight.t(), out=out)
+            out = F.linear(hidden, weight)
+        else:
+            torch.matmul(hidden, weight.t(), out=out)
+        return out.add_(self.logits_bias) if self.config.logits_bias else out
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher-forced pass: src (B, Ls), tgt (B, Lt) decoder inputs -> logits (B, Lt, V)."""

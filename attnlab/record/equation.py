@@ -1,7 +1,7 @@
 """Eq. (1) step by step for one head: QKᵀ/√d_k, the mask, softmax, ΣaV, recomputed from the
 inputs the layer really received in a teacher-forced pass (captured by a forward pre-hook on
-that one module). `model` is anything with a `.model` (a `Transformer`) and a `.tokenizer`,
-such as what `attnlab.load()` returns.
+that one module). `model` is anything with a `.model` (a `Transformer`), a `.tokenizer` and a
+`.target_tokenizer`, such as what `attnlab.load()` returns.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from attnlab.record.trace import AttentionTrace
 
 def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
     """(source ids, produced ids) of a trace, from its pieces and the model's vocabulary."""
-    piece = model.tokenizer.piece_to_id
-    return [piece(p) for p in trace.src_tokens], [piece(p) for p in trace.tgt_tokens]
+    source, target = model.tokenizer.piece_to_id, model.target_tokenizer.piece_to_id
+    return [source(p) for p in trace.src_tokens], [target(p) for p in trace.tgt_tokens]
 
 
 def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:

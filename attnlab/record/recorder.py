@@ -96,7 +96,8 @@ class Recording:
         """
         traces = []
         src_lens = src.ne(pad_id).sum(1).tolist()
-        tgt_lens = [0] * src.size(0) if tgt is None else tgt.ne(pad_id).sum(1).tolist()
+        # Position 0 is the decoder's start token, which Marian models spell as the pad token.
+        tgt_lens = [0] * src.size(0) if tgt is None else (1 + tgt[:, 1:].ne(pad_id).sum(1)).tolist()
         full = {key: self.weights(*key) for key in self.captures}
         for b in range(src.size(0)):
             ls, lt = src_lens[b], tgt_lens[b]

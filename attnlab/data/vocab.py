@@ -1,0 +1,95 @@
+"""Marian's tokenisation: a sentencepiece model cuts the text into pieces, and a separate
+vocabulary file (`vocab.json`, `target_vocab.json`) gives each piece its id.
+
+attnlab's own checkpoints have one sentencepiece model whose piece ids are the model's ids.
+Hugging Face Marian / OPUS-MT directories instead hold `source.spm` and `target.spm` plus a JSON
+vocabulary shared by both sides (or one per side), and a piece the vocabulary lacks is `<unk>`.
+`VocabTokenizer` wraps one side with the methods of `SentencePieceProcessor` that attnlab
+uses, so decoding, recording and the views need not know which kind of model they read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import sentencepiece as spm
+
+from attnlab.errors import DataError
+
+MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")  # target_vocab.json too when the sides differ
+LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token first: ">>spa<<"
+
+
+def read_vocab(path: str | Path) -> dict[str, int]:
+    """A Marian vocabulary file: {piece: id}, ids unique."""
+    try:
+        vocab = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise DataError(f"{path}: not a readable vocabulary ({type(error).__name__})") from None
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise DataError(f"{path}: a vocabulary maps pieces to integer ids")
+    if len(set(vocab.values())) != len(vocab):
+        raise DataError(f"{path}: two pieces share an id")
+    return vocab
+
+
+class VocabTokenizer:
+    """One side of a Marian model: sentencepiece pieces, ids from a vocabulary file.
+
+    Matches Hugging Face's `MarianTokenizer`: a leading language code (`>>spa<<`) is one token,
+    pieces missing from the vocabulary are `<unk>`, and decoding skips `<pad>` and `</s>`."""
+
+    def __init__(
+        self, spm_path: str | Path, vocab: dict[str, int], unk: str = "<unk>", pad: str = "<pad>", eos: str = "</s>"
+    ) -> None:
+        if unk not in vocab:
+            raise DataError(f"the vocabulary has no {unk} piece")
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+        except (OSError, RuntimeError) as error:
+            raise DataError(f"{spm_path}: not a sentencepiece model ({str(error).splitlines()[0]})") from None
+        self.vocab = vocab
+        self.pieces = {i: piece for piece, i in vocab.items()}
+        self._unk = vocab[unk]
+        self.special = {vocab[s] for s in (pad, eos) if s in vocab}
+        self.size = max(vocab.values()) + 1
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`, without `</s>` (the caller appends it, as for attnlab's own models)."""
+        code = []
+        if text.startswith(LANGUAGE_CODE[0]) and (end := text.find(LANGUAGE_CODE[1])) != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        pieces = code + self.sp.encode(text, out_type=str)
+        return [self.vocab.get(piece, self._unk) for piece in pieces]
+
+    def decode(self, ids: list[int]) -> str:
+        pieces = [self.pieces.get(i, "<unk>") for i in ids if i not in self.special]
+        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()
+
+    def id_to_piece(self, i: int) -> str:
+        return self.pieces.get(i, "<unk>")
+
+    def piece_to_id(self, piece: str) -> int:
+        return self.vocab.get(piece, self._unk)
+
+    def get_piece_size(self) -> int:
+        return self.size
+
+    def unk_id(self) -> int:
+        return self._unk
+
+
+def marian_tokenizers(directory: str | Path) -> tuple[VocabTokenizer, VocabTokenizer]:
+    """(source, target) tokenizers of a Marian directory (or a checkpoint imported from one)."""
+    directory = Path(directory)
+    missing = [name for name in MARIAN_FILES if not (directory / name).is_file()]
+    if missing:
+        raise DataError(f"{directory}: a Marian model needs {', '.join(missing)}")
+    source_vocab = read_vocab(directory / "vocab.json")
+    target_file = directory / "target_vocab.json"
+    target_vocab = read_vocab(target_file) if target_file.is_file() else source_vocab
+    return (
+        VocabTokenizer(directory / "source.spm", source_vocab),
+        VocabTokenizer(directory / "target.spm", target_vocab),
+    )

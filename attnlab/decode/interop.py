@@ -1,0 +1,226 @@
+"""Models in, models out: `attnlab import marian` and `attnlab export ctranslate2`.
+
+In: a local Hugging Face Marian / OPUS-MT directory becomes an attnlab checkpoint (the weights
+renamed, the tokenizer files copied, a model card saying where it came from), so every view,
+recording and command works on it as on attnlab's own models. `attnlab.load()` also opens such a
+directory directly, converting it in memory.
+
+Out: any attnlab checkpoint (trained here or imported) becomes a CTranslate2 model through
+CTranslate2's own specification API, for serving with the inference engine users deploy with
+(`pip install attnlab[serve]`). What CTranslate2 cannot express is refused in one sentence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab.data.vocab import MARIAN_FILES
+from attnlab.decode.api import Model, load
+from attnlab.errors import AttnlabError, ConfigError
+from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.marian import read_marian
+from attnlab.model.transformer import Transformer
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16")
+
+
+# -- in: Hugging Face Marian ---------------------------------------------------------------------------
+def model_card(source: Path, model: Transformer, about: dict[str, Any]) -> str:
+    c = model.config
+    vocab = f"{c.vocab_size:,}" if c.share_embeddings else f"{c.vocab_size:,} source / {c.target_vocab:,} target"
+    return "\n".join(
+        [
+            f"# {about.get('name_or_path') or source.name} (imported)",
+            "",
+            f"Converted by `attnlab import marian` from the Hugging Face Marian directory `{source.name}`"
+            f" (transformers {about.get('transformers_version') or '?'}). The weights are the original ones,"
+            " renamed; the tokenizer files are copied unchanged. Licence and training data: see the original"
+            " model's card.",
+            "",
+            "| | |",
+            "|---|---|",
+            f"| layers × heads | {c.n_layers} × {c.n_heads} (encoder and decoder) |",
+            f"| d_model / d_ff | {c.d_model} / {c.d_ff} |",
+            f"| activation | {c.activation} |",
+            f"| vocabulary | {vocab}; embeddings {'shared' if c.share_embeddings else 'separate'},"
+            f" output {'tied' if c.tie_output else 'untied'}, logits bias |",
+            f"| positions | sinusoidal, Marian's layout (sines then cosines); embeddings scaled: {c.scale_embedding} |",
+            f"| dropout (training) | {about.get('dropout')} |",
+            "",
+            "Decoding uses the paper's settings unless told otherwise (beam 4, α 0.6, input + 50).",
+            "",
+        ]
+    )
+
+
+def import_marian(directory: str | Path, out: str | Path, dtype: torch.dtype = torch.float32) -> Path:
+    """Convert a Marian directory into an attnlab checkpoint directory at `out`."""
+    directory = Path(directory)
+    model, about = read_marian(directory)
+    files = {name: directory / name for name in (*MARIAN_FILES, "target_vocab.json") if (directory / name).is_file()}
+    meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": directory.name, **about}}
+    with tempfile.TemporaryDirectory() as tmp:
+        card = Path(tmp) / "README.md"
+        card.write_text(model_card(directory, model, about), encoding="utf-8")
+        return save_checkpoint(out, model, {**files, "README.md": card}, meta=meta, dtype=dtype)
+
+
+# -- out: CTranslate2 ------------------------------------------------------------------------------------
+def check_exportable(model: Transformer) -> None:
+    """Refuse, in one sentence, what CTranslate2's Transformer specification cannot express."""
+    c = model.config
+    if c.d_k != c.d_model // c.n_heads or c.d_v != c.d_k:
+        raise ConfigError(f"CTranslate2 needs d_k = d_v = d_model / n_heads; this model has d_k={c.d_k}, d_v={c.d_v}")
+
+
+def vocabulary(tokenizer: Any, size: int) -> list[str]:
+    """Pieces in id order; ids a Marian vocabulary skips get unique placeholders."""
+    pieces = [tokenizer.id_to_piece(i) for i in range(size)]
+    seen: set[str] = set()
+    for i, piece in enumerate(pieces):
+        if piece in seen:
+            pieces[i] = f"<attnlab-unused-{i}>"
+        seen.add(pieces[i])
+    return pieces
+
+
+def ctranslate2_spec(net: Transformer, source: list[str], target: list[str], unk_id: int) -> Any:
+    """The CTranslate2 `TransformerSpec` holding `net`'s weights, with `source`/`target` the
+    pieces of each vocabulary in id order."""
+    from ctranslate2.specs import common_spec, transformer_spec  # optional: pip install attnlab[serve]
+
+    c = net.config
+    check_exportable(net)
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+    activation["swish"] = common_spec.Activation.SWISH
+    spec = transformer_spec.TransformerSpec.from_config(
+        c.n_layers, c.n_heads, pre_norm=c.norm == "pre", activation=activation[c.activation]
+    )
+    positions = net.positions.weight if c.positional == "learned" else net.pe
+    for side, table in ((spec.encoder, net.embed), (spec.decoder, net.target_embedding)):
+        side.scale_embeddings = net.embed_scale
+        side.position_encodings.encodings = tensor(positions)
+        (side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings).weight = tensor(table.weight)
+    if c.norm == "pre":
+        set_norm(spec.encoder.layer_norm, net.final_norms[0])
+        set_norm(spec.decoder.layer_norm, net.final_norms[1])
+    for layer_spec, layer in zip(spec.encoder.layer, net.encoder["layers"], strict=True):
+        set_attention(
+            layer_spec.self_attention, layer.self_attn, fused=[["w_q", "w_k", "w_v"]], norm=layer.res_attn.norm
+        )
+        set_ffn(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, net.decoder["layers"], strict=True):
+        set_attention(
+            layer_spec.self_attention, layer.self_attn, fused=[["w_q", "w_k", "w_v"]], norm=layer.res_self.norm
+        )
+        set_attention(
+            layer_spec.attention, layer.cross_attn, fused=[["w_q"], ["w_k", "w_v"]], norm=layer.res_cross.norm
+        )
+        set_ffn(layer_spec.ffn, layer)
+    spec.decoder.projection.weight = tensor(net.target_embedding.weight if c.tie_output else net.out_proj.weight)
+    if c.logits_bias:
+        spec.decoder.projection.bias = tensor(net.logits_bias)
+    spec.register_source_vocabulary(source)
+    spec.register_target_vocabulary(target)
+    spec.config.bos_token = spec.config.decoder_start_token = target[c.bos_id]
+    spec.config.eos_token = target[c.eos_id]
+    spec.config.unk_token = target[unk_id]
+    return spec
+
+
+def tensor(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().float().contiguous()
+
+
+def set_norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = tensor(norm.weight), tensor(norm.bias)
+
+
+def set_linear(spec: Any, linears: list[torch.nn.Linear]) -> None:
+    """One CTranslate2 linear from one or more of ours stacked along the output (fused QKV)."""
+    spec.weight = torch.cat([tensor(linear.weight) for linear in linears])
+    spec.bias = torch.cat([tensor(linear.bias) for linear in linears])
+
+
+def set_attention(spec: Any, attention: torch.nn.Module, fused: list[list[str]], norm: torch.nn.LayerNorm) -> None:
+    for linear_spec, names in zip(spec.linear, fused, strict=False):
+        set_linear(linear_spec, [getattr(attention, name) for name in names])
+    set_linear(spec.linear[-1], [attention.w_o])
+    set_norm(spec.layer_norm, norm)
+
+
+def set_ffn(spec: Any, layer: torch.nn.Module) -> None:
+    set_linear(spec.linear_0, [layer.ffn.w_1])
+    set_linear(spec.linear_1, [layer.ffn.w_2])
+    set_norm(spec.layer_norm, layer.res_ffn.norm)
+
+
+def export_ctranslate2(loaded: Model, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
+    """Write `loaded` (its weights and both vocabularies) as a CTranslate2 model directory."""
+    config = loaded.model.config
+    source = vocabulary(loaded.tokenizer, config.vocab_size)
+    target = vocabulary(loaded.target_tokenizer, config.target_vocab)
+    spec = ctranslate2_spec(loaded.model, source, target, loaded.target_tokenizer.unk_id())
+    return write_spec(spec, out, quantization, force)
+
+
+def write_spec(spec: Any, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
+    """Validate, optionally quantize, and save a CTranslate2 spec, built in a temporary sibling
+    directory and renamed into place, so a failed export leaves nothing behind."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise AttnlabError(f"{out} already exists; choose another --out or pass --force to replace it")
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        spec.save(str(tmp))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+# -- command line ---------------------------------------------------------------------------------------
+def cli_import(argv: list[str]) -> int:
+    """`attnlab import marian DIR --out OUT`."""
+    parser = argparse.ArgumentParser(prog="attnlab import", description=__doc__.split("\n\n")[1])
+    parser.add_argument("kind", choices=["marian"], help="what the directory holds")
+    parser.add_argument("directory", help="a local Hugging Face MarianMTModel directory (no download)")
+    parser.add_argument("--out", required=True, help="the attnlab checkpoint directory to write")
+    parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
+    args = parser.parse_args(argv)
+    if not Path(args.directory).is_dir():
+        raise AttnlabError(f"{args.directory}: no such directory")
+    path = import_marian(args.directory, args.out, torch.bfloat16 if args.bf16 else torch.float32)
+    print(f"imported {args.directory} into {path} (open it with `attnlab explore --checkpoint {path}`)")
+    return 0
+
+
+def cli_export(argv: list[str]) -> int:
+    """`attnlab export ctranslate2 CHECKPOINT --out DIR [--quantization int8]`."""
+    parser = argparse.ArgumentParser(prog="attnlab export", description=__doc__.split("\n\n")[2])
+    parser.add_argument("kind", choices=["ctranslate2"], help="the format to write")
+    parser.add_argument("checkpoint", help="an attnlab checkpoint (or run, or Marian) directory")
+    parser.add_argument("--out", required=True, help="the CTranslate2 model directory to write")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS, help="store the weights quantized (e.g. int8)")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+    args = parser.parse_args(argv)
+    try:
+        import ctranslate2  # noqa: F401  # optional: pip install attnlab[serve]
+    except ImportError:
+        raise AttnlabError("exporting needs CTranslate2: pip install 'attnlab[serve]' (or ctranslate2)") from None
+    path = export_ctranslate2(load(args.checkpoint), args.out, args.quantization, args.force)
+    print(f"exported {args.checkpoint} to {path} (ctranslate2.Translator({str(path)!r}))")
+    return 0

@@ -1,0 +1,100 @@
+"""`attnlab export ctranslate2`: attnlab's own translator and imported Marian models served by
+CTranslate2 give attnlab's translations; what CTranslate2 cannot express is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+from marian_models import VARIANTS, make_marian
+
+import attnlab
+from attnlab.cli import main
+from attnlab.data.corpora import find_data_dir, read_lines
+from attnlab.decode.api import Model
+from attnlab.errors import DataError
+from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.config import preset
+from attnlab.model.transformer import Transformer
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
+
+
+def ct2_translate(model: Model, path: Path, lines: list[str], beam: int, alpha: float = 0.6) -> list[list[str]]:
+    """CTranslate2's output pieces for `lines`, fed the pieces attnlab's tokenizer makes (</s>
+    included), each sentence with attnlab's length limit: input + 50 with </s> counted, where
+    CTranslate2's `max_decoding_length` does not count </s>."""
+    translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=torch.get_num_threads())
+    rows = [model.pieces(model.encode_source(line)[0], source=True) for line in lines]
+    by_limit: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_limit.setdefault(len(row) - 1 + 50 - 1, []).append(i)
+    out: list[list[str]] = [[] for _ in rows]
+    for limit, index in by_limit.items():
+        results = translator.translate_batch(
+            [rows[i] for i in index], beam_size=beam, length_penalty=alpha, max_decoding_length=limit, max_batch_size=64
+        )
+        for i, result in zip(index, results, strict=True):
+            out[i] = result.hypotheses[0]
+    return out
+
+
+@pytest.mark.slow
+def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(tmp_path: Path) -> None:
+    try:
+        data = find_data_dir()
+    except DataError:
+        pytest.skip("the shared corpora are not here")
+    if not (BUNDLED / "manifest.json").is_file():
+        pytest.skip("the bundled translator is not there")
+    source = list(read_lines(data / "multi30k" / "test2016.en"))
+    reference = list(read_lines(data / "multi30k" / "test2016.de"))
+    assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "ct2")]) == 0
+    model = attnlab.load(BUNDLED)
+    served = ct2_translate(model, tmp_path / "ct2", source, beam=1)
+    ours = model.translate(source, beam=1)
+    detok = [
+        model.detokenize([model.target_tokenizer.piece_to_id(p) for p in pieces], s)
+        for pieces, s in zip(served, source, strict=True)
+    ]
+    same = sum(a == b.text for a, b in zip(detok, ours, strict=True))
+    assert len(source) == 1000 and same >= 0.98 * len(source), same
+    beam_ours = [r.text for r in model.translate(source, beam=4, alpha=0.6)]
+    beam_served = [
+        model.detokenize([model.target_tokenizer.piece_to_id(p) for p in pieces], s)
+        for pieces, s in zip(ct2_translate(model, tmp_path / "ct2", source, beam=4), source, strict=True)
+    ]
+    bleu_ours = sacrebleu.corpus_bleu(beam_ours, [reference]).score
+    bleu_served = sacrebleu.corpus_bleu(beam_served, [reference]).score
+    assert bleu_ours > 30 and abs(bleu_ours - bleu_served) <= 0.3, (bleu_ours, bleu_served)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_imported_marian_served_by_ctranslate2_decodes_like_attnlab(tmp_path: Path, variant: str) -> None:
+    directory = make_marian(tmp_path / variant, variant)
+    assert main(["import", "marian", str(directory), "--out", str(tmp_path / "imported")]) == 0
+    assert main(["export", "ctranslate2", str(tmp_path / "imported"), "--out", str(tmp_path / "ct2")]) == 0
+    model = attnlab.load(tmp_path / "imported")
+    texts = ["the dog runs in the park", "a small red ball plays with the cat", "man", "the child sits"]
+    served = ct2_translate(model, tmp_path / "ct2", texts, beam=1)
+    ours = [r.tokens[:-1] for r in model.translate(texts, beam=1)]  # without </s>, as CTranslate2 returns them
+    assert served == ours and len({tuple(o) for o in ours}) > 1
+
+
+def test_what_ctranslate2_cannot_express_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundled_spm = BUNDLED / "spm.model"
+    if not bundled_spm.is_file():
+        pytest.skip("the bundled translator is not there")
+    config = preset("B-dk16", n_layers=1, d_model=64, d_ff=64, n_heads=2, d_k=16, d_v=32, vocab_size=8000)
+    save_checkpoint(tmp_path / "dk16", Transformer(config), bundled_spm)
+    assert main(["export", "ctranslate2", str(tmp_path / "dk16"), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "CTranslate2 needs d_k = d_v = d_model / n_heads" in error and "\n" not in error
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "taken").mkdir()
+    assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err

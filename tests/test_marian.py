@@ -1,0 +1,206 @@
+"""Hugging Face Marian / OPUS-MT models opened by attnlab: the same logits, the same greedy and
+beam outputs, the same cross-attention and the same token ids as Hugging Face itself, on random
+small models of the three kinds published checkpoints come in; unsupported settings and pickled
+code refused; `attnlab import marian` and every view on an imported model."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from marian_models import VARIANTS, make_marian
+from transformers import MarianMTModel, MarianTokenizer
+
+import attnlab
+from attnlab.cli import main
+from attnlab.decode.ablation import ablation
+from attnlab.errors import CheckpointError, ConfigError
+from attnlab.record.equation import attention_parts
+from attnlab.record.stats import head_stats
+
+TEXTS = ["the dog runs in the park", "a small red ball plays with the cat on the big house", "man", "the child sits"]
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("marian")
+    return {name: make_marian(base / name, name, seed=i) for i, name in enumerate(VARIANTS)}
+
+
+def hf_tokenizer(directory: Path) -> MarianTokenizer:
+    separate = (directory / "target_vocab.json").is_file()
+    return MarianTokenizer(
+        str(directory / "source.spm"),
+        str(directory / "target.spm"),
+        str(directory / "vocab.json"),
+        target_vocab_file=str(directory / "target_vocab.json") if separate else None,
+        separate_vocabs=separate,
+    )
+
+
+def hf_model(directory: Path) -> MarianMTModel:
+    return MarianMTModel.from_pretrained(directory, attn_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_logits_equal_hugging_face(marian: dict[str, Path], variant: str) -> None:
+    ours, hf = attnlab.load(marian[variant]), hf_model(marian[variant])
+    assert (ours.config.activation, ours.config.pe_layout, ours.config.bos_id) == (
+        hf.config.activation_function.replace("silu", "swish"),
+        "halves",
+        hf.config.pad_token_id,
+    )
+    batch = hf_tokenizer(marian[variant])(TEXTS[:2], padding=True, return_tensors="pt")
+    src = batch["input_ids"]
+    tgt = torch.randint(2, ours.config.target_vocab - 1, (2, 7), generator=torch.Generator().manual_seed(1))
+    tgt[:, 0] = ours.config.bos_id
+    with torch.no_grad():
+        expected = hf(**batch, decoder_input_ids=tgt).logits
+        got = ours.model(src, tgt)
+    assert expected.abs().max() > 1.0  # the comparison below is against logits of a real size
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_greedy_and_beam_outputs_equal_hugging_face(marian: dict[str, Path], variant: str) -> None:
+    ours, hf, tokenizer = attnlab.load(marian[variant]), hf_model(marian[variant]), hf_tokenizer(marian[variant])
+    outputs = set()
+    for text in TEXTS:
+        src = torch.tensor([tokenizer(text)["input_ids"]])
+        assert src[0].tolist() == ours.encode_source(text)[0]
+        longest = src.size(1) - 1 + 50  # attnlab's default: input + 50, </s> included
+        for beam in (1, 4):
+            # α 0 / length_penalty 0: both rank finished hypotheses by their log-probability; the pad
+            # token (the decoder's start) is never an output, as published OPUS-MT configs say
+            result = ours.translate(text, beam=beam, alpha=0.0)
+            got = [ours.target_tokenizer.piece_to_id(p) for p in result.tokens]
+            expected = hf.generate(
+                src,
+                num_beams=beam,
+                do_sample=False,
+                max_new_tokens=longest,
+                length_penalty=0.0,
+                bad_words_ids=[[hf.config.pad_token_id]],
+            )
+            assert got == expected[0, 1:].tolist(), (text, beam)
+            outputs.add(tuple(got))
+    assert len(outputs) > 2  # the outputs depend on the input: the comparison is not of one constant
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_recorded_cross_attention_equals_hugging_face(marian: dict[str, Path], variant: str) -> None:
+    ours, hf, tokenizer = attnlab.load(marian[variant]), hf_model(marian[variant]), hf_tokenizer(marian[variant])
+    source, target = TEXTS[1], "the red dog plays"
+    trace = ours.score(source, target, record=True).trace
+    src = torch.tensor([tokenizer(source)["input_ids"]])
+    tgt_ids = tokenizer(text_target=target)["input_ids"][:-1]  # without </s>: it is predicted, not read
+    with torch.no_grad():
+        out = hf(
+            input_ids=src, decoder_input_ids=torch.tensor([[hf.config.pad_token_id, *tgt_ids]]), output_attentions=True
+        )
+    assert trace.tgt_tokens[-1] == "</s>" and len(trace.tgt_tokens) == len(tgt_ids) + 1
+    for layer, weights in enumerate(out.cross_attentions):
+        torch.testing.assert_close(torch.from_numpy(trace.attention("cross", layer)), weights[0], atol=1e-5, rtol=1e-4)
+    for layer, weights in enumerate(out.encoder_attentions):
+        torch.testing.assert_close(
+            torch.from_numpy(trace.attention("encoder", layer)), weights[0], atol=1e-5, rtol=1e-4
+        )
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_token_ids_equal_marian_tokenizer(marian: dict[str, Path], variant: str) -> None:
+    ours, tokenizer = attnlab.load(marian[variant]), hf_tokenizer(marian[variant])
+    texts = [*TEXTS, "the dög ☃ runs 狗", ">>de<< the dog", "  the   cat  ", "zzz qqq"]
+    for text in texts:
+        assert ours.encode_source(text)[0] == tokenizer(text)["input_ids"], text
+        target = tokenizer(text_target=text)["input_ids"]
+        assert ours.target_tokenizer.encode(text) + [ours.config.eos_id] == target, text
+    assert ours.tokenizer.unk_id() in ours.encode_source("zzz qqq")[0]  # pieces outside vocab.json are <unk>
+
+
+def edit_config(directory: Path, out: Path, **changes: object) -> Path:
+    shutil.copytree(directory, out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **changes}))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"normalize_before": True}, "normalize_before=True is not supported"),
+        ({"decoder_layers": 3}, "encoder_layers=2 differs from decoder_layers=3"),
+        ({"activation_function": "tanh"}, "activation_function='tanh' is not supported"),
+        ({"decoder_start_token_id": 0}, "decoder_start_token_id=0 is not the pad token"),
+    ],
+)
+def test_unsupported_settings_are_refused_in_one_line(
+    marian: dict[str, Path], tmp_path: Path, changes: dict, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = edit_config(marian["swish-shared"], tmp_path / "edited", **changes)
+    with pytest.raises(ConfigError, match=message):
+        attnlab.load(directory)
+    assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+
+
+class Payload:
+    """A pickle that would create a file when unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+def test_legacy_weights_load_and_pickled_code_is_never_run(marian: dict[str, Path], tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"
+    shutil.copytree(marian["gelu"], legacy)
+    (legacy / "model.safetensors").unlink()
+    torch.save(hf_model(marian["gelu"]).state_dict(), legacy / "pytorch_model.bin")
+    src = torch.tensor([attnlab.load(marian["gelu"]).encode_source(TEXTS[0])[0]])
+    tgt = torch.tensor([[attnlab.load(legacy).config.bos_id, 3, 4]])
+    with torch.no_grad():
+        assert torch.equal(attnlab.load(legacy).model(src, tgt), attnlab.load(marian["gelu"]).model(src, tgt))
+    marker = tmp_path / "executed"
+    with (legacy / "pytorch_model.bin").open("wb") as handle:
+        pickle.dump({"model.shared.weight": Payload(marker)}, handle)
+    with pytest.raises(CheckpointError, match="refused"):
+        attnlab.load(legacy)
+    assert not marker.exists()
+
+
+def test_import_writes_a_checkpoint_with_a_model_card(marian: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "imported"
+    assert main(["import", "marian", str(marian["separate-untied"]), "--out", str(out)]) == 0
+    card = (out / "README.md").read_text()
+    assert "separate-untied" in card and "attnlab import marian" in card and "untied" in card
+    direct, imported = attnlab.load(marian["separate-untied"]), attnlab.load(out)
+    assert imported.meta["imported_from"]["marian"] == "separate-untied"
+    assert imported.translate(TEXTS[0], beam=4).tokens == direct.translate(TEXTS[0], beam=4).tokens
+    assert main(["import", "marian", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_every_view_works_on_an_imported_model(marian: dict[str, Path]) -> None:
+    model = attnlab.load(marian["separate-untied"])
+    result = model.translate(TEXTS[1], record=True)
+    trace = result.trace
+    assert trace.kinds == ["encoder", "decoder", "cross"] and trace.n_heads == 4
+    assert trace.src_tokens == model.pieces(model.encode_source(TEXTS[1])[0], source=True)
+    assert trace.tgt_tokens == result.tokens and trace.attention("cross", -1).shape[1:] == (
+        len(result.tokens),
+        len(trace.src_tokens),
+    )
+    assert len(head_stats(trace)) == 3 * 2 * 4
+    parts = attention_parts(model, trace, "cross", 1, 2)
+    assert torch.allclose(
+        torch.from_numpy(parts["weights"]), torch.from_numpy(trace.attention("cross", 1)[2]), atol=1e-5
+    )
+    effect = ablation(model, trace, {("cross", 1): [0, 1, 2, 3]}, beam=1)
+    assert len(effect.before) == len(result.tokens) and effect.before != effect.after
