@@ -204,3 +204,13 @@ def test_every_view_works_on_an_imported_model(marian: dict[str, Path]) -> None:
     )
     effect = ablation(model, trace, {("cross", 1): [0, 1, 2, 3]}, beam=1)
     assert len(effect.before) == len(result.tokens) and effect.before != effect.after
+
+
+def test_the_notebook_widgets_open_a_marian_directory(marian: dict[str, Path]) -> None:
+    from attnlab.widgets import explore
+
+    explorer = explore(str(marian["gelu"]), text=TEXTS[0])
+    assert explorer.result is not None and explorer.figures["head"] is not None
+    assert explorer.view.trace.src_tokens == explorer.model.pieces(
+        explorer.model.encode_source(TEXTS[0])[0], source=True
+    )
