@@ -50,6 +50,9 @@ class ModelConfig:
     tgt_vocab_size: int | None = None  # the decoder's own vocabulary; None: vocab_size (shared)
     tie_output: bool = True  # pre-softmax matrix = the target embedding matrix (§3.4)
     logits_bias: bool = False  # a bias added to the logits (Marian's final_logits_bias)
+    # Restricted self-attention (Table 1's last row, §4): the encoder attends within distance r,
+    # the decoder to the previous r positions and itself; encoder-decoder attention stays global.
+    attn_window: int | None = None  # r; None: global (the paper's models)
     # What the paper reports for this configuration (Table 3), for comparison only.
     paper: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -80,6 +83,10 @@ class ModelConfig:
         for name in ("scale_embedding", "share_embeddings", "tie_output", "logits_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.attn_window is not None and (
+            not isinstance(self.attn_window, int) or isinstance(self.attn_window, bool) or self.attn_window < 0
+        ):
+            raise ConfigError(f"attn_window must be a non-negative integer or None, got {self.attn_window!r}")
         if self.tgt_vocab_size is not None:
             if (
                 not isinstance(self.tgt_vocab_size, int)
@@ -173,6 +180,8 @@ PRESETS: dict[str, ModelConfig] = {
     "small": _variant(_BASE, {}, n_layers=3, d_model=256, d_ff=1024, n_heads=4, vocab_size=8000, p_drop=0.3),
     "tiny": _variant(_BASE, {}, n_layers=2, d_model=64, d_ff=128, n_heads=4, vocab_size=1000, max_len=256),
 }
+# Table 1's last row on the `small` shape: self-attention restricted to a neighbourhood of r.
+PRESETS |= {f"small-r{r}": _variant(PRESETS["small"], {}, attn_window=r) for r in (1, 3, 5, 8)}
 
 
 def preset(name: str, **overrides: Any) -> ModelConfig:

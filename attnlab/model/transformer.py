@@ -316,10 +316,24 @@ class Transformer(nn.Module):
         """(1, 1, L, L): position i may attend to positions ≤ i (§3.2.3)."""
         return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
 
+    def window(self, queries: int, keys: int, start: int, causal: bool, device: torch.device | str) -> Tensor | None:
+        """(1, 1, Lq, Lk) restricted self-attention (`attn_window` r), True where allowed: query
+        i (at position start + i) sees keys within distance r, and with `causal` only those not
+        after it. None where that allows every key, so r ≥ the length is global attention."""
+        r = self.config.attn_window
+        if r is None or (not causal and r >= keys - 1) or (causal and r >= start + queries - 1):
+            return self.causal_mask(queries, device) if causal and queries > 1 else None
+        q = torch.arange(start, start + queries, device=device)[:, None]
+        k = torch.arange(keys, device=device)[None, :]
+        allowed = (q - k <= r) & (k <= q) if causal else (q - k).abs() <= r
+        return allowed[None, None]
+
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """src: (B, Ls) ids -> memory (B, Ls, d_model)."""
         self.check_ids(src, "source")
         mask = self.src_mask(src) if src_mask is None else src_mask
+        band = self.window(src.size(1), src.size(1), 0, causal=False, device=src.device)
+        mask = band if mask is None else mask if band is None else mask & band
         x = self.embed_tokens(src)
         for layer in self.encoder["layers"]:
             x = layer(x, mask)
@@ -335,8 +349,9 @@ class Transformer(nn.Module):
         if start + tgt.size(1) > self.config.max_len:
             raise ModelInputError(f"target would exceed the model's max_len={self.config.max_len}")
         x = self.embed_tokens(tgt, start, self.target_embedding)
-        # With one new position per step, every cached key is visible: no mask needed.
-        tgt_mask = self.causal_mask(tgt.size(1), tgt.device) if tgt.size(1) > 1 else None
+        # With one new position per step, every cached key is visible (no mask needed) unless the
+        # window hides the older ones.
+        tgt_mask = self.window(tgt.size(1), start + tgt.size(1), start, causal=True, device=tgt.device)
         if cache is not None:
             if start and tgt.size(1) > 1:
                 raise ModelInputError("incremental decoding feeds one position at a time")

@@ -124,16 +124,22 @@ class Recording:
         return traces
 
     def _mask(self, kind: str, b: int, q_len: int, k_len: int) -> np.ndarray:
-        """The mask the layer applied, cut to the sentence: causal for decoder self-attention
-        (also when decoding fed one position at a time and no mask tensor was needed)."""
-        if kind == "decoder":
-            return np.tril(np.ones((q_len, k_len), dtype=bool))
-        first = next(iter(c for (k, _), c in self.captures.items() if k == kind))
-        mask = first.masks[0]
-        if mask is None:
-            return np.ones((q_len, k_len), dtype=bool)
-        row = mask[b if mask.size(0) > 1 else 0].reshape(-1, mask.size(-1))[-1, :k_len].numpy()
-        return np.broadcast_to(row, (q_len, k_len)).copy()
+        """The mask the layers of `kind` applied, cut to the sentence (the same in every layer)."""
+        layer = min(layer for k, layer in self.captures if k == kind)
+        return self.allowed(kind, layer)[b, 0, :q_len, :k_len].numpy().copy()
+
+    def allowed(self, kind: str, layer: int) -> Tensor:
+        """(B, 1, Lq, Lk) bool: what each call of the hook point allowed, stacked along Lq like
+        `weights` (a call without a mask allowed every key that existed then: incremental
+        decoding feeds one position at a time, so later keys are False)."""
+        capture = self.captures[(kind, layer % self.n_layers)]
+        parts = []
+        for weights, mask in zip(capture.weights, capture.masks, strict=True):
+            rows, _, queries, keys = weights.shape
+            shape = (rows, 1, queries, keys)
+            parts.append(torch.ones(shape, dtype=torch.bool) if mask is None else mask.expand(shape))
+        width = max(part.size(-1) for part in parts)
+        return torch.cat([torch.nn.functional.pad(part, (0, width - part.size(-1)), value=False) for part in parts], 2)
 
 
 def _selected(
