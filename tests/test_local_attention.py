@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from attnlab.decode.search import TransformerStepper, greedy_search
+from attnlab.model import transformer
+from attnlab.model.attention import attention, local_attention, window_mask
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
 from attnlab.record.recorder import record
@@ -81,3 +83,42 @@ def test_a_window_as_long_as_the_sentence_is_global_attention_bit_for_bit() -> N
         assert torch.equal(wide(src, tgt), everywhere(src, tgt))
         narrow = model(1)(src, tgt)
     assert not torch.equal(narrow, everywhere(src, tgt))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [0, 2, 7])
+def test_the_banded_kernel_equals_eq1_under_the_band_with_gradients(window: int, causal: bool) -> None:
+    generator = torch.Generator().manual_seed(window)
+    q, k, v = (torch.randn(2, 3, 40, 8, generator=generator, requires_grad=True) for _ in range(3))
+    keep = torch.ones(2, 40, dtype=torch.bool)
+    keep[1, 31:] = False  # the second sentence is padded
+    mask = window_mask(40, 40, window, causal, "cpu") & keep[:, None, None, :]
+    dense, _ = attention(q, k, v, mask)
+    banded = local_attention(q, k, v, window, causal, keep)
+    torch.testing.assert_close(banded, dense, atol=1e-5, rtol=1e-5)
+    grads = [torch.autograd.grad(out.square().sum(), (q, k, v)) for out in (dense, banded)]
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    assert (dense - attention(q, k, v, keep[:, None, None, :])[0]).abs().max() > 1e-2  # the band matters
+
+
+def test_long_inputs_take_the_banded_kernel_and_match_the_recorded_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = model(3)
+    generator = torch.Generator().manual_seed(2)
+    src = torch.randint(4, 1000, (2, 90), generator=generator)
+    src[1, 70:] = 0
+    tgt = torch.randint(4, 1000, (2, 80), generator=generator)
+    calls: list[int] = []
+
+    def counting(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(1)
+        return local_attention(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "local_attention", counting)
+    with torch.no_grad():
+        fused = net(src, tgt)
+        assert len(calls) == 2 * 2  # encoder and decoder self-attention, both layers: the O(n·r) kernel
+        with record(net):
+            recorded = net(src, tgt)  # the explicit Eq. (1) under the band, as the hooks need the weights
+    assert len(calls) == 4
+    torch.testing.assert_close(fused, recorded, atol=1e-4, rtol=1e-4)

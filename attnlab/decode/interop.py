@@ -78,6 +78,8 @@ def check_exportable(model: Transformer) -> None:
     c = model.config
     if c.d_k != c.d_model // c.n_heads or c.d_v != c.d_k:
         raise ConfigError(f"CTranslate2 needs d_k = d_v = d_model / n_heads; this model has d_k={c.d_k}, d_v={c.d_v}")
+    if c.attn_window is not None:
+        raise ConfigError(f"CTranslate2 has no restricted self-attention; this model has attn_window={c.attn_window}")
 
 
 def vocabulary(tokenizer: Any, size: int) -> list[str]:

@@ -1,11 +1,12 @@
 """attnlab.model — the model itself: `ModelConfig` and the paper's presets (Table 3), the §3
-encoder–decoder with Eq. (1) as `attention`, FLOP counts (Table 2), and the checkpoint format
+encoder–decoder with Eq. (1) as `attention` (and its restricted form, Table 1), FLOP counts (Table 2), and the checkpoint format
 on disk (safetensors + JSON, written atomically, verified when read).
 
 May import: nothing of attnlab but `attnlab.errors`. Everything else builds on this room, so
 it knows no recorder, no data, no loop and no screen.
 """
 
+from attnlab.model.attention import attention, local_attention, window_mask
 from attnlab.model.checkpoint import latest_valid, load_model, read_config, save_checkpoint, verify
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
 from attnlab.model.transformer import (
@@ -16,7 +17,6 @@ from attnlab.model.transformer import (
     MultiHeadAttention,
     Residual,
     Transformer,
-    attention,
     count_parameters,
     sinusoidal_positions,
 )
@@ -35,10 +35,12 @@ __all__ = [
     "count_parameters",
     "latest_valid",
     "load_model",
+    "local_attention",
     "parse_overrides",
     "preset",
     "read_config",
     "save_checkpoint",
     "sinusoidal_positions",
     "verify",
+    "window_mask",
 ]

@@ -18,26 +18,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.errors import ModelInputError
+from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
 from attnlab.model.config import ModelConfig
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Scaled dot-product attention, Eq. (1): softmax(QKᵀ/√d_k)·V, returning the weights too.
-
-    q: (..., Lq, d_k), k: (..., Lk, d_k), v: (..., Lk, d_v); `mask` broadcasts to (..., Lq, Lk)
-    and is True where attending is allowed. Masked cells get exactly zero weight; a row with no
-    allowed key (which attnlab never builds) gets all zeros instead of NaN.
-    """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.nan_to_num(0.0)
-    return weights @ v, weights
 
 
 def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
@@ -95,6 +80,10 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model)
         self.hook: AttentionHook | None = None  # None: fused kernel, nothing recorded
         self.head_mask: Tensor | None = None  # (h,) 0/1 per head; None: all heads on (ablation)
+        # Restricted self-attention (`attn_window`): the band is applied here, where the keys'
+        # positions are known (also in incremental decoding); encoder-decoder attention is global.
+        self.window = None if kind == "cross" else config.attn_window
+        self.causal = kind == "decoder"
 
     def _split(self, x: Tensor, d: int) -> Tensor:
         batch, length, _ = x.shape
@@ -125,7 +114,19 @@ class MultiHeadAttention(nn.Module):
                 k, v = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
         if cache is not None:
             cache["k"], cache["v"] = k, v
+        if self.window is not None and self.window < k.size(2) - 1:  # else the window covers everything
+            if self.hook is None and q.size(2) == k.size(2) > BANDED_FROM * (2 * self.window + 1):
+                keep = None if mask is None or mask.size(-2) > 1 else mask[:, 0, 0, :]  # key padding
+                if keep is not None or mask is None or self.causal:  # (a dense causal mask is the band's)
+                    out = local_attention(q, k, v, self.window, self.causal, keep)
+                    return self._project(out)
+            band = window_mask(q.size(2), k.size(2), self.window, self.causal, q.device)
+            mask = band if mask is None else mask & band
         out = self._attend(q, k, v, mask, decoding=cache is not None)
+        return self._project(out)
+
+    def _project(self, out: Tensor) -> Tensor:
+        """The heads' outputs (B, h, Lq, d_v), concatenated and projected by W^O."""
         if self.head_mask is not None:
             out = out * self.head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
         batch, _, length, _ = out.shape
@@ -316,24 +317,10 @@ class Transformer(nn.Module):
         """(1, 1, L, L): position i may attend to positions ≤ i (§3.2.3)."""
         return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
 
-    def window(self, queries: int, keys: int, start: int, causal: bool, device: torch.device | str) -> Tensor | None:
-        """(1, 1, Lq, Lk) restricted self-attention (`attn_window` r), True where allowed: query
-        i (at position start + i) sees keys within distance r, and with `causal` only those not
-        after it. None where that allows every key, so r ≥ the length is global attention."""
-        r = self.config.attn_window
-        if r is None or (not causal and r >= keys - 1) or (causal and r >= start + queries - 1):
-            return self.causal_mask(queries, device) if causal and queries > 1 else None
-        q = torch.arange(start, start + queries, device=device)[:, None]
-        k = torch.arange(keys, device=device)[None, :]
-        allowed = (q - k <= r) & (k <= q) if causal else (q - k).abs() <= r
-        return allowed[None, None]
-
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """src: (B, Ls) ids -> memory (B, Ls, d_model)."""
         self.check_ids(src, "source")
         mask = self.src_mask(src) if src_mask is None else src_mask
-        band = self.window(src.size(1), src.size(1), 0, causal=False, device=src.device)
-        mask = band if mask is None else mask if band is None else mask & band
         x = self.embed_tokens(src)
         for layer in self.encoder["layers"]:
             x = layer(x, mask)
@@ -349,9 +336,9 @@ class Transformer(nn.Module):
         if start + tgt.size(1) > self.config.max_len:
             raise ModelInputError(f"target would exceed the model's max_len={self.config.max_len}")
         x = self.embed_tokens(tgt, start, self.target_embedding)
-        # With one new position per step, every cached key is visible (no mask needed) unless the
-        # window hides the older ones.
-        tgt_mask = self.window(tgt.size(1), start + tgt.size(1), start, causal=True, device=tgt.device)
+        # With one new position per step, every cached key is visible: no mask needed (the
+        # attention layers add the band of a restricted model themselves).
+        tgt_mask = self.causal_mask(tgt.size(1), tgt.device) if tgt.size(1) > 1 else None
         if cache is not None:
             if start and tgt.size(1) > 1:
                 raise ModelInputError("incremental decoding feeds one position at a time")
