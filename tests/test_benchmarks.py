@@ -116,3 +116,12 @@ def test_decode_smoke() -> None:
     assert peers <= systems  # transformers and ctranslate2 are installed by `make test`
     for row in rows:
         assert row["tokens_per_s"] > 0 and row["tokens"] > 0 and row["beam"] == 4
+
+
+def test_local_attention_smoke() -> None:
+    rows = run_script("local_attention")
+    assert [row["n"] for row in rows] == [64, 256] and all(row["window"] == 8 for row in rows)
+    for row in rows:
+        for name in ("fused", "explicit", "local", "layer_global", "layer_local"):
+            assert row[f"{name}_ms"] > 0 and row[f"{name}_mib"] > 0
+    assert rows[1]["explicit_mib"] > 2 * rows[0]["explicit_mib"]  # the written-out n × n weights grow

@@ -32,7 +32,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights
 
 
-BANDED_FROM = 4  # banded kernel once the sequence is this many windows long (below, dense is faster)
+BANDED_FROM = 32  # the banded kernel once a sequence is this many windows (2r + 1) long; below, the
+# fused dense kernel is faster on the CPU (benchmarks/local_attention.py: about 1,000 positions at r = 8)
 
 
 def window_mask(queries: int, keys: int, window: int, causal: bool, device: torch.device | str) -> Tensor:
@@ -46,18 +47,34 @@ def window_mask(queries: int, keys: int, window: int, causal: bool, device: torc
 
 def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool, keep: Tensor | None = None) -> Tensor:
     """Eq. (1) restricted to the keys within `window` of each query (Table 1's last row) in
-    O(n·r·d) time and memory: each query meets only its 2r + 1 (causal: r + 1) neighbours, taken
-    as a sliding view of the keys, instead of all n. Equals `attention` with `window_mask`.
+    O(n·r·d) time and memory. The queries are cut into blocks of b = max(r, 16) positions; a
+    block meets only the b + 2r keys around it (causal: b + r), all blocks in one call of the
+    fused kernel with the band as its mask. Equals `attention` under `window_mask`.
 
     q, k: (B, h, n, d_k), v: (B, h, n, d_v); `keep` (B, n) marks real (unpadded) keys."""
-    n, left, right = k.size(-2), window, 0 if causal else window
-    width = left + 1 + right
-    k_near = F.pad(k, (0, 0, left, right)).unfold(-2, width, 1)  # (B, h, n, d_k, w)
-    v_near = F.pad(v, (0, 0, left, right)).unfold(-2, width, 1)  # (B, h, n, d_v, w)
-    scores = torch.einsum("bhnd,bhndw->bhnw", q, k_near) / math.sqrt(q.size(-1))
-    position = torch.arange(n, device=q.device)[:, None] - left + torch.arange(width, device=q.device)
-    allowed = ((position >= 0) & (position < n))[None, None]  # (1, 1, n, w)
+    batch, heads, n, _ = q.shape
+    left, right = window, 0 if causal else window
+    block = max(window, 16)
+    blocks = -(-n // block)
+    tail = blocks * block - n  # queries padded to whole blocks (their rows are dropped at the end)
+    span = block + left + right  # the keys one block of queries can reach
+
+    def around(x: Tensor) -> Tensor:  # (B, h, n, d) -> (B·blocks, h, span, d): each block's keys
+        near = F.pad(x, (0, 0, left, right + tail)).unfold(-2, span, block)  # (B, h, blocks, d, span)
+        return near.permute(0, 2, 1, 4, 3).flatten(0, 1)
+
+    queries = (
+        F.pad(q, (0, 0, 0, tail)).unflatten(-2, (blocks, block)).transpose(1, 2).flatten(0, 1)
+    )  # (B·blocks, h, b, d)
+    i = torch.arange(block, device=q.device)[:, None]  # query offset in its block
+    j = torch.arange(span, device=q.device)[None, :] - left  # key offset from the block's start
+    allowed = ((i - j <= window) & (j <= i)) if causal else (i - j).abs() <= window  # (b, span)
+    start = torch.arange(blocks, device=q.device)[:, None, None] * block
+    real = (start + j >= 0) & (start + j < n)  # (blocks, 1, span): keys that exist
+    allowed = (allowed & real)[None]  # (1, blocks, b, span)
     if keep is not None:
-        allowed = allowed & F.pad(keep, (left, right)).unfold(-1, width, 1)[:, None]  # (B, 1, n, w)
-    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
-    return torch.einsum("bhnw,bhndw->bhnd", weights, v_near)
+        allowed = allowed & F.pad(keep, (left, right + tail)).unfold(-1, span, block)[:, :, None, :]
+    allowed = allowed | (start + i >= n)  # padded query rows: anything, so no row is empty
+    mask = allowed.expand(batch, -1, -1, -1).flatten(0, 1)[:, None]  # (B·blocks, 1, b, span)
+    out = F.scaled_dot_product_attention(queries, around(k), around(v), attn_mask=mask)  # (B·blocks, h, b, d_v)
+    return out.unflatten(0, (batch, blocks)).transpose(1, 2).flatten(2, 3)[:, :, :n]
