@@ -19,10 +19,17 @@ from typing import IO
 from attnlab.data import treebank
 from attnlab.errors import DataError
 
-CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb")
-DEFAULT_VOCAB = {"multi30k": 8000, "tatoeba": 8000, "wmt14": 37000, "ptb": 4000}  # §5.1: ~37k for WMT EN-DE
+CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb", "text")
+DEFAULT_VOCAB = {
+    "multi30k": 8000,
+    "tatoeba": 8000,
+    "wmt14": 37000,
+    "ptb": 4000,
+    "text": 8000,
+}  # §5.1: ~37k for WMT EN-DE
 PTB_LEAVES = ("words", "XX")  # what stands at a leaf of a prepared target tree
-DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb"}
+DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb", "text": "src-tgt"}
+TEXT_SPLITS = ("train", "valid", "test")  # `data prepare text`: train and valid are required
 
 
 HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
@@ -236,3 +243,20 @@ def ptb_symbols(splits: list[Split]) -> list[str]:
         for _, target in split.pairs():
             symbols.update(t for t in target.split() if t[0] in "()" and len(t) > 1)
     return sorted(symbols)
+
+
+def text_splits(files: dict[str, tuple[str | Path, str | Path]]) -> list[Split]:
+    """Any parallel text (`attnlab data prepare text --train SRC TGT --valid SRC TGT [--test ...]`):
+    one pair per line, e.g. articles and their headlines for summarisation."""
+    missing = [name for name in TEXT_SPLITS[:2] if name not in files]
+    if missing:
+        raise DataError(f"a text corpus needs --{' and --'.join(missing)} SRC TGT")
+    splits = []
+    for name in TEXT_SPLITS:
+        if name in files:
+            src, tgt = (Path(path) for path in files[name])
+            for path in (src, tgt):
+                if not path.is_file():
+                    raise DataError(f"--{name}: {path} is not a file")
+            splits.append(_file_split(name, src, tgt))
+    return splits

@@ -36,6 +36,7 @@ from attnlab.data.corpora import (
     HELDOUT,
     PTB_FILES,
     PTB_LEAVES,
+    TEXT_SPLITS,
     Split,
     check_parallel,
     find_data_dir,
@@ -43,6 +44,7 @@ from attnlab.data.corpora import (
     ptb_splits,
     ptb_symbols,
     tatoeba_splits,
+    text_splits,
     wmt14_splits,
 )
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_tokenizer
@@ -110,9 +112,17 @@ def write_split(
 
 
 def _splits_for(
-    corpus: str, data_dir: Path, pair: str, seed: int, train_dir: Path | None, leaves: str
+    corpus: str,
+    data_dir: Path | None,
+    pair: str,
+    seed: int,
+    train_dir: Path | None,
+    leaves: str,
+    text_files: dict[str, tuple[str, str]] | None,
 ) -> tuple[list[Split], list[str]]:
     """The corpus's splits and the symbols its tokenizer must keep whole."""
+    if corpus == "text":
+        return text_splits(text_files or {}), []
     if corpus == "multi30k":
         return multi30k_splits(data_dir, pair), []
     if corpus == "tatoeba":
@@ -137,9 +147,11 @@ def prepare(
     train_dir: str | os.PathLike[str] | None = None,
     leaves: str = "words",
     echo: Callable[[str], Any] = print,
+    text_files: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Prepare `corpus` into `out` (see the module docstring) and return its meta.json contents.
-    `leaves` (ptb): "words" spells the words out in the target trees, "XX" is Vinyals & Kaiser's."""
+    `leaves` (ptb): "words" spells the words out in the target trees, "XX" is Vinyals & Kaiser's.
+    `text_files` (text): {"train": (SRC, TGT), "valid": ..., "test": ...}, any parallel files."""
     started = time.perf_counter()
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
@@ -147,10 +159,10 @@ def prepare(
     vocab_size = vocab_size or DEFAULT_VOCAB[corpus]
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
-    root = find_data_dir(data_dir)
+    root = None if corpus == "text" else find_data_dir(data_dir)
     if leaves not in PTB_LEAVES:
         raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
-    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves)
+    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves, text_files)
     for split in splits:
         if split.files:
             check_parallel(*split.files)
@@ -172,7 +184,7 @@ def prepare(
         "splits": stats,
         "max_len": max_len,
         "seed": seed,
-        "data_dir": str(root),
+        "data_dir": str(root) if root else None,
         "seconds": round(time.perf_counter() - started, 2),
     }
     if corpus == "ptb":
@@ -183,6 +195,10 @@ def prepare(
         meta["heldout_fraction"] = HELDOUT
     if corpus == "wmt14":
         meta["train_dir"] = str(train_dir or root / "opennmt_toy_ende")
+    if corpus == "text":
+        meta["files"] = {
+            name: [str(Path(path).resolve()) for path in pair] for name, pair in (text_files or {}).items()
+        }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     echo(summary(meta, out))
     return meta
@@ -315,6 +331,8 @@ def cli(argv: list[str]) -> int:
     prep.add_argument(
         "--leaves", choices=PTB_LEAVES, default="words", help="ptb: write the words in the target trees, or XX"
     )
+    for name in TEXT_SPLITS:
+        prep.add_argument(f"--{name}", nargs=2, metavar=("SRC", "TGT"), help=f"text: the {name} split's parallel files")
     down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
     down.add_argument("corpus", choices=("multi30k", "wmt14", "tatoeba"))
     down.add_argument("--out", default=os.environ.get("ATTNLAB_DATA", "data"), help="data directory to fill")
@@ -333,6 +351,7 @@ def cli(argv: list[str]) -> int:
         seed=args.seed,
         train_dir=args.train_dir,
         leaves=args.leaves,
+        text_files={name: getattr(args, name) for name in TEXT_SPLITS if getattr(args, name)},
     )
     return 0
 

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import sacrebleu
+from rouge_score import rouge_scorer
 
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument
 from attnlab.errors import AttnlabError
+
+ROUGE = ("rouge1", "rouge2", "rougeL")
 
 
 def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
@@ -38,6 +41,17 @@ def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
         "chrf": c.score,
         "chrf_signature": str(chrf.get_signature()),
     }
+
+
+def rouge(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L F-measures (×100, the mean over sentences) with Google's
+    `rouge-score`, the implementation summarisation papers report: lower-cased, Porter-stemmed,
+    alphanumeric tokens (so it suits English and other Latin-script text)."""
+    if len(hypotheses) != len(references):
+        raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    scorer = rouge_scorer.RougeScorer(list(ROUGE), use_stemmer=True)
+    scores = [scorer.score(ref, hyp) for hyp, ref in zip(hypotheses, references, strict=True)]
+    return {name: 100 * sum(s[name].fmeasure for s in scores) / max(len(scores), 1) for name in ROUGE}
 
 
 def _split_compounds(line: str) -> str:
@@ -70,6 +84,12 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--beam", type=int)
     parser.add_argument("--alpha", type=float)
     parser.add_argument("--tokenized", action="store_true", help="also print the paper-style tokenized BLEU")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        choices=["bleu", "rouge"],
+        help="bleu: sacreBLEU and chrF (the default); rouge: ROUGE-1/2/L (repeat the flag for both)",
+    )
     parser.add_argument("--out", help="also write the outputs here")
     parser.add_argument("--json", action="store_true")
     add_dtype_argument(parser)
@@ -107,17 +127,26 @@ def cli(argv: list[str]) -> int:
                 f"P {report['precision']:.2f}  R {report['recall']:.2f}  F1 {report['f1']:.2f}  ({len(refs)} sentences)"
             )
         return 0
-    report = bleu_chrf(outputs, refs)
+    metrics = args.metric or ["bleu"]
+    report = bleu_chrf(outputs, refs) if "bleu" in metrics else {}
     if args.tokenized:
         report["tokenized_bleu"] = tokenized_bleu(outputs, refs)
+    if "rouge" in metrics:
+        report.update(rouge(outputs, refs))
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"BLEU = {report['bleu']:.2f}  {report['bleu_signature']}")
-    print(f"chrF2 = {report['chrf']:.2f}  {report['chrf_signature']}")
+    if "bleu" in metrics:
+        print(f"BLEU = {report['bleu']:.2f}  {report['bleu_signature']}")
+        print(f"chrF2 = {report['chrf']:.2f}  {report['chrf_signature']}")
+        print(report["bleu_detail"], file=sys.stderr)
     if args.tokenized:
         print(
             f"tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = {report['tokenized_bleu']:.2f}"
         )
-    print(report["bleu_detail"], file=sys.stderr)
+    if "rouge" in metrics:
+        print(
+            " ".join(f"{name.upper().replace('ROUGE', 'ROUGE-')} = {report[name]:.2f}" for name in ROUGE)
+            + "  (rouge-score F1, stemmed)"
+        )
     return 0
