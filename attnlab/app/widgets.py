@@ -35,11 +35,23 @@ from attnlab.app.checkpoints import open_model, probe_snapshots
 from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, plot, reporting, setup
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
+from attnlab.decode.compare import compare
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
-__all__ = ["Explorer", "Timeline", "TraceView", "explore", "plot", "replay", "setup", "show"]
+__all__ = [
+    "Compare",
+    "Explorer",
+    "Timeline",
+    "TraceView",
+    "compare_models",
+    "explore",
+    "plot",
+    "replay",
+    "setup",
+    "show",
+]
 EXAMPLES = {  # written for attnlab, not taken from a corpus
     "translate": "A man in a blue shirt is playing the guitar on the street.",
     "parse": "The old man saw the dog with a telescope .",
@@ -214,15 +226,88 @@ class Explorer(w.VBox):
         self.view.set_trace(hyp.trace)
 
 
-def explore(checkpoint_or_model: Any, text: str | None = None, beam: int | None = None) -> Explorer:
-    """The explorer in a notebook: a checkpoint directory (loaded once per kernel) or a model
-    from `attnlab.load`, and optionally the first sentence."""
+def _model(checkpoint_or_model: Any, caller: str) -> Any:
+    """A checkpoint directory (loaded once per kernel) or a model from `attnlab.load`."""
     model = checkpoint_or_model
     if isinstance(model, (str, Path)):
         model = open_model(model)
     if not hasattr(model, "translate") or not hasattr(model, "task"):
-        raise AttnlabError(f"explore() takes a checkpoint directory or attnlab.load(...), not {type(model).__name__}")
+        raise AttnlabError(f"{caller}() takes a checkpoint directory or attnlab.load(...), not {type(model).__name__}")
+    return model
+
+
+def explore(checkpoint_or_model: Any, text: str | None = None, beam: int | None = None) -> Explorer:
+    """The explorer in a notebook: a checkpoint directory or a model from `attnlab.load`, and
+    optionally the first sentence."""
+    model = _model(checkpoint_or_model, "explore")
     return Explorer(model, text, beam)
+
+
+# -- two models --------------------------------------------------------------------------------------------
+class Compare(w.VBox):
+    """Two models (or one with heads switched off) on the same sentence: both outputs with a word
+    diff, and the same kind / layer / head of each side by side with their difference (the
+    second model read teacher-forced on the first one's output, so the maps line up)."""
+
+    def __init__(
+        self, first: Any, second: Any, text: str, heads_off: dict | None = None, names: tuple = ("A", "B")
+    ) -> None:
+        self.first, self.second, self.heads_off, self.names = first, second, heads_off or {}, names
+        self.text = w.Textarea(value=text, layout=w.Layout(width="95%", height="3.5em"))
+        self.button = w.Button(description="Compare", button_style="primary")
+        self.button.on_click(lambda _button: self.run())
+        self.output = w.HTML()
+        self.picker = HeadPicker(self.redraw)
+        self.panes = [BokehPane(), BokehPane(), BokehPane()]
+        self.errors = ErrorBox()
+        self.comparison: Any = None
+        figures = w.HBox(self.panes, layout=w.Layout(flex_flow="row wrap"))
+        super().__init__([self.text, self.button, self.errors, self.output, self.picker, figures])
+        self.run()
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        return dict(zip(("first", "second", "difference"), (pane.figure for pane in self.panes), strict=True))
+
+    def run(self, text: str | None = None) -> Any:
+        """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
+        if text is not None:
+            self.text.value = text
+        self.errors.clear()
+        with reporting(self.errors):
+            self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
+            c, (a, b) = self.comparison, self.names
+            verdict = "the same output" if c.same_output else "different outputs"
+            self.output.value = (
+                f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
+                f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"
+                f"<div style='color:#666'>{verdict}; the maps of {html.escape(b)} are read on {html.escape(a)}'s output</div>"
+            )
+            self.picker.configure(c.first.trace)
+            self.redraw()
+            return self.comparison
+        return None
+
+    def redraw(self) -> None:
+        if self.comparison is None:
+            return
+        self.errors.clear()
+        with reporting(self.errors):
+            c = self.comparison
+            figures = viz.compare_figures(c.first.trace, c.second_on_first.trace, *self.picker.value, names=self.names)
+            for pane, figure in zip(self.panes, figures, strict=True):
+                pane.update(figure)
+
+
+def compare_models(
+    first: Any, second: Any | None = None, text: str = EXAMPLES["translate"], heads_off: dict | None = None
+) -> Compare:
+    """Two checkpoints (or models) on the same sentence; with no second model, the first one with
+    `heads_off` ({(kind, layer): [head, ...]}) switched off."""
+    first = _model(first, "compare_models")
+    second = first if second is None else _model(second, "compare_models")
+    names = ("all heads", "heads off") if second is first else ("A", "B")
+    return Compare(first, second, text, heads_off, names)
 
 
 # -- training ----------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from attnlab.viz.colors import (
     hatch,
     head_map,
 )
+from attnlab.viz.compare import compare_figures, has_head, word_diff
 from attnlab.viz.equation import computation_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
@@ -46,11 +47,13 @@ __all__ = [
     "PALETTE",
     "STAT_COLUMNS",
     "colorize",
+    "compare_figures",
     "computation_figure",
     "diff_figure",
     "downsample",
     "grid",
     "grid_pick",
+    "has_head",
     "hatch",
     "head_map",
     "heatmap",
@@ -69,4 +72,5 @@ __all__ = [
     "update_grid",
     "update_heatmap",
     "update_matrix",
+    "word_diff",
 ]

@@ -24,16 +24,24 @@ from attnlab.viz.head import matrix_figure
 
 
 def diff_figure(
-    trace: AttentionTrace, reference: AttentionTrace, kind: str, layer: int, head: int, budget: int = 420
+    trace: AttentionTrace,
+    reference: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    budget: int = 420,
+    title: str | None = None,
+    name: str = "timeline-diff",
 ) -> figure:
-    """weights(trace) − weights(reference) for one head (e.g. a training step minus the final model)."""
+    """weights(trace) − weights(reference) for one head (e.g. a training step minus the final
+    model, or one model minus another on the same sentence pair)."""
     now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
     if now.shape != final.shape:
         raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
     return matrix_figure(
         now - final, q_labels, k_labels, allowed=trace.mask(kind), vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
-        title=f"difference to the final model · layer {layer} · head {head}", budget=budget, value_name="Δ weight", name="timeline-diff",
+        title=title or f"difference to the final model · layer {layer} · head {head}", budget=budget, value_name="Δ weight", name=name,
     )  # fmt: skip
 
 

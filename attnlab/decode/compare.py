@@ -1,0 +1,47 @@
+"""Two models on one sentence: what each translates it to, with its attention, and the second
+model's attention while it reads the first one's output (teacher-forced), which is what makes a
+head-by-head difference map possible. The second model may be the first with heads switched off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnlab.decode.api import Model, Result
+from attnlab.errors import AttnlabError
+from attnlab.record.ablation import ablate
+
+
+@dataclass
+class Comparison:
+    """The outputs and traces of two models on one input."""
+
+    text: str
+    first: Result  # the first model's own decoding (trace recorded)
+    second: Result  # the second model's own decoding
+    second_on_first: Result  # the second model teacher-forced on the first one's output
+    heads_off: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # ablated in the second
+
+    @property
+    def same_output(self) -> bool:
+        return self.first.text == self.second.text
+
+
+def compare(
+    first: Model,
+    second: Model,
+    text: str,
+    beam: int | None = None,
+    heads_off: dict[tuple[str, int], list[int]] | None = None,
+) -> Comparison:
+    """Translate (or parse) `text` with both models; `heads_off` switches heads off in the second
+    (pass the same model twice to see what those heads do)."""
+    if first.task != second.task:
+        raise AttnlabError(f"cannot compare a {first.task} model with a {second.task} model")
+    heads_off = heads_off or {}
+    a = first.translate(text, beam=beam, record=True, truncate=True)
+    with ablate(second.model, heads_off):
+        b = second.translate(text, beam=beam, record=True, truncate=True)
+        forced = second.score(text, a.text, record=True, truncate=True)
+    return Comparison(text, a, b, forced, heads_off)
+

@@ -1,0 +1,74 @@
+"""Two models side by side: the comparison of a model with itself with heads switched off, the
+difference map, models of different sizes, and the notebook widget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from attnlab.widgets import compare_models
+
+import attnlab
+from attnlab import viz
+from attnlab.decode.compare import compare
+from attnlab.errors import AttnlabError
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSLATOR, PARSER = ROOT / "checkpoints" / "multi30k-en-de", ROOT / "checkpoints" / "wsj-parser"
+TEXT = "A man in a blue shirt is riding a bike down the street."
+OFF = {("cross", 1): [0, 1, 2, 3], ("cross", 2): [0, 1, 2, 3]}
+
+pytestmark = pytest.mark.skipif(not (TRANSLATOR / "manifest.json").is_file(), reason="no bundled translator")
+
+
+def test_a_model_against_itself_with_heads_off() -> None:
+    model = attnlab.load(TRANSLATOR)
+    same = compare(model, model, TEXT)
+    assert same.same_output and same.first.text == same.second.text
+    np.testing.assert_allclose(
+        same.second_on_first.trace.attention("cross", -1), same.first.trace.attention("cross", -1), atol=1e-6
+    )
+    off = compare(model, model, TEXT, heads_off=OFF)
+    assert not off.same_output  # the encoder-decoder heads of two layers carry the translation
+    assert off.second_on_first.trace.tgt_tokens == off.first.trace.tgt_tokens  # read on A's output: maps line up
+    first, second, difference = viz.compare_figures(off.first.trace, off.second_on_first.trace, "encoder", 0, 1)
+    assert (first.name, second.name, difference.name) == ("compare-first", "compare-second", "compare-diff")
+    # heads off in the decoder's cross-attention change what the decoder's self-attention does too
+    moved = off.first.trace.attention("decoder", -1) - off.second_on_first.trace.attention("decoder", -1)
+    assert np.abs(moved).max() > 0.05
+    assert "<del>" in viz.word_diff(off.first.text, off.second.text)
+
+
+def test_models_of_different_sizes_show_what_each_has(tmp_path: Path) -> None:
+    from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
+
+    small = Transformer(preset("small", n_layers=1, n_heads=2, vocab_size=8000))
+    save_checkpoint(tmp_path / "one-layer", small, TRANSLATOR / "spm.model")
+    model, tiny = attnlab.load(TRANSLATOR), attnlab.load(tmp_path / "one-layer")
+    result = compare(model, tiny, TEXT)
+    figures = viz.compare_figures(result.first.trace, result.second_on_first.trace, "cross", 2, 3)
+    assert [f.name for f in figures] == ["compare-first", "compare-note-second", "compare-note-diff"]
+    assert "1 layers × 2 heads" in figures[1].text
+    assert [f.name for f in viz.compare_figures(result.first.trace, result.second_on_first.trace, "cross", 0, 1)] == [
+        "compare-first",
+        "compare-second",
+        "compare-diff",
+    ]
+
+
+def test_a_translator_and_a_parser_are_not_compared() -> None:
+    if not (PARSER / "manifest.json").is_file():
+        pytest.skip("no bundled parser")
+    with pytest.raises(AttnlabError, match="cannot compare a translate model with a parse model"):
+        compare(attnlab.load(TRANSLATOR), attnlab.load(PARSER), TEXT)
+
+
+def test_the_notebook_widget_compares() -> None:
+    widget = compare_models(str(TRANSLATOR), heads_off=OFF)
+    assert widget.comparison is not None and "<del>" in widget.output.value
+    assert [f.name for f in widget.figures.values()] == ["compare-first", "compare-second", "compare-diff"]
+    widget.picker.select(kind="encoder", layer=0, head=2)
+    assert widget.figures["first"].name == "compare-first" and "layer 0 · head 2" in widget.figures["first"].title.text
