@@ -29,7 +29,9 @@ def epoch_batches(sampler: TokenBatchSampler) -> list[list[int]]:
 def test_every_batch_respects_the_budget_rule():
     src, tgt = lengths()
     sampler = TokenBatchSampler(src, tgt, max_tokens=500, seed=1)
-    for batch in sampler:
+    batches = list(sampler)
+    assert sum(len(batch) for batch in batches) == len(src)  # every pair was checked
+    for batch in batches:
         assert len(batch) * max(max(src[i], tgt[i]) + 1 for i in batch) <= 500
 
 
@@ -173,3 +175,4 @@ def test_collate_builds_shifted_padded_tensors_within_the_budget(multi30k):
             assert torch.equal(batch.tgt_in[row, 1 : n_tgt + 1], batch.tgt_out[row, :n_tgt])
         if step == 20:
             break
+    assert step == 20  # 21 batches were checked

@@ -58,9 +58,11 @@ def test_bf16_decoding_keeps_the_translations() -> None:
         "A dog runs through the snow.",
     ]
     slow, quick = exact.translate(sentences, record=True), fast.translate(sentences, record=True)
-    assert sum(a.text == b.text for a, b in zip(slow, quick, strict=True)) >= 3
-    a, b = slow[0].trace, quick[0].trace
-    if slow[0].text == quick[0].text:
-        assert abs(a.attention("cross", 2) - b.attention("cross", 2)).max() < 0.1
+    same = [(a.trace, b.trace) for a, b in zip(slow, quick, strict=True) if a.text == b.text]
+    assert len(same) >= 3
+    # where the outputs agree, the maps do: bf16 moves them by ~0.011 at most here, while two different
+    # heads of one layer differ by 0.55 or more (what showing the wrong map would look like)
+    for a, b in same:
+        assert abs(a.attention("cross", 2) - b.attention("cross", 2)).max() < 0.05
     with pytest.raises(attnlab.errors.AttnlabError, match="dtype must be one of"):
         attnlab.load(BUNDLED / "multi30k-en-de", dtype="fp16")

@@ -40,8 +40,9 @@ def test_cache_and_no_cache_decode_the_same(model: Transformer) -> None:
         a = generate(model, src, beam=beam, max_len_b=12, cache=True)
         b = generate(model, src, beam=beam, max_len_b=12, cache=False)
         assert [[h.tokens for h in s] for s in a] == [[h.tokens for h in s] for s in b]
-        for sa, sb in zip(a, b, strict=True):
-            assert sa[0].score == pytest.approx(sb[0].score, abs=1e-4)
+        # every hypothesis, not only the best: a random model repeats one token, so equal tokens
+        # alone say little; the scores differ by ~3e-6 (rounding), a cache bug moves them by far more
+        assert [h.score for s in a for h in s] == pytest.approx([h.score for s in b for h in s], abs=1e-4)
 
 
 def test_beams_share_one_copy_of_the_source(model: Transformer) -> None:
@@ -71,6 +72,8 @@ def test_recording_while_beam_decoding_changes_nothing(model: Transformer) -> No
     with record(model) as rec:
         recorded = generate(model, src, beam=4, max_len_b=6)
     assert [[h.tokens for h in s] for s in plain] == [[h.tokens for h in s] for s in recorded]
+    # measured gap 4e-6 (fused vs explicit rounding); tokens alone can hide a change (see above)
+    assert [h.logprob for s in plain for h in s] == pytest.approx([h.logprob for s in recorded for h in s], abs=1e-4)
     steps = rec.captures[("cross", 0)].weights
     assert [tuple(w.shape[:3]) for w in steps[:2]] == [(3, 4, 1), (12, 4, 1)]  # one row, then a row per beam
     assert all(torch.allclose(w.sum(-1), torch.ones(())) for w in steps)
@@ -78,7 +81,6 @@ def test_recording_while_beam_decoding_changes_nothing(model: Transformer) -> No
 
 def test_beam_one_equals_greedy(model: Transformer) -> None:
     src = torch.randint(4, 1000, (4, 6))
-    greedy = generate(model, src, beam=1, max_len_b=10)
     lens = [15] * 4
     beam1 = beam_search(TransformerStepper(model, src), lens, beam=1, alpha=0.0)
     greedy = greedy_search(TransformerStepper(model, src), lens)
@@ -88,7 +90,9 @@ def test_beam_one_equals_greedy(model: Transformer) -> None:
 
 def test_max_length_is_input_plus_b(model: Transformer) -> None:
     src = torch.randint(4, 1000, (1, 5))  # 4 pieces + one position that stands for </s>
-    for hyp in generate(model, src, beam=4, max_len_b=3)[0]:
+    hypotheses = generate(model, src, beam=4, max_len_b=3)[0]
+    assert hypotheses  # the loop below checks something
+    for hyp in hypotheses:
         assert len(hyp.tokens) <= 4 + 3 and hyp.tokens[-1] == 3
 
 

@@ -47,6 +47,7 @@ def test_recording_changes_nothing(model: Transformer) -> None:
 
 
 def test_hooks_removed_after_exit_and_after_exception(model: Transformer) -> None:
+    assert len(model.attention_modules()) == 3 * 3  # the checks below are not over an empty list
     with record(model):
         assert all(m.hook is not None for m in model.attention_modules())
     assert all(m.hook is None for m in model.attention_modules())
@@ -66,9 +67,13 @@ def test_rows_are_distributions_and_masked_cells_are_zero(model: Transformer) ->
     assert torch.allclose(dec.sum(-1), torch.ones_like(dec.sum(-1)), atol=1e-5)
     assert (dec.triu(1) == 0).all()  # future positions exactly zero
     assert (enc[0, :, :, 6:] == 0).all() and (enc[1, :, :, 8:] == 0).all()  # padding keys exactly zero
+    cross = rec.weights("cross", 1)
+    assert (cross[0, :, :, 6:] == 0).all() and (cross[1, :, :, 8:] == 0).all()
     traces = rec.traces(src, tgt, _tokens(src), _tokens(tgt))
     assert [len(t.src_tokens) for t in traces] == [6, 8, 9]
     for trace in traces:
+        # (cut to the sentence, the encoder and cross masks are all True: the padding checks are above)
+        assert trace.kinds == ["encoder", "decoder", "cross"] and not trace.mask("decoder").all()
         for kind in trace.kinds:
             for layer in range(3):
                 weights = trace.attention(kind, layer)
@@ -114,6 +119,7 @@ def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
     trace.meta["text"] = "ünïcode ✓"
     path = trace.save(tmp_path / "t.trace")
     loaded = AttentionTrace.load(path)
+    assert loaded.kinds == trace.kinds == ["encoder", "decoder", "cross"]
     for kind in trace.kinds:
         for layer in range(3):
             assert np.array_equal(trace.attention(kind, layer), loaded.attention(kind, layer))

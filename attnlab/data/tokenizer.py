@@ -29,7 +29,10 @@ def load_tokenizer(path: str | os.PathLike[str]) -> spm.SentencePieceProcessor:
     model = path / "spm.model" if path.is_dir() else path
     if not model.is_file():
         raise DataError(f"no sentencepiece model at {model}; run `attnlab data prepare` first")
-    return spm.SentencePieceProcessor(model_file=str(model))
+    try:
+        return spm.SentencePieceProcessor(model_file=str(model))
+    except (RuntimeError, OSError) as error:  # sentencepiece's parse errors name the file already
+        raise DataError(f"{model}: not a usable sentencepiece model ({type(error).__name__})") from None
 
 
 def train_tokenizer(
@@ -38,9 +41,10 @@ def train_tokenizer(
     """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
 
     Identity normalisation, kept whitespace and byte fallback make decode(encode(line)) == line for
-    every stripped line: no unknown pieces (rare characters become byte pieces) and no NFKC
-    rewriting of the references. Each of `symbols` becomes one piece with its word-boundary marker,
-    so `(NP` costs one id rather than two.
+    every stripped line: no unknown pieces (rare characters, control characters included, become
+    byte pieces) and no NFKC rewriting of the references. The one exception is U+2581 "▁",
+    sentencepiece's own word-boundary mark, which comes back as a space. Each of `symbols` becomes
+    one piece with its word-boundary marker, so `(NP` costs one id rather than two.
     """
     spm.set_random_generator_seed(seed)
     try:

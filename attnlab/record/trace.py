@@ -144,9 +144,11 @@ class AttentionTrace:
         try:
             tensors = load(raw)
             header_len = int.from_bytes(raw[:8], "little")
-            metadata = json.loads(raw[8 : 8 + header_len]).get("__metadata__", {})
+            metadata = json.loads(raw[8 : 8 + header_len]).get("__metadata__") or {}
         except Exception as error:  # safetensors raises several types for damaged files
             raise CheckpointError(f"{path}: not a readable trace file ({type(error).__name__})") from None
+        if not isinstance(metadata, dict):  # safetensors lets any JSON through here
+            raise CheckpointError(f"{path}: not an attnlab trace (metadata is not a mapping)")
         if metadata.get("format") != FORMAT:
             raise CheckpointError(f"{path}: not an attnlab trace (format {metadata.get('format')!r})")
         if metadata.get("version") != str(VERSION):
@@ -161,7 +163,7 @@ class AttentionTrace:
                 if count:
                     maps[kind] = [tensors[f"{kind}.{i}"] for i in range(count)]
             masks = {name[5:]: tensors[name].astype(bool) for name in tensors if name.startswith("mask.")}
-            return cls(
+            trace = cls(
                 src_tokens=info["src_tokens"],
                 tgt_tokens=info["tgt_tokens"],
                 maps=maps,
@@ -171,8 +173,43 @@ class AttentionTrace:
                 model=info["model"],
                 meta=info["meta"],
             )
-        except (KeyError, ValueError, TypeError) as error:
+        except (KeyError, ValueError, TypeError, AttributeError, AttnlabError) as error:
             raise CheckpointError(f"{path}: damaged trace metadata ({error})") from None
+        damage = trace._damage()
+        if damage:
+            raise CheckpointError(f"{path}: damaged trace ({damage})")
+        return trace
+
+    def _damage(self) -> str | None:
+        """What would make the accessors fail on a loaded trace (None: nothing), as the recorder
+        writes traces: tokens are strings, each kind's maps are (heads, q, k) with q and k the
+        token counts, one layer index per map, masks (q, k)."""
+
+        def listed(items: Any, kind: type) -> bool:
+            return isinstance(items, list) and all(isinstance(i, kind) and not isinstance(i, bool) for i in items)
+
+        if not (listed(self.src_tokens, str) and listed(self.tgt_tokens, str)):
+            return "tokens are not lists of strings"
+        if not (isinstance(self.model, dict) and isinstance(self.model.get("config", {}), dict)):
+            return "the model's description is not a mapping"
+        if not (listed([self.model.get("config", {}).get("n_layers", 1)], int) and isinstance(self.meta, dict)):
+            return "the model's n_layers is not an integer, or meta is not a mapping"
+        if not (self.heads is None or listed(self.heads, int)):
+            return "head indices are not integers"
+        if not self.maps:
+            return "no attention maps"
+        source, target = len(self.src_tokens), len(self.tgt_tokens)
+        sizes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
+        first = next(iter(self.maps.values()))[0]
+        heads = len(self.heads) if self.heads is not None else (first.shape[0] if first.ndim else -1)
+        for kind, maps in self.maps.items():
+            if not listed(self.layers.get(kind), int) or len(self.layers[kind]) != len(maps):
+                return f"{kind} layer indices do not match its maps"
+            if any(m.shape != (heads, *sizes[kind]) for m in maps):
+                return f"{kind} maps are not (heads, {sizes[kind][0]}, {sizes[kind][1]})"
+        if any(kind not in self.maps or mask.shape != sizes[kind] for kind, mask in self.masks.items()):
+            return "a mask does not match its maps"
+        return None
 
     def __repr__(self) -> str:
         shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
