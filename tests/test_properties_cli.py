@@ -22,9 +22,10 @@ from properties import examples, one_line, prove
 from test_notebooks import EN, make_checkpoints
 from test_properties_tokenizer import RUNS
 
+import attnlab
 from attnlab.cli import main
 from attnlab.data.treebank import leaves, parse_tree
-from attnlab.errors import AttnlabError
+from attnlab.errors import ModelInputError
 from attnlab.record.trace import AttentionTrace
 
 PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"}
@@ -165,17 +166,19 @@ def test_evaluate_scores_or_refuses_in_one_line(examples: int, checkpoints: dict
     assert outcomes["evaluate: refused"] and outcomes["evaluate decode: answered"], outcomes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(AttnlabError, AssertionError),
-    reason="decode/api.py escapes only whole-word brackets (reported)",
-)
 @pytest.mark.parametrize("sentence", [":-) ok", "a )( b", "x ;( y"])
-def test_known_bug_a_word_with_a_bracket_inside_still_gives_a_readable_tree(
+def test_a_word_with_a_bracket_inside_still_gives_a_readable_tree(
     sentence: str, checkpoints: dict[str, Path], tmp_path: Path
 ) -> None:
-    """`attnlab parse` writes "(XX :-))" for the word ":-)": a line that reads back as another tree, or none."""
+    """`attnlab parse` once wrote "(XX :-))" for the word ":-)": a line that reads back as another tree, or none."""
     source = _write(tmp_path / "in.txt", [sentence])
     status, stdout, _ = run(["parse", "--checkpoint", str(checkpoints["parse"]), "--input", str(source), "--beam", "1"])
     assert status == 0
     assert len(leaves(parse_tree(stdout.strip()))) == len(sentence.split())
+
+
+def test_a_lone_surrogate_is_a_one_line_input_error(checkpoints: dict[str, Path]) -> None:
+    """Browser input can carry one; sentencepiece would raise a RuntimeError of its own."""
+    model = attnlab.load(checkpoints["translate"])
+    with pytest.raises(ModelInputError, match="not valid Unicode"):
+        model.translate("a\ud800b", beam=1)

@@ -23,7 +23,7 @@ from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
 from attnlab.decode.search import Hypothesis, generate
-from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.marian import is_marian, read_marian
 from attnlab.model.transformer import Transformer
@@ -90,6 +90,10 @@ class Model:
             raise ModelInputError(f"expected text, got {type(text).__name__}")
         if not text.strip():
             raise ModelInputError("the input is empty")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ModelInputError("the input is not valid Unicode (it holds a lone surrogate)") from None
         ids = self.tokenizer.encode(self._source_text(text))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room:
@@ -99,10 +103,11 @@ class Model:
         return ids + [self.config.eos_id], False
 
     def _source_text(self, text: str) -> str:
-        """Parsers read whitespace-separated words, brackets escaped as in the Penn Treebank."""
+        """Parsers read whitespace-separated words, brackets escaped as in the Penn Treebank
+        (also inside a word, ":-)" -> ":--RRB-", so every tree written back parses)."""
         if self.task != "parse":
             return text.strip()
-        return " ".join(PTB_ESCAPES.get(word, word) for word in text.split())
+        return " ".join("".join(PTB_ESCAPES.get(char, char) for char in word) for word in text.split())
 
     def _batch(self, rows: list[list[int]]) -> torch.Tensor:
         width = max(len(r) for r in rows)
@@ -268,7 +273,16 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
             raise AttnlabError(f"{path}: a run directory without a valid checkpoint")
         path = newest
     model, meta = load_model(path, device, dtype=DTYPES[dtype])
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k, {}), dict) for k in ("data", "imported_from")):
+        raise CheckpointError(f"{path}/config.json: its meta is not a mapping (a damaged or edited checkpoint)")
+    if not isinstance(meta.get("task", "translate"), str):
+        raise CheckpointError(f"{path}/config.json: meta.task is not a name (a damaged or edited checkpoint)")
     source, target = _tokenizers(path, meta)
+    if meta.get("tokenizer") != "marian" and source.get_piece_size() != model.config.vocab_size:
+        raise CheckpointError(
+            f"{path}: spm.model has {source.get_piece_size():,} pieces but the model a vocabulary of "
+            f"{model.config.vocab_size:,} (a tokenizer of another model?)"
+        )
     return Model(model, source, meta, str(path), target)
 
 

@@ -106,6 +106,9 @@ def cli(argv: list[str]) -> int:
         sources = _read(args.src)
         if len(sources) != len(refs):
             raise AttnlabError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
+        blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
+        if blank is not None:
+            raise AttnlabError(f"{args.src}: line {blank + 1} is empty; every line needs a sentence to score")
         outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=True)]
     if args.out:
         Path(args.out).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
