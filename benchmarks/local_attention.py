@@ -90,7 +90,7 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     not offline-safe, so a small PNG is drawn with Pillow directly)."""
     from PIL import Image, ImageDraw
 
-    width, height, pad = 900, 380, 60
+    width, height, pad = 960, 380, 70
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
     ns = [row["n"] for row in rows]
@@ -111,12 +111,12 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
 
         draw.rectangle((left, top, right, bottom), outline="#999999")
         draw.text((left, top - 16), f"{unit} (log) vs n (log)", fill="black")
-        for kind, colour in zip(KINDS, ("#d62728", "#ff7f0e", "#1f77b4"), strict=True):
+        for index, (kind, colour) in enumerate(zip(KINDS, ("#d62728", "#ff7f0e", "#1f77b4"), strict=True)):
             points = [xy(row["n"], row[f"{kind}_{metric}"]) for row in rows]
             draw.line(points, fill=colour, width=2)
             for x, y in points:
                 draw.ellipse((x - 3, y - 3, x + 3, y + 3), fill=colour)
-            draw.text((points[-1][0] - 70, points[-1][1] - 14), kind, fill=colour)
+            draw.text((points[-1][0] + 8, points[-1][1] - 6 + 12 * (index - 1)), kind, fill=colour)
         for n in ns:
             draw.text((xy(n, low)[0] - 10, bottom + 6), str(n), fill="black")
     image.save(path)

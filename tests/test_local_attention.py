@@ -103,7 +103,7 @@ def test_the_banded_kernel_equals_eq1_under_the_band_with_gradients(window: int,
 
 
 def test_long_inputs_take_the_banded_kernel_and_match_the_recorded_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    net = model(1)  # banded from 32 windows of 2r + 1 = 3: 96 positions
+    net = model(1)  # banded from 12 windows of 2r + 1 = 3: 36 positions
     generator = torch.Generator().manual_seed(2)
     src = torch.randint(4, 1000, (2, 130), generator=generator)
     src[1, 100:] = 0

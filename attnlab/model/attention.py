@@ -32,8 +32,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights
 
 
-BANDED_FROM = 32  # the banded kernel once a sequence is this many windows (2r + 1) long; below, the
-# fused dense kernel is faster on the CPU (benchmarks/local_attention.py: about 1,000 positions at r = 8)
+BANDED_FROM = 12  # the banded kernel once a sequence is this many windows (2r + 1) long; below, the
+# fused dense kernel is faster on the CPU (benchmarks/local_attention.py: about 200 positions at r = 8)
 
 
 def window_mask(queries: int, keys: int, window: int, causal: bool, device: torch.device | str) -> Tensor:
