@@ -111,11 +111,17 @@ def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
         raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
     try:
         manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
-    except (ValueError, KeyError):
+    except (ValueError, UnicodeDecodeError):
         raise CheckpointError(f"{directory}: damaged {MANIFEST}") from None
-    if manifest.get("format") != "attnlab-checkpoint":
+    if not isinstance(manifest, dict) or manifest.get("format") != "attnlab-checkpoint":
         raise CheckpointError(f"{directory}: {MANIFEST} is not an attnlab checkpoint manifest")
+    files = manifest.get("files")
+    entry = {"bytes": int, "sha256": str}
+    if not isinstance(files, dict) or not all(
+        isinstance(info, dict) and all(isinstance(info.get(k), kind) for k, kind in entry.items())
+        for info in files.values()
+    ):
+        raise CheckpointError(f"{directory}: damaged {MANIFEST} (its file list has another shape)")
     for name, info in files.items():
         path = directory / name
         if not path.is_file() or path.stat().st_size != info["bytes"]:
