@@ -406,3 +406,19 @@ def test_a_tokenizer_smaller_than_the_model_is_refused(checkpoint: Path, tmp_pat
     _rewrite_manifest(directory)
     with pytest.raises(AttnlabError):  # at load (sizes differ) or at the latest while decoding
         attnlab.load(directory).translate("a dog", beam=1, max_len_b=20)
+
+
+def test_an_edited_config_does_not_make_attnlab_build_the_model_it_names(checkpoint: Path, tmp_path: Path) -> None:
+    """A config naming 100,000 layers (or a huge d_model) is refused from the weights' header alone."""
+    import time
+
+    config = json.loads((checkpoint / "config.json").read_text())
+    for change in ({"n_layers": 100_000}, {"d_model": 1 << 20, "d_k": 64, "d_v": 64, "d_ff": 64}):
+        directory = tmp_path / f"edited-{len(change)}"
+        shutil.copytree(checkpoint, directory)
+        (directory / "config.json").write_text(json.dumps({**config, "model": {**config["model"], **change}}))
+        _rewrite_manifest(directory)
+        started = time.perf_counter()
+        with pytest.raises(AttnlabError, match="weights do not match the config"):
+            load_model(directory)
+        assert time.perf_counter() - started < 5.0  # building either model would take minutes or all memory

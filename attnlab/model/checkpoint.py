@@ -10,8 +10,10 @@ A checkpoint directory holds
     manifest.json        size and sha256 of every file above, written last
 
 It is assembled in a temporary sibling directory and renamed into place, so a killed write
-leaves no directory that looks valid; the manifest catches truncation afterwards. Nothing is
-ever unpickled: a file that is not safetensors/JSON is refused.
+leaves no directory that looks valid; the manifest catches truncation afterwards. A write that
+fails (a full disk) removes its temporary directory and raises a one-line `CheckpointError`;
+checkpoints already published are never touched by it. Nothing is ever unpickled: a file that
+is not safetensors/JSON is refused.
 
 A run directory keeps its checkpoints as `RUN_DIR/checkpoints/step_N`; `latest_valid` finds the
 newest one that verifies (what resuming and `attnlab.load(RUN_DIR)` open).
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from attnlab.errors import CheckpointError, ConfigError
@@ -40,6 +42,7 @@ from attnlab.model.transformer import Transformer
 
 MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^step_(\d+)$")
+_LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
 
 
 def _sha256(path: Path) -> str:
@@ -90,6 +93,11 @@ def save_checkpoint(
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(tmp, directory)
+    except OSError as error:  # ENOSPC, EDQUOT, EIO: nothing was published
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(
+            f"could not write {directory} ({error.strerror or error}); nothing was written, older checkpoints are intact"
+        ) from error
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -154,13 +162,29 @@ def load_model(
     directory = Path(directory)
     verify(directory, deep=deep)
     config, meta = read_config(directory)
+    # Compare the config with the weights' shapes (read from the file's header) before building the
+    # model: an edited config must not make attnlab allocate a model of any size it names.
+    shapes = tensor_shapes(directory / "model.safetensors")
+    layers = {int(m.group(1)) for name in shapes if (m := _LAYER.match(name))}
+    mismatch = CheckpointError(f"{directory}: weights do not match the config (foreign or edited checkpoint)")
+    if len(layers) != config.n_layers:
+        raise mismatch
+    with torch.device("meta"):  # shapes only, nothing allocated
+        expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
+    if expected != shapes:
+        raise mismatch
     model = Transformer(config)
-    weights = read_safetensors(directory / "model.safetensors")
-    expected = model.state_dict()
-    if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
-        raise CheckpointError(f"{directory}: weights do not match the config (foreign or edited checkpoint)")
-    model.load_state_dict({k: v.float() for k, v in weights.items()})
+    model.load_state_dict({k: v.float() for k, v in read_safetensors(directory / "model.safetensors").items()})
     return model.to(device, dtype).eval(), meta
+
+
+def tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """{name: shape} from a safetensors file's header, without reading the tensors."""
+    try:
+        with safe_open(str(path), "pt") as handle:
+            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path}: not a safetensors file ({type(error).__name__}); refusing to load it") from None
 
 
 def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
