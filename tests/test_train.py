@@ -10,12 +10,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from attnlab.data.batching import TokenBatchSampler
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset
@@ -178,21 +181,108 @@ def test_average_is_elementwise_mean(tmp_path: Path) -> None:
         assert torch.allclose(mean[name], (tensor + b.state_dict()[name]) / 2)
 
 
+def _updates(sampler: TokenBatchSampler, update_freq: int, n: int) -> list[list[tuple[int, ...]]]:
+    """The micro-batches of the sampler's first `n` updates, read epoch after epoch as the trainer does."""
+
+    def stream() -> Iterator[tuple[int, ...]]:
+        while True:
+            yield from (tuple(batch.tolist()) for batch in sampler)
+            sampler.set_epoch(sampler.epoch + 1)
+
+    batches = stream()
+    return [[next(batches) for _ in range(update_freq)] for _ in range(n)]
+
+
+@pytest.mark.parametrize(("world", "update_freq"), [(2, 1), (2, 2), (3, 2), (4, 1)])
+def test_ranks_read_the_micro_batches_one_process_reads(world: int, update_freq: int) -> None:
+    """Rank r's micro-batch i of update k is micro-batch i·W + r of the same update of one
+    process with update_freq W·F, for three epochs (whose batch counts are odd before evening)."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 80, 1003)
+    tgt = np.clip(src + rng.integers(-10, 10, 1003), 1, None)
+    group = world * update_freq
+    single = TokenBatchSampler(src, tgt, 500, seed=3, update_freq=group)
+    assert len(TokenBatchSampler(src, tgt, 500, seed=3)) == 97  # odd: every group needs evening
+    n = 3 * len(single) // group
+    one = _updates(single, group, n)
+    ranks = [
+        _updates(
+            TokenBatchSampler(src, tgt, 500, seed=3, rank=r, world_size=world, update_freq=update_freq), update_freq, n
+        )
+        for r in range(world)
+    ]
+    for k in range(n):
+        for r in range(world):
+            for i in range(update_freq):
+                assert ranks[r][k][i] == one[k][i * world + r], (k, r, i)
+
+
+# One process whose global batch list is rotated by one: every update pairs batches 2k+1 and 2k+2
+# instead of 2k and 2k+1. Same data, same init, same normaliser; only the grouping differs, which
+# is what the DDP sharding got wrong before (it split batches by world size, so both differed).
+ROTATED_BATCHES = (
+    "import sys\n"
+    "from attnlab.data.batching import TokenBatchSampler\n"
+    "make = TokenBatchSampler._make_batches\n"
+    "TokenBatchSampler._make_batches = lambda self, epoch: (lambda b: b[1:] + b[:1])(make(self, epoch))\n"
+    "from attnlab.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+DDP_ATOL = 1e-5
+
+
+def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys() and a
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def _checkpoints(run: Path) -> dict[int, dict[str, torch.Tensor]]:
+    return {step: load_file(str(path / "model.safetensors")) for step, path in step_dirs(run)}
+
+
+def _ddp(port: int) -> list[str]:
+    return [PY, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}", "-m", "attnlab"]
+
+
 @pytest.mark.slow
 def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> None:
-    common = ["--max-steps", "4", "--save-every", "4", "p_drop=0.0"]
+    """2 ranks = 1 process with --update-freq 2, at a learning rate where it could fail.
+
+    warmup 10 makes the updates large: the five between step 5 and step 10 move every weight
+    tensor by more than 100 × the tolerance. Dropout is off, so that only the batches, their
+    grouping and the normaliser matter. The rotated twin (same batches, grouped one batch later)
+    proves that the comparison fails when the grouping is broken.
+    """
+    common = ["--max-steps", "10", "--save-every", "5", "--keep-last", "0", "--warmup", "10", "p_drop=0.0"]
+    runs = {
+        "single": _train(prepared, tmp_path / "single", *common, "--update-freq", "2"),
+        "ddp": _train(prepared, tmp_path / "ddp", *common, launcher=_ddp(29517)),
+        "rotated": _train(
+            prepared, tmp_path / "rotated", *common, "--update-freq", "2", launcher=[PY, "-c", ROTATED_BATCHES]
+        ),
+    }
+    for proc in runs.values():
+        _finish(proc)
+    single, ddp, rotated = (_checkpoints(tmp_path / name) for name in runs)
+    assert single.keys() == ddp.keys() == rotated.keys() == {5, 10}
+    moved = [float((single[10][k] - single[5][k]).abs().max()) for k in single[10]]
+    assert min(moved) > 100 * DDP_ATOL and max(moved) > 1000 * DDP_ATOL
+    for step in (5, 10):
+        assert _max_diff(single[step], ddp[step]) <= DDP_ATOL, step
+    assert _losses(tmp_path / "single") == _losses(tmp_path / "ddp")  # the log sums all ranks' tokens
+    assert _max_diff(single[10], rotated[10]) > 100 * DDP_ATOL  # the broken twin
+
+
+@pytest.mark.slow
+def test_ddp_two_ranks_draw_the_dropout_masks_of_update_freq_two(prepared: Path, tmp_path: Path) -> None:
+    """With dropout on, each micro-batch gets the masks one process with --update-freq 2 draws
+    for it (micro_seed), so the runs still agree; one seed per process would not."""
+    common = ["--max-steps", "6", "--save-every", "6", "--warmup", "10", "p_drop=0.1"]
     single = _train(prepared, tmp_path / "single", *common, "--update-freq", "2")
-    ddp = _train(
-        prepared,
-        tmp_path / "ddp",
-        *common,
-        launcher=[PY, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517", "-m", "attnlab"],
-    )
+    ddp = _train(prepared, tmp_path / "ddp", *common, launcher=_ddp(29518))
     _finish(single)
     _finish(ddp)
-    a, b = _params(tmp_path / "single"), _params(tmp_path / "ddp")
-    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
-    assert not torch.equal(a["embed.weight"], Transformer(preset("tiny", vocab_size=2000)).state_dict()["embed.weight"])
+    assert _max_diff(_params(tmp_path / "single"), _params(tmp_path / "ddp")) <= DDP_ATOL
 
 
 def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:

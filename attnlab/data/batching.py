@@ -29,9 +29,13 @@ class TokenBatchSampler:
     """Batches of pair indices under a token budget, deterministic in (seed, epoch), resumable.
 
     Sharding: every rank builds the same global batch list and takes batches rank, rank + W, ...
-    When the batch count is not a multiple of the world size W, the largest batches are split in
-    two until it is, so no pair is dropped or repeated and every rank runs the same number of steps
-    (DDP stays in lockstep). The ranks together therefore cover each pair exactly once per epoch.
+    An update reads G = W · update_freq micro-batches, and the global list depends on G only: when
+    the batch count is not a multiple of G, the largest batches are split in two until it is. So
+    no pair is dropped or repeated, every rank runs the same number of steps (DDP stays in
+    lockstep), every epoch ends on an update boundary, and update k reads global batches
+    kG .. kG + G - 1 whether they come from W ranks × update_freq F or from one process with
+    update_freq W·F (rank r's i-th micro-batch of the update is global batch kG + iW + r). That is
+    what makes W ranks train exactly like one process with `--update-freq W`.
 
     Iteration yields the batches of the current epoch not yielded yet; as with PyTorch's
     DistributedSampler, the caller moves on with `set_epoch(epoch + 1)`. `state_dict()` taken
@@ -48,14 +52,19 @@ class TokenBatchSampler:
         shuffle: bool = True,
         rank: int = 0,
         world_size: int = 1,
+        update_freq: int = 1,
     ) -> None:
         self.sizes = np.maximum(np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)) + 1
         if len(src_lens) != len(tgt_lens):
             raise DataError(f"{len(src_lens)} source lengths but {len(tgt_lens)} target lengths")
         if not 0 <= rank < world_size:
             raise DataError(f"rank {rank} is outside world size {world_size}")
-        if len(self.sizes) < world_size:
-            raise DataError(f"{len(self.sizes)} pairs cannot be shared among {world_size} ranks")
+        if update_freq < 1:
+            raise DataError(f"update_freq must be at least 1, got {update_freq}")
+        if len(self.sizes) < world_size * update_freq:
+            raise DataError(
+                f"{len(self.sizes)} pairs cannot fill {world_size} ranks × {update_freq} micro-batches per update"
+            )
         too_long = np.flatnonzero(self.sizes > max_tokens)
         if too_long.size:
             raise DataError(
@@ -63,7 +72,7 @@ class TokenBatchSampler:
                 f"(pair {too_long[0]} needs {self.sizes[too_long[0]]}); raise --max-tokens or prepare with a lower --max-len"
             )
         self.max_tokens, self.seed, self.shuffle = max_tokens, seed, shuffle
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.world_size, self.update_freq = rank, world_size, update_freq
         self._epoch, self._position = 0, 0
         self._cache: tuple[int, list[np.ndarray]] | None = None
 
@@ -98,11 +107,12 @@ class TokenBatchSampler:
             "seed": self.seed,
             "max_tokens": self.max_tokens,
             "world_size": self.world_size,
+            "update_freq": self.update_freq,
             "n_pairs": len(self.sizes),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "max_tokens", "world_size", "n_pairs"):
+        for key in ("seed", "max_tokens", "world_size", "update_freq", "n_pairs"):
             mine = len(self.sizes) if key == "n_pairs" else getattr(self, key)
             if state.get(key, mine) != mine:
                 raise DataError(f"cannot resume batches: saved {key}={state[key]} but this run has {mine}")
@@ -119,7 +129,7 @@ class TokenBatchSampler:
         order = rng.permutation(len(self.sizes)) if rng else np.arange(len(self.sizes))
         order = order[np.argsort(self.sizes[order], kind="stable")]  # by length; ties stay in random order
         batches = _fill(order, self.sizes[order], self.max_tokens)
-        batches = _split_largest(batches, (-len(batches)) % self.world_size)
+        batches = _split_largest(batches, (-len(batches)) % (self.world_size * self.update_freq))
         if rng:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
@@ -148,7 +158,9 @@ def _split_largest(batches: list[np.ndarray], extra: int) -> list[np.ndarray]:
         largest = max(range(len(batches)), key=lambda i: len(batches[i]))
         batch = batches[largest]
         if len(batch) < 2:
-            raise DataError(f"too few pairs to give every rank the same number of batches (need {extra} more)")
+            raise DataError(
+                f"too few pairs to make the batch count a multiple of ranks × update_freq (need {extra} more)"
+            )
         batches[largest : largest + 1] = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
     return batches
 

@@ -225,28 +225,54 @@ def summary(meta: dict[str, Any], out: Path) -> str:
 # --- reading prepared splits ----------------------------------------------------------------------
 
 
-def _map(path: Path, dtype: np.dtype) -> np.ndarray:
+def _size(path: Path) -> int:
     if not path.is_file():
         raise DataError(f"{path} is missing; prepare the data again")
-    if path.stat().st_size == 0:  # numpy cannot map an empty file
+    return path.stat().st_size
+
+
+def _map(path: Path, dtype: np.dtype) -> np.ndarray:
+    if _size(path) == 0:  # numpy cannot map an empty file
         return np.zeros(0, dtype)
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-class _Side:
-    """One side of a prepared split, memory-mapped on first use."""
+def _cut_short(path: Path, what: str) -> DataError:
+    return DataError(f"{path}: {what}; the file was cut short or changed, prepare the data again")
 
-    def __init__(self, prefix: Path, dtype: str) -> None:
+
+class _Side:
+    """One side of a prepared split, memory-mapped on first use.
+
+    Each file is checked against meta.json's pair count when first opened (sizes and offsets,
+    no scan of the ids), so a file cut short is a `DataError` naming it, never an IndexError
+    later or a sentence silently cut off by a slice past the end of a memory map.
+    """
+
+    def __init__(self, prefix: Path, dtype: str, pairs: int) -> None:
         self.prefix = prefix
         self.dtype = np.dtype(dtype)
+        self.pairs = pairs
 
     @cached_property
     def offsets(self) -> np.ndarray:
-        return np.fromfile(f"{self.prefix}.idx", dtype=np.int64)
+        """pairs + 1 int64 offsets into the ids, from 0, never decreasing."""
+        path = Path(f"{self.prefix}.idx")
+        size, need = _size(path), (self.pairs + 1) * 8
+        if size != need:
+            raise _cut_short(path, f"{size:,} bytes where meta.json's {self.pairs:,} pairs need {need:,}")
+        offsets = np.fromfile(path, dtype=np.int64)
+        if offsets[0] != 0 or (np.diff(offsets) < 0).any():
+            raise _cut_short(path, "its offsets do not start at 0 and grow")
+        return offsets
 
     @cached_property
     def ids(self) -> np.ndarray:
-        return _map(Path(f"{self.prefix}.bin"), self.dtype)
+        path = Path(f"{self.prefix}.bin")
+        size, need = _size(path), int(self.offsets[-1]) * self.dtype.itemsize
+        if size != need:
+            raise _cut_short(path, f"{size:,} bytes where its .idx file needs {need:,}")
+        return _map(path, self.dtype)
 
     @cached_property
     def text(self) -> np.ndarray:
@@ -255,7 +281,12 @@ class _Side:
     @cached_property
     def line_starts(self) -> np.ndarray:
         """Byte offset of each line's start, found once from the newlines."""
-        return np.concatenate([[0], np.flatnonzero(self.text == ord("\n")) + 1])
+        ends = np.flatnonzero(self.text == ord("\n"))
+        if len(ends) != self.pairs:
+            raise _cut_short(
+                Path(f"{self.prefix}.txt"), f"{len(ends):,} lines where meta.json has {self.pairs:,} pairs"
+            )
+        return np.concatenate([[0], ends + 1])
 
     def line(self, i: int) -> str:
         start, end = self.line_starts[i], self.line_starts[i + 1] - 1
@@ -281,8 +312,8 @@ class ParallelData:
         if split not in self.meta["splits"]:
             raise DataError(f"{self.dir} has no split {split!r}; it has: {', '.join(self.meta['splits'])}")
         self.split = split
-        self._src = _Side(self.dir / f"{split}.src", self.meta["dtype"])
-        self._tgt = _Side(self.dir / f"{split}.tgt", self.meta["dtype"])
+        self._src = _Side(self.dir / f"{split}.src", self.meta["dtype"], len(self))
+        self._tgt = _Side(self.dir / f"{split}.tgt", self.meta["dtype"], len(self))
 
     def __len__(self) -> int:
         return int(self.meta["splits"][self.split]["pairs"])

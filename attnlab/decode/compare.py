@@ -44,4 +44,3 @@ def compare(
         b = second.translate(text, beam=beam, record=True, truncate=True)
         forced = second.score(text, a.text, record=True, truncate=True)
     return Comparison(text, a, b, forced, heads_off)
-

@@ -3,8 +3,10 @@
 Adam(0.9, 0.98, 1e-9) with the learning rate of Eq. (3); label-smoothed cross-entropy
 normalised by target tokens; token-budget batches (§5.1) with gradient accumulation
 (`--update-freq`, how fewer devices emulate the paper's 8 GPUs); DistributedDataParallel under
-`torchrun` (gloo on CPU, NCCL on GPU), each rank reading its own shard; atomic checkpoints that
-resume exactly (weights, Adam moments, RNG, data position, log accumulators).
+`torchrun` (gloo on CPU, NCCL on GPU), where W ranks train exactly like one process with
+`--update-freq W` (same micro-batches per update, same normaliser, same dropout masks); atomic
+checkpoints that resume exactly (weights, Adam moments, RNG, data position, log accumulators);
+and faults survived (attnlab.train.guard): SIGTERM, a full disk, a non-finite loss.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
 import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.dev import dev_report
+from attnlab.train.guard import DeferredSigterm, TrainingError
+from attnlab.train.metrics import MetricsLog
+from attnlab.train.ranks import all_sum, distributed, micro_seed
 from attnlab.train.recipes import recipe
 from attnlab.train.regime import learning_rate, make_loss, make_optimizer, training_kernels
 
@@ -63,28 +69,13 @@ class TrainConfig:
     eval_sentences: int = 200  # dev pairs for loss/PPL/BLEU at each checkpoint (0 = skip)
     probes: int = 4  # dev pairs recorded at each checkpoint for the explorer's timeline
     device: str = "auto"
-
-
-def _distributed() -> tuple[int, int]:
-    """(rank, world size); initialises the process group when run under torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return (dist.get_rank(), world) if world > 1 else (0, 1)
-
-
-def _all_sum(value: float, world: int) -> float:
-    if world == 1:
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(tensor)
-    return float(tensor.item())
+    skip_nonfinite: bool = False  # skip (and count) an update whose loss or gradient is nan/inf; default: stop
 
 
 class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
-        self.rank, self.world = _distributed()
+        self.rank, self.world = distributed()
         self.device = torch.device(
             cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         )
@@ -108,11 +99,21 @@ class Trainer:
         self.optimizer = make_optimizer(self.model)
         self.loss_fn = make_loss(cfg.compile)
         self.sampler = TokenBatchSampler(
-            self.data.src_lens, self.data.tgt_lens, cfg.max_tokens, seed=cfg.seed, rank=self.rank, world_size=self.world
+            self.data.src_lens,
+            self.data.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world,
+            update_freq=cfg.update_freq,
         )
         self.step = 0
-        self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line
-        self.tensorboard: Any = None  # a SummaryWriter once needed, False when unavailable
+        self.saved_step: int | None = None  # step of the newest checkpoint on disk
+        self.skipped = 0  # updates skipped for a non-finite loss (--skip-nonfinite)
+        self.stopped_by_signal = False
+        self.window_start, self.window_tokens = time.time(), 0.0  # for tokens/s since the last log line
+        self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line (all ranks)
+        self.metrics = MetricsLog(self.out)
         self.resumed_from = self._resume()
         self.net: torch.nn.Module = self.model
         if self.world > 1:
@@ -137,6 +138,7 @@ class Trainer:
             "step": self.step,
             "sampler": self.sampler.state_dict(),
             "acc": self.acc,
+            "skipped": self.skipped,
             "train_config": dataclasses.asdict(self.cfg),
             "param_groups": opt["param_groups"],
         }
@@ -145,6 +147,8 @@ class Trainer:
     def _resume(self) -> str | None:
         latest = ckpt.latest_valid(self.out)
         if latest is None:
+            if self.rank == 0:  # a run killed before its first checkpoint starts over, log included
+                self.metrics.repair(0)
             return None
         config, _ = ckpt.read_config(latest)
         if config != self.config:
@@ -162,40 +166,60 @@ class Trainer:
         if "rng.cuda" in tensors and self.device.type == "cuda":
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
         self.sampler.load_state_dict(info["sampler"])
-        self.step, self.acc = info["step"], info["acc"]
+        self.step, self.acc, self.skipped = info["step"], info["acc"], info.get("skipped", 0)
+        self.saved_step = self.step
         if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint
-            metrics = self.out / "metrics.jsonl"
-            if metrics.exists():
-                kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
-                metrics.write_text("".join(line + "\n" for line in kept))
+            self.metrics.repair(self.step)
         return str(latest)
+
+    def checkpoint(self) -> Path | None:
+        """Rank 0 saves and evaluates while the others wait; the checkpoint's path on rank 0."""
+        path = None
+        if self.rank == 0:
+            path = self.save()
+            self.evaluate(path)
+        if self.world > 1:
+            dist.barrier()
+        self.saved_step = self.step  # on every rank: they decide alike whether a stop must save
+        return path
 
     def save(self) -> Path:
         tensors, info = self._state()
         path = self.out / "checkpoints" / f"step_{self.step}"
         meta = {"task": self.meta.get("task", "translate"), "data": self.meta, "step": self.step}
-        ckpt.save_checkpoint(path, self.model, self.spm_path, tensors, info, meta=meta)
-        ckpt.prune(self.out, self.cfg.keep_last)
+        try:
+            ckpt.save_checkpoint(path, self.model, self.spm_path, tensors, info, meta=meta)
+        except CheckpointError as error:
+            raise CheckpointError(f"{error}; stopped at step {self.step}, run the same command to resume") from error
+        ckpt.prune(self.out, self.cfg.keep_last)  # only once the new checkpoint is published
         return path
 
     # -- the loop ----------------------------------------------------------------------------
-    def batches(self):
+    def batches(self) -> Iterator[Batch]:
         """Batches forever, epoch after epoch; the sampler's state is the exact position."""
         while True:
             for indices in self.sampler:
                 yield collate(self.data, indices, self.config.pad_id, self.config.bos_id, self.config.eos_id)
             self.sampler.set_epoch(self.sampler.epoch + 1)
 
-    def train_step(self, micro: list[Batch]) -> None:
-        """One update: gradients of Σ loss / (target tokens over all micro-batches and ranks)."""
+    def train_step(self, micro: list[Batch]) -> bool:
+        """One update from this rank's micro-batches; False when it was skipped (non-finite).
+
+        The gradient is Σ loss / (target tokens of all W·F micro-batches of the update), as one
+        process with update_freq W·F computes it: DDP averages gradients over the W ranks, so
+        each rank scales its loss by W. Micro-batch i of rank r is the update's global micro-batch
+        g = i·W + r (see TokenBatchSampler), and its dropout masks come from `micro_seed(g)`.
+        """
         cfg = self.cfg
-        total_tokens = _all_sum(float(sum(b.n_tgt_tokens for b in micro)), self.world)
+        (total_tokens,) = all_sum([float(sum(b.n_tgt_tokens for b in micro))], self.world, self.device)
         lr = learning_rate(self.step + 1, self.config.d_model, cfg.warmup, cfg.lr_scale)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = nll_sum = 0.0  # this rank's, over its micro-batches
         for i, batch in enumerate(micro):
+            torch.manual_seed(micro_seed(cfg.seed, self.step, i * self.world + self.rank))
             sync = i == len(micro) - 1 or self.world == 1
             context = contextlib.nullcontext() if sync else self.net.no_sync()
             with (
@@ -205,39 +229,38 @@ class Trainer:
             ):
                 logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
                 loss, nll = self.loss_fn(logits, batch.tgt_out.to(self.device), self.config.eps_ls, self.config.pad_id)
-                # DDP averages gradients over ranks; ×world makes the result a sum over all tokens.
                 (loss * self.world / total_tokens).backward()
-            self.acc["loss"] += loss.item()
-            self.acc["nll"] += nll.item()
-            self.acc["tokens"] += batch.n_tgt_tokens
-            self.acc["batches"] += 1
+            loss_sum += loss.item()
+            nll_sum += nll.item()
+        loss_sum, nll_sum = all_sum([loss_sum, nll_sum], self.world, self.device)  # the whole update's, on every rank
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        total_norm = torch.nn.utils.get_total_norm(grads)  # of all-reduced gradients: the same on every rank
+        norm = float(total_norm)
+        if not (math.isfinite(loss_sum) and math.isfinite(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            if not cfg.skip_nonfinite:
+                last = f"step_{self.saved_step}" if self.saved_step is not None else "none yet"
+                raise TrainingError(
+                    f"step {self.step + 1}: loss {loss_sum} and gradient norm {norm} are not finite; stopped "
+                    f"before updating (last checkpoint: {last}, untouched); lower --lr-scale, or pass "
+                    "--skip-nonfinite to skip such updates"
+                )
+            self.skipped += 1
+            return False
         if cfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+            torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), cfg.clip_norm, total_norm)
         self.optimizer.step()
         self.step += 1
-
-    def log(self, record: dict[str, Any]) -> None:
-        """One JSON line per interval in RUN_DIR/metrics.jsonl, and TensorBoard events when the
-        tensorboard package is installed (it is optional)."""
-        if self.rank != 0:
-            return
-        self.out.mkdir(parents=True, exist_ok=True)
-        with (self.out / "metrics.jsonl").open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
-        if self.tensorboard is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter  # optional: tensorboard is not a dependency
-
-                self.tensorboard = SummaryWriter(str(self.out / "tensorboard"))
-            except ImportError:
-                self.tensorboard = False
-        if self.tensorboard:
-            for key, value in record.items():
-                if key != "step" and isinstance(value, (int, float)):
-                    self.tensorboard.add_scalar(key, value, record["step"])
-            self.tensorboard.flush()
+        self.acc["loss"] += loss_sum
+        self.acc["nll"] += nll_sum
+        self.acc["tokens"] += total_tokens
+        self.acc["batches"] += len(micro) * self.world
+        return True
 
     def run(self) -> Path | None:
+        """Train until --max-steps, --max-minutes or SIGTERM, saving every --save-every steps and
+        at the end; returns the last checkpoint written. The ranks agree on when to stop, so
+        none is left waiting in an all-reduce."""
         cfg = self.cfg
         start = time.time()
         if self.rank == 0:
@@ -251,47 +274,57 @@ class Trainer:
             )
         bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, dynamic_ncols=True, file=sys.stderr)
         stream = self.batches()
-        window_start, window_tokens, last_saved = time.time(), 0.0, None
-        while self.step < cfg.max_steps:
-            micro = [next(stream) for _ in range(cfg.update_freq)]
-            tokens_before = self.acc["tokens"]
-            self.train_step(micro)
-            window_tokens += (self.acc["tokens"] - tokens_before) * self.world
-            bar.update(1)
-            if self.step % cfg.log_every == 0 and self.acc["tokens"]:
-                elapsed = time.time() - window_start
-                tps = window_tokens / max(elapsed, 1e-9)
-                loss = self.acc["loss"] / self.acc["tokens"]
-                nll = self.acc["nll"] / self.acc["tokens"]
-                record = {
-                    "step": self.step,
-                    "loss": loss,
-                    "nll": nll,
-                    "ppl": math.exp(min(nll, 50)),
-                    "lr": self.optimizer.param_groups[0]["lr"],
-                    "tokens_per_s": tps,
-                    "mfu": tps * self.flops_per_token / (self.peak * self.world),
-                    "wall_s": time.time() - start,
-                }
-                self.log(record)
-                bar.set_postfix(
-                    loss=f"{loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{tps:,.0f}", mfu=f"{record['mfu']:.0%}"
-                )
-                self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}
-                window_start, window_tokens = time.time(), 0.0
-            out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
-            if self.step % cfg.save_every == 0 or self.step == cfg.max_steps or out_of_time:
-                if self.rank == 0:
-                    last_saved = self.save()
-                    self.evaluate(last_saved)
-                if self.world > 1:
-                    dist.barrier()
-                if out_of_time:
+        self.window_start, self.window_tokens = time.time(), 0.0
+        last_saved = None
+        with bar, DeferredSigterm() as sigterm:  # the bar ends its line also on an error, which then starts its own
+            while self.step < cfg.max_steps:
+                micro = [next(stream) for _ in range(cfg.update_freq)]
+                tokens_before = self.acc["tokens"]
+                applied = self.train_step(micro)
+                self.window_tokens += self.acc["tokens"] - tokens_before
+                if applied:
+                    bar.update(1)
+                    if self.step % cfg.log_every == 0 and self.acc["tokens"]:
+                        bar.set_postfix(self.log_interval(start))
+                if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
+                    last_saved = self.checkpoint() or last_saved
+                out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
+                late, terminated = all_sum([float(out_of_time), float(sigterm.requested)], self.world, self.device)
+                if late or terminated:
+                    if self.step != self.saved_step:
+                        last_saved = self.checkpoint() or last_saved
+                    self.stopped_by_signal = terminated > 0
                     break
-        bar.close()
         if self.world > 1:
             dist.destroy_process_group()
         return last_saved
+
+    def log_interval(self, start: float) -> dict[str, str]:
+        """Log the interval's means (all ranks' tokens), reset them; the progress bar's summary."""
+        tps = self.window_tokens / max(time.time() - self.window_start, 1e-9)
+        loss = self.acc["loss"] / self.acc["tokens"]
+        nll = self.acc["nll"] / self.acc["tokens"]
+        record = {
+            "step": self.step,
+            "loss": loss,
+            "nll": nll,
+            "ppl": math.exp(min(nll, 50)),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "tokens_per_s": tps,
+            "mfu": tps * self.flops_per_token / (self.peak * self.world),
+            "skipped_updates": self.skipped,
+            "wall_s": time.time() - start,
+        }
+        if self.rank == 0:
+            self.metrics.write(record)
+        self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}
+        self.window_start, self.window_tokens = time.time(), 0.0
+        return {
+            "loss": f"{loss:.3f}",
+            "lr": f"{record['lr']:.2e}",
+            "tok_s": f"{tps:,.0f}",
+            "mfu": f"{record['mfu']:.0%}",
+        }
 
     def evaluate(self, checkpoint_dir: Path) -> None:
         """Dev loss/PPL (and BLEU once decoding exists) plus probe traces for the timeline."""
@@ -299,7 +332,7 @@ class Trainer:
             return
         report = dev_report(self.model, self.cfg.data, checkpoint_dir, self.out, self.step, self.cfg)
         if report:
-            self.log({"step": self.step, **report})
+            self.metrics.write({"step": self.step, **report})
             print(
                 f"\nstep {self.step}: " + ", ".join(f"{k} {v:.3f}" for k, v in report.items() if isinstance(v, float)),
                 file=sys.stderr,
@@ -348,4 +381,11 @@ def cli(argv: list[str]) -> int:
     last = trainer.run()
     if trainer.rank == 0 and last is not None:
         print(f"last checkpoint: {last}", file=sys.stderr)
+    if trainer.stopped_by_signal:
+        if trainer.rank == 0:
+            print(
+                f"attnlab train: stopped by SIGTERM at step {trainer.step}; run the same command to resume",
+                file=sys.stderr,
+            )
+        return 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
     return 0

@@ -1,0 +1,43 @@
+"""The ranks of a `torchrun` run and what makes W of them train exactly like one process with
+`--update-freq W`: the same micro-batches per update (TokenBatchSampler's global batch list),
+the same normaliser (`all_sum` of the update's target tokens) and the same dropout masks
+(`micro_seed`). What remains different is the order in which floating-point gradients are added.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+
+def distributed() -> tuple[int, int]:
+    """(rank, world size); initialises the process group when run under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def all_sum(values: list[float], world: int, device: torch.device) -> list[float]:
+    """Element-wise sums over the ranks, in float64 so token counts stay exact. The tensor lives
+    on the training device because NCCL reduces only CUDA tensors."""
+    if world == 1:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def micro_seed(seed: int, step: int, index: int) -> int:
+    """The seed of the dropout masks of micro-batch `index` (0 .. W·F-1) of update `step`.
+
+    A function of the update's global micro-batch only, not of the process that computes it: one
+    process with update_freq W draws the same masks for a batch as the rank of W that reads it.
+    One stream per process could not do that (rank r would have to start where the masks of the
+    r micro-batches before it end), and one seed on every rank would give every rank the same
+    masks. Reseeding per micro-batch also makes the masks independent of where a run resumed.
+    """
+    return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0])

@@ -1,0 +1,267 @@
+"""Faults during training: a full disk mid-checkpoint, SIGTERM mid-checkpoint, a non-finite loss,
+a log line cut short, prepared data cut short. Each leaves every checkpoint already written as
+a healthy run writes it, and the same command resumes the run to the weights of a run that had
+no fault (bit for bit: training is deterministic on CPU).
+
+The runs go through `attnlab.cli.main` in this process, so the exit status and the one-line
+message are the user's; the faults are injected by patching the writer or the loss.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from attnlab.cli import main
+from attnlab.data.prepared import ParallelData
+from attnlab.errors import DataError
+from attnlab.model import checkpoint
+from attnlab.model.checkpoint import step_dirs, verify
+from attnlab.train import loop
+from attnlab.train.guard import TrainingError
+from attnlab.train.metrics import MetricsLog
+from attnlab.train.regime import label_smoothed_loss
+
+ARGS = [
+    *("--preset", "tiny", "--max-tokens", "600", "--eval-sentences", "0", "--probes", "0"),
+    *("--log-every", "1", "--save-every", "2", "--keep-last", "0", "--warmup", "10", "--max-steps", "6"),
+]
+
+
+@pytest.fixture(scope="module")
+def prepared(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("prep") / "m30k"
+    prepare = ["data", "prepare", "multi30k", "--data-dir", str(data_dir), "--vocab-size", "2000", "--out", str(out)]
+    assert main(prepare) == 0
+    return out
+
+
+def _train(data: Path, run: Path, *extra: str) -> int:
+    return main(["train", "--data", str(data), "--out", str(run), *ARGS, *extra])
+
+
+@pytest.fixture(scope="module")
+def reference(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same 6 steps without a fault: checkpoints at steps 2, 4 and 6."""
+    run = tmp_path_factory.mktemp("reference") / "run"
+    assert _train(prepared, run) == 0
+    return run
+
+
+def _digests(run: Path) -> dict[int, dict[str, str]]:
+    """sha256 of the weights and trainer state of each checkpoint, after a deep verify."""
+    found = {}
+    for step, path in step_dirs(run):
+        files = verify(path)["files"]
+        found[step] = {name: files[name]["sha256"] for name in ("model.safetensors", "trainer.safetensors")}
+    return found
+
+
+def _log(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _losses(run: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in _log(run)]
+
+
+def _error_line(err: str) -> str:
+    """The one line the CLI printed for an AttnlabError (and no traceback)."""
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("attnlab train: error: ")]
+    assert len(lines) == 1, err[-2000:]
+    return lines[0]
+
+
+def _assert_resumes_to(prepared: Path, run: Path, reference: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same command again: resumes and ends where the run without a fault ended."""
+    assert _train(prepared, run) == 0
+    assert "resumed from" in capsys.readouterr().err
+    assert _digests(run) == _digests(reference)
+    assert _losses(run) == _losses(reference)
+
+
+def test_disk_full_while_writing_a_checkpoint(
+    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ENOSPC half way through step_4's weights: one line naming it, exit 2, step_2 as written,
+    no temporary directory left; after space is freed the same command resumes."""
+    write = checkpoint.save_file
+
+    def full_disk(tensors: dict[str, torch.Tensor], filename: str, metadata: dict | None = None) -> None:
+        write(tensors, filename, metadata=metadata)
+        if ".step_4.tmp-" in filename:
+            with open(filename, "r+b") as handle:
+                handle.truncate(os.path.getsize(filename) // 2)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+
+    monkeypatch.setattr(checkpoint, "save_file", full_disk)
+    run = tmp_path / "run"
+    assert _train(prepared, run) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "step_4" in line and "No space left on device" in line and "resume" in line
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2"]  # no .step_4.tmp-*
+    assert _digests(run) == {2: _digests(reference)[2]}
+    monkeypatch.undo()
+    _assert_resumes_to(prepared, run, reference, capsys)
+
+
+class Terminated(Exception):
+    """Stands in for the death SIGTERM brings when nothing defers it (pytest must live on)."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def test_sigterm_while_writing_a_checkpoint(
+    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM after step_4's weights are written but before its trainer state, manifest and
+    rename: the save completes, the run stops at step 4 with status 143, step_2 is untouched,
+    the handler in place before comes back, and the same command resumes."""
+    write = checkpoint.save_file
+
+    def save_then_sigterm(tensors: dict[str, torch.Tensor], filename: str, metadata: dict | None = None) -> None:
+        write(tensors, filename, metadata=metadata)
+        if ".step_4.tmp-" in filename and filename.endswith("model.safetensors"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(checkpoint, "save_file", save_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        assert _train(prepared, tmp_path / "run") == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is _terminate
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "stopped by SIGTERM at step 4" in capsys.readouterr().err
+    run = tmp_path / "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_4"]
+    assert _digests(run) == {step: _digests(reference)[step] for step in (2, 4)}
+    monkeypatch.undo()
+    _assert_resumes_to(prepared, run, reference, capsys)
+
+
+def _poisoned_loss(bad_call: int, value: float) -> Callable[[bool], Callable]:
+    """A `make_loss` whose loss is multiplied by `value` (nan, inf) on its `bad_call`-th call;
+    with --update-freq 1 call N is step N."""
+    calls = itertools.count(1)
+
+    def loss_fn(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int) -> tuple:
+        loss, nll = label_smoothed_loss(logits, target, eps, pad_id)
+        return (loss * value, nll) if next(calls) == bad_call else (loss, nll)
+
+    return lambda compile=False: loss_fn
+
+
+def test_nan_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(
+    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(loop, "make_loss", _poisoned_loss(3, float("nan")))
+    run = tmp_path / "run"
+    assert _train(prepared, run) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "step 3:" in line and "not finite" in line and "step_2" in line and "--skip-nonfinite" in line
+    assert _digests(run) == {2: _digests(reference)[2]}
+    assert [r["step"] for r in _log(run)] == [1, 2]  # nothing logged for the failed update
+    monkeypatch.undo()
+    _assert_resumes_to(prepared, run, reference, capsys)
+
+
+def test_skip_nonfinite_skips_the_update_and_counts_it(
+    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "make_loss", _poisoned_loss(3, float("inf")))
+    run = tmp_path / "run"
+    assert _train(prepared, run, "--skip-nonfinite") == 0
+    log = _log(run)
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]  # six updates applied, one skipped
+    assert [r["skipped_updates"] for r in log] == [0, 0, 1, 1, 1, 1]
+    assert all(np.isfinite(r["loss"]) for r in log)
+    digests = _digests(run)
+    assert digests[2] == _digests(reference)[2] and digests[6] != _digests(reference)[6]
+    assert json.loads((run / "checkpoints" / "step_6" / "trainer.json").read_text())["skipped"] == 1
+    weights = load_file(str(run / "checkpoints" / "step_6" / "model.safetensors"))
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def test_a_log_line_cut_short_is_dropped_on_resume(
+    prepared: Path, reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed while writing step 5's log line leaves half a line after checkpoint step_4."""
+    run = tmp_path / "run"
+    assert _train(prepared, run, "--max-steps", "4") == 0
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 5, "loss": 6.')
+    _assert_resumes_to(prepared, run, reference, capsys)  # every line parses, each step once
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_its_log_over(
+    prepared: Path, reference: Path, tmp_path: Path
+) -> None:
+    """Its lines describe weights that were never saved, and its last line may be cut short."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 9.0}\n{"step": 2, "lo')
+    assert _train(prepared, run, "--max-steps", "2") == 0
+    assert _losses(run) == _losses(reference)[:2]
+
+
+def test_a_log_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").mkdir()  # as good as a full disk for open("a")
+    with pytest.raises(TrainingError, match=r"metrics\.jsonl: could not log step 7") as error:
+        MetricsLog(tmp_path).write({"step": 7, "loss": 1.0})
+    assert "\n" not in str(error.value)
+
+
+def _cut(path: Path, nbytes: int) -> None:
+    with path.open("r+b") as handle:
+        handle.truncate(path.stat().st_size - nbytes)
+
+
+@pytest.mark.parametrize(("name", "nbytes"), [("train.src.bin", 2), ("train.tgt.idx", 8), ("train.tgt.idx", 3)])
+def test_prepared_files_cut_short_are_a_data_error_naming_the_file(
+    prepared: Path,
+    reference: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    nbytes: int,
+) -> None:
+    """Cut after step 2 was saved: the resumed run refuses with one line naming the file, before
+    it trains (step_2 is untouched); with the file restored it resumes to the reference."""
+    data = tmp_path / "data"
+    shutil.copytree(prepared, data)
+    run = tmp_path / "run"
+    assert _train(data, run, "--max-steps", "2") == 0
+    _cut(data / name, nbytes)
+    assert _train(data, run) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert f"{data / name}:" in line and "cut short" in line
+    assert _digests(run) == {2: _digests(reference)[2]}
+    shutil.copyfile(prepared / name, data / name)
+    _assert_resumes_to(data, run, reference, capsys)
+
+
+@pytest.mark.parametrize("name", ["train.src.bin", "train.src.idx", "train.src.txt"])
+def test_reading_a_pair_from_a_cut_file_is_a_data_error(prepared: Path, tmp_path: Path, name: str) -> None:
+    """Not an IndexError, and not the last sentence silently cut by a slice past the map's end."""
+    data = tmp_path / "data"
+    shutil.copytree(prepared, data)
+    _cut(data / name, 1)
+    split = ParallelData(data, "train")
+    read = split.src_text if name.endswith(".txt") else split.src
+    with pytest.raises(DataError, match=rf"{name}: .*cut short"):
+        read(len(split) - 1)
