@@ -302,3 +302,19 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     assert (out / "model.safetensors").stat().st_size < (
         run / "checkpoints" / "step_30" / "model.safetensors"
     ).stat().st_size
+
+
+def test_every_recipe_is_a_valid_run_config() -> None:
+    from attnlab.model.config import PRESETS
+    from attnlab.train.loop import config_from_args
+    from attnlab.train.recipes import RECIPES
+
+    assert {"multi30k-en-de-r1", "multi30k-en-de-r3", "multi30k-en-de-r5", "multi30k-en-de-global"} <= set(RECIPES)
+    for name in RECIPES:
+        config = config_from_args(["--recipe", name])
+        assert config.preset in PRESETS and config.max_steps > 0 and config.data and config.out
+    local = {name: config_from_args(["--recipe", f"multi30k-en-de-{name}"]) for name in ("r1", "global")}
+    assert PRESETS[local["r1"].preset].attn_window == 1 and PRESETS[local["global"].preset].attn_window is None
+    assert {k: v for k, v in vars(local["r1"]).items() if k not in ("preset", "out")} == {
+        k: v for k, v in vars(local["global"]).items() if k not in ("preset", "out")
+    }  # the same budget, schedule and seed

@@ -74,6 +74,20 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
+# Table 1's restricted self-attention against global, everything else the bundled translator's
+# (docs/EXPERIMENTS.md): the same data, budget, schedule and seed at r = 1, 3, 5 and r = ∞.
+RECIPES |= {
+    f"multi30k-en-de-{name}": {
+        **RECIPES["multi30k-en-de"],
+        "out": f"runs/local/{name}",
+        "preset": preset,
+        "seed": 1,
+        "probes": 4,
+    }
+    for name, preset in (("r1", "small-r1"), ("r3", "small-r3"), ("r5", "small-r5"), ("global", "small"))
+}
+
+
 def recipe(name: str) -> dict[str, Any]:
     """TrainConfig fields of a recipe (without its `prepare` line)."""
     if name not in RECIPES:
