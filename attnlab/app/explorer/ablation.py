@@ -8,7 +8,7 @@ from __future__ import annotations
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.explorer.output import CSS, word_diff
+from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store, sentence
 from attnlab.decode.ablation import ablation
 from attnlab.errors import AttnlabError
@@ -76,7 +76,7 @@ class AblationTab(pn.viewable.Viewer):
             store.error = sentence(str(error))
             return
         original = (store.scored or store.result).text
-        diff = word_diff(original, effect.text)
+        diff = viz.word_diff(original, effect.text)
         changed = "unchanged" if effect.text == original else "changed"
         self.effect.objects = [
             pn.pane.HTML(

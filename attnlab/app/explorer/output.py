@@ -5,7 +5,6 @@ stylesheet is here because every pane that shows an output sentence uses it.
 
 from __future__ import annotations
 
-import difflib
 import html
 
 import panel as pn
@@ -75,17 +74,3 @@ class Output(pn.viewable.Viewer):
             f"<th>output</th></tr>{rows}</table></details></div>"
         )
         return "".join(parts)
-
-
-def word_diff(old: str, new: str) -> str:
-    """`new` against `old` word by word, as HTML: removed words in <del>, added ones in <ins>."""
-    a, b = old.split(), new.split()
-    out = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b).get_opcodes():
-        if op == "equal":
-            out.append(html.escape(" ".join(a[i1:i2])))
-        if op in ("delete", "replace"):
-            out.append(f"<del>{html.escape(' '.join(a[i1:i2]))}</del>")
-        if op in ("insert", "replace"):
-            out.append(f"<ins>{html.escape(' '.join(b[j1:j2]))}</ins>")
-    return " ".join(out)
