@@ -125,3 +125,19 @@ def test_local_attention_smoke() -> None:
         for name in ("fused", "explicit", "local", "layer_global", "layer_local"):
             assert row[f"{name}_ms"] > 0 and row[f"{name}_mib"] > 0
     assert rows[1]["explicit_mib"] > 2 * rows[0]["explicit_mib"]  # the written-out n × n weights grow
+
+
+@pytest.mark.skipif(
+    not (ROOT / "checkpoints" / "multi30k-en-de" / "manifest.json").is_file(), reason="no bundled checkpoint"
+)
+def test_explorer_load_smoke() -> None:
+    """1 and 2 Bokeh client sessions for 3 s against a real `attnlab explore` server: every
+    click answered with the sentence's own translation, and the figures the docs quote."""
+    rows = run_script("explorer_load")
+    assert [row["sessions"] for row in rows] == [1, 2]
+    for row in rows:
+        assert row["errors"] == 0 and row["requests"] >= row["sessions"], row
+        assert 0 < row["p50_s"] <= row["p95_s"] <= row["max_s"], row
+        assert row["server_rss_mb_peak"] >= row["server_rss_mb_end"] > 100, row
+        assert row["server_cpu_s_per_request"] > 0 and row["requests_per_s"] > 0, row
+    assert rows[1]["slowdown"] > 0

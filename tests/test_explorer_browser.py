@@ -8,6 +8,11 @@ Fixture models are random-weight tiny Transformers on a tokenizer trained in the
 corpus needed), plus probe traces for the training timeline. When the bundled
 checkpoints/multi30k-en-de exists (or $ATTNLAB_EXPLORER_CHECKPOINT names another), the
 response time and memory are measured on it too, and written to test-artifacts/.
+
+The server also has a `--checkpoint-root` ("classroom", holding a copy of the tiny translator and
+a symlink out of it), so that what a visitor can open by typing a path is tested as served: paths
+outside the roots get one refusal, paths under them open, and no server path reaches the page
+or an export. The same policy at the Python level is in tests/test_explorer_security.py.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -83,6 +89,18 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     return paths
 
 
+def make_classroom(base: Path, translator: Path) -> dict[str, Path]:
+    """A `--checkpoint-root` holding a copy of the translator and a symlink out of the root (to a
+    directory with a manifest), and a second copy of the translator outside every root."""
+    paths = {"root": base / "classroom", "secret": base / "secret", "outside": base / "outside-copy"}
+    shutil.copytree(translator, paths["root"] / "tiny-copy", ignore=shutil.ignore_patterns("probes"))
+    shutil.copytree(translator, paths["outside"], ignore=shutil.ignore_patterns("probes"))
+    paths["secret"].mkdir()
+    (paths["secret"] / "manifest.json").write_text("{}")
+    (paths["root"] / "escape").symlink_to(paths["secret"], target_is_directory=True)
+    return paths
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -136,10 +154,17 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def server(checkpoints: dict[str, Path]) -> Iterator[Server]:
+def classroom(checkpoints: dict[str, Path]) -> dict[str, Path]:
+    return make_classroom(checkpoints["translate"].parent, checkpoints["translate"])
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints: dict[str, Path], classroom: dict[str, Path]) -> Iterator[Server]:
     ARTIFACTS.mkdir(exist_ok=True)
     running = Server(
-        [checkpoints["translate"], checkpoints["parse"], checkpoints["bad"]], ARTIFACTS / "explorer-server.log"
+        [checkpoints["translate"], checkpoints["parse"], checkpoints["bad"]],
+        ARTIFACTS / "explorer-server.log",
+        extra=("--checkpoint-root", str(classroom["root"])),
     )
     yield running
     running.stop()
@@ -549,6 +574,119 @@ def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path])
     assert drawn(page.figure_image("grid-encoder"))
     page.shot("long-200")
     (ARTIFACTS / "explorer-long-input.json").write_text(json.dumps({"tokens": tokens, "click_to_views_s": seconds}))
+
+
+# -- what a visitor can open ------------------------------------------------------------------------------------
+JS_SET_MODEL = """([cls, value]) => {  // what a crafted request does: set a widget's value past its client-side limits
+  for (const m of Bokeh.documents[0].all_models)
+    if (m.css_classes && m.css_classes.includes(cls) && "value" in m) { m.value = value; return true; }
+  return false;
+}"""
+JS_DOCUMENT = """() => {  // every property value of every model the server sent to this page, as text
+  const plain = (key, x) => (typeof x === "function" || ArrayBuffer.isView(x)) ? undefined
+    : (x && typeof x === "object" && "properties" in x && "id" in x) ? "<model>"
+    : (x instanceof Map ? Object.fromEntries(x) : x);
+  const texts = [];
+  for (const m of Bokeh.documents[0].all_models)
+    for (const p of Object.values(m.properties)) {
+      try { texts.push(JSON.stringify(p.get_value(), plain)); } catch (e) { texts.push("?"); }
+    }
+  return texts.join("\\n");
+}"""
+REFUSAL = (  # CheckpointRoots.refusal as sentence() shows it, for the test server's roots (the bundled one first)
+    "Cannot open that path: no such directory under the explorer's checkpoint roots ("
+    + ("checkpoints/, " if (ROOT / "checkpoints").is_dir() else "")
+    + "classroom/, tiny-translate/, tiny-parse/, not-a-checkpoint/)."
+)
+
+
+def open_path(page: Page, request: str) -> None:
+    page.page.locator(".attn-path input").fill(request)
+    page.page.get_by_role("button", name="Open", exact=True).click()
+
+
+def test_paths_outside_the_roots_get_one_refusal(
+    page: Page, checkpoints: dict[str, Path], classroom: dict[str, Path]
+) -> None:
+    """/etc, /etc/passwd, ../.., a path that does not exist, a checkpoint outside the roots and a
+    symlink out of a root: the same one line, and the model stays. Between two refusals a
+    checkpoint under a root is opened, so each refusal is seen to arrive (and opening works)."""
+    error = page.page.locator(".attn-error-text")
+    info = page.page.locator(".attn-model-info")
+    before, run = info.inner_text(), page.run_number()
+    assert before.startswith("tiny-translate\ntask: translate"), before
+    shown = {}
+    for request in (
+        "/etc",
+        "/etc/passwd",
+        "../..",
+        "/no/such/directory",
+        str(classroom["outside"]),
+        "classroom/escape",
+    ):
+        open_path(page, request)
+        error.wait_for(timeout=10_000)
+        shown[request] = error.inner_text().strip()
+        open_path(page, "tiny-translate")  # a --checkpoint is a root: opening it by name works, the error goes
+        page.page.locator(".attn-error").wait_for(state="hidden", timeout=10_000)
+    page.shot("refusal")
+    assert set(shown.values()) == {REFUSAL}, shown
+    assert info.inner_text() == before and page.run_number() == run  # no model was loaded, none decoded
+
+
+def test_checkpoints_under_the_roots_open_and_nothing_shows_a_server_path(
+    page: Page, checkpoints: dict[str, Path], classroom: dict[str, Path], tmp_path: Path
+) -> None:
+    from attnlab.record.trace import AttentionTrace
+
+    info = page.page.locator(".attn-model-info")
+    opened = ["classroom/tiny-copy"]
+    if (ROOT / "checkpoints" / "multi30k-en-de" / "manifest.json").is_file():
+        opened.insert(0, "checkpoints/multi30k-en-de")  # the bundled model, by its root-relative path
+    for request in opened:
+        run = page.run_number()
+        open_path(page, request)
+        page.wait_run(run + 1, timeout=90_000)  # another model: the text is decoded with it
+        assert info.inner_text().startswith(f"{request}\ntask: translate"), info.inner_text()
+        assert page.page.locator(".attn-checkpoint select").input_value() in (request, Path(request).name)
+    server_paths = [str(checkpoints["translate"].parent), str(ROOT), str(Path.home())]
+    document = page.page.evaluate(JS_DOCUMENT)
+    assert "classroom/tiny-copy" in document and not [p for p in server_paths if p in document]
+    files = {}
+    for label in ("trace", "HTML page"):
+        with page.page.expect_download(timeout=30_000) as download:
+            page.page.get_by_role("button", name=label, exact=True).click()
+        files[label] = tmp_path / download.value.suggested_filename
+        download.value.save_as(files[label])
+    assert AttentionTrace.load(files["trace"]).model["checkpoint"] == "classroom/tiny-copy"
+    for path in files.values():
+        data = path.read_bytes()
+        assert not [p for p in server_paths if p.encode() in data], path.name
+    assert "classroom/tiny-copy" in files["HTML page"].read_text()
+
+
+def test_crafted_requests_are_capped_on_the_server(page: Page) -> None:
+    """A client that ignores the widgets' limits (beam 10,000; 250,000 characters) is cut to the
+    server's limits, told so, and served."""
+
+    def crafted(beam: int, text: str) -> str:
+        assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", beam])
+        assert page.page.evaluate(JS_SET_MODEL, ["attn-source", text])
+        run = page.run_number()
+        page.page.locator(".attn-go button").click()
+        page.wait_run(run + 1)
+        return page.page.locator(".attn-notice-text").inner_text()
+
+    notice = crafted(10_000, "The dog runs .")
+    assert "Beam size 10,000 is outside 1–32 on this server: decoded with 32" in notice, notice
+    assert page.page.locator(".attn-beam input").input_value() == "32"
+    assert page.page.locator("table.attn-hyps tr").count() - 1 == 32
+    page.shot("crafted-beam")
+    notice = crafted(1, "dog " * 62_500)  # 250,000 characters
+    assert "The input has 250,000 characters; this server reads only the first 20,000" in notice, notice
+    assert "truncated" in notice and "(20,000 characters)" in notice, notice  # what was decoded: the first 20,000
+    assert page.page.locator("table.attn-hyps tr").count() - 1 == 1
+    page.shot("crafted-text")
 
 
 # -- response time and memory on the bundled model -----------------------------------------------------------

@@ -20,21 +20,42 @@ ROOT = Path(__file__).resolve().parents[2]  # the source checkout: apps/, checkp
 BUNDLED = ROOT / "checkpoints"
 
 
-def find_checkpoints(extra: Sequence[str | Path] = (), bundled: Path = BUNDLED) -> dict[str, str]:
-    """{display name: path}: the bundled checkpoints, then the given ones (kept even when they are
-    not checkpoints, so that the app can say what is wrong with them)."""
+def find_checkpoints(
+    extra: Sequence[str | Path] = (), bundled: Path = BUNDLED, roots: Sequence[str | Path] = ()
+) -> dict[str, str]:
+    """{display name: path}: the bundled checkpoints, the checkpoints and runs directly inside
+    each of `roots` (named ROOT/NAME), then the given ones (kept even when they are not
+    checkpoints, so that the app can say what is wrong with them). Names are what visitors see:
+    a name taken twice gets " (2)", never the server path that would tell them apart."""
     found: dict[str, str] = {}
+
+    def add(name: str, path: Path) -> None:
+        if any(same_directory(path, other) for other in found.values()):
+            return
+        unique, n = name, 2
+        while unique in found:
+            unique, n = f"{name} ({n})", n + 1
+        found[unique] = str(path)
+
     if bundled.is_dir():
         for path in sorted(bundled.iterdir()):
             if (path / "manifest.json").is_file():
-                found[path.name] = str(path)
+                add(path.name, path)
+    for root in roots:
+        root = Path(root).expanduser()
+        if root.is_dir():
+            for path in sorted(root.iterdir()):
+                if (path / "manifest.json").is_file() or (path / "checkpoints").is_dir():
+                    add(f"{root.name}/{path.name}", path)
     for path in extra:
         path = Path(path).expanduser()
-        name = path.name or str(path)
-        if name in found and found[name] != str(path):
-            name = str(path)
-        found[name] = str(path)
+        add(path.name or "checkpoint", path)
     return found
+
+
+def same_directory(a: str | Path, b: str | Path) -> bool:
+    """`a` and `b` name the same directory (relative or absolute, through symlinks or not)."""
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
 
 
 _MODELS: dict[str, Any] = {}

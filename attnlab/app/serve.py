@@ -1,5 +1,10 @@
-"""`attnlab explore [--checkpoint DIR ...] [--port N]`: serve the explorer (`apps/explorer.py`,
-run by `panel serve`) on this machine, offline.
+"""`attnlab explore [--checkpoint DIR ...] [--checkpoint-root DIR ...] [--port N]`: serve the
+explorer (`apps/explorer.py`, run by `panel serve`) on this machine, offline.
+
+Whoever reaches the port can open only what is under the checkpoint roots (the bundled
+`checkpoints/`, each `--checkpoint`, each `--checkpoint-root`; `attnlab.app.roots`), and send
+messages of at most `MAX_MESSAGE_BYTES` (bokeh's default is 20 MiB; the explorer reads 20,000
+characters of a text anyway).
 """
 
 from __future__ import annotations
@@ -16,26 +21,35 @@ from attnlab.app.checkpoints import ROOT, find_checkpoints
 from attnlab.errors import AttnlabError, CheckpointError
 
 APP = ROOT / "apps" / "explorer.py"
+MAX_MESSAGE_BYTES = 4 * 2**20  # a 200,000-character text in UTF-8 JSON is at most ~2.4 MiB
 
 
 def serve_command(
-    checkpoints: Sequence[str], port: int, address: str, show: bool = False, threads: int = 1
+    checkpoints: Sequence[str],
+    port: int,
+    address: str,
+    show: bool = False,
+    threads: int = 1,
+    roots: Sequence[str] = (),
 ) -> list[str]:
     """The `panel serve` command line that runs the explorer."""
     if not APP.is_file():
         raise AttnlabError(f"the explorer app is missing ({APP}); attnlab explore runs from a source checkout")
     command = [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(port), "--address", address]
     command += ["--allow-websocket-origin", f"{address}:{port}", "--allow-websocket-origin", f"localhost:{port}"]
+    command += ["--websocket-max-message-size", str(MAX_MESSAGE_BYTES)]
     if show:
         command.append("--show")
     command += ["--args", "--threads", str(threads)]
     for path in checkpoints:
         command += ["--checkpoint", str(path)]
+    for path in roots:
+        command += ["--checkpoint-root", str(path)]
     return command
 
 
 def cli(argv: list[str]) -> int:
-    """`attnlab explore [--checkpoint DIR ...] [--port N]`: serve the explorer on this machine."""
+    """`attnlab explore [--checkpoint DIR ...] [--checkpoint-root DIR ...] [--port N]`: serve the explorer."""
     parser = argparse.ArgumentParser(
         prog="attnlab explore",
         description="Open the explorer: translate or parse, and look at every attention head (works offline).",
@@ -45,6 +59,13 @@ def cli(argv: list[str]) -> int:
         action="append",
         default=[],
         help="checkpoint or run directory (repeatable); the bundled ones are always listed",
+    )
+    parser.add_argument(
+        "--checkpoint-root",
+        action="append",
+        default=[],
+        help="a directory whose checkpoints visitors may open by path (repeatable); the bundled checkpoints/ "
+        "and each --checkpoint are roots too, nothing else is, whatever --address",
     )
     parser.add_argument("--port", type=int, default=5006)
     parser.add_argument("--address", default="127.0.0.1", help="interface to listen on (default: this machine only)")
@@ -60,12 +81,15 @@ def cli(argv: list[str]) -> int:
     for path in args.checkpoint:
         if not Path(path).expanduser().exists():
             raise CheckpointError(f"{path}: no such directory")
+    for path in args.checkpoint_root:
+        if not Path(path).expanduser().is_dir():
+            raise CheckpointError(f"--checkpoint-root {path}: no such directory")
     if not args.checkpoint and not find_checkpoints():
         print(
-            "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR (or open one in the app)",
+            "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR or --checkpoint-root DIR",
             file=sys.stderr,
         )
-    command = serve_command(args.checkpoint, args.port, args.address, args.show, args.threads)
+    command = serve_command(args.checkpoint, args.port, args.address, args.show, args.threads, args.checkpoint_root)
     if args.dry_run:
         print(shlex.join(command))
         return 0

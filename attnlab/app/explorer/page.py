@@ -2,6 +2,9 @@
 the output, the head selection, the export bar and the tabs on the right, and the two actions
 (open a checkpoint, translate). It decides when views redraw: a view on a hidden tab is only
 marked stale and drawn when its tab opens, so one sentence costs only the views one looks at.
+
+Checkpoints are opened by name (the picker) or by a path relative to one of the server's roots
+(the path box, checked by the `Store`); the page shows names only, never a server path.
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ import html
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import panel as pn
 import torch
 
-from attnlab.app.checkpoints import find_checkpoints
+from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
 from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
@@ -25,8 +27,9 @@ from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
-from attnlab.app.explorer.store import Store, sentence
+from attnlab.app.explorer.store import MAX_BEAM, Store, sentence
 from attnlab.app.explorer.timeline import TimelineTab
+from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
 EXAMPLES = {
@@ -38,9 +41,12 @@ EXAMPLES = {
 class Explorer(pn.viewable.Viewer):
     """The views: inputs on the left, output and attention on the right."""
 
-    def __init__(self, checkpoints: dict[str, str], **params: Any) -> None:
+    def __init__(self, checkpoints: dict[str, str], roots: CheckpointRoots | None = None, **params: Any) -> None:
+        """`checkpoints`: the picker's {name: server path}; `roots`: where the path box may open
+        (default: the bundled checkpoints and the listed ones)."""
         super().__init__(**params)
-        self.store = store = Store()
+        roots = roots if roots is not None else CheckpointRoots([BUNDLED, *checkpoints.values()])
+        self.store = store = Store(roots=roots)
         self.checkpoints = dict(checkpoints)
         self._stale: set[str] = set()
         self._opening = False
@@ -50,7 +56,11 @@ class Explorer(pn.viewable.Viewer):
             label="Checkpoint", options=list(self.checkpoints), width=320, css_classes=["attn-checkpoint"]
         )
         self.path_input = pn.widgets.TextInput(
-            css_classes=["attn-path"], label="…or open a directory", placeholder="/path/to/checkpoint or run", width=240
+            css_classes=["attn-path"],
+            label="…or open a directory",
+            placeholder=f"under {', '.join(r.name + '/' for r in roots.roots)}"[:60],
+            width=240,
+            max_length=4096,
         )
         self.open_button = pn.widgets.Button(label="Open", width=70, align="end")
         self.model_info = pn.pane.HTML("", width=320, css_classes=["attn-muted"])
@@ -67,7 +77,9 @@ class Explorer(pn.viewable.Viewer):
         self.mode = pn.widgets.RadioButtonGroup(
             label="decoding", options=["beam", "greedy"], value="beam", width=130, align="end"
         )
-        self.beam_input = pn.widgets.IntInput.from_param(store.param.beam, label="beam size", width=75)
+        self.beam_input = pn.widgets.IntInput.from_param(
+            store.param.beam, label="beam size", start=1, end=MAX_BEAM, width=75, css_classes=["attn-beam"]
+        )
         self.alpha_input = pn.widgets.FloatInput.from_param(store.param.alpha, label="α", step=0.1, width=75)
         self.go = pn.widgets.Button(label="Translate", color="primary", width=320, css_classes=["attn-go"])
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, width=320, css_classes=["attn-error"])
@@ -122,7 +134,7 @@ class Explorer(pn.viewable.Viewer):
             box.param.watch(lambda event: setattr(event.obj, "value_input", event.new), "value")
         self.go.on_click(lambda _event: self.translate())
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
-        self.checkpoint_select.param.watch(lambda event: self.open(self.checkpoints[event.new]), "value")
+        self.checkpoint_select.param.watch(lambda event: self.open_listed(event.new), "value")
         self.mode.param.watch(lambda event: store.param.update(greedy=event.new == "greedy"), "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
         store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
@@ -133,39 +145,44 @@ class Explorer(pn.viewable.Viewer):
         return self.layout
 
     # -- actions ------------------------------------------------------------------------------------
-    def open(self, path: str) -> None:
-        """Load a checkpoint and, when it is another model than before, decode the text with it."""
-        path = (path or "").strip()
+    def open(self, request: str) -> None:
+        """Open what was typed in the path box: a directory under one of the server's roots."""
+        request = (request or "").strip()
         if self._opening:
             return
-        if not path:
+        if not request:
             self.store.error = "Give a directory to open."
             return
         previous = self.store.model
-        if not self.store.open(path):
-            current = next((n for n, p in self.checkpoints.items() if previous and p == self.store.checkpoint), None)
-            if current is not None:  # the picker shows the model that is really loaded
-                self._opening = True
-                try:
-                    self.checkpoint_select.value = current
-                finally:
-                    self._opening = False
+        self._after_open(previous, self.store.open_request(request))
+
+    def open_listed(self, name: str) -> None:
+        """Open a picker entry (the server chose its path; a request can only name it)."""
+        if self._opening or name not in self.checkpoints:
             return
-        model = self.store.model
-        name = next((n for n, p in self.checkpoints.items() if p == path), None)
-        self._opening = True
-        try:
-            if name is None:  # opened by path: add it to the picker
-                name = Path(path).name or path
-                self.checkpoints[name] = path
-                self.checkpoint_select.options = list(self.checkpoints)
-            self.checkpoint_select.value = name
-        finally:
-            self._opening = False
+        previous = self.store.model
+        self._after_open(previous, self.store.open(self.checkpoints[name], name))
+
+    def _after_open(self, previous: Any, opened: bool) -> None:
+        """Show what is loaded now; when it is another model than before, decode the text with it."""
+        store = self.store
+        name = next(
+            (n for n, p in self.checkpoints.items() if store.model and same_directory(p, store.checkpoint)), None
+        )
+        if not opened:
+            if previous is not None and name is not None:  # the picker shows the model that is really loaded
+                self._pick(name)
+            return
+        model = store.model
+        if name is None:  # opened by path: add it to the picker, under its root-relative name
+            name = store.checkpoint_name
+            self.checkpoints[name] = store.checkpoint
+            self.checkpoint_select.options = list(self.checkpoints)
+        self._pick(name)
         config = model.config
         self.model_info.object = (
-            f"{html.escape(str(model.path))}<br>task: <b>{model.task}</b> · {config.n_layers} layers · "
-            f"{config.n_heads} heads · d_model {config.d_model} · vocab {config.vocab_size}"
+            f"<span class='attn-model-info'>{html.escape(store.checkpoint_name)}<br>task: <b>{model.task}</b> · "
+            f"{config.n_layers} layers · {config.n_heads} heads · d_model {config.d_model} · vocab {config.vocab_size}</span>"
         )
         self.go.label = "Parse" if model.task == "parse" else "Translate"
         self.mode.value = "beam"
@@ -177,6 +194,14 @@ class Explorer(pn.viewable.Viewer):
         self.error.visible = False
         if model is not previous:
             self.translate()
+
+    def _pick(self, name: str) -> None:
+        """Show `name` in the picker without opening it again."""
+        self._opening = True
+        try:
+            self.checkpoint_select.value = name
+        finally:
+            self._opening = False
 
     def translate(self) -> None:
         """Decode what the boxes show and redraw the views; on bad input the old views stay."""
@@ -259,13 +284,16 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     """The app's own options (`panel serve apps/explorer.py --args ...`); others are ignored."""
     parser = argparse.ArgumentParser(prog="explorer.py")
     parser.add_argument("--checkpoint", action="append", default=[])
+    parser.add_argument("--checkpoint-root", action="append", default=[])
     parser.add_argument("--threads", type=int, default=1)
     known, _ = parser.parse_known_args(argv)
     return known
 
 
 def app(argv: list[str] | None = None) -> Explorer:
-    """One session's explorer, on the bundled checkpoints plus those given as arguments.
+    """One session's explorer, on the bundled checkpoints plus those given as arguments; the
+    path box opens directories under the bundled `checkpoints/`, each `--checkpoint` and each
+    `--checkpoint-root` only (`attnlab.app.roots`).
 
     Decoding runs on `--threads` torch threads (default 1): one sentence's small matrix products
     gain little from more, and on shared cores (a training run beside the app) extra threads
@@ -274,13 +302,14 @@ def app(argv: list[str] | None = None) -> Explorer:
     args = arguments(sys.argv[1:] if argv is None else argv)
     if torch.get_num_threads() != args.threads:
         torch.set_num_threads(max(1, args.threads))
-    explorer = Explorer(find_checkpoints(args.checkpoint))
-    if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first bundled one
-        given = [str(Path(path).expanduser()) for path in args.checkpoint]
-        first = given[0] if given else next(iter(explorer.checkpoints.values()))
+    roots = CheckpointRoots([BUNDLED, *args.checkpoint_root, *args.checkpoint])
+    explorer = Explorer(find_checkpoints(args.checkpoint, roots=args.checkpoint_root), roots)
+    if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
+        given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
+        first = given[0] if given else next(iter(explorer.checkpoints))
 
         def start() -> None:
-            explorer.open(first)
+            explorer.open_listed(first)
 
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.onload(start)

@@ -1,16 +1,25 @@
 """One browser session's state: the loaded checkpoint, the input, the decoding settings, the
 current result and its `AttentionTrace`, and the head every view shows. Views read it and never
 compute a selection of their own, so that all tabs always show the same head of the same trace.
+
+The store is also where a served explorer draws its limits, because every request from a
+browser -- the widgets' or a crafted one -- ends up in its parameters: a typed path is opened
+only under the server's checkpoint roots (`attnlab.app.roots`), the decoded text and reference
+are cut to `MAX_INPUT_CHARS`, the beam to `MAX_BEAM`, each with a notice that says so, and no
+server path reaches a message, the model's name or an exported trace.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
+from typing import Any
 
 import param
 
-from attnlab.app.checkpoints import open_model
+from attnlab.app.checkpoints import BUNDLED, open_model
+from attnlab.app.roots import CheckpointRoots
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
@@ -18,16 +27,20 @@ from attnlab.record.trace import AttentionTrace
 
 log = logging.getLogger("attnlab.explorer")
 
+MAX_INPUT_CHARS = 20_000  # the models read at most a few hundred pieces; this is ~20x more, and tokenises in ms
+MAX_BEAM = 32  # the parser's paper setting (21) fits; wider beams only cost the shared CPU
+
 
 class Store(param.Parameterized):
     """One session's state. Views read it; only its methods change it."""
 
-    checkpoint = param.String(default="", doc="path of the loaded checkpoint")
+    checkpoint = param.String(default="", doc="server path of the loaded checkpoint (never shown)")
+    checkpoint_name = param.String(default="", doc="the loaded checkpoint as visitors see it: relative to a root")
     model = param.Parameter(default=None, doc="attnlab.api.Model, or None while none is loaded")
     text = param.String(default="")
     reference = param.String(default="", doc="optional target: teacher-forced attention of this output")
     greedy = param.Boolean(default=False)
-    beam = param.Integer(default=4, bounds=(1, 50))
+    beam = param.Integer(default=4, doc="cut to 1..MAX_BEAM when decoding, with a notice")
     alpha = param.Number(default=0.6, bounds=(0.0, 5.0))
     result = param.Parameter(default=None, doc="attnlab.api.Result of the model's own decoding")
     scored = param.Parameter(default=None, doc="attnlab.api.Result of the reference, when one is given")
@@ -44,10 +57,16 @@ class Store(param.Parameterized):
     run = param.Integer(default=0, doc="increments each time a new trace is in")
     timing = param.Dict(default={})
 
+    def __init__(self, roots: CheckpointRoots | None = None, **params: Any) -> None:
+        """`roots`: the directories this server lets visitors open (default: the bundled ones)."""
+        super().__init__(**params)
+        self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
+
     @property
     def beam_size(self) -> int:
-        """The beam the model decodes with: greedy decoding is a beam of one."""
-        return 1 if self.greedy else int(self.beam)
+        """The beam the model decodes with: greedy decoding is a beam of one, and no beam is
+        wider than `MAX_BEAM` whatever a request set."""
+        return 1 if self.greedy else min(max(1, int(self.beam)), MAX_BEAM)
 
     @property
     def vmax(self) -> float | None:
@@ -55,58 +74,78 @@ class Store(param.Parameterized):
         return None if self.scale_to_max else 1.0
 
     # -- checkpoint -------------------------------------------------------------------------------
-    def open(self, path: str) -> bool:
-        """Load a checkpoint (or run) directory; on failure keep the previous model and say why."""
+    def open_request(self, request: str) -> bool:
+        """Open what a visitor typed: only a directory under one of the server's roots; anything
+        else gets the roots' one refusal, whether it exists or not."""
         try:
-            model = open_model(path)
+            path = self.roots.resolve(request)
         except AttnlabError as error:
             self.error = sentence(str(error))
             return False
+        return self.open(path, self.roots.display(path))
+
+    def open(self, path: str | Path, name: str | None = None) -> bool:
+        """Load a checkpoint (or run) directory the server chose (a picker entry, or a request
+        `open_request` resolved); on failure keep the previous model and say why, naming the
+        directory `name` (default: relative to a root), never by its server path."""
+        name = name or self.roots.display(path)
+        try:
+            model = open_model(path)
+        except AttnlabError as error:
+            self.error = sentence(self.roots.scrub(str(error), {str(path): name}))
+            return False
         except Exception as error:  # a bug, but the session must survive it
             log.exception("opening %s", path)
-            self.error = f"cannot open {path}: {type(error).__name__}: {error}"
+            self.error = f"Cannot open {name}: internal error ({type(error).__name__}); the app is still running."
             return False
         defaults = {"translate": (4, 0.6), "parse": (21, 0.3)}.get(model.task, (4, 0.6))
-        self.param.update(model=model, checkpoint=str(path), error="", beam=defaults[0], alpha=defaults[1])
+        self.param.update(
+            model=model, checkpoint=str(path), checkpoint_name=name, error="", beam=defaults[0], alpha=defaults[1]
+        )
         return True
 
     # -- decoding ---------------------------------------------------------------------------------
     def submit(self) -> bool:
-        """Decode the text (and score the reference); on bad input keep the old views and say why."""
+        """Decode the text (and score the reference); on bad input keep the old views and say why.
+
+        What a request may ask for is capped here, not only in the widgets: the text and the
+        reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice."""
         if self.model is None:
             self.error = "no checkpoint is loaded: pick one above"
             return False
-        notices = []
+        notices = self._limits()
+        text, reference = self.text[:MAX_INPUT_CHARS], self.reference[:MAX_INPUT_CHARS]
         started = time.perf_counter()
         try:
             model = self.model
             beam = self.beam_size
-            result = model.translate(
-                self.text, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True
-            )
+            result = model.translate(text, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True)
             decoded = time.perf_counter()
             scored = None
-            if self.reference.strip():
-                scored = model.score(self.text, self.reference, record=True, truncate=True)
+            if reference.strip():
+                scored = model.score(text, reference, record=True, truncate=True)
         except AttnlabError as error:
-            self.error = sentence(str(error))
+            self.error = sentence(self.roots.scrub(str(error), {self.checkpoint: self.checkpoint_name}))
             return False
         except Exception as error:
-            log.exception("decoding %r", self.text[:80])
-            self.error = f"internal error ({type(error).__name__}: {error}); the app is still running"
+            log.exception("decoding %r", text[:80])
+            self.error = f"Internal error ({type(error).__name__}); the app is still running."
             return False
         if result.truncated:
-            pieces = len(model.tokenizer.encode(self.text))
+            pieces = len(model.tokenizer.encode(text))
             notices.append(
-                f"The input was truncated: it has {pieces:,} pieces ({len(self.text):,} characters) and this model "
+                f"The input was truncated: it has {pieces:,} pieces ({len(text):,} characters) and this model "
                 f"reads at most {model.config.max_len - 1}; only the first {len(result.src_tokens) - 1} are used."
             )
-        missing = unknown_characters(model.tokenizer, self.text[:5000])
+        missing = unknown_characters(model.tokenizer, text[:5000])
         if missing:
             shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")
             notices.append(
                 f"{len(missing)} character(s) are not in the vocabulary and are spelled as UTF-8 byte pieces: {shown}"
             )
+        for done in (result, scored):
+            if done is not None and done.trace is not None:  # exports name the model as visitors know it
+                done.trace.model = {**done.trace.model, "checkpoint": self.checkpoint_name}
         trace = (scored or result).trace
         self._set_trace(trace)
         self.param.update(
@@ -119,6 +158,21 @@ class Store(param.Parameterized):
         )
         self.run += 1
         return True
+
+    def _limits(self) -> list[str]:
+        """Bring the request within the server's limits; one notice for each thing changed."""
+        notices = []
+        for label, value in (("input", self.text), ("reference", self.reference)):
+            if len(value) > MAX_INPUT_CHARS:
+                notices.append(
+                    f"The {label} has {len(value):,} characters; this server reads only the first {MAX_INPUT_CHARS:,}."
+                )
+        if not self.greedy and not 1 <= self.beam <= MAX_BEAM:
+            notices.append(
+                f"Beam size {self.beam:,} is outside 1–{MAX_BEAM} on this server: decoded with {self.beam_size}."
+            )
+            self.beam = self.beam_size
+        return notices
 
     def _set_trace(self, trace: AttentionTrace) -> None:
         kinds = trace.kinds

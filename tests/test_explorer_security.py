@@ -1,0 +1,235 @@
+"""What a visitor of a served explorer can reach, from Python and in milliseconds: the path policy
+of `attnlab.app.roots` (only directories under the allowed roots, one refusal for everything
+else, no server path in what is shown), and the limits the `Store` puts on any request (text
+length, beam size), whatever the widgets allow. The same refusals in a real browser are in
+tests/test_explorer_browser.py (`test_paths_outside_the_roots_get_one_refusal`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_notebooks import make_checkpoints
+
+from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, Store, sentence
+from attnlab.app.roots import REFUSAL_SECONDS, CheckpointRoots
+from attnlab.errors import CheckpointError
+from attnlab.record.trace import AttentionTrace
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    """Two roots with a checkpoint-like directory each, a secret directory beside them, and links:
+    one out of a root, one from a root to another."""
+    base = tmp_path.resolve()
+    paths = {
+        "root": base / "served" / "runs",
+        "other": base / "served" / "more",
+        "secret": base / "secret",
+    }
+    for path in paths.values():
+        path.mkdir(parents=True)
+    for name in ("run-a", "run-b/checkpoints/step_10"):
+        (paths["root"] / name).mkdir(parents=True)
+    (paths["root"] / "run-a" / "manifest.json").write_text("{}")
+    (paths["root"] / "notes.txt").write_text("a file, not a directory")
+    (paths["other"] / "run-c").mkdir()
+    (paths["secret"] / "manifest.json").write_text("{}")  # "any directory with a manifest anywhere"
+    (paths["root"] / "escape").symlink_to(paths["secret"], target_is_directory=True)
+    (paths["root"] / "to-other").symlink_to(paths["other"] / "run-c", target_is_directory=True)
+    return paths
+
+
+@pytest.fixture
+def roots(tree: dict[str, Path]) -> CheckpointRoots:
+    return CheckpointRoots([tree["root"], tree["other"]])
+
+
+def refused(roots: CheckpointRoots, request: str) -> tuple[str, float]:
+    """The refusal's message and how long it took; fails when the request was not refused."""
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        roots.resolve(request)
+    return str(caught.value), time.perf_counter() - started
+
+
+def test_paths_outside_the_roots_get_one_refusal(roots: CheckpointRoots, tree: dict[str, Path]) -> None:
+    outside = [
+        "/etc",
+        "/etc/passwd",
+        "/no/such/directory",
+        "../..",
+        "..",
+        "runs/..",  # the parent of a root, by the root's name
+        "runs/../../secret",
+        "run-a/../../../secret",
+        str(tree["root"] / ".." / ".." / "secret"),  # absolute, under a root as typed, outside once normalised
+        str(tree["secret"]),  # exists, has a manifest, outside every root
+        "escape",  # a symlink in a root that points out of it
+        "runs/escape",
+        str(tree["root"] / "escape"),
+        "runs/notes.txt",  # inside a root, but a file
+        "runs/no-such-run",
+        "~",
+        "",
+        "   ",
+        "runs/run-a\0/etc",
+        "x" * 5000,
+    ]
+    messages = {}
+    for request in outside:
+        message, seconds = refused(roots, request)
+        messages[request] = message
+        assert seconds >= REFUSAL_SECONDS * 0.95, f"{request!r} was refused in {seconds:.3f} s: timing tells it apart"
+    assert set(messages.values()) == {roots.refusal}, messages
+    assert "\n" not in roots.refusal and "no such directory" in roots.refusal
+    assert str(tree["root"]) not in roots.refusal and "runs/, more/" in roots.refusal
+
+
+def test_paths_under_the_roots_resolve(roots: CheckpointRoots, tree: dict[str, Path]) -> None:
+    run_a = tree["root"] / "run-a"
+    assert roots.resolve("run-a") == run_a  # relative to each root in turn
+    assert roots.resolve("runs/run-a") == run_a  # by the root's name
+    assert roots.resolve("runs/run-b/checkpoints/step_10/../../../run-a") == run_a  # `..` that stays inside
+    assert roots.resolve(str(run_a)) == run_a  # absolute
+    assert roots.resolve(f"  {run_a}/ ") == run_a
+    assert roots.resolve("run-c") == tree["other"] / "run-c"  # the second root
+    assert roots.resolve("to-other") == tree["other"] / "run-c"  # a link from one root into another
+    assert roots.resolve("runs") == tree["root"]  # the root itself (the loader says whether it is a checkpoint)
+    assert roots.allows(run_a) and not roots.allows(tree["secret"]) and not roots.allows(tree["root"] / "escape")
+
+
+def test_outside_paths_are_never_looked_up(roots: CheckpointRoots, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path outside the roots as written is refused before any file system call: no existence
+    check, no symlink resolution, so nothing about it can leak (not even through timing)."""
+    seen: list[str] = []
+    for name in ("realpath", "isdir", "exists", "isfile"):
+        real = getattr(os.path, name)
+        monkeypatch.setattr(
+            os.path, name, lambda path, *a, _real=real, **k: seen.append(str(path)) or _real(path, *a, **k)
+        )
+    for request in ("/etc", "/etc/passwd", "/no/such/directory", "../..", "runs/../.."):
+        refused(roots, request)
+    assert seen == []
+
+
+def test_a_root_that_is_a_symlink_and_relative_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tmp_path / "real-runs"
+    (real / "run").mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    roots = CheckpointRoots(["linked", "linked", "missing-root"])  # duplicates and missing roots are dropped
+    assert [r.name for r in roots.roots] == ["linked"]
+    assert roots.resolve("linked/run") == (real / "run").resolve() == roots.resolve(str(tmp_path / "linked" / "run"))
+    assert roots.display(real / "run") == "linked/run" == roots.display(tmp_path / "linked" / "run")
+    refused(roots, "missing-root")
+    for side in "ab":
+        (tmp_path / side / "runs").mkdir(parents=True)
+    twins = CheckpointRoots([tmp_path / "a" / "runs", tmp_path / "b" / "runs"])
+    assert [r.name for r in twins.roots] == ["runs", "runs-2"]  # same name twice: told apart without a path
+
+
+def test_names_and_messages_never_show_server_paths(roots: CheckpointRoots, tree: dict[str, Path]) -> None:
+    run_a = tree["root"] / "run-a"
+    assert roots.display(run_a) == "runs/run-a" and roots.display(tree["other"]) == "more"
+    assert roots.display(tree["secret"] / "x") == "x"  # outside every root: its last component only
+    message = f"{run_a}/model.safetensors is missing; see {tree['secret']}/log.txt and /home/someone/.ssh"
+    scrubbed = roots.scrub(message)
+    assert scrubbed == "runs/run-a/model.safetensors is missing; see log.txt and .ssh"
+    assert roots.scrub(f"{run_a}: damaged", {str(run_a): "my run"}) == "my run: damaged"
+    assert roots.scrub("beam 4/8, α 0.6; ratio 1/2") == "beam 4/8, α 0.6; ratio 1/2"  # not paths
+
+
+# -- the Store: the policy and the limits, as any request reaches them ---------------------------------------
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("security")
+    paths = make_checkpoints(base / "served")
+    (base / "elsewhere").mkdir()
+    os.symlink(paths["translate"], base / "elsewhere" / "copy")  # a checkpoint outside the root, by a link
+    return {**paths, "root": base / "served", "outside": base / "elsewhere" / "copy"}
+
+
+@pytest.fixture
+def store(models: dict[str, Path]) -> Iterator[Store]:
+    store = Store(roots=CheckpointRoots([models["root"]]))
+    assert store.open_request("served/tiny-translator"), store.error
+    yield store
+
+
+def test_store_opens_only_under_its_roots(store: Store, models: dict[str, Path]) -> None:
+    model = store.model
+    assert store.checkpoint_name == "served/tiny-translator" and store.checkpoint == str(models["translate"].resolve())
+    for request in ("/etc", "/etc/passwd", "../..", "/no/such/directory", str(models["outside"])):
+        assert not store.open_request(request)
+        assert store.error == sentence(store.roots.refusal) and store.model is model
+    assert store.open_request(str(models["parse"])) and store.model.task == "parse"
+    assert store.checkpoint_name == "served/tiny-parser" and not store.error
+
+
+def test_store_errors_name_the_checkpoint_not_the_server_path(store: Store, models: dict[str, Path]) -> None:
+    empty = models["root"] / "empty"
+    empty.mkdir(exist_ok=True)
+    assert not store.open_request("served/empty")
+    assert "not an attnlab checkpoint" in store.error and store.error.lower().startswith("served/empty: ")
+    assert str(models["root"]) not in store.error and "/" + models["root"].parent.name not in store.error
+    assert not store.open(empty, "picked name")
+    assert store.error.startswith("Picked name: not an attnlab checkpoint")
+
+
+def test_exports_and_results_carry_no_server_path(store: Store, models: dict[str, Path]) -> None:
+    store.text, store.reference = "the dog runs .", "der hund läuft ."
+    assert store.submit(), store.error
+    for trace in (store.trace, store.result.trace, store.scored.trace):
+        assert trace.model["checkpoint"] == "served/tiny-translator"
+    saved = store.trace.save(models["root"].parent / "export.trace")
+    assert str(models["root"].parent).encode() not in saved.read_bytes()
+    assert AttentionTrace.load(saved).model["checkpoint"] == "served/tiny-translator"
+    assert store.model.info["checkpoint"] == store.model.path == str(models["translate"].resolve())  # untouched
+
+
+def test_beam_is_capped_in_the_store(store: Store) -> None:
+    store.text = "the dog runs ."
+    for asked, used in ((10_000, MAX_BEAM), (0, 1), (-5, 1)):
+        store.beam = asked
+        assert store.submit(), store.error
+        assert len(store.result.hypotheses) == used and store.beam == used
+        assert any(f"Beam size {asked:,} is outside 1–{MAX_BEAM}" in n for n in store.notices), store.notices
+    store.beam = 3
+    assert store.submit() and store.notices == [] and len(store.result.hypotheses) == 3
+    for alpha in (math.nan, 1e9, -1.0):  # α's bounds refuse what a crafted request sets (NaN included)
+        with pytest.raises(ValueError):
+            store.alpha = alpha
+    assert store.alpha == 0.6
+
+
+def test_text_and_reference_are_capped_in_the_store(store: Store) -> None:
+    store.text, store.reference = "the dog runs . " * 14_000, "der hund . " * 20_000  # 210,000 and 220,000 characters
+    started = time.perf_counter()
+    assert store.submit(), store.error
+    seconds = time.perf_counter() - started
+    assert store.result.source == store.text[:MAX_INPUT_CHARS] and store.result.truncated
+    assert store.scored.source == store.text[:MAX_INPUT_CHARS]
+    assert store.trace.meta["text"] == store.text[:MAX_INPUT_CHARS]
+    assert any("The input has 210,000 characters; this server reads only the first 20,000" in n for n in store.notices)
+    assert any("The reference has 220,000 characters" in n for n in store.notices)
+    assert any("truncated" in n for n in store.notices)
+    print(f"210,000-character request: {seconds:.2f} s")
+
+
+def test_sessions_do_not_share_state(models: dict[str, Path]) -> None:
+    roots = CheckpointRoots([models["root"]])
+    first, second = Store(roots=roots), Store(roots=roots)
+    assert first.open_request("tiny-translator") and second.open_request("tiny-translator")
+    assert first.model is second.model  # the weights are shared, read only
+    first.text, second.text = "the dog runs .", "a girl sits ."
+    first.beam = 10_000
+    assert first.submit() and second.submit()
+    assert first.trace.meta["text"] == "the dog runs ." and second.trace.meta["text"] == "a girl sits ."
+    assert second.beam == 4 and second.notices == [] and first.notices
+    assert not second.open_request("/etc") and not first.error
