@@ -1,6 +1,6 @@
 """attnlab explorer: type a sentence, read the translation (or parse tree), open every head.
 
-    panel serve apps/explorer.py [--args --checkpoint DIR ...]      (or: attnlab explore)
+    panel serve apps/explorer.py [--args --checkpoint DIR ... --checkpoint-root DIR ...]   (or: attnlab explore)
 
 The app is `attnlab.app.explorer`; `panel serve` runs this file once per browser session.
 """
