@@ -501,6 +501,8 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
         page.source_box().fill(text)
         page.page.locator(".attn-go button").click()
         error.filter(has_text="The input is empty").wait_for(timeout=10_000)
+        page.translate("The cat sits .")  # clears the error: each empty input must raise it anew
+        error.filter(has_text="The input is empty").wait_for(state="hidden", timeout=10_000)
     page.shot("bad-empty")
     page.translate("dog " * 2500)  # 10,000 characters
     notice = page.page.locator(".attn-notice-text")
