@@ -141,3 +141,25 @@ def test_explorer_load_smoke() -> None:
         assert row["server_rss_mb_peak"] >= row["server_rss_mb_end"] > 100, row
         assert row["server_cpu_s_per_request"] > 0 and row["requests_per_s"] > 0, row
     assert rows[1]["slowdown"] > 0
+
+
+def test_local_attention_runs_smoke(prepared_tiny: Path, tmp_path: Path) -> None:
+    """Two two-step runs (r = 1 and global) go through the whole report: averaging, BLEU on the
+    real test sets, training and decoding speed against global, head statistics per layer."""
+    for name, extra in (("r1", ["attn_window=1"]), ("global", [])):
+        done = subprocess.run(
+            [sys.executable, "-m", "attnlab.cli", "train", "--preset", "tiny", "--data", str(prepared_tiny)]
+            + ["--out", str(tmp_path / name), "--max-steps", "2", "--save-every", "1", "--max-tokens", "500", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    rows = run_script("local_attention_runs", "--runs", str(tmp_path), "--prepared", str(prepared_tiny))
+    assert [r["run"] for r in rows] == ["r1", "global"]
+    for row in rows:
+        assert row["updates"] == 2 and "tok:13a" in row["bleu_signature"]
+        assert row["train_tok_s"] > 0 and row["decode_tok_s"] > 0
+        assert [len(row["heads"][kind]) for kind in ("encoder", "decoder", "cross")] == [2, 2, 2]
