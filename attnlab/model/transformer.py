@@ -282,7 +282,10 @@ class Transformer(nn.Module):
 
     # -- input checks (clear errors instead of an IndexError deep in torch) --------------
     def check_ids(self, ids: Tensor, what: str, vocab_size: int | None = None) -> None:
-        if torch.compiler.is_compiling():  # the checks force host syncs and graph breaks
+        """Raise a one-line ModelInputError for ids the model cannot read. Skipped inside a
+        compiled graph (min/max would read values back to the host): the trainer checks each
+        batch on the host before the compiled step (`Trainer.train_step`)."""
+        if torch.compiler.is_compiling():
             return
         if ids.dim() != 2:
             raise ModelInputError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
@@ -308,9 +311,13 @@ class Transformer(nn.Module):
         return self.dropout(x + pos)
 
     def src_mask(self, src: Tensor) -> Tensor | None:
-        """(B, 1, 1, Ls) key-padding mask, or None when there is no padding (fast path)."""
-        keep = src.ne(self.config.pad_id)
-        return None if bool(keep.all()) else keep[:, None, None, :]
+        """(B, 1, 1, Ls) key-padding mask, or None when there is no padding (eager fast path).
+        Compiled, the mask is always built: asking whether it is needed reads a value back to
+        the host, a synchronisation and a graph break per call."""
+        keep = src.ne(self.config.pad_id)[:, None, None, :]
+        if torch.compiler.is_compiling():
+            return keep
+        return None if bool(keep.all()) else keep
 
     @staticmethod
     def causal_mask(length: int, device: torch.device | str = "cpu") -> Tensor:

@@ -219,6 +219,9 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = nll_sum = 0.0  # this rank's, over its micro-batches
         for i, batch in enumerate(micro):
+            if cfg.compile:  # the compiled graph skips the model's id checks: one host check per batch
+                self.model.check_ids(batch.src, "source")
+                self.model.check_ids(batch.tgt_in, "target", self.config.target_vocab)
             torch.manual_seed(micro_seed(cfg.seed, self.step, i * self.world + self.rank))
             sync = i == len(micro) - 1 or self.world == 1
             context = contextlib.nullcontext() if sync else self.net.no_sync()

@@ -29,7 +29,9 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     smooth = -lprobs.mean(-1)
     loss = (1.0 - eps) * nll + eps * smooth
-    return loss[keep].sum(), nll[keep].sum()
+    # where(), not loss[keep]: boolean indexing has a data-dependent shape (a graph break and a
+    # host synchronisation when compiled); the masked sum adds the same terms.
+    return torch.where(keep, loss, 0.0).sum(), torch.where(keep, nll, 0.0).sum()
 
 
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:

@@ -1,0 +1,106 @@
+"""The compiled paths have no graph breaks (and so no host synchronisation inside them).
+
+`torch._dynamo.explain` traces a function as `torch.compile` would and lists every place it had
+to fall back to Python: an `.item()`, a `bool(tensor)`, boolean indexing (a shape that depends on
+the data). Each break is also a host synchronisation, which on a GPU stalls the queue. Tracing
+needs no compiler, so these tests are quick on a CPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo as dynamo
+
+from attnlab import Transformer, preset
+from attnlab.errors import ModelInputError
+from attnlab.model.attention import BANDED_FROM
+from attnlab.train.regime import label_smoothed_loss, training_kernels
+
+
+def _batch(src_len: int, tgt_len: int, padded: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 1000, (3, src_len), generator=g)
+    tgt_in = torch.randint(4, 1000, (3, tgt_len), generator=g)
+    tgt_out = torch.randint(4, 1000, (3, tgt_len), generator=g)
+    if padded:
+        src[0, src_len - 2 :] = 0
+        tgt_out[1, tgt_len - 3 :] = 0
+    return src, tgt_in, tgt_out
+
+
+def _breaks(fn, *args) -> list[str]:
+    dynamo.reset()
+    explained = dynamo.explain(fn)(*args)
+    return [
+        f"{r.reason.splitlines()[0]} at {r.user_stack[-1].filename}:{r.user_stack[-1].lineno}"
+        for r in explained.break_reasons
+    ]
+
+
+@pytest.mark.parametrize("window", [None, 1])
+@pytest.mark.parametrize("padded", [True, False])
+def test_training_forward_and_loss_have_no_graph_break(window: int | None, padded: bool) -> None:
+    """What `attnlab train --compile` compiles: the forward pass and the label-smoothed loss, in
+    bf16 on the trainer's kernels; restricted attention on the banded kernel too (a sequence
+    longer than BANDED_FROM windows)."""
+    torch.manual_seed(0)
+    config = preset("tiny", attn_window=window)
+    model = Transformer(config).train()
+    long = BANDED_FROM * (2 * (window or 1) + 1) + 5
+    src, tgt_in, tgt_out = _batch(long if window else 9, 7, padded)
+
+    def step(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return label_smoothed_loss(model(src, tgt_in), tgt_out, config.eps_ls, config.pad_id)
+
+    with training_kernels("cpu", True), torch.autocast("cpu", torch.bfloat16):
+        assert _breaks(step, src, tgt_in, tgt_out) == []
+
+
+def test_inference_forward_has_no_graph_break() -> None:
+    model = Transformer(preset("tiny")).eval()
+    src, tgt_in, _ = _batch(9, 7, padded=True)
+    with torch.no_grad():
+        assert _breaks(model, src, tgt_in) == []
+
+
+def test_masked_loss_equals_the_sum_over_kept_targets() -> None:
+    """The where()-sum that keeps the graph whole adds exactly the kept positions' terms."""
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(4, 6, 50, generator=g)
+    target = torch.randint(1, 50, (4, 6), generator=g)
+    target[0, 3:] = 0
+    target[2, 1:] = 0
+    loss, nll = label_smoothed_loss(logits, target, 0.1, 0)
+    lprobs = torch.log_softmax(logits.double(), -1)
+    expected_nll = sum(-lprobs[b, t, target[b, t]] for b in range(4) for t in range(6) if target[b, t] != 0)
+    expected_smooth = sum(-lprobs[b, t].mean() for b in range(4) for t in range(6) if target[b, t] != 0)
+    assert nll.item() == pytest.approx(float(expected_nll), rel=1e-6)
+    assert loss.item() == pytest.approx(float(0.9 * expected_nll + 0.1 * expected_smooth), rel=1e-6)
+    assert nll.item() > 10  # padding would change it by a whole term (> 1 nat each)
+
+
+@pytest.fixture(scope="module")
+def prepared_tiny_train(data_dir, tmp_path_factory: pytest.TempPathFactory):
+    """Multi30k with a 1,000-piece vocabulary, the tiny preset's size."""
+    from attnlab.data.prepared import prepare
+
+    out = tmp_path_factory.mktemp("compile") / "m30k"
+    prepare("multi30k", out, data_dir=data_dir, vocab_size=1000, echo=lambda _: None)
+    return out
+
+
+def test_compiled_trainer_checks_ids_on_the_host(tmp_path, prepared_tiny_train) -> None:
+    """Compiled, the model skips its own id checks; the trainer checks each batch before the
+    compiled step, so a bad id is still a one-line error (and nothing is compiled for it)."""
+    from attnlab.train.loop import TrainConfig, Trainer
+
+    trainer = Trainer(
+        TrainConfig(
+            data=str(prepared_tiny_train), out=str(tmp_path / "run"), preset="tiny", compile=True, eval_sentences=0
+        )
+    )
+    batch = next(trainer.batches())
+    batch.src[0, 0] = trainer.config.vocab_size + 7
+    with pytest.raises(ModelInputError, match="outside the vocabulary"):
+        trainer.train_step([batch])
