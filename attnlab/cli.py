@@ -16,7 +16,7 @@ from attnlab.errors import AttnlabError
 COMMANDS: dict[str, tuple[str, str]] = {
     "presets": ("attnlab.model.presets", "list the model presets (Table 3) with parameter counts"),
     "flops": ("attnlab.model.flops", "model FLOPs per token and the paper's Table 2 cost estimate"),
-    "data": ("attnlab.data.prepared", "prepare or download corpora (data prepare|download CORPUS)"),
+    "data": ("attnlab.data.commands", "prepare or download corpora (data prepare|download CORPUS)"),
     "train": ("attnlab.train.loop", "train a model (the paper's regime; resumes a run directory)"),
     "average": ("attnlab.train.average", "average the last K checkpoints of a run"),
     "translate": ("attnlab.decode.commands", "translate lines from a file or stdin"),

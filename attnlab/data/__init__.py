@@ -3,7 +3,9 @@ download, the shared sentencepiece vocabulary, prepared splits as memory-mapped 
 token-budget batches, and the Penn Treebank trees the parser reads and writes.
 
 May import: nothing of attnlab but `attnlab.errors`; it knows no model. Each corpus is a
-function in `corpora.py` returning its splits; `prepared.py` turns any of them into ids.
+function in `corpora.py` returning its splits (Tatoeba's, with its hashed split and the Chinese
+script conversion, in `tatoeba.py`); `prepared.py` turns any of them into ids, `commands.py` is
+`attnlab data`.
 """
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
@@ -20,10 +22,19 @@ from attnlab.data.corpora import (
     parallel_files,
     read_lines,
     read_pairs,
-    tatoeba_side,
 )
 from attnlab.data.prepared import ParallelData, prepare, summary, write_split
-from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, load_tokenizer, train_tokenizer, unknown_characters
+from attnlab.data.tatoeba import english_key, tatoeba_side, to_simplified
+from attnlab.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    load_tokenizer,
+    spm_settings,
+    train_tokenizer,
+    unknown_characters,
+)
 
 __all__ = [
     "BOS_ID",
@@ -42,14 +53,17 @@ __all__ = [
     "check_parallel",
     "collate",
     "count_lines",
+    "english_key",
     "find_data_dir",
     "load_tokenizer",
     "parallel_files",
     "prepare",
     "read_lines",
     "read_pairs",
+    "spm_settings",
     "summary",
     "tatoeba_side",
+    "to_simplified",
     "train_tokenizer",
     "unknown_characters",
     "write_split",

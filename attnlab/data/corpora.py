@@ -2,14 +2,12 @@
 
 The shared corpus directory is `--data-dir`, then `$ATTNLAB_DATA`, then `../shared/data` beside
 the project. Text is read streaming (plain or gzip), parallel files are checked to have the same
-number of lines, and Tatoeba gets a deterministic held-out split in which no English sentence
-appears in two splits.
+number of lines. Tatoeba, which comes as one list with no split, has its own module (`tatoeba.py`).
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,9 +28,6 @@ DEFAULT_VOCAB = {
 PTB_LEAVES = ("words", "XX")  # what stands at a leaf of a prepared target tree
 DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb", "text": "src-tgt"}
 TEXT_SPLITS = ("train", "valid", "test")  # `data prepare text`: train and valid are required
-
-
-HELDOUT = 0.01  # Tatoeba: share of distinct English sentences in valid, and again in test
 PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
 
 
@@ -151,32 +146,6 @@ def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
             files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
             splits.append(_file_split(name, *files))
     return splits
-
-
-def tatoeba_side(english: str, seed: int) -> str:
-    """The split of every pair with this English sentence: a seeded hash, so no sentence is in two."""
-    digest = hashlib.blake2b(f"{seed}\0{english}".encode(), digest_size=8).digest()
-    u = int.from_bytes(digest, "big") / 2**64
-    return "valid" if u < HELDOUT else "test" if u < 2 * HELDOUT else "train"
-
-
-def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> list[Split]:
-    """Tatoeba de-en or es-en; the files are one list, split here by hashing the English side."""
-    src, tgt = _languages(pair, {"en", "de", "es"})
-    other = tgt if src == "en" else src
-    folder = {"de": "tatoeba_deu_eng", "es": "tatoeba_spa_eng"}[other]
-    files = {lang: _corpus_file(data_dir, f"{folder}/train.{lang}", "tatoeba") for lang in (src, tgt)}
-    english_first = src == "en"
-
-    def part(name: str) -> Callable[[], Iterator[tuple[str, str]]]:
-        def pairs() -> Iterator[tuple[str, str]]:
-            for s, t in read_pairs(files[src], files[tgt]):
-                if tatoeba_side((s if english_first else t).strip(), seed) == name:
-                    yield s, t
-
-        return pairs
-
-    return [Split(name, part(name), (files[src], files[tgt])) for name in ("train", "valid", "test")]
 
 
 def parallel_files(directory: Path, src: str, tgt: str) -> list[tuple[Path, Path]]:

@@ -88,6 +88,9 @@ SHA256 = {
     "tatoeba_spa_eng/train.en": "c3c97cf0a5335931fe11b339b33a080acb77f03878d618affb72c0ffac834c78",
     "tatoeba_spa_eng/train.es": "2119b7baf8e832b6385bf1a10761cb6b44cf7c6c0ac8c787624a8f4b2854e7c6",
     "tatoeba_spa_eng/MANYTHINGS_ABOUT.txt": "df6f57ec7e6d9b31e2b9c8b6a4e0bea4aebe0a408a8e7fb24ae217e37ef4e92f",
+    "tatoeba_cmn_eng/train.en": "ccba2714e8079a81c3e7ccfcad217be9e46442929f219cc2ce5f50c6ba14fbc7",
+    "tatoeba_cmn_eng/train.zh": "334038b548871a067f4ab5af65dcbf06bc40f713fbbbe30e3ee6c93db8598025",
+    "tatoeba_cmn_eng/MANYTHINGS_ABOUT.txt": "262eaba34251ebb2e7c5d514c5a2b856fe6eec058cee957d22a6c6129947a228",
 }
 
 # Pinned commits of the public repositories the shared copies were taken from.
@@ -132,6 +135,12 @@ CORPORA: dict[str, list[Fetch]] = {
             ("tatoeba_spa_eng/train.en", "tatoeba_spa_eng/train.es", "tatoeba_spa_eng/MANYTHINGS_ABOUT.txt"),
             _tsv_columns("spa-eng/spa.txt", "spa-eng/_about.txt"),
             sha256="f80e581ae291aa34dd3aba7bd98b5e9505234da4318e2f3295df70a1520c7f61",
+        ),
+        Fetch(  # cmn.txt has a third column (per-sentence attribution), dropped; it stays in the zip
+            "wuyuhanwyh777-max/CET4Focus/475b882fee97ab839782287f57ac71a03476655e/data/cmn-eng.zip",
+            ("tatoeba_cmn_eng/train.en", "tatoeba_cmn_eng/train.zh", "tatoeba_cmn_eng/MANYTHINGS_ABOUT.txt"),
+            _tsv_columns("cmn.txt", "_about.txt"),
+            sha256="d606361aa7312dcdfb15ef4fc51cb1e7ed8bc2dc608a7b192626cd36e8403106",
         ),
     ],
 }

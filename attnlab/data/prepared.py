@@ -13,7 +13,6 @@ corpus (a full WMT14 run is 4.5M pairs).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -28,26 +27,24 @@ from typing import IO, Any
 import numpy as np
 import sentencepiece as spm
 
-from attnlab.data import download, treebank
+from attnlab.data import treebank
 from attnlab.data.corpora import (
     CORPORA,
     DEFAULT_PAIR,
     DEFAULT_VOCAB,
-    HELDOUT,
     PTB_FILES,
     PTB_LEAVES,
-    TEXT_SPLITS,
     Split,
     check_parallel,
     find_data_dir,
     multi30k_splits,
     ptb_splits,
     ptb_symbols,
-    tatoeba_splits,
     text_splits,
     wmt14_splits,
 )
-from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_tokenizer
+from attnlab.data.tatoeba import chinese_share, tatoeba_splits
+from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, spm_settings, train_tokenizer
 from attnlab.errors import DataError
 
 CHUNK = 8192  # pairs encoded per sentencepiece call
@@ -119,19 +116,21 @@ def _splits_for(
     train_dir: Path | None,
     leaves: str,
     text_files: dict[str, tuple[str, str]] | None,
-) -> tuple[list[Split], list[str]]:
-    """The corpus's splits and the symbols its tokenizer must keep whole."""
+) -> tuple[list[Split], list[str], dict[str, Any]]:
+    """The corpus's splits, the symbols its tokenizer must keep whole, and what meta.json should
+    say about how the splits were made (beyond the files they come from)."""
     if corpus == "text":
-        return text_splits(text_files or {}), []
+        return text_splits(text_files or {}), [], {}
     if corpus == "multi30k":
-        return multi30k_splits(data_dir, pair), []
+        return multi30k_splits(data_dir, pair), [], {}
     if corpus == "tatoeba":
-        return tatoeba_splits(data_dir, pair, seed), []
+        splits, info = tatoeba_splits(data_dir, pair, seed)
+        return splits, [], {"tatoeba": info}
     if corpus == "wmt14":
-        return wmt14_splits(data_dir, pair, train_dir), []
+        return wmt14_splits(data_dir, pair, train_dir), [], {}
     if corpus == "ptb":
         splits = ptb_splits(data_dir, spelled=leaves == "words")
-        return splits, ptb_symbols(splits)
+        return splits, ptb_symbols(splits), {}
     raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
 
 
@@ -148,10 +147,12 @@ def prepare(
     leaves: str = "words",
     echo: Callable[[str], Any] = print,
     text_files: dict[str, tuple[str, str]] | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Prepare `corpus` into `out` (see the module docstring) and return its meta.json contents.
     `leaves` (ptb): "words" spells the words out in the target trees, "XX" is Vinyals & Kaiser's.
-    `text_files` (text): {"train": (SRC, TGT), "valid": ..., "test": ...}, any parallel files."""
+    `text_files` (text): {"train": (SRC, TGT), "valid": ..., "test": ...}, any parallel files.
+    `limit`: keep only the first `limit` pairs of each split (a quick look, or a test)."""
     started = time.perf_counter()
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
@@ -159,31 +160,40 @@ def prepare(
     vocab_size = vocab_size or DEFAULT_VOCAB[corpus]
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
+    if limit is not None and limit < 1:
+        raise DataError(f"--limit must be positive, got {limit}")
     root = None if corpus == "text" else find_data_dir(data_dir)
     if leaves not in PTB_LEAVES:
         raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
-    splits, symbols = _splits_for(corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves, text_files)
+    splits, symbols, about = _splits_for(
+        corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves, text_files
+    )
     for split in splits:
         if split.files:
             check_parallel(*split.files)
+    if limit:
+        splits = [Split(s.name, lambda s=s: itertools.islice(s.pairs(), limit), s.files) for s in splits]
+    src_lang, _, tgt_lang = pair.partition("-")
+    settings = spm_settings((src_lang, tgt_lang))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").unlink(missing_ok=True)  # written last: a failed run leaves no usable-looking directory
-    sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols)
+    sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols, settings)
     dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
     stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
-    src_lang, _, tgt_lang = pair.partition("-")
     meta = {
         "corpus": corpus,
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
         "task": "parse" if corpus == "ptb" else "translate",
         "vocab_size": sp.get_piece_size(),
+        "spm": settings,
         "dtype": dtype.name,
         "specials": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
         "splits": stats,
         "max_len": max_len,
         "seed": seed,
+        "limit": limit,
         "data_dir": str(root) if root else None,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -191,8 +201,9 @@ def prepare(
         meta["placeholder"] = treebank.PLACEHOLDER
         meta["leaves"] = leaves
         meta["split_files"] = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
-    if corpus == "tatoeba":
-        meta["heldout_fraction"] = HELDOUT
+    meta.update(about)
+    if "zh" in (src_lang, tgt_lang):
+        meta["chinese_pieces"] = chinese_share([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
     if corpus == "wmt14":
         meta["train_dir"] = str(train_dir or root / "opennmt_toy_ende")
     if corpus == "text":
@@ -219,6 +230,29 @@ def summary(meta: dict[str, Any], out: Path) -> str:
     lines.append(f"  (pairs with a side over {meta['max_len']} tokens are dropped from train only)")
     if meta["corpus"] == "wmt14" and meta["train_dir"].endswith("opennmt_toy_ende"):
         lines.append("  note: the default 10k training sample is Moses-tokenized; newstest2013/2014 are raw text")
+    if meta.get("limit"):
+        lines.append(f"  (only the first {meta['limit']:,} pairs of each split: --limit)")
+    if "tatoeba" in meta:
+        about, rule = meta["tatoeba"], meta["tatoeba"]["split"]
+        english = ", ".join(f"{name} {n:,}" for name, n in rule["distinct_english"].items())
+        lines.append(
+            f"  split by a seeded hash of the normalised English side ({rule['heldout_fraction']:.1%} of the English "
+            f"sentences to valid, as many to test); distinct English sentences: {english}"
+        )
+        if about["duplicate_pairs_dropped"]:
+            lines.append(f"  {about['duplicate_pairs_dropped']:,} repeated pairs kept once")
+        if "script" in about:
+            script = about["script"]
+            lines.append(
+                f"  {script['side']}: {script['conversion']}; {script['lines_changed']:,} of "
+                f"{about['source_pairs']:,} lines changed"
+            )
+    if "chinese_pieces" in meta:
+        chinese = meta["chinese_pieces"]
+        lines.append(
+            f"  {chinese['pieces']:,} pieces hold Chinese, {chinese['single_characters']:.0%} of them one character "
+            f"(the rest are words); character_coverage {meta['spm']['character_coverage']}"
+        )
     return "\n".join(lines)
 
 
@@ -341,51 +375,3 @@ class ParallelData:
 
     def tgt_text(self, i: int) -> str:
         return self._tgt.line(i)
-
-
-# --- command line -------------------------------------------------------------------------------
-
-
-def cli(argv: list[str]) -> int:
-    """`attnlab data prepare CORPUS --out DIR ...` and `attnlab data download CORPUS ...`."""
-    parser = argparse.ArgumentParser(prog="attnlab data", description="prepare or download corpora")
-    commands = parser.add_subparsers(dest="command", required=True)
-    prep = commands.add_parser("prepare", help="corpus -> shared BPE vocabulary + memory-mapped token ids")
-    prep.add_argument("corpus", choices=CORPORA)
-    prep.add_argument("--out", required=True, help="directory to write the prepared data into")
-    prep.add_argument("--data-dir", help="corpus directory (default: $ATTNLAB_DATA, then ../shared/data)")
-    prep.add_argument("--vocab-size", type=int, help=f"BPE vocabulary size (default per corpus: {DEFAULT_VOCAB})")
-    prep.add_argument("--pair", help=f"SRC-TGT languages (default per corpus: {DEFAULT_PAIR})")
-    prep.add_argument("--max-len", type=int, default=250, help="drop training pairs with a longer side (tokens)")
-    prep.add_argument("--seed", type=int, default=0, help="seeds the tokenizer sample and the Tatoeba split")
-    prep.add_argument("--train-dir", help="wmt14: directory of STEM.en/STEM.de training files")
-    prep.add_argument(
-        "--leaves", choices=PTB_LEAVES, default="words", help="ptb: write the words in the target trees, or XX"
-    )
-    for name in TEXT_SPLITS:
-        prep.add_argument(f"--{name}", nargs=2, metavar=("SRC", "TGT"), help=f"text: the {name} split's parallel files")
-    down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
-    down.add_argument("corpus", choices=("multi30k", "wmt14", "tatoeba"))
-    down.add_argument("--out", default=os.environ.get("ATTNLAB_DATA", "data"), help="data directory to fill")
-    down.add_argument("--url-base", help="fetch from this mirror instead (same paths; http(s):// or file://)")
-    args = parser.parse_args(argv)
-    if args.command == "download":
-        download.download(args.corpus, args.out, url_base=args.url_base)
-        return 0
-    prepare(
-        args.corpus,
-        args.out,
-        data_dir=args.data_dir,
-        vocab_size=args.vocab_size,
-        pair=args.pair,
-        max_len=args.max_len,
-        seed=args.seed,
-        train_dir=args.train_dir,
-        leaves=args.leaves,
-        text_files={name: getattr(args, name) for name in TEXT_SPLITS if getattr(args, name)},
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli(sys.argv[1:]))

@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -18,6 +19,7 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
 
 
 SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
+UNSPACED = ("zh", "ja")  # written without spaces between words: every character of the training text gets a piece
 
 
 # --- tokenizer ------------------------------------------------------------------------------------
@@ -35,27 +37,57 @@ def load_tokenizer(path: str | os.PathLike[str]) -> spm.SentencePieceProcessor:
         raise DataError(f"{model}: not a usable sentencepiece model ({type(error).__name__})") from None
 
 
-def train_tokenizer(
-    sentences: Iterable[str], prefix: Path, vocab_size: int, seed: int, symbols: Iterable[str] = ()
-) -> spm.SentencePieceProcessor:
-    """Shared BPE over both sides (§5.1), written to `{prefix}.model` and `{prefix}.vocab`.
+def spm_settings(languages: Iterable[str] = ()) -> dict[str, Any]:
+    """The sentencepiece settings of a pair, as meta.json records them (§5.1's shared BPE).
 
     Identity normalisation, kept whitespace and byte fallback make decode(encode(line)) == line for
     every stripped line: no unknown pieces (rare characters, control characters included, become
     byte pieces) and no NFKC rewriting of the references. The one exception is U+2581 "▁",
-    sentencepiece's own word-boundary mark, which comes back as a space. Each of `symbols` becomes
-    one piece with its word-boundary marker, so `(NP` costs one id rather than two.
+    sentencepiece's own word-boundary mark, which comes back as a space.
+
+    A Chinese (or Japanese) side changes two settings. character_coverage 1.0: its ~3,000 distinct
+    characters have a long tail, and the default 0.9995 would spell the rarest 0.05% of character
+    occurrences as UTF-8 byte fragments; with 1.0 every character seen in training is a piece, so
+    a Chinese sentence cuts into whole characters and words (bytes only for characters never seen).
+    And no dummy prefix: a "▁" would otherwise open every line, so each frequent sentence-initial
+    word would be learnt twice ("▁我" and "我", 217 of 3,769 Chinese pieces at 6,000 for Tatoeba
+    zh) and a model could put that space before a character mid-sentence; without it a space
+    comes out only where the training text had one. Splitting by whitespace stays on (English
+    needs it; Chinese has no spaces, so its merges run within a sentence and form words), and so
+    does splitting by Unicode script, which keeps Latin names, digits and punctuation out of
+    Chinese pieces ("Tom" "游泳" "。", never "了。"). Decoding adds no space between characters.
     """
+    unspaced = bool(set(languages) & set(UNSPACED))
+    return {
+        "model_type": "bpe",
+        "character_coverage": 1.0 if unspaced else 0.9995,  # 0.9995: sentencepiece's default
+        "add_dummy_prefix": not unspaced,
+        "byte_fallback": True,
+        "split_by_whitespace": True,
+        "split_by_unicode_script": True,
+        "normalization_rule_name": "identity",
+        "remove_extra_whitespaces": False,
+    }
+
+
+def train_tokenizer(
+    sentences: Iterable[str],
+    prefix: Path,
+    vocab_size: int,
+    seed: int,
+    symbols: Iterable[str] = (),
+    settings: dict[str, Any] | None = None,
+) -> spm.SentencePieceProcessor:
+    """Shared BPE over both sides (§5.1) with `settings` (default: `spm_settings()`), written to
+    `{prefix}.model` and `{prefix}.vocab`. Each of `symbols` becomes one piece with its
+    word-boundary marker, so `(NP` costs one id rather than two."""
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
             model_prefix=str(prefix),
-            model_type="bpe",
             vocab_size=vocab_size,
-            byte_fallback=True,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
+            **(settings or spm_settings()),
             user_defined_symbols=["\u2581" + s for s in symbols],
             pad_id=PAD_ID,
             unk_id=UNK_ID,

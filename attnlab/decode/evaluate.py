@@ -2,9 +2,11 @@
 labelled bracket F1 for parsing.
 
 BLEU is sacreBLEU's, computed by the library itself on detokenized text, so the figure equals
-`sacrebleu REF < HYP`. `--tokenized` adds the number the paper's tables used (tokenized text,
-hyphenated compounds split as in tensor2tensor's get_ende_bleu.sh), clearly labelled: it is
-not comparable with sacreBLEU.
+`sacrebleu REF < HYP`, with `-tok zh` for a Chinese target: the tokenizer follows the target
+language in the checkpoint's meta (`--tokenize` overrides it), and the signature says which.
+`--tokenized` adds the number the paper's tables used (tokenized text, hyphenated compounds
+split as in tensor2tensor's get_ende_bleu.sh), clearly labelled: it is not comparable with
+sacreBLEU.
 """
 
 from __future__ import annotations
@@ -23,14 +25,24 @@ from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tre
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument
 from attnlab.errors import AttnlabError
+from attnlab.model.checkpoint import read_config
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
+BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
+TOKENIZERS = ("13a", "intl", "zh", "char", "none")  # sacreBLEU's tokenizers that need no download
 
 
-def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+def bleu_tokenize(tgt_lang: str | None) -> str:
+    """sacreBLEU's tokenizer for a target language: `zh` for Chinese (written without spaces, so
+    13a would see each sentence as one word), else its default `13a`."""
+    return BLEU_TOKENIZE.get(tgt_lang or "", "13a")
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str], tokenize: str = "13a") -> dict[str, Any]:
+    """Corpus sacreBLEU with `tokenize` and chrF2 (which reads characters, so suits any script)."""
     if len(hypotheses) != len(references):
         raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    bleu = sacrebleu.metrics.BLEU()
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
     chrf = sacrebleu.metrics.CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
@@ -83,6 +95,11 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--task", choices=["translate", "parse"], default=None)
     parser.add_argument("--beam", type=int)
     parser.add_argument("--alpha", type=float)
+    parser.add_argument(
+        "--tokenize",
+        choices=TOKENIZERS,
+        help="sacreBLEU's tokenizer (default: from the checkpoint's target language, zh for Chinese, else 13a)",
+    )
     parser.add_argument("--tokenized", action="store_true", help="also print the paper-style tokenized BLEU")
     parser.add_argument(
         "--metric",
@@ -95,14 +112,18 @@ def cli(argv: list[str]) -> int:
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
     refs = _read(args.ref)
+    tgt_lang = None
     if args.hyp:
         outputs = _read(args.hyp)
         task = args.task or "translate"
+        if args.checkpoint:  # not decoded, but its meta still names the target language
+            tgt_lang = read_config(args.checkpoint)[1].get("data", {}).get("tgt_lang")
     else:
         if not (args.checkpoint and args.src):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
         model = load(args.checkpoint, dtype=args.dtype)
         task = args.task or model.task
+        tgt_lang = model.meta.get("data", {}).get("tgt_lang")
         sources = _read(args.src)
         if len(sources) != len(refs):
             raise AttnlabError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
@@ -131,7 +152,8 @@ def cli(argv: list[str]) -> int:
             )
         return 0
     metrics = args.metric or ["bleu"]
-    report = bleu_chrf(outputs, refs) if "bleu" in metrics else {}
+    tokenize = args.tokenize or bleu_tokenize(tgt_lang)
+    report = bleu_chrf(outputs, refs, tokenize) if "bleu" in metrics else {}
     if args.tokenized:
         report["tokenized_bleu"] = tokenized_bleu(outputs, refs)
     if "rouge" in metrics:

@@ -1,6 +1,7 @@
-"""What the trainer measures at each checkpoint: dev loss and perplexity, greedy BLEU (or bracket
-F1 for a parser) on the first dev sentences, and the probe traces the explorer's training
-timeline replays (`RUN_DIR/probes/step_N/probe_K.trace`).
+"""What the trainer measures at each checkpoint: dev loss and perplexity, greedy BLEU (tokenized
+as `attnlab evaluate` does for the target language: `zh` for Chinese) or bracket F1 for a parser
+on the first dev sentences, and the probe traces the explorer's training timeline replays
+(`RUN_DIR/probes/step_N/probe_K.trace`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
 from attnlab.decode.api import Model
-from attnlab.decode.evaluate import bleu_chrf
+from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
 from attnlab.train.regime import label_smoothed_loss
 
 
@@ -58,7 +59,7 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
                 gold = [delinearize(ref.split(), src.split(), is_spelled(ref)) for ref, src in pairs]
                 report["dev_f1"] = bracket_f1(gold, [parse_tree(o) for o in outputs])["f1"]
             else:
-                report["dev_bleu"] = bleu_chrf(outputs, refs)["bleu"]
+                report["dev_bleu"] = bleu_chrf(outputs, refs, bleu_tokenize(data.meta.get("tgt_lang")))["bleu"]
         for i in range(min(cfg.probes, len(data))):
             result = api.score(data.src_text(i), data.tgt_text(i), record=True, target_is_linear=True)
             if result.trace is not None:

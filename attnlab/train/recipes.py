@@ -30,6 +30,50 @@ RECIPES: dict[str, dict[str, Any]] = {
         "log_every": 25,
         "eval_sentences": 300,
     },
+    # Tatoeba translators, everything else as multi30k-en-de. Budget: both checkpoints together
+    # ~26 MB in bf16 (small at 6,000 pieces is 14.1 MB, with d_ff 512 11.0 MB), so es keeps the
+    # `small` shape and zh, on a quarter of the data, a narrower feed-forward layer (the same
+    # 3 layers x 4 heads, so the same attention grid in the explorer).
+    # Times are estimates scaled by FLOPs from multi30k-en-de's ~1.8 s per 6k-token update on 2
+    # idle cores (bf16). On a GPU the same recipe runs unchanged in minutes; to fill a large one,
+    # raise max_tokens (e.g. 24000) and divide max_steps, warmup and save_every by the same factor,
+    # which keeps the number of epochs and the schedule's shape.
+    # es-en: 115k training pairs, 208 updates an epoch: 2,000 updates (~1.7 s) ≈ 1 h ≈ 10 epochs.
+    "tatoeba-en-es": {
+        "prepare": "attnlab data prepare tatoeba --pair en-es --vocab-size 6000 --out prepared/tatoeba-en-es",
+        "data": "prepared/tatoeba-en-es",
+        "out": "runs/tatoeba-en-es",
+        "preset": "small",
+        "max_tokens": 6000,
+        "warmup": 500,
+        "lr_scale": 0.4,
+        "dtype": "bf16",
+        "max_steps": 2000,
+        "save_every": 100,
+        "keep_last": 8,
+        "log_every": 25,
+        "eval_sentences": 300,
+        "probes": 4,
+    },
+    # zh-en: 30k training pairs (simplified script), 54 updates an epoch: 2,500 updates (~1.3 s
+    # with d_ff 512) ≈ 55 min ≈ 46 epochs, about twice multi30k's; watch dev BLEU (tok:zh) level off.
+    "tatoeba-en-zh": {
+        "prepare": "attnlab data prepare tatoeba --pair en-zh --vocab-size 6000 --out prepared/tatoeba-en-zh",
+        "data": "prepared/tatoeba-en-zh",
+        "out": "runs/tatoeba-en-zh",
+        "preset": "small",
+        "overrides": {"d_ff": 512},
+        "max_tokens": 6000,
+        "warmup": 500,
+        "lr_scale": 0.4,
+        "dtype": "bf16",
+        "max_steps": 2500,
+        "save_every": 100,
+        "keep_last": 8,
+        "log_every": 25,
+        "eval_sentences": 300,
+        "probes": 4,
+    },
     # The bundled parser (§6.3 at laptop scale): the WSJ sample, words in, linearised tree out.
     "wsj-parser": {
         "prepare": "attnlab data prepare ptb --vocab-size 4000 --out prepared/wsj",
