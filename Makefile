@@ -19,11 +19,16 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Debian's Chromium for the browser tests (Playwright's own browser download does not work offline).
+# Debian's Chromium for the browser tests (Playwright's own browser download does not work offline),
+# and Debian's CJK fonts, which the views and the PNG export draw Chinese, Japanese and Korean with
+# (tests/test_cjk_views.py checks the glyphs are not tofu).
 browser:
 	@test -x /usr/bin/chromium || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi; }
+	@fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq fonts-noto-cjk >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq fonts-noto-cjk >/dev/null; fi; }
 
 explore: setup
 	$(VENV)/bin/attnlab explore --port $(PORT)

@@ -6,6 +6,8 @@ The app is `attnlab.app.explorer`; `panel serve` runs this file once per browser
 """
 
 from attnlab.app.explorer import app
+from attnlab.app.i18n import text
 
 if __name__.startswith("bokeh"):
-    app().servable(title="attnlab explorer")
+    explorer = app()
+    explorer.servable(title=text("page.title", explorer.lang))

@@ -6,10 +6,16 @@ from $ATTNLAB_TRANSLATOR / $ATTNLAB_PARSER: the bundled checkpoints when they ex
 random-weight tiny fixtures built here (notebooks never assert quality, only that they run).
 Notebooks that train or evaluate take small settings from $ATTNLAB_NB_* so the file stays quick
 on two cores. Executed copies are written to test-artifacts/notebooks/ for inspection.
+
+The quickstart also exists in Spanish and Chinese (`01_quickstart.es.ipynb`, `.zh.ipynb`): the
+same code (checked here, so that a change to the English one is not forgotten in the others), its
+words translated and its widgets called with `lang=`. They run like the others: the quickstart is
+the cheapest notebook (one sentence, no training), so each translation adds seconds.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -39,6 +45,7 @@ NEEDS_CORPORA = {  # notebook -> a file of the shared corpora it reads
     "04_training_dynamics.ipynb": "multi30k/train.en",
     "05_parsing.ipynb": "ptb_wsj_sample/mrg/wsj_0180.mrg",
 }
+TRANSLATIONS = {"01_quickstart.es.ipynb": "es", "01_quickstart.zh.ipynb": "zh"}  # of 01_quickstart.ipynb
 KERNEL = "attnlab-test"
 
 # Word lists for the fixture tokenizer (written for these tests, not from a corpus).
@@ -123,8 +130,49 @@ def notebook_names() -> list[str]:
     return sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
 
 
-def test_there_are_five_notebooks() -> None:
-    assert [name[:3] for name in notebook_names()] == ["01_", "02_", "03_", "04_", "05_"]
+def test_there_are_five_notebooks_and_two_translations() -> None:
+    names = notebook_names()
+    assert [name[:3] for name in names if name not in TRANSLATIONS] == ["01_", "02_", "03_", "04_", "05_"]
+    assert sorted(set(names) & set(TRANSLATIONS)) == sorted(TRANSLATIONS)
+
+
+class _Wordless(ast.NodeTransformer):
+    """A cell's code with its words taken out: strings (and f-strings' text) emptied, `lang=` dropped."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant("") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        return ast.Tuple([self.visit(v.value) for v in node.values if isinstance(v, ast.FormattedValue)], ast.Load())
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.keywords = [k for k in node.keywords if k.arg != "lang"]
+        return self.generic_visit(node)
+
+
+def code_cells(name: str) -> list[str]:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+@pytest.mark.parametrize(("name", "lang"), sorted(TRANSLATIONS.items()))
+def test_a_translation_runs_the_same_code_in_its_language(name: str, lang: str) -> None:
+    english, translated = code_cells("01_quickstart.ipynb"), code_cells(name)
+    assert len(translated) == len(english)
+    for mine, theirs in zip(translated, english, strict=True):
+        assert ast.dump(_Wordless().visit(ast.parse(mine))) == ast.dump(_Wordless().visit(ast.parse(theirs)))
+    widget_calls = [
+        node
+        for cell in translated
+        for node in ast.walk(ast.parse(cell))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("show", "explore")
+    ]
+    assert widget_calls and all(
+        any(k.arg == "lang" and getattr(k.value, "value", None) == lang for k in call.keywords) for call in widget_calls
+    ), f"{name}: every widget is called with lang={lang!r}"
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    prose = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    assert ("ñ" in prose or "ó" in prose) if lang == "es" else sum("\u4e00" <= c <= "\u9fff" for c in prose) > 200
 
 
 @pytest.mark.parametrize("name", notebook_names())

@@ -6,6 +6,7 @@ training run recorded at each checkpoint (the training timeline).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from typing import Any
 
 from attnlab.decode.api import load
 from attnlab.errors import CheckpointError
-from attnlab.model.checkpoint import STEP_DIR
+from attnlab.model.checkpoint import STEP_DIR, step_dirs
 
 ROOT = Path(__file__).resolve().parents[2]  # the source checkout: apps/, checkpoints/
 BUNDLED = ROOT / "checkpoints"
@@ -26,12 +27,16 @@ def find_checkpoints(
     """{display name: path}: the bundled checkpoints, the checkpoints and runs directly inside
     each of `roots` (named ROOT/NAME), then the given ones (kept even when they are not
     checkpoints, so that the app can say what is wrong with them). Names are what visitors see:
-    a name taken twice gets " (2)", never the server path that would tell them apart."""
+    what the model does, when its config says (`describe`), then its directory, e.g. "EN→DE
+    translator · multi30k-en-de"; a name taken twice gets " (2)", never the server path that
+    would tell them apart."""
     found: dict[str, str] = {}
 
     def add(name: str, path: Path) -> None:
         if any(same_directory(path, other) for other in found.values()):
             return
+        what = describe(path)
+        name = f"{what} · {name}" if what else name
         unique, n = name, 2
         while unique in found:
             unique, n = f"{name} ({n})", n + 1
@@ -51,6 +56,37 @@ def find_checkpoints(
         path = Path(path).expanduser()
         add(path.name or "checkpoint", path)
     return found
+
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "zh": "Chinese", "ro": "Romanian"}
+CORPORA = {"ptb": "WSJ", "wsj": "WSJ", "multi30k": "Multi30k", "wmt14": "WMT14", "iwslt": "IWSLT"}
+_CODE = re.compile(r"^[a-z]{2,3}$")  # a language code; anything else in a config is not shown
+_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a bigger one is not read for a name
+
+
+def describe(path: str | Path) -> str:
+    """What a checkpoint (or a run: its newest step) does, from its config.json's meta:
+    "EN→DE translator", "English parser (WSJ)"; "" when the config does not say. Only language
+    codes and known corpora are shown, so a name never carries anything else a config holds."""
+    path = Path(path)
+    steps = step_dirs(path) if not (path / "config.json").is_file() else []
+    config = (steps[-1][1] if steps else path) / "config.json"
+    try:
+        if config.stat().st_size > _CONFIG_BYTES:
+            return ""
+        meta = json.loads(config.read_text()).get("meta", {})
+        data = meta.get("data", {})
+        task, src, tgt = data.get("task", meta.get("task")), data.get("src_lang"), data.get("tgt_lang")
+        corpus = CORPORA.get(data.get("corpus"), "")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
+    if not isinstance(src, str) or not _CODE.match(src):
+        return ""
+    if task == "parse":
+        return f"{LANGUAGE_NAMES.get(src, src.upper())} parser" + (f" ({corpus})" if corpus else "")
+    if task == "translate" and isinstance(tgt, str) and _CODE.match(tgt):
+        return f"{src.upper()}→{tgt.upper()} translator"
+    return ""
 
 
 def same_directory(a: str | Path, b: str | Path) -> bool:

@@ -3,18 +3,182 @@ widgets, so that a missing translation is a test failure rather than an English 
 Chinese page (tests/test_i18n.py checks every entry has every language).
 
 Entries are written for each language (short labels a native reader would choose), not rendered
-word for word. `{name}` fields are filled by `text(key, lang, name=...)`.
+word for word. `{name}` fields are filled by `text(key, lang, name=...)`; keys are named by area
+("page.*", "heads.*", "widgets.*") and written out where they are used, so that a test can read
+them in the source. The paper's own terms stay as readers know them (Eq. (1), α, log P).
+
+A page's language is `language(?lang=, Accept-Language)`. attnlab's errors are raised in English
+deep in the library, where no page is known; `error_message` puts a lead line in the reader's
+language (per error class) before the English detail.
 """
 
 from __future__ import annotations
 
+from attnlab.errors import CheckpointError, ConfigError, DataError, ModelInputError
+
 LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "zh": "中文"}
 DEFAULT = "en"
 
+# One line per entry, the three languages side by side (not reflowed: easier to compare).
+# fmt: off
 MESSAGES: dict[str, dict[str, str]] = {
     "language": {"en": "Language", "es": "Idioma", "zh": "语言"},
+    # the page: inputs on the left
+    "page.title": {"en": "attnlab explorer", "es": "Explorador de attnlab", "zh": "attnlab 注意力可视化"},
+    "page.checkpoint": {"en": "Checkpoint", "es": "Modelo", "zh": "模型"},
+    "page.open_dir": {"en": "…or open a directory", "es": "…o abre una carpeta", "zh": "…或打开目录"},
+    "page.open_dir_hint": {"en": "under {roots}", "es": "dentro de {roots}", "zh": "位于 {roots} 下"},
+    "page.open": {"en": "Open", "es": "Abrir", "zh": "打开"},
+    "page.model_info": {"en": "task: {task} · {layers} layers · {heads} heads · d_model {d_model} · vocab {vocab}", "es": "tarea: {task} · {layers} capas · {heads} cabezas · d_model {d_model} · vocabulario {vocab}", "zh": "任务：{task} · {layers} 层 · 每层 {heads} 个头 · d_model {d_model} · 词表 {vocab}"},
+    "page.source": {"en": "Source text", "es": "Texto de entrada", "zh": "原文"},
+    "page.reference": {"en": "Reference (optional; its teacher-forced attention is shown)", "es": "Referencia (opcional; atención con teacher forcing)", "zh": "参考文本（可选；显示以它做教师强制时的注意力）"},
+    "page.decoding": {"en": "decoding", "es": "decodificación", "zh": "解码方式"},
+    "page.beam_size": {"en": "beam size", "es": "ancho", "zh": "束宽"},
+    "page.beam_help": {"en": "How many hypotheses the beam search keeps (1–{most} here; the paper uses 4).", "es": "Cuántas hipótesis conserva la búsqueda en haz (1–{most} aquí; el artículo usa 4).", "zh": "束搜索保留的假设个数（此处为 1–{most}；论文取 4）。"},
+    "page.alpha": {"en": "α", "es": "α", "zh": "α"},
+    "page.alpha_help": {"en": "Length penalty α: higher values favour longer outputs (the paper uses 0.6).", "es": "Penalización por longitud α: con valores altos se prefieren salidas más largas (el artículo usa 0.6).", "zh": "长度惩罚 α：值越大越偏向较长的输出（论文取 0.6）。"},
+    "page.translate": {"en": "Translate", "es": "Traducir", "zh": "翻译"},
+    "page.parse": {"en": "Parse", "es": "Analizar", "zh": "句法分析"},
+    "page.no_directory": {"en": "Give a directory to open.", "es": "Indica qué carpeta abrir.", "zh": "请输入要打开的目录。"},
+    "task.translate": {"en": "translate", "es": "traducción", "zh": "翻译"},
+    "task.parse": {"en": "parse", "es": "análisis sintáctico", "zh": "句法分析"},
+    "decoding.beam": {"en": "beam", "es": "haz", "zh": "束搜索"},
+    "decoding.greedy": {"en": "greedy", "es": "voraz", "zh": "贪心"},
+    "decoding.settings": {"en": "beam {beam}, α {alpha:g}", "es": "haz {beam}, α {alpha:g}", "zh": "束宽 {beam}，α {alpha:g}"},
+    # the page: tabs and the status line
+    "tab.heads": {"en": "Heads", "es": "Cabezas", "zh": "注意力头"},
+    "tab.equation": {"en": "Masks & Eq. (1)", "es": "Máscaras y Ec. (1)", "zh": "掩码与公式 (1)"},
+    "tab.dashboard": {"en": "Heads dashboard", "es": "Resumen de cabezas", "zh": "注意力头总览"},
+    "tab.timeline": {"en": "Training timeline", "es": "Evolución del entrenamiento", "zh": "训练过程"},
+    "tab.ablation": {"en": "Head ablation", "es": "Ablación de cabezas", "zh": "注意力头消融"},
+    "status.done": {"en": "run {run} · decoded in {decode_ms:.0f} ms · all views in {views_ms:.0f} ms", "es": "ejecución {run} · decodificado en {decode_ms:.0f} ms · todas las vistas en {views_ms:.0f} ms", "zh": "第 {run} 次运行 · 解码用时 {decode_ms:.0f} ms · 全部视图用时 {views_ms:.0f} ms"},
+    "status.not_decoded": {"en": "run {run} · last input not decoded", "es": "ejecución {run} · la última entrada no se decodificó", "zh": "第 {run} 次运行 · 最新输入未能解码"},
+    # the session's notices and errors (attnlab.app.explorer.store)
+    "notice.truncated": {"en": "The input was truncated: it has {pieces:,} pieces ({chars:,} characters) and this model reads at most {most}; only the first {used} are used.", "es": "La entrada se ha recortado: tiene {pieces:,} tokens ({chars:,} caracteres) y este modelo lee como máximo {most}; solo se usan los {used} primeros.", "zh": "输入已截断：共 {pieces:,} 个词元（{chars:,} 个字符），而此模型最多读取 {most} 个，只使用了前 {used} 个。"},
+    "notice.unknown_characters": {"en": "{count} character(s) are not in the vocabulary and are spelled as UTF-8 byte pieces: {characters}", "es": "{count} carácter(es) no están en el vocabulario y se codifican como bytes UTF-8: {characters}", "zh": "有 {count} 个字符不在词表中，已按 UTF-8 字节拆分：{characters}"},
+    "notice.input_cut": {"en": "The input has {chars:,} characters; this server reads only the first {most:,}.", "es": "La entrada tiene {chars:,} caracteres; este servidor solo lee los primeros {most:,}.", "zh": "输入共有 {chars:,} 个字符；此服务器只读取前 {most:,} 个。"},
+    "notice.reference_cut": {"en": "The reference has {chars:,} characters; this server reads only the first {most:,}.", "es": "La referencia tiene {chars:,} caracteres; este servidor solo lee los primeros {most:,}.", "zh": "参考文本共有 {chars:,} 个字符；此服务器只读取前 {most:,} 个。"},
+    "notice.beam_cut": {"en": "Beam size {asked:,} is outside 1–{most} on this server: decoded with {used}.", "es": "Un haz de {asked:,} está fuera del rango 1–{most} de este servidor: se ha decodificado con {used}.", "zh": "束宽 {asked:,} 超出此服务器允许的 1–{most}，已按 {used} 解码。"},
+    "error.no_model": {"en": "No checkpoint is loaded: pick one above.", "es": "No hay ningún modelo cargado: elige uno arriba.", "zh": "尚未加载模型：请先在上方选择一个。"},
+    "error.refused": {"en": "Cannot open that path: no such directory under the explorer's checkpoint roots ({roots}).", "es": "No se puede abrir esa ruta: no existe esa carpeta dentro de las carpetas de modelos del explorador ({roots}).", "zh": "无法打开该路径：允许打开的模型根目录（{roots}）下没有这个目录。"},
+    "error.open_internal": {"en": "Cannot open {name}: internal error ({error}); the app is still running.", "es": "No se pudo abrir {name}: error interno ({error}); la aplicación sigue funcionando.", "zh": "无法打开 {name}：内部错误（{error}），应用仍在正常运行。"},
+    "error.internal": {"en": "Internal error ({error}); the app is still running.", "es": "Error interno ({error}); la aplicación sigue funcionando.", "zh": "内部错误（{error}），应用仍在正常运行。"},
+    # attnlab's own errors (English one-liners raised deep in the library) reach a Spanish or Chinese
+    # reader as a lead line in their language, per error class, followed by the English detail;
+    # English readers get the detail alone (error_message)
+    "error.input": {"en": "The model cannot read this input.", "es": "El modelo no puede leer esta entrada.", "zh": "模型无法读取此输入。"},
+    "error.checkpoint": {"en": "This checkpoint or file cannot be opened.", "es": "No se puede abrir este modelo o archivo.", "zh": "无法打开此模型或文件。"},
+    "error.data": {"en": "Data is missing or malformed.", "es": "Faltan datos o no tienen el formato esperado.", "zh": "数据缺失或格式有误。"},
+    "error.config": {"en": "This configuration is not valid.", "es": "La configuración no es válida.", "zh": "配置无效。"},
+    "error.other": {"en": "This could not be done.", "es": "No se pudo completar la acción.", "zh": "操作未能完成。"},
+    "error.with_detail": {"en": "{lead} {detail}", "es": "{lead} Detalle (en inglés): {detail}", "zh": "{lead}详细信息（英文）：{detail}"},
+    # the output above the tabs
+    "output.translation": {"en": "Translation", "es": "Traducción", "zh": "译文"},
+    "output.parse": {"en": "Parse", "es": "Análisis sintáctico", "zh": "句法分析结果"},
+    "output.reference": {"en": "Reference (the attention below is teacher-forced on it): log P = {logprob:.3f}, per token {score:.3f}", "es": "Referencia (la atención de abajo se calcula forzando esta salida): log P = {logprob:.3f}, por token {score:.3f}", "zh": "参考文本（下方注意力以它做教师强制）：log P = {logprob:.3f}，平均每词元 {score:.3f}"},
+    "output.hypotheses": {"en": "{count} finished hypotheses ({decoding})", "es": "{count} hipótesis completas ({decoding})", "zh": "{count} 个完整假设（{decoding}）"},
+    "output.rank": {"en": "#", "es": "n.º", "zh": "#"},
+    "output.score": {"en": "score", "es": "puntuación", "zh": "得分"},
+    "output.logp": {"en": "log P", "es": "log P", "zh": "log P"},
+    "output.output": {"en": "output", "es": "salida", "zh": "输出"},
+    # the open head: the selection row, the heads tab's caption, figure titles
+    "selection.kind": {"en": "kind", "es": "tipo", "zh": "类型"},
+    "selection.layer": {"en": "layer", "es": "capa", "zh": "层"},
+    "selection.head": {"en": "head", "es": "cabeza", "zh": "头"},
+    "selection.mask": {"en": "mask overlay", "es": "superponer máscara", "zh": "叠加掩码"},
+    "selection.scale": {"en": "scale to max", "es": "escala hasta el máximo", "zh": "按最大值着色"},
+    "kind.encoder": {"en": "encoder", "es": "codificador", "zh": "编码器"},
+    "kind.decoder": {"en": "decoder", "es": "decodificador", "zh": "解码器"},
+    "kind.cross": {"en": "cross", "es": "cruzada", "zh": "交叉"},
+    "kind.encoder.title": {"en": "encoder self-attention", "es": "autoatención del codificador", "zh": "编码器自注意力"},
+    "kind.decoder.title": {"en": "decoder self-attention (masked)", "es": "autoatención del decodificador (con máscara)", "zh": "解码器自注意力（带掩码）"},
+    "kind.cross.title": {"en": "encoder–decoder attention", "es": "atención codificador–decodificador", "zh": "编码器–解码器注意力"},
+    "head.short": {"en": "{kind} L{layer} H{head}", "es": "{kind} · capa {layer} · cabeza {head}", "zh": "{kind} · 第 {layer} 层 · 头 {head}"},
+    "heads.caption": {"en": "showing {kind} · layer {layer} · head {head} · {size} · mask overlay {mask} · colours {scale}", "es": "se muestra: {kind} · capa {layer} · cabeza {head} · {size} · máscara {mask} · colores {scale}", "zh": "当前：{kind} · 第 {layer} 层 · 头 {head} · {size} · 掩码叠加{mask} · 色阶 {scale}"},
+    "heads.on": {"en": "on", "es": "sí", "zh": "开"},
+    "heads.off": {"en": "off", "es": "no", "zh": "关"},
+    "heads.to_max": {"en": "0..max", "es": "0..máx", "zh": "0..最大值"},
+    "equation.query": {"en": "query position (Eq. 1)", "es": "posición de la consulta (Ec. 1)", "zh": "查询位置（公式 1）"},
+    "dashboard.x": {"en": "x", "es": "eje x", "zh": "横轴"},
+    "dashboard.y": {"en": "y", "es": "eje y", "zh": "纵轴"},
+    # the training timeline (also the widgets' `replay`)
+    "timeline.step": {"en": "training step", "es": "paso de entrenamiento", "zh": "训练步数"},
+    "timeline.probe": {"en": "probe sentence", "es": "frase de prueba", "zh": "探针句子"},
+    "timeline.none": {"en": "This checkpoint has no probe traces (a training run records them at each checkpoint in {folder}; {command}).", "es": "Este modelo no tiene trazas de frases de prueba (el entrenamiento las guarda en cada checkpoint, en {folder}; {command}).", "zh": "此模型没有探针记录（训练时会在每个检查点把它们存到 {folder}；{command}）。"},
+    "timeline.snapshots": {"en": "{count} snapshots (steps {first:,}–{last:,}); the differences are to step {last:,}.", "es": "{count} instantáneas (pasos {first:,}–{last:,}); las diferencias son respecto al paso {last:,}.", "zh": "{count} 个快照（第 {first:,}–{last:,} 步）；差异均相对于第 {last:,} 步。"},
+    "timeline.probe_text": {"en": "probe: {text}", "es": "frase de prueba: {text}", "zh": "探针：{text}"},
+    "timeline.title": {"en": "step {step:,} · {head}", "es": "paso {step:,} · {head}", "zh": "第 {step:,} 步 · {head}"},
+    "timeline.curve": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
+    "timeline.entropy": {"en": "entropy ({kind} layer {layer})", "es": "entropía ({kind}, capa {layer})", "zh": "熵（{kind}，第 {layer} 层）"},
+    # head ablation
+    "ablation.choice": {"en": "heads to switch off", "es": "cabezas que desactivar", "zh": "要关闭的注意力头"},
+    "ablation.add": {"en": "add the open head", "es": "añadir la cabeza abierta", "zh": "加入当前的头"},
+    "ablation.go": {"en": "Re-decode without them", "es": "Decodificar de nuevo sin ellas", "zh": "关闭后重新解码"},
+    "ablation.none": {"en": "Choose heads to switch off first.", "es": "Elige primero qué cabezas desactivar.", "zh": "请先选择要关闭的注意力头。"},
+    "ablation.verdict": {"en": "With {count} head(s) off the output is {verdict}:", "es": "Con {count} cabeza(s) desactivada(s), la salida {verdict}:", "zh": "关闭 {count} 个头后，输出{verdict}："},
+    "ablation.changed": {"en": "changed", "es": "cambia", "zh": "发生了变化"},
+    "ablation.unchanged": {"en": "unchanged", "es": "no cambia", "zh": "没有变化"},
+    "ablation.logp": {"en": "log P(original output): {before:.3f} with all heads → {after:.3f} with the heads off (Δ = {delta})", "es": "log P(salida original): {before:.3f} con todas las cabezas → {after:.3f} sin ellas (Δ = {delta})", "zh": "log P(原输出)：全部头开启时 {before:.3f} → 关闭后 {after:.3f}（Δ = {delta}）"},
+    # the export bar
+    "export.title": {"en": "Export", "es": "Exportar", "zh": "导出"},
+    "export.png": {"en": "PNG", "es": "PNG", "zh": "PNG"},
+    "export.svg": {"en": "SVG", "es": "SVG", "zh": "SVG"},
+    "export.trace": {"en": "trace", "es": "traza", "zh": "trace 文件"},
+    "export.html": {"en": "HTML page", "es": "página HTML", "zh": "HTML 页面"},
+    # the notebook widgets (attnlab.app.widgets, attnlab.app.notebook)
+    "widgets.input": {"en": "input", "es": "entrada", "zh": "输入"},
+    "widgets.output": {"en": "output", "es": "salida", "zh": "输出"},
+    "widgets.hatch": {"en": "hatch masked cells", "es": "rayar las celdas enmascaradas", "zh": "为被掩码的格子加斜线"},
+    "widgets.scale": {"en": "colour scale 0..max", "es": "escala de color 0..máx", "zh": "色阶 0..最大值"},
+    "widgets.show_mask": {"en": "show the mask", "es": "mostrar la máscara", "zh": "显示掩码"},
+    "widgets.beam": {"en": "beam", "es": "haz", "zh": "束宽"},
+    "widgets.hypotheses": {"en": "beam", "es": "haz", "zh": "候选"},
+    "widgets.translating": {"en": "translating…", "es": "traduciendo…", "zh": "正在翻译…"},
+    "widgets.parsing": {"en": "parsing…", "es": "analizando…", "zh": "正在分析…"},
+    "widgets.seconds": {"en": "{seconds:.2f} s", "es": "{seconds:.2f} s", "zh": "{seconds:.2f} 秒"},
+    "widgets.pieces": {"en": "{source} → {output} pieces", "es": "{source} → {output} tokens", "zh": "{source} → {output} 个词元"},
+    "widgets.truncated": {"en": "input truncated to the model's {most} pieces", "es": "entrada recortada a los {most} tokens del modelo", "zh": "输入已截断为模型上限 {most} 个词元"},
+    "widgets.unknown": {"en": "not in the vocabulary: {characters}", "es": "fuera del vocabulario: {characters}", "zh": "不在词表中：{characters}"},
+    "widgets.score": {"en": "score {score:+.3f} (log-probability {logprob:.2f} over {count} pieces)", "es": "puntuación {score:+.3f} (log-probabilidad {logprob:.2f} en {count} tokens)", "zh": "得分 {score:+.3f}（{count} 个词元的对数概率 {logprob:.2f}）"},
+    "widgets.hypothesis": {"en": "hypothesis {rank} of {count} · {score}", "es": "hipótesis {rank} de {count} · {score}", "zh": "第 {rank} 个假设（共 {count} 个）· {score}"},
+    "widgets.tree": {"en": "hypothesis {rank}", "es": "hipótesis {rank}", "zh": "假设 {rank}"},
+    "widgets.compare": {"en": "Compare", "es": "Comparar", "zh": "对比"},
+    "widgets.same": {"en": "the same output", "es": "la misma salida", "zh": "输出相同"},
+    "widgets.different": {"en": "different outputs", "es": "salidas distintas", "zh": "输出不同"},
+    "widgets.read_on": {"en": "{verdict}; the maps of {second} are read on {first}'s output", "es": "{verdict}; los mapas de {second} se registran sobre la salida de {first}", "zh": "{verdict}；{second} 的注意力图是在读取 {first} 的输出时记录的"},
+    "widgets.all_heads": {"en": "all heads", "es": "todas las cabezas", "zh": "全部注意力头"},
+    "widgets.heads_off": {"en": "heads off", "es": "sin esas cabezas", "zh": "关闭部分头"},
+    "widgets.step": {"en": "step", "es": "paso", "zh": "步数"},
+    "widgets.step_title": {"en": "step {step} · {kind} · layer {layer} · head {head}", "es": "paso {step} · {kind} · capa {layer} · cabeza {head}", "zh": "第 {step} 步 · {kind} · 第 {layer} 层 · 头 {head}"},
+    "widgets.not_a_model": {"en": "{caller}() takes a checkpoint directory or attnlab.load(...), not {got}", "es": "{caller}() recibe una carpeta de modelo o attnlab.load(...), no {got}", "zh": "{caller}() 需要模型目录或 attnlab.load(...) 的结果，而不是 {got}"},
+    "widgets.no_probes": {"en": "{run}: no probe traces (probes/step_N/probe_K.trace); train with --probes N", "es": "{run}: no hay trazas de frases de prueba (probes/step_N/probe_K.trace); entrena con --probes N", "zh": "{run}：没有探针记录（probes/step_N/probe_K.trace）；训练时请加 --probes N"},
+    "widgets.probe_missing": {"en": "probe {probe} was not recorded at every step (the run records {count})", "es": "la frase de prueba {probe} no se guardó en todos los pasos (el entrenamiento guarda {count})", "zh": "探针 {probe} 并非每一步都有记录（该训练共记录 {count} 个）"},
+    "widgets.error": {"en": "error", "es": "error", "zh": "错误"},
+    "widgets.traceback": {"en": "traceback", "es": "traza de la pila", "zh": "调用栈"},
     # --- compare mode (#17) ---
+    "compare.tab": {"en": "Compare", "es": "Comparar", "zh": "对比"},
+    "compare.second": {"en": "Compare with", "es": "Comparar con", "zh": "对比模型"},
+    "compare.pick": {"en": "(choose a second model)", "es": "(elige un segundo modelo)", "zh": "（选择第二个模型）"},
+    "compare.ablated": {"en": "this model, with the heads chosen under Head ablation switched off", "es": "este modelo, sin las cabezas elegidas en la pestaña de ablación", "zh": "当前模型，关闭在消融标签页中所选的注意力头"},
+    "compare.go": {"en": "Compare", "es": "Comparar", "zh": "对比"},
+    "compare.hint": {"en": "Choose a second model: it translates the same input, and its heads are shown beside this one's.", "es": "Elige un segundo modelo: traducirá el mismo texto y verás sus cabezas junto a las de este.", "zh": "选择第二个模型：它会翻译同一输入，其注意力头将与当前模型并排显示。"},
+    "compare.no_heads": {"en": "No heads are chosen yet: pick the heads to switch off in the Head ablation tab, then compare again.", "es": "Aún no hay cabezas elegidas: elígelas en la pestaña de ablación y vuelve a comparar.", "zh": "尚未选择任何注意力头：请先在消融标签页中选择要关闭的头，再重新对比。"},
+    "compare.other_task": {"en": "Cannot compare: {first} and {second} do different tasks ({a} and {b}).", "es": "No se pueden comparar: {first} y {second} hacen tareas distintas ({a} y {b}).", "zh": "无法对比：{first} 与 {second} 的任务不同（{a} 与 {b}）。"},
+    "compare.other_vocabulary": {"en": "Cannot compare: {first} and {second} use different vocabularies, so their maps do not line up.", "es": "No se pueden comparar: {first} y {second} usan vocabularios distintos y sus mapas no se corresponden.", "zh": "无法对比：{first} 与 {second} 的词表不同，注意力图无法逐格对应。"},
+    "compare.cannot_open": {"en": "Cannot compare with {name}: {reason}", "es": "No se puede comparar con {name}: {reason}", "zh": "无法与 {name} 对比：{reason}"},
+    "compare.internal": {"en": "Comparison failed: internal error ({error}); the app is still running.", "es": "La comparación falló: error interno ({error}); la aplicación sigue funcionando.", "zh": "对比失败：内部错误（{error}），应用仍在运行。"},
+    "compare.all_heads": {"en": "all heads", "es": "todas las cabezas", "zh": "全部注意力头"},
+    "compare.heads_off": {"en": "{n} head(s) off", "es": "{n} cabeza(s) desactivada(s)", "zh": "关闭 {n} 个头"},
+    "compare.same": {"en": "Both give the same output.", "es": "Ambos dan la misma salida.", "zh": "两者输出相同。"},
+    "compare.different": {"en": "The outputs differ: struck-out words are only in the output of {first}, highlighted ones only in that of {second}.", "es": "Las salidas difieren: las palabras tachadas solo están en la de {first}; las resaltadas, solo en la de {second}.", "zh": "输出不同：划线的词只出现在 {first} 的输出中，高亮的词只出现在 {second} 的输出中。"},
+    "compare.read_on": {"en": "The maps of {second} are recorded while it reads the output of {first}, so the two line up cell by cell.", "es": "Los mapas de {second} se registran mientras lee la salida de {first}, así que coinciden celda a celda.", "zh": "{second} 的注意力图是在读取 {first} 的输出时记录的，因此两者逐格对应。"},
+    "compare.map_title": {"en": "{name} · {kind_title} · layer {layer} · head {head}", "es": "{name} · {kind_title} · capa {layer} · cabeza {head}", "zh": "{name} · {kind_title} · 第 {layer} 层 · 头 {head}"},
+    "compare.diff_title": {"en": "{first} − {second} · layer {layer} · head {head}", "es": "{first} − {second} · capa {layer} · cabeza {head}", "zh": "{first} − {second} · 第 {layer} 层 · 头 {head}"},
+    "compare.missing": {"en": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)", "es": "{name} no tiene la cabeza {head} de la capa {layer} de {kind} ({layers} capas × {heads} cabezas)", "zh": "{name} 没有 {kind} 第 {layer} 层的头 {head}（共 {layers} 层 × {heads} 个头）"},
+    "compare.sizes": {"en": "no difference map: the two models differ in size here", "es": "sin mapa de diferencias: aquí los dos modelos no tienen el mismo tamaño", "zh": "无差异图：两个模型在此处的规模不同"},
+    "compare.pieces": {"en": "no difference map: the models read or wrote different pieces", "es": "sin mapa de diferencias: los modelos leyeron o escribieron piezas distintas", "zh": "无差异图：两个模型读取或生成的子词不同"},
 }
+# fmt: on
 
 
 def text(key: str, lang: str = DEFAULT, **values: object) -> str:
@@ -24,12 +188,56 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     return template.format(**values) if values else template
 
 
+def kind_name(kind: str, lang: str = DEFAULT) -> str:
+    """A kind of attention as a button or a picker names it ("cross", "cruzada", "交叉")."""
+    return {
+        "encoder": text("kind.encoder", lang),
+        "decoder": text("kind.decoder", lang),
+        "cross": text("kind.cross", lang),
+    }.get(kind, kind)
+
+
+def kind_title(kind: str, lang: str = DEFAULT) -> str:
+    """A kind of attention in full, as a title or a tooltip says it ("encoder–decoder attention")."""
+    return {
+        "encoder": text("kind.encoder.title", lang),
+        "decoder": text("kind.decoder.title", lang),
+        "cross": text("kind.cross.title", lang),
+    }.get(kind, kind)
+
+
+def error_message(error: BaseException, lang: str = DEFAULT, detail: str | None = None) -> str:
+    """One of attnlab's errors as a reader of `lang` sees it.
+
+    The library raises English one-liners from deep inside (a tokenizer, a checkpoint reader), where
+    no page and no language is known. In English the message is shown as it is (`detail`: the
+    message as the screen tidied it, default `str(error)`); in another language a lead line from
+    the catalogue says, per error class, what went wrong, and the English detail follows it for
+    the specifics (a file name, a size) and for a search or a bug report."""
+    detail = str(error) if detail is None else detail
+    if lang not in LANGUAGES or lang == DEFAULT:
+        return detail
+    if isinstance(error, ModelInputError):
+        lead = text("error.input", lang)
+    elif isinstance(error, CheckpointError):
+        lead = text("error.checkpoint", lang)
+    elif isinstance(error, DataError):
+        lead = text("error.data", lang)
+    elif isinstance(error, ConfigError):
+        lead = text("error.config", lang)
+    else:
+        lead = text("error.other", lang)
+    return text("error.with_detail", lang, lead=lead, detail=detail)
+
+
 def language(requested: str | None = None, accept_language: str | None = None) -> str:
-    """The page's language: `?lang=` when it names one we have, else the first of the browser's
-    preferred languages (its Accept-Language header, e.g. "es-ES,es;q=0.9,en;q=0.8") that we
-    have, else English."""
-    if requested and requested.lower() in LANGUAGES:
-        return requested.lower()
+    """The page's language: `?lang=` when it names one we have (`es`, or `es-MX`), else the first
+    of the browser's preferred languages (its Accept-Language header, e.g.
+    "es-ES,es;q=0.9,en;q=0.8") that we have, by quality and then order, else English. A language
+    the browser marks `q=0` is one it does not want."""
+    wanted = (requested or "").strip().lower().replace("_", "-").split("-")[0]
+    if wanted in LANGUAGES:
+        return wanted
     ranked = []
     for i, part in enumerate((accept_language or "").split(",")):
         tag, _, params = part.strip().partition(";")
@@ -39,7 +247,8 @@ def language(requested: str | None = None, accept_language: str | None = None) -
                 quality = float(params.strip()[2:])
             except ValueError:
                 quality = 0.0
-        ranked.append((-quality, i, tag.strip().lower().split("-")[0]))
+        if quality > 0:
+            ranked.append((-quality, i, tag.strip().lower().replace("_", "-").split("-")[0]))
     for _, _, tag in sorted(ranked):
         if tag in LANGUAGES:
             return tag

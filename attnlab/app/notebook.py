@@ -1,6 +1,6 @@
 """The building blocks of the notebook widgets: BokehJS put into the page once per kernel (no
 CDN), a live bokeh figure as an ipywidget, a box that shows a callback's error next to its
-control, and the kind / layer / head picker.
+control, and the kind / layer / head picker. The last two speak `lang` (`attnlab.app.i18n`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bokeh.resources import Resources
 from IPython import get_ipython
 from jupyter_bokeh import BokehModel
 
-from attnlab import viz
+from attnlab.app.i18n import DEFAULT, error_message, kind_name, kind_title, text
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 
@@ -74,28 +74,52 @@ def plot(figure: LayoutDOM) -> BokehPane:
 
 
 class ErrorBox(w.HTML):
-    """Where a widget reports what went wrong; `message` is the last error ('' when cleared)."""
+    """Where a widget reports what went wrong; `message` is the last error ('' when cleared): an
+    `AttnlabError`'s own message, after a lead line in `lang` when that is not English."""
 
-    def __init__(self) -> None:
+    def __init__(self, lang: str = DEFAULT) -> None:
         super().__init__()
         self.message = ""
+        self.lang = lang
 
     def clear(self) -> None:
         self.message = ""
         self.value = ""
 
     def report(self, error: BaseException) -> None:
+        lang = self.lang
         if isinstance(error, AttnlabError):
-            self.message = str(error)
+            self.message = error_message(error, lang)
             details = ""
         else:  # a bug: keep the traceback, folded
             self.message = f"{type(error).__name__}: {error}"
             trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            details = f"<details><summary>traceback</summary><pre>{html.escape(trace)}</pre></details>"
+            details = f"<details><summary>{text('widgets.traceback', lang)}</summary><pre>{html.escape(trace)}</pre></details>"
         self.value = (
             '<div class="attnlab-error" style="color:#a50f15;background:#fee0d2;padding:4px 8px;border-radius:4px">'
-            f"<b>error</b>: {html.escape(self.message)}{details}</div>"
+            f"<b>{text('widgets.error', lang)}</b>: {html.escape(self.message)}{details}</div>"
         )
+
+
+def trace_caption(trace: AttentionTrace, lang: str = DEFAULT) -> str:
+    """What a trace read and wrote, as HTML above its figures."""
+    source = trace.meta.get("text") or " ".join(trace.src_tokens)
+    output = trace.meta.get("output") or " ".join(trace.tgt_tokens)
+    said, wrote = text("widgets.input", lang), text("widgets.output", lang)
+    return f"<b>{said}</b>: {html.escape(str(source))}<br><b>{wrote}</b>: {html.escape(str(output))}"
+
+
+def compare_words(kind: str, lang: str = DEFAULT) -> dict[str, str]:
+    """The text of `viz.compare_figures` (its templates and the kind's names) in `lang`."""
+    return {
+        "title": text("compare.map_title", lang),
+        "diff_title": text("compare.diff_title", lang),
+        "missing": text("compare.missing", lang),
+        "sizes": text("compare.sizes", lang),
+        "pieces": text("compare.pieces", lang),
+        "kind": kind_name(kind, lang),
+        "kind_title": kind_title(kind, lang),
+    }
 
 
 @contextmanager
@@ -110,11 +134,13 @@ def reporting(errors: ErrorBox) -> Iterator[None]:
 class HeadPicker(w.HBox):
     """Kind / layer / head selectors for a trace; calls `on_change()` once per user change."""
 
-    def __init__(self, on_change: Callable[[], None]) -> None:
+    def __init__(self, on_change: Callable[[], None], lang: str = DEFAULT) -> None:
+        self.lang = lang
         self.kind = w.ToggleButtons(style={"button_width": "auto"})
-        self.layer = w.Dropdown(description="layer", layout=w.Layout(width="150px"))
-        self.head = w.Dropdown(description="head", layout=w.Layout(width="150px"))
-        super().__init__([w.Label("kind"), self.kind, self.layer, self.head], layout=w.Layout(flex_flow="row wrap"))
+        self.layer = w.Dropdown(description=text("selection.layer", lang), layout=w.Layout(width="150px"))
+        self.head = w.Dropdown(description=text("selection.head", lang), layout=w.Layout(width="150px"))
+        kind = w.Label(text("selection.kind", lang))
+        super().__init__([kind, self.kind, self.layer, self.head], layout=w.Layout(flex_flow="row wrap"))
         self.trace: AttentionTrace | None = None
         self._on_change = on_change
         self._quiet = False
@@ -137,8 +163,8 @@ class HeadPicker(w.HBox):
         kinds = trace.kinds
         wanted = self.kind.value or ("cross" if "cross" in kinds else kinds[0])
         with self.quiet():
-            self.kind.options = [(k, k) for k in kinds]
-            self.kind.tooltips = [viz.KIND_TITLES[k] for k in kinds]
+            self.kind.options = [(kind_name(k, self.lang), k) for k in kinds]
+            self.kind.tooltips = [kind_title(k, self.lang) for k in kinds]
             self.kind.value = wanted if wanted in kinds else kinds[0]
             heads = trace.heads or list(range(trace.n_heads))
             current = self.head.value

@@ -18,6 +18,9 @@ bokeh package into the page inline, once per kernel; every widget here calls it 
 Errors in callbacks (an empty input, a bug) are shown in the widget, next to the control: in
 JupyterLab an exception raised in a widget callback only reaches the log console, where nobody
 looks. `AttnlabError`s show their one-line message; anything else also shows its traceback.
+
+Every widget takes `lang="en"` ("es", "zh"): its labels, notes and errors come from the explorer's
+catalogue (`attnlab.app.i18n`), so the notebook and the web app say the same things the same way.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ import ipywidgets as w
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
+from attnlab.app import i18n
 from attnlab.app.checkpoints import open_model, probe_snapshots
-from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, plot, reporting, setup
+from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, compare_words, plot, reporting, setup, trace_caption
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.compare import compare
@@ -58,30 +62,25 @@ EXAMPLES = {  # written for attnlab, not taken from a corpus
 }
 
 
-def _caption(trace: AttentionTrace) -> str:
-    source = trace.meta.get("text") or " ".join(trace.src_tokens)
-    output = trace.meta.get("output") or " ".join(trace.tgt_tokens)
-    return f"<b>input</b>: {html.escape(str(source))}<br><b>output</b>: {html.escape(str(output))}"
-
-
 # -- one trace ------------------------------------------------------------------------------------------
 class TraceView(w.VBox):
     """Every head of one trace: the layers × heads grid (click a thumbnail to open it), the
     selected head's heatmap, and, on request, the mask that shaped the kind."""
 
-    def __init__(self, trace: AttentionTrace | None = None, caption: bool = True) -> None:
+    def __init__(self, trace: AttentionTrace | None = None, caption: bool = True, lang: str = i18n.DEFAULT) -> None:
         self.trace: AttentionTrace | None = None
-        self.picker = HeadPicker(self.redraw)
-        self.mask = w.Checkbox(value=True, description="hatch masked cells", indent=False)
-        self.scale = w.Checkbox(value=False, description="colour scale 0..max", indent=False)
-        self.show_mask = w.Checkbox(value=False, description="show the mask", indent=False)
+        self.lang = lang
+        self.picker = HeadPicker(self.redraw, lang)
+        self.mask = w.Checkbox(value=True, description=i18n.text("widgets.hatch", lang), indent=False)
+        self.scale = w.Checkbox(value=False, description=i18n.text("widgets.scale", lang), indent=False)
+        self.show_mask = w.Checkbox(value=False, description=i18n.text("widgets.show_mask", lang), indent=False)
         for box in (self.mask, self.scale, self.show_mask):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
         self.grid = BokehPane()
         self.head = BokehPane()
         self.mask_figure = BokehPane()
-        self.errors = ErrorBox()
+        self.errors = ErrorBox(lang)
         options = w.HBox([self.mask, self.scale, self.show_mask])
         figures = w.HBox([self.grid, self.head, self.mask_figure], layout=w.Layout(flex_flow="row wrap"))
         super().__init__([self.caption, self.picker, options, self.errors, figures])
@@ -96,7 +95,7 @@ class TraceView(w.VBox):
     def set_trace(self, trace: AttentionTrace) -> None:
         self.trace = trace
         self.picker.configure(trace)
-        self.caption.value = _caption(trace)
+        self.caption.value = trace_caption(trace, self.lang)
         self.redraw()
 
     def select(self, layer: int, head: int) -> None:
@@ -120,12 +119,16 @@ class TraceView(w.VBox):
 
 
 def show(
-    trace: AttentionTrace | str | Path, kind: str | None = None, layer: int | None = None, head: int = 0
+    trace: AttentionTrace | str | Path,
+    kind: str | None = None,
+    layer: int | None = None,
+    head: int = 0,
+    lang: str = i18n.DEFAULT,
 ) -> TraceView:
     """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head."""
     if not isinstance(trace, AttentionTrace):
         trace = AttentionTrace.load(trace)
-    view = TraceView(trace)
+    view = TraceView(trace, lang=lang)
     if kind is not None or layer is not None or head:
         view.picker.select(kind=kind, layer=layer, head=head)
     return view
@@ -136,26 +139,28 @@ class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
     hypotheses, and open any head of any of them."""
 
-    def __init__(self, model: Any, text: str | None = None, beam: int | None = None) -> None:
-        self.model = model
-        self.verb = "Parse" if model.task == "parse" else "Translate"
+    def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
+        self.model, self.lang = model, lang
+        self.verb = i18n.text("page.parse" if model.task == "parse" else "page.translate", lang)
         self.text = w.Textarea(
             value=text if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),
             layout=w.Layout(width="95%", height="4.5em"),
         )
-        default_beam = DEFAULTS.get(model.task, DEFAULTS["translate"])["beam"]
+        beam = beam or DEFAULTS.get(model.task, DEFAULTS["translate"])["beam"]
+        size = w.Layout(width="150px")
         self.beam = w.BoundedIntText(
-            value=beam or default_beam, min=1, max=50, description="beam", layout=w.Layout(width="150px")
+            value=beam, min=1, max=50, description=i18n.text("widgets.beam", lang), layout=size
         )
         self.button = w.Button(description=self.verb, button_style="primary")
         self.button.on_click(lambda _button: self.run())
         self.status = w.HTML()
         self.output = w.HTML()
         self.tree = BokehPane()
-        self.hypotheses = w.Select(description="beam", rows=4, layout=w.Layout(width="95%"))
+        beams = i18n.text("widgets.hypotheses", lang)
+        self.hypotheses = w.Select(description=beams, rows=4, layout=w.Layout(width="95%"))
         self.hypotheses.observe(self._hypothesis_chosen, "value")
-        self.errors = ErrorBox()
-        self.view = TraceView(caption=False)
+        self.errors = ErrorBox(lang)
+        self.view = TraceView(caption=False, lang=lang)
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
@@ -172,7 +177,9 @@ class Explorer(w.VBox):
             self.text.value = text
         self.errors.clear()
         self.button.disabled = True
-        self.status.value = "<i>parsing…</i>" if self.model.task == "parse" else "<i>translating…</i>"
+        lang = self.lang
+        working = i18n.text("widgets.parsing" if self.model.task == "parse" else "widgets.translating", lang)
+        self.status.value = f"<i>{working}</i>"
         started = time.perf_counter()
         try:
             with reporting(self.errors):
@@ -182,12 +189,15 @@ class Explorer(w.VBox):
                 )
                 seconds = time.perf_counter() - started
                 self.result = result
-                notes = [f"{seconds:.2f} s", f"{len(result.src_tokens)} → {len(result.tokens)} pieces"]
+                notes = [
+                    i18n.text("widgets.seconds", lang, seconds=seconds),
+                    i18n.text("widgets.pieces", lang, source=len(result.src_tokens), output=len(result.tokens)),
+                ]
                 if result.truncated:
-                    notes.append(f"input truncated to the model's {self.model.config.max_len - 1} pieces")
+                    notes.append(i18n.text("widgets.truncated", lang, most=self.model.config.max_len - 1))
                 missing = unknown_characters(self.model.tokenizer, self.text.value[:5000])
                 if missing:
-                    notes.append("not in the vocabulary: " + " ".join(missing[:12]))
+                    notes.append(i18n.text("widgets.unknown", lang, characters=" ".join(missing[:12])))
                 self.status.value = html.escape(" · ".join(notes))
                 self._listing = True  # one redraw, below, not one per option change
                 try:
@@ -214,33 +224,35 @@ class Explorer(w.VBox):
                 self._show_hypothesis(change["new"])
 
     def _show_hypothesis(self, rank: int) -> None:
-        hyp = self.result.hypotheses[rank]
-        score = f"score {hyp.score:+.3f} (log-probability {hyp.logprob:.2f} over {len(hyp.tokens)} pieces)"
+        hyp, lang = self.result.hypotheses[rank], self.lang
+        score = i18n.text("widgets.score", lang, score=hyp.score, logprob=hyp.logprob, count=len(hyp.tokens))
+        which = i18n.text("widgets.hypothesis", lang, rank=rank + 1, count=len(self.result.hypotheses), score=score)
         self.output.value = (
             f'<div style="font-size:1.25em;margin:4px 0">{html.escape(hyp.text)}</div>'
-            f'<div style="color:#666">hypothesis {rank + 1} of {len(self.result.hypotheses)} · {score}</div>'
+            f'<div style="color:#666">{html.escape(which)}</div>'
         )
-        self.tree.update(
-            viz.tree_figure(hyp.text, title=f"hypothesis {rank + 1}") if self.model.task == "parse" else None
-        )
+        title = i18n.text("widgets.tree", lang, rank=rank + 1)
+        self.tree.update(viz.tree_figure(hyp.text, title=title) if self.model.task == "parse" else None)
         self.view.set_trace(hyp.trace)
 
 
-def _model(checkpoint_or_model: Any, caller: str) -> Any:
+def _model(checkpoint_or_model: Any, caller: str, lang: str) -> Any:
     """A checkpoint directory (loaded once per kernel) or a model from `attnlab.load`."""
     model = checkpoint_or_model
     if isinstance(model, (str, Path)):
         model = open_model(model)
     if not hasattr(model, "translate") or not hasattr(model, "task"):
-        raise AttnlabError(f"{caller}() takes a checkpoint directory or attnlab.load(...), not {type(model).__name__}")
+        raise AttnlabError(i18n.text("widgets.not_a_model", lang, caller=caller, got=type(model).__name__))
     return model
 
 
-def explore(checkpoint_or_model: Any, text: str | None = None, beam: int | None = None) -> Explorer:
+def explore(
+    checkpoint_or_model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT
+) -> Explorer:
     """The explorer in a notebook: a checkpoint directory or a model from `attnlab.load`, and
-    optionally the first sentence."""
-    model = _model(checkpoint_or_model, "explore")
-    return Explorer(model, text, beam)
+    optionally the first sentence; `lang`: "en", "es" or "zh"."""
+    model = _model(checkpoint_or_model, "explore", lang)
+    return Explorer(model, text, beam, lang)
 
 
 # -- two models --------------------------------------------------------------------------------------------
@@ -250,16 +262,22 @@ class Compare(w.VBox):
     second model read teacher-forced on the first one's output, so the maps line up)."""
 
     def __init__(
-        self, first: Any, second: Any, text: str, heads_off: dict | None = None, names: tuple = ("A", "B")
+        self,
+        first: Any,
+        second: Any,
+        text: str,
+        heads_off: dict | None = None,
+        names: tuple = ("A", "B"),
+        lang: str = i18n.DEFAULT,
     ) -> None:
-        self.first, self.second, self.heads_off, self.names = first, second, heads_off or {}, names
+        self.first, self.second, self.heads_off, self.names, self.lang = first, second, heads_off or {}, names, lang
         self.text = w.Textarea(value=text, layout=w.Layout(width="95%", height="3.5em"))
-        self.button = w.Button(description="Compare", button_style="primary")
+        self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
         self.button.on_click(lambda _button: self.run())
         self.output = w.HTML()
-        self.picker = HeadPicker(self.redraw)
+        self.picker = HeadPicker(self.redraw, lang)
         self.panes = [BokehPane(), BokehPane(), BokehPane()]
-        self.errors = ErrorBox()
+        self.errors = ErrorBox(lang)
         self.comparison: Any = None
         figures = w.HBox(self.panes, layout=w.Layout(flex_flow="row wrap"))
         super().__init__([self.text, self.button, self.errors, self.output, self.picker, figures])
@@ -276,12 +294,13 @@ class Compare(w.VBox):
         self.errors.clear()
         with reporting(self.errors):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
-            c, (a, b) = self.comparison, self.names
-            verdict = "the same output" if c.same_output else "different outputs"
+            c, (a, b), lang = self.comparison, self.names, self.lang
+            verdict = i18n.text("widgets.same" if c.same_output else "widgets.different", lang)
+            read_on = i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)
             self.output.value = (
                 f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
                 f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"
-                f"<div style='color:#666'>{verdict}; the maps of {html.escape(b)} are read on {html.escape(a)}'s output</div>"
+                f"<div style='color:#666'>{html.escape(read_on)}</div>"
             )
             self.picker.configure(c.first.trace)
             self.redraw()
@@ -293,21 +312,27 @@ class Compare(w.VBox):
             return
         self.errors.clear()
         with reporting(self.errors):
-            c = self.comparison
-            figures = viz.compare_figures(c.first.trace, c.second_on_first.trace, *self.picker.value, names=self.names)
+            c, (kind, layer, head) = self.comparison, self.picker.value
+            traces, words = (c.first.trace, c.second_on_first.trace), compare_words(kind, self.lang)
+            figures = viz.compare_figures(*traces, kind, layer, head, self.names, words=words)
             for pane, figure in zip(self.panes, figures, strict=True):
                 pane.update(figure)
 
 
 def compare_models(
-    first: Any, second: Any | None = None, text: str = EXAMPLES["translate"], heads_off: dict | None = None
+    first: Any,
+    second: Any | None = None,
+    text: str = EXAMPLES["translate"],
+    heads_off: dict | None = None,
+    lang: str = i18n.DEFAULT,
 ) -> Compare:
     """Two checkpoints (or models) on the same sentence; with no second model, the first one with
     `heads_off` ({(kind, layer): [head, ...]}) switched off."""
-    first = _model(first, "compare_models")
-    second = first if second is None else _model(second, "compare_models")
-    names = ("all heads", "heads off") if second is first else ("A", "B")
-    return Compare(first, second, text, heads_off, names)
+    first = _model(first, "compare_models", lang)
+    second = first if second is None else _model(second, "compare_models", lang)
+    ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
+    names = ablated if second is first else ("A", "B")
+    return Compare(first, second, text, heads_off, names, lang)
 
 
 # -- training ----------------------------------------------------------------------------------------------
@@ -315,8 +340,8 @@ class Timeline(w.VBox):
     """One probe sentence across a training run: the selected head at each saved step, its
     difference to the last step, and every head's entropy across steps."""
 
-    def __init__(self, snapshots: list[tuple[int, AttentionTrace]]) -> None:
-        self.steps = [step for step, _ in snapshots]
+    def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
+        self.steps, self.lang = [step for step, _ in snapshots], lang
         self.traces = dict(snapshots)
         self.final = self.traces[self.steps[-1]]
         self._entropy = {  # step -> (kind, layer, head) -> mean row entropy
@@ -324,16 +349,20 @@ class Timeline(w.VBox):
             for step, trace in snapshots
         }
         self.step = w.SelectionSlider(
-            options=self.steps, value=self.steps[-1], description="step", continuous_update=False
+            options=self.steps,
+            value=self.steps[-1],
+            description=i18n.text("widgets.step", lang),
+            continuous_update=False,
         )
         self.step.observe(lambda _change: self.redraw(), "value")
-        self.picker = HeadPicker(self.redraw)
+        self.picker = HeadPicker(self.redraw, lang)
         self.heatmap = BokehPane()
         self.diff = BokehPane()
         self.curve = BokehPane()
-        self.errors = ErrorBox()
+        self.errors = ErrorBox(lang)
         figures = w.HBox([self.heatmap, self.diff], layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([w.HTML(_caption(self.final)), self.picker, self.step, self.errors, figures, self.curve])
+        header = w.HTML(trace_caption(self.final, lang))
+        super().__init__([header, self.picker, self.step, self.errors, figures, self.curve])
         self.picker.configure(self.final)
         self.redraw()
 
@@ -345,23 +374,26 @@ class Timeline(w.VBox):
         self.errors.clear()
         with reporting(self.errors):
             kind, layer, head = self.picker.value
-            step = self.step.value
+            step, lang = self.step.value, self.lang
             trace = self.traces[step]
-            title = f"step {step} · {viz.KIND_TITLES[kind]} · layer {layer} · head {head}"
+            full = i18n.kind_title(kind, lang)
+            title = i18n.text("widgets.step_title", lang, step=step, kind=full, layer=layer, head=head)
             self.heatmap.update(viz.heatmap(trace, kind, layer, head, title=title, budget=420))
             self.diff.update(viz.diff_figure(trace, self.final, kind, layer, head))
             heads = self.final.heads or list(range(self.final.n_heads))
-            curves = {f"head {h}": [self._entropy[s][(kind, layer, h)] for s in self.steps] for h in heads}
-            self.curve.update(
-                viz.timeline_curve(self.steps, curves, current=step, stat=f"entropy ({kind} layer {layer})")
-            )
+            curves = {
+                i18n.text("timeline.curve", lang, head=h): [self._entropy[s][(kind, layer, h)] for s in self.steps]
+                for h in heads
+            }
+            stat = i18n.text("timeline.entropy", lang, kind=i18n.kind_name(kind, lang), layer=layer)
+            self.curve.update(viz.timeline_curve(self.steps, curves, current=step, stat=stat))
 
 
-def replay(run_or_checkpoint: str | Path, probe: int = 0) -> Timeline:
+def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
     """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
     snapshots = probe_snapshots(run_or_checkpoint)
     if not snapshots:
-        raise AttnlabError(f"{run_or_checkpoint}: no probe traces (probes/step_N/probe_K.trace); train with --probes N")
+        raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
     if not all(probe < len(files) for _, files in snapshots):
-        raise AttnlabError(f"probe {probe} was not recorded at every step (the run records {len(snapshots[0][1])})")
-    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots])
+        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=len(snapshots[0][1])))
+    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots], lang)

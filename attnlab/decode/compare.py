@@ -6,6 +6,7 @@ head-by-head difference map possible. The second model may be the first with hea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from attnlab.decode.api import Model, Result
 from attnlab.errors import AttnlabError
@@ -27,20 +28,39 @@ class Comparison:
         return self.first.text == self.second.text
 
 
+def mismatch(first: Model, second: Model) -> str:
+    """Why two models cannot be compared head by head: "task" (a translator and a parser),
+    "vocabulary" (their pieces differ, so no map of one lines up with the other's), or "" when
+    they can. Sizes may differ: each shows the heads it has."""
+    if first.task != second.task:
+        return "task"
+    for side in ("tokenizer", "target_tokenizer"):
+        a, b = getattr(first, side), getattr(second, side)
+        if a is not b and _pieces(a) != _pieces(b):
+            return "vocabulary"
+    return ""
+
+
+def _pieces(tokenizer: Any) -> list[str]:
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
+
+
 def compare(
     first: Model,
     second: Model,
     text: str,
     beam: int | None = None,
     heads_off: dict[tuple[str, int], list[int]] | None = None,
+    alpha: float | None = None,
 ) -> Comparison:
-    """Translate (or parse) `text` with both models; `heads_off` switches heads off in the second
-    (pass the same model twice to see what those heads do)."""
+    """Translate (or parse) `text` with both models, with the same beam and length penalty α
+    (default: the task's); `heads_off` switches heads off in the second (pass the same model
+    twice to see what those heads do)."""
     if first.task != second.task:
         raise AttnlabError(f"cannot compare a {first.task} model with a {second.task} model")
     heads_off = heads_off or {}
-    a = first.translate(text, beam=beam, record=True, truncate=True)
+    a = first.translate(text, beam=beam, alpha=alpha, record=True, truncate=True)
     with ablate(second.model, heads_off):
-        b = second.translate(text, beam=beam, record=True, truncate=True)
+        b = second.translate(text, beam=beam, alpha=alpha, record=True, truncate=True)
         forced = second.score(text, a.text, record=True, truncate=True)
     return Comparison(text, a, b, forced, heads_off)

@@ -13,6 +13,11 @@ drawn on a fixed 0..1 scale unless `vmax=None` (scale to the map's maximum). Cel
 forbade (the causal mask, padding) are hatched grey, never confused with a real zero, which is
 white. Long inputs stay cheap: a heatmap is one `image` glyph, the grid one figure of RGBA
 thumbnails, and axis labels are thinned to what fits.
+
+Text in any script: every view writes in `FONT_STACK` (Latin and accented, CJK, Hebrew, Arabic;
+`fonts.use_fonts` sets it on a layout), a piece longer than 14 columns (a CJK character is two)
+is cut with "…" and shown whole on hover, and a right-to-left piece is isolated (FSI … PDI) so
+that it cannot reorder the text around it (`labels.piece_label`).
 """
 
 from attnlab.viz.ablation import token_delta_figure
@@ -31,7 +36,9 @@ from attnlab.viz.colors import (
 from attnlab.viz.compare import compare_figures, has_head, word_diff
 from attnlab.viz.equation import computation_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
+from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
+from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
@@ -39,6 +46,7 @@ from attnlab.viz.tree import tree_figure
 
 __all__ = [
     "DIFF_PALETTE",
+    "FONT_STACK",
     "GRID_SIDE",
     "KIND_COLORS",
     "KIND_TITLES",
@@ -50,6 +58,7 @@ __all__ = [
     "compare_figures",
     "computation_figure",
     "diff_figure",
+    "display_width",
     "downsample",
     "grid",
     "grid_pick",
@@ -61,6 +70,7 @@ __all__ = [
     "heatmap_svg",
     "mask_figure",
     "matrix_figure",
+    "piece_label",
     "standalone_html",
     "stats_scatter",
     "stats_source",
@@ -72,5 +82,6 @@ __all__ = [
     "update_grid",
     "update_heatmap",
     "update_matrix",
+    "use_fonts",
     "word_diff",
 ]

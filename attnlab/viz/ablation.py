@@ -18,6 +18,8 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.viz.axes import token_axis
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import piece_label
 
 
 def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Sequence[float]) -> figure:
@@ -34,7 +36,9 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
         name="ablation-tokens",
     )
     x = np.arange(n) + 0.5
-    source = ColumnDataSource({"x": x, "before": list(before), "after": list(after), "token": list(tokens)})
+    source = ColumnDataSource(
+        {"x": x, "before": list(before), "after": list(after), "token": [piece_label(t, None) for t in tokens]}
+    )
     bars_before = fig.vbar(x="x", top="before", width=0.38, source=source, color="#9ecae1")
     bars_after = fig.vbar(x=np.asarray(x) + 0.2, top=list(after), width=0.38, color="#d62728")
     fig.add_layout(
@@ -53,4 +57,4 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
     ]
     token_axis(fig.xaxis[0], tokens, width - 80, flip=False)
     fig.xaxis.major_label_orientation = math.pi / 2
-    return fig
+    return use_fonts(fig)

@@ -1,6 +1,7 @@
 """Axes whose ticks read as tokens: labels thinned to what fits, long pieces shortened with an
-ellipsis, and row/column sizes computed separately so a long output does not squeeze a short
-source.
+ellipsis (`labels.piece_label`: by display width, never inside a character; the whole piece is in
+the view's hover), and row/column sizes computed separately so a long output does not squeeze a
+short source.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import numpy as np
 from bokeh.models import (
     FixedTicker,
 )
+
+from attnlab.viz.labels import display_width, piece_label
 
 LABEL_PX = 13  # vertical room one axis label needs
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
@@ -31,14 +34,15 @@ def token_axis(axis: Any, labels: Sequence[str], pixels: float, flip: bool) -> N
         axis.ticker.ticks = position
     else:
         axis.ticker = FixedTicker(ticks=position)
-    axis.major_label_overrides = {p: short_label(labels[i]) for p, i in zip(position, ticks, strict=True)}
+    axis.major_label_overrides = {p: piece_label(labels[i]) for p, i in zip(position, ticks, strict=True)}
     axis.major_label_text_font_size = "10px" if pixels / max(n, 1) < 16 else "11px"
     axis.major_tick_line_color = None
     axis.minor_tick_line_color = None
 
 
-def short_label(label: str, width: int = 14) -> str:
-    return label if len(label) <= width else label[: width - 1] + "…"
+def label_room(labels: Sequence[str], column_px: float = 7) -> int:
+    """Pixels the widest shown label needs (a CJK character counts two columns)."""
+    return int(column_px * max((display_width(piece_label(s)) for s in labels), default=4))
 
 
 def cell_px(n: int, budget: int = 560) -> float:

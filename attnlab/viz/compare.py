@@ -8,14 +8,26 @@ from __future__ import annotations
 
 import difflib
 import html
+from collections.abc import Mapping
 from typing import Any
 
 from bokeh.models import Div
 
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import KIND_TITLES
+from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap
 from attnlab.viz.timeline import diff_figure
+
+# The text of the figures, as `str.format` templates; fields: {name} (a model), {first} and
+# {second} (both), {kind}, {kind_title}, {layer}, {head}, and {layers} and {heads} (a model's size).
+WORDS = {
+    "title": "{name} · {kind_title} · layer {layer} · head {head}",
+    "diff_title": "{first} − {second} · layer {layer} · head {head}",
+    "missing": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)",
+    "sizes": "no difference map: the two models differ in size here",
+    "pieces": "no difference map: the models read or wrote different pieces",
+}
 
 
 def word_diff(old: str, new: str) -> str:
@@ -46,29 +58,45 @@ def compare_figures(
     head: int,
     names: tuple[str, str] = ("A", "B"),
     budget: int = 380,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    words: Mapping[str, str] | None = None,
 ) -> list[Any]:
-    """[A's head, B's head, A − B]: figures where they exist, a short note (a `Div`) where not."""
+    """[A's head, B's head, A − B]: figures where they exist, a short note (a `Div`) where not.
+
+    `words` replaces any of `WORDS`' templates, and may name the kind (`kind`, `kind_title`), in
+    a screen's language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
+    say = {**WORDS, **(words or {})}
+    fields = {
+        "kind": say.get("kind", kind),
+        "kind_title": say.get("kind_title", KIND_TITLES[kind]),
+        "layer": layer,
+        "head": head,
+    }
     figures: list[Any] = []
     for trace, name, role in zip((first, second), names, ("first", "second"), strict=True):
         if has_head(trace, kind, layer, head):
-            title = f"{name} · {KIND_TITLES[kind]} · layer {layer} · head {head}"
-            figures.append(heatmap(trace, kind, layer, head, title=title, budget=budget, name=f"compare-{role}"))
+            title = say["title"].format(name=name, **fields)
+            figures.append(
+                heatmap(
+                    trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=f"compare-{role}"
+                )
+            )
         else:
-            figures.append(_note(f"{name} has no {kind} layer {layer} head {head} ({_size(trace)})", role))
+            layers = max((len(v) for v in trace.layers.values()), default=0)
+            text = say["missing"].format(name=name, layers=layers, heads=trace.n_heads, **fields)
+            figures.append(_note(text, role))
     if not all(has_head(t, kind, layer, head) for t in (first, second)):
-        figures.append(_note("no difference map: the two models differ in size here", "diff"))
+        figures.append(_note(say["sizes"].format(**fields), "diff"))
     elif first.labels(kind) != second.labels(kind):
-        figures.append(_note("no difference map: the models read or wrote different pieces", "diff"))
+        figures.append(_note(say["pieces"].format(**fields), "diff"))
     else:
-        title = f"{names[0]} − {names[1]} · layer {layer} · head {head}"
+        title = say["diff_title"].format(first=names[0], second=names[1], **fields)
         figures.append(diff_figure(first, second, kind, layer, head, budget, title=title, name="compare-diff"))
     return figures
 
 
-def _size(trace: AttentionTrace) -> str:
-    layers = max((len(v) for v in trace.layers.values()), default=0)
-    return f"{layers} layers × {trace.n_heads} heads"
-
-
 def _note(text: str, name: str) -> Div:
-    return Div(text=f"<p class='attn-compare-note'>{html.escape(text)}</p>", width=300, name=f"compare-note-{name}")
+    div = Div(text=f"<p class='attn-compare-note'>{html.escape(text)}</p>", width=300, name=f"compare-note-{name}")
+    return use_fonts(div)

@@ -23,7 +23,9 @@ from attnlab.viz.axes import token_axis
 from attnlab.viz.colors import (
     DIFF_PALETTE,
 )
+from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
+from attnlab.viz.labels import piece_label
 
 
 def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360) -> figure:
@@ -37,7 +39,7 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360) -> figure:
     }[kind]
     if kind != "decoder" and not allowed.all():
         what = "padding mask: padded keys forbidden"
-    return matrix_figure(
+    return matrix_figure(  # matrix_figure sets the fonts
         allowed.astype(np.float32), q_labels, k_labels, allowed=allowed, vmax=1.0, palette=("#ffffff", "#ffffff"),
         title=f"{kind}: {what}", budget=budget, value_name="allowed", name=f"mask-{kind}",
     )  # fmt: skip
@@ -73,7 +75,12 @@ def computation_figure(
             name=name,
         )
         source = ColumnDataSource(
-            {"x": keys, "top": values, "key": list(k_labels), "text": [f"{v:.3f}" for v in values]}
+            {
+                "x": keys,
+                "top": values,
+                "key": [piece_label(s, None) for s in k_labels],
+                "text": [f"{v:.3f}" for v in values],
+            }
         )
         fig.vbar(x="x", top="top", width=0.8, color=color, source=source)
         fig.select_one(HoverTool).tooltips = [("key", "@key"), ("value", "@text")]
@@ -84,7 +91,11 @@ def computation_figure(
 
     score_range = Range1d(low - pad, high + pad)
     raw = bars(
-        scores, "eq1-scores", "#6b6ecf", score_range, f"{title} · query {query} ({q_labels[query]}): scores q·kⱼ/√d_k"
+        scores,
+        "eq1-scores",
+        "#6b6ecf",
+        score_range,
+        f"{title} · query {query} ({piece_label(q_labels[query])}): scores q·kⱼ/√d_k",
     )
     masked_values = np.where(allowed, scores, np.nan)
     masked = bars(
@@ -127,4 +138,4 @@ def computation_figure(
         axis_labels=("", ""),
     )  # fmt: skip
     result.width = 190
-    return column(raw, masked, soft, row(contrib, result), name="eq1")
+    return use_fonts(column(raw, masked, soft, row(contrib, result), name="eq1"))

@@ -1,5 +1,9 @@
 """Figures that leave the app: a head as PNG (Pillow) or SVG (vector text), and a self-contained
 HTML page with bokeh's JavaScript inlined. No browser and no network needed.
+
+Labels are real text in the SVG (`<text>` in `FONT_STACK`, a cut piece's whole text in its
+`<title>`) and real glyphs in the PNG: each label is drawn in the first system font that has all
+its characters (CJK from Noto Sans CJK, Hebrew and Arabic from DejaVu Sans), see `viz.fonts`.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ from bokeh.models import (
     Div,
 )
 from bokeh.resources import INLINE
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.axes import label_stride, short_label
+from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
     KIND_TITLES,
     PALETTE,
@@ -26,26 +30,17 @@ from attnlab.viz.colors import (
     hatch,
     head_map,
 )
+from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
+from attnlab.viz.labels import display_width, piece_label
+
+_STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
 
 
-def _font(size: int) -> Any:
-    """DejaVu Sans when the system has it (it draws sentencepiece's ▁ and most scripts), else
-    Pillow's own font, which lacks ▁ (`_png_label` spells it _ then)."""
-    for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
-        try:
-            return ImageFont.truetype(name, size)
-        except OSError:
-            continue
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1 has only the bitmap font
-        return ImageFont.load_default()
-
-
-def _png_label(text: str, font: Any) -> str:
-    if "DejaVu" in str(getattr(font, "path", "")):
-        return text
-    return text.replace("\u2581", "_").replace("–", "-")
+def _png_text(text: str, fonts: tuple[Any, ...]) -> str:
+    for char, stand_in in _STAND_INS.items():
+        if char in text and not any(has_glyph(f, char) for f in fonts):
+            text = text.replace(char, stand_in)
+    return text
 
 
 def heatmap_png(
@@ -56,12 +51,11 @@ def heatmap_png(
     q_labels, k_labels = trace.labels(kind)
     q, k = weights.shape
     cell = int(np.clip(720 // max(q, k, 1), 2, 28))
-    font = _font(max(8, min(13, cell)))
+    fonts = png_fonts(max(8, min(13, cell)))
     stride_q, stride_k = label_stride(q, q * cell), label_stride(k, k * cell)
-    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    q_text = [_png_label(short_label(s), font) for s in q_labels]
-    k_text = [_png_label(short_label(s), font) for s in k_labels]
-    text_w = max((measure.textlength(s, font=font) for s in q_text + k_text), default=10)
+    q_text = [_png_text(piece_label(s, isolate=False), fonts) for s in q_labels]
+    k_text = [_png_text(piece_label(s, isolate=False), fonts) for s in k_labels]
+    text_w = max((text_length(s, fonts) for s in q_text + k_text), default=10)
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
     width, height = left + k * cell + bar, top + q * cell + 16
     scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
@@ -69,27 +63,20 @@ def heatmap_png(
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
-    title_font = _font(14)
-    title = _png_label(f"{KIND_TITLES[kind]} · layer {layer} · head {head}", title_font)
-    draw.text((6, 6), title, fill="black", font=title_font)
+    title_fonts = png_fonts(14)
+    title = _png_text(f"{KIND_TITLES[kind]} · layer {layer} · head {head}", title_fonts)
+    draw_text(draw, (6, 6 + 8), title, title_fonts)
     for i in range(0, q, stride_q):
-        label = q_text[i]
-        draw.text(
-            (left - 6 - measure.textlength(label, font=font), top + i * cell + cell / 2),
-            label,
-            fill="black",
-            font=font,
-            anchor="lm",
-        )
+        draw_text(draw, (left - 6, top + i * cell + cell / 2), q_text[i], fonts, align="right")
     column_labels = Image.new("RGB", (top - 30, k * cell), "white")  # drawn sideways, then rotated
     column_draw = ImageDraw.Draw(column_labels)
     for j in range(0, k, stride_k):
-        column_draw.text((4, j * cell + cell / 2), k_text[j], fill="black", font=font, anchor="lm")
+        draw_text(column_draw, (4, j * cell + cell / 2), k_text[j], fonts)
     image.paste(column_labels.rotate(90, expand=True), (left, 30))
     ramp = colorize(np.linspace(scale, 0.0, 200)[:, None].repeat(12, 1), 0.0, scale)
     image.paste(Image.fromarray(ramp), (left + k * cell + 12, top))
     for value, y in ((scale, top), (0.0, top + 199)):
-        draw.text((left + k * cell + 28, y), f"{value:.2f}", fill="black", font=font, anchor="lm")
+        draw_text(draw, (left + k * cell + 28, y), f"{value:.2f}", fonts)
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
@@ -104,13 +91,14 @@ def heatmap_svg(
     q, k = weights.shape
     cell = float(np.clip(720 / max(q, k, 1), 2, 24))
     font = max(7.0, min(12.0, cell * 0.8))
-    left = top = 8 + 0.62 * font * max((len(short_label(s)) for s in list(q_labels) + list(k_labels)), default=4)
+    widest = max((display_width(piece_label(s)) for s in list(q_labels) + list(k_labels)), default=4)
+    left = top = 8 + 0.62 * font * widest
     top += 24
     width, height = left + k * cell + 80, top + q * cell + 12
     scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
     allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="{html.escape(FONT_STACK)}">',
         '<defs><pattern id="masked" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
         '<rect width="6" height="6" fill="#e0e0e0"/><line x1="0" y1="0" x2="0" y2="6" stroke="#969696" stroke-width="2"/></pattern>'
         '<linearGradient id="bar" x1="0" y1="1" x2="0" y2="0">'
@@ -136,12 +124,12 @@ def heatmap_svg(
         )
     for i in range(0, q, label_stride(q, q * cell)):
         parts.append(
-            f'<text x="{left - 4:.1f}" y="{top + (i + 0.5) * cell:.1f}" font-size="{font:.1f}" text-anchor="end" dominant-baseline="middle">{html.escape(short_label(q_labels[i]))}</text>'
+            f'<text x="{left - 4:.1f}" y="{top + (i + 0.5) * cell:.1f}" font-size="{font:.1f}" text-anchor="end" dominant-baseline="middle">{_svg_label(q_labels[i])}</text>'
         )
     for j in range(0, k, label_stride(k, k * cell)):
         x, y = left + (j + 0.5) * cell, top - 4
         parts.append(
-            f'<text transform="translate({x:.1f},{y:.1f}) rotate(-90)" font-size="{font:.1f}" dominant-baseline="middle">{html.escape(short_label(k_labels[j]))}</text>'
+            f'<text transform="translate({x:.1f},{y:.1f}) rotate(-90)" font-size="{font:.1f}" dominant-baseline="middle">{_svg_label(k_labels[j])}</text>'
         )
     bar_x = left + k * cell + 14
     parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="200" fill="url(#bar)" stroke="#999"/>')
@@ -151,9 +139,17 @@ def heatmap_svg(
     return "\n".join(parts)
 
 
+def _svg_label(piece: str) -> str:
+    """A label's text, and when it was cut, the whole piece as its tooltip (`<title>`)."""
+    shown = piece_label(piece)
+    whole = f"<title>{html.escape(piece_label(piece, None))}</title>" if shown != piece_label(piece, None) else ""
+    return html.escape(shown) + whole
+
+
 def standalone_html(layout: Any, title: str = "attnlab") -> str:
-    """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere."""
-    return file_html(layout, INLINE, title)
+    """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere. Its
+    text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout."""
+    return file_html(use_fonts(layout), INLINE, title)
 
 
 def summary_div(trace: AttentionTrace) -> Div:
@@ -162,6 +158,8 @@ def summary_div(trace: AttentionTrace) -> Div:
     text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
     output = html.escape(str(meta.get("output", " ".join(trace.tgt_tokens))))
     model = trace.model.get("checkpoint") or "model"
-    return Div(
-        text=f"<h2>attnlab</h2><p><b>input</b>: {text}</p><p><b>output</b>: {output}</p><p><small>{html.escape(str(model))} · weights {trace.model.get('weights_sha256', '?')}</small></p>"
+    return use_fonts(
+        Div(
+            text=f"<h2>attnlab</h2><p><b>input</b>: <bdi>{text}</bdi></p><p><b>output</b>: <bdi>{output}</bdi></p><p><small>{html.escape(str(model))} · weights {trace.model.get('weights_sha256', '?')}</small></p>"
+        )
     )

@@ -23,13 +23,15 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.axes import TOOLS, cell_px, short_label, token_axis
+from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
     KIND_TITLES,
     PALETTE,
     head_map,
     mask_overlay,
 )
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import piece_label
 
 _LABEL_JS = """
 const n = labels.length;
@@ -147,7 +149,7 @@ def matrix_figure(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value_name), "right"
     )
     update_matrix(fig, values, q_labels, k_labels, allowed=allowed, vmin=vmin, vmax=vmax, title=title, budget=budget)
-    return fig
+    return use_fonts(fig)
 
 
 def update_matrix(
@@ -167,8 +169,8 @@ def update_matrix(
     if (q, k) != (len(q_labels), len(k_labels)):
         raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
     cell_q, cell_k = cell_px(q, budget), cell_px(k, budget)
-    label_room = 7 * max((len(short_label(s)) for s in list(q_labels) + list(k_labels)), default=4) + 16
-    fig.update(width=int(k * cell_k) + label_room + 90, height=int(q * cell_q) + label_room + 70)
+    room = label_room(list(q_labels) + list(k_labels)) + 16
+    fig.update(width=int(k * cell_k) + room + 90, height=int(q * cell_q) + room + 70)
     fig.title.text = title
     # Bounds before start/end: BokehJS clamps a new end to the old bounds.
     fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)
@@ -189,8 +191,8 @@ def update_matrix(
     elif overlay is not None:
         fig.renderers = [r for r in fig.renderers if r is not overlay]
     formatters = fig.select_one(HoverTool).formatters
-    formatters["$y"].args = {"labels": list(q_labels), "flip": True}
-    formatters["$x"].args = {"labels": list(k_labels), "flip": False}
+    formatters["$y"].args = {"labels": [piece_label(s, None) for s in q_labels], "flip": True}  # whole pieces
+    formatters["$x"].args = {"labels": [piece_label(s, None) for s in k_labels], "flip": False}
     blocked = np.flatnonzero(~allowed).tolist() if masked else []
     formatters["@image"].args = {"blocked": blocked, "q": q, "k": k}
     token_axis(fig.xaxis[0], k_labels, k * cell_k, flip=False)

@@ -23,6 +23,7 @@ from attnlab.viz.colors import (
     hatch,
     rgba,
 )
+from attnlab.viz.fonts import use_fonts
 
 GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
 
@@ -62,7 +63,7 @@ def grid(
                 on_select(*picked)
 
         fig.on_event(Tap, tapped)
-    return update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax)
+    return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax))
 
 
 def update_grid(

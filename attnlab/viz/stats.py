@@ -19,6 +19,7 @@ from bokeh.plotting import figure
 from attnlab.viz.colors import (
     KIND_COLORS,
 )
+from attnlab.viz.fonts import use_fonts
 
 STAT_COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max")
 
@@ -38,7 +39,7 @@ def stats_table(source: ColumnDataSource, height: int = 320) -> DataTable:
     columns = [TableColumn(field="kind", title="kind", formatter=StringFormatter(), width=70)]
     columns += [TableColumn(field=name, title=name, width=45) for name in ("layer", "head")]
     columns += [TableColumn(field=name, title=name, formatter=number, width=65) for name in STAT_COLUMNS]
-    return DataTable(
+    table = DataTable(
         source=source,
         columns=columns,
         width=720,
@@ -48,6 +49,7 @@ def stats_table(source: ColumnDataSource, height: int = 320) -> DataTable:
         selectable=True,
         name="stats-table",
     )
+    return use_fonts(table)
 
 
 def stats_scatter(source: ColumnDataSource, x: str = "entropy", y: str = "distance") -> figure:
@@ -75,4 +77,4 @@ def stats_scatter(source: ColumnDataSource, x: str = "entropy", y: str = "distan
     )
     fig.xaxis.axis_label, fig.yaxis.axis_label = x, y
     fig.legend.location = "top_left"
-    return fig
+    return use_fonts(fig)

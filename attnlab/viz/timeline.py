@@ -20,6 +20,7 @@ from attnlab.viz.colors import (
     DIFF_PALETTE,
     head_map,
 )
+from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
 
 
@@ -66,4 +67,4 @@ def timeline_curve(
     if current is not None:
         fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
     fig.xaxis.axis_label, fig.yaxis.axis_label = "training step", stat
-    return fig
+    return use_fonts(fig)

@@ -13,7 +13,8 @@ from bokeh.plotting import figure
 
 from attnlab.data.treebank import Tree, parse
 from attnlab.errors import AttnlabError
-from attnlab.viz.axes import short_label
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import short_label
 
 
 def tree_figure(text: str, title: str = "parse tree") -> figure:
@@ -71,4 +72,4 @@ def tree_figure(text: str, title: str = "parse tree") -> figure:
              text_font_size="12px", background_fill_color="white")  # fmt: skip
     fig.axis.visible = False
     fig.grid.visible = False
-    return fig
+    return use_fonts(fig)

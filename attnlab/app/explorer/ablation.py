@@ -9,19 +9,21 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.output import CSS
-from attnlab.app.explorer.store import Store, sentence
+from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_name, text
 from attnlab.decode.ablation import ablation
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 
 
 def _label(kind: str, layer: int, head: int) -> str:
-    """A head as the picker names it ("cross L1 H3"); `_heads` reads these names back."""
+    """A head as the picker's values name it ("cross L1 H3", whatever the page's language: the
+    picker shows `i18n`'s names for them); `_heads` reads these values back."""
     return f"{kind} L{layer} H{head}"
 
 
 def _heads(labels: list[str]) -> dict[tuple[str, int], list[int]]:
-    """{(kind, layer): [heads]}, as `attnlab.decode.ablation` takes them, from the picked names."""
+    """{(kind, layer): [heads]}, as `attnlab.decode.ablation` takes them, from the picked values."""
     heads: dict[tuple[str, int], list[int]] = {}
     for label in labels:
         kind, layer, head = label.split()
@@ -35,9 +37,10 @@ class AblationTab(pn.viewable.Viewer):
     def __init__(self, store: Store) -> None:
         super().__init__()
         self.store = store
-        self.choice = pn.widgets.MultiChoice(label="heads to switch off", options=[], width=520)
-        self.add = pn.widgets.Button(label="add the open head", width=150, align="end")
-        self.go = pn.widgets.Button(label="Re-decode without them", color="warning", width=200, align="end")
+        lang = store.lang
+        self.choice = pn.widgets.MultiChoice(label=text("ablation.choice", lang), options={}, width=520)
+        self.add = pn.widgets.Button(label=text("ablation.add", lang), width=150, align="end")
+        self.go = pn.widgets.Button(label=text("ablation.go", lang), color="warning", width=200, align="end")
         self.effect = pn.Column(css_classes=["attn-ablation"])
         self.layout = pn.Column(pn.Row(self.choice, self.add, self.go), self.effect)
         self.add.on_click(lambda _event: self.add_open_head())
@@ -48,13 +51,14 @@ class AblationTab(pn.viewable.Viewer):
 
     def reset(self, trace: AttentionTrace) -> None:
         """A new trace is in: offer its heads, keep the picked ones it has, and drop the old effect."""
-        self.choice.options = [
-            _label(kind, layer, head)
+        lang = self.store.lang
+        self.choice.options = {
+            text("head.short", lang, kind=kind_name(kind, lang), layer=layer, head=head): _label(kind, layer, head)
             for kind in trace.kinds
             for layer in trace.layers[kind]
             for head in range(trace.n_heads)
-        ]
-        self.choice.value = [v for v in self.choice.value if v in self.choice.options]
+        }
+        self.choice.value = [v for v in self.choice.value if v in self.choice.options.values()]
         self.effect.objects = []
 
     def add_open_head(self) -> None:
@@ -66,24 +70,24 @@ class AblationTab(pn.viewable.Viewer):
         """Decode the input again without the picked heads, with the session's decoding settings."""
         store = self.store
         if store.trace is None or not self.choice.value:
-            store.error = "Choose heads to switch off first."
+            store.error = text("ablation.none", store.lang)
             return
         try:
             effect = ablation(
                 store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=float(store.alpha)
             )
         except AttnlabError as error:
-            store.error = sentence(str(error))
+            store.error = store.explain(error)
             return
-        original = (store.scored or store.result).text
+        original, lang = (store.scored or store.result).text, store.lang
         diff = viz.word_diff(original, effect.text)
-        changed = "unchanged" if effect.text == original else "changed"
+        changed = text("ablation.unchanged" if effect.text == original else "ablation.changed", lang)
+        verdict = text("ablation.verdict", lang, count=len(self.choice.value), verdict=f"<b>{changed}</b>")
+        delta = f"<b>{effect.logprob_change:+.3f}</b>"
+        logp = text("ablation.logp", lang, before=sum(effect.before), after=sum(effect.after), delta=delta)
         self.effect.objects = [
             pn.pane.HTML(
-                f"<div class='attn-ablation-result'><p>With {len(self.choice.value)} head(s) off the output is "
-                f"<b>{changed}</b>:</p><p class='attn-output'>{diff}</p>"
-                f"<p>log P(original output): {sum(effect.before):.3f} with all heads → {sum(effect.after):.3f} "
-                f"with the heads off (Δ = <b>{effect.logprob_change:+.3f}</b>)</p></div>",
+                f"<div class='attn-ablation-result'><p>{verdict}</p><p class='attn-output'>{diff}</p><p>{logp}</p></div>",
                 stylesheets=[CSS],
             ),
             pn.pane.Bokeh(viz.token_delta_figure(effect.original_tokens, effect.before, effect.after)),

@@ -11,6 +11,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import text
 
 
 class DashboardTab(pn.viewable.Viewer):
@@ -20,8 +21,9 @@ class DashboardTab(pn.viewable.Viewer):
         """`redraw` is called when the chosen axes change (the page redraws when the tab shows)."""
         super().__init__()
         self.store = store
-        self.x = pn.widgets.Select(label="x", options=list(viz.STAT_COLUMNS), value="entropy", width=110)
-        self.y = pn.widgets.Select(label="y", options=list(viz.STAT_COLUMNS), value="distance", width=110)
+        columns = list(viz.STAT_COLUMNS)  # the table's column names: the same words as its headers
+        self.x = pn.widgets.Select(label=text("dashboard.x", store.lang), options=columns, value="entropy", width=110)
+        self.y = pn.widgets.Select(label=text("dashboard.y", store.lang), options=columns, value="distance", width=110)
         self.figures = pn.Row(css_classes=["attn-stats"])
         self.layout = pn.Column(pn.Row(self.x, self.y), self.figures)
         for axis in (self.x, self.y):

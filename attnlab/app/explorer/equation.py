@@ -9,6 +9,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_name, text
 from attnlab.record.equation import attention_parts
 
 
@@ -19,7 +20,9 @@ class EquationTab(pn.viewable.Viewer):
         super().__init__()
         self.store = store
         self.mask = pn.pane.Bokeh(None, css_classes=["attn-mask"])
-        self.query = pn.widgets.Select.from_param(store.param.query, label="query position (Eq. 1)", width=260)
+        self.query = pn.widgets.Select.from_param(
+            store.param.query, label=text("equation.query", store.lang), width=260
+        )
         self.eq1 = pn.pane.Bokeh(None, css_classes=["attn-eq1"])
         self.layout = pn.Column(pn.Row(self.mask, pn.Column(self.query, self.eq1)))
 
@@ -35,5 +38,6 @@ class EquationTab(pn.viewable.Viewer):
         self.query.options = {f"{i}: {t}": i for i, t in enumerate(q_labels)}
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
         query = min(store.query, len(q_labels) - 1)
-        title = f"{store.kind} L{store.layer} H{store.head}"
+        kind = kind_name(store.kind, store.lang)
+        title = text("head.short", store.lang, kind=kind, layer=store.layer, head=store.head)
         self.eq1.object = viz.computation_figure(parts, query, q_labels, k_labels, title=title)

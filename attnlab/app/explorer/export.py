@@ -16,6 +16,7 @@ from bokeh.layouts import column, row
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import text
 from attnlab.record.equation import attention_parts
 
 T = TypeVar("T")
@@ -36,12 +37,13 @@ class ExportBar(pn.viewable.Viewer):
     def __init__(self, store: Store) -> None:
         super().__init__()
         self.store = store
-        self.png_download = _download(self.png, "head.png", "PNG")
-        self.svg_download = _download(self.svg, "head.svg", "SVG")
-        self.trace_download = _download(self.trace_file, "attention.trace", "trace")
-        self.html_download = _download(self.html, "attention.html", "HTML page", width=110)
+        lang = store.lang
+        self.png_download = _download(self.png, "head.png", label=text("export.png", lang))
+        self.svg_download = _download(self.svg, "head.svg", label=text("export.svg", lang))
+        self.trace_download = _download(self.trace_file, "attention.trace", label=text("export.trace", lang))
+        self.html_download = _download(self.html, "attention.html", label=text("export.html", lang), width=110)
         self.layout = pn.Row(
-            pn.pane.HTML("<b>Export</b>", align="center"),
+            pn.pane.HTML(f"<b>{text('export.title', lang)}</b>", align="center"),
             self.png_download,
             self.svg_download,
             self.trace_download,

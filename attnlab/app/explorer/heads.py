@@ -5,6 +5,7 @@ draw, so that a new selection sends only new data to the browser, not new figure
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_name, text
 from attnlab.record.trace import AttentionTrace
 
 
@@ -62,8 +64,15 @@ class HeadsTab(pn.viewable.Viewer):
         else:
             viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
-        self.caption.object = (
-            f"<span class='attn-caption'>showing {store.kind} · layer {store.layer} · head {store.head} · "
-            f"{q_len}×{k_len} · mask overlay {'on' if store.mask else 'off'} · colours "
-            f"{'0..max' if store.scale_to_max else '0..1'}</span>"
+        lang = store.lang
+        caption = text(
+            "heads.caption",
+            lang,
+            kind=kind_name(store.kind, lang),
+            layer=store.layer,
+            head=store.head,
+            size=f"{q_len}×{k_len}",
+            mask=text("heads.on" if store.mask else "heads.off", lang),
+            scale=text("heads.to_max", lang) if store.scale_to_max else "0..1",
         )
+        self.caption.object = f"<span class='attn-caption'>{html.escape(caption)}</span>"

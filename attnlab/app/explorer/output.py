@@ -11,6 +11,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import text
 from attnlab.errors import AttnlabError
 
 CSS = """
@@ -52,25 +53,33 @@ class Output(pn.viewable.Viewer):
             self.tree_box.visible = False
 
     def _html(self) -> str:
-        store = self.store
+        store, lang = self.store, self.store.lang
         result, scored = store.result, store.scored
-        label = "Parse" if store.model.task == "parse" else "Translation"
+        label = text("output.parse" if store.model.task == "parse" else "output.translation", lang)
         parts = [
             f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'>{html.escape(result.text)}</div>"
         ]
         if scored is not None:
+            said = text("output.reference", lang, logprob=scored.logprob, score=scored.score)
             parts.append(
-                f"<div class='attn-muted'>Reference (the attention below is teacher-forced on it): "
-                f"log P = {scored.logprob:.3f}, per token {scored.score:.3f}</div><div class='attn-output'>{html.escape(scored.text)}</div>"
+                f"<div class='attn-muted'>{said}</div><div class='attn-output'>{html.escape(scored.text)}</div>"
             )
         rows = "".join(
             f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td><td>{html.escape(h.text)}</td></tr>"
             for rank, h in enumerate(result.hypotheses)
         )
-        decoding = "greedy" if store.greedy else f"beam {store.beam}, α {store.alpha:g}"
+        decoding = (
+            text("decoding.greedy", lang)
+            if store.greedy
+            else text("decoding.settings", lang, beam=store.beam, alpha=store.alpha)
+        )
+        summary = text("output.hypotheses", lang, count=len(result.hypotheses), decoding=decoding)
+        header = (
+            f"<th>{text('output.rank', lang)}</th><th>{text('output.score', lang)}</th>"
+            f"<th>{text('output.logp', lang)}</th><th>{text('output.output', lang)}</th>"
+        )
         parts.append(
-            f"<details {'open' if len(result.hypotheses) > 1 else ''}><summary class='attn-muted'>{len(result.hypotheses)} finished "
-            f"hypotheses ({decoding})</summary><table class='attn-hyps'><tr><th>#</th><th>score</th><th>log P</th>"
-            f"<th>output</th></tr>{rows}</table></details></div>"
+            f"<details {'open' if len(result.hypotheses) > 1 else ''}><summary class='attn-muted'>{summary}</summary>"
+            f"<table class='attn-hyps'><tr>{header}</tr>{rows}</table></details></div>"
         )
         return "".join(parts)

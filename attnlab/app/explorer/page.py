@@ -21,14 +21,17 @@ import torch
 
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
+from attnlab.app.explorer.compare import CompareTab
 from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
+from attnlab.app.explorer.language import language_switch, session_language
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
-from attnlab.app.explorer.store import MAX_BEAM, Store, sentence
+from attnlab.app.explorer.store import MAX_BEAM, Store
 from attnlab.app.explorer.timeline import TimelineTab
+from attnlab.app.i18n import DEFAULT, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
@@ -41,47 +44,73 @@ EXAMPLES = {
 class Explorer(pn.viewable.Viewer):
     """The views: inputs on the left, output and attention on the right."""
 
-    def __init__(self, checkpoints: dict[str, str], roots: CheckpointRoots | None = None, **params: Any) -> None:
+    def __init__(
+        self, checkpoints: dict[str, str], roots: CheckpointRoots | None = None, lang: str = DEFAULT, **params: Any
+    ) -> None:
         """`checkpoints`: the picker's {name: server path}; `roots`: where the path box may open
-        (default: the bundled checkpoints and the listed ones)."""
+        (default: the bundled checkpoints and the listed ones); `lang`: the page's language
+        (`en`, `es`, `zh`; the store's `lang`, which every view reads)."""
         super().__init__(**params)
         roots = roots if roots is not None else CheckpointRoots([BUNDLED, *checkpoints.values()])
-        self.store = store = Store(roots=roots)
+        self.store = store = Store(roots=roots, lang=lang)
+        self.lang = lang = store.lang
         self.checkpoints = dict(checkpoints)
         self._stale: set[str] = set()
         self._opening = False
 
         # inputs
+        self.language = language_switch(lang)
         self.checkpoint_select = pn.widgets.Select(
-            label="Checkpoint", options=list(self.checkpoints), width=320, css_classes=["attn-checkpoint"]
+            label=text("page.checkpoint", lang),
+            options=list(self.checkpoints),
+            width=320,
+            css_classes=["attn-checkpoint"],
         )
         self.path_input = pn.widgets.TextInput(
             css_classes=["attn-path"],
-            label="…or open a directory",
-            placeholder=f"under {', '.join(r.name + '/' for r in roots.roots)}"[:60],
+            label=text("page.open_dir", lang),
+            placeholder=text("page.open_dir_hint", lang, roots=", ".join(r.name + "/" for r in roots.roots))[:60],
             width=240,
             max_length=4096,
         )
-        self.open_button = pn.widgets.Button(label="Open", width=70, align="end")
+        self.open_button = pn.widgets.Button(label=text("page.open", lang), width=70, align="end")
         self.model_info = pn.pane.HTML("", width=320, css_classes=["attn-muted"])
         self.text_input = pn.widgets.TextAreaInput(
-            css_classes=["attn-source"], label="Source text", height=110, width=320, max_length=200_000
+            css_classes=["attn-source"], label=text("page.source", lang), height=110, width=320, max_length=200_000
         )
         self.reference_input = pn.widgets.TextAreaInput(
             css_classes=["attn-reference"],
-            label="Reference (optional; its teacher-forced attention is shown)",
+            label=text("page.reference", lang),
             height=60,
             width=320,
             max_length=200_000,
         )
         self.mode = pn.widgets.RadioButtonGroup(
-            label="decoding", options=["beam", "greedy"], value="beam", width=130, align="end"
+            label=text("page.decoding", lang),
+            options={text("decoding.beam", lang): "beam", text("decoding.greedy", lang): "greedy"},
+            value="beam",
+            width=130,
+            align="end",
         )
         self.beam_input = pn.widgets.IntInput.from_param(
-            store.param.beam, label="beam size", start=1, end=MAX_BEAM, width=75, css_classes=["attn-beam"]
+            store.param.beam,
+            label=text("page.beam_size", lang),
+            description=text("page.beam_help", lang, most=MAX_BEAM),
+            start=1,
+            end=MAX_BEAM,
+            width=75,
+            css_classes=["attn-beam"],
         )
-        self.alpha_input = pn.widgets.FloatInput.from_param(store.param.alpha, label="α", step=0.1, width=75)
-        self.go = pn.widgets.Button(label="Translate", color="primary", width=320, css_classes=["attn-go"])
+        self.alpha_input = pn.widgets.FloatInput.from_param(
+            store.param.alpha,
+            label=text("page.alpha", lang),
+            description=text("page.alpha_help", lang),
+            step=0.1,
+            width=75,
+        )
+        self.go = pn.widgets.Button(
+            label=text("page.translate", lang), color="primary", width=320, css_classes=["attn-go"]
+        )
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, width=320, css_classes=["attn-error"])
         self.notice = pn.pane.Alert("", alert_type="warning", visible=False, width=320, css_classes=["attn-notice"])
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
@@ -94,13 +123,15 @@ class Explorer(pn.viewable.Viewer):
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
         self.ablation = AblationTab(store)
+        self.compare = CompareTab(store, self.checkpoints, ablated=lambda: self.ablation.choice.value)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
-            ("Heads", self.heads),
-            ("Masks & Eq. (1)", self.equation),
-            ("Heads dashboard", self.dashboard),
-            ("Training timeline", self.timeline),
-            ("Head ablation", self.ablation),
+            (text("tab.heads", lang), self.heads),
+            (text("tab.equation", lang), self.equation),
+            (text("tab.dashboard", lang), self.dashboard),
+            (text("tab.timeline", lang), self.timeline),
+            (text("tab.ablation", lang), self.ablation),
+            (self.compare.title, self.compare),
             dynamic=False,
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
@@ -111,10 +142,14 @@ class Explorer(pn.viewable.Viewer):
             "eq1": (1, self.equation.draw_eq1),
             "stats": (2, self.dashboard.draw),
             "timeline": (3, self.timeline.draw),
+            "compare": (5, self.compare.draw),  # decodes with the second model only when the run is new
         }
         self.layout = pn.Row(
             pn.Column(
-                pn.pane.HTML("<h2 style='margin:4px 0'>attnlab explorer</h2>"),
+                pn.Row(
+                    pn.pane.HTML(f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220),
+                    self.language,
+                ),
                 self.checkpoint_select,
                 pn.Row(self.path_input, self.open_button),
                 self.model_info,
@@ -151,7 +186,7 @@ class Explorer(pn.viewable.Viewer):
         if self._opening:
             return
         if not request:
-            self.store.error = "Give a directory to open."
+            self.store.error = text("page.no_directory", self.lang)
             return
         previous = self.store.model
         self._after_open(previous, self.store.open_request(request))
@@ -179,12 +214,23 @@ class Explorer(pn.viewable.Viewer):
             self.checkpoints[name] = store.checkpoint
             self.checkpoint_select.options = list(self.checkpoints)
         self._pick(name)
-        config = model.config
-        self.model_info.object = (
-            f"<span class='attn-model-info'>{html.escape(store.checkpoint_name)}<br>task: <b>{model.task}</b> · "
-            f"{config.n_layers} layers · {config.n_heads} heads · d_model {config.d_model} · vocab {config.vocab_size}</span>"
+        config, lang, parse = model.config, self.lang, model.task == "parse"
+        task = (
+            text("task.parse" if parse else "task.translate", lang)
+            if model.task in ("parse", "translate")
+            else model.task
         )
-        self.go.label = "Parse" if model.task == "parse" else "Translate"
+        info = text(
+            "page.model_info",
+            lang,
+            task=f"<b>{html.escape(task)}</b>",
+            layers=config.n_layers,
+            heads=config.n_heads,
+            d_model=config.d_model,
+            vocab=config.vocab_size,
+        )
+        self.model_info.object = f"<span class='attn-model-info'>{html.escape(store.checkpoint_name)}<br>{info}</span>"
+        self.go.label = text("page.parse" if parse else "page.translate", lang)
         self.mode.value = "beam"
         if previous is not None and previous.task != model.task:
             self.reference_input.value = ""  # a reference translation is no reference tree
@@ -206,15 +252,14 @@ class Explorer(pn.viewable.Viewer):
     def translate(self) -> None:
         """Decode what the boxes show and redraw the views; on bad input the old views stay."""
         store = self.store
-        text, reference = _typed(self.text_input), _typed(self.reference_input)
+        source, reference = _typed(self.text_input), _typed(self.reference_input)
         started = time.perf_counter()
-        store.param.update(text=text or "", reference=reference or "")
+        store.param.update(text=source or "", reference=reference or "")
         self.go.loading = True
         try:
             if not store.submit():
-                self.status.object = (
-                    f"<span class='attn-run attn-muted'>run {store.run} · last input not decoded</span>"
-                )
+                said = text("status.not_decoded", self.lang, run=store.run)
+                self.status.object = f"<span class='attn-run attn-muted'>{html.escape(said)}</span>"
                 return
             self._update_after_run()
         finally:
@@ -225,10 +270,8 @@ class Explorer(pn.viewable.Viewer):
         store = self.store
         views_ms = 1000 * (time.perf_counter() - started)
         store.timing = dict(store.timing, views_ms=views_ms)
-        self.status.object = (
-            f"<span class='attn-run attn-muted' data-run='{store.run}'>run {store.run} · decoded in "
-            f"{store.timing['decode_ms']:.0f} ms · all views in {views_ms:.0f} ms</span>"
-        )
+        said = text("status.done", self.lang, run=store.run, decode_ms=store.timing["decode_ms"], views_ms=views_ms)
+        self.status.object = f"<span class='attn-run attn-muted' data-run='{store.run}'>{html.escape(said)}</span>"
 
     def _update_after_run(self) -> None:
         self.output.show()
@@ -240,7 +283,7 @@ class Explorer(pn.viewable.Viewer):
     def _on_selection(self, *_events: Any) -> None:
         if self.store.trace is not None:
             self.export.name_files()
-            self._refresh(["head", "grid", "mask", "eq1", "timeline"])
+            self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare"])
 
     def _on_error(self, *_events: Any) -> None:
         self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"
@@ -272,7 +315,7 @@ class Explorer(pn.viewable.Viewer):
         try:
             self._views[name][1]()
         except AttnlabError as error:
-            self.store.error = sentence(str(error))
+            self.store.error = self.store.explain(error)
 
 
 def _typed(widget: pn.widgets.TextAreaInput) -> str:
@@ -293,7 +336,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 def app(argv: list[str] | None = None) -> Explorer:
     """One session's explorer, on the bundled checkpoints plus those given as arguments; the
     path box opens directories under the bundled `checkpoints/`, each `--checkpoint` and each
-    `--checkpoint-root` only (`attnlab.app.roots`).
+    `--checkpoint-root` only (`attnlab.app.roots`). Its language is the request's `?lang=`, else
+    the browser's preferred one, else English (`attnlab.app.explorer.language`).
 
     Decoding runs on `--threads` torch threads (default 1): one sentence's small matrix products
     gain little from more, and on shared cores (a training run beside the app) extra threads
@@ -303,7 +347,8 @@ def app(argv: list[str] | None = None) -> Explorer:
     if torch.get_num_threads() != args.threads:
         torch.set_num_threads(max(1, args.threads))
     roots = CheckpointRoots([BUNDLED, *args.checkpoint_root, *args.checkpoint])
-    explorer = Explorer(find_checkpoints(args.checkpoint, roots=args.checkpoint_root), roots)
+    lang = session_language()  # ?lang=, else the browser's Accept-Language, else English
+    explorer = Explorer(find_checkpoints(args.checkpoint, roots=args.checkpoint_root), roots, lang=lang)
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
         first = given[0] if given else next(iter(explorer.checkpoints))

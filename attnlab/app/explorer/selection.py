@@ -8,6 +8,7 @@ from __future__ import annotations
 import panel as pn
 
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import text
 
 
 class Selection(pn.viewable.Viewer):
@@ -15,18 +16,25 @@ class Selection(pn.viewable.Viewer):
 
     def __init__(self, store: Store) -> None:
         super().__init__()
-        self.kind = pn.widgets.RadioButtonGroup.from_param(store.param.kind, label="kind", width=270)
+        lang = store.lang
+        # the kinds' buttons show the store's names for them ({name: kind}, in the page's language)
+        self.kind = pn.widgets.RadioButtonGroup.from_param(
+            store.param.kind, label=text("selection.kind", lang), width=270
+        )
         self.layer = pn.widgets.Select.from_param(
-            store.param.layer, label="layer", width=80, css_classes=["attn-layer"]
+            store.param.layer, label=text("selection.layer", lang), width=80, css_classes=["attn-layer"]
         )
         self.head = pn.widgets.Select.from_param(
-            store.param.head, label="head", width=80, css_classes=["attn-head-select"]
+            store.param.head, label=text("selection.head", lang), width=80, css_classes=["attn-head-select"]
         )
         self.mask = pn.widgets.Checkbox.from_param(
-            store.param.mask, label="mask overlay", align="end", css_classes=["attn-mask-toggle"]
+            store.param.mask, label=text("selection.mask", lang), align="end", css_classes=["attn-mask-toggle"]
         )
         self.scale = pn.widgets.Checkbox.from_param(
-            store.param.scale_to_max, label="scale to max", align="end", css_classes=["attn-scale-toggle"]
+            store.param.scale_to_max,
+            label=text("selection.scale", lang),
+            align="end",
+            css_classes=["attn-scale-toggle"],
         )
         self.layout = pn.Row(self.kind, self.layer, self.head, self.mask, self.scale)
 

@@ -19,6 +19,7 @@ from typing import Any
 import param
 
 from attnlab.app.checkpoints import BUNDLED, open_model
+from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, kind_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.errors import AttnlabError
@@ -56,11 +57,24 @@ class Store(param.Parameterized):
     notices = param.List(default=[])
     run = param.Integer(default=0, doc="increments each time a new trace is in")
     timing = param.Dict(default={})
+    lang = param.Selector(default=DEFAULT, objects=list(LANGUAGES), doc="the page's language: every view reads it")
 
     def __init__(self, roots: CheckpointRoots | None = None, **params: Any) -> None:
-        """`roots`: the directories this server lets visitors open (default: the bundled ones)."""
+        """`roots`: the directories this server lets visitors open (default: the bundled ones);
+        `lang`: the language of the session's messages and of every view's words."""
         super().__init__(**params)
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
+        self.param.kind.objects = self._kinds(list(self.param.kind.objects))
+
+    def _kinds(self, kinds: list[str]) -> dict[str, str]:
+        """The kinds of attention as the views offer them: {name in the page's language: kind}."""
+        return {kind_name(kind, self.lang): kind for kind in kinds}
+
+    def explain(self, error: AttnlabError, names: dict[str, str] | None = None) -> str:
+        """One of attnlab's errors as this session shows it: no server path in it (those in
+        `names`, {server path: name}, by their name), tidied into a sentence, and in another
+        language than English after a lead line from the catalogue (`i18n.error_message`)."""
+        return error_message(error, self.lang, sentence(self.roots.scrub(str(error), names)))
 
     @property
     def beam_size(self) -> int:
@@ -79,8 +93,9 @@ class Store(param.Parameterized):
         else gets the roots' one refusal, whether it exists or not."""
         try:
             path = self.roots.resolve(request)
-        except AttnlabError as error:
-            self.error = sentence(str(error))
+        except AttnlabError:  # the roots' one refusal, in the page's language
+            roots = ", ".join(f"{root.name}/" for root in self.roots.roots) or "—"
+            self.error = text("error.refused", self.lang, roots=roots)
             return False
         return self.open(path, self.roots.display(path))
 
@@ -92,11 +107,11 @@ class Store(param.Parameterized):
         try:
             model = open_model(path)
         except AttnlabError as error:
-            self.error = sentence(self.roots.scrub(str(error), {str(path): name}))
+            self.error = self.explain(error, {str(path): name})
             return False
         except Exception as error:  # a bug, but the session must survive it
             log.exception("opening %s", path)
-            self.error = f"Cannot open {name}: internal error ({type(error).__name__}); the app is still running."
+            self.error = text("error.open_internal", self.lang, name=name, error=type(error).__name__)
             return False
         defaults = {"translate": (4, 0.6), "parse": (21, 0.3)}.get(model.task, (4, 0.6))
         self.param.update(
@@ -111,38 +126,36 @@ class Store(param.Parameterized):
         What a request may ask for is capped here, not only in the widgets: the text and the
         reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice."""
         if self.model is None:
-            self.error = "no checkpoint is loaded: pick one above"
+            self.error = text("error.no_model", self.lang)
             return False
         notices = self._limits()
-        text, reference = self.text[:MAX_INPUT_CHARS], self.reference[:MAX_INPUT_CHARS]
+        source, reference = self.text[:MAX_INPUT_CHARS], self.reference[:MAX_INPUT_CHARS]
         started = time.perf_counter()
         try:
             model = self.model
             beam = self.beam_size
-            result = model.translate(text, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True)
+            result = model.translate(
+                source, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True
+            )
             decoded = time.perf_counter()
             scored = None
             if reference.strip():
-                scored = model.score(text, reference, record=True, truncate=True)
+                scored = model.score(source, reference, record=True, truncate=True)
         except AttnlabError as error:
-            self.error = sentence(self.roots.scrub(str(error), {self.checkpoint: self.checkpoint_name}))
+            self.error = self.explain(error, {self.checkpoint: self.checkpoint_name})
             return False
         except Exception as error:
-            log.exception("decoding %r", text[:80])
-            self.error = f"Internal error ({type(error).__name__}); the app is still running."
+            log.exception("decoding %r", source[:80])
+            self.error = text("error.internal", self.lang, error=type(error).__name__)
             return False
         if result.truncated:
-            pieces = len(model.tokenizer.encode(text))
-            notices.append(
-                f"The input was truncated: it has {pieces:,} pieces ({len(text):,} characters) and this model "
-                f"reads at most {model.config.max_len - 1}; only the first {len(result.src_tokens) - 1} are used."
-            )
-        missing = unknown_characters(model.tokenizer, text[:5000])
+            pieces, used = len(model.tokenizer.encode(source)), len(result.src_tokens) - 1
+            most = model.config.max_len - 1
+            notices.append(text("notice.truncated", self.lang, pieces=pieces, chars=len(source), most=most, used=used))
+        missing = unknown_characters(model.tokenizer, source[:5000])
         if missing:
             shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")
-            notices.append(
-                f"{len(missing)} character(s) are not in the vocabulary and are spelled as UTF-8 byte pieces: {shown}"
-            )
+            notices.append(text("notice.unknown_characters", self.lang, count=len(missing), characters=shown))
         for done in (result, scored):
             if done is not None and done.trace is not None:  # exports name the model as visitors know it
                 done.trace.model = {**done.trace.model, "checkpoint": self.checkpoint_name}
@@ -162,22 +175,19 @@ class Store(param.Parameterized):
     def _limits(self) -> list[str]:
         """Bring the request within the server's limits; one notice for each thing changed."""
         notices = []
-        for label, value in (("input", self.text), ("reference", self.reference)):
-            if len(value) > MAX_INPUT_CHARS:
-                notices.append(
-                    f"The {label} has {len(value):,} characters; this server reads only the first {MAX_INPUT_CHARS:,}."
-                )
+        if len(self.text) > MAX_INPUT_CHARS:
+            notices.append(text("notice.input_cut", self.lang, chars=len(self.text), most=MAX_INPUT_CHARS))
+        if len(self.reference) > MAX_INPUT_CHARS:
+            notices.append(text("notice.reference_cut", self.lang, chars=len(self.reference), most=MAX_INPUT_CHARS))
         if not self.greedy and not 1 <= self.beam <= MAX_BEAM:
-            notices.append(
-                f"Beam size {self.beam:,} is outside 1–{MAX_BEAM} on this server: decoded with {self.beam_size}."
-            )
+            notices.append(text("notice.beam_cut", self.lang, asked=self.beam, most=MAX_BEAM, used=self.beam_size))
             self.beam = self.beam_size
         return notices
 
     def _set_trace(self, trace: AttentionTrace) -> None:
         kinds = trace.kinds
         kind = self.kind if self.kind in kinds else kinds[0]
-        self.param.kind.objects = kinds
+        self.param.kind.objects = self._kinds(kinds)
         self._set_choices(trace, kind)
         self.param.update(trace=trace, kind=kind)
 

@@ -15,6 +15,7 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.checkpoints import probe_snapshots
 from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -26,9 +27,10 @@ class TimelineTab(pn.viewable.Viewer):
         """`redraw` is called when the step or the probe changes (the page redraws when the tab shows)."""
         super().__init__()
         self.store = store
+        lang = store.lang
         self.note = pn.pane.HTML("", css_classes=["attn-muted"])
-        self.step = pn.widgets.DiscreteSlider(label="training step", options=[0], width=420, visible=False)
-        self.probe = pn.widgets.Select(label="probe sentence", options={}, width=420, visible=False)
+        self.step = pn.widgets.DiscreteSlider(label=text("timeline.step", lang), options=[0], width=420, visible=False)
+        self.probe = pn.widgets.Select(label=text("timeline.probe", lang), options={}, width=420, visible=False)
         self.figures = pn.Column(css_classes=["attn-timeline"])
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
         self._snapshots: dict[int, list[Path]] = {}  # step -> its probe trace files
@@ -43,17 +45,16 @@ class TimelineTab(pn.viewable.Viewer):
         """Find the probe snapshots of the checkpoint just opened and offer its steps and probes."""
         snapshots = probe_snapshots(self.store.checkpoint)
         self._snapshots = {step: files for step, files in snapshots}
+        lang = self.store.lang
         if not snapshots:
-            self.note.object = (
-                "This checkpoint has no probe traces (a training run records them at each checkpoint in "
-                "<code>probes/step_N/</code>; <code>attnlab train --probes K</code>)."
-            )
+            folder, command = "<code>probes/step_N/</code>", "<code>attnlab train --probes K</code>"
+            self.note.object = text("timeline.none", lang, folder=folder, command=command)
             self.step.visible = self.probe.visible = False
             self.figures.objects = []
             return
         steps = [step for step, _ in snapshots]
-        self.note.object = (
-            f"{len(steps)} snapshots (steps {steps[0]:,}–{steps[-1]:,}); the differences are to step {steps[-1]:,}."
+        self.note.object = html.escape(
+            text("timeline.snapshots", lang, count=len(steps), first=steps[0], last=steps[-1])
         )
         self.step.options = steps
         self.step.value = steps[0]
@@ -71,7 +72,7 @@ class TimelineTab(pn.viewable.Viewer):
     def draw(self) -> None:
         if not self._snapshots:
             return
-        store = self.store
+        store, lang = self.store, self.store.lang
         index = self.probe.value or 0
         steps = [s for s in sorted(self._snapshots) if index < len(self._snapshots[s])]  # probe `index` recorded
         step = self.step.value if self.step.value in steps else steps[0]
@@ -85,9 +86,14 @@ class TimelineTab(pn.viewable.Viewer):
             for row in head_stats(self._trace(self._snapshots[s][index])):
                 if (row["kind"], row["layer"]) == (kind, layer):
                     entropy[(s, row["head"])] = row["entropy"]
-        curves = {f"head {h}": [entropy[(s, h)] for s in steps] for h in range(now.n_heads)}
+        curves = {text("timeline.curve", lang, head=h): [entropy[(s, h)] for s in steps] for h in range(now.n_heads)}
+        probe = text("timeline.probe_text", lang, text=str(now.meta.get("text", "")))
+        name = kind_name(kind, lang)
+        title = text(
+            "timeline.title", lang, step=step, head=text("head.short", lang, kind=name, layer=layer, head=head)
+        )
         self.figures.objects = [
-            pn.pane.HTML(f"<span class='attn-muted'>probe: {html.escape(str(now.meta.get('text', '')))}</span>"),
+            pn.pane.HTML(f"<span class='attn-muted'>{html.escape(probe)}</span>"),
             pn.Row(
                 pn.pane.Bokeh(
                     viz.heatmap(
@@ -96,12 +102,16 @@ class TimelineTab(pn.viewable.Viewer):
                         layer,
                         head,
                         mask=store.mask,
-                        title=f"step {step:,} · {kind} L{layer} H{head}",
+                        title=title,
                         name="timeline-heatmap",
                         budget=380,
                     )
                 ),
                 pn.pane.Bokeh(viz.diff_figure(now, final, kind, layer, head, budget=380)),
             ),
-            pn.pane.Bokeh(viz.timeline_curve(steps, curves, current=step, stat=f"entropy ({kind} layer {layer})")),
+            pn.pane.Bokeh(
+                viz.timeline_curve(
+                    steps, curves, current=step, stat=text("timeline.entropy", lang, kind=name, layer=layer)
+                )
+            ),
         ]

@@ -1,0 +1,218 @@
+"""The Compare tab: a second model -- another checkpoint from the picker, or this one with the
+heads chosen in the Head ablation tab switched off -- decodes the same input; both outputs are
+shown with a word diff, and the open kind / layer / head of each side by side with their
+difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`). The second model's maps are
+recorded while it reads the first one's output, so that the two line up cell by cell.
+
+Models of different sizes compare (each shows the heads it has); a translator and a parser, or two
+vocabularies, do not, and the tab says so in one line. The tab decodes when it is drawn after a
+new run (the page draws it only while it is open), when another second model is chosen, and on
+its button; a new head selection only redraws the maps.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.checkpoints import open_model
+from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
+from attnlab.app.explorer.output import CSS
+from attnlab.app.explorer.store import Store, sentence
+from attnlab.app.i18n import error_message, kind_name, kind_title, text
+from attnlab.decode.compare import compare, mismatch
+from attnlab.errors import AttnlabError
+
+log = logging.getLogger("attnlab.explorer")
+
+NONE, ABLATED = "", "\0ablated"  # the picker's values besides checkpoint names (never empty, never hold NUL)
+
+
+class CompareTab(pn.viewable.Viewer):
+    """This model and a second one on the same input: both outputs, and the open head of each."""
+
+    def __init__(self, store: Store, checkpoints: dict[str, str], ablated: Callable[[], list[str]] = list) -> None:
+        """`checkpoints`: the page's picker ({name: server path}, read again at each draw, so
+        that directories opened by path are offered too); `ablated`: the head labels chosen in
+        the Head ablation tab."""
+        super().__init__()
+        self.store, self.checkpoints, self.ablated = store, checkpoints, ablated
+        lang = self.lang
+        self.second = pn.widgets.Select(
+            label=text("compare.second", lang), options=self._options(), width=420, css_classes=["attn-compare-second"]
+        )
+        self.go = pn.widgets.Button(
+            label=text("compare.go", lang), width=110, align="end", css_classes=["attn-compare-go"]
+        )
+        self.notice = pn.pane.Alert(
+            "", alert_type="warning", visible=False, width=900, css_classes=["attn-compare-notice"]
+        )
+        self.outputs = pn.pane.HTML("", width=900, stylesheets=[CSS], css_classes=["attn-compare-outputs"])
+        self.panes = [pn.pane.Bokeh(None, css_classes=[f"attn-compare-{role}"]) for role in ("first", "second", "diff")]
+        self.layout = pn.Column(pn.Row(self.second, self.go), self.notice, self.outputs, pn.FlexBox(*self.panes))
+        self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
+        self.names = ("A", "B")
+        self._key: tuple | None = None  # (run, second model, ablated heads) the comparison was made for
+        self._say(text("compare.hint", lang), hint=True)
+        self.second.param.watch(lambda _event: self.draw(), "value")
+        self.go.on_click(lambda _event: self.draw(again=True))
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    @property
+    def lang(self) -> str:
+        """The page's language (the store's)."""
+        return self.store.lang
+
+    @property
+    def title(self) -> str:
+        return text("compare.tab", self.lang)
+
+    # -- drawing ------------------------------------------------------------------------------------
+    def draw(self, again: bool = False) -> None:
+        """Compare on the store's last run (decoding again only when the run, the second model or
+        its ablated heads changed, or `again`), then draw the open head of both."""
+        self._sync_options()
+        store, choice = self.store, self.second.value
+        if store.result is None or store.model is None:
+            return
+        if not choice:
+            self._clear(text("compare.hint", self.lang), hint=True)
+            return
+        labels = tuple(self.ablated()) if choice == ABLATED else ()
+        key = (store.run, choice, labels)
+        if again or key != self._key:
+            self._key = key
+            self._compare(choice, labels)
+        if self.comparison is not None:
+            self._draw_maps()
+
+    def _compare(self, choice: str, labels: tuple[str, ...]) -> None:
+        store, lang = self.store, self.lang
+        first_name = store.checkpoint_name
+        if choice == ABLATED:
+            if not labels:
+                self._clear(text("compare.no_heads", lang))
+                return
+            second, second_name, heads_off = store.model, first_name, ablated_heads(list(labels))
+            names = (text("compare.all_heads", lang), text("compare.heads_off", lang, n=len(labels)))
+        else:
+            path = self.checkpoints.get(choice)
+            if path is None:  # not a picker entry (a crafted request): nothing to open
+                self._clear(text("compare.hint", lang))
+                return
+            try:
+                second = open_model(path)
+            except AttnlabError as error:
+                reason = error_message(error, lang, sentence(store.roots.scrub(str(error), {path: choice})))
+                self._clear(text("compare.cannot_open", lang, name=choice, reason=reason))
+                return
+            except Exception as error:  # a bug, but the session must survive it
+                log.exception("opening %s to compare", path)
+                self._clear(text("compare.internal", lang, error=type(error).__name__))
+                return
+            why = mismatch(store.model, second)
+            if why:
+                a, b = store.model.task, second.task
+                message = text(
+                    "compare.other_task" if why == "task" else "compare.other_vocabulary",
+                    lang,
+                    first=first_name,
+                    second=choice,
+                    a=a,
+                    b=b,
+                )
+                self._clear(message)
+                return
+            second_name, heads_off, names = choice, {}, ("A", "B")
+        try:
+            self.comparison = compare(
+                store.model,
+                second,
+                store.result.source,
+                beam=store.beam_size,
+                heads_off=heads_off,
+                alpha=float(store.alpha),
+            )
+        except AttnlabError as error:
+            names = {store.checkpoint: first_name} | ({} if choice == ABLATED else {self.checkpoints[choice]: choice})
+            self._clear(error_message(error, lang, sentence(store.roots.scrub(str(error), names))))
+            return
+        except Exception as error:
+            log.exception("comparing on %r", store.result.source[:80])
+            self._clear(text("compare.internal", lang, error=type(error).__name__))
+            return
+        self.names = names
+        self.notice.visible = False
+        self.outputs.object = self._html(first_name, second_name)
+
+    def _html(self, first_name: str, second_name: str) -> str:
+        c, (a, b), lang = self.comparison, self.names, self.lang
+        verdict = text("compare.same", lang) if c.same_output else text("compare.different", lang, first=a, second=b)
+        return (
+            f"<div class='attn-compare-result' data-run='{self.store.run}'>"
+            f"<div class='attn-muted'>{html.escape(a)} · {html.escape(first_name)}</div>"
+            f"<div class='attn-output attn-compare-first-text'>{html.escape(c.first.text)}</div>"
+            f"<div class='attn-muted'>{html.escape(b)} · {html.escape(second_name)}</div>"
+            f"<div class='attn-output attn-compare-second-text'>{viz.word_diff(c.first.text, c.second.text)}</div>"
+            f"<div class='attn-muted'>{html.escape(verdict)} "
+            f"{html.escape(text('compare.read_on', lang, first=a, second=b))}</div></div>"
+        )
+
+    def _draw_maps(self) -> None:
+        store, c = self.store, self.comparison
+        lang = self.lang
+        words = {  # viz.compare_figures' templates, and the kind, in the page's language
+            "title": text("compare.map_title", lang),
+            "diff_title": text("compare.diff_title", lang),
+            "missing": text("compare.missing", lang),
+            "sizes": text("compare.sizes", lang),
+            "pieces": text("compare.pieces", lang),
+            "kind": kind_name(store.kind, lang),
+            "kind_title": kind_title(store.kind, lang),
+        }
+        figures = viz.compare_figures(
+            c.first.trace,
+            c.second_on_first.trace,
+            store.kind,
+            store.layer,
+            store.head,
+            names=self.names,
+            mask=store.mask,
+            vmax=store.vmax,
+            words=words,
+        )
+        for pane, figure in zip(self.panes, figures, strict=True):
+            pane.object = figure
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _options(self) -> dict[str, str]:
+        """{label: value}: none yet, this model with heads off, then every checkpoint by name."""
+        lang = self.lang
+        return {text("compare.pick", lang): NONE, text("compare.ablated", lang): ABLATED} | {
+            name: name for name in self.checkpoints
+        }
+
+    def _sync_options(self) -> None:
+        options = self._options()
+        if options != self.second.options:
+            self.second.options = options
+
+    def _say(self, message: str, hint: bool = False) -> None:
+        self.notice.object = f"<span class='attn-compare-notice-text'>{html.escape(message)}</span>"
+        self.notice.alert_type = "info" if hint else "warning"
+        self.notice.visible = bool(message)
+
+    def _clear(self, message: str, hint: bool = False) -> None:
+        """No comparison to show: say why in one line, and draw no stale maps."""
+        self.comparison = None
+        self.outputs.object = ""
+        for pane in self.panes:
+            pane.object = None
+        self._say(message, hint)

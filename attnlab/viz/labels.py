@@ -1,0 +1,101 @@
+"""Pieces as text on a screen: how wide they are (a CJK character takes two columns), where they
+may be cut (never inside a character and its combining marks, a surrogate pair or an emoji
+sequence), and how they are wrapped so that right-to-left pieces and lone combining marks do not
+disturb the labels around them. Every view labels tokens through `piece_label`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+ELLIPSIS = "…"
+FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
+DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
+LABEL_WIDTH = 14  # columns a label may take on an axis before it is cut
+
+
+def _joins_previous(char: str, previous: str) -> bool:
+    """Whether `char` belongs to the cluster `previous` ends (a simplified UAX #29)."""
+    code = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Mc", "Me")  # combining marks
+        or char == "\u200d"  # zero-width joiner
+        or previous == "\u200d"  # ... and the character it joins
+        or 0xFE00 <= code <= 0xFE0F  # variation selectors
+        or 0xE0100 <= code <= 0xE01EF
+        or 0x1F3FB <= code <= 0x1F3FF  # skin-tone modifiers
+        or 0xE0020 <= code <= 0xE007F  # emoji tag characters
+        or 0x1160 <= code <= 0x11FF  # conjoining Hangul vowels and final consonants
+        or (0xDC00 <= code <= 0xDFFF and 0xD800 <= ord(previous) <= 0xDBFF)  # a pair of lone surrogates
+    )
+
+
+def clusters(text: str) -> list[str]:
+    """`text` split into what a reader sees as one character: a base with its combining marks,
+    an emoji sequence, a surrogate pair (from text decoded with `surrogatepass`), a flag."""
+    out: list[str] = []
+    for char in text:
+        if out and _joins_previous(char, out[-1][-1]):
+            out[-1] += char
+        elif out and _is_flag_half(char) and len(out[-1]) == 1 and _is_flag_half(out[-1]):
+            out[-1] += char  # two regional indicators make one flag
+        else:
+            out.append(char)
+    return out
+
+
+def _is_flag_half(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def cluster_width(cluster: str) -> int:
+    """Columns one cluster takes: 2 for wide and full-width (CJK, kana, hangul, most emoji),
+    0 for a cluster of invisible characters only, else 1."""
+    if all(unicodedata.category(c) in ("Mn", "Me", "Cf") for c in cluster):
+        return 0
+    base = next(c for c in cluster if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    return 2 if unicodedata.east_asian_width(base) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """Columns `text` takes in a monospaced terminal (and, roughly, in ems × 2 in a proportional font)."""
+    return sum(cluster_width(c) for c in clusters(text))
+
+
+def short_label(label: str, width: int = LABEL_WIDTH) -> str:
+    """`label` cut to `width` columns with an ellipsis, only between clusters."""
+    if display_width(label) <= width:
+        return label
+    kept, used = [], 0
+    for cluster in clusters(label):
+        used += cluster_width(cluster)
+        if used > width - 1:  # one column for the ellipsis
+            break
+        kept.append(cluster)
+    return "".join(kept) + ELLIPSIS
+
+
+def _valid(text: str) -> str:
+    """Surrogates (text decoded with `surrogatepass`/`surrogateescape`) as what a page can hold:
+    a pair as the character it encodes, a lone one as U+FFFD."""
+    if not any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def is_rtl(text: str) -> bool:
+    """Whether `text` holds a right-to-left letter (Hebrew, Arabic, Syriac, Thaana, N'Ko, ...)."""
+    return any(unicodedata.bidirectional(c) in ("R", "AL") for c in text)
+
+
+def piece_label(label: str, width: int | None = LABEL_WIDTH, *, isolate: bool = True) -> str:
+    """A piece as a view shows it: cut to `width` columns (None: whole, e.g. for a tooltip),
+    surrogates made valid, a lone leading combining mark shown on a dotted circle, and a right-to-left piece wrapped in
+    FSI … PDI so that it is laid out in its own direction and cannot reorder what a view puts
+    next to it (" (3)" in a tooltip, the ellipsis). `isolate=False` for text drawn alone by a
+    layout engine that finds each string's direction itself (Pillow with raqm)."""
+    text = _valid(label)
+    text = text if width is None else short_label(text, width)
+    if text and unicodedata.category(text[0]) in ("Mn", "Mc", "Me"):
+        text = DOTTED_CIRCLE + text
+    return FSI + text + PDI if isolate and is_rtl(text) else text

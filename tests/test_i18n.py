@@ -1,0 +1,433 @@
+"""The explorer and the widgets in English, Spanish and Chinese: one catalogue (`attnlab.app.i18n`).
+
+Three kinds of checks:
+- the catalogue itself: every entry in every language, non-empty, with the same `{fields}`;
+- the source (ast): every `text("key", ...)` names an entry (and every entry is used), and no
+  user-visible string literal is written in the explorer's or the widgets' code instead of coming
+  from the catalogue. The scanner is tried on synthetic code too, so that it is seen to fail;
+- the running screens: the explorer (in Python, on a random tiny model) and the widgets built in
+  Spanish and Chinese show no English word of the catalogue, and attnlab's errors reach them
+  with a lead line in their language.
+
+The explorer in a real browser (the switch, `?lang=`, Accept-Language) is tests/test_i18n_browser.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import inspect
+import re
+import string
+from pathlib import Path
+
+import pytest
+from test_notebooks import make_checkpoints
+
+from attnlab.app import i18n
+from attnlab.app.i18n import LANGUAGES, MESSAGES, error_message, language, text
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "attnlab" / "app"
+SCREENS = sorted((APP / "explorer").glob("*.py")) + [APP / "widgets.py", APP / "notebook.py"]
+
+
+def fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+# -- the catalogue ---------------------------------------------------------------------------------------
+def test_every_entry_has_every_language_with_the_same_fields() -> None:
+    assert set(LANGUAGES) == {"en", "es", "zh"} and len(MESSAGES) > 100
+    for key, entry in MESSAGES.items():
+        assert set(entry) == set(LANGUAGES), f"{key}: has {sorted(entry)}, not {sorted(LANGUAGES)}"
+        for lang, template in entry.items():
+            assert template.strip() == template and template, f"{key} [{lang}] is empty or padded"
+            assert fields(template) == fields(entry["en"]), f"{key} [{lang}]: fields {fields(template)} ≠ English's"
+            text(key, lang, **dict.fromkeys(fields(template), 1))  # formats (1 fits every spec: ',', '.3f', '+g')
+
+
+def test_the_spanish_and_chinese_entries_are_written_in_their_language() -> None:
+    """Not English copied over: a Chinese entry with words has Chinese characters, and most Spanish
+    entries differ from the English ones (the same ones are symbols, units, format names)."""
+    for key, entry in MESSAGES.items():
+        words = re.sub(r"\{[^}]*\}", "", entry["en"])
+        if re.search(r"[^\W\d_]{3,}", words) and not re.fullmatch(r"[A-Z]{2,5}|log P", words.strip()):
+            assert re.search(r"[\u4e00-\u9fff]", entry["zh"]), f"{key} [zh] has no Chinese: {entry['zh']!r}"
+    same = [k for k, e in MESSAGES.items() if e["es"] == e["en"]]
+    assert len(same) < 12, same
+
+
+def test_text_fills_fields_and_falls_back_to_english() -> None:
+    assert text("status.done", "es", run=3, decode_ms=12.4, views_ms=40) == (
+        "ejecución 3 · decodificado en 12 ms · todas las vistas en 40 ms"
+    )
+    assert text("page.translate", "zh") == "翻译" and text("page.translate", "fr") == "Translate"
+    assert i18n.kind_name("cross", "es") == "cruzada" and i18n.kind_title("decoder", "zh") == "解码器自注意力（带掩码）"
+
+
+@pytest.mark.parametrize(
+    ("requested", "accept", "chosen"),
+    [
+        ("es", "zh-CN,zh;q=0.9", "es"),  # ?lang= wins over the browser
+        ("ZH", None, "zh"),
+        ("es-MX", None, "es"),
+        ("fr", "zh-CN,zh;q=0.9,en;q=0.8", "zh"),  # a ?lang= we do not have: the browser decides
+        (None, "fr-FR,fr;q=0.9,es;q=0.8,en;q=0.7", "es"),  # the first language we have, in order
+        (None, "en;q=0.5,zh;q=0.9", "zh"),  # by quality, not by position
+        (None, "zh-TW", "zh"),
+        (None, "es;q=0,en", "en"),  # q=0: not wanted
+        (None, "es;q=abc,zh", "zh"),  # a broken quality counts as not wanted
+        (None, "de-DE,de;q=0.9", "en"),
+        (None, "*", "en"),
+        (None, "", "en"),
+        (None, None, "en"),
+    ],
+)
+def test_language_ranking(requested: str | None, accept: str | None, chosen: str) -> None:
+    assert language(requested, accept) == chosen
+
+
+def test_errors_keep_their_detail_and_get_a_lead_line_in_other_languages() -> None:
+    empty = ModelInputError("the input is empty")
+    assert error_message(empty, "en") == "the input is empty"  # English: the library's message, as it is
+    assert error_message(empty, "es") == "El modelo no puede leer esta entrada. Detalle (en inglés): the input is empty"
+    assert error_message(empty, "zh") == "模型无法读取此输入。详细信息（英文）：the input is empty"
+    leads = {
+        error_message(kind("x"), lang).split("x")[0]
+        for kind in (ModelInputError, CheckpointError, DataError, ConfigError, AttnlabError)
+        for lang in ("es", "zh")
+    }
+    assert len(leads) == 10  # one lead per class and language
+
+
+def test_the_refusal_says_what_the_roots_say(tmp_path: Path) -> None:
+    """The explorer writes the path refusal from the catalogue (so that it is translated); in
+    English it is the sentence `CheckpointRoots.refusal` makes, word for word."""
+    from attnlab.app.explorer.store import Store, sentence
+    from attnlab.app.roots import CheckpointRoots
+
+    (tmp_path / "runs").mkdir()
+    roots = CheckpointRoots([tmp_path / "runs"])
+    for lang in LANGUAGES:
+        store = Store(roots=roots, lang=lang)
+        assert not store.open_request("/etc")
+        assert store.error == text("error.refused", lang, roots="runs/")
+    assert Store(roots=roots).error == "" and text("error.refused", "en", roots="runs/") == sentence(roots.refusal)
+
+
+# -- the source ---------------------------------------------------------------------------------------------
+def catalogue_calls(tree: ast.AST) -> list[tuple[int, list[str] | None]]:
+    """(line, the keys it may name) of every `text(...)` / `i18n.text(...)` call; None for a key
+    that is not written out (an f-string, a variable), which no test can check."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id == "text") or (
+            isinstance(func, ast.Attribute) and func.attr == "text" and getattr(func.value, "id", "") == "i18n"
+        ):
+            found.append((node.lineno, literal_keys(node.args[0])))
+    return found
+
+
+def literal_keys(node: ast.AST) -> list[str] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        body, orelse = literal_keys(node.body), literal_keys(node.orelse)
+        return None if body is None or orelse is None else body + orelse
+    return None
+
+
+def app_sources() -> dict[str, str]:
+    files = sorted(APP.rglob("*.py")) + sorted((ROOT / "apps").glob("*.py"))
+    return {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8") for path in files}
+
+
+def test_every_key_used_exists_and_every_entry_is_used() -> None:
+    used, problems = set(), []
+    for name, source in app_sources().items():
+        for line, keys in catalogue_calls(ast.parse(source)):
+            if keys is None:
+                problems.append(f"{name}:{line}: the key is not written out, so it cannot be checked")
+                continue
+            used.update(keys)
+            problems += [f"{name}:{line}: no entry {key!r}" for key in keys if key not in MESSAGES]
+    assert problems == []
+    assert sorted(set(MESSAGES) - used) == [], "entries no screen uses"
+
+
+SHOWN_KEYWORDS = {"label", "name", "placeholder", "title", "description", "tooltip", "tooltips", "stat", "options"}
+SHOWN_ATTRIBUTES = {"object", "value", "label", "name", "placeholder", "title", "description", "error", "options"}
+TEXT_PANES = {"Markdown", "HTML", "Alert", "Str", "Label", "HTMLMath"}  # Panel panes, ipywidgets: first argument shown
+SAYING_LISTS = {"notices", "notes"}  # lists of sentences a screen shows
+VALUES = {"beam", "greedy"}  # literals that are an option's value, not words
+NAMES = {"attnlab"}  # the project's name reads the same in every language
+
+
+def words(node: ast.AST) -> str:
+    """The words a literal (a string, an f-string, or strings in a list, tuple, dict or condition)
+    shows a reader: markup, `{fields}` and symbols removed; '' when it shows none. What a call
+    returns (e.g. `text(...)`) or a variable holds is no literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return "" if node.value in VALUES else words_of(node.value)
+    if isinstance(node, ast.JoinedStr):  # an f-string: its fields are not its words
+        return words_of("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+    if isinstance(node, ast.IfExp):
+        parts = [node.body, node.orelse]
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        parts = node.elts
+    elif isinstance(node, ast.Dict):
+        parts = [k for k in node.keys if k is not None]  # a dict's keys are its labels ({label: value})
+    else:
+        return ""
+    return " ".join(w for w in map(words, parts) if w)
+
+
+def words_of(literal: str) -> str:
+    if re.fullmatch(r"[a-z0-9]+(?:[-_][a-z0-9]+)+", literal):  # an identifier ("timeline-heatmap"), not words
+        return ""
+    plain = re.sub(r"<code>.*?</code>|<[^>]*>|&\w+;|\{[^}]*\}", " ", literal)  # code reads the same everywhere
+    return " ".join(w for w in re.findall(r"[^\W\d_]{2,}", plain) if w not in NAMES)
+
+
+def shown_literals(source: str) -> list[tuple[int, str]]:
+    """(line, words) of each string literal in `source` that a reader would see: passed as a
+    label / name / placeholder / title / description, given to a text pane, assigned to what a
+    widget shows, raised as an error, appended to notices, or written into HTML."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: list[tuple[int, str]] = []
+
+    def flag(node: ast.AST) -> None:
+        said = words(node)
+        if said:
+            found.append((node.lineno, said))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            for keyword in node.keywords:
+                if keyword.arg in SHOWN_KEYWORDS:
+                    flag(keyword.value)
+            if called in TEXT_PANES and node.args:
+                flag(node.args[0])
+            if called.endswith("Error") and node.args:
+                flag(node.args[0])
+            if called == "Tabs":
+                for arg in node.args:
+                    if isinstance(arg, ast.Tuple) and arg.elts:
+                        flag(arg.elts[0])
+            if called == "append" and isinstance(func, ast.Attribute) and node.args:
+                owner = func.value
+                if getattr(owner, "attr", getattr(owner, "id", "")) in SAYING_LISTS:
+                    flag(node.args[0])
+        elif isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Attribute) and t.attr in SHOWN_ATTRIBUTES for t in node.targets):
+                flag(node.value)
+        elif isinstance(node, (ast.JoinedStr, ast.Constant)) and id(node) not in docstrings:
+            parts = [node] if isinstance(node, ast.Constant) else node.values
+            literal = "".join(
+                v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in parts
+            )
+            if re.search(r"<[a-z/][^>]*>", literal):  # HTML: its text is shown
+                flag(node)
+    return sorted(dict(found).items())  # one finding per line
+
+
+def test_no_user_visible_string_is_written_outside_the_catalogue() -> None:
+    found = {
+        f"{path.relative_to(ROOT)}:{line}": said
+        for path in SCREENS
+        for line, said in shown_literals(path.read_text(encoding="utf-8"))
+    }
+    assert found == {}, "user-visible words that do not come from attnlab.app.i18n"
+
+
+def test_the_scanner_finds_each_kind_of_stray_word() -> None:
+    stray = '''
+import panel as pn
+def build(store, lang):
+    """A docstring with <b>HTML</b> is no label."""
+    select = pn.widgets.Select(label="Checkpoint", options={"beam": "beam"})
+    tabs = pn.Tabs(("Heads", None), (text("tab.equation", lang), None))
+    note = pn.pane.HTML("<b>Export</b>")
+    store.error = "Give a directory to open."
+    store.notices.append(f"The input has {n} characters")
+    status.object = f"<span class='attn-run'>run {run} · decoded</span>"
+    raise AttnlabError(f"{caller}() takes a checkpoint")
+    fine = pn.widgets.Button(label=text("page.open", lang), css_classes=["attn-go"], align="end")
+    fine.object = f"<span class='attn-caption'>{html.escape(caption)}</span>"
+    fine.value = "beam"
+'''
+    lines = [line for line, _ in shown_literals(stray)]
+    assert lines == [5, 6, 7, 8, 9, 10, 11], shown_literals(stray)
+    keys = catalogue_calls(ast.parse("text('page.open', lang)\ntext(f'compare.{key}', lang)\ntext('a' if x else 'b')"))
+    assert keys == [(1, ["page.open"]), (2, None), (3, ["a", "b"])]
+
+
+# -- the screens, built ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: one thread is faster than two busy ones
+    yield make_checkpoints(tmp_path_factory.mktemp("i18n"))
+    torch.set_num_threads(threads)
+
+
+def from_catalogue(shown: str, lang: str) -> bool:
+    """Whether `shown` is one of the catalogue's entries in `lang`, its fields filled in somehow."""
+    for entry in MESSAGES.values():
+        pattern = "".join(
+            re.escape(literal) + ("" if name is None else ".+?")
+            for literal, name, _, _ in string.Formatter().parse(entry[lang])
+        )
+        if re.fullmatch(pattern, shown, flags=re.S):
+            return True
+    return False
+
+
+def english_words(lang: str) -> set[str]:
+    """Every English catalogue text (without fields) that reads differently in `lang`."""
+    return {e["en"] for e in MESSAGES.values() if e[lang] != e["en"] and not fields(e["en"])}
+
+
+def panel_texts(explorer: object) -> list[str]:
+    """What the explorer's widgets and panes show: names, labels, placeholders, option labels, tab
+    titles, and the text of every HTML pane (markup removed, split at line breaks)."""
+    import panel as pn
+
+    texts = list(explorer.tabs._names)
+    for widget in explorer.layout.select(pn.widgets.Widget):
+        texts += [str(getattr(widget, a, "") or "") for a in ("name", "label", "placeholder")]
+        options = getattr(widget, "options", None)
+        if isinstance(options, dict):
+            texts += list(options)
+    for pane in explorer.layout.select(pn.pane.HTML):
+        texts += re.split(r"<br>|</div>|</p>|</summary>|</th>", str(pane.object or ""))
+    return [re.sub(r"<[^>]*>", "", t).strip() for t in texts]
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_explorer_speaks_the_language_it_was_built_in(paths: dict[str, Path], lang: str) -> None:
+    from attnlab.app.explorer import Explorer
+
+    explorer = Explorer({"tiny": str(paths["translate"])}, lang=lang)
+    assert explorer.lang == explorer.store.lang == lang and explorer.language.value == lang
+    explorer.open_listed("tiny")  # outside a server session: decodes and draws at once
+    assert explorer.store.trace is not None and not explorer.store.error
+    explorer.ablation.add_open_head()
+    explorer.ablation.ablate()
+    shown = panel_texts(explorer)
+    for key in ("page.checkpoint", "page.source", "page.open", "tab.heads", "tab.ablation", "export.title"):
+        assert text(key, lang) in shown, key
+    store, model = explorer.store, explorer.store.model
+    config = model.config
+    said = text("status.done", lang, run=1, decode_ms=0, views_ms=0).split("0 ms")[0]  # up to the timings
+    assert said in explorer.status.object and said.startswith(("ejecución 1 · ", "第 1 次运行 · "))
+    task = f"<b>{text('task.translate', lang)}</b>"
+    info = text(
+        "page.model_info",
+        lang,
+        task=task,
+        layers=2,
+        heads=config.n_heads,
+        d_model=config.d_model,
+        vocab=config.vocab_size,
+    )
+    assert info in explorer.model_info.object and config.n_layers == 2
+    q, k = store.trace.attention(store.kind, store.layer).shape[1:]
+    kind = i18n.kind_name(store.kind, lang)
+    caption = text(
+        "heads.caption",
+        lang,
+        kind=kind,
+        layer=store.layer,
+        head=0,
+        size=f"{q}×{k}",
+        mask=text("heads.on", lang),
+        scale="0..1",
+    )
+    assert html.escape(caption) in explorer.heads.caption.object
+    decoding = text("decoding.settings", lang, beam=4, alpha=0.6)
+    hypotheses = text("output.hypotheses", lang, count=len(store.result.hypotheses), decoding=decoding)
+    assert text("output.translation", lang) in explorer.output.text.object and hypotheses in explorer.output.text.object
+    effect = explorer.ablation.effect.objects[0].object
+    assert any(
+        text("ablation.verdict", lang, count=1, verdict=f"<b>{text(v, lang)}</b>") in effect
+        for v in ("ablation.changed", "ablation.unchanged")
+    )
+    folder, command = "<code>probes/step_N/</code>", "<code>attnlab train --probes K</code>"
+    assert explorer.timeline.note.object == text("timeline.none", lang, folder=folder, command=command)
+    english = english_words(lang)
+    assert sorted(t for t in shown if t in english) == [], "English words on a page in another language"
+    import panel as pn
+
+    widgets = explorer.layout.select(pn.widgets.Widget)
+    labels = {str(getattr(w, a)) for w in widgets for a in ("name", "label", "placeholder") if getattr(w, a, None)}
+    assert {t for t in labels if not from_catalogue(t, lang)} == set(), "widget labels not from the catalogue"
+    helps = {w.description for w in widgets if getattr(w, "description", None)}
+    assert {h for h in helps if not from_catalogue(h, lang)} == set(), "help texts (tooltips) not from the catalogue"
+    assert text("page.beam_help", lang, most=32) in helps
+
+    explorer.text_input.value = "  "
+    explorer.translate()
+    assert explorer.store.error.startswith(text("error.input", lang))
+    assert explorer.store.error.endswith("The input is empty.")  # the library's detail follows, in English
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
+    from attnlab import widgets
+
+    explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2, lang=lang)
+    view = explorer.view
+    assert explorer.button.description == text("page.translate", lang)
+    assert explorer.beam.description == text("widgets.beam", lang)
+    assert view.mask.description == text("widgets.hatch", lang) and view.scale.description == text(
+        "widgets.scale", lang
+    )
+    assert view.picker.layer.description == text("selection.layer", lang)
+    assert [label for label, _ in view.picker.kind.options] == [i18n.kind_name(k, lang) for k in view.trace.kinds]
+    assert view.picker.kind.tooltips[0] == i18n.kind_title(view.trace.kinds[0], lang)
+    result = explorer.result
+    pieces = text("widgets.pieces", lang, source=len(result.src_tokens), output=len(result.tokens))
+    assert pieces in html.unescape(explorer.status.value)
+    best = result.hypotheses[0]
+    score = text("widgets.score", lang, score=best.score, logprob=best.logprob, count=len(best.tokens))
+    which = text("widgets.hypothesis", lang, rank=1, count=len(result.hypotheses), score=score)
+    assert html.escape(which) in explorer.output.value
+    assert explorer.run("   ") is None
+    assert explorer.errors.message.startswith(text("error.input", lang))
+    assert f"<b>{text('widgets.error', lang)}</b>" in explorer.errors.value
+    compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
+    assert compared.names == (text("widgets.all_heads", lang), text("widgets.heads_off", lang))
+    assert compared.button.description == text("widgets.compare", lang)
+    kind, layer, head = compared.picker.value
+    names = {"kind": i18n.kind_name(kind, lang), "kind_title": i18n.kind_title(kind, lang)}
+    title = text("compare.map_title", lang, name=compared.names[0], layer=layer, head=head, **names)
+    assert compared.figures["first"].title.text == title
+    with pytest.raises(AttnlabError, match=re.escape(text("widgets.not_a_model", lang, caller="explore", got="int"))):
+        widgets.explore(42, lang=lang)
+
+
+def test_every_public_widget_takes_lang_english_by_default() -> None:
+    from attnlab.app import widgets
+
+    wordless = {"plot", "setup"}  # they show a figure, or load BokehJS: no words of their own
+    for name in sorted(set(widgets.__all__) - wordless):
+        parameter = inspect.signature(getattr(widgets, name)).parameters.get("lang")
+        assert parameter is not None and parameter.default == "en", f"{name}() takes no lang='en'"
