@@ -2,7 +2,7 @@
 
 The kernel is this interpreter (the project's virtual environment), declared in a kernelspec
 written to a temporary directory, so no user-wide kernel is involved. Notebooks read their models
-from $ATTNLAB_TRANSLATOR / $ATTNLAB_PARSER: the bundled checkpoints when they exist, otherwise
+from $ATTNLAB_TRANSLATOR / $ATTNLAB_PARSER / $ATTNLAB_RESTRICTED: the bundled checkpoints when they exist, otherwise
 random-weight tiny fixtures built here (notebooks never assert quality, only that they run).
 Notebooks that train or evaluate take small settings from $ATTNLAB_NB_* so the file stays quick
 on two cores. Executed copies are written to test-artifacts/notebooks/ for inspection.
@@ -32,6 +32,7 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 BUNDLED = {
     "ATTNLAB_TRANSLATOR": ROOT / "checkpoints" / "multi30k-en-de",
     "ATTNLAB_PARSER": ROOT / "checkpoints" / "wsj-parser",
+    "ATTNLAB_RESTRICTED": ROOT / "checkpoints" / "multi30k-en-de-r3",
 }
 SMALL = {  # what the notebooks' knobs default to is for a reader; the test needs only that they run
     "ATTNLAB_NB_SENTENCES": "6",
@@ -72,23 +73,26 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     base.mkdir(parents=True, exist_ok=True)
     symbols = ["XX", *(f"{side}{label}" for label in LABELS for side in "()")]
     tokenizer = train_tokenizer(sentences, base / "spm", 420, 1, symbols)
-    paths = {"translate": base / "tiny-translator", "parse": base / "tiny-parser"}
-    for seed, (task, path) in enumerate(paths.items(), 1):
+    paths = {"translate": base / "tiny-translator", "parse": base / "tiny-parser", "restricted": base / "tiny-r3"}
+    for seed, (name, path) in enumerate(paths.items(), 1):
         torch.manual_seed(seed)
-        config = preset("tiny", vocab_size=tokenizer.get_piece_size(), max_len=48)
+        window = 3 if name == "restricted" else None
+        config = preset("tiny", vocab_size=tokenizer.get_piece_size(), max_len=48, attn_window=window)
+        task = "parse" if name == "parse" else "translate"
         save_checkpoint(path, Transformer(config), base / "spm.model", meta={"task": task})
     return paths
 
 
 def model_env(base: Path) -> dict[str, str]:
-    """ATTNLAB_TRANSLATOR / ATTNLAB_PARSER: as set by the caller, else the bundled checkpoints when
-    they exist, else random-weight fixtures built under `base`."""
+    """ATTNLAB_TRANSLATOR / ATTNLAB_PARSER / ATTNLAB_RESTRICTED: as set by the caller, else the
+    bundled checkpoints when they exist, else random-weight fixtures built under `base`."""
     env = {name: str(path) for name, path in BUNDLED.items() if (path / "manifest.json").is_file()}
     env.update({name: os.environ[name] for name in BUNDLED if os.environ.get(name)})
     if len(env) < len(BUNDLED):
         fixtures = make_checkpoints(base)
         env.setdefault("ATTNLAB_TRANSLATOR", str(fixtures["translate"]))
         env.setdefault("ATTNLAB_PARSER", str(fixtures["parse"]))
+        env.setdefault("ATTNLAB_RESTRICTED", str(fixtures["restricted"]))
     return env
 
 
@@ -130,9 +134,9 @@ def notebook_names() -> list[str]:
     return sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
 
 
-def test_there_are_five_notebooks_and_two_translations() -> None:
+def test_there_are_six_notebooks_and_two_translations() -> None:
     names = notebook_names()
-    assert [name[:3] for name in names if name not in TRANSLATIONS] == ["01_", "02_", "03_", "04_", "05_"]
+    assert [name[:3] for name in names if name not in TRANSLATIONS] == ["01_", "02_", "03_", "04_", "05_", "06_"]
     assert sorted(set(names) & set(TRANSLATIONS)) == sorted(TRANSLATIONS)
 
 
