@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,3 +234,46 @@ def test_sessions_do_not_share_state(models: dict[str, Path]) -> None:
     assert first.trace.meta["text"] == "the dog runs ." and second.trace.meta["text"] == "a girl sits ."
     assert second.beam == 4 and second.notices == [] and first.notices
     assert not second.open_request("/etc") and not first.error
+
+
+# -- the picker's names: what a config says, never more, in every language -----------------------------------
+def test_picker_names_show_only_codes_corpora_and_catalogue_words(tmp_path: Path) -> None:
+    """`describe` reads a config.json anyone may have written: a name shows the catalogue's words
+    (in the page's language), language codes and known corpora, and nothing else the config holds."""
+    import json
+
+    from attnlab.app.checkpoints import describe, find_checkpoints
+    from attnlab.app.i18n import LANGUAGES, text
+
+    hostile = "/home/someone/.ssh/id_rsa"
+    configs = {
+        "a-path-as-language": {"task": "translate", "src_lang": hostile, "tgt_lang": "de"},
+        "markup-as-language": {"task": "translate", "src_lang": "en", "tgt_lang": "<img src=x>"},
+        "a-path-as-corpus": {"task": "parse", "src_lang": "en", "corpus": hostile},
+        "unknown-language": {"task": "translate", "src_lang": "pt", "tgt_lang": "en", "corpus": "tatoeba"},
+        "not-a-task": {"task": hostile, "src_lang": "en", "tgt_lang": "de"},
+    }
+    for name, data in configs.items():
+        (tmp_path / "bundled" / name).mkdir(parents=True)
+        (tmp_path / "bundled" / name / "config.json").write_text(json.dumps({"model": {}, "meta": {"data": data}}))
+        (tmp_path / "bundled" / name / "manifest.json").write_text("{}")
+    big = tmp_path / "bundled" / "huge"
+    big.mkdir()
+    (big / "manifest.json").write_text("{}")
+    meta = {"data": {"task": "translate", "src_lang": "en", "tgt_lang": "de"}, "padding": "x" * (1 << 20)}
+    (big / "config.json").write_text(json.dumps({"model": {}, "meta": meta}))  # over 1 MiB: not read
+    twins = [tmp_path / "one" / "unknown-language", tmp_path / "two" / "unknown-language"]  # copies: one name
+    for twin in twins:
+        shutil.copytree(tmp_path / "bundled" / "unknown-language", twin)
+    for lang in LANGUAGES:
+        shown = {
+            "a-path-as-corpus": text("checkpoint.parser", lang, language=text("lang.en", lang)),
+            "unknown-language": text("checkpoint.translator", lang, src="PT", tgt=text("lang.en.code", lang)),
+        }
+        assert {name: describe(tmp_path / "bundled" / name, lang) for name in [*configs, "huge"]} == {
+            name: shown.get(name, "") for name in [*configs, "huge"]
+        }
+        names = list(find_checkpoints([tmp_path / "x" / "huge", *twins], bundled=tmp_path / "bundled", lang=lang))
+        assert len(names) == len(set(names)) == 9 and not any("ssh" in n or "<" in n or "/" in n for n in names)
+        twin = f"{shown['unknown-language']} · unknown-language"
+        assert [n for n in names if n.startswith(twin)] == [twin, f"{twin} (2)", f"{twin} (3)"]  # unique in every language

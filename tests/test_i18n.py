@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import html
 import inspect
+import os
 import re
 import string
 from pathlib import Path
@@ -50,12 +51,13 @@ def test_every_entry_has_every_language_with_the_same_fields() -> None:
 
 def test_the_spanish_and_chinese_entries_are_written_in_their_language() -> None:
     """Not English copied over: a Chinese entry with words has Chinese characters, and most Spanish
-    entries differ from the English ones (the same ones are symbols, units, format names)."""
+    entries differ from the English ones (the same ones are symbols, units, format names; codes
+    such as "PNG" or a language's "EN", which read the same in Spanish, are not counted)."""
     for key, entry in MESSAGES.items():
         words = re.sub(r"\{[^}]*\}", "", entry["en"])
         if re.search(r"[^\W\d_]{3,}", words) and not re.fullmatch(r"[A-Z]{2,5}|log P", words.strip()):
             assert re.search(r"[\u4e00-\u9fff]", entry["zh"]), f"{key} [zh] has no Chinese: {entry['zh']!r}"
-    same = [k for k, e in MESSAGES.items() if e["es"] == e["en"]]
+    same = [k for k, e in MESSAGES.items() if e["es"] == e["en"] and not re.fullmatch(r"[A-Z]{2,5}", e["en"])]
     assert len(same) < 12, same
 
 
@@ -301,8 +303,9 @@ def from_catalogue(shown: str, lang: str) -> bool:
 
 
 def english_words(lang: str) -> set[str]:
-    """Every English catalogue text (without fields) that reads differently in `lang`."""
-    return {e["en"] for e in MESSAGES.values() if e[lang] != e["en"] and not fields(e["en"])}
+    """Every English catalogue text (without fields) that reads differently in `lang` (but not
+    "English": the language switch names each language in its own words)."""
+    return {e["en"] for e in MESSAGES.values() if e[lang] != e["en"] and not fields(e["en"])} - set(LANGUAGES.values())
 
 
 def panel_texts(explorer: object) -> list[str]:
@@ -431,3 +434,203 @@ def test_every_public_widget_takes_lang_english_by_default() -> None:
     for name in sorted(set(widgets.__all__) - wordless):
         parameter = inspect.signature(getattr(widgets, name)).parameters.get("lang")
         assert parameter is not None and parameter.default == "en", f"{name}() takes no lang='en'"
+
+
+# -- the checkpoint picker ---------------------------------------------------------------------------------------
+def test_the_picker_names_models_in_the_page_language(tmp_path: Path) -> None:
+    """What a checkpoint does, in each language, before its directory (" · NAME", which the
+    browser tests read back)."""
+    import json
+
+    from attnlab.app.checkpoints import find_checkpoints
+
+    for name, data in {
+        "tatoeba-en-es": {"task": "translate", "src_lang": "en", "tgt_lang": "es", "corpus": "tatoeba"},
+        "tatoeba-en-zh": {"task": "translate", "src_lang": "en", "tgt_lang": "zh", "corpus": "tatoeba"},
+        "wsj-parser": {"task": "parse", "src_lang": "en", "tgt_lang": "ptb", "corpus": "ptb"},
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"model": {}, "meta": {"data": data}}))
+        (tmp_path / name / "manifest.json").write_text("{}")
+    expected = {
+        "en": ["EN→ES translator", "EN→ZH translator", "English parser (WSJ)"],
+        "es": ["Traductor EN→ES", "Traductor EN→ZH", "Analizador sintáctico del inglés (WSJ)"],
+        "zh": ["英→西 翻译模型", "英→中 翻译模型", "英语句法分析模型（WSJ）"],
+    }
+    for lang, described in expected.items():
+        names = list(find_checkpoints(bundled=tmp_path, lang=lang))
+        assert names == [f"{what} · {directory}" for what, directory in zip(described, sorted(os.listdir(tmp_path)))]
+    assert list(find_checkpoints(bundled=tmp_path)) == list(find_checkpoints(bundled=tmp_path, lang="en"))
+
+
+# -- the figures' own words (attnlab.viz draws them; attnlab.app.words hands it the catalogue's) ----------------
+def test_the_figures_words_are_the_catalogues() -> None:
+    """Every template `attnlab.viz` draws with has an entry in every language with its fields, and
+    in English the catalogue says exactly what the library says by itself."""
+    from attnlab import viz
+    from attnlab.app.words import figure_words
+
+    assert dict(figure_words("en")) == viz.WORDS
+    for lang in LANGUAGES:
+        words = figure_words(lang)
+        assert set(words) == set(viz.WORDS), lang
+        assert {k: fields(t) for k, t in words.items()} == {k: fields(t) for k, t in viz.WORDS.items()}, lang
+    assert figure_words("fr") is figure_words("en")  # an unknown language draws in English
+    assert figure_words("zh")["head.query"] == "查询" and figure_words("es")["head.key"] == "clave"
+
+
+def figure_texts(*views: object) -> tuple[list[str], set[str]]:
+    """(the words bokeh views show, the data they show): titles, axis labels, colour bar titles,
+    hover fields and the masked cells' hover, legend entries, table headers, the grid's layers and
+    heads, the stats' hover labels, notes (Divs); and apart, the tokens (ticks, hover labels, bars)."""
+    from bokeh.models import (
+        Axis,
+        ColorBar,
+        ColumnDataSource,
+        CustomJSHover,
+        Div,
+        HoverTool,
+        LegendItem,
+        Plot,
+        TableColumn,
+        Title,
+    )
+
+    texts: list[str] = []
+    data: set[str] = set()
+    for view in views:
+        for root in view if isinstance(view, list) else [view]:
+            if root is None:
+                continue
+            models = root.references()
+            grids = {id(a) for m in models if isinstance(m, Plot) and (m.name or "").startswith("grid") for a in m.axis}
+            for model in models:
+                if isinstance(model, Title):
+                    texts.append(model.text)
+                elif isinstance(model, Axis):
+                    texts.append(model.axis_label or "")
+                    shown = [str(v) for v in model.major_label_overrides.values()]
+                    (texts.extend if id(model) in grids else data.update)(shown)  # the grid's names, else tokens
+                elif isinstance(model, ColorBar):
+                    texts.append(model.title or "")
+                elif isinstance(model, HoverTool):
+                    texts += [name for name, _ in model.tooltips or []]
+                elif isinstance(model, CustomJSHover):
+                    texts += [v for k, v in model.args.items() if isinstance(v, str)]
+                    data.update(s for v in model.args.values() if isinstance(v, list) for s in v if isinstance(s, str))
+                elif isinstance(model, LegendItem):
+                    label = model.label
+                    if getattr(label, "field", None):
+                        texts += [str(v) for v in model.renderers[0].data_source.data[label.field]]
+                    else:
+                        texts.append(str(getattr(label, "value", label)))
+                elif isinstance(model, TableColumn):
+                    texts.append(model.title)
+                elif isinstance(model, Div):
+                    texts += re.split(r"<br>|</p>|</h2>", model.text)
+                elif isinstance(model, ColumnDataSource):
+                    for column in ("name", "label", "kind_name"):  # the grid's and the stats' hover
+                        texts += [v for v in model.data.get(column, []) if isinstance(v, str)]
+                    for column in ("token", "key", "text"):  # tokens and tree words
+                        data.update(v for v in model.data.get(column, []) if isinstance(v, str))
+    return [t for t in (re.sub(r"<[^>]*>", "", t).strip() for t in texts) if t], data
+
+
+def english_figure_words(texts: list[str], data: set[str], lang: str) -> list[str]:
+    """The words of `texts` that are English figure words (of `attnlab.viz.WORDS`) and no word of the
+    catalogue in `lang` (nor of the data: a token may be any word)."""
+    from attnlab import viz
+
+    def words_of(text: str) -> set[str]:
+        return set(re.findall(r"[^\W\d_]{2,}", re.sub(r"\{[^}]*\}", " ", text).lower()))
+
+    english = set().union(*map(words_of, viz.WORDS.values()))
+    theirs = set().union(*(words_of(entry[lang]) for entry in MESSAGES.values()), *map(words_of, data))
+    leaking = english - theirs
+    assert {"query", "key", "weight", "layer", "head", "entropy", "masked"} <= leaking
+    return sorted({f"{w!r} in {t!r}" for t in texts for w in words_of(t) & leaking})
+
+
+@pytest.fixture(scope="module")
+def with_probes(paths: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tiny translator with probe traces at two steps (for the training timeline)."""
+    import shutil
+
+    from attnlab.app.checkpoints import open_model
+
+    path = tmp_path_factory.mktemp("probes") / "tiny-probes"
+    shutil.copytree(paths["translate"], path)
+    model = open_model(path)
+    for step in (10, 20):
+        trace = model.score("A dog runs .", "Ein hund läuft .", record=True).trace
+        trace.save(path / "probes" / f"step_{step}" / "probe_0.trace")
+    return path
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_explorer_draws_its_figures_in_its_language(
+    with_probes: Path, lang: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every figure of every tab (titles, axes, hover, legends, table headers, notes), the
+    comparison with heads off, and the exports (SVG, the HTML page's views) carry no English word."""
+    import panel as pn
+    from bokeh.models import HoverTool
+
+    from attnlab import viz
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.explorer.compare import ABLATED
+
+    explorer = Explorer({"tiny": str(with_probes)}, lang=lang)
+    explorer.open_listed("tiny")
+    store = explorer.store
+    assert store.trace is not None and not store.error and explorer.timeline._snapshots
+    explorer.ablation.add_open_head()
+    explorer.ablation.ablate()
+    explorer.compare.second.value = ABLATED
+    for tab in range(len(explorer.tabs)):
+        explorer.tabs.active = tab  # hidden tabs draw when they are opened
+    store.select(kind="decoder")  # a causal mask: the masked cells' hover and the mask's title
+    for tab in range(len(explorer.tabs)):
+        explorer.tabs.active = tab
+    assert not store.error, store.error
+    figures = [pane.object for pane in explorer.layout.select(pn.pane.Bokeh)]
+    exported: list[object] = []
+    monkeypatch.setattr(viz, "standalone_html", lambda layout, title: exported.append(layout) or "")
+    explorer.export.html()
+    drawn = {(f.name or "").split("-")[0] for f in figures if f is not None}
+    assert drawn >= {"heatmap", "grid", "mask", "eq1", "stats", "timeline", "ablation", "compare"}, drawn
+    texts, data = figure_texts(*figures, *exported)
+    assert exported and len(texts) > 60, len(texts)
+    assert english_figure_words(texts, data, lang) == [], "English words in the figures"
+
+    words, kind = store.words, store.kind
+    heatmap = explorer.heads.heatmap.object
+    title = words["head.title"].format(kind_title=i18n.kind_title(kind, lang), layer=store.layer, head=store.head)
+    assert heatmap.title.text == title and heatmap.xaxis[0].axis_label == text("figure.key", lang)
+    tooltips = [name for name, _ in heatmap.select_one(HoverTool).tooltips]
+    assert tooltips == [text("figure.query", lang), text("figure.key", lang), text("figure.weight", lang)]
+    assert text("figure.masked", lang) in texts and text("figure.entropy", lang) in texts
+    assert text("selection.layer", lang) in texts and i18n.kind_name("cross", lang) in texts  # table, legend
+    assert text("figure.grid_cell", lang, layer=store.layer, head=0) in texts
+    svg = explorer.export.svg().getvalue()
+    assert f">{html.escape(title)}</text>" in svg  # the exported picture's title
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_probes: Path, lang: str) -> None:
+    from attnlab import widgets
+
+    explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2, lang=lang)
+    explorer.view.show_mask.value = True
+    explorer.view.picker.select(kind="decoder")
+    compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
+    timeline = widgets.replay(with_probes, lang=lang)
+    views = {**explorer.view.figures, **compared.figures, **timeline.figures}
+    assert None not in views.values() and len(views) == 9, views
+    assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
+    texts, data = figure_texts(*views.values())
+    assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"
+    assert views["head"].yaxis[0].axis_label == text("figure.query", lang)
+    assert views["mask"].title.text.startswith(i18n.kind_name("decoder", lang))
+    assert views["curve"].xaxis[0].axis_label == text("timeline.step", lang)
+    assert text("figure.diff_value", lang) in texts and text("figure.masked", lang) in texts

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnlab.app.i18n import DEFAULT, language_code, language_name, text
 from attnlab.decode.api import load
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import STEP_DIR, step_dirs
@@ -22,20 +23,24 @@ BUNDLED = ROOT / "checkpoints"
 
 
 def find_checkpoints(
-    extra: Sequence[str | Path] = (), bundled: Path = BUNDLED, roots: Sequence[str | Path] = ()
+    extra: Sequence[str | Path] = (),
+    bundled: Path = BUNDLED,
+    roots: Sequence[str | Path] = (),
+    lang: str = DEFAULT,
 ) -> dict[str, str]:
     """{display name: path}: the bundled checkpoints, the checkpoints and runs directly inside
     each of `roots` (named ROOT/NAME), then the given ones (kept even when they are not
     checkpoints, so that the app can say what is wrong with them). Names are what visitors see:
-    what the model does, when its config says (`describe`), then its directory, e.g. "EN→DE
-    translator · multi30k-en-de"; a name taken twice gets " (2)", never the server path that
-    would tell them apart."""
+    what the model does, when its config says (`describe`, in the page's language `lang`), then
+    its directory, e.g. "EN→DE translator · multi30k-en-de" ("Traductor EN→DE · ...", "英→德
+    翻译模型 · ..."); a name taken twice gets " (2)", never the server path that would tell
+    them apart."""
     found: dict[str, str] = {}
 
     def add(name: str, path: Path) -> None:
         if any(same_directory(path, other) for other in found.values()):
             return
-        what = describe(path)
+        what = describe(path, lang)
         name = f"{what} · {name}" if what else name
         unique, n = name, 2
         while unique in found:
@@ -58,16 +63,16 @@ def find_checkpoints(
     return found
 
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "zh": "Chinese", "ro": "Romanian"}
 CORPORA = {"ptb": "WSJ", "wsj": "WSJ", "multi30k": "Multi30k", "wmt14": "WMT14", "iwslt": "IWSLT"}
 _CODE = re.compile(r"^[a-z]{2,3}$")  # a language code; anything else in a config is not shown
 _CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a bigger one is not read for a name
 
 
-def describe(path: str | Path) -> str:
-    """What a checkpoint (or a run: its newest step) does, from its config.json's meta:
-    "EN→DE translator", "English parser (WSJ)"; "" when the config does not say. Only language
-    codes and known corpora are shown, so a name never carries anything else a config holds."""
+def describe(path: str | Path, lang: str = DEFAULT) -> str:
+    """What a checkpoint (or a run: its newest step) does, from its config.json's meta, in `lang`:
+    "EN→DE translator", "English parser (WSJ)" ("Traductor EN→DE", "英语句法分析模型（WSJ）");
+    "" when the config does not say. Only the catalogue's words, language codes and known
+    corpora are shown, so a name never carries anything else a config holds."""
     path = Path(path)
     steps = step_dirs(path) if not (path / "config.json").is_file() else []
     config = (steps[-1][1] if steps else path) / "config.json"
@@ -83,9 +88,12 @@ def describe(path: str | Path) -> str:
     if not isinstance(src, str) or not _CODE.match(src):
         return ""
     if task == "parse":
-        return f"{LANGUAGE_NAMES.get(src, src.upper())} parser" + (f" ({corpus})" if corpus else "")
+        language = language_name(src, lang)
+        if corpus:
+            return text("checkpoint.parser_corpus", lang, language=language, corpus=corpus)
+        return text("checkpoint.parser", lang, language=language)
     if task == "translate" and isinstance(tgt, str) and _CODE.match(tgt):
-        return f"{src.upper()}→{tgt.upper()} translator"
+        return text("checkpoint.translator", lang, src=language_code(src, lang), tgt=language_code(tgt, lang))
     return ""
 
 

@@ -177,6 +177,82 @@ MESSAGES: dict[str, dict[str, str]] = {
     "compare.missing": {"en": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)", "es": "{name} no tiene la cabeza {head} de la capa {layer} de {kind} ({layers} capas × {heads} cabezas)", "zh": "{name} 没有 {kind} 第 {layer} 层的头 {head}（共 {layers} 层 × {heads} 个头）"},
     "compare.sizes": {"en": "no difference map: the two models differ in size here", "es": "sin mapa de diferencias: aquí los dos modelos no tienen el mismo tamaño", "zh": "无差异图：两个模型在此处的规模不同"},
     "compare.pieces": {"en": "no difference map: the models read or wrote different pieces", "es": "sin mapa de diferencias: los modelos leyeron o escribieron piezas distintas", "zh": "无差异图：两个模型读取或生成的子词不同"},
+    # --- the figures' own words (attnlab.viz's templates; attnlab.app.words hands them to every view) ---
+    "figure.head_title": {"en": "{kind_title} · layer {layer} · head {head}", "es": "{kind_title} · capa {layer} · cabeza {head}", "zh": "{kind_title} · 第 {layer} 层 · 头 {head}"},
+    "figure.query": {"en": "query", "es": "consulta", "zh": "查询"},
+    "figure.key": {"en": "key", "es": "clave", "zh": "键"},
+    "figure.weight": {"en": "weight", "es": "peso", "zh": "权重"},
+    "figure.masked": {"en": "masked (score −∞, weight 0)", "es": "enmascarada (puntuación −∞, peso 0)", "zh": "被掩码（得分 −∞，权重 0）"},
+    "figure.grid_title": {"en": "{kind_title}: layers × heads (click one to open it)", "es": "{kind_title}: capas × cabezas (haz clic en una para abrirla)", "zh": "{kind_title}：层 × 头（点击任意一个即可打开）"},
+    "figure.grid_layer": {"en": "layer {layer}", "es": "capa {layer}", "zh": "第 {layer} 层"},
+    "figure.grid_head": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
+    "figure.grid_cell": {"en": "layer {layer} · head {head}", "es": "capa {layer} · cabeza {head}", "zh": "第 {layer} 层 · 头 {head}"},
+    "figure.entropy": {"en": "entropy", "es": "entropía", "zh": "熵"},
+    "figure.distance": {"en": "distance", "es": "distancia", "zh": "距离"},
+    "figure.self": {"en": "self", "es": "propia", "zh": "自身"},
+    "figure.prev": {"en": "prev", "es": "anterior", "zh": "前一个"},
+    "figure.next": {"en": "next", "es": "siguiente", "zh": "后一个"},
+    "figure.first": {"en": "first", "es": "primera", "zh": "首个"},
+    "figure.eos": {"en": "eos", "es": "</s>", "zh": "句末 </s>"},
+    "figure.max": {"en": "max", "es": "máx", "zh": "最大值"},
+    "figure.stats_title": {"en": "heads: {x} vs {y}", "es": "cabezas: {x} frente a {y}", "zh": "注意力头：{x} 与 {y}"},
+    "figure.diff_title": {"en": "difference to the final model · layer {layer} · head {head}", "es": "diferencia con el modelo final · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · 第 {layer} 层 · 头 {head}"},
+    "figure.diff_value": {"en": "Δ weight", "es": "Δ peso", "zh": "Δ 权重"},
+    "figure.timeline_title": {"en": "{stat} of each head across training", "es": "{stat} de cada cabeza a lo largo del entrenamiento", "zh": "训练过程中每个头的{stat}"},
+    "figure.ablation_title": {"en": "log-probability of each original output token", "es": "log-probabilidad de cada token de la salida original", "zh": "原输出中每个词元的对数概率"},
+    "figure.token": {"en": "token", "es": "token", "zh": "词元"},
+    "figure.mask_title": {"en": "{kind}: {what}", "es": "{kind}: {what}", "zh": "{kind}：{what}"},
+    "figure.mask_padding": {"en": "padding mask (one sentence: nothing padded)", "es": "máscara de relleno (una sola frase: no hay relleno)", "zh": "填充掩码（单个句子：没有填充）"},
+    "figure.mask_causal": {"en": "causal mask (i sees keys ≤ i)", "es": "máscara causal (i ve las claves ≤ i)", "zh": "因果掩码（i 只看到 ≤ i 的键）"},
+    "figure.mask_padded": {"en": "padding mask: padded keys forbidden", "es": "máscara de relleno: claves de relleno prohibidas", "zh": "填充掩码：不可关注填充的键"},
+    "figure.allowed": {"en": "allowed", "es": "permitida", "zh": "允许"},
+    "figure.scores": {"en": "{title} · query {query} ({label}): scores q·kⱼ/√d_k", "es": "{title} · consulta {query} ({label}): puntuaciones q·kⱼ/√d_k", "zh": "{title} · 查询 {query}（{label}）：得分 q·kⱼ/√d_k"},
+    "figure.masked_scores": {"en": "masked scores: forbidden keys set to −∞", "es": "puntuaciones con máscara: las claves prohibidas valen −∞", "zh": "掩码后的得分：被禁止的键设为 −∞"},
+    "figure.softmax": {"en": "softmax: attention weights (sum 1)", "es": "softmax: pesos de atención (suman 1)", "zh": "softmax：注意力权重（和为 1）"},
+    "figure.values": {"en": "weighted values aⱼ·vⱼ (columns), summed over keys →", "es": "valores ponderados aⱼ·vⱼ (columnas), sumados sobre las claves →", "zh": "加权值 aⱼ·vⱼ（每列一个键），对所有键求和 →"},
+    "figure.key_j": {"en": "key j", "es": "clave j", "zh": "键 j"},
+    "figure.dimension": {"en": "dimension of v", "es": "dimensión de v", "zh": "v 的维度"},
+    "figure.value": {"en": "value", "es": "valor", "zh": "值"},
+    "figure.tree": {"en": "parse tree", "es": "árbol sintáctico", "zh": "句法树"},
+    "figure.model": {"en": "model", "es": "modelo", "zh": "模型"},
+    "figure.weights": {"en": "weights {sha}", "es": "pesos {sha}", "zh": "权重 {sha}"},
+    # --- the checkpoint picker: what a model does (attnlab.app.checkpoints.describe) ---
+    "checkpoint.translator": {"en": "{src}→{tgt} translator", "es": "Traductor {src}→{tgt}", "zh": "{src}→{tgt} 翻译模型"},
+    "checkpoint.parser": {"en": "{language} parser", "es": "Analizador sintáctico del {language}", "zh": "{language}句法分析模型"},
+    "checkpoint.parser_corpus": {"en": "{language} parser ({corpus})", "es": "Analizador sintáctico del {language} ({corpus})", "zh": "{language}句法分析模型（{corpus}）"},
+    "lang.en": {"en": "English", "es": "inglés", "zh": "英语"},
+    "lang.de": {"en": "German", "es": "alemán", "zh": "德语"},
+    "lang.fr": {"en": "French", "es": "francés", "zh": "法语"},
+    "lang.es": {"en": "Spanish", "es": "español", "zh": "西班牙语"},
+    "lang.zh": {"en": "Chinese", "es": "chino", "zh": "中文"},
+    "lang.ro": {"en": "Romanian", "es": "rumano", "zh": "罗马尼亚语"},
+    "lang.en.code": {"en": "EN", "es": "EN", "zh": "英"},
+    "lang.de.code": {"en": "DE", "es": "DE", "zh": "德"},
+    "lang.fr.code": {"en": "FR", "es": "FR", "zh": "法"},
+    "lang.es.code": {"en": "ES", "es": "ES", "zh": "西"},
+    "lang.zh.code": {"en": "ZH", "es": "ZH", "zh": "中"},
+    "lang.ro.code": {"en": "RO", "es": "RO", "zh": "罗"},
+    # --- the Corpus tab: a profile of a whole test set (#20) ---
+    "corpus.tab": {"en": "Corpus", "es": "Perfil del corpus", "zh": "语料库"},
+    "corpus.profile": {"en": "Profile (.parquet)", "es": "Perfil (.parquet)", "zh": "语料统计文件（.parquet）"},
+    "corpus.profile_hint": {"en": "under {roots}", "es": "dentro de {roots}", "zh": "位于 {roots} 下"},
+    "corpus.open": {"en": "Open profile", "es": "Abrir perfil", "zh": "打开"},
+    "corpus.hint": {"en": "Open a profile written by attnlab heads profile: every head's statistics on every sentence of a test set.", "es": "Abre un perfil escrito por attnlab heads profile: las estadísticas de cada cabeza en cada frase de un conjunto de prueba.", "zh": "打开由 attnlab heads profile 生成的统计文件：测试集中每个句子上每个注意力头的统计量。"},
+    "corpus.statistic": {"en": "statistic", "es": "estadística", "zh": "统计量"},
+    "corpus.largest": {"en": "largest first", "es": "mayores primero", "zh": "从大到小"},
+    "corpus.smallest": {"en": "smallest first", "es": "menores primero", "zh": "从小到大"},
+    "corpus.info": {"en": "{name}: {sentences:,} sentences · {mode} · model {checkpoint}", "es": "{name}: {sentences:,} frases · {mode} · modelo {checkpoint}", "zh": "{name}：{sentences:,} 个句子 · {mode} · 模型 {checkpoint}"},
+    "corpus.mode_translate": {"en": "the model's own translations", "es": "las traducciones del propio modelo", "zh": "模型自己的译文"},
+    "corpus.mode_reference": {"en": "references, teacher-forced", "es": "referencias con teacher forcing", "zh": "参考译文（教师强制）"},
+    "corpus.grid_title": {"en": "{kind}: mean {stat} per head (click one)", "es": "{kind}: {stat} medio por cabeza (haz clic en una)", "zh": "{kind}：各头的平均 {stat}（点击查看）"},
+    "corpus.extremes_largest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the largest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con mayor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最大的句子（点击打开）"},
+    "corpus.extremes_smallest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the smallest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con menor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最小的句子（点击打开）"},
+    "corpus.sentence": {"en": "sentence", "es": "frase", "zh": "句子"},
+    "corpus.source": {"en": "source", "es": "entrada", "zh": "原文"},
+    "corpus.output": {"en": "output", "es": "salida", "zh": "输出"},
+    "corpus.no_profile": {"en": "Give a profile to open.", "es": "Indica qué perfil abrir.", "zh": "请输入要打开的统计文件。"},
+    "corpus.refused": {"en": "Cannot open that profile: no such .parquet file under the explorer's checkpoint roots ({roots}).", "es": "No se puede abrir ese perfil: no existe ese archivo .parquet dentro de las carpetas de modelos del explorador ({roots}).", "zh": "无法打开该统计文件：允许打开的模型根目录（{roots}）下没有这个 .parquet 文件。"},
+    "corpus.too_big": {"en": "{name} is {size} MB; this server opens profiles of at most {most} MB.", "es": "{name} ocupa {size} MB; este servidor abre perfiles de {most} MB como máximo.", "zh": "{name} 大小为 {size} MB；此服务器最多打开 {most} MB 的统计文件。"},
 }
 # fmt: on
 
@@ -204,6 +280,32 @@ def kind_title(kind: str, lang: str = DEFAULT) -> str:
         "decoder": text("kind.decoder.title", lang),
         "cross": text("kind.cross.title", lang),
     }.get(kind, kind)
+
+
+def language_name(code: str, lang: str = DEFAULT) -> str:
+    """A language (ISO 639 code, e.g. "en") by name, as `lang` writes it ("English", "inglés",
+    "英语"); a code with no entry is shown as the code itself ("PT")."""
+    return {
+        "en": text("lang.en", lang),
+        "de": text("lang.de", lang),
+        "fr": text("lang.fr", lang),
+        "es": text("lang.es", lang),
+        "zh": text("lang.zh", lang),
+        "ro": text("lang.ro", lang),
+    }.get(code, code.upper())
+
+
+def language_code(code: str, lang: str = DEFAULT) -> str:
+    """A language in a pair ("EN→DE"), as `lang` writes it: the code in English and Spanish, a
+    character in Chinese ("英→德"); a code with no entry is shown as the code itself."""
+    return {
+        "en": text("lang.en.code", lang),
+        "de": text("lang.de.code", lang),
+        "fr": text("lang.fr.code", lang),
+        "es": text("lang.es.code", lang),
+        "zh": text("lang.zh.code", lang),
+        "ro": text("lang.ro.code", lang),
+    }.get(code, code.upper())
 
 
 def error_message(error: BaseException, lang: str = DEFAULT, detail: str | None = None) -> str:

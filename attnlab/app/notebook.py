@@ -109,19 +109,6 @@ def trace_caption(trace: AttentionTrace, lang: str = DEFAULT) -> str:
     return f"<b>{said}</b>: {html.escape(str(source))}<br><b>{wrote}</b>: {html.escape(str(output))}"
 
 
-def compare_words(kind: str, lang: str = DEFAULT) -> dict[str, str]:
-    """The text of `viz.compare_figures` (its templates and the kind's names) in `lang`."""
-    return {
-        "title": text("compare.map_title", lang),
-        "diff_title": text("compare.diff_title", lang),
-        "missing": text("compare.missing", lang),
-        "sizes": text("compare.sizes", lang),
-        "pieces": text("compare.pieces", lang),
-        "kind": kind_name(kind, lang),
-        "kind_title": kind_title(kind, lang),
-    }
-
-
 @contextmanager
 def reporting(errors: ErrorBox) -> Iterator[None]:
     """Run a callback's body; an exception goes into `errors` instead of the log console."""

@@ -20,7 +20,8 @@ JupyterLab an exception raised in a widget callback only reaches the log console
 looks. `AttnlabError`s show their one-line message; anything else also shows its traceback.
 
 Every widget takes `lang="en"` ("es", "zh"): its labels, notes and errors come from the explorer's
-catalogue (`attnlab.app.i18n`), so the notebook and the web app say the same things the same way.
+catalogue (`attnlab.app.i18n`), and so do its figures' words (`attnlab.app.words`), so the notebook
+and the web app say the same things the same way. The training timeline is in `replay.py`.
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
-from attnlab.app.checkpoints import open_model, probe_snapshots
-from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, compare_words, plot, reporting, setup, trace_caption
+from attnlab.app.checkpoints import open_model
+from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, plot, reporting, setup, trace_caption
+from attnlab.app.replay import Timeline, replay
+from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.compare import compare
 from attnlab.errors import AttnlabError
-from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -109,13 +111,11 @@ class TraceView(w.VBox):
         self.errors.clear()
         with reporting(self.errors):
             kind, layer, head = self.picker.value
-            vmax = None if self.scale.value else 1.0
-            mask = self.mask.value
-            self.grid.update(
-                viz.grid(self.trace, kind, selected=(layer, head), mask=mask, vmax=vmax, on_select=self.select)
-            )
-            self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax))
-            self.mask_figure.update(viz.mask_figure(self.trace, kind) if self.show_mask.value else None)
+            vmax, mask, words = None if self.scale.value else 1.0, self.mask.value, figure_words(self.lang)
+            chosen = {"selected": (layer, head), "on_select": self.select}
+            self.grid.update(viz.grid(self.trace, kind, mask=mask, vmax=vmax, words=words, **chosen))
+            self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax, words=words))
+            self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
 
 
 def show(
@@ -232,7 +232,8 @@ class Explorer(w.VBox):
             f'<div style="color:#666">{html.escape(which)}</div>'
         )
         title = i18n.text("widgets.tree", lang, rank=rank + 1)
-        self.tree.update(viz.tree_figure(hyp.text, title=title) if self.model.task == "parse" else None)
+        parse = self.model.task == "parse"
+        self.tree.update(viz.tree_figure(hyp.text, title=title, words=figure_words(lang)) if parse else None)
         self.view.set_trace(hyp.trace)
 
 
@@ -313,7 +314,7 @@ class Compare(w.VBox):
         self.errors.clear()
         with reporting(self.errors):
             c, (kind, layer, head) = self.comparison, self.picker.value
-            traces, words = (c.first.trace, c.second_on_first.trace), compare_words(kind, self.lang)
+            traces, words = (c.first.trace, c.second_on_first.trace), figure_words(self.lang)
             figures = viz.compare_figures(*traces, kind, layer, head, self.names, words=words)
             for pane, figure in zip(self.panes, figures, strict=True):
                 pane.update(figure)
@@ -333,67 +334,3 @@ def compare_models(
     ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
     names = ablated if second is first else ("A", "B")
     return Compare(first, second, text, heads_off, names, lang)
-
-
-# -- training ----------------------------------------------------------------------------------------------
-class Timeline(w.VBox):
-    """One probe sentence across a training run: the selected head at each saved step, its
-    difference to the last step, and every head's entropy across steps."""
-
-    def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
-        self.steps, self.lang = [step for step, _ in snapshots], lang
-        self.traces = dict(snapshots)
-        self.final = self.traces[self.steps[-1]]
-        self._entropy = {  # step -> (kind, layer, head) -> mean row entropy
-            step: {(r["kind"], r["layer"], r["head"]): r["entropy"] for r in head_stats(trace)}
-            for step, trace in snapshots
-        }
-        self.step = w.SelectionSlider(
-            options=self.steps,
-            value=self.steps[-1],
-            description=i18n.text("widgets.step", lang),
-            continuous_update=False,
-        )
-        self.step.observe(lambda _change: self.redraw(), "value")
-        self.picker = HeadPicker(self.redraw, lang)
-        self.heatmap = BokehPane()
-        self.diff = BokehPane()
-        self.curve = BokehPane()
-        self.errors = ErrorBox(lang)
-        figures = w.HBox([self.heatmap, self.diff], layout=w.Layout(flex_flow="row wrap"))
-        header = w.HTML(trace_caption(self.final, lang))
-        super().__init__([header, self.picker, self.step, self.errors, figures, self.curve])
-        self.picker.configure(self.final)
-        self.redraw()
-
-    @property
-    def figures(self) -> dict[str, LayoutDOM | None]:
-        return {"heatmap": self.heatmap.figure, "diff": self.diff.figure, "curve": self.curve.figure}
-
-    def redraw(self) -> None:
-        self.errors.clear()
-        with reporting(self.errors):
-            kind, layer, head = self.picker.value
-            step, lang = self.step.value, self.lang
-            trace = self.traces[step]
-            full = i18n.kind_title(kind, lang)
-            title = i18n.text("widgets.step_title", lang, step=step, kind=full, layer=layer, head=head)
-            self.heatmap.update(viz.heatmap(trace, kind, layer, head, title=title, budget=420))
-            self.diff.update(viz.diff_figure(trace, self.final, kind, layer, head))
-            heads = self.final.heads or list(range(self.final.n_heads))
-            curves = {
-                i18n.text("timeline.curve", lang, head=h): [self._entropy[s][(kind, layer, h)] for s in self.steps]
-                for h in heads
-            }
-            stat = i18n.text("timeline.entropy", lang, kind=i18n.kind_name(kind, lang), layer=layer)
-            self.curve.update(viz.timeline_curve(self.steps, curves, current=step, stat=stat))
-
-
-def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
-    """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
-    snapshots = probe_snapshots(run_or_checkpoint)
-    if not snapshots:
-        raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
-    if not all(probe < len(files) for _, files in snapshots):
-        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=len(snapshots[0][1])))
-    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots], lang)

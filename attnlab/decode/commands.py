@@ -1,5 +1,5 @@
-"""`attnlab translate`, `attnlab parse` and `attnlab record`: one output line per input line; a
-line the model cannot take is reported on stderr and left empty, the rest are decoded.
+"""`attnlab translate`, `attnlab parse`, `attnlab record` and `attnlab align`: one output line per
+input line; a line the model cannot take is reported on stderr and left empty, the rest are decoded.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from attnlab.decode.alignment import METHODS, align_lines, best_method, format_pharaoh, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, load
 from attnlab.errors import AttnlabError, ModelInputError
 
@@ -112,4 +113,63 @@ def cli_record(argv: list[str]) -> int:
             result = model.translate(sentence, beam=args.beam, record=True)
         path = result.trace.save(out / f"{i:05d}.trace")
         print(f"{path}\t{result.text}")
+    return 0
+
+
+def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `align` and `evaluate --task align --all-heads` share."""
+    parser.add_argument("--checkpoint")
+    parser.add_argument("--input", "-i", help="`source ||| target` word pairs, one per line (- for stdin)")
+    parser.add_argument(
+        "--reverse-input",
+        action="store_true",
+        help="the lines are `target ||| source` for this model; links stay in the file's order of sides",
+    )
+    parser.add_argument("--links", choices=["argmax", "threshold"], default="argmax")
+    parser.add_argument("--threshold", type=float, default=0.1, help="with --links threshold (default 0.1)")
+
+
+def cli_align(argv: list[str]) -> int:
+    """`attnlab align --checkpoint CKPT --input PAIRS`: word links from teacher-forced cross-attention."""
+    parser = argparse.ArgumentParser(
+        prog="attnlab align",
+        description="One line of 0-indexed Pharaoh links `i-j` (i: word of the line's left side, j: of its "
+        "right side) per `source ||| target` line, read off the model's teacher-forced cross-attention.",
+    )
+    add_alignment_arguments(parser)
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        help="one head (--layer, --head), a layer's head average (default layer: the last), the average of "
+        "all layers, or shift (Shift-Att, Chen et al. 2020: the row where the target word is the decoder's "
+        "input; all layers, or --layer). Default: the model card's meta.alignment, else all",
+    )
+    parser.add_argument("--layer", type=int)
+    parser.add_argument("--head", type=int)
+    parser.add_argument("--out", help="write the links here (default: stdout)")
+    args = parser.parse_args(argv)
+    if not args.checkpoint:
+        raise AttnlabError("give --checkpoint")
+    model = load(args.checkpoint)
+    if model.task != "translate":
+        raise AttnlabError(f"{args.checkpoint} is a {model.task} model; alignment needs a translation model")
+    method = args.method
+    if method is None and (args.layer is not None or args.head is not None):
+        method = "head" if args.head is not None else "layer"
+    chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
+    lines = _lines(args.input)
+    start = time.time()
+    (found,), failed = align_lines(model, lines, [chosen], args.reverse_input, args.links, args.threshold)
+    for number, reason in failed:
+        print(f"attnlab align: line {number}: {reason}; writing an empty line", file=sys.stderr)
+    text = "".join(format_pharaoh(links) + "\n" for links in found)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    print(
+        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen)}, {args.links}) "
+        f"in {time.time() - start:.1f}s",
+        file=sys.stderr,
+    )
     return 0

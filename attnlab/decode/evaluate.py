@@ -1,5 +1,5 @@
-"""`attnlab evaluate`: sacreBLEU and chrF (with signatures), the paper's tokenized BLEU, and
-labelled bracket F1 for parsing.
+"""`attnlab evaluate`: sacreBLEU and chrF (with signatures), the paper's tokenized BLEU,
+labelled bracket F1 for parsing, and alignment error rate for word alignment (`--task align`).
 
 BLEU is sacreBLEU's, computed by the library itself on detokenized text, so the figure equals
 `sacrebleu REF < HYP`, with `-tok zh` for a Chinese target: the tokenizer follows the target
@@ -22,8 +22,9 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
+from attnlab.decode.alignment import align_lines, candidates, corpus_aer, read_pharaoh, reading, reading_name
 from attnlab.decode.api import load
-from attnlab.decode.commands import add_dtype_argument
+from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument
 from attnlab.errors import AttnlabError
 from attnlab.model.checkpoint import read_config
 
@@ -88,11 +89,19 @@ def _read(path: str) -> list[str]:
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", help="translate/parse --src with this checkpoint, then score")
     parser.add_argument("--src", help="source sentences, one per line")
-    parser.add_argument("--ref", required=True, help="references (translations, or one tree per line for parsing)")
-    parser.add_argument("--hyp", help="score these outputs instead of decoding")
-    parser.add_argument("--task", choices=["translate", "parse"], default=None)
+    parser.add_argument("--ref", help="references (translations, or one tree per line for parsing)")
+    parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links)")
+    parser.add_argument("--task", choices=["translate", "parse", "align"], default=None)
+    add_alignment_arguments(parser)  # --checkpoint (translate/parse --src with it, then score), --input, ...
+    parser.add_argument("--gold", help="align: human links, `i-j` sure and `i?j`/`ipj` possible")
+    parser.add_argument("--gold-one-indexed", action="store_true", help="align: the gold counts words from 1")
+    parser.add_argument("--reverse-gold", action="store_true", help="align: the gold's links are target-source")
+    parser.add_argument(
+        "--all-heads",
+        action="store_true",
+        help="align: score every cross-attention head, layer average and Shift-Att of --checkpoint on --input",
+    )
     parser.add_argument("--beam", type=int)
     parser.add_argument("--alpha", type=float)
     parser.add_argument(
@@ -111,6 +120,10 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true")
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
+    if args.task == "align":
+        return evaluate_alignment(args)
+    if not args.ref:
+        raise AttnlabError("give --ref (the references to score against)")
     refs = _read(args.ref)
     tgt_lang = None
     if args.hyp:
@@ -173,5 +186,52 @@ def cli(argv: list[str]) -> int:
         print(
             " ".join(f"{name.upper().replace('ROUGE', 'ROUGE-')} = {report[name]:.2f}" for name in ROUGE)
             + "  (rouge-score F1, stemmed)"
+        )
+    return 0
+
+
+def evaluate_alignment(args: argparse.Namespace) -> int:
+    """`--task align`: corpus AER of --hyp links against --gold, or with --all-heads of every
+    reading of --checkpoint's cross-attention on --input, as a markdown table sorted by AER."""
+    if not args.gold:
+        raise AttnlabError("--task align needs --gold (human links)")
+    gold = read_pharaoh(args.gold, one_indexed=args.gold_one_indexed, reverse=args.reverse_gold)
+    sures, possibles = [s for s, _ in gold], [p for _, p in gold]
+    if not args.all_heads:
+        if not args.hyp:
+            raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
+        hyps = [p for _, p in read_pharaoh(args.hyp)]
+        report = corpus_aer(hyps, sures, possibles)
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print(
+                f"AER = {100 * report['aer']:.2f}  precision {100 * report['precision']:.2f}  "
+                f"recall {100 * report['recall']:.2f}  ({report['sentences']} sentences, %)"
+            )
+        return 0
+    if not (args.checkpoint and args.input):
+        raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
+    model = load(args.checkpoint, dtype=args.dtype)
+    lines = _read(args.input)
+    if len(lines) != len(gold):
+        raise AttnlabError(f"{args.input} has {len(lines)} lines but {args.gold} has {len(gold)}")
+    readings = [reading(**c) for c in candidates(model.config.n_layers, model.config.n_heads)]
+    found, failed = align_lines(model, lines, readings, args.reverse_input, args.links, args.threshold)
+    for number, reason in failed:
+        print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
+    rows = [
+        {"reading": reading_name(r), **r, **corpus_aer(f, sures, possibles)}
+        for r, f in zip(readings, found, strict=True)
+    ]
+    rows.sort(key=lambda row: row["aer"])
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"| reading | AER | precision | recall |  ({len(lines)} pairs, {args.links} links, %)")
+    print("|---|---:|---:|---:|")
+    for row in rows:
+        print(
+            f"| {row['reading']} | {100 * row['aer']:.1f} | {100 * row['precision']:.1f} | {100 * row['recall']:.1f} |"
         )
     return 0

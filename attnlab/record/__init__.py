@@ -9,7 +9,7 @@ attention call when off.
 
 from attnlab.record.ablation import ablate
 from attnlab.record.recorder import Recording, hook_point, model_info, record, weights_hash
-from attnlab.record.stats import COLUMNS, head_stats
+from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import KINDS, AttentionTrace
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "hook_point",
     "model_info",
     "record",
+    "sentence_stats",
     "weights_hash",
 ]

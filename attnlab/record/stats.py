@@ -7,18 +7,24 @@ many traces (each row counts once, so long sentences weigh more, as they hold mo
 - distance: mean attended distance Σ_j w_ij |i - j|;
 - self / prev / next: weight on key i, i-1, i+1 (the "positional heads");
 - first / eos: weight on the first key and on </s> keys (the "no-op" sinks);
-- max: the largest weight in the row (how peaked the head is).
+- max: the largest weight in the row (how peaked the head is);
+- diagonal: weight within one key of the length-scaled diagonal j = i (k-1)/(q-1) (a monotone
+  "alignment" head; for self-attention about self + prev + next).
+
+`sentence_stats` gives the same columns for one trace alone (each sentence its own average), the
+rows of a corpus profile (`attnlab.decode.profile`): the head_stats of many traces are the
+row-weighted means of their sentence_stats.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from attnlab.record.trace import EOS, AttentionTrace
 
-COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max")
+COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max", "diagonal")
 
 
 def _row_sums(weights: np.ndarray, eos_keys: np.ndarray) -> np.ndarray:
@@ -34,6 +40,8 @@ def _row_sums(weights: np.ndarray, eos_keys: np.ndarray) -> np.ndarray:
     def diagonal(offset: int) -> np.ndarray:
         return (weights * (j == i + offset)).sum(-1)
 
+    scaled = i * (k_len - 1) / max(q_len - 1, 1)  # (q, 1): the diagonal from (0, 0) to (q-1, k-1)
+
     columns = [
         entropy,
         distance,
@@ -43,8 +51,32 @@ def _row_sums(weights: np.ndarray, eos_keys: np.ndarray) -> np.ndarray:
         weights[:, :, 0],
         (weights * eos_keys[None, None, :]).sum(-1),
         weights.max(-1),
+        (weights * (np.abs(j - scaled) <= 1)).sum(-1),
     ]
     return np.stack([c.sum(-1) for c in columns], axis=-1)
+
+
+def _layer_sums(trace: AttentionTrace) -> Iterator[tuple[str, int, np.ndarray, int]]:
+    """(kind, layer, (heads, len(COLUMNS)) sums over the query rows, number of rows) of one trace."""
+    for kind in trace.kinds:
+        keys = trace.labels(kind)[1]
+        eos_keys = np.array([token == EOS for token in keys], dtype=np.float64)
+        for layer in trace.layers[kind]:
+            weights = trace.attention(kind, layer).astype(np.float64)
+            yield kind, layer, _row_sums(weights, eos_keys), weights.shape[1]
+
+
+def sentence_stats(trace: AttentionTrace) -> list[dict]:
+    """One row per (kind, layer, head) of one trace: the columns above averaged over its query
+    rows, plus `kind`, `layer`, `head`, `queries` (rows) and `keys`."""
+    table = []
+    for kind, layer, total, n_rows in _layer_sums(trace):
+        n_keys = len(trace.labels(kind)[1])
+        for h, head in enumerate(trace.heads or range(total.shape[0])):
+            row = {"kind": kind, "layer": layer, "head": head, "queries": n_rows, "keys": n_keys}
+            row.update({name: float(v) for name, v in zip(COLUMNS, total[h] / max(n_rows, 1), strict=True)})
+            table.append(row)
+    return table
 
 
 def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
@@ -53,14 +85,9 @@ def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
     sums: dict[tuple[str, int], np.ndarray] = {}
     rows: dict[tuple[str, int], int] = {}
     for trace in traces:
-        for kind in trace.kinds:
-            keys = trace.labels(kind)[1]
-            eos_keys = np.array([token == EOS for token in keys], dtype=np.float64)
-            for layer in trace.layers[kind]:
-                weights = trace.attention(kind, layer).astype(np.float64)
-                key = (kind, layer)
-                sums[key] = sums.get(key, 0.0) + _row_sums(weights, eos_keys)
-                rows[key] = rows.get(key, 0) + weights.shape[1]
+        for kind, layer, total, n_rows in _layer_sums(trace):
+            sums[(kind, layer)] = sums.get((kind, layer), 0.0) + total
+            rows[(kind, layer)] = rows.get((kind, layer), 0) + n_rows
     table = []
     for (kind, layer), total in sums.items():
         head_ids = traces[0].heads or list(range(total.shape[0]))

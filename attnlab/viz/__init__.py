@@ -18,6 +18,10 @@ Text in any script: every view writes in `FONT_STACK` (Latin and accented, CJK, 
 `fonts.use_fonts` sets it on a layout), a piece longer than 14 columns (a CJK character is two)
 is cut with "…" and shown whole on hover, and a right-to-left piece is isolated (FSI … PDI) so
 that it cannot reorder the text around it (`labels.piece_label`).
+
+Words in any language: every view writes its titles, axis labels, hover fields, legends and table
+headers from `WORDS` (`words.py`, English `str.format` templates); each takes `words=`, a mapping
+that replaces any of them, which the screens fill from their catalogue in the page's language.
 """
 
 from attnlab.viz.ablation import token_delta_figure
@@ -40,9 +44,11 @@ from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
+from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
 from attnlab.viz.tree import tree_figure
+from attnlab.viz.words import WORDS
 
 __all__ = [
     "DIFF_PALETTE",
@@ -54,6 +60,7 @@ __all__ = [
     "MASK_LIGHT",
     "PALETTE",
     "STAT_COLUMNS",
+    "WORDS",
     "colorize",
     "compare_figures",
     "computation_figure",
@@ -71,6 +78,8 @@ __all__ = [
     "mask_figure",
     "matrix_figure",
     "piece_label",
+    "profile_grid",
+    "profile_pick",
     "standalone_html",
     "stats_scatter",
     "stats_source",

@@ -5,7 +5,7 @@ and with the chosen heads off.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from bokeh.models import (
@@ -20,10 +20,15 @@ from bokeh.plotting import figure
 from attnlab.viz.axes import token_axis
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label
+from attnlab.viz.words import say
 
 
-def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Sequence[float]) -> figure:
-    """Per-token log-probability of the original output, with all heads and with heads switched off."""
+def token_delta_figure(
+    tokens: Sequence[str], before: Sequence[float], after: Sequence[float], words: Mapping[str, str] | None = None
+) -> figure:
+    """Per-token log-probability of the original output, with all heads and with heads switched
+    off; `words` replaces the title's, the legend's and the hover's ("ablation.*" of `viz.words.WORDS`)."""
+    said = say(words)
     n = len(tokens)
     width = int(np.clip(n * 30, 360, 900)) + 80
     fig = figure(
@@ -32,7 +37,7 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
         x_range=Range1d(0, n),
         tools="hover,save",
         toolbar_location=None,
-        title="log-probability of each original output token",
+        title=said["ablation.title"],
         name="ablation-tokens",
     )
     x = np.arange(n) + 0.5
@@ -44,16 +49,16 @@ def token_delta_figure(tokens: Sequence[str], before: Sequence[float], after: Se
     fig.add_layout(
         Legend(
             items=[
-                LegendItem(label="all heads", renderers=[bars_before]),
-                LegendItem(label="heads off", renderers=[bars_after]),
+                LegendItem(label=said["ablation.before"], renderers=[bars_before]),
+                LegendItem(label=said["ablation.after"], renderers=[bars_after]),
             ]
         ),
         "right",
     )
     fig.select_one(HoverTool).tooltips = [
-        ("token", "@token"),
-        ("all heads", "@before{0.000}"),
-        ("heads off", "@after{0.000}"),
+        (said["ablation.token"], "@token"),
+        (said["ablation.before"], "@before{0.000}"),
+        (said["ablation.after"], "@after{0.000}"),
     ]
     token_axis(fig.xaxis[0], tokens, width - 80, flip=False)
     fig.xaxis.major_label_orientation = math.pi / 2

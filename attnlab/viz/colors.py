@@ -13,16 +13,13 @@ from bokeh.palettes import Blues256, Category10, RdBu11
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.words import WORDS
 
 PALETTE = tuple(reversed(Blues256))  # 0 -> white, 1 -> dark blue
 DIFF_PALETTE = tuple(RdBu11)  # negative blue, 0 white, positive red
 MASK_LIGHT, MASK_DARK = (224, 224, 224), (150, 150, 150)  # hatch of forbidden cells
-KIND_TITLES = {
-    "encoder": "encoder self-attention",
-    "decoder": "decoder self-attention (masked)",
-    "cross": "encoder–decoder attention",
-}
 KIND_COLORS = {"encoder": Category10[3][0], "decoder": Category10[3][1], "cross": Category10[3][2]}
+KIND_TITLES = {kind: WORDS[f"kind.{kind}"] for kind in KIND_COLORS}  # in English (a view's `words` may change them)
 
 
 def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:

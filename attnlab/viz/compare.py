@@ -14,20 +14,10 @@ from typing import Any
 from bokeh.models import Div
 
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.colors import KIND_TITLES
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap
 from attnlab.viz.timeline import diff_figure
-
-# The text of the figures, as `str.format` templates; fields: {name} (a model), {first} and
-# {second} (both), {kind}, {kind_title}, {layer}, {head}, and {layers} and {heads} (a model's size).
-WORDS = {
-    "title": "{name} · {kind_title} · layer {layer} · head {head}",
-    "diff_title": "{first} − {second} · layer {layer} · head {head}",
-    "missing": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)",
-    "sizes": "no difference map: the two models differ in size here",
-    "pieces": "no difference map: the models read or wrote different pieces",
-}
+from attnlab.viz.words import kind_name, kind_title, say
 
 
 def word_diff(old: str, new: str) -> str:
@@ -65,35 +55,43 @@ def compare_figures(
 ) -> list[Any]:
     """[A's head, B's head, A − B]: figures where they exist, a short note (a `Div`) where not.
 
-    `words` replaces any of `WORDS`' templates, and may name the kind (`kind`, `kind_title`), in
-    a screen's language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
-    say = {**WORDS, **(words or {})}
-    fields = {
-        "kind": say.get("kind", kind),
-        "kind_title": say.get("kind_title", KIND_TITLES[kind]),
-        "layer": layer,
-        "head": head,
-    }
+    `words` replaces any of `viz.words.WORDS` (its "compare.*" templates, with the fields {name}
+    (a model), {first} and {second} (both), {kind}, {kind_title}, {layer}, {head}, and {layers}
+    and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
+    language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
+    said = say(words)
+    fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
     figures: list[Any] = []
     for trace, name, role in zip((first, second), names, ("first", "second"), strict=True):
         if has_head(trace, kind, layer, head):
-            title = say["title"].format(name=name, **fields)
+            title = said["compare.title"].format(name=name, **fields)
             figures.append(
                 heatmap(
-                    trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=f"compare-{role}"
-                )
+                    trace,
+                    kind,
+                    layer,
+                    head,
+                    mask=mask,
+                    vmax=vmax,
+                    title=title,
+                    budget=budget,
+                    name=f"compare-{role}",
+                    words=said,
+                )  # fmt: skip
             )
         else:
             layers = max((len(v) for v in trace.layers.values()), default=0)
-            text = say["missing"].format(name=name, layers=layers, heads=trace.n_heads, **fields)
+            text = said["compare.missing"].format(name=name, layers=layers, heads=trace.n_heads, **fields)
             figures.append(_note(text, role))
     if not all(has_head(t, kind, layer, head) for t in (first, second)):
-        figures.append(_note(say["sizes"].format(**fields), "diff"))
+        figures.append(_note(said["compare.sizes"].format(**fields), "diff"))
     elif first.labels(kind) != second.labels(kind):
-        figures.append(_note(say["pieces"].format(**fields), "diff"))
+        figures.append(_note(said["compare.pieces"].format(**fields), "diff"))
     else:
-        title = say["diff_title"].format(first=names[0], second=names[1], **fields)
-        figures.append(diff_figure(first, second, kind, layer, head, budget, title=title, name="compare-diff"))
+        title = said["compare.diff_title"].format(first=names[0], second=names[1], **fields)
+        figures.append(
+            diff_figure(first, second, kind, layer, head, budget, title=title, name="compare-diff", words=said)
+        )
     return figures
 
 

@@ -6,7 +6,7 @@ the values, all on one key axis. The numbers come from `attnlab.record.equation`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,34 +26,40 @@ from attnlab.viz.colors import (
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import piece_label
+from attnlab.viz.words import kind_name, say
 
 
-def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360) -> figure:
-    """The mask that shaped `kind`: allowed cells white, forbidden ones hatched."""
+def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapping[str, str] | None = None) -> figure:
+    """The mask that shaped `kind`: allowed cells white, forbidden ones hatched; `words` replaces
+    any of `viz.words.WORDS` ("mask.*", and the hover's "head.*")."""
+    said = say(words)
     q_labels, k_labels = trace.labels(kind)
     allowed = trace.mask(kind)
-    what = {
-        "encoder": "padding mask (one sentence: nothing padded)",
-        "decoder": "causal mask (i sees keys ≤ i)",
-        "cross": "padding mask (one sentence: nothing padded)",
-    }[kind]
-    if kind != "decoder" and not allowed.all():
-        what = "padding mask: padded keys forbidden"
+    padding = "mask.padding" if allowed.all() else "mask.padded"  # one sentence: nothing is padded
+    what = said["mask.causal" if kind == "decoder" else padding]
     return matrix_figure(  # matrix_figure sets the fonts
         allowed.astype(np.float32), q_labels, k_labels, allowed=allowed, vmax=1.0, palette=("#ffffff", "#ffffff"),
-        title=f"{kind}: {what}", budget=budget, value_name="allowed", name=f"mask-{kind}",
+        title=said["mask.title"].format(kind=kind_name(kind, said), what=what), budget=budget,
+        value_name=said["mask.allowed"], name=f"mask-{kind}", words=said,
     )  # fmt: skip
 
 
 def computation_figure(
-    parts: dict[str, np.ndarray], query: int, q_labels: Sequence[str], k_labels: Sequence[str], title: str = ""
+    parts: dict[str, np.ndarray],
+    query: int,
+    q_labels: Sequence[str],
+    k_labels: Sequence[str],
+    title: str = "",
+    words: Mapping[str, str] | None = None,
 ) -> Any:
     """Eq. (1) for one query row: QKᵀ/√d_k, the masked scores (−∞ shown as such), the softmax,
     and the weighted sum of the value vectors, all on one key axis.
 
     `parts` holds (q, k) `scores`, `allowed`, `weights` and (k, d_v) `v`, (q, d_v) `out` (see
-    `attnlab.record.equation.attention_parts`).
+    `attnlab.record.equation.attention_parts`). `words` replaces any of `viz.words.WORDS`
+    ("eq1.*", and the hover's "head.*"); the paper's notation is the same in every language.
     """
+    said = say(words)
     scores, allowed, weights = parts["scores"][query], parts["allowed"][query], parts["weights"][query]
     k = len(k_labels)
     width = int(np.clip(k * 26, 360, 900)) + 80
@@ -83,7 +89,7 @@ def computation_figure(
             }
         )
         fig.vbar(x="x", top="top", width=0.8, color=color, source=source)
-        fig.select_one(HoverTool).tooltips = [("key", "@key"), ("value", "@text")]
+        fig.select_one(HoverTool).tooltips = [(said["head.key"], "@key"), (said["eq1.value"], "@text")]
         token_axis(fig.xaxis[0], k_labels, width - 80, flip=False)
         fig.xaxis.major_label_orientation = math.pi / 2
         fig.xgrid.visible = False
@@ -95,7 +101,7 @@ def computation_figure(
         "eq1-scores",
         "#6b6ecf",
         score_range,
-        f"{title} · query {query} ({piece_label(q_labels[query])}): scores q·kⱼ/√d_k",
+        said["eq1.scores"].format(title=title, query=query, label=piece_label(q_labels[query])),
     )
     masked_values = np.where(allowed, scores, np.nan)
     masked = bars(
@@ -103,7 +109,7 @@ def computation_figure(
         "eq1-masked",
         "#6b6ecf",
         score_range,
-        "masked scores: forbidden keys set to −∞",
+        said["eq1.masked"],
     )
     blocked = np.flatnonzero(~allowed)
     if blocked.size:
@@ -120,22 +126,22 @@ def computation_figure(
         "eq1-softmax",
         "#2171b5",
         Range1d(0, max(1e-6, float(weights.max())) * 1.1),
-        "softmax: attention weights (sum 1)",
+        said["eq1.softmax"],
     )
     v = parts["v"]  # (k, d_v)
     contributions = weights[:, None] * v  # (k, d_v), rows sum to the output
     bound = float(np.abs(contributions).max()) or 1.0
     contrib = matrix_figure(
         contributions.T, [f"v[{d}]" for d in range(v.shape[1])], list(k_labels), vmin=-bound, vmax=bound,
-        palette=DIFF_PALETTE, title="weighted values aⱼ·vⱼ (columns), summed over keys →", budget=420,
-        value_name="aⱼ·vⱼ", name="eq1-values", axis_labels=("key j", "dimension of v"),
+        palette=DIFF_PALETTE, title=said["eq1.values"], budget=420, value_name="aⱼ·vⱼ", name="eq1-values",
+        axis_labels=(said["eq1.key"], said["eq1.dimension"]), words=said,
     )  # fmt: skip
     out = parts["out"][query]  # (d_v,)
     bound_out = float(np.abs(out).max()) or 1.0
     result = matrix_figure(
         out[:, None], [f"v[{d}]" for d in range(out.size)], ["Σ"], vmin=-bound_out, vmax=bound_out,
-        palette=DIFF_PALETTE, title="output", budget=420, value_name="output", name="eq1-output",
-        axis_labels=("", ""),
+        palette=DIFF_PALETTE, title=said["eq1.output"], budget=420, value_name=said["eq1.output"],
+        name="eq1-output", axis_labels=("", ""), words=said,
     )  # fmt: skip
     result.width = 190
     return use_fonts(column(raw, masked, soft, row(contrib, result), name="eq1"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,6 @@ from PIL import Image, ImageDraw
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
-    KIND_TITLES,
     PALETTE,
     colorize,
     hatch,
@@ -32,6 +32,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
 from attnlab.viz.labels import display_width, piece_label
+from attnlab.viz.words import kind_title, say
 
 _STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
 
@@ -43,10 +44,23 @@ def _png_text(text: str, fonts: tuple[Any, ...]) -> str:
     return text
 
 
+def _title(kind: str, layer: int, head: int, words: Mapping[str, str] | None) -> str:
+    said = say(words)
+    return said["head.title"].format(kind_title=kind_title(kind, said), layer=layer, head=head)
+
+
 def heatmap_png(
-    trace: AttentionTrace, kind: str, layer: int, head: int, *, mask: bool = True, vmax: float | None = 1.0
+    trace: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    words: Mapping[str, str] | None = None,
 ) -> bytes:
-    """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar."""
+    """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar;
+    its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
     q_labels, k_labels = trace.labels(kind)
     q, k = weights.shape
@@ -64,7 +78,7 @@ def heatmap_png(
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
     title_fonts = png_fonts(14)
-    title = _png_text(f"{KIND_TITLES[kind]} · layer {layer} · head {head}", title_fonts)
+    title = _png_text(_title(kind, layer, head, words), title_fonts)
     draw_text(draw, (6, 6 + 8), title, title_fonts)
     for i in range(0, q, stride_q):
         draw_text(draw, (left - 6, top + i * cell + cell / 2), q_text[i], fonts, align="right")
@@ -83,9 +97,17 @@ def heatmap_png(
 
 
 def heatmap_svg(
-    trace: AttentionTrace, kind: str, layer: int, head: int, *, mask: bool = True, vmax: float | None = 1.0
+    trace: AttentionTrace,
+    kind: str,
+    layer: int,
+    head: int,
+    *,
+    mask: bool = True,
+    vmax: float | None = 1.0,
+    words: Mapping[str, str] | None = None,
 ) -> str:
-    """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded image)."""
+    """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded
+    image); its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
     q_labels, k_labels = trace.labels(kind)
     q, k = weights.shape
@@ -105,7 +127,7 @@ def heatmap_svg(
         + "".join(f'<stop offset="{i / 10:.1f}" stop-color="{PALETTE[min(255, int(i * 25.6))]}"/>' for i in range(11))
         + "</linearGradient></defs>",
         '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="6" y="18" font-size="14">{html.escape(KIND_TITLES[kind])} · layer {layer} · head {head}</text>',
+        f'<text x="6" y="18" font-size="14">{html.escape(_title(kind, layer, head, words))}</text>',
     ]
     rgb = colorize(weights, 0.0, scale)
     if q * k <= 10_000:
@@ -152,14 +174,18 @@ def standalone_html(layout: Any, title: str = "attnlab") -> str:
     return file_html(use_fonts(layout), INLINE, title)
 
 
-def summary_div(trace: AttentionTrace) -> Div:
-    """Source, output and model identity as a small HTML block (for the standalone page)."""
+def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -> Div:
+    """Source, output and model identity as a small HTML block (for the standalone page), its
+    words ("export.*" of `viz.words.WORDS`) replaced by `words`."""
+    said = {key: html.escape(value) for key, value in say(words).items()}
     meta = trace.meta
     text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
     output = html.escape(str(meta.get("output", " ".join(trace.tgt_tokens))))
-    model = trace.model.get("checkpoint") or "model"
+    model = html.escape(str(trace.model.get("checkpoint") or said["export.model"]))
+    weights = said["export.weights"].format(sha=html.escape(str(trace.model.get("weights_sha256", "?"))))
     return use_fonts(
         Div(
-            text=f"<h2>attnlab</h2><p><b>input</b>: <bdi>{text}</bdi></p><p><b>output</b>: <bdi>{output}</bdi></p><p><small>{html.escape(str(model))} · weights {trace.model.get('weights_sha256', '?')}</small></p>"
+            text=f"<h2>attnlab</h2><p><b>{said['export.input']}</b>: <bdi>{text}</bdi></p>"
+            f"<p><b>{said['export.output']}</b>: <bdi>{output}</bdi></p><p><small>{model} · {weights}</small></p>"
         )
     )

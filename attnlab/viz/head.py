@@ -6,7 +6,7 @@ axes, hover (query, key, weight; masked cells say so), a colour bar and the mask
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from bokeh.models import (
@@ -25,13 +25,13 @@ from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
-    KIND_TITLES,
     PALETTE,
     head_map,
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label
+from attnlab.viz.words import kind_title, say
 
 _LABEL_JS = """
 const n = labels.length;
@@ -42,7 +42,7 @@ return labels[i] + "  (" + i + ")";
 """
 _WEIGHT_JS = """
 const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
-if (blocked.length && blocked.includes(i * k + j)) return "masked (score −∞, weight 0)";
+if (blocked.length && blocked.includes(i * k + j)) return masked;
 return value.toFixed(4);
 """
 
@@ -58,11 +58,15 @@ def heatmap(
     title: str | None = None,
     budget: int = 560,
     name: str | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
-    and (with `mask`) the forbidden cells hatched."""
-    fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}")
-    update_heatmap(fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name)
+    and (with `mask`) the forbidden cells hatched. `words` replaces any of `viz.words.WORDS`
+    (the title's "head.title", the hover's "head.*"), e.g. in a screen's language."""
+    fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}", words=words)
+    update_heatmap(
+        fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name, words=words
+    )
     return fig
 
 
@@ -78,10 +82,12 @@ def update_heatmap(
     title: str | None = None,
     budget: int = 560,
     name: str | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
-    only the new data instead of a new figure."""
+    only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
     q_labels, k_labels = trace.labels(kind)
+    said = say(words)
     update_matrix(
         fig,
         head_map(trace, kind, layer, head),
@@ -89,7 +95,7 @@ def update_heatmap(
         k_labels,
         allowed=trace.mask(kind) if mask else None,
         vmax=vmax,
-        title=title or f"{KIND_TITLES[kind]} · layer {layer} · head {head}",
+        title=title or said["head.title"].format(kind_title=kind_title(kind, said), layer=layer, head=head),
         budget=budget,
     )
     fig.name = name or f"heatmap-{kind}"
@@ -107,12 +113,18 @@ def matrix_figure(
     palette: Sequence[str] = PALETTE,
     title: str = "",
     budget: int = 560,
-    value_name: str = "weight",
+    value_name: str | None = None,
     name: str = "heatmap",
-    axis_labels: tuple[str, str] = ("key", "query"),
+    axis_labels: tuple[str, str] | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """A (q, k) matrix as one `image` glyph, queries top to bottom, keys left to right, with a
-    transparent RGBA overlay that hatches the cells `allowed` forbids."""
+    transparent RGBA overlay that hatches the cells `allowed` forbids. The hover names the query,
+    the key and `value_name` (default: "weight"); the axes read `axis_labels` (default: key,
+    query), all in `words` ("head.*" of `viz.words.WORDS`)."""
+    said = say(words)
+    value_name = said["head.weight"] if value_name is None else value_name
+    query, key = said["head.query"], said["head.key"]
     fig = figure(
         x_range=Range1d(0, 1),
         y_range=Range1d(0, 1),
@@ -130,11 +142,13 @@ def matrix_figure(
     fig.add_tools(
         HoverTool(
             renderers=[cells],
-            tooltips=[("query", "$y{custom}"), ("key", "$x{custom}"), (value_name, "@image{custom}")],
+            tooltips=[(query, "$y{custom}"), (key, "$x{custom}"), (value_name, "@image{custom}")],
             formatters={
                 "$y": CustomJSHover(args={"labels": [], "flip": True}, code=_LABEL_JS % "y"),
                 "$x": CustomJSHover(args={"labels": [], "flip": False}, code=_LABEL_JS % "x"),
-                "@image": CustomJSHover(args={"blocked": [], "q": 1, "k": 1}, code=_WEIGHT_JS),
+                "@image": CustomJSHover(
+                    args={"blocked": [], "q": 1, "k": 1, "masked": said["head.masked"]}, code=_WEIGHT_JS
+                ),
             },
         )
     )
@@ -143,7 +157,7 @@ def matrix_figure(
         axis.major_tick_line_color = None
         axis.minor_tick_line_color = None
     fig.xaxis.major_label_orientation = math.pi / 2
-    fig.xaxis.axis_label, fig.yaxis.axis_label = axis_labels
+    fig.xaxis.axis_label, fig.yaxis.axis_label = (key, query) if axis_labels is None else axis_labels
     fig.grid.visible = False
     fig.add_layout(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value_name), "right"
@@ -194,7 +208,7 @@ def update_matrix(
     formatters["$y"].args = {"labels": [piece_label(s, None) for s in q_labels], "flip": True}  # whole pieces
     formatters["$x"].args = {"labels": [piece_label(s, None) for s in k_labels], "flip": False}
     blocked = np.flatnonzero(~allowed).tolist() if masked else []
-    formatters["@image"].args = {"blocked": blocked, "q": q, "k": k}
+    formatters["@image"].args = {**formatters["@image"].args, "blocked": blocked, "q": q, "k": k}  # keeps `masked`
     token_axis(fig.xaxis[0], k_labels, k * cell_k, flip=False)
     token_axis(fig.yaxis[0], q_labels, q * cell_q, flip=True)
     return fig

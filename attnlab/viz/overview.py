@@ -4,7 +4,7 @@ block-averaged past `GRID_SIDE` tokens), the open head framed, a tap opening ano
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from bokeh.events import Tap
 from bokeh.models import (
@@ -17,13 +17,13 @@ from bokeh.plotting import figure
 
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import (
-    KIND_TITLES,
     colorize,
     downsample,
     hatch,
     rgba,
 )
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.words import kind_title, say
 
 GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
 
@@ -39,12 +39,14 @@ def grid(
     mask: bool = True,
     vmax: float | None = 1.0,
     on_select: Callable[[int, int], None] | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """Small multiples, one row per layer and one column per head, in a single figure.
 
     Each thumbnail is an RGBA image (weights coloured, forbidden cells hatched), block-averaged
     to at most `GRID_SIDE` tokens a side. `on_select(layer, head)` is called when a thumbnail is
-    tapped (in a Bokeh server or Panel session).
+    tapped (in a Bokeh server or Panel session). `words` replaces any of `viz.words.WORDS`
+    ("grid.*": the title, the layers' and heads' names, the hover).
     """
     fig = figure(tools="tap,reset,save", toolbar_location=None, x_range=Range1d(0, 1), y_range=Range1d(0, 1))
     renderer = fig.image_rgba(image="image", x="x", y="y", dw=1, dh=1, source=ColumnDataSource(), name="thumbnails")
@@ -63,7 +65,7 @@ def grid(
                 on_select(*picked)
 
         fig.on_event(Tap, tapped)
-    return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax))
+    return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax, words=words))
 
 
 def update_grid(
@@ -75,8 +77,10 @@ def update_grid(
     mask: bool = True,
     vmax: float | None = 1.0,
     cell_px: int = 96,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """Show another kind (or trace, or selection) in a figure made by `grid`, in place."""
+    said = say(words)
     layers, n_heads = list(trace.layers[kind]), trace.n_heads
     allowed = downsample(trace.mask(kind).astype(float), GRID_SIDE) > 0 if mask else None
     images, xs, ys, names = [], [], [], []
@@ -88,7 +92,7 @@ def update_grid(
             images.append(rgba(hatch(colorize(small, 0.0, scale), allowed, max(1, cell_px // max(small.shape)))))
             xs.append(head * (1 + GAP))
             ys.append((len(layers) - 1 - row_index) * (1 + GAP))
-            names.append(f"layer {layer} · head {head}")
+            names.append(said["grid.cell"].format(layer=layer, head=head))
     fig.select_one({"name": "thumbnails"}).data_source.data = {"image": images, "x": xs, "y": ys, "name": names}
     frame = fig.select_one({"name": "selected"})  # the red frame around the open head, when it is shown
     if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
@@ -107,14 +111,15 @@ def update_grid(
         name=f"grid-{kind}",
         tags=[{"layers": layers, "n_heads": n_heads}],
     )
-    fig.title.text = f"{KIND_TITLES[kind]}: layers × heads (click one to open it)"
+    fig.title.text = said["grid.title"].format(kind_title=kind_title(kind, said))
     fig.x_range.update(start=-GAP, end=n_heads * (1 + GAP))
     fig.y_range.update(start=-GAP, end=len(layers) * (1 + GAP))
     fig.xaxis.ticker.ticks = [h * (1 + GAP) + 0.5 for h in range(n_heads)]
-    fig.xaxis.major_label_overrides = {h * (1 + GAP) + 0.5: f"head {h}" for h in range(n_heads)}
+    fig.xaxis.major_label_overrides = {h * (1 + GAP) + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
     fig.yaxis.ticker.ticks = [(len(layers) - 1 - r) * (1 + GAP) + 0.5 for r in range(len(layers))]
     fig.yaxis.major_label_overrides = {
-        (len(layers) - 1 - r) * (1 + GAP) + 0.5: f"layer {layer}" for r, layer in enumerate(layers)
+        (len(layers) - 1 - r) * (1 + GAP) + 0.5: said["grid.layer"].format(layer=layer)
+        for r, layer in enumerate(layers)
     }
     return fig
 

@@ -4,7 +4,7 @@ that share one source: selecting a head in one selects it in the other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bokeh.models import (
     ColumnDataSource,
@@ -20,25 +20,35 @@ from attnlab.viz.colors import (
     KIND_COLORS,
 )
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.words import kind_name, say
 
 STAT_COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max")
 
 
-def stats_source(rows: Sequence[dict]) -> ColumnDataSource:
+def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -> ColumnDataSource:
     """`attnlab.record.stats.head_stats` rows as one source that the table and the scatter share
-    (selecting a head in one selects it in the other)."""
+    (selecting a head in one selects it in the other); the kinds' names (`kind_name`, shown in
+    the table and the legend) and each head's hover label (`label`) are written in `words`."""
+    said = say(words)
     data: dict[str, list] = {name: [r[name] for r in rows] for name in ("kind", "layer", "head", *STAT_COLUMNS)}
-    data["label"] = [f"{r['kind']} L{r['layer']} H{r['head']}" for r in rows]
+    data["kind_name"] = [kind_name(r["kind"], said) for r in rows]
+    data["label"] = [
+        said["stats.label"].format(kind=kind_name(r["kind"], said), layer=r["layer"], head=r["head"]) for r in rows
+    ]
     data["color"] = [KIND_COLORS[r["kind"]] for r in rows]
     return ColumnDataSource(data)
 
 
-def stats_table(source: ColumnDataSource, height: int = 320) -> DataTable:
-    """Sortable table (click a header), one row per head."""
+def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str, str] | None = None) -> DataTable:
+    """Sortable table (click a header), one row per head; its headers are `words`' "stats.*"."""
+    said = say(words)
     number = NumberFormatter(format="0.000")
-    columns = [TableColumn(field="kind", title="kind", formatter=StringFormatter(), width=70)]
-    columns += [TableColumn(field=name, title=name, width=45) for name in ("layer", "head")]
-    columns += [TableColumn(field=name, title=name, formatter=number, width=65) for name in STAT_COLUMNS]
+    columns = [TableColumn(field="kind_name", title=said["stats.kind"], formatter=StringFormatter(), width=70)]
+    columns += [TableColumn(field=name, title=said[f"stats.{name}"], width=45) for name in ("layer", "head")]
+    columns += [
+        TableColumn(field=name, title=said.get(f"stats.{name}", name), formatter=number, width=65)
+        for name in STAT_COLUMNS
+    ]
     table = DataTable(
         source=source,
         columns=columns,
@@ -52,13 +62,18 @@ def stats_table(source: ColumnDataSource, height: int = 320) -> DataTable:
     return use_fonts(table)
 
 
-def stats_scatter(source: ColumnDataSource, x: str = "entropy", y: str = "distance") -> figure:
-    """One dot per head, coloured by kind; tap a dot to select that head."""
+def stats_scatter(
+    source: ColumnDataSource, x: str = "entropy", y: str = "distance", words: Mapping[str, str] | None = None
+) -> figure:
+    """One dot per head, coloured by kind; tap a dot to select that head. `x` and `y` are columns
+    (`STAT_COLUMNS`), named on the axes as `words`' "stats.*" name them."""
+    said = say(words)
+    x_name, y_name = said.get(f"stats.{x}", x), said.get(f"stats.{y}", y)
     fig = figure(
         width=460,
         height=360,
         tools="tap,box_select,wheel_zoom,pan,reset,save",
-        title=f"heads: {x} vs {y}",
+        title=said["stats.title"].format(x=x_name, y=y_name),
         name="stats-scatter",
     )
     renderer = fig.scatter(
@@ -66,15 +81,18 @@ def stats_scatter(source: ColumnDataSource, x: str = "entropy", y: str = "distan
         y=y,
         source=source,
         color="color",
-        legend_field="kind",
+        legend_field="kind_name",
         size=10,
         alpha=0.8,
         selection_color="#d62728",
         nonselection_alpha=0.3,
     )
     fig.add_tools(
-        HoverTool(renderers=[renderer], tooltips=[("head", "@label"), (x, f"@{x}{{0.000}}"), (y, f"@{y}{{0.000}}")])
+        HoverTool(
+            renderers=[renderer],
+            tooltips=[(said["stats.head"], "@label"), (x_name, f"@{x}{{0.000}}"), (y_name, f"@{y}{{0.000}}")],
+        )
     )
-    fig.xaxis.axis_label, fig.yaxis.axis_label = x, y
+    fig.xaxis.axis_label, fig.yaxis.axis_label = x_name, y_name
     fig.legend.location = "top_left"
     return use_fonts(fig)

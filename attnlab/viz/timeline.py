@@ -4,7 +4,7 @@ statistic across the saved steps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bokeh.models import (
     Legend,
@@ -22,6 +22,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
+from attnlab.viz.words import say
 
 
 def diff_figure(
@@ -33,28 +34,39 @@ def diff_figure(
     budget: int = 420,
     title: str | None = None,
     name: str = "timeline-diff",
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """weights(trace) − weights(reference) for one head (e.g. a training step minus the final
-    model, or one model minus another on the same sentence pair)."""
+    model, or one model minus another on the same sentence pair). `words` replaces any of
+    `viz.words.WORDS` (the title's "timeline.diff_title", the hover's "head.*")."""
+    said = say(words)
     now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
     if now.shape != final.shape:
         raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
     return matrix_figure(
         now - final, q_labels, k_labels, allowed=trace.mask(kind), vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
-        title=title or f"difference to the final model · layer {layer} · head {head}", budget=budget, value_name="Δ weight", name=name,
+        title=title or said["timeline.diff_title"].format(layer=layer, head=head), budget=budget,
+        value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip
 
 
 def timeline_curve(
-    steps: Sequence[int], values: dict[str, Sequence[float]], current: int | None = None, stat: str = "entropy"
+    steps: Sequence[int],
+    values: dict[str, Sequence[float]],
+    current: int | None = None,
+    stat: str = "entropy",
+    words: Mapping[str, str] | None = None,
 ) -> figure:
-    """A head statistic across training steps, one line per head; a vertical line at `current`."""
+    """A head statistic across training steps, one line per head (`values`: {legend label: one
+    value per step}); a vertical line at `current`. `stat` names the statistic; `words` replaces
+    the title's and the step axis's templates ("timeline.*" of `viz.words.WORDS`)."""
+    said = say(words)
     fig = figure(
         width=460,
         height=260,
         tools="save,reset,wheel_zoom",
-        title=f"{stat} of each head across training",
+        title=said["timeline.title"].format(stat=stat),
         name="timeline-curve",
     )
     palette = Category10[10]
@@ -66,5 +78,5 @@ def timeline_curve(
     fig.add_layout(Legend(items=items, label_text_font_size="9px"), "right")
     if current is not None:
         fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
-    fig.xaxis.axis_label, fig.yaxis.axis_label = "training step", stat
+    fig.xaxis.axis_label, fig.yaxis.axis_label = said["timeline.step"], stat
     return use_fonts(fig)

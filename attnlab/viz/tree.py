@@ -4,6 +4,8 @@ span (for the parser's output, §6.3).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from bokeh.models import (
     ColumnDataSource,
@@ -15,10 +17,13 @@ from attnlab.data.treebank import Tree, parse
 from attnlab.errors import AttnlabError
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import short_label
+from attnlab.viz.words import say
 
 
-def tree_figure(text: str, title: str = "parse tree") -> figure:
-    """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span."""
+def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | None = None) -> figure:
+    """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span.
+    The title is `title`, else `words`' "tree.title" ("parse tree")."""
+    title = say(words)["tree.title"] if title is None else title
     try:
         trees = parse(text)
     except AttnlabError:

@@ -90,5 +90,7 @@ class AblationTab(pn.viewable.Viewer):
                 f"<div class='attn-ablation-result'><p>{verdict}</p><p class='attn-output'>{diff}</p><p>{logp}</p></div>",
                 stylesheets=[CSS],
             ),
-            pn.pane.Bokeh(viz.token_delta_figure(effect.original_tokens, effect.before, effect.after)),
+            pn.pane.Bokeh(
+                viz.token_delta_figure(effect.original_tokens, effect.before, effect.after, words=store.words)
+            ),
         ]

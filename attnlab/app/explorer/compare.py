@@ -24,7 +24,7 @@ from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store, sentence
-from attnlab.app.i18n import error_message, kind_name, kind_title, text
+from attnlab.app.i18n import error_message, text
 from attnlab.decode.compare import compare, mismatch
 from attnlab.errors import AttnlabError
 
@@ -167,17 +167,7 @@ class CompareTab(pn.viewable.Viewer):
 
     def _draw_maps(self) -> None:
         store, c = self.store, self.comparison
-        lang = self.lang
-        words = {  # viz.compare_figures' templates, and the kind, in the page's language
-            "title": text("compare.map_title", lang),
-            "diff_title": text("compare.diff_title", lang),
-            "missing": text("compare.missing", lang),
-            "sizes": text("compare.sizes", lang),
-            "pieces": text("compare.pieces", lang),
-            "kind": kind_name(store.kind, lang),
-            "kind_title": kind_title(store.kind, lang),
-        }
-        figures = viz.compare_figures(
+        figures = viz.compare_figures(  # in the page's language: titles, notes, the maps' hover
             c.first.trace,
             c.second_on_first.trace,
             store.kind,
@@ -186,7 +176,7 @@ class CompareTab(pn.viewable.Viewer):
             names=self.names,
             mask=store.mask,
             vmax=store.vmax,
-            words=words,
+            words=store.words,
         )
         for pane, figure in zip(self.panes, figures, strict=True):
             pane.object = figure

@@ -21,7 +21,8 @@ class DashboardTab(pn.viewable.Viewer):
         """`redraw` is called when the chosen axes change (the page redraws when the tab shows)."""
         super().__init__()
         self.store = store
-        columns = list(viz.STAT_COLUMNS)  # the table's column names: the same words as its headers
+        words = store.words  # the columns as the table's headers name them: {name: column}
+        columns = {words.get(f"stats.{column}", column): column for column in viz.STAT_COLUMNS}
         self.x = pn.widgets.Select(label=text("dashboard.x", store.lang), options=columns, value="entropy", width=110)
         self.y = pn.widgets.Select(label=text("dashboard.y", store.lang), options=columns, value="distance", width=110)
         self.figures = pn.Row(css_classes=["attn-stats"])
@@ -33,11 +34,12 @@ class DashboardTab(pn.viewable.Viewer):
         return self.layout
 
     def draw(self) -> None:
-        source = viz.stats_source(self.store.stats)
+        words = self.store.words
+        source = viz.stats_source(self.store.stats, words=words)
         source.selected.on_change("indices", self._selected)
         self.figures.objects = [
-            pn.pane.Bokeh(viz.stats_table(source)),
-            pn.pane.Bokeh(viz.stats_scatter(source, self.x.value, self.y.value)),
+            pn.pane.Bokeh(viz.stats_table(source, words=words)),
+            pn.pane.Bokeh(viz.stats_scatter(source, self.x.value, self.y.value, words=words)),
         ]
 
     def _selected(self, _attr: str, _old: list[int], new: list[int]) -> None:

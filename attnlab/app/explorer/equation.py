@@ -30,7 +30,7 @@ class EquationTab(pn.viewable.Viewer):
         return self.layout
 
     def draw_mask(self) -> None:
-        self.mask.object = viz.mask_figure(self.store.trace, self.store.kind)
+        self.mask.object = viz.mask_figure(self.store.trace, self.store.kind, words=self.store.words)
 
     def draw_eq1(self) -> None:
         store, trace = self.store, self.store.trace
@@ -40,4 +40,4 @@ class EquationTab(pn.viewable.Viewer):
         query = min(store.query, len(q_labels) - 1)
         kind = kind_name(store.kind, store.lang)
         title = text("head.short", store.lang, kind=kind, layer=store.layer, head=store.head)
-        self.eq1.object = viz.computation_figure(parts, query, q_labels, k_labels, title=title)
+        self.eq1.object = viz.computation_figure(parts, query, q_labels, k_labels, title=title, words=store.words)

@@ -78,7 +78,9 @@ class ExportBar(pn.viewable.Viewer):
         store = self.store
         if store.trace is None:
             return None
-        return render(store.trace, store.kind, store.layer, store.head, mask=store.mask, vmax=store.vmax)
+        return render(
+            store.trace, store.kind, store.layer, store.head, mask=store.mask, vmax=store.vmax, words=store.words
+        )
 
     def trace_file(self) -> io.BytesIO | None:
         if self.store.trace is None:
@@ -92,15 +94,17 @@ class ExportBar(pn.viewable.Viewer):
         store, trace = self.store, self.store.trace
         if trace is None:
             return None
-        vmax = store.vmax
-        source = viz.stats_source(store.stats)
+        vmax, words = store.vmax, store.words
+        source = viz.stats_source(store.stats, words=words)
         q_labels, k_labels = trace.labels(store.kind)
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
+        query = min(store.query, len(q_labels) - 1)
         layout = column(
-            viz.summary_div(trace),
-            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax),
-                viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax)),
-            row(viz.mask_figure(trace, store.kind), viz.computation_figure(parts, min(store.query, len(q_labels) - 1), q_labels, k_labels)),
-            row(viz.stats_table(source), viz.stats_scatter(source)),
+            viz.summary_div(trace, words=words),
+            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=words),
+                viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax, words=words)),
+            row(viz.mask_figure(trace, store.kind, words=words),
+                viz.computation_figure(parts, query, q_labels, k_labels, words=words)),
+            row(viz.stats_table(source, words=words), viz.stats_scatter(source, words=words)),
         )  # fmt: skip
         return io.StringIO(viz.standalone_html(layout, title=f"attnlab: {trace.meta.get('text', '')[:60]}"))

@@ -50,7 +50,7 @@ class HeadsTab(pn.viewable.Viewer):
 
     def draw_grid(self) -> None:
         store = self.store
-        options = {"selected": (store.layer, store.head), "mask": store.mask, "vmax": store.vmax}
+        options = {"selected": (store.layer, store.head), "mask": store.mask, "vmax": store.vmax, "words": store.words}
         if self.grid.object is None:
             self.grid.object = viz.grid(store.trace, store.kind, on_select=self.picked, **options)
         else:
@@ -60,9 +60,9 @@ class HeadsTab(pn.viewable.Viewer):
         store = self.store
         selection = (trace, store.kind, store.layer, store.head)
         if self.heatmap.object is None:
-            self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax)
+            self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax, words=store.words)
         else:
-            viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax)
+            viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax, words=store.words)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
         lang = store.lang
         caption = text(

@@ -11,11 +11,23 @@ titles, captions, notices, figure titles), and a reload draws all of them again 
 language by the same code that drew the first ones, so no view is ever half translated and the
 URL says what the page shows. What the reload costs: the session starts again (the model comes
 from the server's cache; the typed text is not kept).
+
+The page itself says its language too (`<html lang="zh">`): browsers pick fonts by it (a Chinese
+page gets Chinese glyph shapes for the characters Chinese and Japanese share), and screen readers
+and translators read it. Panel's page template writes `lang="en"`; `set_page_language` gives the
+session's document the same template with the session's language in its place.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import panel as pn
+from panel.io.resources import BASE_TEMPLATE, parse_template
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 from attnlab.app.i18n import LANGUAGES, language, text
 
@@ -41,6 +53,28 @@ def session_language() -> str:
     if isinstance(accept, list):
         accept = ",".join(accept)
     return language(requested_text, accept)
+
+
+def _page_template() -> Template | None:
+    """Panel's page template with `lang` read from the document's `html_lang` variable, or None
+    when this Panel's template has no `<html lang="en"` to replace."""
+    source, tag = Path(BASE_TEMPLATE.filename).read_text(encoding="utf-8"), '<html lang="en"'
+    if tag not in source:
+        return None
+    return parse_template(source.replace(tag, "<html lang=\"{{ html_lang | default('en') }}\"", 1))
+
+
+PAGE_TEMPLATE = _page_template()
+
+
+def set_page_language(lang: str) -> None:
+    """Serve the page of the session being built as `<html lang="{lang}">` (outside a server
+    session, e.g. in a notebook, there is no page of its own: nothing to do)."""
+    doc = pn.state.curdoc
+    if PAGE_TEMPLATE is None or doc is None or doc.session_context is None:
+        return
+    doc.template = PAGE_TEMPLATE
+    doc.template_variables["html_lang"] = lang if lang in LANGUAGES else "en"
 
 
 def language_switch(lang: str) -> pn.widgets.Select:

@@ -45,7 +45,7 @@ class Output(pn.viewable.Viewer):
         self.text.object = self._html()
         if store.model.task == "parse":
             try:
-                self.tree.object = viz.tree_figure((store.scored or store.result).text)
+                self.tree.object = viz.tree_figure((store.scored or store.result).text, words=store.words)
                 self.tree_box.visible = True
             except AttnlabError:
                 self.tree_box.visible = False

@@ -22,11 +22,12 @@ import torch
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
 from attnlab.app.explorer.compare import CompareTab
+from attnlab.app.explorer.corpus import CorpusTab
 from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
-from attnlab.app.explorer.language import language_switch, session_language
+from attnlab.app.explorer.language import language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.store import MAX_BEAM, Store
@@ -124,6 +125,7 @@ class Explorer(pn.viewable.Viewer):
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
         self.ablation = AblationTab(store)
         self.compare = CompareTab(store, self.checkpoints, ablated=lambda: self.ablation.choice.value)
+        self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
             (text("tab.heads", lang), self.heads),
@@ -132,6 +134,7 @@ class Explorer(pn.viewable.Viewer):
             (text("tab.timeline", lang), self.timeline),
             (text("tab.ablation", lang), self.ablation),
             (self.compare.title, self.compare),
+            (text("corpus.tab", lang), self.corpus),
             dynamic=False,
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
@@ -241,6 +244,15 @@ class Explorer(pn.viewable.Viewer):
         if model is not previous:
             self.translate()
 
+    def open_sentence(self, source: str, reference: str, head: tuple[str, int, int]) -> None:
+        """A sentence picked in the Corpus tab: decode it (with its reference when the profile
+        read references) and show `head` of it in the Heads tab."""
+        self.text_input.value, self.reference_input.value = source, reference
+        self.tabs.active = 0
+        self.translate()
+        if self.store.trace is not None:
+            self.store.select(*head)
+
     def _pick(self, name: str) -> None:
         """Show `name` in the picker without opening it again."""
         self._opening = True
@@ -348,7 +360,9 @@ def app(argv: list[str] | None = None) -> Explorer:
         torch.set_num_threads(max(1, args.threads))
     roots = CheckpointRoots([BUNDLED, *args.checkpoint_root, *args.checkpoint])
     lang = session_language()  # ?lang=, else the browser's Accept-Language, else English
-    explorer = Explorer(find_checkpoints(args.checkpoint, roots=args.checkpoint_root), roots, lang=lang)
+    set_page_language(lang)  # <html lang="...">: browsers choose CJK fonts by it
+    listed = find_checkpoints(args.checkpoint, roots=args.checkpoint_root, lang=lang)  # named in the page's language
+    explorer = Explorer(listed, roots, lang=lang)
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
         first = given[0] if given else next(iter(explorer.checkpoints))

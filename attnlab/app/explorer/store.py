@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import param
 from attnlab.app.checkpoints import BUNDLED, open_model
 from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, kind_name, text
 from attnlab.app.roots import CheckpointRoots
+from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
@@ -81,6 +83,12 @@ class Store(param.Parameterized):
         """The beam the model decodes with: greedy decoding is a beam of one, and no beam is
         wider than `MAX_BEAM` whatever a request set."""
         return 1 if self.greedy else min(max(1, int(self.beam)), MAX_BEAM)
+
+    @property
+    def words(self) -> Mapping[str, str]:
+        """The figures' words (`attnlab.viz`'s templates: titles, axes, hover, headers) in the
+        page's language: every view passes them as `words=`."""
+        return figure_words(self.lang)
 
     @property
     def vmax(self) -> float | None:

@@ -105,13 +105,18 @@ class TimelineTab(pn.viewable.Viewer):
                         title=title,
                         name="timeline-heatmap",
                         budget=380,
+                        words=store.words,
                     )
                 ),
-                pn.pane.Bokeh(viz.diff_figure(now, final, kind, layer, head, budget=380)),
+                pn.pane.Bokeh(viz.diff_figure(now, final, kind, layer, head, budget=380, words=store.words)),
             ),
             pn.pane.Bokeh(
                 viz.timeline_curve(
-                    steps, curves, current=step, stat=text("timeline.entropy", lang, kind=name, layer=layer)
+                    steps,
+                    curves,
+                    current=step,
+                    stat=text("timeline.entropy", lang, kind=name, layer=layer),
+                    words=store.words,
                 )
             ),
         ]

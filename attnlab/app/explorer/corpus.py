@@ -1,0 +1,234 @@
+"""The Corpus tab: a profile written by `attnlab heads profile` (per-sentence, per-head
+statistics of a whole test set), each statistic as a layers × heads grid per kind of attention;
+a click on a head lists the sentences where it is most extreme, a click on a sentence opens it
+in the usual views (the page decodes it, with its reference when the profile read references).
+
+A profile is opened by a path under the server's checkpoint roots only, as checkpoints are
+(`attnlab.app.roots`): anything else gets one refusal after the same delay, and the tab names
+files relative to a root, never by their server path.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import panel as pn
+from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, TableColumn
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_title, text
+from attnlab.app.roots import MAX_REQUEST_CHARS, REFUSAL_SECONDS, CheckpointRoots
+from attnlab.decode.profile import Profile, read_profile
+from attnlab.errors import AttnlabError, CheckpointError
+
+MAX_PROFILE_MB = 512  # test2016 is ~1 MB; this is room for corpora 100x larger, not for any file
+N_EXTREMES = 12
+FIGURE_NAME = "profile-{kind}"  # the grids' bokeh names (what tests and exports find them by)
+
+
+def resolve_profile(roots: CheckpointRoots, request: str) -> Path:
+    """The real `.parquet` file a typed request names, when it lies under an allowed root (its
+    folder resolved as `CheckpointRoots.resolve` resolves a checkpoint, then the file itself
+    once more, so that a symlink out of a root does not count); otherwise
+    `CheckpointError(roots.refusal)`, after the same delay whatever the reason."""
+    started = time.perf_counter()
+    request = (request or "").strip()
+    found = None
+    if request and len(request) <= MAX_REQUEST_CHARS and "\0" not in request:
+        folder, name = os.path.split(request)
+        if name.endswith(".parquet") and name != ".parquet":
+            try:
+                folders = [roots.resolve(folder)] if folder else [Path(root.real) for root in roots.roots]
+            except CheckpointError:
+                folders = []
+            for candidate in folders:
+                real = os.path.realpath(candidate / name)
+                if roots.allows(real) and os.path.isfile(real):
+                    found = Path(real)
+                    break
+    if found is None:
+        time.sleep(max(0.0, started + REFUSAL_SECONDS - time.perf_counter()))
+        raise CheckpointError(roots.refusal)
+    return found
+
+
+class CorpusTab(pn.viewable.Viewer):
+    """A corpus profile: every head by one statistic, and a head's most extreme sentences."""
+
+    def __init__(self, store: Store, open_sentence: Callable[[str, str, tuple[str, int, int]], None]) -> None:
+        """`open_sentence(source, reference, (kind, layer, head))` shows a sentence in the
+        usual views (the page decodes it); the reference is '' for a profile of translations."""
+        super().__init__()
+        self.store = store
+        self.open_sentence = open_sentence
+        self.profile: Profile | None = None
+        self.profile_name = ""
+        self.selected: tuple[str, int, int] | None = None
+        self.rows: list[dict] = []
+        lang = store.lang
+        roots = ", ".join(root.name + "/" for root in store.roots.roots)
+        self.path_input = pn.widgets.TextInput(
+            css_classes=["attn-profile-path"],
+            label=text("corpus.profile", lang),
+            placeholder=text("corpus.profile_hint", lang, roots=roots)[:60],
+            width=320,
+            max_length=MAX_REQUEST_CHARS,
+        )
+        self.open_button = pn.widgets.Button(
+            label=text("corpus.open", lang), width=90, align="end", css_classes=["attn-profile-open"]
+        )
+        self.stat = pn.widgets.Select(
+            label=text("corpus.statistic", lang), options=[], width=130, css_classes=["attn-profile-stat"]
+        )
+        self.order = pn.widgets.RadioButtonGroup(
+            options={text("corpus.largest", lang): "largest", text("corpus.smallest", lang): "smallest"},
+            value="largest",
+            align="end",
+        )
+        self.info = pn.pane.HTML(
+            f"<span class='attn-profile-info'>{html.escape(text('corpus.hint', lang))}</span>",
+            css_classes=["attn-muted"],
+        )
+        self.grids = pn.FlexBox(css_classes=["attn-profile-grids"])
+        self.caption = pn.pane.HTML("", css_classes=["attn-profile-caption", "attn-muted"])
+        self.table = pn.pane.Bokeh(None, css_classes=["attn-profile-sentences"])
+        self.layout = pn.Column(
+            pn.Row(self.path_input, self.open_button, self.stat, self.order),
+            self.info,
+            self.grids,
+            self.caption,
+            self.table,
+        )
+        self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
+        self.stat.param.watch(lambda _event: self.draw(), "value")
+        self.order.param.watch(lambda _event: self.list_sentences(), "value")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    # -- actions ------------------------------------------------------------------------------------
+    def open(self, request: str) -> bool:
+        """Open what was typed: a profile under one of the server's roots; on failure the error
+        box says why (no server path in it) and the tab keeps what it showed."""
+        store, lang = self.store, self.store.lang
+        if not (request or "").strip():
+            store.error = text("corpus.no_profile", lang)
+            return False
+        try:
+            path = resolve_profile(store.roots, request)
+        except AttnlabError:
+            roots = ", ".join(f"{root.name}/" for root in store.roots.roots) or "—"
+            store.error = text("corpus.refused", lang, roots=roots)
+            return False
+        name = store.roots.display(path)
+        size_mb = path.stat().st_size / 2**20
+        if size_mb > MAX_PROFILE_MB:
+            store.error = text("corpus.too_big", lang, name=name, size=f"{size_mb:,.0f}", most=MAX_PROFILE_MB)
+            return False
+        try:
+            profile = read_profile(path)
+        except AttnlabError as error:
+            store.error = store.explain(error, {str(path): name})
+            return False
+        self.profile, self.profile_name, self.selected, self.rows = profile, name, None, []
+        store.error = ""
+        mode = text(
+            "corpus.mode_reference" if profile.meta.get("mode") == "reference" else "corpus.mode_translate", lang
+        )
+        said = text(
+            "corpus.info",
+            lang,
+            name=name,
+            sentences=profile.n_sentences,
+            mode=mode,
+            checkpoint=str(profile.meta.get("checkpoint", "?")),
+        )
+        self.info.object = (
+            f"<span class='attn-profile-info' data-sentences='{profile.n_sentences}'>{html.escape(said)}</span>"
+        )
+        stats = profile.stats
+        default = "eos" if "eos" in stats else stats[0]
+        if self.stat.options == stats and self.stat.value == default:
+            self.draw()
+        else:
+            self.stat.options = stats
+            self.stat.value = default  # draws
+        self.table.object = None
+        self.caption.object = ""
+        return True
+
+    def pick(self, kind: str, layer: int, head: int) -> None:
+        """A click on a grid: frame that head and list its most extreme sentences."""
+        self.selected = (kind, layer, head)
+        self.draw()
+        self.list_sentences()
+
+    # -- views ----------------------------------------------------------------------------------------
+    def draw(self) -> None:
+        """One layers × heads grid per kind for the chosen statistic."""
+        profile, stat, lang = self.profile, self.stat.value, self.store.lang
+        if profile is None or not stat:
+            return
+        figures = []
+        for kind in profile.kinds:
+            layers, values = profile.grid(stat, kind)
+            chosen = self.selected[1:] if self.selected and self.selected[0] == kind else None
+            title = text("corpus.grid_title", lang, kind=kind_title(kind, lang), stat=stat)
+            figure = viz.profile_grid(
+                layers,
+                values,
+                title=title,
+                selected=chosen,
+                on_select=partial(self.pick, kind),
+                name=FIGURE_NAME.format(kind=kind),
+            )
+            figures.append(pn.pane.Bokeh(figure))
+        self.grids.objects = figures
+        if self.selected is not None:
+            self.list_sentences()
+
+    def list_sentences(self) -> None:
+        """The open head's most extreme sentences by the chosen statistic, as a table; a click
+        on a row opens that sentence."""
+        if self.profile is None or self.selected is None or not self.stat.value:
+            return
+        kind, layer, head = self.selected
+        stat, lang, largest = self.stat.value, self.store.lang, self.order.value == "largest"
+        self.rows = self.profile.extremes(stat, kind, layer, head, N_EXTREMES, largest)
+        caption = text(
+            "corpus.extremes_largest" if largest else "corpus.extremes_smallest",
+            lang,
+            kind=kind_title(kind, lang),
+            layer=layer,
+            head=head,
+            stat=stat,
+        )
+        self.caption.object = (
+            f"<span class='attn-profile-head' data-head='{kind}-{layer}-{head}'>{html.escape(caption)}</span>"
+        )
+        source = ColumnDataSource(
+            {name: [row[name] for row in self.rows] for name in ("sentence", "value", "source", "output")}
+        )
+        source.selected.on_change("indices", self._clicked)
+        columns = [
+            TableColumn(field="sentence", title=text("corpus.sentence", lang), width=60),
+            TableColumn(field="value", title=stat, formatter=NumberFormatter(format="0.000"), width=70),
+            TableColumn(field="source", title=text("corpus.source", lang), width=420),
+            TableColumn(field="output", title=text("corpus.output", lang), width=420),
+        ]
+        table = DataTable(source=source, columns=columns, width=980, height=min(40 + 28 * len(self.rows), 380),
+                          index_position=None, selectable=True, sortable=False, name="profile-sentences")  # fmt: skip
+        self.table.object = viz.use_fonts(table)
+
+    def _clicked(self, _attr: str, _old: list[int], new: list[int]) -> None:
+        if not new or self.profile is None or self.selected is None or new[0] >= len(self.rows):
+            return
+        row = self.rows[new[0]]
+        reference = row["output"] if self.profile.meta.get("mode") == "reference" else ""
+        self.open_sentence(row["source"], reference, self.selected)

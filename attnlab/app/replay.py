@@ -1,0 +1,86 @@
+"""A training run in a notebook: the probe sentences `attnlab train --probes N` recorded at each
+checkpoint, replayed step by step (`replay`), for the head a `HeadPicker` opens: its map at the
+chosen step, its difference to the last step, and every head's entropy across the steps.
+
+Part of the notebook widgets (`attnlab.widgets` exports `replay` and `Timeline`); like them it
+speaks `lang` ("en", "es", "zh"), figures included (`attnlab.app.words`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ipywidgets as w
+from bokeh.models import LayoutDOM
+
+from attnlab import viz
+from attnlab.app import i18n
+from attnlab.app.checkpoints import probe_snapshots
+from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, reporting, trace_caption
+from attnlab.app.words import figure_words
+from attnlab.errors import AttnlabError
+from attnlab.record.stats import head_stats
+from attnlab.record.trace import AttentionTrace
+
+
+class Timeline(w.VBox):
+    """One probe sentence across a training run: the selected head at each saved step, its
+    difference to the last step, and every head's entropy across steps."""
+
+    def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
+        self.steps, self.lang = [step for step, _ in snapshots], lang
+        self.traces = dict(snapshots)
+        self.final = self.traces[self.steps[-1]]
+        self._entropy = {  # step -> (kind, layer, head) -> mean row entropy
+            step: {(r["kind"], r["layer"], r["head"]): r["entropy"] for r in head_stats(trace)}
+            for step, trace in snapshots
+        }
+        self.step = w.SelectionSlider(
+            options=self.steps,
+            value=self.steps[-1],
+            description=i18n.text("widgets.step", lang),
+            continuous_update=False,
+        )
+        self.step.observe(lambda _change: self.redraw(), "value")
+        self.picker = HeadPicker(self.redraw, lang)
+        self.heatmap = BokehPane()
+        self.diff = BokehPane()
+        self.curve = BokehPane()
+        self.errors = ErrorBox(lang)
+        figures = w.HBox([self.heatmap, self.diff], layout=w.Layout(flex_flow="row wrap"))
+        header = w.HTML(trace_caption(self.final, lang))
+        super().__init__([header, self.picker, self.step, self.errors, figures, self.curve])
+        self.picker.configure(self.final)
+        self.redraw()
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        return {"heatmap": self.heatmap.figure, "diff": self.diff.figure, "curve": self.curve.figure}
+
+    def redraw(self) -> None:
+        self.errors.clear()
+        with reporting(self.errors):
+            kind, layer, head = self.picker.value
+            step, lang = self.step.value, self.lang
+            words, trace = figure_words(lang), self.traces[step]
+            full = i18n.kind_title(kind, lang)
+            title = i18n.text("widgets.step_title", lang, step=step, kind=full, layer=layer, head=head)
+            self.heatmap.update(viz.heatmap(trace, kind, layer, head, title=title, budget=420, words=words))
+            self.diff.update(viz.diff_figure(trace, self.final, kind, layer, head, words=words))
+            heads = self.final.heads or list(range(self.final.n_heads))
+            curves = {
+                i18n.text("timeline.curve", lang, head=h): [self._entropy[s][(kind, layer, h)] for s in self.steps]
+                for h in heads
+            }
+            stat = i18n.text("timeline.entropy", lang, kind=i18n.kind_name(kind, lang), layer=layer)
+            self.curve.update(viz.timeline_curve(self.steps, curves, current=step, stat=stat, words=words))
+
+
+def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
+    """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
+    snapshots = probe_snapshots(run_or_checkpoint)
+    if not snapshots:
+        raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
+    if not all(probe < len(files) for _, files in snapshots):
+        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=len(snapshots[0][1])))
+    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots], lang)

@@ -1,0 +1,93 @@
+"""The figures' words in a screen's language. `attnlab.viz` may not import the screens, so it
+draws in English unless a view is given `words`: templates for its titles, axis labels, hover
+fields, legends and table headers, keyed as in `attnlab.viz.WORDS`. `figure_words(lang)` fills
+every one of them from the catalogue (`attnlab.app.i18n`), and the explorer and the widgets pass
+that one mapping to every view they draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
+
+from attnlab.app.i18n import DEFAULT, LANGUAGES, text
+
+
+@cache
+def _words(lang: str) -> Mapping[str, str]:
+    return MappingProxyType(
+        {
+            # the kinds of attention, in full and in short
+            "kind.encoder": text("kind.encoder.title", lang),
+            "kind.decoder": text("kind.decoder.title", lang),
+            "kind.cross": text("kind.cross.title", lang),
+            "kind_name.encoder": text("kind.encoder", lang),
+            "kind_name.decoder": text("kind.decoder", lang),
+            "kind_name.cross": text("kind.cross", lang),
+            # one head, every head
+            "head.title": text("figure.head_title", lang),
+            "head.query": text("figure.query", lang),
+            "head.key": text("figure.key", lang),
+            "head.weight": text("figure.weight", lang),
+            "head.masked": text("figure.masked", lang),
+            "grid.title": text("figure.grid_title", lang),
+            "grid.layer": text("figure.grid_layer", lang),
+            "grid.head": text("figure.grid_head", lang),
+            "grid.cell": text("figure.grid_cell", lang),
+            # head statistics
+            "stats.kind": text("selection.kind", lang),
+            "stats.layer": text("selection.layer", lang),
+            "stats.head": text("selection.head", lang),
+            "stats.entropy": text("figure.entropy", lang),
+            "stats.distance": text("figure.distance", lang),
+            "stats.self": text("figure.self", lang),
+            "stats.prev": text("figure.prev", lang),
+            "stats.next": text("figure.next", lang),
+            "stats.first": text("figure.first", lang),
+            "stats.eos": text("figure.eos", lang),
+            "stats.max": text("figure.max", lang),
+            "stats.label": text("head.short", lang),
+            "stats.title": text("figure.stats_title", lang),
+            # training, ablation
+            "timeline.diff_title": text("figure.diff_title", lang),
+            "timeline.diff_value": text("figure.diff_value", lang),
+            "timeline.title": text("figure.timeline_title", lang),
+            "timeline.step": text("timeline.step", lang),
+            "ablation.title": text("figure.ablation_title", lang),
+            "ablation.token": text("figure.token", lang),
+            "ablation.before": text("widgets.all_heads", lang),
+            "ablation.after": text("widgets.heads_off", lang),
+            # masks and Eq. (1)
+            "mask.title": text("figure.mask_title", lang),
+            "mask.padding": text("figure.mask_padding", lang),
+            "mask.causal": text("figure.mask_causal", lang),
+            "mask.padded": text("figure.mask_padded", lang),
+            "mask.allowed": text("figure.allowed", lang),
+            "eq1.scores": text("figure.scores", lang),
+            "eq1.masked": text("figure.masked_scores", lang),
+            "eq1.softmax": text("figure.softmax", lang),
+            "eq1.values": text("figure.values", lang),
+            "eq1.key": text("figure.key_j", lang),
+            "eq1.dimension": text("figure.dimension", lang),
+            "eq1.value": text("figure.value", lang),
+            "eq1.output": text("output.output", lang),
+            # a parse, the export, two models
+            "tree.title": text("figure.tree", lang),
+            "export.input": text("widgets.input", lang),
+            "export.output": text("widgets.output", lang),
+            "export.model": text("figure.model", lang),
+            "export.weights": text("figure.weights", lang),
+            "compare.title": text("compare.map_title", lang),
+            "compare.diff_title": text("compare.diff_title", lang),
+            "compare.missing": text("compare.missing", lang),
+            "compare.sizes": text("compare.sizes", lang),
+            "compare.pieces": text("compare.pieces", lang),
+        }
+    )
+
+
+def figure_words(lang: str = DEFAULT) -> Mapping[str, str]:
+    """Every template of `attnlab.viz.WORDS` in `lang` (English where `lang` is unknown), read-only
+    and made once per language: the `words=` of every `attnlab.viz` view a screen draws."""
+    return _words(lang if lang in LANGUAGES else DEFAULT)

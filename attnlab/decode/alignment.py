@@ -1,0 +1,371 @@
+"""Cross-attention read as word alignment, scored against human links by alignment error rate.
+
+Links are sets of (source_word, target_word) pairs, 0-indexed. Human gold has sure links S and
+possible links P (S ⊆ P: a sure link is also possible); a hypothesis A is scored as in Och & Ney
+(2003): precision |A∩P|/|A|, recall |A∩S|/|S|, AER = 1 − (|A∩S| + |A∩P|)/(|A| + |S|).
+
+Attention is between pieces; gold links are between words. `piece_words` maps each piece to the
+word it spells by character offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces
+included, and their characters aligned to the words' characters), so Chinese fed without
+spaces, byte-fallback pieces and punctuation split off a word all land on the right word.
+`word_links` then sums a target piece's attention over the pieces of each source word, averages
+over the pieces of a target word, and links each target word to its argmax source word (or to
+every source word above a threshold).
+
+Which attention row belongs to a target word: row t of a trace's cross map is the decoder step
+that *outputs* piece t (its input is piece t−1). Shift-Att (Chen et al. 2020, "Accurate Word
+Alignment Induction from Neural Machine Translation") instead aligns piece t at step t+1, where
+it is the decoder's *input*; `attention_rows(trace, "shift")` returns those rows.
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.data.tokenizer import UNSPACED
+from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.record.trace import AttentionTrace
+
+Links = set[tuple[int, int]]
+METHODS = ("head", "layer", "all", "shift")
+SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+_LINK = re.compile(r"^(\d+)([-?p])(\d+)$")
+
+
+# -- alignment error rate ------------------------------------------------------------------------------
+def _counts(hypothesis: Links, sure: Links, possible: Links) -> np.ndarray:
+    a, s = set(hypothesis), set(sure)
+    p = set(possible) | s  # a sure link is also a possible one
+    return np.array([len(a), len(s), len(a & s), len(a & p)])
+
+
+def _report(counts: np.ndarray) -> dict[str, Any]:
+    """Precision, recall and AER from (|A|, |S|, |A∩S|, |A∩P|). A ratio with nothing to count
+    (0/0) is 1.0 for precision and recall and 0.0 for AER: nothing claimed is nothing wrong, and
+    an empty hypothesis against an empty gold is a perfect match."""
+    n_hyp, n_sure, hit_sure, hit_possible = (int(c) for c in counts)
+    return {
+        "aer": 1.0 - (hit_sure + hit_possible) / (n_hyp + n_sure) if n_hyp + n_sure else 0.0,
+        "precision": hit_possible / n_hyp if n_hyp else 1.0,
+        "recall": hit_sure / n_sure if n_sure else 1.0,
+        "hypothesis_links": n_hyp,
+        "sure_links": n_sure,
+        "sure_hits": hit_sure,
+        "possible_hits": hit_possible,
+    }
+
+
+def aer(hypothesis: Iterable[tuple[int, int]], sure: Iterable[tuple[int, int]], possible: Iterable[tuple[int, int]]):
+    """Och & Ney's precision, recall and AER of one sentence's links (a dict, also the counts)."""
+    return _report(_counts(set(hypothesis), set(sure), set(possible)))
+
+
+def corpus_aer(
+    hypotheses: Sequence[Iterable[tuple[int, int]]],
+    sures: Sequence[Iterable[tuple[int, int]]],
+    possibles: Sequence[Iterable[tuple[int, int]]],
+) -> dict[str, Any]:
+    """AER over a corpus: the counts summed over sentences, then one ratio (as published AERs)."""
+    if not len(hypotheses) == len(sures) == len(possibles):
+        raise AttnlabError(f"{len(hypotheses)} hypothesis lines but {len(sures)} gold lines")
+    total = np.zeros(4, dtype=np.int64)
+    for a, s, p in zip(hypotheses, sures, possibles, strict=True):
+        total += _counts(set(a), set(s), set(p))
+    return {**_report(total), "sentences": len(hypotheses)}
+
+
+# -- Pharaoh files ----------------------------------------------------------------------------------------
+def read_pharaoh(
+    path_or_lines: str | os.PathLike | Iterable[str], one_indexed: bool = False, reverse: bool = False
+) -> list[tuple[Links, Links]]:
+    """(sure, possible) links per line of a Pharaoh file: `i-j` sure, `i?j` or `ipj` possible
+    (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
+    shared alignment sets); `reverse` swaps the sides (links written target-source)."""
+    if isinstance(path_or_lines, (str, os.PathLike)):
+        try:
+            lines = Path(path_or_lines).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise AttnlabError(f"cannot read {path_or_lines}: {error}") from None
+        name = str(path_or_lines)
+    else:
+        lines, name = list(path_or_lines), "links"
+    shift = 1 if one_indexed else 0
+    out = []
+    for number, line in enumerate(lines, 1):
+        sure: Links = set()
+        possible: Links = set()
+        for token in line.split():
+            match = _LINK.match(token)
+            if match is None:
+                raise AttnlabError(f"{name}: line {number}: {token!r} is not a link (i-j, i?j or ipj)")
+            i, j = int(match[1]) - shift, int(match[3]) - shift
+            if i < 0 or j < 0:
+                raise AttnlabError(f"{name}: line {number}: {token!r} has index 0 in a 1-indexed file")
+            link = (j, i) if reverse else (i, j)
+            possible.add(link)
+            if match[2] == "-":
+                sure.add(link)
+        out.append((sure, possible))
+    return out
+
+
+def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
+    """One line of 0-indexed `i-j` links, sorted."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+# -- pieces -> words --------------------------------------------------------------------------------------
+def _piece_bytes(piece: str) -> bytes:
+    byte = _BYTE_PIECE.match(piece)
+    if byte:
+        return bytes([int(byte[1], 16)])
+    if piece == "<unk>":
+        return "\ufffd".encode()  # a character that matches no word's: placed between its neighbours
+    return piece.replace("\u2581", " ").encode()
+
+
+def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[int | None]:
+    """The index of the word each piece spells (None for <s>, </s>, <pad>).
+
+    The pieces are detokenised one after another (UTF-8 byte pieces are joined into their
+    character) and the non-space characters of the result are aligned to those of the words, so
+    the text the model read may have had spaces between the words or not (Chinese). A piece
+    that is only a word boundary ("▁") belongs to the word after it. Characters the
+    tokenizer changed are placed between their aligned neighbours."""
+    if not words:
+        return [None] * len(pieces)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text, spans = "", []
+    for piece in pieces:
+        if piece in SPECIALS:
+            spans.append(None)
+            continue
+        start = len(text)
+        text += decoder.decode(_piece_bytes(piece))
+        spans.append((start, max(len(text), start + 1)))  # a partial character: the one it begins
+    text += decoder.decode(b"", final=True)
+    # characters of the text (spaces dropped) -> characters of the words -> word index
+    kept = [i for i, char in enumerate(text) if not char.isspace()]
+    ours = "".join(text[i] for i in kept)
+    theirs = "".join(word for word in words)
+    word_of_char = [w for w, word in enumerate(words) for _ in word]
+    target = [0] * len(ours)
+    matcher = difflib.SequenceMatcher(None, ours, theirs, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        for a in range(a0, a1):
+            if op == "equal":
+                target[a] = b0 + a - a0
+            elif op == "replace":
+                target[a] = b0 + (a - a0) * (b1 - b0) // (a1 - a0)
+            else:  # a character the words do not have: next to where it stands
+                target[a] = min(b0, len(theirs) - 1)
+    stripped_index = {i: n for n, i in enumerate(kept)}
+    result: list[int | None] = []
+    for span in spans:
+        if span is None:
+            result.append(None)
+            continue
+        first = next((stripped_index[i] for i in range(*span) if i in stripped_index), None)
+        result.append(None if first is None or not theirs else word_of_char[target[first]])
+    # a piece of spaces only (a lone "▁") joins the next word, else the previous one
+    for n, span in enumerate(spans):
+        if span is not None and result[n] is None:
+            after = [w for w, s in zip(result[n + 1 :], spans[n + 1 :], strict=True) if w is not None and s]
+            before = [w for w, s in zip(result[:n], spans[:n], strict=True) if w is not None and s]
+            result[n] = after[0] if after else (before[-1] if before else None)
+    return result
+
+
+# -- attention -> word links ---------------------------------------------------------------------------
+def word_matrix(
+    weights: np.ndarray, src_word_of_piece: Sequence[int | None], tgt_word_of_piece: Sequence[int | None]
+) -> np.ndarray:
+    """(target words, source words) attention: a target piece's weights summed over the pieces
+    of each source word, then averaged over the pieces of each target word. Pieces mapped to
+    None (</s>, <s>) are left out."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (len(tgt_word_of_piece), len(src_word_of_piece)):
+        raise AttnlabError(
+            f"attention of shape {weights.shape} but {len(tgt_word_of_piece)} target and "
+            f"{len(src_word_of_piece)} source pieces"
+        )
+    n_src = 1 + max((w for w in src_word_of_piece if w is not None), default=-1)
+    n_tgt = 1 + max((w for w in tgt_word_of_piece if w is not None), default=-1)
+    to_src = np.zeros((len(src_word_of_piece), n_src))  # (src pieces, src words) membership
+    for piece, word in enumerate(src_word_of_piece):
+        if word is not None:
+            to_src[piece, word] = 1.0
+    from_tgt = np.zeros((n_tgt, len(tgt_word_of_piece)))  # (tgt words, tgt pieces) averaging
+    for piece, word in enumerate(tgt_word_of_piece):
+        if word is not None:
+            from_tgt[word, piece] = 1.0
+    from_tgt /= np.maximum(from_tgt.sum(1, keepdims=True), 1.0)
+    return from_tgt @ weights @ to_src
+
+
+def word_links(
+    weights: np.ndarray,
+    src_word_of_piece: Sequence[int | None],
+    tgt_word_of_piece: Sequence[int | None],
+    method: str = "argmax",
+    threshold: float = 0.1,
+) -> Links:
+    """(source_word, target_word) links from a (target pieces, source pieces) attention map:
+    each target word to its most attended source word (`argmax`), or to every source word it
+    gives at least `threshold` of its attention (`threshold`)."""
+    matrix = word_matrix(weights, src_word_of_piece, tgt_word_of_piece)
+    if matrix.size == 0:
+        return set()
+    if method == "argmax":
+        return {(int(s), t) for t, s in enumerate(matrix.argmax(1))}
+    if method == "threshold":
+        return {(int(s), int(t)) for t, s in zip(*np.nonzero(matrix >= threshold), strict=True)}
+    raise AttnlabError(f"unknown link method {method!r}; choose argmax or threshold")
+
+
+def attention_rows(
+    trace: AttentionTrace, method: str, layer: int | None = None, head: int | None = None
+) -> tuple[np.ndarray, int]:
+    """(target pieces, source pieces) cross-attention for a method, and the row offset: 0 for
+    the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
+    last piece, </s>, then has no row). `head` needs `layer` and `head`; `layer` averages one
+    layer's heads (default: the last layer); `all` every layer and head; `shift` the all-layer
+    average, or one layer's (or head's) with `layer` (and `head`)."""
+    if method not in METHODS:
+        raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
+    if method == "head" and (layer is None or head is None):
+        raise AttnlabError("--method head needs --layer and --head")
+    if method == "all" or (method == "shift" and layer is None):
+        maps = [trace.attention("cross", n) for n in trace.layers["cross"]]
+        weights = np.mean([m.mean(0) for m in maps], axis=0)
+    else:
+        stack = trace.attention("cross", -1 if layer is None else layer)
+        if head is not None and not -stack.shape[0] <= head < stack.shape[0]:
+            raise AttnlabError(f"head {head} does not exist (the model has {stack.shape[0]} heads)")
+        weights = stack[head] if head is not None and method in ("head", "shift") else stack.mean(0)
+    if method == "shift":
+        return weights[1:], 1
+    return weights, 0
+
+
+def trace_links(
+    trace: AttentionTrace,
+    src_words: Sequence[int | None],
+    tgt_words: Sequence[int | None],
+    method: str = "all",
+    layer: int | None = None,
+    head: int | None = None,
+    links: str = "argmax",
+    threshold: float = 0.1,
+) -> Links:
+    """(source_word, target_word) links of one teacher-forced trace, given each piece's word."""
+    weights, offset = attention_rows(trace, method, layer, head)
+    tgt = list(tgt_words)[: len(tgt_words) - offset]
+    return word_links(weights, src_words, tgt, links, threshold)
+
+
+def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
+    """Every way to read alignment off a model's traces: each layer × head, each layer's average,
+    the all-layer average, and Shift-Att on each layer's average and on the all-layer average."""
+    layers, heads = range(n_layers), n_heads
+    out = [{"method": "head", "layer": n, "head": h} for n in layers for h in range(heads)]
+    out += [{"method": "layer", "layer": n, "head": None} for n in layers]
+    out += [{"method": "all", "layer": None, "head": None}]
+    out += [{"method": "shift", "layer": n, "head": None} for n in layers]
+    return out + [{"method": "shift", "layer": None, "head": None}]
+
+
+# -- a model reading word pairs --------------------------------------------------------------------------
+def split_pair(line: str, reverse: bool = False) -> tuple[list[str], list[str]]:
+    """The words of a `source ||| target` line (`reverse`: the line is `target ||| source`)."""
+    if line.count("|||") != 1:
+        raise ModelInputError("expected one `source ||| target` pair")
+    left, right = (side.split() for side in line.split("|||"))
+    if not left or not right:
+        raise ModelInputError("a side of the pair is empty")
+    return (right, left) if reverse else (left, right)
+
+
+def score_words(model: Any, src: list[str], tgt: list[str]) -> tuple[AttentionTrace, list, list]:
+    """Teacher-force the words through `model` (joined with spaces, or without for a language
+    written without them, as the model was trained) and map its pieces back to the words."""
+    data = model.meta.get("data", {})
+    joiner = {side: "" if data.get(f"{side}_lang") in UNSPACED else " " for side in ("src", "tgt")}
+    result = model.score(joiner["src"].join(src), joiner["tgt"].join(tgt), record=True)
+    trace = result.trace
+    return trace, piece_words(trace.src_tokens, src), piece_words(trace.tgt_tokens, tgt)
+
+
+def reading(method: str, layer: int | None = None, head: int | None = None) -> dict[str, Any]:
+    """One way to read alignment off a trace, with only the settings its method uses."""
+    if method not in METHODS:
+        raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
+    return {
+        "method": method,
+        "layer": None if method == "all" else layer,
+        "head": head if method in ("head", "shift") else None,
+    }
+
+
+def best_method(meta: dict[str, Any]) -> dict[str, Any]:
+    """The reading a model card names as its best (`meta["alignment"]`), else the all-layer average."""
+    best = meta.get("alignment")
+    if isinstance(best, dict) and best.get("method") in METHODS:
+        return reading(best["method"], best.get("layer"), best.get("head"))
+    return reading("all")
+
+
+def oriented(links: Links, reverse: bool) -> Links:
+    """Links in the input file's order of sides (swapped back when the input was reversed)."""
+    return {(t, s) for s, t in links} if reverse else set(links)
+
+
+def align_lines(
+    model: Any,
+    lines: Sequence[str],
+    readings: Sequence[dict[str, Any]] | None = None,
+    reverse: bool = False,
+    links: str = "argmax",
+    threshold: float = 0.1,
+) -> tuple[list[list[Links]], list[tuple[int, str]]]:
+    """Links of every `source ||| target` line under each reading (default: the model's best),
+    in the input's order of sides, and the (line number, reason) of lines that could not be read
+    (their links are empty). Each line is scored once, whatever the number of readings."""
+    readings = list(readings) if readings is not None else [best_method(model.meta)]
+    out: list[list[Links]] = [[] for _ in readings]
+    failed = []
+    for number, line in enumerate(lines, 1):
+        try:
+            src, tgt = split_pair(line, reverse)
+            trace, src_words, tgt_words = score_words(model, src, tgt)
+        except ModelInputError as error:
+            failed.append((number, str(error)))
+            for found in out:
+                found.append(set())
+            continue
+        for found, reading in zip(out, readings, strict=True):
+            found.append(
+                oriented(trace_links(trace, src_words, tgt_words, **reading, links=links, threshold=threshold), reverse)
+            )
+    return out, failed
+
+
+def reading_name(reading: dict[str, Any]) -> str:
+    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`."""
+    parts = [reading["method"]]
+    if reading.get("layer") is not None:
+        parts.append(f"L{reading['layer']}")
+    elif reading["method"] == "shift":
+        parts.append("all")
+    if reading.get("head") is not None:
+        parts.append(f"H{reading['head']}")
+    return " ".join(parts)

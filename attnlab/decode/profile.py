@@ -1,0 +1,305 @@
+"""Corpus-scale head profiles: what every head does on every sentence of a test set.
+
+    attnlab heads profile --checkpoint checkpoints/multi30k-en-de --src test2016.en --out p.parquet
+    attnlab heads query p.parquet "SELECT sentence, source FROM profile WHERE kind = 'cross'
+                                   ORDER BY eos DESC LIMIT 5"
+
+A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer, head): the
+sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
+columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
+sentence's query rows) and, given gold word alignments of the references, each cross-attention
+head's AER, precision and recall (`attnlab.decode.alignment`). Without references the output is the model's own translation (decoded
+in batches with the paper's beam settings, then recorded); with `--tgt` the references are read
+teacher-forced (`Model.score`). `query` runs DuckDB over the file, which it calls `profile`.
+
+`Profile` is the same file read back for a screen: a statistic per head averaged over the
+sentences (a layers × heads grid per kind) and the sentences where one head is most extreme.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from tqdm import tqdm
+
+from attnlab.decode.alignment import aer, piece_words, read_pharaoh, word_links
+from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
+from attnlab.errors import AttnlabError, CheckpointError, DataError
+from attnlab.record.stats import COLUMNS, sentence_stats
+
+FORMAT, VERSION = "attnlab-profile", 1
+ALIGNMENT = ("aer", "precision", "recall")  # of cross-attention heads, with gold alignments; null elsewhere
+SCHEMA = pa.schema(
+    [
+        ("sentence", pa.int32()),
+        ("kind", pa.string()),
+        ("layer", pa.int16()),
+        ("head", pa.int16()),
+        ("queries", pa.int32()),  # the sentence's query rows of this kind (target or source pieces)
+        ("keys", pa.int32()),
+        *[(name, pa.float32()) for name in COLUMNS],
+        ("score", pa.float32()),  # the output's length-normalised log-probability
+        ("source", pa.string()),
+        ("output", pa.string()),  # the model's translation, or the reference read teacher-forced
+    ]
+)
+
+
+# -- writing --------------------------------------------------------------------------------------------
+def profile(
+    model: Model,
+    sources: list[str],
+    targets: list[str] | None = None,
+    gold: list[str] | None = None,
+    *,
+    one_indexed: bool = False,
+    beam: int | None = None,
+    alpha: float | None = None,
+    batch: int = 64,
+    progress: bool = False,
+) -> pa.Table:
+    """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
+    `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too)."""
+    for name, lines in (("target", targets), ("gold", gold)):
+        if lines is not None and len(lines) != len(sources):
+            raise DataError(f"{len(sources)} source lines but {len(lines)} {name} lines")
+    if gold is not None and targets is None:
+        raise DataError("gold alignments link the words of references: give the references (--tgt) too")
+    links = read_pharaoh(gold, one_indexed=one_indexed) if gold is not None else None
+    schema = SCHEMA if links is None else pa.schema([*SCHEMA, *(pa.field(n, pa.float32()) for n in ALIGNMENT)])
+    for i, line in enumerate(sources):
+        if not line.strip():
+            raise DataError(f"source line {i + 1} is empty")
+    columns: dict[str, list] = {field.name: [] for field in schema}
+    bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
+    for start in range(0, len(sources), batch):
+        chunk = list(range(start, min(start + batch, len(sources))))
+        if targets is None:
+            results = model.translate([sources[i] for i in chunk], beam=beam, alpha=alpha, record=True, truncate=True)
+        else:
+            results = [model.score(sources[i], targets[i], record=True, truncate=True) for i in chunk]
+        for i, result in zip(chunk, results, strict=True):
+            scores = _head_aer(result, *links[i]) if links is not None else None
+            _add_rows(columns, i, result, scores)
+        bar.update(len(chunk))
+    bar.close()
+    return pa.table(columns, schema=schema)
+
+
+def _head_aer(result: Result, sure: set, possible: set) -> dict[tuple[int, int], dict]:
+    """{(layer, head): AER, precision, recall} of each cross-attention head's argmax links
+    between the words (whitespace-separated) of the source and of the reference."""
+    trace = result.trace
+    src_words = piece_words(trace.src_tokens, result.source.split())
+    tgt_words = piece_words(trace.tgt_tokens, result.text.split())
+    return {
+        (layer, head): aer(word_links(weights, src_words, tgt_words), sure, possible)
+        for layer in trace.layers["cross"]
+        for head, weights in enumerate(trace.attention("cross", layer))
+    }
+
+
+def _add_rows(columns: dict[str, list], index: int, result: Result, scores: dict | None) -> None:
+    for row in sentence_stats(result.trace):
+        row.update(sentence=index, score=result.score, source=result.source, output=result.text)
+        if scores is not None:
+            found = scores.get((row["layer"], row["head"])) if row["kind"] == "cross" else None
+            row.update({name: None if found is None else found[name] for name in ALIGNMENT})
+        for name, values in columns.items():
+            values.append(row[name])
+
+
+def write_profile(table: pa.Table, path: str | os.PathLike, about: dict[str, Any]) -> Path:
+    """Write atomically (temp file + rename), with `about` (checkpoint, mode, ...) in the metadata."""
+    meta = {"format": FORMAT, "version": VERSION, **about}
+    table = table.replace_schema_metadata({b"attnlab": json.dumps(meta).encode()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+@dataclass
+class Profile:
+    """A profile read back: the table and what its metadata says."""
+
+    table: pa.Table
+    meta: dict[str, Any]
+
+    @property
+    def stats(self) -> list[str]:
+        """The per-head statistics it holds (AER, precision, recall with gold alignments)."""
+        return [name for name in (*COLUMNS, *ALIGNMENT) if name in self.table.column_names]
+
+    @property
+    def kinds(self) -> list[str]:
+        present = set(self.table.column("kind").unique().to_pylist())
+        return [kind for kind in ("encoder", "decoder", "cross") if kind in present]
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.table.column("sentence").unique())
+
+    def _column(self, name: str) -> np.ndarray:
+        return self.table.column(name).to_numpy(zero_copy_only=False)
+
+    def grid(self, stat: str, kind: str) -> tuple[list[int], np.ndarray]:
+        """(layers, (layers, heads) mean of `stat` over the sentences; NaN where it has none)."""
+        if stat not in self.stats:
+            raise AttnlabError(f"this profile has no statistic {stat!r} (it has: {', '.join(self.stats)})")
+        rows = self._column("kind") == kind
+        layers, heads = self._column("layer")[rows], self._column("head")[rows]
+        values = self._column(stat)[rows].astype(np.float64)
+        layer_ids = sorted(set(layers.tolist()))
+        sums = np.zeros((len(layer_ids), int(heads.max()) + 1 if len(heads) else 0))
+        counts = np.zeros_like(sums)
+        at = np.searchsorted(layer_ids, layers)
+        good = ~np.isnan(values)
+        np.add.at(sums, (at[good], heads[good]), values[good])
+        np.add.at(counts, (at[good], heads[good]), 1)
+        with np.errstate(invalid="ignore"):
+            return layer_ids, sums / counts
+
+    def extremes(self, stat: str, kind: str, layer: int, head: int, n: int = 10, largest: bool = True) -> list[dict]:
+        """The `n` sentences where (kind, layer, head) has the largest (or smallest) `stat`:
+        {sentence, value, source, output}, most extreme first."""
+        rows = np.flatnonzero(
+            (self._column("kind") == kind) & (self._column("layer") == layer) & (self._column("head") == head)
+        )
+        values = self._column(stat)[rows].astype(np.float64)
+        rows, values = rows[~np.isnan(values)], values[~np.isnan(values)]
+        order = np.argsort(-values if largest else values, kind="stable")[:n]
+        picked = self.table.take(pa.array(rows[order])).select(["sentence", "source", "output"]).to_pylist()
+        return [{**row, "value": float(values[i])} for row, i in zip(picked, order, strict=True)]
+
+
+def read_profile(path: str | os.PathLike) -> Profile:
+    """Read a profile file; anything else (not Parquet, another table, another version) is a
+    one-line error."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as error:
+        raise CheckpointError(f"{path}: not a readable profile ({type(error).__name__})") from None
+    try:
+        meta = json.loads((table.schema.metadata or {}).get(b"attnlab", b"{}"))
+    except ValueError:
+        meta = {}
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an attnlab profile")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(
+            f"{path}: profile version {meta.get('version')} is not supported (this attnlab reads {VERSION})"
+        )
+    missing = [field.name for field in SCHEMA if field.name not in table.column_names]
+    if missing:
+        raise CheckpointError(f"{path}: damaged profile (no column {missing[0]!r})")
+    return Profile(table, meta)
+
+
+def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
+    """(column names, rows) of DuckDB's answer to `sql`, where the profile file is `profile`."""
+    if not Path(path).is_file():
+        raise DataError(f"{path}: no such profile file")
+    quoted = "'" + str(path).replace("'", "''") + "'"
+    with duckdb.connect() as con:
+        try:
+            con.execute(f"CREATE VIEW profile AS SELECT * FROM read_parquet({quoted})")
+            cursor = con.execute(sql)
+            return [d[0] for d in cursor.description or []], cursor.fetchall()
+        except duckdb.Error as error:
+            raise AttnlabError(" ".join(str(error).split())) from None
+
+
+# -- the command ----------------------------------------------------------------------------------------------
+def _read_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"cannot read {path}: {error}") from None
+
+
+def cli_heads(argv: list[str]) -> int:
+    """`attnlab heads profile ...` and `attnlab heads query PROFILE SQL`."""
+    parser = argparse.ArgumentParser(prog="attnlab heads", description="Head statistics over a whole corpus.")
+    commands = parser.add_subparsers(dest="action", required=True)
+    run = commands.add_parser("profile", help="record a test set; per-sentence, per-head statistics as Parquet")
+    run.add_argument("--checkpoint", required=True)
+    run.add_argument("--src", required=True, help="one source sentence per line")
+    run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
+    run.add_argument("--gold", help="gold links of the --tgt references (Pharaoh i-j / i?j lines): AER per head")
+    run.add_argument("--gold-one-indexed", action="store_true", help="the gold links count words from 1")
+    run.add_argument("--out", required=True, help="the profile file (.parquet)")
+    run.add_argument("--beam", type=int, default=DEFAULTS["translate"]["beam"])
+    run.add_argument("--alpha", type=float, default=DEFAULTS["translate"]["alpha"])
+    run.add_argument("--batch", type=int, default=64, help="sentences decoded together")
+    run.add_argument("--limit", type=int, help="only the first N sentences")
+    run.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    run.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: beside a training run on 2 shared cores, 2 threads were 13x slower)",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    ask = commands.add_parser("query", help="run SQL (DuckDB) over a profile, which is called `profile`")
+    ask.add_argument("profile")
+    ask.add_argument("sql")
+    args = parser.parse_args(argv)
+    if args.action == "query":
+        names, rows = query(args.profile, args.sql)
+        print("\t".join(names))
+        for row in rows:
+            print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+        return 0
+    sources = _read_lines(args.src)[: args.limit]
+    targets = _read_lines(args.tgt)[: args.limit] if args.tgt else None
+    gold = _read_lines(args.gold)[: args.limit] if args.gold else None
+    torch.set_num_threads(max(1, args.threads))
+    model = load(args.checkpoint, dtype=args.dtype)
+    started = time.perf_counter()
+    table = profile(
+        model,
+        sources,
+        targets,
+        gold,
+        one_indexed=args.gold_one_indexed,
+        beam=args.beam,
+        alpha=args.alpha,
+        batch=args.batch,
+        progress=not args.quiet,
+    )
+    about = {
+        "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+        "mode": "reference" if targets is not None else "translate",
+        "beam": args.beam,
+        "alpha": args.alpha,
+        "src": os.path.basename(args.src),
+        "gold": os.path.basename(args.gold) if args.gold else None,
+        "sentences": len(sources),
+    }
+    path = write_profile(table, args.out, about)
+    seconds = time.perf_counter() - started
+    print(f"{path}: {table.num_rows:,} rows ({len(sources):,} sentences) in {seconds:.1f} s", file=sys.stderr)
+    return 0

@@ -1,0 +1,93 @@
+"""A corpus profile's statistic as a layers × heads grid: one coloured cell per head (the mean of
+the statistic over the profile's sentences, `attnlab.decode.profile.Profile.grid`), its value
+written in it, the open head framed, a tap opening another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+
+from attnlab.viz.fonts import use_fonts
+
+CELL_PX = 56
+
+
+def profile_grid(
+    layers: Sequence[int],
+    values: np.ndarray,
+    *,
+    title: str = "",
+    selected: tuple[int, int] | None = None,
+    on_select: Callable[[int, int], None] | None = None,
+    name: str = "profile-grid",
+) -> figure:
+    """`values` (layers, heads), row r for model layer `layers[r]`, drawn with layer 0 at the
+    bottom; NaN cells (a head without the statistic, e.g. AER off cross-attention) are grey.
+    `on_select(layer, head)` is called when a cell is tapped (in a Bokeh server or Panel session)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[0] != len(layers):
+        raise ValueError(f"values have {values.shape[0]} rows but {len(layers)} layers are named")
+    n_layers, n_heads = values.shape
+    rows, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    mapper = LinearColorMapper(
+        palette=Viridis256, low=low, high=high if high > low else low + 1e-9, nan_color="#dddddd"
+    )
+    source = ColumnDataSource(
+        {
+            "x": heads.ravel() + 0.5,
+            "y": rows.ravel() + 0.5,
+            "value": values.ravel(),
+            "label": ["" if not np.isfinite(v) else f"{v:.2f}" for v in values.ravel()],
+            "text_color": ["black" if np.isfinite(v) and v > (low + high) / 2 else "white" for v in values.ravel()],
+            "layer": [int(layers[r]) for r in rows.ravel()],
+            "head": heads.ravel().tolist(),
+        }
+    )
+    fig = figure(
+        width=n_heads * CELL_PX + 90,
+        height=n_layers * CELL_PX + 70,
+        x_range=Range1d(0, n_heads),
+        y_range=Range1d(0, n_layers),
+        tools="tap",
+        toolbar_location=None,
+        title=title,
+        name=name,
+    )
+    cells = fig.rect("x", "y", 0.96, 0.96, source=source, fill_color={"field": "value", "transform": mapper},
+                     line_color=None)  # fmt: skip
+    fig.text("x", "y", text="label", source=source, text_align="center", text_baseline="middle",
+             text_font_size="9pt", text_color="text_color")  # fmt: skip
+    fig.add_tools(HoverTool(renderers=[cells], tooltips=[("", "L@layer · H@head"), ("", "@value{0.000}")]))
+    fig.xaxis.ticker = FixedTicker(ticks=[h + 0.5 for h in range(n_heads)])
+    fig.xaxis.major_label_overrides = {h + 0.5: f"H{h}" for h in range(n_heads)}
+    fig.yaxis.ticker = FixedTicker(ticks=[r + 0.5 for r in range(n_layers)])
+    fig.yaxis.major_label_overrides = {r + 0.5: f"L{layer}" for r, layer in enumerate(layers)}
+    fig.grid.visible = False
+    fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
+    if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
+        fig.rect(x=selected[1] + 0.5, y=list(layers).index(selected[0]) + 0.5, width=1, height=1, fill_color=None,
+                 line_color="#d62728", line_width=3, name="selected")  # fmt: skip
+    if on_select is not None:
+
+        def tapped(event: Tap) -> None:
+            picked = profile_pick(event.x, event.y, layers, n_heads)
+            if picked is not None:
+                on_select(*picked)
+
+        fig.on_event(Tap, tapped)
+    return use_fonts(fig)
+
+
+def profile_pick(x: float | None, y: float | None, layers: Sequence[int], n_heads: int) -> tuple[int, int] | None:
+    """(layer, head) under data point (x, y) of a `profile_grid` figure, or None outside it."""
+    if x is None or y is None or not (0 <= x < n_heads and 0 <= y < len(layers)):
+        return None
+    return int(layers[int(y)]), int(x)

@@ -1,0 +1,100 @@
+"""The words the figures write -- titles, axis labels, hover fields, legends, table headers -- in
+English, as `str.format` templates keyed by view ("head.*", "grid.*", ...).
+
+Every view takes `words=`, a mapping that replaces any of these templates (the screens pass their
+catalogue's, in the page's language: `attnlab.app.words`); what it does not replace stays English,
+so the library draws as before without it. The paper's notation (QKᵀ/√d_k, aⱼ·vⱼ, −∞, Σ) and the
+tokens themselves are never words: they are drawn as they are in every language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# fmt: off
+WORDS: dict[str, str] = {
+    # the kinds of attention: in full (titles) and short (legends, table cells)
+    "kind.encoder": "encoder self-attention",
+    "kind.decoder": "decoder self-attention (masked)",
+    "kind.cross": "encoder–decoder attention",
+    "kind_name.encoder": "encoder",
+    "kind_name.decoder": "decoder",
+    "kind_name.cross": "cross",
+    # one head (head.py): its title, the hover's fields and axes, the colour bar
+    "head.title": "{kind_title} · layer {layer} · head {head}",
+    "head.query": "query",
+    "head.key": "key",
+    "head.weight": "weight",
+    "head.masked": "masked (score −∞, weight 0)",
+    # every head (overview.py)
+    "grid.title": "{kind_title}: layers × heads (click one to open it)",
+    "grid.layer": "layer {layer}",
+    "grid.head": "head {head}",
+    "grid.cell": "layer {layer} · head {head}",
+    # head statistics (stats.py): the table's headers, the scatter's title and hover
+    "stats.kind": "kind",
+    "stats.layer": "layer",
+    "stats.head": "head",
+    "stats.entropy": "entropy",
+    "stats.distance": "distance",
+    "stats.self": "self",
+    "stats.prev": "prev",
+    "stats.next": "next",
+    "stats.first": "first",
+    "stats.eos": "eos",
+    "stats.max": "max",
+    "stats.label": "{kind} L{layer} H{head}",
+    "stats.title": "heads: {x} vs {y}",
+    # training dynamics (timeline.py)
+    "timeline.diff_title": "difference to the final model · layer {layer} · head {head}",
+    "timeline.diff_value": "Δ weight",
+    "timeline.title": "{stat} of each head across training",
+    "timeline.step": "training step",
+    # head ablation (ablation.py)
+    "ablation.title": "log-probability of each original output token",
+    "ablation.token": "token",
+    "ablation.before": "all heads",
+    "ablation.after": "heads off",
+    # masks and Eq. (1) (equation.py)
+    "mask.title": "{kind}: {what}",
+    "mask.padding": "padding mask (one sentence: nothing padded)",
+    "mask.causal": "causal mask (i sees keys ≤ i)",
+    "mask.padded": "padding mask: padded keys forbidden",
+    "mask.allowed": "allowed",
+    "eq1.scores": "{title} · query {query} ({label}): scores q·kⱼ/√d_k",
+    "eq1.masked": "masked scores: forbidden keys set to −∞",
+    "eq1.softmax": "softmax: attention weights (sum 1)",
+    "eq1.values": "weighted values aⱼ·vⱼ (columns), summed over keys →",
+    "eq1.key": "key j",
+    "eq1.dimension": "dimension of v",
+    "eq1.value": "value",
+    "eq1.output": "output",
+    # a parse (tree.py), the export (export.py)
+    "tree.title": "parse tree",
+    "export.input": "input",
+    "export.output": "output",
+    "export.model": "model",
+    "export.weights": "weights {sha}",
+    # two models side by side (compare.py); fields {name}, {first}, {second}, {layers}, {heads}
+    "compare.title": "{name} · {kind_title} · layer {layer} · head {head}",
+    "compare.diff_title": "{first} − {second} · layer {layer} · head {head}",
+    "compare.missing": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)",
+    "compare.sizes": "no difference map: the two models differ in size here",
+    "compare.pieces": "no difference map: the models read or wrote different pieces",
+}
+# fmt: on
+
+
+def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The templates a view writes with: English, with `words`' replacements."""
+    return {**WORDS, **(words or {})}
+
+
+def kind_title(kind: str, words: Mapping[str, str]) -> str:
+    """A kind of attention in full ("encoder–decoder attention"), as `words` (from `say`) write it."""
+    return words.get(f"kind.{kind}", kind)
+
+
+def kind_name(kind: str, words: Mapping[str, str]) -> str:
+    """A kind of attention in short ("cross"), as `words` (from `say`) write it."""
+    return words.get(f"kind_name.{kind}", kind)

@@ -1,0 +1,287 @@
+"""Attention as word alignment: AER against hand-computed cases, Pharaoh files, pieces mapped to
+words (Latin, Chinese without spaces, byte-fallback pieces, punctuation), attention aggregated to
+word links, and `attnlab align` / `attnlab evaluate --task align` end to end on the bundled model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+
+from attnlab.cli import main
+from attnlab.decode.alignment import (
+    aer,
+    best_method,
+    candidates,
+    corpus_aer,
+    piece_words,
+    read_pharaoh,
+    trace_links,
+    word_links,
+    word_matrix,
+)
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+CKPT = ROOT / "checkpoints" / "multi30k-en-de"
+# made-up sentences (not from a corpus): English ||| German, words separated by spaces
+PAIRS = [
+    "a small dog runs across the green grass . ||| ein kleiner Hund rennt über das grüne Gras .",
+    "two women drink coffee in a quiet café , laughing . ||| zwei Frauen trinken Kaffee in einem ruhigen Café , lachend .",
+    "the boy throws a red ball ||| der Junge wirft einen roten Ball",
+]
+
+
+# -- AER ----------------------------------------------------------------------------------------
+def test_aer_sure_only() -> None:
+    r = aer({(0, 0), (1, 2)}, sure={(0, 0), (1, 1)}, possible=set())  # sure links count as possible
+    assert (r["aer"], r["precision"], r["recall"]) == (0.5, 0.5, 0.5)  # 1 - (1 + 1) / (2 + 2)
+
+
+def test_aer_possible_only() -> None:
+    r = aer({(0, 0), (1, 2)}, sure=set(), possible={(0, 0), (1, 1)})
+    assert (r["aer"], r["precision"], r["recall"]) == (0.5, 0.5, 1.0)  # 1 - (0 + 1) / (2 + 0)
+
+
+def test_aer_sure_and_possible() -> None:
+    r = aer({(0, 0), (1, 1), (2, 2)}, sure={(0, 0)}, possible={(1, 1), (1, 2)})
+    assert r["aer"] == pytest.approx(0.25)  # 1 - (1 + 2) / (3 + 1)
+    assert r["precision"] == pytest.approx(2 / 3) and r["recall"] == 1.0
+
+
+def test_aer_empty_hypothesis_and_empty_gold() -> None:
+    empty_hyp = aer(set(), sure={(0, 0)}, possible={(0, 0)})
+    assert (empty_hyp["aer"], empty_hyp["precision"], empty_hyp["recall"]) == (1.0, 1.0, 0.0)
+    empty_gold = aer({(0, 0)}, sure=set(), possible=set())
+    assert (empty_gold["aer"], empty_gold["precision"], empty_gold["recall"]) == (1.0, 0.0, 1.0)
+    assert aer(set(), set(), set())["aer"] == 0.0
+    assert aer({(0, 0)}, sure={(0, 0)}, possible=set())["aer"] == 0.0  # S ⊆ P enforced
+
+
+def test_corpus_aer_sums_counts() -> None:
+    r = corpus_aer(
+        [{(0, 0), (1, 2)}, {(0, 0), (1, 1), (2, 2)}],
+        [{(0, 0), (1, 1)}, {(0, 0)}],
+        [set(), {(1, 1), (1, 2)}],
+    )
+    # |A| = 5, |S| = 3, |A∩S| = 2, |A∩P| = 3 -> 1 - 5/8 (not the mean of 0.5 and 0.25)
+    assert r["aer"] == pytest.approx(0.375) and r["sentences"] == 2
+    with pytest.raises(AttnlabError):
+        corpus_aer([set()], [], [])
+
+
+# -- Pharaoh -----------------------------------------------------------------------------------------
+def test_read_pharaoh_one_indexed_and_reversed(tmp_path: Path) -> None:
+    path = tmp_path / "gold"
+    path.write_text("1-1 2p3 3?2\n\n3-2\n", encoding="utf-8")
+    assert read_pharaoh(path, one_indexed=True) == [
+        ({(0, 0)}, {(0, 0), (1, 2), (2, 1)}),
+        (set(), set()),
+        ({(2, 1)}, {(2, 1)}),
+    ]
+    assert read_pharaoh(["0-1 2p0"], reverse=True) == [({(1, 0)}, {(1, 0), (0, 2)})]
+    with pytest.raises(AttnlabError, match="line 1"):
+        read_pharaoh(["0-x"])
+    with pytest.raises(AttnlabError, match="index 0"):
+        read_pharaoh(["0-1"], one_indexed=True)
+
+
+# -- attention -> word links ---------------------------------------------------------------------------
+def test_word_links_on_a_synthetic_map() -> None:
+    # target pieces ▁ein ▁Hund chen </s> (rows) × source pieces ▁a ▁dog gy </s> (columns)
+    weights = np.array([[0.6, 0.2, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.1, 0.5, 0.1], [0.0, 0.0, 0.0, 1.0]])
+    src, tgt = [0, 1, 1, None], [0, 1, 1, None]
+    # source pieces of a word summed, target pieces of a word averaged, </s> dropped
+    np.testing.assert_allclose(word_matrix(weights, src, tgt), [[0.6, 0.3], [0.2, 0.65]])
+    assert word_links(weights, src, tgt) == {(0, 0), (1, 1)}
+    assert word_links(weights, src, tgt, "threshold", 0.25) == {(0, 0), (1, 0), (1, 1)}
+    with pytest.raises(AttnlabError, match="shape"):
+        word_links(weights[:3], src, tgt)
+
+
+def test_methods_pick_the_right_rows() -> None:
+    """Row t outputs target piece t; Shift-Att reads piece t at row t+1, where it is the input."""
+    a, b = [0.9, 0.05, 0.05], [0.05, 0.9, 0.05]
+    head0 = np.array([a, b, a])  # rows: step outputting x, y, </s>
+    head1 = np.array([b, a, b])
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"cross": [np.stack([head0, head1])] * 2})
+    src, tgt = [0, 1, None], [0, 1, None]
+    assert trace_links(trace, src, tgt, "head", layer=0, head=0) == {(0, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "head", layer=1, head=1) == {(1, 0), (0, 1)}
+    assert trace_links(trace, src, tgt, "shift", layer=0, head=0) == {(1, 0), (0, 1)}  # x at row 1, y at row 2
+    assert trace_links(trace, src, tgt, "shift", layer=0, head=1) == {(0, 0), (1, 1)}
+
+
+# -- pieces -> words ----------------------------------------------------------------------------------------
+def _pieces(sp: spm.SentencePieceProcessor, text: str) -> list[str]:
+    return [sp.id_to_piece(i) for i in sp.encode(text)] + ["</s>"]
+
+
+def test_piece_words_latin_and_punctuation() -> None:
+    sp = spm.SentencePieceProcessor(model_file=str(CKPT / "spm.model"))
+    words = ["a", "man", ",", "in", "a", "red", "hat", ",", "sells", "ice-cream", "."]
+    pieces = _pieces(sp, " ".join(words))
+    assert pieces[:4] == ["▁a", "▁man", "▁", ","]  # a lone "▁" before the comma
+    got = dict(enumerate(piece_words(pieces, words)))
+    assert [got[i] for i in range(len(pieces))] == [0, 1, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9, 9, 9, 9, 10, None]
+    # the same words glued to the punctuation in the text the model read
+    pieces = _pieces(sp, "a man, in a red hat, sells ice-cream.")
+    assert piece_words(pieces, words)[pieces.index(",")] == 2
+
+
+def test_piece_words_byte_fallback() -> None:
+    sp = spm.SentencePieceProcessor(model_file=str(CKPT / "spm.model"))  # English/German: no CJK pieces
+    words = ["Der", "Mann", "食べ", "🦜", "."]
+    pieces = _pieces(sp, " ".join(words))
+    assert sum(p.startswith("<0x") for p in pieces) == 10  # 食, べ: 3 bytes each; 🦜: 4
+    mapped = piece_words(pieces, words)
+    for piece, word in zip(pieces, mapped, strict=True):
+        if piece.startswith("<0x"):
+            assert word in (2, 3)
+    assert mapped == [0, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, None]
+
+
+@pytest.fixture(scope="module")
+def chinese_spm(tmp_path_factory: pytest.TempPathFactory) -> spm.SentencePieceProcessor:
+    """A tiny Chinese BPE with byte fallback and no dummy prefix, as attnlab trains them."""
+    lines = [
+        "我喜欢喝绿茶。",
+        "他们在公园里散步。",
+        "我的朋友喜欢读书。",
+        "今天天气很好，我们去公园吧。",
+        "她喝了一杯热茶。",
+    ] * 20
+    prefix = tmp_path_factory.mktemp("spm") / "zh"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_prefix=str(prefix),
+        vocab_size=320,
+        model_type="bpe",
+        character_coverage=1.0,
+        byte_fallback=True,
+        add_dummy_prefix=False,
+        normalization_rule_name="identity",
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return spm.SentencePieceProcessor(model_file=f"{prefix}.model")
+
+
+def test_piece_words_chinese_without_spaces(chinese_spm: spm.SentencePieceProcessor) -> None:
+    words = ["我们", "喜欢", "在", "公园", "里", "喝", "绿茶", "，", "鳄鱼", "也", "喜欢", "。"]  # 鳄鱼也: never seen
+    text = "".join(words)  # the model reads Chinese without spaces; the words' bounds come from the gold
+    ids = chinese_spm.encode(text)
+    pieces = [chinese_spm.id_to_piece(i) for i in ids] + ["</s>"]
+    mapped = piece_words(pieces, words)
+    starts = np.cumsum([0] + [len(w) for w in words])
+    offset = 0
+    for k, piece in enumerate(pieces[:-1]):
+        if not piece.startswith("<0x") or int(piece[3:5], 16) >= 0xC0:  # a whole piece, or a character's first byte
+            offset = len(chinese_spm.decode(ids[:k]))  # characters before this piece
+        # a piece belongs to the word of its first character ("公园里" to 公园: one word per piece)
+        assert mapped[k] == int(np.searchsorted(starts, offset, side="right") - 1), (k, piece)
+    assert sum(p.startswith("<0x") for p in pieces) == 9 and mapped[-1] is None
+    assert mapped[pieces.index("<0xE9>")] == words.index("鳄鱼")
+
+
+# -- commands -------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("align") / "pairs.txt"
+    path.write_text("".join(p + "\n" for p in PAIRS), encoding="utf-8")
+    return path
+
+
+def _align(capsys: pytest.CaptureFixture, *args: str) -> list[set[tuple[int, int]]]:
+    assert main(["align", "--checkpoint", str(CKPT), *args]) == 0
+    return [p for _, p in read_pharaoh(capsys.readouterr().out.splitlines())]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--method", "head", "--layer", "1", "--head", "2"],
+        ["--method", "layer"],
+        ["--method", "all"],
+        ["--method", "shift"],
+        [],
+    ],
+)
+def test_align_every_method(capsys: pytest.CaptureFixture, pairs_file: Path, options: list[str]) -> None:
+    found = _align(capsys, "--input", str(pairs_file), *options)
+    assert len(found) == len(PAIRS)
+    for links, pair in zip(found, PAIRS, strict=True):
+        src, tgt = (side.split() for side in pair.split("|||"))
+        assert sorted({j for _, j in links}) == list(range(len(tgt)))  # argmax: each target word once
+        assert len(links) == len(tgt) and all(0 <= i < len(src) for i, _ in links)
+    if options == []:  # no method named and no meta.alignment in the bundled card: the all-layer average
+        assert found == _align(capsys, "--input", str(pairs_file), "--method", "all")
+
+
+def test_align_reversed_input_keeps_the_files_order(
+    capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path
+) -> None:
+    swapped = tmp_path / "de-en.txt"
+    swapped.write_text("".join(" ||| ".join(reversed(p.split(" ||| "))) + "\n" for p in PAIRS), encoding="utf-8")
+    forward = _align(capsys, "--input", str(pairs_file))
+    backward = _align(capsys, "--input", str(swapped), "--reverse-input")
+    assert backward == [{(j, i) for i, j in links} for links in forward]
+
+
+def test_align_threshold_and_errors(capsys: pytest.CaptureFixture, pairs_file: Path) -> None:
+    loose = _align(capsys, "--input", str(pairs_file), "--links", "threshold", "--threshold", "0.0")
+    assert all(
+        len(links) == len(p.split("|||")[0].split()) * len(p.split("|||")[1].split())
+        for links, p in zip(loose, PAIRS, strict=True)
+    )
+    assert main(["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--method", "head"]) == 2
+    assert "needs --layer and --head" in capsys.readouterr().err
+
+
+def test_best_method_from_the_model_card() -> None:
+    assert best_method({"alignment": {"method": "head", "layer": 2, "head": 1}}) == {
+        "method": "head",
+        "layer": 2,
+        "head": 1,
+    }
+    assert best_method({"alignment": {"method": "layer", "layer": 1, "head": 3}})["head"] is None
+    assert best_method({}) == {"method": "all", "layer": None, "head": None}
+    assert len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1
+
+
+def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    gold, hyp, rgold = tmp_path / "gold", tmp_path / "hyp", tmp_path / "rgold"
+    gold.write_text("1-1 2p2 3-3\n1-2\n", encoding="utf-8")  # 1-indexed; S = {00, 22}, {01}; P adds 11
+    rgold.write_text("1-1 2p2 3-3\n2-1\n", encoding="utf-8")  # the same, written target-source
+    hyp.write_text("0-0 1-1 2-1\n\n", encoding="utf-8")
+    # |A| = 3, |S| = 3, |A∩S| = 1 (00), |A∩P| = 2 (00, 11): AER = 1 - 3/6, P = 2/3, R = 1/3
+    base = ["evaluate", "--task", "align", "--hyp", str(hyp), "--gold-one-indexed"]
+    assert main([*base, "--gold", str(gold), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["aer"] == pytest.approx(0.5) and report["precision"] == pytest.approx(2 / 3)
+    assert report["recall"] == pytest.approx(1 / 3)
+    assert main([*base, "--gold", str(rgold), "--reverse-gold", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["aer"] == pytest.approx(0.5)
+    assert main([*base, "--gold", str(gold)]) == 0
+    assert "AER = 50.00" in capsys.readouterr().out
+
+
+def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path) -> None:
+    hyp, gold = tmp_path / "hyp", tmp_path / "gold"
+    assert main(["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--out", str(hyp)]) == 0
+    gold.write_text("".join(" ".join(f"{k}-{k}" for k in range(len(p.split("|||")[1].split()))) + "\n" for p in PAIRS))
+    assert main(["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(hyp), "--json"]) == 0
+    direct = json.loads(capsys.readouterr().out)["aer"]
+    args = ["evaluate", "--task", "align", "--gold", str(gold), "--all-heads", "--checkpoint", str(CKPT)]
+    assert main([*args, "--input", str(pairs_file)]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "reading" not in line]
+    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1  # the bundled model: 3 layers × 4 heads
+    aers = [float(line.split("|")[2]) for line in table]
+    assert aers == sorted(aers)
+    assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(
+        100 * direct, abs=0.05
+    )

@@ -1,0 +1,199 @@
+"""Corpus-scale head profiles (`attnlab heads profile|query`, `attnlab.decode.profile`): every row
+is the head statistics of one sentence, checked against `head_stats` on the same traces; DuckDB
+answers SQL over the file from the CLI and from Python; gold alignments add each cross head's
+AER as `attnlab.decode.alignment` computes it; the explorer opens profiles under its roots only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from attnlab.cli import main
+from attnlab.decode.alignment import aer, piece_words, word_links
+from attnlab.decode.api import load
+from attnlab.decode.profile import profile, query, read_profile, write_profile
+from attnlab.errors import CheckpointError, DataError
+from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
+from attnlab.record.trace import AttentionTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
+SOURCES = [
+    "A dog runs in the park.",
+    "Two men are working on a roof.",
+    "A little girl in a pink dress is climbing into a wooden playhouse.",
+]
+REFERENCES = [
+    "Ein Hund rennt im Park.",
+    "Zwei Männer arbeiten auf einem Dach.",
+    "Ein kleines Mädchen in einem rosa Kleid klettert in ein Spielhaus aus Holz.",
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    if not (BUNDLED / "manifest.json").is_file():
+        pytest.skip("the bundled checkpoints/multi30k-en-de is not here")
+    return load(BUNDLED)
+
+
+def by_head(table: pa.Table, sentence: int) -> dict[tuple[str, int, int], dict]:
+    return {(r["kind"], r["layer"], r["head"]): r for r in table.to_pylist() if r["sentence"] == sentence}
+
+
+def check_against_head_stats(table: pa.Table, traces: list[AttentionTrace]) -> None:
+    n_heads = traces[0].n_heads
+    assert table.num_rows == len(traces) * sum(len(t) for t in traces[0].layers.values()) * n_heads
+    for index, trace in enumerate(traces):
+        rows = by_head(table, index)
+        for expected in head_stats(trace):
+            row = rows[(expected["kind"], expected["layer"], expected["head"])]
+            assert row["queries"] == expected["rows"]
+            for name in COLUMNS:
+                assert row[name] == pytest.approx(expected[name], abs=1e-5), (index, name)
+
+
+# -- the statistics --------------------------------------------------------------------------------------
+def test_diagonal_and_sentence_stats_on_known_patterns() -> None:
+    eye = np.eye(4, dtype=np.float32)[None]
+    far = np.zeros((1, 4, 4), np.float32)
+    far[0, :, 3] = 1  # every query on the last key: on the diagonal only near the end
+    trace = AttentionTrace(["a", "b", "c", "</s>"], [], {"encoder": [np.concatenate([eye, far])]})
+    rows = {r["head"]: r for r in sentence_stats(trace)}
+    assert rows[0]["diagonal"] == pytest.approx(1) and rows[1]["diagonal"] == pytest.approx(0.5)
+    assert rows[1]["eos"] == pytest.approx(1) and rows[0]["queries"] == rows[0]["keys"] == 4
+    wide = AttentionTrace(
+        ["a", "b", "c", "d", "e", "</s>"], ["x", "</s>"], {"cross": [np.zeros((1, 2, 6), np.float32)]}
+    )
+    wide.maps["cross"][0][0, 0, 0] = wide.maps["cross"][0][0, 1, 5] = 1  # corner to corner: the scaled diagonal
+    assert sentence_stats(wide)[0]["diagonal"] == pytest.approx(1)
+
+
+def test_head_stats_are_the_row_weighted_means_of_sentence_stats() -> None:
+    rng = np.random.default_rng(0)
+    traces = []
+    for n in (3, 7):
+        weights = rng.random((2, n, n)).astype(np.float32)
+        traces.append(
+            AttentionTrace(
+                [f"t{i}" for i in range(n - 1)] + ["</s>"], [], {"encoder": [weights / weights.sum(-1, keepdims=True)]}
+            )
+        )
+    pooled = {r["head"]: r for r in head_stats(traces)}
+    for head in (0, 1):
+        per = [next(r for r in sentence_stats(t) if r["head"] == head) for t in traces]
+        for name in COLUMNS:
+            mean = sum(r[name] * r["queries"] for r in per) / sum(r["queries"] for r in per)
+            assert pooled[head][name] == pytest.approx(mean)
+
+
+# -- profiles of the bundled model -----------------------------------------------------------------------
+def test_profile_of_translations_matches_head_stats(model) -> None:
+    table = profile(model, SOURCES, batch=2)
+    results = model.translate(SOURCES, record=True)
+    check_against_head_stats(table, [r.trace for r in results])
+    assert [by_head(table, i)[("cross", 0, 0)]["output"] for i in range(3)] == [r.text for r in results]
+    assert by_head(table, 2)[("encoder", 1, 3)]["source"] == SOURCES[2]
+
+
+def test_profile_of_references_is_teacher_forced(model) -> None:
+    table = profile(model, SOURCES, REFERENCES)
+    check_against_head_stats(table, [model.score(s, t).trace for s, t in zip(SOURCES, REFERENCES, strict=True)])
+    assert by_head(table, 1)[("decoder", 2, 1)]["output"] == REFERENCES[1]
+    with pytest.raises(DataError, match="3 source lines but 2 target lines"):
+        profile(model, SOURCES, REFERENCES[:2])
+
+
+def test_gold_alignments_give_each_cross_head_its_aer(model) -> None:
+    gold = ["0-0 1-1 2-1 4-2 5-3", "0-0 1-1 3-2 6-4", "0-0 1-1 2-2 5-5 6?6"]
+    table = profile(model, SOURCES, REFERENCES, gold)
+    assert {"aer", "precision", "recall"} <= set(table.column_names)
+    trace = model.score(SOURCES[2], REFERENCES[2]).trace
+    src_words = piece_words(trace.src_tokens, SOURCES[2].split())
+    tgt_words = piece_words(trace.tgt_tokens, REFERENCES[2].split())
+    sure, possible = {(0, 0), (1, 1), (2, 2), (5, 5)}, {(0, 0), (1, 1), (2, 2), (5, 5), (6, 6)}
+    rows = by_head(table, 2)
+    for layer in trace.layers["cross"]:
+        for head in range(trace.n_heads):
+            expected = aer(word_links(trace.attention("cross", layer)[head], src_words, tgt_words), sure, possible)
+            assert rows[("cross", layer, head)]["aer"] == pytest.approx(expected["aer"], abs=1e-6)
+            assert rows[("cross", layer, head)]["recall"] == pytest.approx(expected["recall"], abs=1e-6)
+    assert rows[("encoder", 0, 0)]["aer"] is None  # AER is of cross-attention only
+    with pytest.raises(DataError, match="references"):
+        profile(model, SOURCES, None, gold)
+
+
+# -- the command and DuckDB --------------------------------------------------------------------------------
+EOS_SQL = "SELECT sentence, layer, head, eos FROM profile WHERE kind = 'cross' ORDER BY eos DESC LIMIT 1"
+
+
+def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    out = tmp_path / "profile.parquet"
+    argv = ["heads", "profile", "--checkpoint", str(BUNDLED), "--src", str(tmp_path / "src.en"), "--quiet"]
+    assert main([*argv, "--tgt", str(tmp_path / "ref.de"), "--out", str(out)]) == 0
+    found = read_profile(out)
+    assert (
+        found.meta["mode"] == "reference" and found.n_sentences == 3 and found.kinds == ["encoder", "decoder", "cross"]
+    )
+    capsys.readouterr()
+    assert main(["heads", "query", str(out), EOS_SQL]) == 0
+    header, line = capsys.readouterr().out.strip().splitlines()
+    assert header.split("\t") == ["sentence", "layer", "head", "eos"]
+    # the same answer from Python, and from the table itself
+    names, rows = query(out, EOS_SQL)
+    assert names == ["sentence", "layer", "head", "eos"] and [str(v) for v in rows[0][:3]] == line.split("\t")[:3]
+    table = pq.read_table(out).to_pylist()
+    top = max((r for r in table if r["kind"] == "cross"), key=lambda r: r["eos"])
+    assert rows[0][:3] == (top["sentence"], top["layer"], top["head"])
+    assert rows[0][3] == pytest.approx(top["eos"])
+    # the Corpus view's numbers: a grid cell is the mean over sentences, extremes are sorted
+    layers, grid = found.grid("eos", "cross")
+    cells = [r["eos"] for r in table if r["kind"] == "cross" and (r["layer"], r["head"]) == (top["layer"], top["head"])]
+    assert grid[layers.index(top["layer"]), top["head"]] == pytest.approx(np.mean(cells))
+    extremes = found.extremes("eos", "cross", top["layer"], top["head"], n=3)
+    assert extremes[0]["sentence"] == top["sentence"] and [e["value"] for e in extremes] == sorted(cells, reverse=True)
+    # bad SQL is one line on stderr and status 2, not a traceback
+    assert main(["heads", "query", str(out), "SELECT nope FROM profile"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_foreign_files_are_refused(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")
+    with pytest.raises(CheckpointError, match="not an attnlab profile"):
+        read_profile(tmp_path / "other.parquet")
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    with pytest.raises(CheckpointError, match="not a readable profile"):
+        read_profile(tmp_path / "junk.parquet")
+
+
+# -- the explorer opens profiles under its roots only ------------------------------------------------------
+def test_profiles_open_only_under_the_roots(tmp_path: Path) -> None:
+    from attnlab.app.explorer.corpus import resolve_profile
+    from attnlab.app.roots import CheckpointRoots
+
+    root, outside = tmp_path / "classroom", tmp_path / "secret"
+    (root / "runs").mkdir(parents=True)
+    outside.mkdir()
+    table = pa.table({"sentence": pa.array([0], pa.int32())})
+    for path in (root / "runs" / "p.parquet", root / "top.parquet", outside / "s.parquet"):
+        write_profile(table, path, {})
+    (root / "link.parquet").symlink_to(outside / "s.parquet")
+    (root / "escape").symlink_to(outside, target_is_directory=True)
+    roots = CheckpointRoots([root])
+    assert resolve_profile(roots, "classroom/runs/p.parquet") == (root / "runs" / "p.parquet").resolve()
+    assert resolve_profile(roots, "top.parquet") == (root / "top.parquet").resolve()
+    assert resolve_profile(roots, str(root / "runs" / "p.parquet")) == (root / "runs" / "p.parquet").resolve()
+    refused = [str(outside / "s.parquet"), "classroom/link.parquet", "escape/s.parquet", "classroom/escape/s.parquet",
+               "/etc/passwd", "classroom/../secret/s.parquet", "classroom/runs", "classroom/runs/none.parquet", ""]  # fmt: skip
+    for request in refused:
+        with pytest.raises(CheckpointError) as caught:
+            resolve_profile(roots, request)
+        assert str(caught.value) == roots.refusal and os.sep + "secret" not in str(caught.value)
