@@ -338,3 +338,18 @@ def test_browser_tooltips_of_a_figure_without_toolbar_use_the_stack(chromium: ob
     tooltip, family = hover_column(page, -0.1, 3, height=0.15)  # the first bar ("all heads"), near its top
     page.close()
     assert LONG in tooltip and "Noto Sans CJK SC" in family
+
+
+@pytest.mark.browser
+def test_browser_hover_of_a_masked_cell_speaks_the_figures_language(chromium: object, tmp_path: Path) -> None:
+    """A heatmap drawn with Chinese `words`: the hover names the query and the key in Chinese, and a
+    masked cell says so in Chinese too (the sentence is an argument of the hover's JavaScript)."""
+    from attnlab.app.words import figure_words
+
+    zh = figure_words("zh")
+    path = tmp_path / "masked.html"
+    path.write_text(viz.standalone_html(viz.heatmap(cjk_trace(), "decoder", 0, 0, words=zh)), encoding="utf-8")
+    page = open_page(chromium, path)
+    tooltip, _ = hover_column(page, len(TGT) - 1, len(TGT), height=0.5 / len(TGT))  # query 0, the last key
+    page.close()
+    assert zh["head.masked"] in tooltip and zh["head.query"] in tooltip and "masked" not in tooltip, tooltip

@@ -276,4 +276,8 @@ def test_picker_names_show_only_codes_corpora_and_catalogue_words(tmp_path: Path
         names = list(find_checkpoints([tmp_path / "x" / "huge", *twins], bundled=tmp_path / "bundled", lang=lang))
         assert len(names) == len(set(names)) == 9 and not any("ssh" in n or "<" in n or "/" in n for n in names)
         twin = f"{shown['unknown-language']} · unknown-language"
-        assert [n for n in names if n.startswith(twin)] == [twin, f"{twin} (2)", f"{twin} (3)"]  # unique in every language
+        assert [n for n in names if n.startswith(twin)] == [
+            twin,
+            f"{twin} (2)",
+            f"{twin} (3)",
+        ]  # unique in every language

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import html
 import inspect
-import os
 import re
 import string
 from pathlib import Path
@@ -31,7 +30,7 @@ from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnlab" / "app"
-SCREENS = sorted((APP / "explorer").glob("*.py")) + [APP / "widgets.py", APP / "notebook.py"]
+SCREENS = sorted((APP / "explorer").glob("*.py")) + [APP / "widgets.py", APP / "notebook.py", APP / "replay.py"]
 
 
 def fields(template: str) -> set[str]:
@@ -459,7 +458,8 @@ def test_the_picker_names_models_in_the_page_language(tmp_path: Path) -> None:
     }
     for lang, described in expected.items():
         names = list(find_checkpoints(bundled=tmp_path, lang=lang))
-        assert names == [f"{what} · {directory}" for what, directory in zip(described, sorted(os.listdir(tmp_path)))]
+        directories = ["tatoeba-en-es", "tatoeba-en-zh", "wsj-parser"]
+        assert names == [f"{what} · {where}" for what, where in zip(described, directories, strict=True)]
     assert list(find_checkpoints(bundled=tmp_path)) == list(find_checkpoints(bundled=tmp_path, lang="en"))
 
 

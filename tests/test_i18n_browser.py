@@ -5,7 +5,9 @@ The page's language comes from `?lang=`, else from the browser's Accept-Language
 the switch in the header reloads the page in the language chosen. Each test reads every text the
 page holds (through the nested shadow roots Panel renders into: labels, buttons, tab titles,
 options, placeholders, the output and the captions) and checks it against the catalogue: the
-words of the language asked for are there, and no English word of the catalogue is left.
+words of the language asked for are there, and no English word of the catalogue is left. The
+page says its language (`<html lang>`, by which browsers choose CJK glyphs), and the checkpoint
+picker says what each model does in it.
 
 The glyphs themselves (fonts for Chinese, no tofu) are not checked here.
 """
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
 
-from attnlab.app.i18n import LANGUAGES, MESSAGES, text
+from attnlab.app.i18n import LANGUAGES, MESSAGES, language_code, text
 
 pytestmark = pytest.mark.browser
 
@@ -60,8 +62,16 @@ JS_TEXTS = """() => {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ARTIFACTS.mkdir(exist_ok=True)
-    checkpoints = make_checkpoints(tmp_path_factory.mktemp("i18n-browser"))
-    running = Server([checkpoints["translate"]], ARTIFACTS / "i18n-server.log")
+    from attnlab import Transformer
+    from attnlab.model.checkpoint import read_config, save_checkpoint
+
+    base = tmp_path_factory.mktemp("i18n-browser")
+    checkpoints = make_checkpoints(base)
+    described = base / "tatoeba-en-zh"  # a second model whose config says what it does: the picker names it
+    data = {"task": "translate", "src_lang": "en", "tgt_lang": "zh", "corpus": "tatoeba"}
+    config = read_config(checkpoints["translate"])[0]
+    save_checkpoint(described, Transformer(config), base / "spm.model", meta={"task": "translate", "data": data})
+    running = Server([checkpoints["translate"], described], ARTIFACTS / "i18n-server.log")
     yield running
     running.stop()
 
@@ -135,6 +145,13 @@ def assert_speaks(session: Session, lang: str) -> None:
         assert sorted(english.intersection(texts)) == [], f"English words on the {lang} page"
     assert session.page.locator(".attn-language select").input_value() in (lang, LANGUAGES[lang])
     assert session.page.title() == text("page.title", lang)
+    assert session.page.evaluate("document.documentElement.lang") == lang  # <html lang="...">
+    picker = session.page.locator(".attn-checkpoint select").evaluate("s => [...s.options].map(o => o.textContent)")
+    what = text("checkpoint.translator", lang, src=language_code("en", lang), tgt=language_code("zh", lang))
+    assert f"{what} · tatoeba-en-zh" in picker, picker
+    if lang != "en":  # the bundled checkpoints too, when there are any
+        said = [name.rsplit(" · ", 1)[0] for name in picker if " · " in name]  # what each model does
+        assert said and [s for s in said if re.search(r"\b(translator|parser)\b", s)] == [], picker
     session.page.screenshot(path=ARTIFACTS / f"i18n-{lang}.png", full_page=True)
 
 
