@@ -24,7 +24,7 @@ def _open(name: str) -> attnlab.decode.Model:
     return model
 
 
-@pytest.mark.parametrize("name", ["multi30k-en-de", "wsj-parser"])
+@pytest.mark.parametrize("name", ["multi30k-en-de", "multi30k-en-de-r3", "wsj-parser"])
 def test_bundled_checkpoint_decodes_and_records_everything(name: str) -> None:
     model = _open(name)
     if model.task == "parse":
@@ -40,6 +40,30 @@ def test_bundled_checkpoint_decodes_and_records_everything(name: str) -> None:
         for layer in range(n):
             assert trace.attention(kind, layer).shape[0] == h
     assert list((BUNDLED / name / "probes").glob("step_*/probe_*.trace"))
+
+
+def test_bundled_restricted_model_attends_within_its_band() -> None:
+    """The bundled r = 3 model (Table 1's last row): its recorded self-attention is exactly zero
+    beyond distance 3 (the decoder's also after the query), its cross-attention is not."""
+    import numpy as np
+
+    model = _open("multi30k-en-de-r3")
+    assert model.config.attn_window == 3
+    trace = model.translate("Two young men in red shirts are playing football on a sunny field.", record=True).trace
+    for kind in ("encoder", "decoder", "cross"):
+        weights = trace.attention(kind, 0)
+        i, j = np.arange(weights.shape[1])[:, None], np.arange(weights.shape[2])[None, :]
+        outside = (np.abs(i - j) > 3) | ((j > i) if kind == "decoder" else False)
+        if kind == "cross":
+            assert weights[:, np.abs(i - j) > 3].max() > 0.01
+        else:
+            assert outside.any() and weights[:, outside].max() == 0.0
+
+
+def test_bundled_checkpoints_fit_the_budget() -> None:
+    """Each bundled model under 25 MB, all of checkpoints/ under 80 MB."""
+    sizes = [p.stat().st_size for p in BUNDLED.rglob("*") if p.is_file()]
+    assert sum(sizes) < 80 * 2**20
 
 
 def test_bf16_decoding_keeps_the_translations() -> None:

@@ -5,10 +5,7 @@ in one line. The page runs offline (tests/test_explorer_browser.py's `Page`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +20,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 FIRST = ROOT / "checkpoints" / "multi30k-en-de"
 PARSER = ROOT / "checkpoints" / "wsj-parser"
-# TODO(#17): checkpoints/multi30k-en-de-r3 once bundled (until then the `second` fixture makes a
-# stand-in of that name under tmp; drop the stand-in then)
-SECOND = ROOT / "checkpoints" / "multi30k-en-de-r3"
+SECOND = ROOT / "checkpoints" / "multi30k-en-de-r3"  # the bundled r = 3 translator (Table 1's last row)
 TEXT = "Two young children are playing with a big brown dog on the beach."
 JS_TITLE = """(name) => {
   const stack = [...Bokeh.index], seen = new Set();
@@ -47,27 +42,15 @@ JS_WITHOUT_DELETIONS = (
     "el => { const c = el.cloneNode(true); c.querySelectorAll('del').forEach(d => d.remove()); return c.textContent; }"
 )
 
-if not (FIRST / "manifest.json").is_file():
-    pytest.skip("the bundled checkpoints/multi30k-en-de is not here", allow_module_level=True)
+for bundled in (FIRST, SECOND):
+    if not (bundled / "manifest.json").is_file():
+        pytest.skip(f"the bundled {bundled.name} is not here", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
-def second(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The second model: the bundled r=3 translator, or until it is bundled a stand-in: FIRST's
-    weights with restricted self-attention (`attn_window` 3, §4), its manifest updated."""
-    if (SECOND / "manifest.json").is_file():
-        return SECOND
-    path = tmp_path_factory.mktemp("compare") / "multi30k-en-de-r3"
-    shutil.copytree(FIRST, path, ignore=shutil.ignore_patterns("probes"))
-    config = json.loads((path / "config.json").read_text())
-    config["model"]["attn_window"] = 3
-    (path / "config.json").write_text(json.dumps(config, indent=2))
-    data = (path / "config.json").read_bytes()
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["files"]["config.json"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    assert attnlab.load(path).config.attn_window == 3
-    return path
+def second() -> Path:
+    """The second model: the bundled restricted (r = 3) translator."""
+    return SECOND
 
 
 @pytest.fixture(scope="module")
