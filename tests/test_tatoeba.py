@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import attnlab
 from attnlab import cli, data
 from attnlab.data import download
 from attnlab.data.tatoeba import FOLDERS, HELDOUT, chinese_share, english_key, tatoeba_splits
@@ -203,6 +204,16 @@ def zh_checkpoint(zh, tmp_path_factory) -> Path:
     meta = data.ParallelData(zh, "train").meta
     out = tmp_path_factory.mktemp("zh-checkpoint") / "ckpt"
     return save_checkpoint(out, model, zh / "spm.model", meta={"task": "translate", "data": meta})
+
+
+def test_output_has_no_space_between_chinese_characters_even_from_the_lone_boundary_piece(zh, zh_checkpoint):
+    """The vocabulary keeps a lone "▁" (a few training lines hold spaces); a model that writes it
+    between two characters must still print them together. Spaces beside Latin words stay."""
+    assert data.join_unspaced("我 喜欢 Tom 。 你 呢 ？") == "我喜欢 Tom 。你呢？"
+    model = attnlab.load(zh_checkpoint)
+    ids = [model.target_tokenizer.piece_to_id(p) for p in ("我", "\u2581", "喜欢", "\u2581", "猫")]
+    assert model.target_tokenizer.decode(ids) == "我 喜欢 猫"  # what sentencepiece alone gives
+    assert model.detokenize([*ids, model.config.eos_id], "I like cats.") == "我喜欢猫"
 
 
 def test_evaluate_picks_tok_zh_from_the_checkpoint_and_tokenize_overrides(zh, zh_checkpoint, tmp_path, capsys):

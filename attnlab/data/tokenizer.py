@@ -20,6 +20,17 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
 
 SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
 UNSPACED = ("zh", "ja")  # written without spaces between words: every character of the training text gets a piece
+# Han, kana, CJK punctuation and full-width forms: the characters between which unspaced text
+# has no spaces.
+_CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK_GAP = re.compile(f"(?<=[{_CJK}])\\s+(?=[{_CJK}])")
+
+
+def join_unspaced(text: str) -> str:
+    """Drop whitespace between two CJK characters. A model may emit the lone "▁" piece (it exists
+    because a few training lines hold spaces) between two Chinese characters; decoded, that is a
+    space no Chinese writer would put there. Spaces next to Latin words are kept."""
+    return _CJK_GAP.sub("", text)
 
 
 # --- tokenizer ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import load_tokenizer
+from attnlab.data.tokenizer import UNSPACED, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
@@ -118,7 +118,7 @@ class Model:
         text = self.target_tokenizer.decode(ids)
         if self.task == "parse":
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
-        return text
+        return join_unspaced(text) if self.meta.get("data", {}).get("tgt_lang") in UNSPACED else text
 
     # -- decoding ----------------------------------------------------------------------------
     def translate(
