@@ -5,6 +5,8 @@ Playwright's own browser download does not work offline, so the tests drive /usr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,15 @@ def require_chromium() -> None:
     pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make browser)", allow_module_level=True)
+
+
+@contextmanager
+def launched_chromium() -> Iterator[object]:
+    """Debian's Chromium under Playwright, closed on exit (skips the module when either is missing)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright  # optional: the browser tests' dependency
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bokeh.models import HoverTool, LayoutDOM, Plot
-from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+from browser import launched_chromium
 from PIL import Image, ImageDraw
 
 from attnlab import viz
@@ -254,13 +254,8 @@ def test_the_tofu_check_fails_with_a_font_without_cjk(monkeypatch: pytest.Monkey
 # -- in a real browser --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    require_chromium()
-    from playwright.sync_api import sync_playwright  # optional: the browser tests' dependency
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
+    with launched_chromium() as launched:
+        yield launched
 
 
 def open_page(chromium: object, path: Path) -> object:

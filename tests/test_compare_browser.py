@@ -63,13 +63,10 @@ def compare_server(second: Path) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+    from browser import launched_chromium
 
-    require_chromium()
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 def picker_name(path: Path, extra: list[Path]) -> str:

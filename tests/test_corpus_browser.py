@@ -57,13 +57,10 @@ def server(profiled: dict) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+    from browser import launched_chromium
 
-    require_chromium()
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 def open_profile(session: Page, request: str) -> None:

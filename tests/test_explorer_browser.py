@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+from browser import launched_chromium, require_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -172,10 +172,8 @@ def server(checkpoints: dict[str, Path], classroom: dict[str, Path]) -> Iterator
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
+    with launched_chromium() as launched:
+        yield launched
 
 
 class Page:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+from browser import launched_chromium, require_chromium
 
 from attnlab.app.i18n import LANGUAGES, MESSAGES, language_code, text
 
@@ -78,10 +78,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
+    with launched_chromium() as launched:
+        yield launched
 
 
 class Session:

@@ -35,13 +35,10 @@ def marian_server(marian_dirs: dict[str, Path]) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
+    from browser import launched_chromium
 
-    require_chromium()
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 def test_explorer_shows_the_heads_of_a_marian_model(
