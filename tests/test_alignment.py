@@ -285,3 +285,33 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(
         100 * direct, abs=0.05
     )
+
+
+def test_save_best_names_the_default_reading(capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path) -> None:
+    """`--save-best` writes the best reading into the checkpoint's meta (its manifest still
+    verifies), and `attnlab align` without --method then reads alignment that way."""
+    import shutil
+
+    from attnlab.model.checkpoint import read_config, verify
+
+    checkpoint, gold = tmp_path / "model", tmp_path / "gold"
+    shutil.copytree(CKPT, checkpoint, ignore=shutil.ignore_patterns("probes"))
+    gold.write_text("".join(" ".join(f"{k}-{k}" for k in range(len(p.split("|||")[1].split()))) + "\n" for p in PAIRS))
+    args = ["evaluate", "--task", "align", "--gold", str(gold), "--all-heads", "--checkpoint", str(checkpoint)]
+    assert main([*args, "--input", str(pairs_file), "--save-best", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)[0]
+    verify(checkpoint)  # config.json changed, and the manifest with it
+    saved = read_config(checkpoint)[1]["alignment"]
+    assert {k: saved[k] for k in ("method", "layer", "head", "aer")} == {
+        k: best[k] for k in ("method", "layer", "head", "aer")
+    }
+    assert saved["gold"] == "gold" and saved["pairs"] == len(PAIRS)
+    by_default = _align_with(capsys, checkpoint, "--input", str(pairs_file))
+    named = [f"--layer={best['layer']}"] if best["layer"] is not None else []
+    named += [f"--head={best['head']}"] if best["head"] is not None else []
+    assert by_default == _align_with(capsys, checkpoint, "--input", str(pairs_file), "--method", best["method"], *named)
+
+
+def _align_with(capsys: pytest.CaptureFixture, checkpoint: Path, *args: str) -> list[set[tuple[int, int]]]:
+    assert main(["align", "--checkpoint", str(checkpoint), *args]) == 0
+    return [p for _, p in read_pharaoh(capsys.readouterr().out.splitlines())]

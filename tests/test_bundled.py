@@ -24,15 +24,25 @@ def _open(name: str) -> attnlab.decode.Model:
     return model
 
 
-@pytest.mark.parametrize("name", ["multi30k-en-de", "multi30k-en-de-r3", "wsj-parser"])
+# A sentence each translator gets right, and a word its translation must hold.
+EXAMPLES = {
+    "multi30k-en-de": ("A little girl climbs into a wooden playhouse.", "Mädchen"),
+    "multi30k-en-de-r3": ("A little girl climbs into a wooden playhouse.", "Mädchen"),
+    "tatoeba-en-es": ("I like to read books.", "libros"),
+    "tatoeba-en-zh": ("I like to read books.", "书"),
+}
+
+
+@pytest.mark.parametrize("name", [*EXAMPLES, "wsj-parser"])
 def test_bundled_checkpoint_decodes_and_records_everything(name: str) -> None:
     model = _open(name)
     if model.task == "parse":
         result = model.parse("The company said profits rose sharply .", record=True)
         assert leaves(parse_tree(result.text)) == "The company said profits rose sharply .".split()
     else:
-        result = model.translate("A little girl climbs into a wooden playhouse.", record=True)
-        assert "Mädchen" in result.text
+        sentence, word = EXAMPLES[name]
+        result = model.translate(sentence, record=True)
+        assert word in result.text, result.text
     trace = result.trace
     n, h = model.config.n_layers, model.config.n_heads
     for kind in ("encoder", "decoder", "cross"):
@@ -40,6 +50,23 @@ def test_bundled_checkpoint_decodes_and_records_everything(name: str) -> None:
         for layer in range(n):
             assert trace.attention(kind, layer).shape[0] == h
     assert list((BUNDLED / name / "probes").glob("step_*/probe_*.trace"))
+
+
+@pytest.mark.parametrize(("name", "lang"), [("tatoeba-en-es", "es"), ("tatoeba-en-zh", "zh")])
+def test_bundled_tatoeba_translators_open_in_the_widgets(name: str, lang: str) -> None:
+    """The Spanish and Chinese translators in the notebook widget, in their reader's language:
+    the translation typed in is shown, with its attention, and Chinese output has no spaces."""
+    from attnlab import widgets
+    from attnlab.app.i18n import text
+
+    _open(name)
+    sentence, word = EXAMPLES[name]
+    explorer = widgets.explore(BUNDLED / name, text=sentence, lang=lang)
+    assert explorer.errors.message == "" and word in explorer.result.text
+    assert explorer.button.description == text("page.translate", lang)
+    assert explorer.view.trace.tgt_tokens == explorer.result.trace.tgt_tokens
+    if lang == "zh":
+        assert " " not in explorer.result.text.strip(), explorer.result.text
 
 
 def test_bundled_restricted_model_attends_within_its_band() -> None:

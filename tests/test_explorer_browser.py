@@ -84,6 +84,12 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
             trace = model.score(src, tgt, record=True).trace
             trace.meta["step"] = step
             trace.save(paths["translate"] / "probes" / f"step_{step}" / f"probe_{i}.trace")
+        rows = [  # an AER table as `attnlab train --align-gold` writes it: head 1 becomes the aligner
+            {"reading": f"head L1 H{h}", "method": "head", "layer": 1, "head": h, "aer": 0.9 - (h == 1) * step / 400}
+            for h in range(config.n_heads)
+        ]
+        table = {"set": "enfr", "pairs": 2, "rows": sorted(rows, key=lambda r: r["aer"])}
+        (paths["translate"] / "probes" / f"step_{step}" / "alignment.json").write_text(json.dumps(table))
     paths["bad"].mkdir()
     (paths["bad"] / "notes.txt").write_text("no model here")
     return paths
@@ -542,6 +548,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.get_by_text("3 snapshots").wait_for(timeout=10_000)
     assert drawn(page.figure_image("timeline-diff"))
     assert drawn(page.figure_image("timeline-curve"), 5)
+    assert drawn(page.figure_image("timeline-aer"), 3)  # AER per head across the steps (`--align-gold`)
     page.shot("timeline")
     page.page.locator(".bk-tab").filter(has_text="Head ablation").click()
     page.page.get_by_role("button", name="add the open head").click()

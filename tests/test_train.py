@@ -18,7 +18,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from attnlab.app.checkpoints import alignment_snapshots
 from attnlab.data.batching import TokenBatchSampler
+from attnlab.decode.alignment import candidates
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset
@@ -100,6 +102,10 @@ def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
         "200",
         "--max-tokens",
         "1500",
+        "--align-gold",  # the mechanism only: an EN-DE model read on the EN-FR gold
+        "enfr",
+        "--align-pairs",
+        "5",
     ]
     command = [PY, "-m", "attnlab", "train", "--data", str(prepared), "--out", str(run), "--preset", "tiny", *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400)
@@ -109,6 +115,12 @@ def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
     dev = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "dev_bleu" in line]
     assert dev and dev[-1]["dev_bleu"] > 0 and dev[-1]["dev_ppl"] < 1000  # uniform over the 2,000 pieces would be 2,000
     assert len(list((run / "probes").glob("step_*/probe_*.trace"))) == 2
+    tables = alignment_snapshots(run)  # what the explorer's timeline reads
+    assert list(tables) == [dev[-1]["step"]] and tables[dev[-1]["step"]]["pairs"] == 5
+    rows = tables[dev[-1]["step"]]["rows"]
+    tiny = preset("tiny")
+    assert len(rows) == len(candidates(tiny.n_layers, tiny.n_heads))
+    assert [r["aer"] for r in rows] == sorted(r["aer"] for r in rows) and dev[-1]["dev_aer"] == rows[0]["aer"]
 
 
 @pytest.mark.slow
@@ -295,8 +307,11 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
         save_checkpoint(run / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm)
         (run / "probes" / f"step_{step}").mkdir(parents=True)
         (run / "probes" / f"step_{step}" / "probe_0.trace").write_bytes(b"t")
+        table = {"set": "enfr", "pairs": 1, "rows": [{"reading": "all", "aer": step / 100}]}
+        (run / "probes" / f"step_{step}" / "alignment.json").write_text(json.dumps(table))
     out = average_run(run, 2, tmp_path / "avg", torch.bfloat16, snapshots=2)
-    assert sorted(p.name for p in (out / "probes").iterdir()) == ["step_10", "step_30"]
+    assert sorted(p.parent.name for p in (out / "probes").glob("step_*/probe_0.trace")) == ["step_10", "step_30"]
+    assert {s: t["rows"][0]["aer"] for s, t in alignment_snapshots(out).items()} == {10: 0.1, 20: 0.2, 30: 0.3}
     model, meta = load_model(out)
     assert meta["averaged"] == ["step_20", "step_30"]
     assert (out / "model.safetensors").stat().st_size < (

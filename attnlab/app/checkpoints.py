@@ -117,20 +117,36 @@ def open_model(path: str | Path) -> Any:
         return _MODELS[key]
 
 
-def probe_snapshots(path: str | Path) -> list[tuple[int, list[Path]]]:
-    """(step, probe trace files) recorded during training, oldest first.
-
-    Looks for `probes/step_N/probe_K.trace` in the directory itself (a bundled checkpoint or a
-    run directory) and in the run directory above `RUN/checkpoints/step_N`."""
+def _probe_roots(path: str | Path) -> list[Path]:
+    """Where a checkpoint's training snapshots may be: `probes/` in the directory itself (a
+    bundled checkpoint or a run directory) or in the run directory above `RUN/checkpoints/step_N`."""
     path = Path(path)
-    for candidate in (path / "probes", path.parent / "probes", path.parent.parent / "probes"):
-        if candidate.is_dir():
-            steps = []
-            for step_dir in candidate.iterdir():
-                match = STEP_DIR.match(step_dir.name)
-                files = sorted(step_dir.glob("probe_*.trace"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
-                if match and files:
-                    steps.append((int(match.group(1)), files))
-            if steps:
-                return sorted(steps)
+    return [c for c in (path / "probes", path.parent / "probes", path.parent.parent / "probes") if c.is_dir()]
+
+
+def probe_snapshots(path: str | Path) -> list[tuple[int, list[Path]]]:
+    """(step, probe trace files `probes/step_N/probe_K.trace`) recorded during training, oldest first."""
+    for root in _probe_roots(path):
+        steps = []
+        for step_dir in root.iterdir():
+            match = STEP_DIR.match(step_dir.name)
+            files = sorted(step_dir.glob("probe_*.trace"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+            if match and files:
+                steps.append((int(match.group(1)), files))
+        if steps:
+            return sorted(steps)
     return []
+
+
+def alignment_snapshots(path: str | Path) -> dict[int, dict[str, Any]]:
+    """{step: the AER table a run with `align_gold` wrote at that checkpoint}, oldest first
+    (`probes/step_N/alignment.json`: the set's name, its pair count and every reading's row)."""
+    for root in _probe_roots(path):
+        tables = {}
+        for table in root.glob("step_*/alignment.json"):
+            match = STEP_DIR.match(table.parent.name)
+            if match:
+                tables[int(match.group(1))] = json.loads(table.read_text(encoding="utf-8"))
+        if tables:
+            return dict(sorted(tables.items()))
+    return {}

@@ -229,3 +229,24 @@ def text_splits(files: dict[str, tuple[str | Path, str | Path]]) -> list[Split]:
                     raise DataError(f"--{name}: {path} is not a file")
             splits.append(_file_split(name, src, tgt))
     return splits
+
+
+# Human word alignments (`alignment/` of the shared data): STEM.src-tgt pairs and STEM.gold links,
+# 1-indexed, with the languages of the pair's two sides.
+ALIGNMENT_SETS = {"zhen_dev": ("zh", "en"), "enfr": ("en", "fr")}
+
+
+def alignment_set(name: str, data_dir: str | os.PathLike[str] | None = None) -> tuple[Path, Path, tuple[str, str]]:
+    """(pairs file, gold file, (left language, right language)) of a shared alignment set named
+    in ALIGNMENT_SETS, or of any `STEM` path with STEM.src-tgt and STEM.gold in the same format
+    (its languages unknown: empty strings)."""
+    if name in ALIGNMENT_SETS:
+        stem, languages = find_data_dir(data_dir) / "alignment" / name, ALIGNMENT_SETS[name]
+    else:
+        stem, languages = Path(name), ("", "")
+    pairs, gold = Path(f"{stem}.src-tgt"), Path(f"{stem}.gold")
+    for path in (pairs, gold):
+        if not path.is_file():
+            known = ", ".join(ALIGNMENT_SETS)
+            raise DataError(f"alignment set {name!r}: {path} is missing (a set is {known} or a STEM of two files)")
+    return pairs, gold, languages

@@ -369,3 +369,23 @@ def reading_name(reading: dict[str, Any]) -> str:
     if reading.get("head") is not None:
         parts.append(f"H{reading['head']}")
     return " ".join(parts)
+
+
+def aer_grid(
+    model: Any,
+    lines: Sequence[str],
+    sures: Sequence[Links],
+    possibles: Sequence[Links],
+    reverse: bool = False,
+    links: str = "argmax",
+    threshold: float = 0.1,
+) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """Corpus AER, precision and recall of every reading (`candidates`) of `model` on the pairs
+    against the gold links (in the lines' order of sides), best first, and the lines that failed."""
+    readings = [reading(**c) for c in candidates(model.config.n_layers, model.config.n_heads)]
+    found, failed = align_lines(model, lines, readings, reverse, links, threshold)
+    rows = [
+        {"reading": reading_name(r), **r, **corpus_aer(f, sures, possibles)}
+        for r, f in zip(readings, found, strict=True)
+    ]
+    return sorted(rows, key=lambda row: row["aer"]), failed

@@ -22,11 +22,11 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
-from attnlab.decode.alignment import align_lines, candidates, corpus_aer, read_pharaoh, reading, reading_name
+from attnlab.decode.alignment import aer_grid, corpus_aer, read_pharaoh
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument
 from attnlab.errors import AttnlabError
-from attnlab.model.checkpoint import read_config
+from attnlab.model.checkpoint import read_config, update_meta
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
 BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
@@ -101,6 +101,11 @@ def cli(argv: list[str]) -> int:
         "--all-heads",
         action="store_true",
         help="align: score every cross-attention head, layer average and Shift-Att of --checkpoint on --input",
+    )
+    parser.add_argument(
+        "--save-best",
+        action="store_true",
+        help="align --all-heads: name the best reading in the checkpoint's meta; `attnlab align` then uses it",
     )
     parser.add_argument("--beam", type=int)
     parser.add_argument("--alpha", type=float)
@@ -216,15 +221,13 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     lines = _read(args.input)
     if len(lines) != len(gold):
         raise AttnlabError(f"{args.input} has {len(lines)} lines but {args.gold} has {len(gold)}")
-    readings = [reading(**c) for c in candidates(model.config.n_layers, model.config.n_heads)]
-    found, failed = align_lines(model, lines, readings, args.reverse_input, args.links, args.threshold)
+    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, args.links, args.threshold)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
-    rows = [
-        {"reading": reading_name(r), **r, **corpus_aer(f, sures, possibles)}
-        for r, f in zip(readings, found, strict=True)
-    ]
-    rows.sort(key=lambda row: row["aer"])
+    if args.save_best:
+        best = {k: rows[0][k] for k in ("method", "layer", "head", "aer", "precision", "recall")}
+        update_meta(args.checkpoint, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
+        print(f"attnlab evaluate: {args.checkpoint} now aligns with {rows[0]['reading']} by default", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -104,6 +104,22 @@ def save_checkpoint(
     return directory
 
 
+def update_meta(directory: str | os.PathLike, **changes: Any) -> None:
+    """Set entries of a checkpoint's meta (e.g. the best alignment reading measured after
+    training) without touching its weights or the files beside it (a model card, probes): the
+    new config.json and manifest are written to temporary files and renamed over the old ones."""
+    directory = Path(directory)
+    manifest = verify(directory)
+    data = json.loads((directory / "config.json").read_text())
+    data["meta"] = {**data.get("meta", {}), **changes}
+    staged = directory / ".config.json.tmp"
+    staged.write_text(json.dumps(data, indent=2))
+    manifest["files"]["config.json"] = {"bytes": staged.stat().st_size, "sha256": _sha256(staged)}
+    (directory / f".{MANIFEST}.tmp").write_text(json.dumps(manifest))
+    os.replace(staged, directory / "config.json")
+    os.replace(directory / f".{MANIFEST}.tmp", directory / MANIFEST)
+
+
 def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
     """The manifest, after checking every file's size (and sha256 when `deep`)."""
     directory = Path(directory)

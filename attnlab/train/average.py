@@ -52,7 +52,8 @@ def average_run(
 
 def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
     """Ship up to `snapshots` of the run's probe snapshots (evenly spaced, the last included)
-    inside the checkpoint, so the explorer's training timeline works without the run."""
+    inside the checkpoint, so the explorer's training timeline works without the run, and the
+    AER tables of every step."""
     root = Path(run_dir) / "probes"
     steps = sorted((int(m.group(1)), p) for p in root.glob("step_*") if (m := STEP_DIR.match(p.name)))
     if not steps or snapshots <= 0:
@@ -61,6 +62,10 @@ def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
     chosen = steps[::-1][::stride][::-1]
     for _, path in chosen:
         shutil.copytree(path, out / "probes" / path.name, dirs_exist_ok=True)
+    for _, path in steps:  # every step's AER table (a few kB): the alignment timeline keeps its resolution
+        if (path / "alignment.json").is_file():
+            (out / "probes" / path.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path / "alignment.json", out / "probes" / path.name / "alignment.json")
 
 
 def cli(argv: list[str]) -> int:

@@ -1,20 +1,25 @@
 """What the trainer measures at each checkpoint: dev loss and perplexity, greedy BLEU (tokenized
 as `attnlab evaluate` does for the target language: `zh` for Chinese) or bracket F1 for a parser
 on the first dev sentences, and the probe traces the explorer's training timeline replays
-(`RUN_DIR/probes/step_N/probe_K.trace`).
+(`RUN_DIR/probes/step_N/probe_K.trace`), and with `align_gold` every cross-attention head's
+alignment error rate on human links (`RUN_DIR/probes/step_N/alignment.json`), so the timeline
+shows when a head became an aligner.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import torch
 
 from attnlab.data.batching import collate
+from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
+from attnlab.decode.alignment import aer_grid, read_pharaoh
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
 from attnlab.train.regime import label_smoothed_loss
@@ -65,5 +70,26 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
             if result.trace is not None:
                 result.trace.meta["step"] = step
                 result.trace.save(Path(run_dir) / "probes" / f"step_{step}" / f"probe_{i}.trace")
+        if cfg.align_gold:
+            report["dev_aer"] = alignment_report(
+                api, cfg.align_gold, Path(run_dir) / "probes" / f"step_{step}", cfg.align_pairs
+            )
     model.train(was_training)
     return report
+
+
+def alignment_report(api: Model, name: str, folder: Path, limit: int = 0) -> float:
+    """Every reading's AER on the first `limit` (0: all) pairs of the alignment set `name` (in
+    either direction: a set written target ||| source for this model is read reversed), saved as
+    FOLDER/alignment.json; the best AER."""
+    pairs, gold_path, languages = alignment_set(name)
+    data = api.meta.get("data", {})
+    reverse = languages == (data.get("tgt_lang"), data.get("src_lang"))
+    gold = read_pharaoh(gold_path, one_indexed=True)
+    lines = pairs.read_text(encoding="utf-8").splitlines()
+    if limit:
+        gold, lines = gold[:limit], lines[:limit]
+    rows, _ = aer_grid(api, lines, [s for s, _ in gold], [p for _, p in gold], reverse)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "alignment.json").write_text(json.dumps({"set": name, "pairs": len(lines), "rows": rows}))
+    return rows[0]["aer"]

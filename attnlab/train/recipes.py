@@ -73,6 +73,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "log_every": 25,
         "eval_sentences": 300,
         "probes": 4,
+        "align_gold": "zhen_dev",  # every head's AER on human Zh-En links at each checkpoint (#20)
     },
     # The bundled parser (§6.3 at laptop scale): the WSJ sample, words in, linearised tree out.
     "wsj-parser": {
@@ -129,6 +130,18 @@ RECIPES |= {
         "probes": 4,
     }
     for name, preset in (("r1", "small-r1"), ("r3", "small-r3"), ("r5", "small-r5"), ("global", "small"))
+}
+
+# EN→FR for the alignment study (docs/EXPERIMENTS.md, "Which head aligns?"): everything as the
+# bundled EN→DE translator, plus every head's AER at each checkpoint on the first 100 pairs of the
+# human EN-FR links, which are Canadian parliament debates, not image captions: another domain.
+RECIPES["multi30k-en-fr"] = {
+    **RECIPES["multi30k-en-de"],
+    "prepare": "attnlab data prepare multi30k --pair en-fr --vocab-size 8000 --out prepared/multi30k-en-fr",
+    "data": "prepared/multi30k-en-fr",
+    "out": "runs/multi30k-en-fr",
+    "probes": 4,
+    "align_gold": "enfr",
 }
 
 

@@ -57,6 +57,7 @@ def timeline_curve(
     current: int | None = None,
     stat: str = "entropy",
     words: Mapping[str, str] | None = None,
+    name: str = "timeline-curve",
 ) -> figure:
     """A head statistic across training steps, one line per head (`values`: {legend label: one
     value per step}); a vertical line at `current`. `stat` names the statistic; `words` replaces
@@ -67,7 +68,7 @@ def timeline_curve(
         height=260,
         tools="save,reset,wheel_zoom",
         title=said["timeline.title"].format(stat=stat),
-        name="timeline-curve",
+        name=name,
     )
     palette = Category10[10]
     items = []

@@ -1,7 +1,8 @@
 """The Training timeline tab: the probe sentences a training run recorded at each checkpoint
 (`attnlab train --probes K`), replayed. For the open head it shows the probe's attention at the
 chosen step, how it differs from the last step, and every head's entropy over the steps: when a
-head settled on what it does.
+head settled on what it does. A run trained with `align_gold` also recorded every cross-attention
+head's alignment error rate at each checkpoint: its curves show when a head became an aligner.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.checkpoints import probe_snapshots
+from attnlab.app.checkpoints import alignment_snapshots, probe_snapshots
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
@@ -34,6 +35,7 @@ class TimelineTab(pn.viewable.Viewer):
         self.figures = pn.Column(css_classes=["attn-timeline"])
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
         self._snapshots: dict[int, list[Path]] = {}  # step -> its probe trace files
+        self._alignment: dict[int, dict] = {}  # step -> its AER table (`align_gold` runs)
         self._traces: dict[str, AttentionTrace] = {}  # loaded once per session: redraws only re-plot
         for widget in (self.step, self.probe):
             widget.param.watch(lambda _event: redraw(), "value")
@@ -45,6 +47,7 @@ class TimelineTab(pn.viewable.Viewer):
         """Find the probe snapshots of the checkpoint just opened and offer its steps and probes."""
         snapshots = probe_snapshots(self.store.checkpoint)
         self._snapshots = {step: files for step, files in snapshots}
+        self._alignment = alignment_snapshots(self.store.checkpoint)
         lang = self.store.lang
         if not snapshots:
             folder, command = "<code>probes/step_N/</code>", "<code>attnlab train --probes K</code>"
@@ -119,4 +122,24 @@ class TimelineTab(pn.viewable.Viewer):
                     words=store.words,
                 )
             ),
+            *self._aer_curve(layer if kind == "cross" else None, step),
         ]
+
+    def _aer_curve(self, layer: int | None, step: int) -> list[pn.viewable.Viewable]:
+        """Each head's AER across the steps in a cross-attention layer (the open one, else the
+        best reading's), and the best reading's: empty without AER tables."""
+        if not self._alignment:
+            return []
+        lang, steps = self.store.lang, list(self._alignment)
+        tables = [{row["reading"]: row["aer"] for row in t["rows"]} for t in self._alignment.values()]
+        last = self._alignment[steps[-1]]
+        if layer is None:
+            layer = next((row["layer"] for row in last["rows"] if row["layer"] is not None), 0)
+        heads = sorted({row["head"] for row in last["rows"] if row["method"] == "head" and row["layer"] == layer})
+        curves = {
+            text("timeline.curve", lang, head=h): [100 * t.get(f"head L{layer} H{h}", float("nan")) for t in tables]
+            for h in heads
+        }
+        curves[text("timeline.aer_best", lang)] = [100 * min(t.values()) for t in tables]
+        stat = text("timeline.aer", lang, set=last.get("set", ""), kind=kind_name("cross", lang), layer=layer)
+        return [pn.pane.Bokeh(viz.timeline_curve(steps, curves, step, stat, self.store.words, name="timeline-aer"))]
