@@ -24,7 +24,8 @@ forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTra
 `min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
 lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
 `bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32`
-and `int8` (its fast CPU precisions).
+and `int8` (its fast CPU precisions); on test2016 attnlab also runs `int8` (`load(dtype="int8")`:
+int8 linear layers, dynamically quantized activations).
 
     .venv/bin/python benchmarks/decode.py            # both settings, all precisions
     .venv/bin/python benchmarks/decode.py --json     # one JSON row per setting × system × dtype
@@ -224,7 +225,7 @@ def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list
     systems: dict[tuple[str, str], Callable[[], int]] = {}
     exported = workdir / "bundled"
     for dtype in dtypes:
-        if dtype in ("fp32", "bf16"):
+        if dtype in ("fp32", "bf16", "int8"):  # int8: attnlab's linear layers quantized (`--dtype int8`)
             model = attnlab.load(args.checkpoint, dtype=dtype)
 
             def run(model: Model = model) -> int:
@@ -285,6 +286,7 @@ def timed(
 RATIOS = [  # (numerator system, dtype, denominator system, dtype): what the docs quote
     ("attnlab", "fp32", "ctranslate2", "fp32"),
     ("attnlab", "bf16", "ctranslate2", "int8"),
+    ("attnlab", "int8", "ctranslate2", "int8"),
     ("attnlab", "bf16", "marian", "bf16"),
     ("attnlab", "fp32", "marian", "fp32"),
     ("attnlab", "fp32", "attnlab-uncached", "fp32"),
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setting", nargs="+", default=["test2016", "equal-work"], choices=["test2016", "equal-work"])
     parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16", "int8"], choices=["fp32", "bf16", "int8"],
-                        help="torch systems run fp32/bf16, CTranslate2 fp32/int8")  # fmt: skip
+                        help="torch systems run fp32/bf16 (attnlab on test2016 int8 too), CTranslate2 fp32/int8")  # fmt: skip
     parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016: the translator to measure")
     parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
     parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")

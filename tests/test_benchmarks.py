@@ -108,7 +108,7 @@ def test_record_overhead_smoke() -> None:
 def test_decode_smoke() -> None:
     rows = run_script("decode")
     systems = {(r["setting"], r["system"], r["dtype"]) for r in rows}
-    assert {("test2016", "attnlab", "fp32"), ("test2016", "attnlab", "bf16")} <= systems
+    assert {("test2016", "attnlab", d) for d in ("fp32", "bf16", "int8")} <= systems
     assert {("equal-work", "attnlab", d) for d in ("fp32", "bf16")} <= systems
     assert {("equal-work", "attnlab-uncached", d) for d in ("fp32", "bf16")} <= systems
     peers = {("equal-work", "marian", "fp32"), ("test2016", "ctranslate2", "fp32"), ("test2016", "ctranslate2", "int8")}

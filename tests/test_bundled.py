@@ -117,3 +117,22 @@ def test_bf16_decoding_keeps_the_translations() -> None:
         assert abs(a.attention("cross", 2) - b.attention("cross", 2)).max() < 0.05
     with pytest.raises(attnlab.errors.AttnlabError, match="dtype must be one of"):
         attnlab.load(BUNDLED / "multi30k-en-de", dtype="fp16")
+
+
+def test_int8_decoding_quantizes_the_linear_layers() -> None:
+    """`dtype="int8"` (CTranslate2's fast CPU precision): every linear layer holds int8 weights,
+    the outputs stay nearly the same, the maps close, and the trace says which weights made it."""
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    exact = _open("multi30k-en-de")
+    small = attnlab.load(BUNDLED / "multi30k-en-de", dtype="int8")
+    linears = [m for m in small.model.modules() if isinstance(m, Int8Linear)]
+    n = exact.config.n_layers  # Q, K, V, O per attention and 2 per FFN: encoder 4 + 2, decoder 4 + 4 + 2
+    assert len(linears) == 6 * n + 10 * n
+    assert small.info["weights_sha256"] != exact.info["weights_sha256"]  # rounded weights: another identity
+    sentences = ["A little girl climbs into a wooden playhouse.", "Two men are playing soccer in a park."]
+    slow, quick = exact.translate(sentences, record=True), small.translate(sentences, record=True)
+    same = [(a.trace, b.trace) for a, b in zip(slow, quick, strict=True) if a.text == b.text]
+    assert same, [b.text for b in quick]
+    for a, b in same:  # int8 moves the maps a little; another head would differ by 0.55 or more
+        assert abs(a.attention("cross", 2) - b.attention("cross", 2)).max() < 0.1

@@ -235,6 +235,42 @@ def test_png_export_draws_cjk_glyphs_not_tofu(artifacts: Path) -> None:
     (artifacts / "cjk-heatmap-export.svg").write_text(viz.heatmap_svg(cjk_trace(), "cross", 0, 0), encoding="utf-8")
 
 
+def test_a_real_chinese_translation_exports_its_characters(artifacts: Path) -> None:
+    """The bundled EN→ZH translator's own trace: the SVG export holds every Chinese piece as
+    text, and the PNG export draws glyphs (the same trace with its Chinese characters permuted,
+    same widths, gives other label pixels and the same cells)."""
+    import dataclasses
+
+    import attnlab
+
+    checkpoint = Path(__file__).resolve().parents[1] / "checkpoints" / "tatoeba-en-zh"
+    if not (checkpoint / "manifest.json").is_file():
+        pytest.skip("the bundled tatoeba-en-zh is not here")
+    trace = (
+        attnlab.load(checkpoint).translate("My brother reads a book in the garden every morning.", record=True).trace
+    )
+    chinese = [c for c in "".join(trace.tgt_tokens) if "\u4e00" <= c <= "\u9fff"]
+    assert len(set(chinese)) >= 4, trace.tgt_tokens
+    layer = trace.layers["cross"][-1]
+    labels = {t.text for t in ET.fromstring(viz.heatmap_svg(trace, "cross", layer, 0)).iter(f"{SVG}text")}
+    assert [p for p in trace.tgt_tokens if p not in labels] == [], "a target piece is missing from the SVG text"
+    order = sorted(set(chinese))
+    permuted = dataclasses.replace(
+        trace, tgt_tokens=swapped(trace.tgt_tokens, dict(zip(order, order[1:] + order[:1], strict=True)))
+    )
+    real, other = (
+        np.asarray(Image.open(io.BytesIO(viz.heatmap_png(t, "cross", layer, 0))).convert("RGB")).astype(int)
+        for t in (trace, permuted)
+    )
+    assert real.shape == other.shape
+    differs = (real != other).any(-1)
+    top, left = cells_corner(real)
+    assert differs.sum() > 100, "other Chinese characters give the same PNG: the glyphs are tofu"
+    assert not differs[top:, left:].any(), "only the labels differ, not the cells"
+    (artifacts / "zh-translation-export.png").write_bytes(viz.heatmap_png(trace, "cross", layer, 0))
+    (artifacts / "zh-translation-export.svg").write_text(viz.heatmap_svg(trace, "cross", layer, 0), encoding="utf-8")
+
+
 def test_the_tofu_check_fails_with_a_font_without_cjk(monkeypatch: pytest.MonkeyPatch) -> None:
     """The deliberate break, kept: with only DejaVu Sans (no CJK) the checks above fail."""
     if not any(f.getname()[0] == "DejaVu Sans" for f in fonts.png_fonts(12)):

@@ -12,6 +12,7 @@ that was produced, which equals what the decoder computed step by step (tested).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,7 @@ class Model:
         return result
 
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}  # int8: fp32, then quantized
 
 
 def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
@@ -257,8 +258,9 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded).
 
     `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
-    instructions, at the BLEU measured in docs/BENCHMARKS.md; fp32 is the default because the
-    attention maps are then exact."""
+    instructions, at the BLEU measured in docs/BENCHMARKS.md; `dtype="int8"` quantizes the
+    linear layers' weights to int8 with dynamically quantized activations (CPU only: what
+    CTranslate2's int8 does); fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     path = Path(path)
@@ -266,7 +268,8 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
         model, about = read_marian(path)
         meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
         source, target = _tokenizers(path, meta)
-        return Model(model.to(device, DTYPES[dtype]), source, meta, str(path), target)
+        model = model.to(device, DTYPES[dtype])
+        return Model(quantized(model) if dtype == "int8" else model, source, meta, str(path), target)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)
         if newest is None:
@@ -283,7 +286,21 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
             f"{path}: spm.model has {source.get_piece_size():,} pieces but the model a vocabulary of "
             f"{model.config.vocab_size:,} (a tokenizer of another model?)"
         )
-    return Model(model, source, meta, str(path), target)
+    return Model(quantized(model) if dtype == "int8" else model, source, meta, str(path), target)
+
+
+def quantized(model: torch.nn.Module) -> torch.nn.Module:
+    """Every nn.Linear with int8 weights (per tensor) and activations quantized per call
+    (`torch.ao.quantization.quantize_dynamic`); the embedding, the tied output projection and
+    attention itself stay fp32. Its deprecation notice (the API moves to torchao) is silenced:
+    it says nothing a reader of a translation can act on."""
+    if next(model.parameters()).device.type != "cpu":
+        raise AttnlabError("dtype int8 runs on the CPU only (use bf16 on a GPU)")
+    from torch.ao.quantization import quantize_dynamic  # lazy: only int8 loads need it
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 def _tokenizers(path: Path, meta: dict[str, Any]) -> tuple[Any, Any]:

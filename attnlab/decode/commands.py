@@ -28,7 +28,7 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=sorted(DTYPES),
         default="fp32",
-        help="bf16: about 2x faster decoding on CPUs with bf16 instructions (docs/BENCHMARKS.md)",
+        help="bf16: about 2x faster decoding on CPUs with bf16 instructions; int8: int8 linear layers, CPU only (docs/BENCHMARKS.md)",
     )
 
 

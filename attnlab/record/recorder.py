@@ -198,10 +198,15 @@ def weights_hash(model: torch.nn.Module) -> str:
     if cached is not None and cached[0] == version:
         return cached[1]
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, value in sorted(model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(str(tuple(tensor.shape)).encode())
-        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+        for tensor in value if isinstance(value, tuple) else (value,):  # int8 layers: (weight, bias), dtypes
+            if not isinstance(tensor, torch.Tensor):
+                digest.update(repr(tensor).encode())
+                continue
+            tensor = tensor.dequantize() if tensor.is_quantized else tensor
+            digest.update(str(tuple(tensor.shape)).encode())
+            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
     value = digest.hexdigest()[:16]
     model._attnlab_hash = (version, value)
     return value
