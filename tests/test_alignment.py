@@ -315,3 +315,34 @@ def test_save_best_names_the_default_reading(capsys: pytest.CaptureFixture, tmp_
 def _align_with(capsys: pytest.CaptureFixture, checkpoint: Path, *args: str) -> list[set[tuple[int, int]]]:
     assert main(["align", "--checkpoint", str(checkpoint), *args]) == 0
     return [p for _, p in read_pharaoh(capsys.readouterr().out.splitlines())]
+
+
+@pytest.mark.slow
+def test_bundled_chinese_translator_reproduces_its_cards_aer(
+    capsys: pytest.CaptureFixture, tmp_path: Path, data_dir: Path
+) -> None:
+    """`attnlab align` on the bundled EN→ZH model over the Zh-En gold, with no method given
+    (so the reading its card names), scores the AER the card and its README state."""
+    from attnlab.decode.alignment import reading_name
+    from attnlab.model.checkpoint import read_config
+
+    checkpoint = ROOT / "checkpoints" / "tatoeba-en-zh"
+    pairs, gold = data_dir / "alignment" / "zhen_dev.src-tgt", data_dir / "alignment" / "zhen_dev.gold"
+    if not (checkpoint / "manifest.json").is_file() or not gold.is_file():
+        pytest.skip("needs the bundled tatoeba-en-zh and ../shared/data/alignment")
+    card = read_config(checkpoint)[1]["alignment"]
+    assert card["gold"] == "zhen_dev.gold" and card["pairs"] == 225
+    hyp = tmp_path / "zhen.links"
+    assert (
+        main(["align", "--checkpoint", str(checkpoint), "--input", str(pairs), "--reverse-input", "--out", str(hyp)])
+        == 0
+    )
+    assert reading_name(best_method(read_config(checkpoint)[1])) in capsys.readouterr().err
+    assert (
+        main(["evaluate", "--task", "align", "--hyp", str(hyp), "--gold", str(gold), "--gold-one-indexed", "--json"])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["aer"] == pytest.approx(card["aer"], abs=1e-9) and report["sentences"] == 225
+    readme = (checkpoint / "README.md").read_text(encoding="utf-8")
+    assert f"| {reading_name(best_method(read_config(checkpoint)[1]))} | {100 * card['aer']:.1f} |" in readme

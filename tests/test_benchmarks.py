@@ -163,3 +163,32 @@ def test_local_attention_runs_smoke(prepared_tiny: Path, tmp_path: Path) -> None
         assert row["updates"] == 2 and "tok:13a" in row["bleu_signature"]
         assert row["train_tok_s"] > 0 and row["decode_tok_s"] > 0
         assert [len(row["heads"][kind]) for kind in ("encoder", "decoder", "cross")] == [2, 2, 2]
+
+
+def test_alignment_timeline_table_and_figure(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The AER tables of a run's checkpoints as a markdown table (one row per step, the best
+    reading first) and, with Chromium, the explorer's timeline figure as a PNG."""
+    from browser import CHROMIUM
+
+    for step, aers in ((100, [0.9, 0.8]), (200, [0.9, 0.5])):  # head 1 of layer 0 becomes the aligner
+        rows = [
+            {"reading": f"head L0 H{h}", "method": "head", "layer": 0, "head": h, "aer": a} for h, a in enumerate(aers)
+        ]
+        table = {"set": "enfr", "pairs": 3, "rows": sorted(rows, key=lambda r: r["aer"])}
+        (tmp_path / "probes" / f"step_{step}").mkdir(parents=True)
+        (tmp_path / "probes" / f"step_{step}" / "alignment.json").write_text(json.dumps(table))
+    png = tmp_path / "aer.png"
+    command = [sys.executable, str(ROOT / "benchmarks" / "alignment_timeline.py"), str(tmp_path)]
+    command += ["--png", str(png)] if Path(CHROMIUM).exists() else []
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "| 100 | head L0 H1 | 80.0 | 90.0 | 80.0 |" in lines and "| 200 | head L0 H1 | 50.0 | 90.0 | 50.0 |" in lines
+    if Path(CHROMIUM).exists():
+        from PIL import Image
+
+        assert len(set(Image.open(png).convert("RGB").getdata())) > 20  # drawn lines, not a blank page
+    empty = subprocess.run(
+        [*command[:2], str(tmp_path_factory.mktemp("none"))], capture_output=True, text=True, cwd=ROOT
+    )
+    assert empty.returncode == 1 and "train with --align-gold" in empty.stderr and "Traceback" not in empty.stderr
