@@ -278,7 +278,9 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     direct = json.loads(capsys.readouterr().out)["aer"]
     args = ["evaluate", "--task", "align", "--gold", str(gold), "--all-heads", "--checkpoint", str(CKPT)]
     assert main([*args, "--input", str(pairs_file)]) == 0
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "reading" not in line]
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("| ") and "reading" not in line]
+    assert out.rstrip().endswith("same relative position: AER 0.0")  # this gold is the diagonal
     assert len(table) == 3 * 4 + 3 + 1 + 3 + 1  # the bundled model: 3 layers × 4 heads
     aers = [float(line.split("|")[2]) for line in table]
     assert aers == sorted(aers)

@@ -22,10 +22,10 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
-from attnlab.decode.alignment import aer_grid, corpus_aer, read_pharaoh
+from attnlab.decode.alignment import aer_grid, corpus_aer, read_pharaoh, split_pair
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.checkpoint import read_config, update_meta
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
@@ -237,4 +237,18 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         print(
             f"| {row['reading']} | {100 * row['aer']:.1f} | {100 * row['precision']:.1f} | {100 * row['recall']:.1f} |"
         )
+    diagonal = corpus_aer([diagonal_links(line) for line in lines], sures, possibles)
+    print(
+        f"\nno model, each target word linked to the source word at the same relative position: AER {100 * diagonal['aer']:.1f}"
+    )
     return 0
+
+
+def diagonal_links(line: str) -> set[tuple[int, int]]:
+    """The baseline an aligner must beat to have read anything: target word j of m linked to
+    source word round(j·n/m) of n (in the line's order of sides; symmetric, so either order)."""
+    try:
+        left, right = split_pair(line)
+    except ModelInputError:
+        return set()
+    return {(min(round(j * len(left) / len(right)), len(left) - 1), j) for j in range(len(right))}
