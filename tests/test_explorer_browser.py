@@ -204,8 +204,8 @@ class Page:
             route.abort()
 
     def run_number(self) -> int:
-        text = self.page.locator(".attn-run").inner_text()
-        return int(text.split()[1]) if text.startswith("run ") else 0
+        run = self.page.locator(".attn-run").get_attribute("data-run")
+        return int(run) if run and run.isdigit() else 0
 
     def wait_run(self, run: int, timeout: float = 60_000) -> None:
         """Until the status says `run` and the head heatmap and grid are built and painted."""
@@ -282,7 +282,7 @@ JS_UPDATED = (
     return null;
   };
   const status = deep(document);
-  if (!status || !status.textContent.includes("run " + run + " ·")) return false;
+  if (!status || status.getAttribute("data-run") !== String(run)) return false;  // in any language
   // The head and grid are updated in place before the status (messages arrive in order): wait
   // until BokehJS has built and laid out both views.
   const views = ("""

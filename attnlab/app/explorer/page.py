@@ -271,7 +271,9 @@ class Explorer(pn.viewable.Viewer):
         try:
             if not store.submit():
                 said = text("status.not_decoded", self.lang, run=store.run)
-                self.status.object = f"<span class='attn-run attn-muted'>{html.escape(said)}</span>"
+                self.status.object = (
+                    f"<span class='attn-run attn-muted' data-run='{store.run}'>{html.escape(said)}</span>"
+                )
                 return
             self._update_after_run()
         finally:
