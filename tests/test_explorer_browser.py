@@ -317,8 +317,9 @@ JS_FIGURE = """(name) => {
     if (!v || seen.has(v)) continue;
     seen.add(v);
     if (v.model && v.model.name === name && v.canvas_view) {
+      if (v.canvas_view.el.getBoundingClientRect().width === 0) continue;
+      v.canvas_view.el.scrollIntoView({block: "nearest"});  // a figure below the fold can be shot
       const r = v.canvas_view.el.getBoundingClientRect();
-      if (r.width === 0) continue;
       const f = v.frame.bbox;
       return {left: r.left, top: r.top, width: r.width, height: r.height,
               frame_left: r.left + f.left, frame_top: r.top + f.top,

@@ -110,7 +110,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "timeline.title": {"en": "step {step:,} · {head}", "es": "paso {step:,} · {head}", "zh": "第 {step:,} 步 · {head}"},
     "timeline.curve": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
     "timeline.entropy": {"en": "entropy ({kind} layer {layer})", "es": "entropía ({kind}, capa {layer})", "zh": "熵（{kind}，第 {layer} 层）"},
-    "timeline.aer": {"en": "AER % on {set} ({kind} layer {layer}; lower aligns better)", "es": "AER % en {set} ({kind}, capa {layer}; más bajo, mejor alineación)", "zh": "{set} 上的 AER %（{kind}，第 {layer} 层；越低对齐越好）"},
+    "timeline.aer": {"en": "AER % on {set} ({kind} layer {layer})", "es": "AER % en {set} ({kind}, capa {layer})", "zh": "{set} 上的 AER %（{kind}，第 {layer} 层）"},
     "timeline.aer_best": {"en": "best reading", "es": "mejor lectura", "zh": "最佳读法"},
     # head ablation
     "ablation.choice": {"en": "heads to switch off", "es": "cabezas que desactivar", "zh": "要关闭的注意力头"},
