@@ -239,7 +239,9 @@ def test_dev_bleu_during_training_uses_tok_zh(zh, zh_checkpoint, monkeypatch, tm
 
     monkeypatch.setattr(dev, "bleu_chrf", spy)
     model = Transformer(preset("tiny", vocab_size=6000, max_len=128))
-    report = dev.dev_report(model, str(zh), zh_checkpoint, tmp_path, 1, SimpleNamespace(eval_sentences=3, probes=0))
+    report = dev.dev_report(
+        model, str(zh), zh_checkpoint, tmp_path, 1, SimpleNamespace(eval_sentences=3, probes=0, align_gold="")
+    )
     assert used == ["zh"] and "dev_bleu" in report
 
 
