@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,12 @@ def artifacts() -> Path:
 @pytest.fixture(autouse=True)
 def _deterministic() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    """Debian's Chromium for a browser test module (skips the module when it is missing)."""
+    from browser import launched_chromium  # lazy: only browser tests need Playwright
+
+    with launched_chromium() as launched:
+        yield launched

@@ -44,14 +44,6 @@ def server() -> Iterator[Server]:
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    from browser import launched_chromium
-
-    with launched_chromium() as launched:
-        yield launched
-
-
 def is_cjk(character: str) -> bool:
     return unicodedata.name(character, "").startswith("CJK UNIFIED IDEOGRAPH")
 

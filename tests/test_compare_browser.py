@@ -61,14 +61,6 @@ def compare_server(second: Path) -> Iterator[Server]:
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    from browser import launched_chromium
-
-    with launched_chromium() as launched:
-        yield launched
-
-
 def picker_name(path: Path, extra: list[Path]) -> str:
     """The name the explorer's pickers give `path` (the server lists the bundled ones and `extra`)."""
     return next(name for name, where in find_checkpoints(extra).items() if same_directory(where, path))

@@ -55,14 +55,6 @@ def server(profiled: dict) -> Iterator[Server]:
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    from browser import launched_chromium
-
-    with launched_chromium() as launched:
-        yield launched
-
-
 def open_profile(session: Page, request: str) -> None:
     session.page.locator(".bk-tab").filter(has_text=re.compile("^Corpus$")).click()
     session.page.locator(".attn-profile-path input").fill(request)

@@ -33,14 +33,6 @@ def marian_server(marian_dirs: dict[str, Path]) -> Iterator[Server]:
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    from browser import launched_chromium
-
-    with launched_chromium() as launched:
-        yield launched
-
-
 def test_explorer_shows_the_heads_of_a_marian_model(
     chromium: object, marian_server: Server, marian_dirs: dict[str, Path]
 ) -> None:
