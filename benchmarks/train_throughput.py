@@ -39,7 +39,17 @@ from attnlab.data.prepared import ParallelData
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
-from attnlab.train.regime import label_smoothed_loss, make_loss, make_optimizer, training_kernels
+from attnlab.train.regime import (
+    COMPILE_MODES,
+    COMPILE_PAYS_FROM,
+    compile_mode,
+    compile_model,
+    keep_freed_memory,
+    label_smoothed_loss,
+    make_loss,
+    make_optimizer,
+    training_kernels,
+)
 
 
 class TorchTransformerMT(nn.Module):
@@ -101,15 +111,17 @@ def median_batch(data_dir: Path, max_tokens: int) -> Batch:
 
 
 def make_step(
-    model: nn.Module, batch: Batch, bf16: bool, device: torch.device, ours: bool, compile_loss: bool = False
+    model: nn.Module, batch: Batch, bf16: bool, device: torch.device, ours: bool, compile: str = "off"
 ) -> Callable[[], None]:
     """One update as `Trainer.train_step` takes it: zero grads, forward and loss under autocast,
     backward of the loss per target token, read the loss (a sync, as the trainer logs it), Adam.
-    attnlab's side (`ours`) runs with the trainer's own optimizer, kernels and loss function; the
-    peer with a plain Adam and the eager loss, as a user of nn.Transformer would write it."""
+    attnlab's side (`ours`) runs with the trainer's own optimizer, kernels, loss function and
+    compile mode ("off", "loss" or "model", see `regime.compile_mode`); the peer with a plain Adam
+    and the eager loss, as a user of nn.Transformer would write it."""
     if ours:
         optimizer = make_optimizer(model)
-        loss_fn = make_loss(compile_loss)
+        loss_fn = make_loss(compile != "off")
+        model = compile_model(model) if compile == "model" else model
     else:
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         loss_fn = label_smoothed_loss
@@ -159,7 +171,7 @@ def measure_case(
     if count_parameters(ours) != count_parameters(peer):
         raise SystemExit(f"{name}: attnlab has {count_parameters(ours)} parameters, the peer {count_parameters(peer)}")
     steps = {
-        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile_loss=args.compile),
+        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile=args.compile_mode),
         "peer": make_step(peer, batch, dtype == "bf16", device, ours=False),
     }
     for step in steps.values():  # first steps allocate Adam's moments and autocast's weight casts
@@ -181,6 +193,7 @@ def measure_case(
         "device": device.type,
         "threads": torch.get_num_threads(),
         "clock": args.clock,
+        "compile": args.compile_mode,
         "attnlab_tokens_per_s": round(ours_tps, 1),
         "peer_tokens_per_s": round(peer_tps, 1),
         "ratio": round(ours_tps / peer_tps, 3),
@@ -206,13 +219,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-steps", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per system first")
     add_clock_argument(parser)
-    parser.add_argument("--compile", action="store_true", help="attnlab with `attnlab train --compile`'s compiled loss")
+    parser.add_argument(
+        "--compile",
+        default="auto",
+        choices=COMPILE_MODES,
+        help="attnlab's compile mode, as `attnlab train --compile` (default auto: what a long run uses)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     parser.add_argument("--smoke", action="store_true", help="tiny preset, tiny batch, 2 steps: checks the script runs")
     args = parser.parse_args(argv)
     if args.smoke:
         args.presets, args.max_tokens, args.repeats, args.min_seconds, args.min_steps = ["tiny"], 256, 1, 0.0, 2
     device = torch.device(args.device)
+    # What `attnlab train` does on this device by default, for a run long enough to pay for compiling
+    args.compile_mode, note = compile_mode(args.compile, device.type, steps=COMPILE_PAYS_FROM)
+    if device.type == "cpu" and keep_freed_memory():  # process-wide: the peer's steps get it too
+        note += "; glibc keeps freed memory (mallopt), for both systems"
     if args.clock == "cpu" and device.type != "cpu":
         parser.error("--clock cpu times the host, not a GPU; use the wall clock with --device cuda")
     # Multi30k's bundled 8k BPE, smaller when a preset's embedding is smaller (tiny: 1,000 ids)
@@ -223,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{data_dir} has a vocabulary of {data_vocab}; the presets need at most {vocab}")
     batch = median_batch(data_dir, args.max_tokens)
     print(f"# {machine(device, args.clock)}", file=sys.stderr)
+    print(f"# attnlab {note}", file=sys.stderr)
     print(
         f"# batch: {batch.src.size(0)} Multi30k pairs, source {tuple(batch.src.shape)}, target "
         f"{tuple(batch.tgt_in.shape)}, {batch.n_tgt_tokens} target tokens",

@@ -97,7 +97,7 @@ def test_compiled_trainer_checks_ids_on_the_host(tmp_path, prepared_tiny_train) 
 
     trainer = Trainer(
         TrainConfig(
-            data=str(prepared_tiny_train), out=str(tmp_path / "run"), preset="tiny", compile=True, eval_sentences=0
+            data=str(prepared_tiny_train), out=str(tmp_path / "run"), preset="tiny", compile="model", eval_sentences=0
         )
     )
     batch = next(trainer.batches())

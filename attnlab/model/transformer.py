@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from attnlab.errors import ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
 from attnlab.model.config import ModelConfig
+from attnlab.model.dropout import Dropout
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
@@ -179,7 +180,7 @@ class Residual(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(config.d_model)
-        self.dropout = nn.Dropout(config.p_drop)
+        self.dropout = Dropout(config.p_drop)
         self.pre = config.norm == "pre"
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -247,7 +248,7 @@ class Transformer(nn.Module):
         else:
             table = sinusoidal_positions(config.max_len, config.d_model, config.pe_layout)
             self.register_buffer("pe", table, persistent=False)
-        self.dropout = nn.Dropout(config.p_drop)
+        self.dropout = Dropout(config.p_drop)
         self.encoder = nn.ModuleDict({"layers": nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))})
         self.decoder = nn.ModuleDict({"layers": nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))})
         # Pre-norm stacks need a final LayerNorm; the paper's post-norm stacks already end in one.

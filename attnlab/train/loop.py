@@ -42,7 +42,16 @@ from attnlab.train.guard import DeferredSigterm, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import all_sum, distributed, micro_seed
 from attnlab.train.recipes import recipe
-from attnlab.train.regime import learning_rate, make_loss, make_optimizer, training_kernels
+from attnlab.train.regime import (
+    COMPILE_MODES,
+    compile_mode,
+    compile_model,
+    keep_freed_memory,
+    learning_rate,
+    make_loss,
+    make_optimizer,
+    training_kernels,
+)
 
 
 @dataclass
@@ -64,7 +73,7 @@ class TrainConfig:
     lr_scale: float = 1.0  # multiplies Eq. (3); small models on small data like 2
     clip_norm: float = 0.0  # the paper does not clip
     dtype: str = "auto"  # fp32 | bf16; auto = bf16 on CUDA, fp32 on CPU
-    compile: bool = False
+    compile: str = "auto"  # off | loss | model (and loss) | auto: where it pays (`regime.compile_mode`)
     log_every: int = 50
     eval_sentences: int = 200  # dev pairs for loss/PPL/BLEU at each checkpoint (0 = skip)
     probes: int = 4  # dev pairs recorded at each checkpoint for the explorer's timeline
@@ -99,7 +108,14 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = Transformer(self.config).to(self.device)
         self.optimizer = make_optimizer(self.model)
-        self.loss_fn = make_loss(cfg.compile)
+        if isinstance(cfg.compile, bool):  # checkpoints before 2026-12 stored a flag
+            cfg.compile = "model" if cfg.compile else "off"
+        self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps)
+        if self.rank == 0:
+            print(note, file=sys.stderr)
+        if self.device.type == "cpu":
+            keep_freed_memory()
+        self.loss_fn = make_loss(self.compile != "off")
         self.sampler = TokenBatchSampler(
             self.data.src_lens,
             self.data.tgt_lens,
@@ -120,8 +136,8 @@ class Trainer:
         self.net: torch.nn.Module = self.model
         if self.world > 1:
             self.net = torch.nn.parallel.DistributedDataParallel(self.model)
-        if cfg.compile:
-            self.net = torch.compile(self.net)
+        if self.compile == "model":
+            self.net = compile_model(self.net)
         # FLOPs at the corpus's mean lengths (+1 for </s> and <s>): attention grows with them
         src_len, tgt_len = (round(float(lens.mean())) + 1 for lens in (self.data.src_lens, self.data.tgt_lens))
         self.flops_per_token = train_flops_per_target_token(self.config, src_len, tgt_len)
@@ -221,7 +237,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = nll_sum = 0.0  # this rank's, over its micro-batches
         for i, batch in enumerate(micro):
-            if cfg.compile:  # the compiled graph skips the model's id checks: one host check per batch
+            if self.compile == "model":  # the compiled graph skips the model's id checks: one host check per batch
                 self.model.check_ids(batch.src, "source")
                 self.model.check_ids(batch.tgt_in, "target", self.config.target_vocab)
             torch.manual_seed(micro_seed(cfg.seed, self.step, i * self.world + self.rank))
@@ -358,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name in ("data", "out", "preset", "overrides"):
             continue
         flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
+        if f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
+            parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None)
+        elif isinstance(f.default, bool):
             parser.add_argument(flag, action="store_true", default=None)
         else:
             parser.add_argument(flag, type=type(f.default), default=None)

@@ -102,7 +102,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "save_every": 1500,
         "keep_last": 5,
         "dtype": "bf16",
-        "compile": True,
+        "compile": "model",
     },
     "wmt14-big": {
         "prepare": "attnlab data prepare wmt14 --vocab-size 37000 --train-dir FULL_WMT14_DIR --out prepared/wmt14",
@@ -114,7 +114,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "save_every": 1500,
         "keep_last": 20,
         "dtype": "bf16",
-        "compile": True,
+        "compile": "model",
     },
 }
 

@@ -6,11 +6,16 @@ where.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import shutil
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from attnlab.errors import ConfigError
 
 
 def learning_rate(step: int, d_model: int, warmup: int = 4000, scale: float = 1.0) -> float:
@@ -42,8 +47,70 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
 
 def make_loss(compile: bool = False):
     """The loss function to train with. Compiled, log-softmax, gather and mean over the
-    vocabulary fuse (3× faster on CPU) at ~20 s of compilation, so it comes with --compile."""
+    vocabulary fuse into one pass (3× faster on CPU) at ~20 s of compilation."""
     return torch.compile(label_smoothed_loss, dynamic=True) if compile else label_smoothed_loss
+
+
+COMPILE_MODES = ("auto", "off", "loss", "model")
+COMPILE_PAYS_FROM = 500  # updates: below, ~20 s of compiling the loss is not won back on a CPU
+
+
+def compile_mode(requested: str, device_type: str, steps: int) -> tuple[str, str]:
+    """The `torch.compile` mode a run uses ("off", "loss" or "model": model and loss) and one
+    line saying why. "auto" compiles where it pays, as measured by benchmarks/train_throughput.py
+    on a 2-core CPU: there the loss alone (compiling the model too was no faster for base and 12%
+    slower for small: oneDNN's matrix products are the kernels either way), on a GPU the
+    model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or where no
+    compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
+    if requested not in COMPILE_MODES:
+        raise ConfigError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {requested!r}")
+    if requested == "off":
+        return "off", "torch.compile: off (--compile off)"
+    missing = _missing_compiler(device_type)
+    if missing:
+        return "off", f"torch.compile: off, {missing}; training eagerly (slower, same maths)"
+    if requested != "auto":
+        return requested, f"torch.compile: {requested} (--compile {requested})"
+    if steps < COMPILE_PAYS_FROM:
+        return "off", f"torch.compile: off for a run of {steps} < {COMPILE_PAYS_FROM} updates (--compile loss forces it)"
+    mode = "model" if device_type == "cuda" else "loss"
+    return mode, f"torch.compile: {mode} (auto on {device_type})"
+
+
+def _missing_compiler(device_type: str) -> str:
+    """Why `torch.compile` cannot run here, or "" when it can."""
+    if not torch._dynamo.is_dynamo_supported():
+        return f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor} here"
+    if device_type == "cuda":
+        from torch.utils._triton import has_triton
+
+        return "" if has_triton() else "Triton is not installed"
+    if not any(shutil.which(cxx) for cxx in ("g++", "c++", "clang++")):
+        return "no C++ compiler (g++/clang++) on PATH"
+    return ""
+
+
+def compile_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The whole model compiled for training: shapes vary with every token-budget batch, so
+    dynamic from the start; `fallback_random` draws dropout masks with the eager kernels, so a
+    compiled run follows the same random stream (and losses) as an eager one."""
+    return torch.compile(model, dynamic=True, options={"fallback_random": True})
+
+
+def keep_freed_memory() -> bool:
+    """Tell glibc's malloc to keep freed memory for the next step instead of handing it back to
+    the operating system. By default every buffer over 32 MB (the logits, the embedding's
+    gradient) is a fresh mmap that page-faults on first touch and is unmapped when freed, once
+    per step: the same advice as PyTorch's CPU tuning guide (jemalloc/tcmalloc), done in-process.
+    Measured on a 2-core CPU: the base bf16 step 5-12% faster. False where it does not apply."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (musl): its allocator has no such knobs
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, -1))  # -1: never trim
 
 
 def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
