@@ -104,3 +104,56 @@ def test_compiled_trainer_checks_ids_on_the_host(tmp_path, prepared_tiny_train) 
     batch.src[0, 0] = trainer.config.vocab_size + 7
     with pytest.raises(ModelInputError, match="outside the vocabulary"):
         trainer.train_step([batch])
+
+
+def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnlab.errors import ConfigError
+    from attnlab.train import regime
+    from attnlab.train.loop import config_from_args
+
+    assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM)[0] == "loss"
+    assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM - 1)[0] == "off"
+    assert regime.compile_mode("model", "cpu", 10)[0] == "model"  # asked for: compiled however short
+    assert regime.compile_mode("off", "cpu", 10**6)[0] == "off"
+    monkeypatch.setattr(regime.shutil, "which", lambda _: None)
+    mode, note = regime.compile_mode("auto", "cpu", 10**6)
+    assert mode == "off" and "no C++ compiler" in note and "\n" not in note
+    assert regime.compile_mode("model", "cpu", 10**6)[0] == "off"
+    with pytest.raises(ConfigError, match="compile must be one of"):
+        regime.compile_mode("yes", "cpu", 10)
+    base = ["--data", "d", "--out", "o"]
+    assert config_from_args(base).compile == "auto"
+    assert config_from_args([*base, "--compile"]).compile == "model"  # the flag as it was before
+    assert config_from_args([*base, "--compile", "loss"]).compile == "loss"
+
+
+def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_train) -> None:
+    """The same seed, batches and dropout masks: three updates compiled ("loss", then "model")
+    give the eager losses to rounding. A changed loss, a lost dropout mask or compiled dropout
+    drawing its own random stream moves them by 1e-3 or more (the updates move them by ~0.1)."""
+    from attnlab.train.loop import TrainConfig, Trainer
+
+    losses = {}
+    for mode in ("off", "loss", "model"):
+        trainer = Trainer(
+            TrainConfig(
+                data=str(prepared_tiny_train),
+                out=str(tmp_path / mode),
+                preset="tiny",
+                compile=mode,
+                eval_sentences=0,
+                probes=0,
+                max_tokens=400,
+                warmup=10,
+            )
+        )
+        batches, total = trainer.batches(), 0.0
+        losses[mode] = []
+        for _ in range(3):
+            batch = next(batches)
+            trainer.train_step([batch])
+            losses[mode].append((trainer.acc["loss"] - total) / batch.n_tgt_tokens)  # this update's, per token
+            total = trainer.acc["loss"]
+    assert trainer.compile == "model"
+    for mode in ("loss", "model"):
+        assert losses[mode] == pytest.approx(losses["off"], rel=1e-5), mode

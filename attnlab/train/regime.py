@@ -72,7 +72,10 @@ def compile_mode(requested: str, device_type: str, steps: int) -> tuple[str, str
     if requested != "auto":
         return requested, f"torch.compile: {requested} (--compile {requested})"
     if steps < COMPILE_PAYS_FROM:
-        return "off", f"torch.compile: off for a run of {steps} < {COMPILE_PAYS_FROM} updates (--compile loss forces it)"
+        return (
+            "off",
+            f"torch.compile: off for a run of {steps} < {COMPILE_PAYS_FROM} updates (--compile loss forces it)",
+        )
     mode = "model" if device_type == "cuda" else "loss"
     return mode, f"torch.compile: {mode} (auto on {device_type})"
 
