@@ -12,6 +12,11 @@ are removed; the script checks that both have the same number of parameters. Bot
 gradient accumulation and DDP). The two are timed alternately in one process, so a load burst
 from another job hits both; the figure to quote is the ratio.
 
+attnlab's side runs what `attnlab train` runs by default on the device for a long run
+(`--compile auto`: on a CPU the compiled loss, see `attnlab.train.regime.compile_mode`), and the
+process keeps freed memory as `attnlab train` does (`keep_freed_memory`); being process-wide, that
+setting holds for the peer's steps too, so the ratio compares code, not allocators.
+
 Model FLOP utilisation (MFU) is `tokens/s × attnlab.model.flops.train_flops_per_target_token` over the
 matrix-multiply peak measured at the start of the run in the same precision.
 
