@@ -66,10 +66,8 @@ class KVCache:
         for layer in self.layers:
             past = layer["self"]
             for name in ("k", "v"):
-                if name in past:  # else: still in its room, reordered below
-                    prefix = past.pop(name)
-                else:
-                    prefix = past.pop(f"{name}_room")[:, :, :-1]
+                # a second reorder before the next step moves the room's filled part
+                prefix = past.pop(name) if name in past else past.pop(f"{name}_room")[:, :, :-1]
                 room = prefix.new_empty(len(index), prefix.size(1), prefix.size(2) + 1, prefix.size(3))
                 torch.index_select(prefix, 0, index.to(prefix.device), out=room[:, :, :-1])
                 past[f"{name}_room"] = room
