@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "presets": ("attnlab.model.presets", "list the model presets (Table 3) with parameter counts"),
     "flops": ("attnlab.model.flops", "model FLOPs per token and the paper's Table 2 cost estimate"),
     "data": ("attnlab.data.commands", "prepare or download corpora (data prepare|download CORPUS)"),
-    "train": ("attnlab.train.loop", "train a model (the paper's regime; resumes a run directory)"),
+    "train": ("attnlab.train.commands", "train a model (the paper's regime; resumes a run directory)"),
     "average": ("attnlab.train.average", "average the last K checkpoints of a run"),
     "translate": ("attnlab.decode.commands", "translate lines from a file or stdin"),
     "parse": ("attnlab.decode.commands", "parse sentences into Penn-Treebank trees"),

@@ -109,7 +109,7 @@ def test_compiled_trainer_checks_ids_on_the_host(tmp_path, prepared_tiny_train) 
 def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     from attnlab.errors import ConfigError
     from attnlab.train import regime
-    from attnlab.train.loop import config_from_args
+    from attnlab.train.commands import config_from_args
 
     assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM)[0] == "loss"
     assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM - 1)[0] == "off"

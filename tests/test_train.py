@@ -321,7 +321,7 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
 
 def test_every_recipe_is_a_valid_run_config() -> None:
     from attnlab.model.config import PRESETS
-    from attnlab.train.loop import config_from_args
+    from attnlab.train.commands import config_from_args
     from attnlab.train.recipes import RECIPES
 
     assert {"multi30k-en-de-r1", "multi30k-en-de-r3", "multi30k-en-de-r5", "multi30k-en-de-global"} <= set(RECIPES)

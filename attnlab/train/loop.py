@@ -11,12 +11,10 @@ and faults survived (attnlab.train.guard): SIGTERM, a full disk, a non-finite lo
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import math
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -34,16 +32,14 @@ from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model import checkpoint as ckpt
-from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
+from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.dev import dev_report
 from attnlab.train.guard import DeferredSigterm, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import all_sum, distributed, micro_seed
-from attnlab.train.recipes import recipe
 from attnlab.train.regime import (
-    COMPILE_MODES,
     compile_mode,
     compile_model,
     keep_freed_memory,
@@ -358,57 +354,3 @@ class Trainer:
                 f"\nstep {self.step}: " + ", ".join(f"{k} {v:.3f}" for k, v in report.items() if isinstance(v, float)),
                 file=sys.stderr,
             )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="attnlab train",
-        description=__doc__.split("\n\n")[0],
-        epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
-    )
-    parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
-    parser.add_argument("--recipe", help="a named recipe (see attnlab.train.recipes) that fills in every other option")
-    parser.add_argument("--data", help="a directory written by `attnlab data prepare`")
-    parser.add_argument("--out", help="run directory (checkpoints, metrics.jsonl); an existing one resumes")
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in ("data", "out", "preset", "overrides"):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
-            parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None)
-        elif isinstance(f.default, bool):
-            parser.add_argument(flag, action="store_true", default=None)
-        else:
-            parser.add_argument(flag, type=type(f.default), default=None)
-    return parser
-
-
-def config_from_args(argv: list[str]) -> TrainConfig:
-    args, rest = build_parser().parse_known_args(argv)
-    values: dict[str, Any] = {}
-    if args.recipe:
-        values.update(recipe(args.recipe))
-    overrides = dict(values.pop("overrides", {}))
-    overrides.update(parse_overrides(rest))
-    for key, value in vars(args).items():
-        if key != "recipe" and value is not None:
-            values[key] = value
-    if not values.get("data") or not values.get("out"):
-        raise ConfigError("--data and --out are required (or --recipe NAME)")
-    return TrainConfig(**values, overrides=overrides)
-
-
-def cli(argv: list[str]) -> int:
-    cfg = config_from_args(argv)
-    trainer = Trainer(cfg)
-    last = trainer.run()
-    if trainer.rank == 0 and last is not None:
-        print(f"last checkpoint: {last}", file=sys.stderr)
-    if trainer.stopped_by_signal:
-        if trainer.rank == 0:
-            print(
-                f"attnlab train: stopped by SIGTERM at step {trainer.step}; run the same command to resume",
-                file=sys.stderr,
-            )
-        return 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
-    return 0

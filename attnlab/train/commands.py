@@ -1,0 +1,70 @@
+"""`attnlab train`: the command line of the training loop (`attnlab.train.loop`). Every field
+of `TrainConfig` is a flag; a recipe fills them all in, and flags given beside it win."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from typing import Any
+
+from attnlab.errors import ConfigError
+from attnlab.model.config import PRESETS, parse_overrides
+from attnlab.train.loop import TrainConfig, Trainer
+from attnlab.train.recipes import recipe
+from attnlab.train.regime import COMPILE_MODES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnlab train",
+        description="`attnlab train`: the training regime of §5, as one explicit loop.",
+        epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
+    )
+    parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
+    parser.add_argument("--recipe", help="a named recipe (see attnlab.train.recipes) that fills in every other option")
+    parser.add_argument("--data", help="a directory written by `attnlab data prepare`")
+    parser.add_argument("--out", help="run directory (checkpoints, metrics.jsonl); an existing one resumes")
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in ("data", "out", "preset", "overrides"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
+            parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None)
+        elif isinstance(f.default, bool):
+            parser.add_argument(flag, action="store_true", default=None)
+        else:
+            parser.add_argument(flag, type=type(f.default), default=None)
+    return parser
+
+
+def config_from_args(argv: list[str]) -> TrainConfig:
+    args, rest = build_parser().parse_known_args(argv)
+    values: dict[str, Any] = {}
+    if args.recipe:
+        values.update(recipe(args.recipe))
+    overrides = dict(values.pop("overrides", {}))
+    overrides.update(parse_overrides(rest))
+    for key, value in vars(args).items():
+        if key != "recipe" and value is not None:
+            values[key] = value
+    if not values.get("data") or not values.get("out"):
+        raise ConfigError("--data and --out are required (or --recipe NAME)")
+    return TrainConfig(**values, overrides=overrides)
+
+
+def cli(argv: list[str]) -> int:
+    cfg = config_from_args(argv)
+    trainer = Trainer(cfg)
+    last = trainer.run()
+    if trainer.rank == 0 and last is not None:
+        print(f"last checkpoint: {last}", file=sys.stderr)
+    if trainer.stopped_by_signal:
+        if trainer.rank == 0:
+            print(
+                f"attnlab train: stopped by SIGTERM at step {trainer.step}; run the same command to resume",
+                file=sys.stderr,
+            )
+        return 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
+    return 0
