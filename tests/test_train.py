@@ -110,6 +110,7 @@ def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
     command = [PY, "-m", "attnlab", "train", "--data", str(prepared), "--out", str(run), "--preset", "tiny", *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "torch.compile: loss (auto on cpu)" in done.stderr  # the default, with its one line
     losses = [loss for _, loss in _losses(run)]
     assert losses[-1] < losses[0] - 1.5, losses
     dev = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "dev_bleu" in line]
