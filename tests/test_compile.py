@@ -115,6 +115,7 @@ def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatc
     assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM - 1)[0] == "off"
     assert regime.compile_mode("model", "cpu", 10)[0] == "model"  # asked for: compiled however short
     assert regime.compile_mode("off", "cpu", 10**6)[0] == "off"
+    assert regime.compile_mode(True, "cpu", 10)[0] == "model" and regime.compile_mode(False, "cpu", 10**6)[0] == "off"
     monkeypatch.setattr(regime.shutil, "which", lambda _: None)
     mode, note = regime.compile_mode("auto", "cpu", 10**6)
     assert mode == "off" and "no C++ compiler" in note and "\n" not in note

@@ -52,7 +52,7 @@ class KVCache:
 
     Reordering (every beam-search step) copies each row's self-attention K/V into a buffer one
     position longer, `k_room`/`v_room`, whose last slot the next step fills in place: one copy of
-    the prefix per step instead of two (reorder, then concatenate), half the time on test2016."""
+    the prefix per step instead of two (reorder, then concatenate), half the time of the two."""
 
     layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)  # [{"self": {k, v}, "cross": {k, v}}]
     length: int = 0  # target positions already processed

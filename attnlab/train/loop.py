@@ -104,8 +104,6 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = Transformer(self.config).to(self.device)
         self.optimizer = make_optimizer(self.model)
-        if isinstance(cfg.compile, bool):  # checkpoints before 2026-12 stored a flag
-            cfg.compile = "model" if cfg.compile else "off"
         self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps)
         if self.rank == 0:
             print(note, file=sys.stderr)

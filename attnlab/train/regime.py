@@ -55,13 +55,15 @@ COMPILE_MODES = ("auto", "off", "loss", "model")
 COMPILE_PAYS_FROM = 500  # updates: below, ~20 s of compiling the loss is not won back on a CPU
 
 
-def compile_mode(requested: str, device_type: str, steps: int) -> tuple[str, str]:
+def compile_mode(requested: str | bool, device_type: str, steps: int) -> tuple[str, str]:
     """The `torch.compile` mode a run uses ("off", "loss" or "model": model and loss) and one
     line saying why. "auto" compiles where it pays, as measured by benchmarks/train_throughput.py
     on a 2-core CPU: there the loss alone (compiling the model too was no faster for base and 12%
     slower for small: oneDNN's matrix products are the kernels either way), on a GPU the
     model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or where no
     compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
+    if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
+        requested = "model" if requested else "off"
     if requested not in COMPILE_MODES:
         raise ConfigError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {requested!r}")
     if requested == "off":
