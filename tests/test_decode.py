@@ -6,9 +6,18 @@ import math
 
 import pytest
 import torch
+from hypothesis import strategies as st
+from properties import examples, prove
 
 from attnlab import preset
-from attnlab.decode.search import TransformerStepper, beam_search, generate, greedy_search, length_penalty
+from attnlab.decode.search import (
+    TransformerStepper,
+    beam_search,
+    generate,
+    greedy_search,
+    length_penalty,
+    top_moves,
+)
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.recorder import record
 
@@ -137,6 +146,35 @@ class Scripted:
 
     def reorder(self, index: torch.Tensor) -> None:
         pass
+
+
+@examples(150)
+def test_top_moves_are_topk(examples: int) -> None:
+    """The chunked top-k gives `topk`'s values, sorted, at indices that hold them (distinct per
+    row), for vocabularies with and without a ragged last chunk, ties and -inf entries."""
+
+    def holds(rows: int, chunks: int, ragged: int, k: int, levels: int, seed: int) -> None:
+        chunk = 4
+        vocab = chunks * chunk + ragged
+        generator = torch.Generator().manual_seed(seed)
+        lprobs = -torch.randint(0, levels, (rows, vocab), generator=generator).float()  # many ties
+        lprobs[torch.rand(rows, vocab, generator=generator) < 0.3] = float("-inf")
+        lprobs[0, -1] = 1.0  # a winner in the last column (the ragged chunk when there is one)
+        values, indices = top_moves(lprobs, k, chunk)
+        assert torch.equal(values, lprobs.topk(min(k, vocab), dim=1).values)
+        assert torch.equal(lprobs.gather(1, indices), values)
+        assert all(len(set(row)) == len(row) for row in indices.tolist())
+
+    prove(
+        holds,
+        examples,
+        rows=st.integers(1, 4),
+        chunks=st.integers(1, 80),
+        ragged=st.integers(0, 3),
+        k=st.integers(1, 8),
+        levels=st.sampled_from([2, 5, 1000]),
+        seed=st.integers(0, 2**16),
+    )
 
 
 def test_scripted_decoder_known_best() -> None:

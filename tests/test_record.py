@@ -8,7 +8,7 @@ import torch
 
 from attnlab import preset
 from attnlab.errors import AttnlabError, CheckpointError
-from attnlab.model.transformer import Transformer
+from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.recorder import model_info, record
 from attnlab.record.stats import COLUMNS, head_stats
 from attnlab.record.trace import AttentionTrace
@@ -98,6 +98,22 @@ def test_recorded_weights_are_the_ones_used(model: Transformer) -> None:
     heads_out = weights @ values  # (B, h, Lt, d_v)
     merged = heads_out.transpose(1, 2).reshape(src.size(0), tgt.size(1), -1)
     assert torch.allclose(layer.w_o(merged), outputs[0], atol=1e-5)
+
+
+def test_values_recorded_while_beam_decoding_stay_as_they_were(model: Transformer) -> None:
+    """The decoder's K/V cache reuses its buffers from one reorder to the next; the values a
+    recording keeps must be its own copies, not views that a later step overwrites."""
+    src = torch.randint(4, 1000, (3, 7))
+    snapshots = []
+    with torch.no_grad(), record(model, kinds=["decoder"], keep_values=True) as rec:
+        mask = model.src_mask(src)
+        memory, cache = model.encode(src, mask), KVCache()
+        for t in range(5):
+            model.decode(torch.randint(4, 1000, (3, 1)), memory, mask, cache)
+            snapshots.append([rec.values("decoder", layer)[t].clone() for layer in range(3)])
+            cache.reorder(torch.tensor([[2, 0, 0], [1, 1, 2]][t % 2]))  # rows copied, rows dropped
+    for t, taken in enumerate(snapshots):
+        assert all(torch.equal(rec.values("decoder", layer)[t], taken[layer]) for layer in range(3))
 
 
 def test_selection_by_kind_layer_head(model: Transformer) -> None:
