@@ -73,6 +73,7 @@ class Model:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
+        self._piece_tables: dict[bool, list[str]] = {}
         self.meta = meta
         self.path = path
         self.config = model.config
@@ -83,8 +84,16 @@ class Model:
     # -- text <-> ids ------------------------------------------------------------------------
     def pieces(self, ids: list[int], source: bool = False) -> list[str]:
         """The pieces of output ids (or, with `source`, of input ids)."""
-        tokenizer = self.tokenizer if source else self.target_tokenizer
-        return [tokenizer.id_to_piece(i) for i in ids]
+        table = self.piece_table(source)
+        return [table[i] for i in ids]
+
+    def piece_table(self, source: bool = False) -> list[str]:
+        """Every piece of the target (or source) vocabulary, by id, built once: asked one id at
+        a time, the tokenizer took ~1.5% of decoding test2016 (four hypotheses per sentence)."""
+        if source not in self._piece_tables:
+            tokenizer = self.tokenizer if source else self.target_tokenizer
+            self._piece_tables[source] = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
+        return self._piece_tables[source]
 
     def encode_source(self, text: str, truncate: bool = False) -> tuple[list[int], bool]:
         if not isinstance(text, str):
@@ -164,7 +173,7 @@ class Model:
 
     def _tree_constraint(self, texts: list[str]):
         """Parsers decode under `TreeConstraint`: one leaf per input word, balanced brackets."""
-        pieces = [self.tokenizer.id_to_piece(i) for i in range(self.tokenizer.get_piece_size())]
+        pieces = self.piece_table(source=True)
         sentences = [self._source_text(t).split() for t in texts]
         spelled = [[self.tokenizer.encode(w) for w in sentence] for sentence in sentences] if self.spelled else None
         n_words = [len(sentence) for sentence in sentences]
