@@ -7,7 +7,10 @@ number of threads, printed as ratios to the peers measured in the same run.
 (`checkpoints/multi30k-en-de`) decodes Multi30k test2016 with `Model.translate` (fp32 and bf16),
 and the same weights exported by `attnlab export ctranslate2` decode it with CTranslate2 (fp32
 and int8 weights). Tokens are the pieces each system produced, </s> included; outputs differ a
-little, so the token counts differ a little too (printed).
+little, so the token counts differ a little too (printed). Both batch the same way: sentences
+sorted by length, at most `BATCH_TOKENS` source tokens × beam a batch (attnlab's default;
+CTranslate2's `batch_type="tokens"` with a quarter of it). CTranslate2 at 64 sentences a batch,
+as this script ran it until issue #19's third round, was 1.3x slower here (1.7x at 32).
 
 **equal-work** (random weights, every sentence exactly `--tgt-len` tokens): systems of the same
 shape (the `small` preset: 3+3 layers, d_model 256, 4 heads, d_ff 1024, a shared 8k vocabulary):
@@ -51,11 +54,13 @@ from attnlab.decode.api import Model
 from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_spec
 from attnlab.decode.search import TransformerStepper, beam_search
 from attnlab.model.config import ModelConfig, preset
+from attnlab.model.linear import for_inference
 from attnlab.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
 CT2_TYPES = {"fp32": "float32", "int8": "int8"}
+BATCH_TOKENS = 16000  # test2016: source tokens × beam a batch, for both systems
 HAVE_CT2 = importlib.util.find_spec("ctranslate2") is not None  # optional: pip install attnlab[serve]
 
 
@@ -208,7 +213,7 @@ def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> li
                 systems[("ctranslate2", dtype)] = ct2
         if dtype in ("fp32", "bf16"):
             torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
-            model = model.to(torch_dtype)
+            model = model.to(torch_dtype) if dtype == "bf16" else for_inference(model)  # as `attnlab.load` does
             systems[("attnlab", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=True)
             systems[("attnlab-uncached", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=False)
             marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
@@ -229,7 +234,7 @@ def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list
             model = attnlab.load(args.checkpoint, dtype=dtype)
 
             def run(model: Model = model) -> int:
-                return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6))
+                return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6, batch_tokens=BATCH_TOKENS))
 
             systems[("attnlab", dtype)] = run
         if dtype in CT2_TYPES and HAVE_CT2:
@@ -243,7 +248,7 @@ def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list
             def run_ct2(translator: object = translator, rows: list[list[str]] = rows, limit: int = limits) -> int:
                 results = translator.translate_batch(
                     rows, beam_size=4, length_penalty=0.6, max_decoding_length=limit, return_end_token=True,
-                    max_batch_size=64,
+                    max_batch_size=BATCH_TOKENS // 4, batch_type="tokens",
                 )  # fmt: skip
                 return sum(len(r.hypotheses[0]) for r in results)
 

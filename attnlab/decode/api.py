@@ -26,6 +26,7 @@ from attnlab.decode.constrain import TreeConstraint
 from attnlab.decode.search import Hypothesis, generate
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
+from attnlab.model.linear import for_inference
 from attnlab.model.marian import is_marian, read_marian
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
@@ -277,8 +278,7 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
         model, about = read_marian(path)
         meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
         source, target = _tokenizers(path, meta)
-        model = model.to(device, DTYPES[dtype])
-        return Model(quantized(model) if dtype == "int8" else model, source, meta, str(path), target)
+        return Model(_for_dtype(model.to(device, DTYPES[dtype]), dtype), source, meta, str(path), target)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)
         if newest is None:
@@ -295,7 +295,13 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
             f"{path}: spm.model has {source.get_piece_size():,} pieces but the model a vocabulary of "
             f"{model.config.vocab_size:,} (a tokenizer of another model?)"
         )
-    return Model(quantized(model) if dtype == "int8" else model, source, meta, str(path), target)
+    return Model(_for_dtype(model, dtype), source, meta, str(path), target)
+
+
+def _for_dtype(model: Transformer, dtype: str) -> torch.nn.Module:
+    """int8: quantized linear layers; fp32: linear layers through oneDNN on the CPU
+    (`attnlab.model.linear`); bf16: as loaded."""
+    return quantized(model) if dtype == "int8" else for_inference(model) if dtype == "fp32" else model
 
 
 def quantized(model: torch.nn.Module) -> torch.nn.Module:

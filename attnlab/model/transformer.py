@@ -21,6 +21,7 @@ from attnlab.errors import ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
+from attnlab.model.linear import linear
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
@@ -376,7 +377,7 @@ class Transformer(nn.Module):
         receives it when given (decoding reuses one buffer across steps)."""
         weight = self.out_proj.weight if not self.config.tie_output else self.target_embedding.weight
         if out is None:
-            out = F.linear(hidden, weight)
+            out = linear(hidden, weight)
         else:
             torch.matmul(hidden, weight.t(), out=out)
         return out.add_(self.logits_bias) if self.config.logits_bias else out
