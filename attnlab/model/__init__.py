@@ -1,5 +1,6 @@
 """attnlab.model — the model itself: `ModelConfig` and the paper's presets (Table 3), the §3
-encoder–decoder with Eq. (1) as `attention` (and its restricted form, Table 1), FLOP counts (Table 2), and the checkpoint format
+encoder–decoder with Eq. (1) as `attention` (and its restricted form, Table 1), its fp32 inference
+products through oneDNN (`linear`), FLOP counts (Table 2), and the checkpoint format
 on disk (safetensors + JSON, written atomically, verified when read).
 
 May import: nothing of attnlab but `attnlab.errors`. Everything else builds on this room, so
