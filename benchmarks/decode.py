@@ -26,7 +26,8 @@ produce `--tgt-len` tokens: attnlab's search runs to its maximum length behind a
 forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTranslate2 with
 `min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
 lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
-`bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32`
+The process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does; being
+process-wide, that holds for every system. `bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32`
 and `int8` (its fast CPU precisions); on test2016 attnlab also runs `int8` (`load(dtype="int8")`:
 int8 linear layers, dynamically quantized activations).
 
@@ -55,6 +56,7 @@ from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_s
 from attnlab.decode.search import TransformerStepper, beam_search
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.linear import for_inference
+from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         args.preset, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
         args.test_sentences, args.test_repeats = 8, 1
     print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
+    if keep_freed_memory():  # as `attnlab translate` does; process-wide, so every peer gets it too
+        print("# glibc malloc keeps freed memory (keep_freed_memory), for every system", file=sys.stderr)
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="attnlab-decode-bench-") as tmp:
         if "test2016" in args.setting:

@@ -43,13 +43,13 @@ from attnlab.data.batching import Batch, TokenBatchSampler, collate
 from attnlab.data.prepared import ParallelData
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import train_flops_per_target_token
+from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
 from attnlab.train.regime import (
     COMPILE_MODES,
     COMPILE_PAYS_FROM,
     compile_mode,
     compile_model,
-    keep_freed_memory,
     label_smoothed_loss,
     make_loss,
     make_optimizer,

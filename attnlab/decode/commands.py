@@ -12,6 +12,7 @@ from pathlib import Path
 from attnlab.decode.alignment import METHODS, align_lines, best_method, format_pharaoh, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, load
 from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.model.memory import keep_freed_memory
 
 
 def _lines(source: str | None) -> list[str]:
@@ -46,6 +47,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
     parser.add_argument("--truncate", action="store_true", help="cut over-long inputs instead of failing them")
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
+    keep_freed_memory()  # this command owns its process: no page faults on each step's logits
     model = load(args.checkpoint, dtype=args.dtype)
     if task == "parse" and model.task != "parse":
         raise AttnlabError(f"{args.checkpoint} is a {model.task} model, not a parser")

@@ -27,6 +27,7 @@ from attnlab.decode.api import load
 from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.checkpoint import read_config, update_meta
+from attnlab.model.memory import keep_freed_memory
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
 BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
@@ -139,6 +140,7 @@ def cli(argv: list[str]) -> int:
     else:
         if not (args.checkpoint and args.src):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
+        keep_freed_memory()  # this command owns its process: no page faults on each step's logits
         model = load(args.checkpoint, dtype=args.dtype)
         task = args.task or model.task
         tgt_lang = model.meta.get("data", {}).get("tgt_lang")

@@ -34,6 +34,7 @@ from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model import checkpoint as ckpt
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
+from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.dev import dev_report
 from attnlab.train.guard import DeferredSigterm, TrainingError
@@ -42,7 +43,6 @@ from attnlab.train.ranks import all_sum, distributed, micro_seed
 from attnlab.train.regime import (
     compile_mode,
     compile_model,
-    keep_freed_memory,
     learning_rate,
     make_loss,
     make_optimizer,

@@ -6,7 +6,6 @@ where.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import shutil
 import sys
 
@@ -100,23 +99,6 @@ def compile_model(model: torch.nn.Module) -> torch.nn.Module:
     dynamic from the start; `fallback_random` draws dropout masks with the eager kernels, so a
     compiled run follows the same random stream (and losses) as an eager one."""
     return torch.compile(model, dynamic=True, options={"fallback_random": True})
-
-
-def keep_freed_memory() -> bool:
-    """Tell glibc's malloc to keep freed memory for the next step instead of handing it back to
-    the operating system. By default every buffer over 32 MB (the logits, the embedding's
-    gradient) is a fresh mmap that page-faults on first touch and is unmapped when freed, once
-    per step: the same advice as PyTorch's CPU tuning guide (jemalloc/tcmalloc), done in-process.
-    Measured on a 2-core CPU (base, bf16): attnlab's step 1-11% faster, nn.Transformer's 13-25%.
-    False where it does not apply."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (musl): its allocator has no such knobs
-        return False
-    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
-    return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, -1))  # -1: never trim
 
 
 def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
