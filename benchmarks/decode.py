@@ -204,12 +204,20 @@ def _serve_ctranslate2(
     translator = ctranslate2.Translator(
         path, device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
     )
-    while connection.recv() == "run":
+    while _next(connection) == "run":
         lengths = [len(r.hypotheses[0]) for r in translator.translate_batch(rows, **options)]
         if length and set(lengths) != {length}:
             connection.send((False, f"CTranslate2 produced lengths {sorted(set(lengths))}, not {length}"))
         else:
             connection.send((True, sum(lengths)))
+
+
+def _next(connection: Connection) -> str:
+    """The parent's next request; "stop" once it has gone (its end of the pipe closed)."""
+    try:
+        return connection.recv()
+    except EOFError:
+        return "stop"
 
 
 def ctranslate2_decoder(
