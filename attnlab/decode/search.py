@@ -122,7 +122,7 @@ def top_moves(lprobs: Tensor, k: int, chunk: int = 64) -> tuple[Tensor, Tensor]:
     if vocab < 4 * k * chunk:  # too few chunks to skip: plain topk
         return lprobs.topk(min(k, vocab), dim=1)
     whole = vocab // chunk * chunk
-    best_chunks = lprobs[:, :whole].view(rows, -1, chunk).amax(2).topk(k, dim=1).indices  # (N, k)
+    best_chunks = lprobs[:, :whole].reshape(rows, -1, chunk).amax(2).topk(k, dim=1).indices  # (N, k)
     columns = (best_chunks[:, :, None] * chunk + torch.arange(chunk, device=lprobs.device)).view(rows, -1)
     if whole < vocab:  # the ragged last chunk is always a candidate
         columns = torch.cat([columns, torch.arange(whole, vocab, device=lprobs.device).expand(rows, -1)], 1)
