@@ -166,8 +166,8 @@ class Ctranslate2Worker:
 
     Translating with CTranslate2 in this process left PyTorch's products slower for the rest of
     it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's bf16 decoding of test2016 4.2 -> 5.5 s):
-    CTranslate2 sets up its own oneDNN (AVX2 on AMD CPUs) and the setting reaches the oneDNN and
-    MKL that PyTorch carries. In a child process (spawned: nothing of this one's state) the
+    CTranslate2 sets up the oneDNN and OpenMP it bundles (AVX2 on AMD CPUs), likely what reaches
+    PyTorch's copies (the effect was measured, not the mechanism). In a child process (spawned: nothing of this one's state) the
     systems stay apart, as they are when users run them; the parent's clock still times the call.
     """
 
