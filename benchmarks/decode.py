@@ -27,9 +27,10 @@ forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTra
 `min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
 lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
 The process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does; being
-process-wide, that holds for every system. `bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32`
-and `int8` (its fast CPU precisions); on test2016 attnlab also runs `int8` (`load(dtype="int8")`:
-int8 linear layers, dynamically quantized activations).
+process-wide, that holds for every system. `bf16` converts every torch system's weights to bf16
+(no autocast); CTranslate2 runs `float32` and `int8` (its fast CPU precisions) in a process of
+its own (`Ctranslate2Worker`); on test2016 attnlab also runs `int8` (`load(dtype="int8")`: int8
+linear layers, dynamically quantized activations).
 
     .venv/bin/python benchmarks/decode.py            # both settings, all precisions
     .venv/bin/python benchmarks/decode.py --json     # one JSON row per setting × system × dtype
@@ -167,8 +168,9 @@ class Ctranslate2Worker:
     Translating with CTranslate2 in this process left PyTorch's products slower for the rest of
     it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's bf16 decoding of test2016 4.2 -> 5.5 s):
     CTranslate2 sets up the oneDNN and OpenMP it bundles (AVX2 on AMD CPUs), likely what reaches
-    PyTorch's copies (the effect was measured, not the mechanism). In a child process (spawned: nothing of this one's state) the
-    systems stay apart, as they are when users run them; the parent's clock still times the call.
+    PyTorch's copies (the effect was measured, not the mechanism). In a child process (spawned:
+    nothing of this one's state) the systems stay apart, as they are when users run them; the
+    parent's clock still times the call.
     """
 
     def __init__(self, path: Path, dtype: str, rows: list[list[str]], options: dict[str, object], length: int = 0):

@@ -2,11 +2,12 @@
 
 PyTorch computes fp32 products with MKL, which runs AVX2 kernels on AMD CPUs (`perf` shows
 `mkl_blas_def_sgemm_kernel_0_zen` for 52% of a decode); oneDNN, which PyTorch also ships,
-JIT-compiles AVX-512 ones: 5-23% faster for the decoder's products on the 2-core AMD EPYC, 9-12%
-on a whole test2016 decode (docs/BENCHMARKS.md, decoding round three). PyTorch reaches oneDNN's fp32 product only
-through `torch.ops.mkldnn._linear_pointwise`, the op its own compiler emits for linear layers on
-CPUs; `linear` calls it where it applies and `F.linear` everywhere else (gradients, bf16, a GPU,
-a build without oneDNN), so training and every other path are unchanged.
+JIT-compiles AVX-512 ones: 5-23% faster for the decoder's products on the 2-core AMD EPYC,
+9-12% on a whole test2016 decode (docs/BENCHMARKS.md, decoding round three). PyTorch reaches
+oneDNN's fp32 product only through `torch.ops.mkldnn._linear_pointwise`, the op its own compiler
+emits for linear layers on CPUs; `linear` calls it where it applies and `F.linear` everywhere
+else (gradients, bf16, a GPU, a build without oneDNN), so training and every other path are
+unchanged.
 """
 
 from __future__ import annotations
