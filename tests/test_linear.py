@@ -1,9 +1,11 @@
-"""fp32 inference products through oneDNN (`attnlab.model.linear`): the same numbers as
-`F.linear` up to rounding, taken only where no gradient is kept, and a loaded fp32 model decodes
-what the plain one decodes."""
+"""Inference products through oneDNN (`attnlab.model.linear`): the same numbers as `F.linear` up
+to rounding, taken only where no gradient is kept, on packed copies that follow every change of
+their weight, and a loaded model decodes what the plain one decodes."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 import attnlab
 from attnlab import preset
 from attnlab.decode.search import generate
-from attnlab.model.linear import ONEDNN, InferenceLinear, for_inference, linear
+from attnlab.model.linear import ONEDNN, InferenceLinear, PackedWeight, for_inference, linear
 from attnlab.model.transformer import Transformer
 
 pytestmark = pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN")
@@ -71,11 +73,80 @@ def test_for_inference_decodes_what_the_plain_model_decodes() -> None:
     assert [h.score for s in fast for h in s] == pytest.approx([h.score for s in plain for h in s], abs=1e-4)
 
 
-def test_load_routes_fp32_only() -> None:
-    kinds = {
-        dtype: {type(m).__name__ for m in attnlab.load(BUNDLED, dtype=dtype).model.modules()}
-        for dtype in ("fp32", "bf16", "int8")
-    }
+def test_load_routes_fp32_and_bf16_and_freezes() -> None:
+    models = {dtype: attnlab.load(BUNDLED, dtype=dtype).model for dtype in ("fp32", "bf16", "int8")}
+    kinds = {dtype: {type(m).__name__ for m in model.modules()} for dtype, model in models.items()}
     assert "InferenceLinear" in kinds["fp32"] and "Linear" not in kinds["fp32"]
-    assert "InferenceLinear" not in kinds["bf16"] and "Linear" in kinds["bf16"]
+    assert "InferenceLinear" in kinds["bf16"] and "Linear" not in kinds["bf16"]
     assert "InferenceLinear" not in kinds["int8"]  # quantize_dynamic swapped the exact nn.Linears
+    assert not any(p.requires_grad for model in models.values() for p in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_weight_is_f_linear_for_any_number_of_rows(dtype: torch.dtype) -> None:
+    """One packing serves every batch size a decode meets (4 rows for one sentence, hundreds
+    for a batch); the packing is made once, not per call."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(300, 64, dtype=dtype), torch.randn(300, dtype=dtype)
+    packed = PackedWeight()
+    with torch.no_grad():
+        for rows in (1, 4, 37, 400):
+            x = torch.randn(rows, 64, dtype=dtype)
+            # fp32: sums of 64 products of size ~1 agree to ~1e-5; bf16: to its 8-bit mantissa
+            tol = 1e-4 if dtype == torch.float32 else 0.05
+            assert torch.allclose(
+                linear(x, weight, bias, packed).float(), F.linear(x, weight, bias).float(), rtol=tol, atol=tol
+            )
+        made = packed.made
+        ops = _ops(lambda: linear(x, weight, bias, packed))
+    assert "mkldnn::_linear_pointwise" in ops and "mkldnn::_reorder_linear_weight" not in ops
+    assert packed.made is made
+
+
+def test_packed_weight_follows_its_weight() -> None:
+    """A weight changed in place (an edit, `load_state_dict`) or replaced (`.to()`) is packed
+    anew: a stale copy would silently compute with the old numbers."""
+    torch.manual_seed(0)
+    layer = for_inference(nn.Linear(16, 8))
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        before = layer(x)
+        layer.weight.mul_(2)
+        assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
+        layer.load_state_dict({"weight": torch.zeros(8, 16), "bias": torch.ones(8)})
+        assert torch.equal(layer(x), torch.ones(5, 8))
+        layer.to(torch.bfloat16)
+        assert layer(x.bfloat16()).dtype == torch.bfloat16 and torch.equal(
+            layer(x.bfloat16()).float(), torch.ones(5, 8)
+        )
+    assert not torch.allclose(before, torch.ones(5, 8))
+
+
+def test_weights_that_train_are_never_packed() -> None:
+    """Fused Adam updates parameters in place without bumping their version counter, so a packed
+    copy of a weight that trains could go stale unseen: such weights are multiplied as they are."""
+    torch.manual_seed(0)
+    layer = nn.Linear(16, 8)
+    layer.__class__, layer.packed = InferenceLinear, PackedWeight()  # routed but not frozen
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        layer(x)
+    layer(x).sum().backward()
+    version = layer.weight._version
+    optimizer.step()
+    assert layer.weight._version == version  # what makes the rule necessary
+    with torch.no_grad():
+        assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
+    assert layer.packed.made is None
+
+
+def test_models_with_packed_weights_copy_and_pickle() -> None:
+    """oneDNN's packed tensors cannot be copied or pickled; a decoded-with model still can."""
+    model = attnlab.load(BUNDLED).model
+    with torch.no_grad():
+        model.logits(torch.randn(2, model.config.d_model))
+    assert model.packed_output.made is not None
+    twin = copy.deepcopy(model)
+    assert twin.packed_output.made is None
+    assert pickle.loads(pickle.dumps(model)).packed_output.made is None

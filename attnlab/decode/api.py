@@ -299,9 +299,10 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
 
 
 def _for_dtype(model: Transformer, dtype: str) -> torch.nn.Module:
-    """int8: quantized linear layers; fp32: linear layers through oneDNN on the CPU
-    (`attnlab.model.linear`); bf16: as loaded."""
-    return quantized(model) if dtype == "int8" else for_inference(model) if dtype == "fp32" else model
+    """Frozen for inference. int8: quantized linear layers; fp32 and bf16: linear layers through
+    oneDNN on packed weights on the CPU (`attnlab.model.linear`); the output projection packed in
+    all three."""
+    return quantized(model.requires_grad_(False)) if dtype == "int8" else for_inference(model)
 
 
 def quantized(model: torch.nn.Module) -> torch.nn.Module:

@@ -65,7 +65,7 @@ class TransformerStepper:
         self.memory, self.mask = self.encoded, self.src_mask
         self.row_memory = torch.arange(self.encoded.size(0))  # memory entry each row reads
         self.cache = KVCache() if self.use_cache else None
-        self.buffers: tuple[Tensor, Tensor] | None = None
+        self.buffer: Tensor | None = None  # fp32 log-probabilities of a bf16 model
         self.reorder(rows)
 
     def step(self, tokens: Tensor) -> Tensor:
@@ -78,20 +78,15 @@ class TransformerStepper:
     def _log_softmax(self, hidden: Tensor) -> Tensor:
         """fp32 log-probabilities over the vocabulary, normalised in place: one (N, V) tensor
         read and written, not two (1,200 rows × 8,000: 2 ms instead of 6.7 ms, the same numbers).
-
-        In fp32 the logits are the product's own output: on the CPU it runs through oneDNN
-        (`attnlab.model.linear`), which has no `out=`, and is faster even with the page faults of
-        a fresh (N, V) tensor. Other dtypes keep their logits and the fp32 copy in buffers across
-        steps: freshly allocated, those cost more in page faults than in arithmetic."""
-        if hidden.dtype == torch.float32:
-            lprobs = self.model.logits(hidden)
+        In other dtypes the logits are copied into an fp32 buffer kept across steps: freshly
+        allocated, an (N, V) fp32 tensor costs more in page faults than in arithmetic."""
+        logits = self.model.logits(hidden)
+        if logits.dtype == torch.float32:
+            lprobs = logits
         else:
-            rows, vocab = hidden.size(0), self.model.config.target_vocab
-            if self.buffers is None or self.buffers[0].size(0) < rows:
-                logits = torch.empty((rows, vocab), dtype=hidden.dtype, device=hidden.device)
-                self.buffers = (logits, logits.float())
-            logits, lprobs = (buffer[:rows] for buffer in self.buffers)
-            self.model.logits(hidden, out=logits)
+            if self.buffer is None or self.buffer.size(0) < logits.size(0):
+                self.buffer = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+            lprobs = self.buffer[: logits.size(0)]
             lprobs.copy_(logits)  # (log_softmax's own dtype= is ~9x slower on the CPU)
         return torch.log_softmax(lprobs, dim=-1, out=lprobs)
 

@@ -21,7 +21,7 @@ from attnlab.errors import ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
-from attnlab.model.linear import linear
+from attnlab.model.linear import PackedWeight, linear
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
@@ -263,6 +263,7 @@ class Transformer(nn.Module):
             table = sinusoidal_positions(config.max_len, config.d_model, config.pe_layout)
             self.register_buffer("pe", table, persistent=False)
         self.dropout = Dropout(config.p_drop)
+        self.packed_output = PackedWeight()  # the output matrix in oneDNN's layout, made when decoding
         self.encoder = nn.ModuleDict({"layers": nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))})
         self.decoder = nn.ModuleDict({"layers": nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))})
         # Pre-norm stacks need a final LayerNorm; the paper's post-norm stacks already end in one.
@@ -372,14 +373,11 @@ class Transformer(nn.Module):
             cache.length += tgt.size(1)
         return self.final_norms[1](x) if self.final_norms else x
 
-    def logits(self, hidden: Tensor, out: Tensor | None = None) -> Tensor:
-        """Pre-softmax projection with the shared embedding matrix (§3.4); `out` (..., V)
-        receives it when given (decoding reuses one buffer across steps)."""
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Pre-softmax projection with the shared embedding matrix (§3.4); when decoding on the
+        CPU, through a packed copy of the matrix (`attnlab.model.linear`)."""
         weight = self.out_proj.weight if not self.config.tie_output else self.target_embedding.weight
-        if out is None:
-            out = linear(hidden, weight)
-        else:
-            torch.matmul(hidden, weight.t(), out=out)
+        out = linear(hidden, weight, packed=self.packed_output)
         return out.add_(self.logits_bias) if self.config.logits_bias else out
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
