@@ -260,7 +260,7 @@ def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> li
                 systems[("ctranslate2", dtype)] = ct2
         if dtype in ("fp32", "bf16"):
             torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
-            model = model.to(torch_dtype) if dtype == "bf16" else for_inference(model)  # as `attnlab.load` does
+            model = for_inference(model.to(torch_dtype))  # as `attnlab.load` does: frozen, packed weights
             systems[("attnlab", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=True)
             systems[("attnlab-uncached", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=False)
             marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
@@ -308,7 +308,8 @@ def timed(
     now: Callable[[], float],
     **extra: object,
 ) -> list[dict[str, object]]:
-    """Warm every system once, then time them in turn, `repeats` rounds; one row each (median)."""
+    """Warm every system once, then time them in turn, `repeats` rounds; one row each (median,
+    and every round's time for the paired ratios)."""
     times: dict[tuple[str, str], list[float]] = {key: [] for key in systems}
     with torch.inference_mode():
         tokens = {key: run() for key, run in systems.items()}
@@ -325,6 +326,7 @@ def timed(
             "tokens_per_s": round(tokens[(system, dtype)] / median(times[(system, dtype)]), 1),
             "tokens": tokens[(system, dtype)],
             "seconds": round(median(times[(system, dtype)]), 3),
+            "round_seconds": [round(t, 3) for t in times[(system, dtype)]],
             "beam": 4,
             "threads": torch.get_num_threads(),
             **extra,
@@ -344,13 +346,20 @@ RATIOS = [  # (numerator system, dtype, denominator system, dtype): what the doc
 
 
 def ratios(rows: list[dict[str, object]]) -> list[str]:
-    speed = {(r["setting"], r["system"], r["dtype"]): r["tokens_per_s"] for r in rows}
+    """Each quoted ratio as the median over rounds of the two systems' speeds in that round: the
+    systems of one round ran seconds apart, so a load burst from another job moves both."""
+    by_key = {(r["setting"], r["system"], r["dtype"]): r for r in rows}
     lines = []
     for setting in dict.fromkeys(r["setting"] for r in rows):
         for a, da, b, db in RATIOS:
-            if (setting, a, da) in speed and (setting, b, db) in speed:
-                value = speed[(setting, a, da)] / speed[(setting, b, db)]
-                lines.append(f"{setting:<10} {a} {da} / {b} {db}: {value:.2f}x")
+            if (setting, a, da) in by_key and (setting, b, db) in by_key:
+                ra, rb = by_key[(setting, a, da)], by_key[(setting, b, db)]
+                paired = [
+                    (ra["tokens"] / ta) / (rb["tokens"] / tb)
+                    for ta, tb in zip(ra["round_seconds"], rb["round_seconds"], strict=True)
+                ]
+                spread = f" (rounds {min(paired):.2f}-{max(paired):.2f})" if len(paired) > 1 else ""
+                lines.append(f"{setting:<10} {a} {da} / {b} {db}: {median(paired):.2f}x{spread}")
     return lines
 
 
@@ -362,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016: the translator to measure")
     parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
     parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")
-    parser.add_argument("--test-repeats", type=int, default=3)
+    parser.add_argument("--test-repeats", type=int, default=5)
     parser.add_argument("--sentences", type=int, default=64, help="equal-work: sentences per batch")
     parser.add_argument(
         "--tgt-len", type=int, default=20, help="equal-work: tokens each sentence produces, </s> included"
