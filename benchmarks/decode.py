@@ -12,6 +12,11 @@ sorted by length, at most `BATCH_TOKENS` source tokens × beam a batch (attnlab'
 CTranslate2's `batch_type="tokens"` with a quarter of it). CTranslate2 at 64 sentences a batch,
 as this script ran it until issue #19's third round, was 1.3x slower here (1.7x at 32).
 
+**latency** (one sentence at a time): the same systems on the first `--latency-sentences`
+sentences of test2016, one call per sentence, as the explorer and the widgets translate what a
+user types; rows give milliseconds per sentence too. No batch to fill the products: this is where
+per-step overhead (every PyTorch operation of a decoding step) shows.
+
 **equal-work** (random weights, every sentence exactly `--tgt-len` tokens): systems of the same
 shape (the `small` preset: 3+3 layers, d_model 256, 4 heads, d_ff 1024, a shared 8k vocabulary):
 
@@ -173,11 +178,19 @@ class Ctranslate2Worker:
     parent's clock still times the call.
     """
 
-    def __init__(self, path: Path, dtype: str, rows: list[list[str]], options: dict[str, object], length: int = 0):
+    def __init__(
+        self,
+        path: Path,
+        dtype: str,
+        rows: list[list[str]],
+        options: dict[str, object],
+        length: int = 0,
+        one_by_one: bool = False,
+    ):
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
         threads = torch.get_num_threads()
-        args = (child, str(path), CT2_TYPES[dtype], threads, rows, options, length)
+        args = (child, str(path), CT2_TYPES[dtype], threads, rows, options, length, one_by_one)
         self.process = context.Process(target=_serve_ctranslate2, args=args, daemon=True)
         self.process.start()
 
@@ -198,16 +211,19 @@ def _serve_ctranslate2(
     rows: list[list[str]],
     options: dict[str, object],
     length: int,
+    one_by_one: bool,
 ) -> None:
-    """The child's loop: one translation of `rows` per "run"; with `length`, every best
-    hypothesis must have exactly that many tokens (the equal-work rule)."""
+    """The child's loop: one translation of `rows` per "run" (with `one_by_one`, one call per
+    row, as an interactive user sends them); with `length`, every best hypothesis must have
+    exactly that many tokens (the equal-work rule)."""
     import ctranslate2  # optional: only the child loads it
 
     translator = ctranslate2.Translator(
         path, device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
     )
+    batches = [[row] for row in rows] if one_by_one else [rows]
     while _next(connection) == "run":
-        lengths = [len(r.hypotheses[0]) for r in translator.translate_batch(rows, **options)]
+        lengths = [len(r.hypotheses[0]) for batch in batches for r in translator.translate_batch(batch, **options)]
         if length and set(lengths) != {length}:
             connection.send((False, f"CTranslate2 produced lengths {sorted(set(lengths))}, not {length}"))
         else:
@@ -270,10 +286,34 @@ def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> li
 
 
 def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, object]]:
-    """The test2016 setting: the bundled translator and its CTranslate2 export on real sentences."""
-    now = clock(args.clock)
+    """The test2016 setting: the bundled translator and its CTranslate2 export on real sentences,
+    batched as `Model.translate` batches a file."""
+    lines = _test_lines(args)[: args.test_sentences]
+    systems = _real_systems(dtypes, args, workdir, lines, one_by_one=False)
+    return timed("test2016", systems, args.test_repeats, clock(args.clock), sentences=len(lines))
+
+
+def latency(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, object]]:
+    """The latency setting: the same systems, one test2016 sentence per call, as the explorer
+    and the widgets translate what a user types."""
+    lines = _test_lines(args)[: args.latency_sentences]
+    systems = _real_systems(dtypes, args, workdir, lines, one_by_one=True)
+    rows = timed("latency", systems, args.test_repeats, clock(args.clock), sentences=len(lines))
+    for row in rows:
+        row["ms_per_sentence"] = round(1000 * row["seconds"] / len(lines), 1)
+    return rows
+
+
+def _test_lines(args: argparse.Namespace) -> list[str]:
     lines = read_lines(find_data_dir(args.data_dir) / "multi30k" / "test2016.en")
-    lines = [line for line in lines if line.strip()][: args.test_sentences]
+    return [line for line in lines if line.strip()]
+
+
+def _real_systems(
+    dtypes: list[str], args: argparse.Namespace, workdir: Path, lines: list[str], one_by_one: bool
+) -> dict[tuple[str, str], Callable[[], int]]:
+    """attnlab (`attnlab.load`, each dtype) and CTranslate2 (the same weights exported) decoding
+    `lines`: in batches of `BATCH_TOKENS` source tokens × beam, or one line per call."""
     systems: dict[tuple[str, str], Callable[[], int]] = {}
     exported = workdir / "bundled"
     for dtype in dtypes:
@@ -281,6 +321,8 @@ def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list
             model = attnlab.load(args.checkpoint, dtype=dtype)
 
             def run(model: Model = model) -> int:
+                if one_by_one:
+                    return sum(len(model.translate(line, beam=4, alpha=0.6).tokens) for line in lines)
                 return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6, batch_tokens=BATCH_TOKENS))
 
             systems[("attnlab", dtype)] = run
@@ -294,11 +336,11 @@ def test2016(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list
                 "length_penalty": 0.6,
                 "max_decoding_length": max(len(r) for r in rows) + 50,
                 "return_end_token": True,
-                "max_batch_size": BATCH_TOKENS // 4,
-                "batch_type": "tokens",
             }
-            systems[("ctranslate2", dtype)] = Ctranslate2Worker(exported, dtype, rows, options)
-    return timed("test2016", systems, args.test_repeats, now, sentences=len(lines))
+            if not one_by_one:
+                options |= {"max_batch_size": BATCH_TOKENS // 4, "batch_type": "tokens"}
+            systems[("ctranslate2", dtype)] = Ctranslate2Worker(exported, dtype, rows, options, one_by_one=one_by_one)
+    return systems
 
 
 def timed(
@@ -365,13 +407,17 @@ def ratios(rows: list[dict[str, object]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--setting", nargs="+", default=["test2016", "equal-work"], choices=["test2016", "equal-work"])
+    settings = ["test2016", "latency", "equal-work"]
+    parser.add_argument("--setting", nargs="+", default=settings, choices=settings)
     parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16", "int8"], choices=["fp32", "bf16", "int8"],
                         help="torch systems run fp32/bf16 (attnlab on test2016 int8 too), CTranslate2 fp32/int8")  # fmt: skip
     parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016: the translator to measure")
     parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
     parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")
-    parser.add_argument("--test-repeats", type=int, default=5)
+    parser.add_argument("--test-repeats", type=int, default=5, help="test2016 and latency: timed rounds")
+    parser.add_argument(
+        "--latency-sentences", type=int, default=100, help="latency: how many test2016 sentences, one per call"
+    )
     parser.add_argument("--sentences", type=int, default=64, help="equal-work: sentences per batch")
     parser.add_argument(
         "--tgt-len", type=int, default=20, help="equal-work: tokens each sentence produces, </s> included"
@@ -384,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     args.preset = "small"
     if args.smoke:
         args.preset, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
-        args.test_sentences, args.test_repeats = 8, 1
+        args.test_sentences, args.test_repeats, args.latency_sentences = 8, 1, 3
     print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
     if keep_freed_memory():  # as `attnlab translate` does; process-wide, so every peer gets it too
         print("# glibc malloc keeps freed memory (keep_freed_memory), for every system", file=sys.stderr)
@@ -393,6 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         if "test2016" in args.setting:
             print(f"# test2016: {args.checkpoint}, beam 4, α 0.6, median of {args.test_repeats}", file=sys.stderr)
             rows += test2016(args.dtype, args, Path(tmp))
+        if "latency" in args.setting:
+            print(f"# latency: the first {args.latency_sentences} test2016 sentences, one per call, "
+                  f"median of {args.test_repeats}", file=sys.stderr)  # fmt: skip
+            rows += latency(args.dtype, args, Path(tmp))
         if "equal-work" in args.setting:
             print(f"# equal-work: {args.preset} preset, random weights, {args.sentences} sentences × "
                   f"{args.tgt_len} tokens, beam 4, median of {args.repeats}", file=sys.stderr)  # fmt: skip
@@ -401,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(row), flush=True)
         else:
+            per = f", {row['ms_per_sentence']:.1f} ms a sentence" if "ms_per_sentence" in row else ""
             print(f"{row['setting']:<10} {row['system']:<17} {row['dtype']:<5} {row['tokens_per_s']:>9,.0f} tokens/s"
-                  f"  ({row['tokens']:,} tokens in {row['seconds']:.2f} s)")  # fmt: skip
+                  f"  ({row['tokens']:,} tokens in {row['seconds']:.2f} s{per})")  # fmt: skip
     for line in ratios(rows):
         print(line, file=sys.stderr if args.json else sys.stdout)
     return 0

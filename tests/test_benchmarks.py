@@ -108,14 +108,16 @@ def test_record_overhead_smoke() -> None:
 def test_decode_smoke() -> None:
     rows = run_script("decode")
     systems = {(r["setting"], r["system"], r["dtype"]) for r in rows}
-    assert {("test2016", "attnlab", d) for d in ("fp32", "bf16", "int8")} <= systems
+    assert {(setting, "attnlab", d) for setting in ("test2016", "latency") for d in ("fp32", "bf16", "int8")} <= systems
     assert {("equal-work", "attnlab", d) for d in ("fp32", "bf16")} <= systems
     assert {("equal-work", "attnlab-uncached", d) for d in ("fp32", "bf16")} <= systems
     peers = {("equal-work", "marian", "fp32"), ("test2016", "ctranslate2", "fp32"), ("test2016", "ctranslate2", "int8")}
     peers |= {("equal-work", "ctranslate2", "fp32"), ("equal-work", "ctranslate2", "int8")}
+    peers |= {("latency", "ctranslate2", "fp32"), ("latency", "ctranslate2", "int8")}
     assert peers <= systems  # transformers and ctranslate2 are installed by `make test`
     for row in rows:
         assert row["tokens_per_s"] > 0 and row["tokens"] > 0 and row["beam"] == 4
+        assert (row["setting"] == "latency") == ("ms_per_sentence" in row)
 
 
 def test_local_attention_smoke() -> None:
