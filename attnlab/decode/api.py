@@ -299,10 +299,9 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
 
 
 def _for_dtype(model: Transformer, dtype: str) -> torch.nn.Module:
-    """Frozen for inference. int8: quantized linear layers; fp32 and bf16: linear layers through
-    oneDNN on packed weights on the CPU (`attnlab.model.linear`); the output projection packed in
-    all three."""
-    return quantized(model.requires_grad_(False)) if dtype == "int8" else for_inference(model)
+    """int8: quantized linear layers; fp32 and bf16: linear layers through oneDNN on packed
+    weights on the CPU (`attnlab.model.linear`); the output projection is packed in all three."""
+    return quantized(model) if dtype == "int8" else for_inference(model)
 
 
 def quantized(model: torch.nn.Module) -> torch.nn.Module:

@@ -7,44 +7,61 @@ JIT-compiles AVX-512 ones. PyTorch reaches oneDNN's product only through
 and that op takes the weight either as it is (re-laid out by oneDNN on every call) or already in
 oneDNN's blocked layout (`_reorder_linear_weight`), as Inductor's frozen graphs pass it. Decoding
 multiplies the same weights by a few hundred rows a step, or four (one sentence, beam 4), so the
-layout is made once per weight (`PackedWeight`) and every step reuses it: on the 2-core AMD EPYC
-the (256 × 8,000) output projection takes 1.7 ms instead of 3.7 ms (oneDNN unpacked) or 4.7 ms
-(MKL) for 64 rows (docs/BENCHMARKS.md, decoding round four). `linear` takes that path where it
+layout is made once per weight (`PackedWeight`) and every step reuses it: on the AMD EPYC, one
+thread, the (256 × 8,000) output projection of 64 rows takes 2.8 ms instead of 3.4 ms (oneDNN
+unpacked) or 4.1 ms (MKL), of 4 rows 0.19 ms instead of 0.43 or 0.70 (docs/BENCHMARKS.md,
+decoding round four). `linear` takes that path where it
 applies (fp32 or bf16 on the CPU, no gradient kept) and `F.linear` everywhere else, so training
 and every other path are unchanged.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 class PackedWeight:
-    """A frozen weight's copy in oneDNN's blocked layout, remade whenever the weight is not the
-    one it was made from (another tensor, another dtype, or changed in place: `load_state_dict`,
-    an edit under `no_grad`), so a stale copy is never multiplied. Weights that still train
-    (`requires_grad`) are never packed: fused optimizers update them in place without bumping
-    the version counter that would tell."""
+    """A weight's copy in oneDNN's blocked layout, remade whenever it may no longer match: the
+    weight is another tensor (checked by identity, not by address, which a new tensor can
+    reuse), its storage moved (`.to()`, `.data = ...`), it was changed in place (its version
+    counter: `load_state_dict`, an edit under `no_grad`), or any optimizer has taken a step
+    since (fused Adam updates parameters in place without bumping their version counter). A
+    change made through `.data` bumps nothing and is not seen: the one way to fool it."""
 
     def __init__(self) -> None:
-        self.made: tuple[tuple[int, int, torch.dtype], Tensor] | None = None
+        self.made: tuple[weakref.ref[Tensor], tuple[int, int, int], Tensor] | None = None
 
     def of(self, weight: Tensor) -> Tensor | None:
         """The packed copy, or None where there is none to use."""
-        if weight.requires_grad or weight.is_inference() or weight.dtype not in (torch.float32, torch.bfloat16):
+        if weight.is_inference() or weight.dtype not in (torch.float32, torch.bfloat16):
             return None  # (inference tensors keep no version counter)
-        key = (weight.data_ptr(), weight._version, weight.dtype)
-        if self.made is None or self.made[0] != key:
-            self.made = (key, torch.ops.mkldnn._reorder_linear_weight(weight))  # one tuple: a thread-safe swap
-        return self.made[1]
+        key = (weight.data_ptr(), weight._version, _updates[0])
+        made = self.made
+        if made is None or made[0]() is not weight or made[1] != key:
+            made = (weakref.ref(weight), key, torch.ops.mkldnn._reorder_linear_weight(weight.detach()))
+            self.made = made  # one tuple: a thread-safe swap
+        return made[2]
 
     def __getstate__(self) -> dict[str, None]:
         """Copies and pickles start empty: oneDNN's opaque tensor has no storage to copy."""
         return {"made": None}
+
+
+_updates = [0]  # optimizer steps taken in this process, the part of a pack's key that fused steps move
+
+
+def _count_update(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+    _updates[0] += 1
+
+
+register_optimizer_step_post_hook(_count_update)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None) -> Tensor:
@@ -68,10 +85,10 @@ class InferenceLinear(nn.Linear):
 
 
 def for_inference(model: nn.Module) -> nn.Module:
-    """Freeze `model` and route every `nn.Linear` of it through `linear` on packed weights, in
-    place: what `attnlab.load` does for fp32 and bf16 models. Not done at construction: int8
-    quantization (`quantize_dynamic`) swaps exact `nn.Linear`s only."""
-    model.requires_grad_(False)
+    """Route every `nn.Linear` of `model` through `linear` on packed weights, in place: what
+    `attnlab.load` does for fp32 and bf16 models (they still train as they are: with gradients
+    `linear` is `F.linear`). Not done at construction: int8 quantization (`quantize_dynamic`)
+    swaps exact `nn.Linear`s only."""
     for module in model.modules():
         if type(module) is nn.Linear:
             module.__class__ = InferenceLinear
