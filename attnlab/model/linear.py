@@ -65,8 +65,11 @@ register_optimizer_step_post_hook(_count_update)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None) -> Tensor:
-    """`F.linear(x, weight, bias)`, through oneDNN on the CPU when no gradient is kept: on the
-    packed copy where `packed` has one (fp32, bf16), else on the weight as it is (fp32)."""
+    """`F.linear(x, weight, bias)`, through oneDNN on the CPU when no gradient is kept and the
+    call runs eagerly: on the packed copy where `packed` has one (fp32, bf16), else on the
+    weight as it is (fp32)."""
+    if torch.compiler.is_compiling():  # a compiled graph chooses its own kernels (and packs for itself)
+        return F.linear(x, weight, bias)
     if ONEDNN and not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == weight.dtype:
         blocked = None if packed is None else packed.of(weight)
         if blocked is not None or x.dtype == torch.float32:
