@@ -10,9 +10,9 @@ multiplies the same weights by a few hundred rows a step, or four (one sentence,
 layout is made once per weight (`PackedWeight`) and every step reuses it: on the AMD EPYC, one
 thread, the (256 × 8,000) output projection of 64 rows takes 2.8 ms instead of 3.4 ms (oneDNN
 unpacked) or 4.1 ms (MKL), of 4 rows 0.19 ms instead of 0.43 or 0.70 (docs/BENCHMARKS.md,
-decoding round four). `linear` takes that path where it
-applies (fp32 or bf16 on the CPU, no gradient kept) and `F.linear` everywhere else, so training
-and every other path are unchanged.
+decoding round four). `linear` takes that path where it applies (fp32 or bf16 on the CPU, no
+gradient kept, not compiled) and `F.linear` everywhere else, so training and every other path
+are unchanged.
 """
 
 from __future__ import annotations
