@@ -276,7 +276,7 @@ def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> li
                 systems[("ctranslate2", dtype)] = ct2
         if dtype in ("fp32", "bf16"):
             torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
-            model = for_inference(model.to(torch_dtype))  # as `attnlab.load` does: frozen, packed weights
+            model = for_inference(model.to(torch_dtype))  # as `attnlab.load` does: packed weights
             systems[("attnlab", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=True)
             systems[("attnlab-uncached", dtype)] = attnlab_decoder(model, src, args.tgt_len, cache=False)
             marian = marian_decoder(config, src, args.tgt_len, torch_dtype)
@@ -410,8 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = ["test2016", "latency", "equal-work"]
     parser.add_argument("--setting", nargs="+", default=settings, choices=settings)
     parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16", "int8"], choices=["fp32", "bf16", "int8"],
-                        help="torch systems run fp32/bf16 (attnlab on test2016 int8 too), CTranslate2 fp32/int8")  # fmt: skip
-    parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016: the translator to measure")
+                        help="torch systems run fp32/bf16 (attnlab on real sentences int8 too), CTranslate2 fp32/int8")  # fmt: skip
+    parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016 and latency: the translator to measure")
     parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
     parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")
     parser.add_argument("--test-repeats", type=int, default=5, help="test2016 and latency: timed rounds")
