@@ -54,3 +54,14 @@ def test_gradient_flows_through_kept_elements_only() -> None:
     y = Dropout(0.5).train()(x)
     y.sum().backward()
     assert torch.equal(x.grad, (y != 0).float() * 2.0)
+
+
+def test_mask_is_never_copied_into_the_activation_dtype() -> None:
+    """`x * keep` would first copy the bool mask into x's dtype, forward and backward: 32 copies of
+    an activation per base step, 40 ms of it in bf16. No copy of x's size may happen."""
+    x = torch.randn(64, 512, dtype=torch.bfloat16, requires_grad=True)
+    drop = Dropout(0.1).train()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        drop(x).sum().backward()
+    copies = [e.input_shapes[0] for e in prof.events() if e.name == "aten::copy_"]
+    assert copies and [64, 512] not in copies, copies  # (copies of 0-dim scalars are fine)

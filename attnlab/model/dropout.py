@@ -30,4 +30,5 @@ class Dropout(nn.Dropout):
         words = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
         bits = words.view(torch.int16)[:n].view(x.shape)
         keep = bits >= round(self.p * _LEVELS) - _LEVELS // 2
-        return x * keep * (1.0 / (1.0 - self.p))
+        # `where`, not `x * keep`: a product with a bool tensor first copies it into x's dtype
+        return torch.where(keep, x, 0.0) * (1.0 / (1.0 - self.p))

@@ -150,14 +150,17 @@ class MultiHeadAttention(nn.Module):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, decoding: bool) -> Tensor:
         """Eq. (1) for every head: q (B, h, Lq, d_k) against k, v (B / g, h, Lk, ·) -> (B, h, Lq, d_v).
 
-        The fused kernel runs when nothing is recorded, except in incremental decoding on the
-        CPU: with one query per row its kernel is slower there than the two matrix products of
-        Eq. (1) (2-7x in bf16; `benchmarks/decode.py`).
+        The fused kernel runs when nothing is recorded, except on the CPU in two cases where the
+        two matrix products of Eq. (1) are faster: incremental decoding (one query per row: 2-7x
+        in bf16; `benchmarks/decode.py`) and mixed precision (under autocast the products run in
+        bf16 and the softmax in fp32, where PyTorch's CPU kernels upcast all of Eq. (1) to fp32
+        and take twice as long forward and backward; docs/BENCHMARKS.md, training round three).
         """
         groups = q.size(0) // k.size(0)
         if groups > 1:  # a sentence's g rows become g·Lq queries against its one copy of K/V
             q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
-        if self.hook is None and not (decoding and q.device.type == "cpu"):
+        cpu = q.device.type == "cpu"
+        if self.hook is None and not (cpu and (decoding or torch.is_autocast_enabled("cpu"))):
             return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
         out, weights = attention(q, k, v, mask)
         if self.hook is not None:

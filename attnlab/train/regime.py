@@ -103,7 +103,9 @@ def compile_model(model: torch.nn.Module) -> torch.nn.Module:
 
 def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
     """On CPU in bf16, PyTorch's fused attention backward is ~3× slower than the math kernel
-    (profile in docs/BENCHMARKS.md): train on the math kernel there. Same maths, other kernel."""
+    (profile in docs/BENCHMARKS.md): where the fused kernel still runs there (restricted
+    attention's banded blocks; the model's global attention runs the explicit Eq. (1) under CPU
+    autocast, see `MultiHeadAttention._attend`), train on the math kernel. Same maths."""
     if device_type == "cpu" and autocast:
         return sdpa_kernel(SDPBackend.MATH)
     return contextlib.nullcontext()
