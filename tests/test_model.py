@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from attnlab import attention, preset
 from attnlab.errors import ConfigError, ModelInputError
+from attnlab.model import transformer
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides
 from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
 
@@ -144,6 +145,32 @@ def test_cpu_mixed_precision_runs_eq1_with_bf16_products(monkeypatch: pytest.Mon
     assert fused_calls  # fp32 keeps the fused kernel
     # measured: 0.03 apart; padding left visible moves the logits by ~1 (test above)
     assert (mixed.float() - exact).abs().amax() < 0.15
+
+
+def _activation_casts(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> tuple[int, int]:
+    """Casts of source- and target-shaped activations in one mixed-precision training pass."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.autocast("cpu", torch.bfloat16):
+            out = model(src, tgt)
+        out.float().sum().backward()
+    shapes = [e.input_shapes[0] for e in prof.events() if e.name == "aten::_to_copy"]
+    d = model.config.d_model
+    return shapes.count([*src.shape, d]), shapes.count([*tgt.shape, d])
+
+
+def test_mixed_precision_casts_each_shared_activation_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Self-attention's q, k, v read one activation, every decoder layer's k and v the encoder
+    output: each is cast to bf16 once (and its gradient back once), not once per projection. Per
+    layer that saves 2 casts forward and 2 backward in each self-attention, and 2L − 1 casts of
+    the encoder output each way."""
+    torch.manual_seed(0)
+    model = _tiny().train()
+    layers = model.config.n_layers
+    src, tgt = torch.randint(4, 1000, (2, 9)), torch.randint(4, 1000, (2, 7))
+    once = _activation_casts(model, src, tgt)
+    monkeypatch.setattr(transformer, "cast_once", lambda x: x)
+    each = _activation_casts(model, src, tgt)
+    assert each[0] - once[0] == 4 * layers + 2 * (2 * layers - 1) and each[1] - once[1] == 4 * layers
 
 
 def test_bad_input_is_a_clear_error() -> None:

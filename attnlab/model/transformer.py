@@ -27,6 +27,14 @@ from attnlab.model.linear import PackedWeight, linear
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
 
 
+def cast_once(x: Tensor) -> Tensor:
+    """x in autocast's dtype when autocast is on, else x: an activation read by several
+    projections (the q, k, v of self-attention; every decoder layer's k and v of the encoder
+    output) is then cast once, not once per projection, and its gradient cast back once."""
+    device = x.device.type
+    return x.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else x
+
+
 def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
     """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
 
@@ -113,6 +121,7 @@ class MultiHeadAttention(nn.Module):
         (a sentence's g beams in consecutive rows): the encoder-decoder K/V are then computed,
         cached and attended once per sentence instead of once per beam.
         """
+        x = cast_once(x)
         q = self._split(self.w_q(x), self.d_k)
         if memory is not None and cache is not None and "k" in cache:
             k, v = cache["k"], cache["v"]  # encoder-decoder K/V: once per source
@@ -370,6 +379,7 @@ class Transformer(nn.Module):
                 raise ModelInputError("incremental decoding feeds one position at a time")
             if not cache.layers:
                 cache.layers = [{} for _ in self.decoder["layers"]]
+        memory = cast_once(memory)
         for i, layer in enumerate(self.decoder["layers"]):
             x = layer(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])
         if cache is not None:
