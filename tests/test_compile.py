@@ -78,6 +78,12 @@ def test_masked_loss_equals_the_sum_over_kept_targets() -> None:
     assert nll.item() == pytest.approx(float(expected_nll), rel=1e-6)
     assert loss.item() == pytest.approx(float(0.9 * expected_nll + 0.1 * expected_smooth), rel=1e-6)
     assert nll.item() > 10  # padding would change it by a whole term (> 1 nat each)
+    # and its gradient is §5.4's: softmax − q on kept positions (q = 0.9·one_hot + 0.1/V), 0 on padding
+    logits.requires_grad_()
+    label_smoothed_loss(logits, target, 0.1, 0)[0].backward()
+    q = 0.9 * torch.nn.functional.one_hot(target, 50) + 0.1 / 50
+    expected = (torch.softmax(logits.detach().double(), -1) - q) * target.ne(0)[..., None]
+    assert torch.allclose(logits.grad.double(), expected, atol=1e-6)  # entries are ~1e-2
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import shutil
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -27,11 +26,16 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     """Summed (label-smoothed loss, NLL) over non-pad targets (§5.4, Szegedy et al.).
 
     q = (1 - ε)·one_hot + ε/V; the NLL is returned separately because perplexity is of it.
+    Written with log Z = logsumexp(logits), as log p = logits − log Z: −log p_target and the mean
+    of −log p over V are log Z − logits_target and log Z − mean(logits), so no (B, L, V) table of
+    log-probabilities is written and kept for the backward pass (compiled on a 2-core CPU, base's
+    37,000-word loss: 71-78 ms instead of 93-107 ms forward and backward; the same values).
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, L, V)
+    x = logits.float()  # (B, L, V)
+    log_z = torch.logsumexp(x, dim=-1)
     keep = target.ne(pad_id)
-    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    smooth = -lprobs.mean(-1)
+    nll = log_z - x.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    smooth = log_z - x.mean(-1)
     loss = (1.0 - eps) * nll + eps * smooth
     # where(), not loss[keep]: boolean indexing has a data-dependent shape (a graph break and a
     # host synchronisation when compiled); the masked sum adds the same terms.
