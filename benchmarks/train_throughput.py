@@ -135,12 +135,17 @@ def make_step(
     config = model.config
     src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
     kernels = training_kernels if ours else (lambda *_: contextlib.nullcontext())
+    # attnlab's trainer gets logits for the non-pad targets only (`Batch.scored`); the peer, as
+    # nn.Transformer's users write it, for every position, padding masked in the loss
+    scored = batch.scored.to(device) if ours else None
+    if ours:
+        tgt_out = batch.scored_targets.to(device)
 
     def step() -> None:
         model.train()
         optimizer.zero_grad(set_to_none=True)
         with kernels(device.type, bf16), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in)
+            logits = model(src, tgt_in, scored) if ours else model(src, tgt_in)
             loss, nll = loss_fn(logits, tgt_out, config.eps_ls, config.pad_id)
             (loss / batch.n_tgt_tokens).backward()
         loss.item()

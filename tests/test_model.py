@@ -114,6 +114,16 @@ def test_padding_never_changes_real_outputs() -> None:
     assert torch.allclose(model(src, tgt)[0], model(batch_src, batch_tgt)[0, :5], atol=1e-5)
 
 
+def test_scored_positions_get_exactly_their_logits() -> None:
+    """The trainer scores non-pad targets only: their logits are the full pass's rows, in order."""
+    torch.manual_seed(0)
+    model = _tiny()
+    src, tgt = torch.randint(4, 1000, (3, 6)), torch.randint(4, 1000, (3, 5))
+    scored = torch.tensor([0, 1, 2, 5, 6, 10])  # rows 0 and 1 partly, row 2 at its first position
+    full = model(src, tgt)
+    assert torch.allclose(model(src, tgt, scored), full.flatten(0, 1)[scored], atol=1e-6)
+
+
 def test_attention_function_is_eq1() -> None:
     q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 6)
     mask = torch.rand(2, 1, 4, 5) > 0.3

@@ -174,11 +174,24 @@ class Batch:
     tgt_out: torch.Tensor  # ids + [EOS]: what it must predict
     n_tgt_tokens: int  # non-pad entries of tgt_out, the loss normaliser
     indices: np.ndarray  # pair indices in the split
+    # (n_tgt_tokens,) flat indices of tgt_out's non-pad entries, found here on the host: the
+    # trainer scores only these positions (`Transformer.forward(..., scored)`), with no sync
+    scored: torch.Tensor
+
+    @property
+    def scored_targets(self) -> torch.Tensor:
+        """(n_tgt_tokens,) the ids the scored positions must predict, in `scored`'s order."""
+        return self.tgt_out.flatten()[self.scored]
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         move = {"device": device, "non_blocking": non_blocking}
         return Batch(
-            self.src.to(**move), self.tgt_in.to(**move), self.tgt_out.to(**move), self.n_tgt_tokens, self.indices
+            self.src.to(**move),
+            self.tgt_in.to(**move),
+            self.tgt_out.to(**move),
+            self.n_tgt_tokens,
+            self.indices,
+            self.scored.to(**move),
         )
 
 
@@ -195,7 +208,8 @@ def collate(
     targets = [data.tgt(i) for i in indices]
     tgt_in = _pad([np.insert(t, 0, bos_id) for t in targets], pad_id)
     tgt_out = _pad([np.append(t, eos_id) for t in targets], pad_id)
-    return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for t in targets), indices)
+    scored = tgt_out.flatten().ne(pad_id).nonzero().squeeze(1)
+    return Batch(src, tgt_in, tgt_out, len(scored), indices, scored)
 
 
 def _pad(rows: list[np.ndarray], pad_id: int) -> torch.Tensor:

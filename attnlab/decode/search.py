@@ -19,7 +19,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from attnlab.model.transformer import KVCache, Transformer
+from attnlab.model.cache import KVCache
+from attnlab.model.transformer import Transformer
 
 
 @dataclass

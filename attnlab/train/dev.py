@@ -50,9 +50,9 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
                     model.config.bos_id,
                     model.config.eos_id,
                 )
-                logits = model(batch.src, batch.tgt_in)
+                logits = model(batch.src, batch.tgt_in, batch.scored)
                 summed, summed_nll = label_smoothed_loss(
-                    logits, batch.tgt_out, model.config.eps_ls, model.config.pad_id
+                    logits, batch.scored_targets, model.config.eps_ls, model.config.pad_id
                 )
                 loss, nll, tokens = loss + summed.item(), nll + summed_nll.item(), tokens + batch.n_tgt_tokens
             report.update(dev_loss=loss / tokens, dev_nll=nll / tokens, dev_ppl=math.exp(min(nll / tokens, 50)))

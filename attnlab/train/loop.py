@@ -242,8 +242,10 @@ class Trainer:
                 training_kernels(self.device.type, self.autocast),
                 torch.autocast(self.device.type, torch.bfloat16, enabled=self.autocast),
             ):
-                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
-                loss, nll = self.loss_fn(logits, batch.tgt_out.to(self.device), self.config.eps_ls, self.config.pad_id)
+                scored = batch.scored.to(self.device)  # non-pad targets only: padding gets no logits
+                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device), scored)
+                target = batch.scored_targets.to(self.device)
+                loss, nll = self.loss_fn(logits, target, self.config.eps_ls, self.config.pad_id)
                 (loss * self.world / total_tokens).backward()
             loss_sum += loss.item()
             nll_sum += nll.item()
