@@ -167,6 +167,11 @@ def test_collate_builds_shifted_padded_tensors_within_the_budget(multi30k):
         assert batch.src.numel() <= 2000 and batch.tgt_out.numel() <= 2000
         assert batch.tgt_in.shape == batch.tgt_out.shape
         assert batch.n_tgt_tokens == int((batch.tgt_out != 0).sum())
+        # scored: every real target once, topped up with pad positions to a multiple of 16 rows
+        assert batch.scored.unique().numel() == batch.scored.numel()
+        assert int(batch.scored_targets.ne(0).sum()) == batch.n_tgt_tokens
+        assert batch.scored.numel() % 16 == 0 or batch.scored.numel() == batch.tgt_out.numel()
+        assert batch.scored.numel() - batch.n_tgt_tokens < 16
         for row, i in enumerate(indices):
             n_src, n_tgt = multi30k.src_lens[i], multi30k.tgt_lens[i]
             assert batch.src[row, :n_src].tolist() == multi30k.src(i).tolist()
