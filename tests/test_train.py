@@ -125,11 +125,14 @@ def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: str) -> None:
+    """In fp32, and in bf16 (autocast, with the fp32 weights the checkpoint holds)."""
+    common = ["--max-steps", "16", "--save-every", "4", "--keep-last", "0", "--dtype", dtype]
     straight = tmp_path / "straight"
-    _finish(_train(prepared, straight, "--max-steps", "16", "--save-every", "4", "--keep-last", "0"))
+    _finish(_train(prepared, straight, *common))
     killed = tmp_path / "killed"
-    proc = _train(prepared, killed, "--max-steps", "16", "--save-every", "4", "--keep-last", "0")
+    proc = _train(prepared, killed, *common)
     deadline = time.time() + 240
     while time.time() < deadline and not (killed / "checkpoints" / "step_8").exists():
         time.sleep(0.05)
@@ -137,9 +140,10 @@ def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path) -> None
     proc.wait()
     assert (killed / "checkpoints" / "step_8").exists()
     assert not (killed / "checkpoints" / "step_16").exists(), "the run finished before it could be killed"
-    err = _finish(_train(prepared, killed, "--max-steps", "16", "--save-every", "4", "--keep-last", "0"))
+    err = _finish(_train(prepared, killed, *common))
     assert "resumed from" in err
     a, b = _params(straight), _params(killed)
+    assert all(t.dtype == torch.float32 for t in a.values())
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _losses(straight) == _losses(killed)
 
@@ -287,15 +291,20 @@ def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_ddp_two_ranks_draw_the_dropout_masks_of_update_freq_two(prepared: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("dtype", "port"), [("fp32", 29518), ("bf16", 29519)])
+def test_ddp_two_ranks_draw_the_dropout_masks_of_update_freq_two(
+    prepared: Path, tmp_path: Path, dtype: str, port: int
+) -> None:
     """With dropout on, each micro-batch gets the masks one process with --update-freq 2 draws
-    for it (micro_seed), so the runs still agree; one seed per process would not."""
-    common = ["--max-steps", "6", "--save-every", "6", "--warmup", "10", "p_drop=0.1"]
+    for it (micro_seed), so the runs still agree; one seed per process would not. In fp32 and
+    in bf16 (autocast)."""
+    common = ["--max-steps", "6", "--save-every", "6", "--warmup", "10", "p_drop=0.1", "--dtype", dtype]
     single = _train(prepared, tmp_path / "single", *common, "--update-freq", "2")
-    ddp = _train(prepared, tmp_path / "ddp", *common, launcher=_ddp(29518))
+    ddp = _train(prepared, tmp_path / "ddp", *common, launcher=_ddp(port))
     _finish(single)
     _finish(ddp)
     assert _max_diff(_params(tmp_path / "single"), _params(tmp_path / "ddp")) <= DDP_ATOL
+    assert _losses(tmp_path / "single") == _losses(tmp_path / "ddp")
 
 
 def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:

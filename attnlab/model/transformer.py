@@ -130,15 +130,15 @@ class MultiHeadAttention(nn.Module):
 
         The fused kernel runs when nothing is recorded, except on the CPU in two cases where the
         two matrix products of Eq. (1) are faster: incremental decoding (one query per row: 2-7x
-        in bf16; `benchmarks/decode.py`) and mixed precision (under autocast the products run in
-        bf16 and the softmax in fp32, where PyTorch's CPU kernels upcast all of Eq. (1) to fp32
-        and take twice as long forward and backward; docs/BENCHMARKS.md, training round three).
+        in bf16; `benchmarks/decode.py`) and bf16 (a bf16 model, or autocast: the products run in
+        bf16, where PyTorch's CPU kernels upcast all of Eq. (1) to fp32 and take twice as long
+        forward and backward, 1.5-2x as long forward only; docs/BENCHMARKS.md, training round three).
         """
         groups = q.size(0) // k.size(0)
         if groups > 1:  # a sentence's g rows become g·Lq queries against its one copy of K/V
             q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
         cpu = q.device.type == "cpu"
-        if self.hook is None and not (cpu and (decoding or torch.is_autocast_enabled("cpu"))):
+        if self.hook is None and not (cpu and (decoding or q.dtype == torch.bfloat16)):
             return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
         out, weights = attention(q, k, v, mask)
         if self.hook is not None:
