@@ -132,7 +132,7 @@ class MultiHeadAttention(nn.Module):
         two matrix products of Eq. (1) are faster: incremental decoding (one query per row: 2-7x
         in bf16; `benchmarks/decode.py`) and bf16 (a bf16 model, or autocast: the products run in
         bf16, where PyTorch's CPU kernels upcast all of Eq. (1) to fp32 and take twice as long
-        forward and backward, 1.5-2x as long forward only; docs/BENCHMARKS.md, training round three).
+        forward and backward, 1.5-2x as long forward only; docs/BENCHMARKS.md, training rounds 3-4).
         """
         groups = q.size(0) // k.size(0)
         if groups > 1:  # a sentence's g rows become g·Lq queries against its one copy of K/V
