@@ -81,6 +81,20 @@ def test_load_routes_fp32_and_bf16() -> None:
     assert "InferenceLinear" not in kinds["int8"]  # quantize_dynamic swapped the exact nn.Linears
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_load_inside_inference_mode_builds_ordinary_weights(dtype: str) -> None:
+    """`attnlab.load` called in a caller's `torch.inference_mode()` block (a benchmark, a
+    server) once made inference tensors: a trace's weights hash raised, and the packed oneDNN
+    copies (keyed on version counters) were silently never used."""
+    with torch.inference_mode():
+        model = attnlab.load(BUNDLED, dtype=dtype)
+        result = model.translate("A dog runs.", record=True)
+        assert result.trace is not None and result.tokens
+        weights = [p for p in model.model.parameters()]
+        assert not any(p.is_inference() for p in weights)
+        assert all(m.packed.made is not None for m in model.model.modules() if isinstance(m, InferenceLinear))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_packed_weight_is_f_linear_for_any_number_of_rows(dtype: torch.dtype) -> None:
     """One packing serves every batch size a decode meets (4 rows for one sentence, hundreds

@@ -273,7 +273,14 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     CTranslate2's int8 does); fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    path = Path(path)
+    # Made under `torch.inference_mode()` (a caller's block), the weights would be inference
+    # tensors: no version counter (the trace's weights hash reads it, the packed oneDNN copies
+    # key on it), and no training afterwards. A model is built as ordinary tensors either way.
+    with torch.inference_mode(False):
+        return _open(Path(path), device, dtype)
+
+
+def _open(path: Path, device: str, dtype: str) -> Model:
     if not (path / "manifest.json").exists() and is_marian(path):
         model, about = read_marian(path)
         meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
