@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ import torch
 from attnlab import preset
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.transformer import KVCache, Transformer
+from attnlab.record.ablation import ablate
 from attnlab.record.recorder import model_info, record
 from attnlab.record.stats import COLUMNS, head_stats
 from attnlab.record.trace import AttentionTrace
@@ -56,6 +59,56 @@ def test_hooks_removed_after_exit_and_after_exception(model: Transformer) -> Non
     assert all(m.hook is None for m in model.attention_modules())
     with pytest.raises(AttnlabError, match="unknown attention kind"), record(model, kinds=["sideways"]):
         pass
+
+
+@pytest.mark.parametrize("intervention", ["record", "ablate"])
+def test_a_recording_or_ablation_holds_for_its_own_thread_only(model: Transformer, intervention: str) -> None:
+    """A server shares one model among sessions: while one thread records (or switches heads
+    off), another thread's forward pass of the same model must neither reach the recording nor
+    be ablated. Before the hooks lived per thread, the other pass's weights landed in the
+    recording (a crash, or a trace made of two sentences) and the other output was ablated."""
+    src, tgt = _batch()
+    with torch.no_grad():
+        plain = model(src, tgt)
+    opened, other_done = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def other() -> None:
+        opened.wait(10)
+        seen["hooks"] = [m.hook for m in model.attention_modules()] + [m.head_mask for m in model.attention_modules()]
+        with torch.no_grad():
+            seen["out"] = model(src, tgt)
+        other_done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with torch.no_grad():
+        if intervention == "record":
+            with record(model) as rec:
+                opened.set()
+                assert other_done.wait(10)
+                model(src, tgt)
+            assert {len(capture.weights) for capture in rec.captures.values()} == {1}  # this thread's one pass
+        else:
+            with ablate(model, {("cross", 0): [0, 1]}):
+                opened.set()
+                assert other_done.wait(10)
+                ablated = model(src, tgt)
+            assert not torch.allclose(ablated, plain, atol=1e-3)  # the ablation did act here
+    thread.join()
+    assert seen["hooks"] == [None] * (2 * len(model.attention_modules()))
+    assert torch.equal(seen["out"], plain)
+
+
+def test_a_compiled_model_is_not_recorded_and_says_so(model: Transformer) -> None:
+    """Compiled graphs do not read the per-thread hooks: the traces say nothing was recorded
+    instead of coming back empty."""
+    src, tgt = _batch()
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad(), record(model) as rec:
+        compiled(src, tgt)
+    with pytest.raises(AttnlabError, match="nothing was recorded"):
+        rec.traces(src, tgt, _tokens(src), _tokens(tgt))
 
 
 def test_rows_are_distributions_and_masked_cells_are_zero(model: Transformer) -> None:

@@ -10,7 +10,11 @@ allowed, everywhere in attnlab.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +29,25 @@ from attnlab.model.linear import PackedWeight, linear
 
 # hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
 AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
+
+# What `attnlab.record` and `ablate` attach to attention sub-layers lives in context variables,
+# one value per thread and per asyncio task, not on the modules: a model shared by a server's
+# sessions (or a thread pool) is recorded or ablated for one caller while another's forward pass
+# runs untouched, instead of handing that pass's weights to the recording (a crash, or a trace
+# made of two sentences).
+HOOKS: ContextVar[Mapping[Any, AttentionHook]] = ContextVar("attnlab_hooks", default=MappingProxyType({}))
+HEAD_MASKS: ContextVar[Mapping[Any, Tensor]] = ContextVar("attnlab_head_masks", default=MappingProxyType({}))
+
+
+@contextmanager
+def attached(variable: ContextVar[Mapping[Any, Any]], values: Mapping[Any, Any]) -> Iterator[None]:
+    """Add `values` ({module: hook or head mask}) to this thread's `variable` while the block
+    runs; the previous mapping is back on exit, exceptions included."""
+    token = variable.set({**variable.get(), **values})
+    try:
+        yield
+    finally:
+        variable.reset(token)
 
 
 def cast_once(x: Tensor) -> Tensor:
@@ -66,12 +89,23 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(config.d_model, config.n_heads * config.d_k)
         self.w_v = nn.Linear(config.d_model, config.n_heads * config.d_v)
         self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model)
-        self.hook: AttentionHook | None = None  # None: fused kernel, nothing recorded
-        self.head_mask: Tensor | None = None  # (h,) 0/1 per head; None: all heads on (ablation)
         # Restricted self-attention (`attn_window`): the band is applied here, where the keys'
         # positions are known (also in incremental decoding); encoder-decoder attention is global.
         self.window = None if kind == "cross" else config.attn_window
         self.causal = kind == "decoder"
+
+    @property
+    def hook(self) -> AttentionHook | None:
+        """The recording hook attached in this thread (`attnlab.record`); None: the fused
+        kernel runs and nothing is recorded. Compiled graphs are never recorded (dynamo cannot
+        read a context variable; the trainer records probes with the eager model)."""
+        return None if torch.compiler.is_compiling() else HOOKS.get().get(self)
+
+    @property
+    def head_mask(self) -> Tensor | None:
+        """(h,) 0/1 per head attached in this thread (`attnlab.ablate`); None: all heads on
+        (and in compiled graphs, as for `hook`)."""
+        return None if torch.compiler.is_compiling() else HEAD_MASKS.get().get(self)
 
     def _split(self, x: Tensor, d: int) -> Tensor:
         batch, length, _ = x.shape

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
-from attnlab.model.transformer import Transformer
+from attnlab.model.transformer import HEAD_MASKS, Transformer, attached
 from attnlab.record.recorder import hook_point
 
 
@@ -18,18 +18,13 @@ from attnlab.record.recorder import hook_point
 def ablate(model: Transformer, heads: dict[tuple[str, int], Sequence[int]]) -> Iterator[None]:
     """Switch heads off while the block runs: {(kind, layer): [head, ...]} -> their output is 0
     before W^O, as if the head were pruned (Michel et al., 2019). Always restored on exit."""
-    chosen = []
+    chosen = {}
     for module in model.attention_modules():
         kind, layer = hook_point(module)
         off = heads.get((kind, layer)) or heads.get((kind, layer - model.config.n_layers))
         if off:
             mask = torch.ones(model.config.n_heads, device=module.w_o.weight.device)
             mask[list(off)] = 0.0
-            chosen.append((module, mask))
-    try:
-        for module, mask in chosen:
-            module.head_mask = mask
+            chosen[module] = mask
+    with attached(HEAD_MASKS, chosen):  # this thread's decoding only, like a recording
         yield
-    finally:
-        for module, _ in chosen:
-            module.head_mask = None

@@ -6,7 +6,9 @@
 
 Inside the block the selected `MultiHeadAttention` modules run the explicit Eq. (1) and hand
 their weights here; outside it their `hook` is None again (also after an exception) and they
-run the fused kernel. Weights are detached and kept on the CPU in float32.
+run the fused kernel. The hooks hold for the thread (or asyncio task) that opened the block
+only, so other callers of a shared model are neither recorded nor slowed. Weights are detached
+and kept on the CPU in float32.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from torch import Tensor
 
 from attnlab.errors import AttnlabError
-from attnlab.model.transformer import MultiHeadAttention, Transformer
+from attnlab.model.transformer import HOOKS, MultiHeadAttention, Transformer, attached
 from attnlab.record.trace import KINDS, AttentionTrace
 
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)$")
@@ -94,6 +96,11 @@ class Recording:
         encoder-only recording. `tgt_tokens[b]` are the pieces the decoder *produced* at each
         position (y_1 ... </s>), which label the decoder and cross rows.
         """
+        if not self.captures:
+            raise AttnlabError(
+                "nothing was recorded: run the model itself inside the block, in the thread that opened it "
+                "(a torch.compile'd model is not recorded)"
+            )
         traces = []
         src_lens = src.ne(pad_id).sum(1).tolist()
         # Position 0 is the decoder's start token, which Marian models spell as the pad token.
@@ -179,13 +186,8 @@ def record(
     if busy:
         raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")
     recording = Recording(model.config.n_layers, heads, keep_values)
-    try:
-        for module in modules:
-            module.hook = recording.hook
+    with attached(HOOKS, dict.fromkeys(modules, recording.hook)):
         yield recording
-    finally:
-        for module in modules:
-            module.hook = None
 
 
 def weights_hash(model: torch.nn.Module) -> str:
