@@ -14,7 +14,7 @@ import torch
 import attnlab
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.decode.search import TransformerStepper, greedy_search
-from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import save_checkpoint
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
@@ -91,6 +91,49 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
         model.parse("A sentence .")
     with pytest.raises(CheckpointError, match="not an attnlab checkpoint"):
         attnlab.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"beam": 0}, "beam must be"),
+        ({"beam": -3}, "beam must be"),
+        ({"beam": 2.5}, "beam must be"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"max_len_b": -100}, "max_len_b"),
+        ({"max_len_a": float("inf")}, "max_len_a"),
+        ({"max_len_a": 0.0, "max_len_b": 0}, "not both 0"),
+        ({"n_best": 0}, "n_best"),
+        ({"batch_tokens": 0}, "batch_tokens"),
+    ],
+)
+def test_search_settings_that_would_decode_something_else_are_refused(
+    checkpoint: Path, setting: dict, match: str
+) -> None:
+    """Each of these once decoded without a word: beam ≤ 0 silently greedy, NaN α accepted,
+    max_len_b = -100 an empty translation."""
+    model = attnlab.load(checkpoint)
+    with pytest.raises(ConfigError, match=match):
+        model.translate("A dog runs.", **setting)
+
+
+@pytest.mark.parametrize("bad", [None, b"A dog.", 42])
+def test_translate_names_what_it_got_instead_of_text(checkpoint: Path, bad: object) -> None:
+    with pytest.raises(ModelInputError, match="expected a text or a list of texts, got"):
+        attnlab.load(checkpoint).translate(bad)
+
+
+def test_cli_translate_refuses_bad_settings_in_one_line(checkpoint: Path) -> None:
+    done = subprocess.run(
+        [PY, "-m", "attnlab", "translate", "--checkpoint", str(checkpoint), "--max-len-b", "-100"],
+        capture_output=True,
+        text=True,
+        input="A dog runs.\n",
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "max_len_b" in done.stderr
 
 
 def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path) -> None:

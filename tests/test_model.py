@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlab
 from attnlab import attention, preset
 from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model import transformer
-from attnlab.model.config import PRESETS, ModelConfig, parse_overrides
+from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, resolve_device
 from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
+
+BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
 
 FIT_VOCAB = 40_000  # the one shared vocabulary size at which Table 3's params column fits best
 
@@ -54,6 +58,21 @@ def test_config_errors_are_one_line() -> None:
     assert len(messages) == 5 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+@pytest.mark.parametrize(
+    ("name", "match"), [("cuda", "no GPU is visible"), ("cuda:3", "no GPU is visible"), ("tpu", "device must be")]
+)
+def test_a_device_this_machine_lacks_is_one_line(name: str, match: str) -> None:
+    """Before, `attnlab.load(..., device="cuda")` on a CPU-only torch raised an AssertionError
+    ("Torch not compiled with CUDA enabled") and a misspelt device a list of every device type."""
+    assert resolve_device("auto") == torch.device("cpu") and resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match=match) as error:
+        resolve_device(name)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match=match):
+        attnlab.load(BUNDLED, device=name)
 
 
 def test_positional_encoding_formula() -> None:

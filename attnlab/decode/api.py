@@ -23,9 +23,10 @@ from attnlab.data.tokenizer import UNSPACED, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
-from attnlab.decode.search import Hypothesis, generate
-from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
+from attnlab.decode.search import Hypothesis, check_settings, generate
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
+from attnlab.model.config import resolve_device
 from attnlab.model.linear import for_inference
 from attnlab.model.marian import is_marian, read_marian
 from attnlab.model.transformer import Transformer
@@ -153,6 +154,11 @@ class Model:
         beam = settings["beam"] if beam is None else beam
         alpha = settings["alpha"] if alpha is None else alpha
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
+        check_settings(beam, alpha, max_len_a, max_len_b, n_best)
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
+        if not isinstance(text, str | list | tuple):
+            raise ModelInputError(f"expected a text or a list of texts, got {type(text).__name__}")
         texts = [text] if isinstance(text, str) else list(text)
         encoded = [self.encode_source(t, truncate) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i][0]))
@@ -160,7 +166,7 @@ class Model:
         start = 0
         while start < len(order):
             end = start + 1
-            while end < len(order) and (end - start + 1) * len(encoded[order[end]][0]) * max(beam, 1) <= batch_tokens:
+            while end < len(order) and (end - start + 1) * len(encoded[order[end]][0]) * beam <= batch_tokens:
                 end += 1
             chunk = order[start:end]
             src = self._batch([encoded[i][0] for i in chunk])
@@ -277,7 +283,7 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     # tensors: no version counter (the trace's weights hash reads it, the packed oneDNN copies
     # key on it), and no training afterwards. A model is built as ordinary tensors either way.
     with torch.inference_mode(False):
-        return _open(Path(path), device, dtype)
+        return _open(Path(path), str(resolve_device(device)), dtype)
 
 
 def _open(path: Path, device: str, dtype: str) -> Model:

@@ -12,6 +12,7 @@ toy decoder of known probabilities.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,6 +20,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from attnlab.errors import ConfigError
 from attnlab.model.cache import KVCache
 from attnlab.model.transformer import Transformer
 
@@ -255,6 +257,24 @@ def greedy_search(stepper: Stepper, max_lens: Sequence[int], bos: int = 2, eos: 
     return [r for r in results if r is not None]
 
 
+def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_best: int | None) -> None:
+    """One-line errors for search settings that would decode something other than asked: a beam
+    below 1 or a fraction, a NaN or negative α (a negative α rewards short outputs, where the
+    early stop's bound of `_settled` no longer holds), and a length limit that leaves no room
+    (max_len_b = -100 silently produced empty translations)."""
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise ConfigError(f"beam must be a whole number ≥ 1 (1: greedy), got {beam!r}")
+    if not math.isfinite(alpha) or alpha < 0:
+        raise ConfigError(f"alpha (the length penalty's exponent) must be finite and ≥ 0, got {alpha!r}")
+    if not math.isfinite(max_len_a) or max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
+        raise ConfigError(
+            f"the output may be max_len_a × input + max_len_b long: both must be ≥ 0 and not both 0, "
+            f"got {max_len_a!r} and {max_len_b!r}"
+        )
+    if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1):
+        raise ConfigError(f"n_best must be a whole number ≥ 1, got {n_best!r}")
+
+
 def generate(
     model: Transformer,
     src: Tensor,
@@ -266,9 +286,10 @@ def generate(
     n_best: int | None = None,
     constrain: Callable[[Stepper, list[int]], Stepper] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode a padded batch of sources (B, Ls); beam ≤ 1 is greedy. Max output length per
+    """Decode a padded batch of sources (B, Ls); beam 1 is greedy. Max output length per
     sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
     max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`)."""
+    check_settings(beam, alpha, max_len_a, max_len_b, n_best)
     model.eval()
     src_lens = src.ne(model.config.pad_id).sum(1).tolist()
     limit = model.config.max_len - 1

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import torch
+
 from attnlab.errors import ConfigError
 
 ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's ReLU, and Marian's others
@@ -220,3 +222,25 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except ValueError:
             raise ConfigError(f"override {item!r}: {raw!r} is not a valid {kind}") from None
     return out
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch.device `name` names ("auto": the GPU when one is visible, else the CPU), or a
+    one-line ConfigError where this machine has none such: torch itself raises an assertion
+    ("Torch not compiled with CUDA enabled") on the first tensor moved there, or lists every
+    device type it knows for a misspelt one."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device must be cpu, cuda, cuda:N, mps or auto, got {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name}: no GPU is visible to this torch; use cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {name}: only {torch.cuda.device_count()} GPU(s) are visible")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {name}: this machine has no Apple GPU; use cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device {name}: attnlab runs on cpu, cuda or mps")
+    return device

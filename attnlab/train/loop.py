@@ -33,7 +33,7 @@ from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model import checkpoint as ckpt
-from attnlab.model.config import ModelConfig, preset
+from attnlab.model.config import ModelConfig, preset, resolve_device
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer, count_parameters
@@ -84,9 +84,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.rank, self.world = distributed()
-        self.device = torch.device(
-            cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        )
+        self.device = resolve_device(cfg.device)
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(self.device)
