@@ -118,6 +118,35 @@ def test_search_settings_that_would_decode_something_else_are_refused(
         model.translate("A dog runs.", **setting)
 
 
+def test_a_target_too_long_to_score_is_refused_or_cut_visibly(checkpoint: Path) -> None:
+    """`score` once cut an over-long target silently and reported the log-probability of the
+    cut one as the reference's, with `truncated` False."""
+    model = attnlab.load(checkpoint)
+    long = "word " * 2000
+    with pytest.raises(ModelInputError, match="the target has .* pieces; this model takes at most"):
+        model.score("A dog.", long, record=False)
+    cut = model.score("A dog.", long, record=False, truncate=True)
+    assert cut.truncated and len(cut.tokens) == model.config.max_len
+    assert not model.score("A dog.", "Ein Hund.", record=False).truncated
+    with pytest.raises(ModelInputError, match="expected a target text, got NoneType"):
+        model.score("A dog.", None)
+
+
+@pytest.mark.parametrize(
+    ("heads", "match"),
+    [
+        ({("sideways", 0): [0]}, "unknown attention kind"),
+        ({("cross", 17): [0]}, "layer 17"),
+        ({("cross", 0): [99]}, "head"),
+    ],
+)
+def test_ablating_heads_the_model_lacks_is_one_line(checkpoint: Path, heads: dict, match: str) -> None:
+    """A misspelt kind or a layer out of range once ablated nothing without a word (the output
+    looked like the heads did nothing); a head out of range raised an IndexError."""
+    with pytest.raises(AttnlabError, match=match):
+        attnlab.load(checkpoint).translate("A dog.", ablate_heads=heads)
+
+
 @pytest.mark.parametrize("bad", [None, b"A dog.", 42])
 def test_translate_names_what_it_got_instead_of_text(checkpoint: Path, bad: object) -> None:
     with pytest.raises(ModelInputError, match="expected a text or a list of texts, got"):

@@ -238,13 +238,21 @@ class Model:
     ) -> Result:
         """Teacher-forced log-probability of a given target (e.g. a reference translation),
         with the attention maps the model has while reading it. For a parser the target is a
-        bracketed tree (or, with `target_is_linear`, its linearisation)."""
+        bracketed tree (or, with `target_is_linear`, its linearisation). A target longer than the
+        model takes is an error, or with `truncate` cut (and `truncated` set), as the source is."""
+        if not isinstance(target, str):
+            raise ModelInputError(f"expected a target text, got {type(target).__name__}")
         src_ids, truncated = self.encode_source(source, truncate)
         if self.task == "parse" and not target_is_linear:
             target = " ".join(linearize(parse_tree(target), self.spelled))
         if not target.strip():
             raise ModelInputError("the target is empty")
-        produced = self.target_tokenizer.encode(target.strip())[: self.config.max_len - 1] + [self.config.eos_id]
+        pieces, room = self.target_tokenizer.encode(target.strip()), self.config.max_len - 1
+        if len(pieces) > room:
+            if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
+                raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
+            pieces, truncated = pieces[:room], True
+        produced = [*pieces, self.config.eos_id]
         src = torch.tensor([src_ids])
         tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
         with torch.no_grad():

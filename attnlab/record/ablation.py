@@ -10,14 +10,24 @@ from contextlib import contextmanager
 
 import torch
 
+from attnlab.errors import AttnlabError
 from attnlab.model.transformer import HEAD_MASKS, Transformer, attached
 from attnlab.record.recorder import hook_point
+from attnlab.record.trace import KINDS
 
 
 @contextmanager
 def ablate(model: Transformer, heads: dict[tuple[str, int], Sequence[int]]) -> Iterator[None]:
     """Switch heads off while the block runs: {(kind, layer): [head, ...]} -> their output is 0
     before W^O, as if the head were pruned (Michel et al., 2019). Always restored on exit."""
+    n_layers, n_heads = model.config.n_layers, model.config.n_heads
+    for (kind, layer), off in heads.items():  # a typo must not silently ablate nothing
+        if kind not in KINDS:
+            raise AttnlabError(f"unknown attention kind {kind!r}; choose from {', '.join(KINDS)}")
+        if not -n_layers <= layer < n_layers:
+            raise AttnlabError(f"layer {layer} does not exist: this model has {n_layers} layers")
+        if any(not -n_heads <= head < n_heads for head in off):
+            raise AttnlabError(f"head indices must lie in [0, {n_heads}), got {sorted(off)}")
     chosen = {}
     for module in model.attention_modules():
         kind, layer = hook_point(module)
