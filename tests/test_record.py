@@ -208,6 +208,13 @@ def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
     save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "other.safetensors"), metadata={"format": "pt"})
     with pytest.raises(CheckpointError, match="not an attnlab trace"):
         AttentionTrace.load(tmp_path / "other.safetensors")
+    # Writing where a trace cannot go is one line too (it was a raw IsADirectoryError), with no
+    # temporary file left behind.
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    for where, match in ((tmp_path, "is a directory"), (tmp_path / "blocker" / "t.trace", "cannot write")):
+        with pytest.raises(CheckpointError, match=match):
+            trace.save(where)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_head_stats_on_known_patterns() -> None:

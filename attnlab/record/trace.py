@@ -123,14 +123,21 @@ class AttentionTrace:
         }
         data = save(tensors, metadata={"format": FORMAT, "version": str(VERSION), "info": json.dumps(info)})
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        if path.is_dir():
+            raise CheckpointError(f"{path} is a directory: name the trace file to write (e.g. {path / 'trace.trace'})")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        except OSError as error:  # a read-only place, a file where a directory should be
+            raise CheckpointError(f"{path}: cannot write the trace here ({error.strerror or error})") from None
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as error:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(error, OSError):  # a full disk: one line, and no half-written file left behind
+                raise CheckpointError(f"{path}: cannot write the trace ({error.strerror or error})") from None
             raise
         return path
 
