@@ -10,11 +10,7 @@ allowed, everywhere in attnlab.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,29 +21,8 @@ from attnlab.model.attention import BANDED_FROM, attention, local_attention, win
 from attnlab.model.cache import KVCache
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
+from attnlab.model.hooks import HEAD_MASKS, HOOKS, AttentionHook
 from attnlab.model.linear import PackedWeight, linear
-
-# hook(module, weights (B, h, Lq, Lk), mask broadcastable to weights or None, values (B, h, Lk, d_v))
-AttentionHook = Callable[["MultiHeadAttention", Tensor, Tensor | None, Tensor], None]
-
-# What `attnlab.record` and `ablate` attach to attention sub-layers lives in context variables,
-# one value per thread and per asyncio task, not on the modules: a model shared by a server's
-# sessions (or a thread pool) is recorded or ablated for one caller while another's forward pass
-# runs untouched, instead of handing that pass's weights to the recording (a crash, or a trace
-# made of two sentences).
-HOOKS: ContextVar[Mapping[Any, AttentionHook]] = ContextVar("attnlab_hooks", default=MappingProxyType({}))
-HEAD_MASKS: ContextVar[Mapping[Any, Tensor]] = ContextVar("attnlab_head_masks", default=MappingProxyType({}))
-
-
-@contextmanager
-def attached(variable: ContextVar[Mapping[Any, Any]], values: Mapping[Any, Any]) -> Iterator[None]:
-    """Add `values` ({module: hook or head mask}) to this thread's `variable` while the block
-    runs; the previous mapping is back on exit, exceptions included."""
-    token = variable.set({**variable.get(), **values})
-    try:
-        yield
-    finally:
-        variable.reset(token)
 
 
 def cast_once(x: Tensor) -> Tensor:

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.model.transformer import HEAD_MASKS, Transformer, attached
+from attnlab.model.hooks import HEAD_MASKS, attached
+from attnlab.model.transformer import Transformer
 from attnlab.record.recorder import hook_point
 from attnlab.record.trace import KINDS
 

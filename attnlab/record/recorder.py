@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 
 from attnlab.errors import AttnlabError
-from attnlab.model.transformer import HOOKS, MultiHeadAttention, Transformer, attached
+from attnlab.model.hooks import HOOKS, attached
+from attnlab.model.transformer import MultiHeadAttention, Transformer
 from attnlab.record.trace import KINDS, AttentionTrace
 
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)$")
