@@ -5,9 +5,13 @@
 The app is `attnlab.app.explorer`; `panel serve` runs this file once per browser session.
 """
 
-from attnlab.app.explorer import app
-from attnlab.app.i18n import text
+from attnlab.app.explorer import app, threaded_refusal
+from attnlab.app.i18n import DEFAULT, text
 
 if __name__.startswith("bokeh"):
-    explorer = app()
-    explorer.servable(title=text("page.title", explorer.lang))
+    refusal = threaded_refusal()  # served with --num-threads: a page that says why, not wrong outputs
+    if refusal is not None:
+        refusal.servable(title=text("page.title", DEFAULT))
+    else:
+        explorer = app()
+        explorer.servable(title=text("page.title", explorer.lang))

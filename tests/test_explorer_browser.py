@@ -116,11 +116,13 @@ def free_port() -> int:
 class Server:
     """`panel serve apps/explorer.py` on 127.0.0.1 as a subprocess."""
 
-    def __init__(self, checkpoints: list[Path], log: Path, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, checkpoints: list[Path], log: Path, extra: tuple[str, ...] = (), panel: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/explorer"
         command = [sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "explorer.py"), "--port", str(self.port)]
-        command += ["--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}", "--args"]
+        command += ["--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}", *panel, "--args"]
         for path in checkpoints:
             command += ["--checkpoint", str(path)]
         command += list(extra)
@@ -753,3 +755,26 @@ def test_memory_with_five_sessions(browser: object, server: Server) -> None:
             p.close()
     (ARTIFACTS / "explorer-rss-tiny.json").write_text(json.dumps({"server_rss_mb_5_sessions": rss}))
     assert rss < 1536
+
+
+def test_a_server_started_with_threads_refuses_instead_of_mixing_a_sessions_events(
+    browser: object, checkpoints: dict[str, Path]
+) -> None:
+    """`panel serve --num-threads` hands each of a session's events to a thread pool on its own:
+    against such a server one session's clicks showed the previous sentence's translation (28 of
+    84, benchmarks/explorer_load.py). The explorer shows why it will not run there instead."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    threaded = Server([checkpoints["translate"]], ARTIFACTS / "explorer-threads.log", panel=("--num-threads", "2"))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(threaded.url)
+        page.wait_for_selector(".attn-refusal", timeout=60_000)
+        message = page.get_by_text("was started with --num-threads")  # (inside the alert's shadow root)
+        message.wait_for(timeout=30_000)
+        assert "(attnlab explore)" in message.inner_text()
+        assert page.locator(".attn-source").count() == 0  # no explorer to type into
+    finally:
+        context.close()
+        threaded.stop()
+    assert "refusing to serve" in (ARTIFACTS / "explorer-threads.log").read_text()

@@ -15,7 +15,7 @@ May import: `attnlab.app.checkpoints`, `attnlab.app.i18n`, `attnlab.app.words`, 
 what they show is in the trace or comes from `attnlab.record` and `attnlab.decode`.
 """
 
-from attnlab.app.explorer.page import Explorer, app
+from attnlab.app.explorer.page import Explorer, app, threaded_refusal
 from attnlab.app.explorer.store import Store
 
-__all__ = ["Explorer", "Store", "app"]
+__all__ = ["Explorer", "Store", "app", "threaded_refusal"]

@@ -347,6 +347,21 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     return known
 
 
+def threaded_refusal() -> pn.pane.Alert | None:
+    """The page a server started with `--num-threads` (or $PANEL_NUM_THREADS) shows instead of
+    the explorer. Panel then hands each of a session's events to a thread pool on its own, so a
+    click can run before the text typed just before it reaches the session: measured with
+    `benchmarks/explorer_load.py` against such a server, 28 of one session's 84 clicks showed
+    the previous sentence's translation. Recording itself is per thread (`attnlab.model.hooks`);
+    the order of a session's events is what threads break."""
+    if not pn.config.nthreads:
+        return None
+    pn.extension(notifications=False)
+    lang = session_language()
+    print(f"explorer: refusing to serve: {text('error.threaded_server', DEFAULT)}", file=sys.stderr)
+    return pn.pane.Alert(text("error.threaded_server", lang), alert_type="danger", css_classes=["attn-refusal"])
+
+
 def app(argv: list[str] | None = None) -> Explorer:
     """One session's explorer, on the bundled checkpoints plus those given as arguments; the
     path box opens directories under the bundled `checkpoints/`, each `--checkpoint` and each
