@@ -59,6 +59,10 @@ class ModelConfig:
     paper: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads"):  # checked before d_model % n_heads divides by them
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.d_k is None or self.d_v is None:
             if self.d_model % self.n_heads:
                 raise ConfigError(
@@ -70,6 +74,10 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_len < 2:
+            raise ConfigError(
+                f"max_len must be at least 2 (a token and </s>, or <s> and one output), got {self.max_len}"
+            )
         for name in ("p_drop", "eps_ls"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
