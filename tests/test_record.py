@@ -199,9 +199,9 @@ def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
     raw = path.read_bytes()
     (tmp_path / "cut.trace").write_bytes(raw[: len(raw) // 2])
     (tmp_path / "junk.trace").write_bytes(b"not a trace at all")
-    for bad in ("cut.trace", "junk.trace", "missing.trace"):
+    for bad in ("cut.trace", "junk.trace", "missing.trace", None):
         with pytest.raises(CheckpointError) as info:
-            AttentionTrace.load(tmp_path / bad)
+            AttentionTrace.load(bad if bad is None else tmp_path / bad)
         assert "\n" not in str(info.value)
     from safetensors.numpy import save_file
 

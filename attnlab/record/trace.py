@@ -144,6 +144,8 @@ class AttentionTrace:
     @classmethod
     def load(cls, path: str | os.PathLike) -> AttentionTrace:
         """Read a trace file; anything else (damaged, foreign, another version) is a one-line error."""
+        if not isinstance(path, str | os.PathLike):  # e.g. `show(None)` in a notebook
+            raise CheckpointError(f"expected a trace or a .trace file's path, got {type(path).__name__}")
         path = Path(path)
         if not path.is_file():
             raise CheckpointError(f"{path}: no such trace file")
