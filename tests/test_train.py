@@ -21,11 +21,12 @@ from safetensors.torch import load_file
 from attnlab.app.checkpoints import alignment_snapshots
 from attnlab.data.batching import TokenBatchSampler
 from attnlab.decode.alignment import candidates
-from attnlab.errors import CheckpointError
+from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
 from attnlab.train.average import average
+from attnlab.train.loop import TrainConfig
 from attnlab.train.regime import learning_rate
 
 PY = sys.executable
@@ -343,3 +344,26 @@ def test_every_recipe_is_a_valid_run_config() -> None:
     assert {k: v for k, v in vars(local["r1"]).items() if k not in ("preset", "out")} == {
         k: v for k, v in vars(local["global"]).items() if k not in ("preset", "out")
     }  # the same budget, schedule and seed
+
+
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"lr_scale": -1.0}, "lr_scale must be > 0"),  # trained by gradient ascent without a word
+        ({"lr_scale": float("nan")}, "lr_scale must be a finite number"),
+        ({"clip_norm": -1.0}, "clip_norm must be ≥ 0"),  # flipped every gradient
+        ({"warmup": 0}, "warmup must be"),  # ZeroDivisionError in Eq. (3)
+        ({"save_every": 0}, "save_every must be"),  # ZeroDivisionError at the first step
+        ({"log_every": 0}, "log_every must be"),
+        ({"max_minutes": -1.0}, "max_minutes must be ≥ 0"),
+        ({"seed": -5}, "seed must be"),
+        ({"max_steps": 0}, "max_steps must be"),
+    ],
+)
+def test_training_settings_that_crash_later_or_train_something_else_are_refused(
+    tmp_path: Path, setting: dict, match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match) as error:
+        TrainConfig(data=str(tmp_path), out=str(tmp_path / "run"), **setting)
+    assert "\n" not in str(error.value)
+    assert TrainConfig(data=str(tmp_path), out=str(tmp_path / "run"), keep_last=0, clip_norm=0.0, max_minutes=0.0)

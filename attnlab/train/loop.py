@@ -79,6 +79,23 @@ class TrainConfig:
     device: str = "auto"
     skip_nonfinite: bool = False  # skip (and count) an update whose loss or gradient is nan/inf; default: stop
 
+    def __post_init__(self) -> None:
+        """One line for a setting that would crash later (a ZeroDivisionError at the first log
+        line) or train something else without a word: a negative learning-rate scale is
+        gradient ascent, a negative clip norm flips every gradient."""
+        at_least = {"max_steps": 1, "save_every": 1, "log_every": 1, "warmup": 1, "max_tokens": 1, "update_freq": 1}
+        at_least |= {"keep_last": 0, "seed": 0, "eval_sentences": 0, "probes": 0, "align_pairs": 0}
+        for name, low in at_least.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be a whole number ≥ {low}, got {value!r}")
+        for name, positive in (("lr_scale", True), ("clip_norm", False), ("max_minutes", False)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+            if value < 0 or (positive and value == 0):
+                raise ConfigError(f"{name} must be {'> 0' if positive else '≥ 0 (0: off)'}, got {value!r}")
+
 
 class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
