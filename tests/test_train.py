@@ -330,6 +330,40 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     ).stat().st_size
 
 
+def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) -> None:
+    """`attnlab average RUN --last 1 --out RUN` once deleted the run it averaged (checkpoints,
+    log): a new checkpoint replaced whatever directory it was told to write to."""
+    from attnlab.train.average import average_run
+
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    run = tmp_path / "run"
+    for step in (1, 2):
+        save_checkpoint(run / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm)
+    (run / "metrics.jsonl").write_text('{"step": 2}\n')
+    before = sorted(str(p.relative_to(tmp_path)) for p in run.rglob("*"))
+    for out, match in (
+        (run, "inside the run"),
+        (run / "checkpoints" / "step_1", "inside the run"),
+        (tmp_path, "not an attnlab checkpoint"),  # the run's parent
+    ):
+        with pytest.raises(CheckpointError, match=match):
+            average_run(run, 1, out)
+    for last in (0, -1):  # -1 was an IndexError, 0 averaged every checkpoint
+        with pytest.raises(ConfigError, match="--last must be"):
+            average_run(run, last, tmp_path / "avg")
+    assert sorted(str(p.relative_to(tmp_path)) for p in run.rglob("*")) == before
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "thesis.tex").write_text("years of work")
+    with pytest.raises(CheckpointError, match="not an attnlab checkpoint"):
+        save_checkpoint(papers, Transformer(preset("tiny")), spm)
+    assert (papers / "thesis.tex").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "empty", tmp_path / "empty"):  # an empty directory, then an older checkpoint
+        assert (save_checkpoint(out, Transformer(preset("tiny")), spm) / "manifest.json").is_file()
+
+
 def test_every_recipe_is_a_valid_run_config() -> None:
     from attnlab.model.config import PRESETS
     from attnlab.train.commands import config_from_args

@@ -67,6 +67,7 @@ def save_checkpoint(
     `spm_model` is the shared sentencepiece model (stored as spm.model), or {file name: path} of
     the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...)."""
     directory = Path(directory)
+    _check_replaceable(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
     try:
@@ -102,6 +103,26 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def _check_replaceable(directory: Path) -> None:
+    """A new checkpoint replaces only an older attnlab checkpoint or an empty directory. It once
+    replaced whatever was there: `attnlab average RUN --out RUN` deleted the run it averaged
+    (its checkpoints, its log), and any other directory named by mistake would have gone too."""
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory} is a file; refusing to replace it with a checkpoint")
+    if not any(directory.iterdir()):
+        return
+    try:
+        ours = json.loads((directory / MANIFEST).read_text()).get("format") == "attnlab-checkpoint"
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise CheckpointError(
+            f"{directory} exists and is not an attnlab checkpoint; refusing to replace it (name a new directory)"
+        )
 
 
 def update_meta(directory: str | os.PathLike, **changes: Any) -> None:

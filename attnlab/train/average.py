@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.errors import CheckpointError
+from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model.checkpoint import STEP_DIR, load_model, read_safetensors, save_checkpoint, step_dirs, verify
 
 
@@ -38,7 +38,13 @@ def average_run(
     dtype: torch.dtype = torch.float32,
     snapshots: int = 0,
 ) -> Path:
-    """Average the last `last` checkpoints of a run into a new checkpoint directory."""
+    """Average the last `last` checkpoints of a run into a new checkpoint directory (never into
+    the run itself: one of its checkpoints replaced by the average would resume another run)."""
+    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
+        raise ConfigError(f"--last must be a whole number ≥ 1, got {last!r}")
+    run, target = Path(run_dir).resolve(), Path(out).resolve()
+    if target == run or run in target.parents and (run / "checkpoints") in (target, *target.parents):
+        raise CheckpointError(f"{out} is inside the run {run_dir}'s checkpoints; write the average elsewhere")
     chosen = [p for _, p in step_dirs(run_dir)][-last:]
     if len(chosen) < last:
         warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
