@@ -240,6 +240,10 @@ def test_align_threshold_and_errors(capsys: pytest.CaptureFixture, pairs_file: P
     )
     assert main(["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--method", "head"]) == 2
     assert "needs --layer and --head" in capsys.readouterr().err
+    for bad in ("1.5", "nan", "-0.1"):  # 1.5 and nan once wrote no link at all, -0.1 every link, silently
+        args = ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--links", "threshold"]
+        assert main([*args, "--threshold", bad]) == 2
+        assert "--threshold is a share of a word's attention" in capsys.readouterr().err
 
 
 def test_best_method_from_the_model_card() -> None:

@@ -340,6 +340,10 @@ def align_lines(
     """Links of every `source ||| target` line under each reading (default: the model's best),
     in the input's order of sides, and the (line number, reason) of lines that could not be read
     (their links are empty). Each line is scored once, whatever the number of readings."""
+    if links == "threshold" and not 0.0 <= threshold <= 1.0:  # NaN too: every comparison is False
+        raise AttnlabError(  # a word's attention mass lies in [0, 1]: above 1 (or NaN) no link at all
+            f"--threshold is a share of a word's attention, in [0, 1]; got {threshold!r}"
+        )
     readings = list(readings) if readings is not None else [best_method(model.meta)]
     out: list[list[Links]] = [[] for _ in readings]
     failed = []
