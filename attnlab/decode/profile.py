@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from attnlab.decode.alignment import aer, piece_words, read_pharaoh, word_links
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
-from attnlab.errors import AttnlabError, CheckpointError, DataError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
 from attnlab.record.stats import COLUMNS, sentence_stats
 
 FORMAT, VERSION = "attnlab-profile", 1
@@ -273,6 +273,10 @@ def cli_heads(argv: list[str]) -> int:
         for row in rows:
             print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
         return 0
+    for name in ("batch", "limit"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be ≥ 1, got {value}")
     sources = _read_lines(args.src)[: args.limit]
     targets = _read_lines(args.tgt)[: args.limit] if args.tgt else None
     gold = _read_lines(args.gold)[: args.limit] if args.gold else None
