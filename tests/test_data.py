@@ -195,6 +195,17 @@ def test_cli_prepares_and_reports_errors_in_one_line(tmp_path, capsys):
     assert cli.main(["data", "prepare", "multi30k", "--out", str(out), "--data-dir", str(root), "--pair", "en-xx"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("attnlab data: error: unsupported --pair 'en-xx'") and "\n" not in error
+    # --seed -1 was a raw TypeError, --out naming a file a FileExistsError, --vocab-size 0 the default
+    (tmp_path / "a-file").write_text("x")
+    for bad, match in (
+        (["--seed", "-1"], "--seed must be"),
+        (["--out", str(tmp_path / "a-file")], "is a file"),
+        (["--vocab-size", "0"], "--vocab-size at least 300"),
+    ):
+        argv = ["data", "prepare", "multi30k", "--out", str(tmp_path / "new"), "--data-dir", str(root), *bad]
+        assert cli.main(argv) == 2
+        error = capsys.readouterr().err.strip()
+        assert match in error and "\n" not in error
 
 
 def test_parallel_data_errors(tmp_path):

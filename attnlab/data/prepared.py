@@ -157,11 +157,15 @@ def prepare(
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
     pair = pair or DEFAULT_PAIR[corpus]
-    vocab_size = vocab_size or DEFAULT_VOCAB[corpus]
+    vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be positive, got {limit}")
+    if seed < 0:  # sentencepiece's seed is unsigned: a negative one was a raw TypeError
+        raise DataError(f"--seed must be ≥ 0, got {seed}")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise DataError(f"--out {out} is a file; name a directory to write the prepared data into")
     root = None if corpus == "text" else find_data_dir(data_dir)
     if leaves not in PTB_LEAVES:
         raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
