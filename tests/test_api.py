@@ -91,6 +91,8 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
         model.parse("A sentence .")
     with pytest.raises(CheckpointError, match="not an attnlab checkpoint"):
         attnlab.load(tmp_path)
+    with pytest.raises(CheckpointError, match="expected a checkpoint directory's path, got NoneType"):
+        attnlab.load(None)  # was a TypeError from pathlib
 
 
 @pytest.mark.parametrize(

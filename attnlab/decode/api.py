@@ -12,6 +12,7 @@ that was produced, which equals what the decoder computed step by step (tested).
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,6 +288,8 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     CTranslate2's int8 does); fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if not isinstance(path, str | os.PathLike):
+        raise CheckpointError(f"expected a checkpoint directory's path, got {type(path).__name__}")
     # Made under `torch.inference_mode()` (a caller's block), the weights would be inference
     # tensors: no version counter (the trace's weights hash reads it, the packed oneDNN copies
     # key on it), and no training afterwards. A model is built as ordinary tensors either way.
