@@ -129,8 +129,9 @@ class MultiHeadAttention(nn.Module):
 
     def _project(self, out: Tensor) -> Tensor:
         """The heads' outputs (B, h, Lq, d_v), concatenated and projected by W^O."""
-        if self.head_mask is not None:
-            out = out * self.head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
+        head_mask = self.head_mask  # (a context-variable lookup: read once)
+        if head_mask is not None:
+            out = out * head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
         batch, _, length, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))
 
@@ -147,12 +148,13 @@ class MultiHeadAttention(nn.Module):
         if groups > 1:  # a sentence's g rows become g·Lq queries against its one copy of K/V
             q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
         cpu = q.device.type == "cpu"
-        if self.hook is None and not (cpu and (decoding or q.dtype == torch.bfloat16)):
+        hook = self.hook  # (a context-variable lookup: read once per call)
+        if hook is None and not (cpu and (decoding or q.dtype == torch.bfloat16)):
             return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
         out, weights = attention(q, k, v, mask)
-        if self.hook is not None:
+        if hook is not None:
             rows = (lambda t: t.repeat_interleave(groups, 0)) if groups > 1 else (lambda t: t)
-            self.hook(self, self._ungroup(weights, groups), None if mask is None else rows(mask), rows(v))
+            hook(self, self._ungroup(weights, groups), None if mask is None else rows(mask), rows(v))
         return self._ungroup(out, groups)
 
     @staticmethod
