@@ -401,3 +401,27 @@ def test_training_settings_that_crash_later_or_train_something_else_are_refused(
         TrainConfig(data=str(tmp_path), out=str(tmp_path / "run"), **setting)
     assert "\n" not in str(error.value)
     assert TrainConfig(data=str(tmp_path), out=str(tmp_path / "run"), keep_last=0, clip_norm=0.0, max_minutes=0.0)
+
+
+def test_a_run_resumes_only_on_the_vocabulary_it_was_trained_with(
+    prepared: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    """Multi30k EN-FR prepared with as many pieces fits the EN-DE run's config and batch state
+    (29,000 pairs each): without the check the run would go on with every id meaning another piece."""
+    from attnlab.cli import main
+    from attnlab.train.loop import Trainer
+
+    other = tmp_path / "enfr"
+    assert (
+        main(
+            ["data", "prepare", "multi30k", "--pair", "en-fr", "--data-dir", str(data_dir)]
+            + ["--vocab-size", "2000", "--out", str(other)]
+        )
+        == 0
+    )
+    settings = {"out": str(tmp_path / "run"), "preset": "tiny", "eval_sentences": 0, "probes": 0, "compile": "off"}
+    saved = Trainer(TrainConfig(data=str(prepared), **settings)).save()
+    with pytest.raises(CheckpointError, match="another vocabulary") as error:
+        Trainer(TrainConfig(data=str(other), **settings))
+    assert "\n" not in str(error.value)
+    assert Trainer(TrainConfig(data=str(prepared), **settings)).resumed_from == str(saved)

@@ -181,6 +181,13 @@ class Trainer:
         config, _ = ckpt.read_config(latest)
         if config != self.config:
             raise CheckpointError(f"{latest}: its model config differs from --preset/overrides; use another --out")
+        # Another corpus prepared with as many pieces (another language pair, a re-run of
+        # `data prepare`) fits the same config, and its ids would mean other pieces to the model.
+        if (latest / "spm.model").read_bytes() != self.spm_path.read_bytes():
+            raise CheckpointError(
+                f"{latest}: the run was trained with another vocabulary than {self.spm_path}; "
+                "resume it with the data it was trained on, or use another --out"
+            )
         model, _ = ckpt.load_model(latest, deep=False)
         self.model.load_state_dict(model.state_dict())
         tensors, info = ckpt.load_trainer_state(latest)
