@@ -425,3 +425,21 @@ def test_a_run_resumes_only_on_the_vocabulary_it_was_trained_with(
         Trainer(TrainConfig(data=str(other), **settings))
     assert "\n" not in str(error.value)
     assert Trainer(TrainConfig(data=str(prepared), **settings)).resumed_from == str(saved)
+
+
+def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Path, capsys) -> None:
+    """A bf16 run resumed without --dtype bf16 goes on in fp32: allowed, but said in one line."""
+    from attnlab.train.loop import Trainer
+
+    settings = {"data": str(prepared), "out": str(tmp_path / "run"), "preset": "tiny", "compile": "off"}
+    settings |= {"eval_sentences": 0, "probes": 0}
+    Trainer(TrainConfig(**settings, dtype="bf16", warmup=500)).save()
+    capsys.readouterr()
+    Trainer(TrainConfig(**settings, dtype="bf16", warmup=500))
+    assert "resuming with" not in capsys.readouterr().err
+    Trainer(TrainConfig(**settings, warmup=800))
+    notes = [line for line in capsys.readouterr().err.splitlines() if "resuming with" in line]
+    assert notes == [
+        "attnlab train: resuming with warmup=800 (the run had 500), precision=fp32 (the run had bf16): "
+        "the run's trajectory changes here"
+    ]

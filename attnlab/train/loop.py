@@ -168,6 +168,7 @@ class Trainer:
             "acc": self.acc,
             "skipped": self.skipped,
             "train_config": dataclasses.asdict(self.cfg),
+            "precision": "bf16" if self.autocast else "fp32",  # what "auto" meant on this device
             "param_groups": opt["param_groups"],
         }
         return tensors, info
@@ -205,7 +206,19 @@ class Trainer:
         self.saved_step = self.step
         if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint
             self.metrics.repair(self.step)
+            changed = self._changed_settings(info)
+            if changed:
+                print(f"attnlab train: resuming with {changed}: the run's trajectory changes here", file=sys.stderr)
         return str(latest)
+
+    def _changed_settings(self, info: dict[str, Any]) -> str:
+        """The update rule's settings that differ from the run's (the batches' own are checked by
+        the sampler): allowed, a user may mean it, but never silently (a bf16 run resumed
+        without --dtype bf16 would go on in fp32)."""
+        saved = {**info.get("train_config", {}), **({"precision": info["precision"]} if "precision" in info else {})}
+        mine = {**dataclasses.asdict(self.cfg), "precision": "bf16" if self.autocast else "fp32"}
+        names = ("warmup", "lr_scale", "clip_norm", "skip_nonfinite", "precision")
+        return ", ".join(f"{n}={mine[n]} (the run had {saved[n]})" for n in names if saved.get(n, mine[n]) != mine[n])
 
     def checkpoint(self) -> Path | None:
         """Rank 0 saves and evaluates while the others wait; the checkpoint's path on rank 0."""
