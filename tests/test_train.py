@@ -443,3 +443,12 @@ def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Pat
         "attnlab train: resuming with warmup=800 (the run had 500), precision=fp32 (the run had bf16): "
         "the run's trajectory changes here"
     ]
+
+
+def test_an_out_that_is_a_file_is_one_line(prepared: Path, tmp_path: Path) -> None:
+    from attnlab.train.loop import Trainer
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="is a file") as error:
+        Trainer(TrainConfig(data=str(prepared), out=str(tmp_path / "notes.txt"), preset="tiny", compile="off"))
+    assert "\n" not in str(error.value) and (tmp_path / "notes.txt").read_text() == "mine"

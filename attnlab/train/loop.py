@@ -110,6 +110,8 @@ class Trainer:
             raise ConfigError(f"dtype must be fp32 or bf16, got {dtype!r}")
         self.autocast = dtype == "bf16"
         self.out = Path(cfg.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--out {self.out} is a file; name a run directory (a new one, or a run to resume)")
         self.spm_path = Path(cfg.data) / "spm.model"
         self.data = ParallelData(cfg.data, "train")
         self.meta = self.data.meta
