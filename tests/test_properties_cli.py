@@ -180,5 +180,7 @@ def test_a_word_with_a_bracket_inside_still_gives_a_readable_tree(
 def test_a_lone_surrogate_is_a_one_line_input_error(checkpoints: dict[str, Path]) -> None:
     """Browser input can carry one; sentencepiece would raise a RuntimeError of its own."""
     model = attnlab.load(checkpoints["translate"])
-    with pytest.raises(ModelInputError, match="not valid Unicode"):
+    with pytest.raises(ModelInputError, match="input is not valid Unicode"):
         model.translate("a\ud800b", beam=1)
+    with pytest.raises(ModelInputError, match="target is not valid Unicode"):  # a reference to score, too
+        model.score("A dog.", "\ud800")

@@ -42,6 +42,15 @@ DEFAULTS = {
 }
 
 
+def _check_unicode(text: str, what: str) -> None:
+    """sentencepiece cannot take a lone surrogate (what a mangled copy-paste or a bad decode of
+    bytes leaves) and fails with a C++ cast error: say what is wrong with the text instead."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ModelInputError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
+
+
 @dataclass
 class Result:
     """One decoded (or scored) sentence."""
@@ -103,10 +112,7 @@ class Model:
             raise ModelInputError(f"expected text, got {type(text).__name__}")
         if not text.strip():
             raise ModelInputError("the input is empty")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ModelInputError("the input is not valid Unicode (it holds a lone surrogate)") from None
+        _check_unicode(text, "input")
         ids = self.tokenizer.encode(self._source_text(text))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room:
@@ -248,6 +254,7 @@ class Model:
             target = " ".join(linearize(parse_tree(target), self.spelled))
         if not target.strip():
             raise ModelInputError("the target is empty")
+        _check_unicode(target, "target")
         pieces, room = self.target_tokenizer.encode(target.strip()), self.config.max_len - 1
         if len(pieces) > room:
             if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
