@@ -140,6 +140,12 @@ def test_a_target_too_long_to_score_is_refused_or_cut_visibly(checkpoint: Path) 
         ({("sideways", 0): [0]}, "unknown attention kind"),
         ({("cross", 17): [0]}, "layer 17"),
         ({("cross", 0): [99]}, "head"),
+        ({"cross": [0]}, "is \\(kind, layer\\)"),
+        ({("cross", 2): 0}, "list of head indices"),
+        ({("cross", 0): [True]}, "head True"),
+        ({("cross", "0"): [0]}, "layer '0'"),
+        ({("cross", 0.0): [0]}, "layer 0.0"),
+        ([("cross", 0)], "dict"),
     ],
 )
 def test_ablating_heads_the_model_lacks_is_one_line(checkpoint: Path, heads: dict, match: str) -> None:
@@ -147,6 +153,33 @@ def test_ablating_heads_the_model_lacks_is_one_line(checkpoint: Path, heads: dic
     looked like the heads did nothing); a head out of range raised an IndexError."""
     with pytest.raises(AttnlabError, match=match):
         attnlab.load(checkpoint).translate("A dog.", ablate_heads=heads)
+
+
+def test_a_head_named_twice_is_switched_off_once_whichever_its_names(checkpoint: Path) -> None:
+    """("cross", 2) and ("cross", -1) are one layer of a 3-layer model: once only the first
+    entry of the two was applied, without a word."""
+    model = attnlab.load(checkpoint)
+    top = model.config.n_layers - 1
+
+    def logprob(heads: dict) -> float:
+        with attnlab.ablate(model, heads):
+            return model.score("A dog runs in the park.", "Ein Hund rennt im Park.", record=False).logprob
+
+    both = logprob({("cross", top): [0, 1]})
+    assert logprob({("cross", top): [0], ("cross", -1): [1]}) == pytest.approx(both, abs=1e-6)
+    assert abs(both - logprob({("cross", top): [0]})) > 0.01  # head 1 matters here: the check can fail
+
+
+def test_record_and_ablate_take_what_load_returns_and_refuse_a_layer_out_of_range(checkpoint: Path) -> None:
+    model = attnlab.load(checkpoint)
+    src = torch.tensor([model.encode_source("A dog.")[0]])
+    with attnlab.ablate(model, {("cross", 0): [0]}), attnlab.record(model, kinds=["cross"], heads=[-1]) as rec:
+        model.model(src, torch.tensor([[model.config.bos_id]]))
+    assert rec.weights("cross", 0).shape[1] == 1
+    with pytest.raises(AttnlabError, match="layer 7 does not exist"):  # `% n_layers` once recorded layer 1
+        attnlab.record(model, layers=[7]).__enter__()
+    with pytest.raises(AttnlabError, match="expected an attnlab model"):
+        attnlab.record("checkpoints/multi30k-en-de").__enter__()
 
 
 @pytest.mark.parametrize("bad", [None, b"A dog.", 42])

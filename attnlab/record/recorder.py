@@ -14,6 +14,7 @@ and kept on the CPU in float32.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -150,6 +151,26 @@ class Recording:
         return torch.cat([torch.nn.functional.pad(part, (0, width - part.size(-1)), value=False) for part in parts], 2)
 
 
+def transformer_of(model: object) -> Transformer:
+    """The network to hook: a `Transformer`, or what `attnlab.load` returns (its `.model`),
+    which is what a user has in hand and passes first."""
+    inner = model if isinstance(model, Transformer) else getattr(model, "model", None)
+    if not isinstance(inner, Transformer):
+        raise AttnlabError(f"expected an attnlab model (attnlab.load(...)), got {type(model).__name__}")
+    return inner
+
+
+def index_in(value: object, size: int, what: str) -> int:
+    """`value` as an index into `size` things, counted from the end when negative (as Python
+    does); a float, a bool or a value out of range is refused, where `% size` would wrap it
+    silently onto another layer or head."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -size <= value < size:
+        raise AttnlabError(
+            f"{what} {value!r} does not exist: this model has {size} (0 to {size - 1}, or -1 from the top)"
+        )
+    return int(value) % size
+
+
 def _selected(
     model: Transformer, kinds: Iterable[str] | None, layers: Iterable[int] | None
 ) -> list[MultiHeadAttention]:
@@ -158,7 +179,7 @@ def _selected(
     if unknown:
         raise AttnlabError(f"unknown attention kind(s) {sorted(unknown)}; choose from {KINDS}")
     n = model.config.n_layers
-    wanted = None if layers is None else {layer % n for layer in layers}
+    wanted = None if layers is None else {index_in(layer, n, "layer") for layer in layers}
     chosen = []
     for module in model.attention_modules():
         kind, layer = hook_point(module)
@@ -180,9 +201,10 @@ def record(
     kinds: subset of ("encoder", "decoder", "cross"); layers: indices (negative from the top);
     heads: head indices to keep. The hooks are always removed on exit, exceptions included.
     """
+    model = transformer_of(model)
     modules = _selected(model, kinds, layers)
-    if heads is not None and any(not -model.config.n_heads <= h < model.config.n_heads for h in heads):
-        raise AttnlabError(f"head indices must lie in [0, {model.config.n_heads})")
+    if heads is not None:
+        heads = [index_in(head, model.config.n_heads, "head") for head in heads]
     busy = [m.name for m in modules if m.hook is not None]
     if busy:
         raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")
