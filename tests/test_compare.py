@@ -66,6 +66,28 @@ def test_a_translator_and_a_parser_are_not_compared() -> None:
         compare(attnlab.load(TRANSLATOR), attnlab.load(PARSER), TEXT)
 
 
+def test_models_or_traces_of_another_vocabulary_are_refused() -> None:
+    """Once the Spanish model was teacher-forced on the German output (read as <unk>s and odd
+    pieces) and its maps drawn as "B read on A's output"; Eq. (1) step by step and the ablation
+    view likewise read another model's trace."""
+    spanish_dir = ROOT / "checkpoints" / "tatoeba-en-es"
+    if not (spanish_dir / "manifest.json").is_file():
+        pytest.skip("no bundled Spanish model")
+    from attnlab.decode.ablation import ablation
+    from attnlab.record.equation import attention_parts
+
+    german, spanish = attnlab.load(TRANSLATOR), attnlab.load(spanish_dir)
+    with pytest.raises(AttnlabError, match="different vocabularies"):
+        compare(german, spanish, TEXT)
+    trace = spanish.translate("I like tea.", record=True).trace
+    with pytest.raises(AttnlabError, match="recorded by another model"):
+        attention_parts(german, trace, "cross", 0, 0)
+    with pytest.raises(AttnlabError, match="recorded by another model"):
+        ablation(german, trace, {("cross", 0): [0]})
+    own = german.translate(TEXT, record=True).trace  # its own trace, <unk>-free or not, still reads
+    assert attention_parts(german, own, "cross", 0, 0)["weights"].shape == own.attention("cross", 0)[0].shape
+
+
 def test_the_notebook_widget_compares() -> None:
     widget = compare_models(str(TRANSLATOR), heads_off=OFF)
     assert widget.comparison is not None and "<del>" in widget.output.value

@@ -56,8 +56,11 @@ def compare(
     """Translate (or parse) `text` with both models, with the same beam and length penalty α
     (default: the task's); `heads_off` switches heads off in the second (pass the same model
     twice to see what those heads do)."""
-    if first.task != second.task:
+    why = mismatch(first, second)
+    if why == "task":
         raise AttnlabError(f"cannot compare a {first.task} model with a {second.task} model")
+    if why == "vocabulary":  # the second would be teacher-forced on pieces it does not have
+        raise AttnlabError("cannot compare models with different vocabularies: no map of one lines up with the other's")
     heads_off = heads_off or {}
     a = first.translate(text, beam=beam, alpha=alpha, record=True, truncate=True)
     with ablate(second.model, heads_off):

@@ -17,9 +17,21 @@ from attnlab.record.trace import AttentionTrace
 
 
 def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
-    """(source ids, produced ids) of a trace, from its pieces and the model's vocabulary."""
-    source, target = model.tokenizer.piece_to_id, model.target_tokenizer.piece_to_id
-    return [source(p) for p in trace.src_tokens], [target(p) for p in trace.tgt_tokens]
+    """(source ids, produced ids) of a trace, from its pieces and the model's vocabulary. A piece
+    the vocabulary lacks means the trace was recorded by a model with another vocabulary: its
+    sentence would be read as <unk>s and every number computed from it would mean nothing."""
+    sides = []
+    for tokenizer, pieces in ((model.tokenizer, trace.src_tokens), (model.target_tokenizer, trace.tgt_tokens)):
+        ids = [tokenizer.piece_to_id(p) for p in pieces]
+        unknown = [
+            p for p, i in zip(pieces, ids, strict=True) if i == tokenizer.unk_id() and p != tokenizer.id_to_piece(i)
+        ]
+        if unknown:
+            raise AttnlabError(
+                f"the trace holds pieces this model's vocabulary lacks ({unknown[0]!r}, ...): it was recorded by another model"
+            )
+        sides.append(ids)
+    return sides[0], sides[1]
 
 
 def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:
