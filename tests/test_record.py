@@ -211,7 +211,7 @@ def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
     # Writing where a trace cannot go is one line too (it was a raw IsADirectoryError), with no
     # temporary file left behind.
     (tmp_path / "blocker").write_text("a file where a directory should be")
-    for where, match in ((tmp_path, "is a directory"), (tmp_path / "blocker" / "t.trace", "cannot write")):
+    for where, match in ((tmp_path, "names a directory"), (tmp_path / "blocker" / "t.trace", "cannot write")):
         with pytest.raises(CheckpointError, match=match):
             trace.save(where)
     assert not list(tmp_path.glob(".*.tmp"))

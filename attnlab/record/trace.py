@@ -50,6 +50,11 @@ class AttentionTrace:
             if kind not in KINDS:
                 raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
             self.layers.setdefault(kind, list(range(len(maps))))
+        # Every accessor reads a kind's first map (n_heads, mask, repr): refuse a trace without
+        # one here, once, rather than let each of them fail in its own way.
+        empty = [kind for kind, maps in self.maps.items() if len(maps) == 0]
+        if not self.maps or empty:
+            raise AttnlabError(f"a trace needs attention maps (none given for {', '.join(empty) or 'any kind'})")
 
     # -- reading ------------------------------------------------------------------------------
     @property
@@ -106,7 +111,17 @@ class AttentionTrace:
 
     # -- files ----------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
-        """Write atomically (temp file + rename) as safetensors + JSON metadata."""
+        """Write atomically (temp file + rename) as safetensors + JSON metadata, after the checks
+        `load` makes: a file this writes always loads back."""
+        given = os.fspath(path)
+        path = Path(given).expanduser()
+        if path.is_dir() or given.endswith(("/", os.sep)):  # Path() drops the trailing "/" of "newdir/"
+            raise CheckpointError(
+                f"{given} names a directory: name the trace file to write (e.g. {path / 'trace.trace'})"
+            )
+        damage = self._damage()
+        if damage:
+            raise CheckpointError(f"{path}: cannot save a damaged trace ({damage})")
         tensors = {
             f"{kind}.{i}": np.ascontiguousarray(m, dtype=np.float32)
             for kind in self.maps
@@ -121,10 +136,12 @@ class AttentionTrace:
             "model": self.model,
             "meta": self.meta,
         }
-        data = save(tensors, metadata={"format": FORMAT, "version": str(VERSION), "info": json.dumps(info)})
-        path = Path(path)
-        if path.is_dir():
-            raise CheckpointError(f"{path} is a directory: name the trace file to write (e.g. {path / 'trace.trace'})")
+        metadata = {
+            "format": FORMAT,
+            "version": str(VERSION),
+            "info": json.dumps({k: _plain(v, k) for k, v in info.items()}),
+        }
+        data = save(tensors, metadata=metadata)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -146,7 +163,7 @@ class AttentionTrace:
         """Read a trace file; anything else (damaged, foreign, another version) is a one-line error."""
         if not isinstance(path, str | os.PathLike):  # e.g. `show(None)` in a notebook
             raise CheckpointError(f"expected a trace or a .trace file's path, got {type(path).__name__}")
-        path = Path(path)
+        path = Path(path).expanduser()
         if not path.is_file():
             raise CheckpointError(f"{path}: no such trace file")
         raw = path.read_bytes()
@@ -182,17 +199,20 @@ class AttentionTrace:
                 model=info["model"],
                 meta=info["meta"],
             )
-        except (KeyError, ValueError, TypeError, AttributeError, AttnlabError) as error:
+        except (KeyError, ValueError, TypeError, AttributeError) as error:
             raise CheckpointError(f"{path}: damaged trace metadata ({error})") from None
+        except AttnlabError as error:  # no maps at all
+            raise CheckpointError(f"{path}: damaged trace ({error})") from None
         damage = trace._damage()
         if damage:
             raise CheckpointError(f"{path}: damaged trace ({damage})")
         return trace
 
     def _damage(self) -> str | None:
-        """What would make the accessors fail on a loaded trace (None: nothing), as the recorder
-        writes traces: tokens are strings, each kind's maps are (heads, q, k) with q and k the
-        token counts, one layer index per map, masks (q, k)."""
+        """What would make the accessors fail, or the views draw nonsense, on a trace read from or
+        written to a file (None: nothing), as the recorder writes traces: tokens are strings, each
+        kind's maps are finite (heads, q, k) with q and k the token counts, one model layer index
+        per map (increasing, within the model's n_layers), masks (q, k)."""
 
         def listed(items: Any, kind: type) -> bool:
             return isinstance(items, list) and all(isinstance(i, kind) and not isinstance(i, bool) for i in items)
@@ -201,25 +221,52 @@ class AttentionTrace:
             return "tokens are not lists of strings"
         if not (isinstance(self.model, dict) and isinstance(self.model.get("config", {}), dict)):
             return "the model's description is not a mapping"
-        if not (listed([self.model.get("config", {}).get("n_layers", 1)], int) and isinstance(self.meta, dict)):
-            return "the model's n_layers is not an integer, or meta is not a mapping"
+        n_layers = self.model.get("config", {}).get("n_layers")  # None: a trace made by hand
+        if not (n_layers is None or (listed([n_layers], int) and n_layers >= 1)) or not isinstance(self.meta, dict):
+            return "the model's n_layers is not a positive integer, or meta is not a mapping"
         if not (self.heads is None or listed(self.heads, int)):
             return "head indices are not integers"
-        if not self.maps:
+        if not self.maps or any(len(maps) == 0 for maps in self.maps.values()):  # emptied after construction
             return "no attention maps"
         source, target = len(self.src_tokens), len(self.tgt_tokens)
         sizes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
-        first = next(iter(self.maps.values()))[0]
-        heads = len(self.heads) if self.heads is not None else (first.shape[0] if first.ndim else -1)
+        first = np.shape(next(iter(self.maps.values()))[0])  # np.shape: `save` also sees maps made by hand
+        heads = len(self.heads) if self.heads is not None else (first[0] if first else -1)
         for kind, maps in self.maps.items():
-            if not listed(self.layers.get(kind), int) or len(self.layers[kind]) != len(maps):
+            layers = self.layers.get(kind)
+            if not listed(layers, int) or len(layers) != len(maps):
                 return f"{kind} layer indices do not match its maps"
-            if any(m.shape != (heads, *sizes[kind]) for m in maps):
+            top = n_layers if n_layers is not None else layers[-1] + 1
+            if layers != sorted(set(layers)) or layers[0] < 0 or layers[-1] >= top:
+                return f"{kind} layer indices {layers} are not distinct, increasing and within [0, {top})"
+            if any(np.shape(m) != (heads, *sizes[kind]) for m in maps):
                 return f"{kind} maps are not (heads, {sizes[kind][0]}, {sizes[kind][1]})"
-        if any(kind not in self.maps or mask.shape != sizes[kind] for kind, mask in self.masks.items()):
+            if not all(np.isfinite(m).all() for m in maps):
+                return f"{kind} maps hold NaN or infinite weights"
+        if any(kind not in self.maps or np.shape(mask) != sizes[kind] for kind, mask in self.masks.items()):
             return "a mask does not match its maps"
         return None
 
     def __repr__(self) -> str:
         shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
         return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"
+
+
+def _plain(value: Any, where: str) -> Any:
+    """`value` ready for JSON, with numpy scalars (a score from a numpy computation) as Python
+    numbers and tuples as lists; anything JSON would refuse (a date, an array) or silently change
+    (a non-string key) is a one-line error naming where it sits, before anything is written."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise CheckpointError(f"cannot save {where}: its key {key!r} is not a string (JSON would make it one)")
+        return {key: _plain(item, f"{where}[{key!r}]") for key, item in value.items()}
+    raise CheckpointError(
+        f"cannot save {where}: a trace file stores strings, numbers, lists and dicts (got {type(value).__name__})"
+    )

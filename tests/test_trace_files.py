@@ -1,0 +1,147 @@
+"""Trace files: `save` writes only what `load` reads back, and `load` refuses hand-edited or
+damaged traces (non-finite weights, impossible layer indices) in one line instead of handing
+the views something they crash on or draw as NaN."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import load, save
+
+from attnlab import preset
+from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.model.transformer import Transformer
+from attnlab.record.recorder import model_info, record
+from attnlab.record.trace import AttentionTrace
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    return Transformer(preset("tiny", n_layers=3)).eval()
+
+
+def _trace(model: Transformer, **selection) -> AttentionTrace:
+    """A recorded trace of one 4-piece source and 3-piece target, as `translate` makes them."""
+    src, tgt = torch.tensor([[5, 6, 7, 3]]), torch.tensor([[2, 8, 9]])
+    with torch.no_grad(), record(model, **selection) as rec:
+        model(src, tgt)
+    return rec.traces(src, tgt, [["a", "b", "c", "</s>"]], [["x", "y", "</s>"]], model_info(model, "ckpt"))[0]
+
+
+def _rewrite(path: Path, tensors: Callable[[dict], dict] = dict, info: Callable[[dict], None] = lambda info: None):
+    """Edit a saved trace by hand, as a user (or a bad disk) might: its arrays and its JSON."""
+    raw = path.read_bytes()
+    metadata = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])["__metadata__"]
+    edited = json.loads(metadata["info"])
+    info(edited)
+    path.write_bytes(save(tensors(load(raw)), metadata={**metadata, "info": json.dumps(edited)}))
+
+
+def _refused(action: Callable[[], object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match) as info:
+        action()
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_are_a_damaged_trace(model: Transformer, tmp_path: Path, bad: float) -> None:
+    """They loaded, and then the views raised a numpy IndexError or drew NaN."""
+    path = _trace(model).save(tmp_path / "t.trace")
+
+    def poison(tensors: dict) -> dict:
+        tensors["cross.1"][2, 1, 0] = bad
+        return tensors
+
+    _rewrite(path, tensors=poison)
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, "cross maps hold NaN or infinite weights")
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        (lambda t: t.src_tokens.append("extra"), "encoder maps are not"),
+        (lambda t: t.maps["decoder"][0].__setitem__((0, 0, 0), np.nan), "NaN or infinite"),
+        (lambda t: t.maps.clear(), "no attention maps"),
+        (lambda t: t.maps["cross"].clear(), "no attention maps"),
+        (lambda t: t.meta.__setitem__("when", datetime.date(2024, 1, 2)), r"meta\['when'\].*got date"),
+        (lambda t: t.meta.__setitem__("runs", {1: "a"}), r"meta\['runs'\].* key 1 is not a string"),
+        (lambda t: t.meta.__setitem__("scores", [np.zeros(2)]), r"meta\['scores'\]\[0\].*got ndarray"),
+    ],
+    ids=["shapes", "nan", "no-maps", "no-cross-maps", "date", "int-key", "array"],
+)
+def test_save_writes_nothing_that_load_would_refuse(model: Transformer, tmp_path: Path, damage, match) -> None:
+    """`save` wrote files `load` then refused (no maps, shapes that do not match the tokens) and
+    raised json's raw TypeError on meta it cannot store; now each is one line and no file."""
+    trace = _trace(model)
+    damage(trace)
+    _refused(lambda: trace.save(tmp_path / "t.trace"), CheckpointError, match)
+    assert not list(tmp_path.iterdir())
+
+
+def test_numpy_scalars_in_meta_are_saved_as_numbers(model: Transformer, tmp_path: Path) -> None:
+    trace = _trace(model)
+    trace.meta.update(score=np.float32(-1.5), step=np.int64(7), pair=(1, np.bool_(True)))
+    meta = AttentionTrace.load(trace.save(tmp_path / "t.trace")).meta
+    assert meta["score"] == -1.5 and meta["step"] == 7 and meta["pair"] == [1, True]
+    assert [type(meta[key]) for key in ("score", "step")] == [float, int] and type(meta["pair"][1]) is bool
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda info: info["layers"].update(cross=[-3, -2, -1]), "cross layer indices"),
+        (lambda info: info["layers"].update(cross=[1, 1, 1]), "cross layer indices"),
+        (lambda info: info["layers"].update(encoder=[2, 1, 0]), "encoder layer indices"),
+        (lambda info: info["layers"].update(decoder=[0, 1, 7]), r"decoder layer indices \[0, 1, 7\] .*\[0, 3\)"),
+        (lambda info: info["model"]["config"].update(n_layers=0), "n_layers is not a positive integer"),
+    ],
+    ids=["negative", "repeated", "decreasing", "past-the-top", "zero-n_layers"],
+)
+def test_hand_edited_layer_indices_are_refused(model: Transformer, tmp_path: Path, edit, match) -> None:
+    """Each loaded before: `attention` then answered for the wrong layer, or for none."""
+    path = _trace(model).save(tmp_path / "t.trace")
+    _rewrite(path, info=edit)
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, match)
+
+
+def test_traces_of_some_layers_and_heads_still_load(model: Transformer, tmp_path: Path) -> None:
+    """The layer checks must not refuse what `record` makes of a selection."""
+    trace = _trace(model, kinds=["cross", "encoder"], layers=[0, -1], heads=[1, 3])
+    assert trace.layers == {"encoder": [0, 2], "cross": [0, 2]}
+    loaded = AttentionTrace.load(trace.save(tmp_path / "t.trace"))
+    assert np.array_equal(loaded.attention("cross", -1), trace.attention("cross", 2))
+    assert loaded.heads == [1, 3] and loaded.n_heads == 2
+    by_hand = AttentionTrace(["a"], [], {"encoder": [np.ones((1, 1, 1), np.float32)]}, layers={"encoder": [4]})
+    assert AttentionTrace.load(by_hand.save(tmp_path / "by_hand.trace")).attention("encoder", -1).shape == (1, 1, 1)
+
+
+def test_save_expands_home_and_refuses_a_directory_path(
+    model: Transformer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "~/x.trace" made a literal ./~ folder, and "newdir/" a FILE named newdir."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    trace = _trace(model)
+    assert trace.save("~/x.trace") == tmp_path / "home" / "x.trace"
+    assert AttentionTrace.load("~/x.trace").src_tokens == trace.src_tokens
+    _refused(lambda: trace.save("newdir/"), CheckpointError, "newdir/ names a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+@pytest.mark.parametrize("maps", [{}, {"cross": []}])
+def test_a_trace_without_maps_is_refused_when_made(maps: dict) -> None:
+    """`repr`, `n_heads` and `attention` each raised their own IndexError, StopIteration or
+    ValueError on such a trace; every accessor reads a kind's first map, so it is refused once."""
+    _refused(lambda: AttentionTrace(["a"], ["b"], maps), AttnlabError, "a trace needs attention maps")
+
+
+def test_a_trace_file_without_maps_is_damaged(model: Transformer, tmp_path: Path) -> None:
+    path = _trace(model).save(tmp_path / "t.trace")
+    _rewrite(path, tensors=lambda tensors: {})
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, "damaged trace .*needs attention maps")
