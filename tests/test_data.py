@@ -302,3 +302,20 @@ def test_download_from_a_file_url(tmp_path):
         shutil.copy(DATA / local, root / fetch.path)
     written = download.download("wmt14", tmp_path / "data", url_base=root.as_uri(), echo=quiet)
     assert [p.read_bytes() == (DATA / p.relative_to(tmp_path / "data")).read_bytes() for p in written] == [True] * 8
+
+
+def test_lines_end_at_newlines_only_and_a_damaged_gzip_is_named(tmp_path: Path) -> None:
+    from attnlab.data.corpora import count_lines, read_lines, read_text, text_lines
+
+    text = "\ufeffa\x0cb\r\nc\u2028d\re\x85f\n\n"
+    assert text_lines(text) == ["a\x0cb", "c\u2028d\re\x85f", ""]  # splitlines() gives 6 lines
+    plain = tmp_path / "lines.txt"
+    plain.write_bytes(text.encode())
+    assert read_text(plain) == list(read_lines(plain)) == text_lines(text) and count_lines(plain) == 3
+    whole = gzip.compress(("one line\n" * 5000).encode())
+    for name, content in (("cut.gz", whole[: len(whole) // 2]), ("text.gz", b"not gzip at all\n")):
+        (tmp_path / name).write_bytes(content)
+        for read in (count_lines, lambda path: list(read_lines(path))):
+            with pytest.raises(DataError, match=f"{name}: a damaged or incomplete gzip file") as error:
+                read(tmp_path / name)
+            assert "\n" not in str(error.value)

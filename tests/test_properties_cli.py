@@ -184,3 +184,36 @@ def test_a_lone_surrogate_is_a_one_line_input_error(checkpoints: dict[str, Path]
         model.translate("a\ud800b", beam=1)
     with pytest.raises(ModelInputError, match="target is not valid Unicode"):  # a reference to score, too
         model.score("A dog.", "\ud800")
+
+
+def test_only_newlines_end_lines_and_a_byte_order_mark_is_not_text(
+    checkpoints: dict[str, Path], tmp_path: Path
+) -> None:
+    """Lines holding a form feed, U+2028, NEL or a lone carriage return were cut in pieces
+    (`str.splitlines`): 13 outputs for 8 inputs, every later one answering another line. An
+    editor's BOM was translated as text and counted in BLEU."""
+    lines = [
+        "A man.",
+        "",
+        "A dog\x0cruns.",
+        "Two women\u2028sit.",
+        "The boy\x85eats.",
+        "A girl\rsings.",
+        "cat\x1d",
+        "end",
+    ]
+    source = tmp_path / "in.txt"
+    source.write_bytes(("\ufeff" + "\n".join(lines) + "\r\n").encode())
+    status, stdout, stderr = run(
+        ["translate", "--checkpoint", str(checkpoints["translate"]), "-i", str(source), "--beam", "1"]
+    )
+    assert status == 0, stderr
+    assert len(stdout.split("\n")) - 1 == len(lines)
+    plain = _write(tmp_path / "plain.txt", lines[:1])
+    first = run(["translate", "--checkpoint", str(checkpoints["translate"]), "-i", str(plain), "--beam", "1"])[1]
+    assert stdout.split("\n")[0] == first.rstrip("\n")  # the BOM changed nothing
+    reference = _write(tmp_path / "ref.txt", ["Ein Hund rennt.", "Zwei Frauen sitzen."])
+    with_bom = tmp_path / "hyp.txt"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + reference.read_bytes())
+    status, stdout, _ = run(["evaluate", "--hyp", str(with_bom), "--ref", str(reference), "--json"])
+    assert status == 0 and json.loads(stdout)["bleu"] == pytest.approx(100.0)  # with the BOM: 99.82

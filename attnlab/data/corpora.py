@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -74,20 +76,51 @@ def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
 
 
+@contextmanager
+def _gzip_errors(path: Path) -> Iterator[None]:
+    """A cut-off download or a text file named .gz fails deep inside gzip: name the file."""
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise DataError(f"{path}: a damaged or incomplete gzip file ({error}); download it again") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """`text` cut into lines at "\\n" only, as `wc -l`, `read_lines` and every corpus file count
+    them, each without its "\\r\\n" or "\\n", and without a leading byte-order mark (an editor's
+    UTF-8 BOM is not text: kept, it changed the first translation and BLEU). `str.splitlines`
+    also cuts at form feeds, U+2028 and lone "\\r"s, which shifted every later output line against
+    its input line."""
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines[-1] == "":  # the newline that ends the last line starts no line
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_text(path: str | os.PathLike[str]) -> list[str]:
+    """The lines of a UTF-8 text file (`text_lines`); an unreadable file is one line naming it."""
+    try:  # bytes first: text mode would turn a lone "\r" into a line end of its own
+        return text_lines(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"cannot read {path}: {error}") from None
+
+
 def read_lines(path: Path) -> Iterator[str]:
-    """Lines without their ends, decoded strictly: invalid UTF-8 is an error naming file and line."""
-    with _open_binary(path) as handle:
+    """Lines as `text_lines` cuts them, streamed and decoded strictly: invalid UTF-8 is an error
+    naming file and line."""
+    with _gzip_errors(path), _open_binary(path) as handle:
         for number, raw in enumerate(handle, 1):
             try:
-                yield raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as error:
                 raise DataError(f"{path}:{number}: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+            yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def count_lines(path: Path) -> int:
     """Lines in a file, counting a last line without a newline (a cheap pass over the bytes)."""
     count, last = 0, b"\n"
-    with _open_binary(path) as handle:
+    with _gzip_errors(path), _open_binary(path) as handle:
         while block := handle.read(1 << 20):
             count += block.count(b"\n")
             last = block[-1:]

@@ -25,11 +25,11 @@ import difflib
 import os
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from attnlab.data.corpora import read_text
 from attnlab.data.tokenizer import UNSPACED
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.trace import AttentionTrace
@@ -91,11 +91,7 @@ def read_pharaoh(
     (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
     shared alignment sets); `reverse` swaps the sides (links written target-source)."""
     if isinstance(path_or_lines, (str, os.PathLike)):
-        try:
-            lines = Path(path_or_lines).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            raise AttnlabError(f"cannot read {path_or_lines}: {error}") from None
-        name = str(path_or_lines)
+        lines, name = read_text(path_or_lines), str(path_or_lines)
     else:
         lines, name = list(path_or_lines), "links"
     shift = 1 if one_indexed else 0

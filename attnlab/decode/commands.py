@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from attnlab.data.corpora import read_text, text_lines
 from attnlab.decode.alignment import METHODS, align_lines, best_method, format_pharaoh, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, load
 from attnlab.errors import AttnlabError, ModelInputError
@@ -16,12 +17,13 @@ from attnlab.model.memory import keep_freed_memory
 
 
 def _lines(source: str | None) -> list[str]:
-    if source in (None, "-"):
-        return sys.stdin.read().splitlines()
-    try:
-        return Path(source).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise AttnlabError(f"cannot read {source}: {error}") from None
+    """The input's lines, one answer each (`text_lines`: cut at "\\n" only)."""
+    if source not in (None, "-"):
+        return read_text(source)
+    try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
+        return text_lines(sys.stdin.buffer.read().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
 
 
 def add_dtype_argument(parser: argparse.ArgumentParser) -> None:

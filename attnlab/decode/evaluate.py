@@ -21,6 +21,7 @@ from typing import Any
 import sacrebleu
 from rouge_score import rouge_scorer
 
+from attnlab.data.corpora import read_text
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
 from attnlab.decode.alignment import aer_grid, corpus_aer, read_pharaoh, split_pair
 from attnlab.decode.api import load
@@ -81,13 +82,6 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
     return sacrebleu.metrics.BLEU(tokenize="none").corpus_score(hyp, [ref]).score
 
 
-def _read(path: str) -> list[str]:
-    try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise AttnlabError(f"cannot read {path}: {error}") from None
-
-
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", help="source sentences, one per line")
@@ -130,10 +124,10 @@ def cli(argv: list[str]) -> int:
         return evaluate_alignment(args)
     if not args.ref:
         raise AttnlabError("give --ref (the references to score against)")
-    refs = _read(args.ref)
+    refs = read_text(args.ref)
     tgt_lang = None
     if args.hyp:
-        outputs = _read(args.hyp)
+        outputs = read_text(args.hyp)
         task = args.task or "translate"
         if args.checkpoint:  # not decoded, but its meta still names the target language
             tgt_lang = read_config(args.checkpoint)[1].get("data", {}).get("tgt_lang")
@@ -144,7 +138,7 @@ def cli(argv: list[str]) -> int:
         model = load(args.checkpoint, dtype=args.dtype)
         task = args.task or model.task
         tgt_lang = model.meta.get("data", {}).get("tgt_lang")
-        sources = _read(args.src)
+        sources = read_text(args.src)
         if len(sources) != len(refs):
             raise AttnlabError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
         blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
@@ -154,7 +148,7 @@ def cli(argv: list[str]) -> int:
     if args.out:
         Path(args.out).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
     if task == "parse":
-        words = _read(args.src) if args.src else None
+        words = read_text(args.src) if args.src else None
 
         def gold(i: int) -> object:
             """A Penn tree, or a prepared linearised target (`(S (NP XX )NP …`, or spelled) over --src's words."""
@@ -220,7 +214,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not (args.checkpoint and args.input):
         raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
     model = load(args.checkpoint, dtype=args.dtype)
-    lines = _read(args.input)
+    lines = read_text(args.input)
     if len(lines) != len(gold):
         raise AttnlabError(f"{args.input} has {len(lines)} lines but {args.gold} has {len(gold)}")
     rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, args.links, args.threshold)

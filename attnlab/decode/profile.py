@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
+from attnlab.data.corpora import read_text
 from attnlab.decode.alignment import aer, piece_words, read_pharaoh, word_links
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
@@ -233,13 +234,6 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
 
 
 # -- the command ----------------------------------------------------------------------------------------------
-def _read_lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise DataError(f"cannot read {path}: {error}") from None
-
-
 def cli_heads(argv: list[str]) -> int:
     """`attnlab heads profile ...` and `attnlab heads query PROFILE SQL`."""
     parser = argparse.ArgumentParser(prog="attnlab heads", description="Head statistics over a whole corpus.")
@@ -277,9 +271,9 @@ def cli_heads(argv: list[str]) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
-    sources = _read_lines(args.src)[: args.limit]
-    targets = _read_lines(args.tgt)[: args.limit] if args.tgt else None
-    gold = _read_lines(args.gold)[: args.limit] if args.gold else None
+    sources = read_text(args.src)[: args.limit]
+    targets = read_text(args.tgt)[: args.limit] if args.tgt else None
+    gold = read_text(args.gold)[: args.limit] if args.gold else None
     torch.set_num_threads(max(1, args.threads))
     model = load(args.checkpoint, dtype=args.dtype)
     started = time.perf_counter()

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from attnlab.data.batching import collate
-from attnlab.data.corpora import alignment_set
+from attnlab.data.corpora import alignment_set, read_text
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
@@ -86,7 +86,7 @@ def alignment_report(api: Model, name: str, folder: Path, limit: int = 0) -> flo
     data = api.meta.get("data", {})
     reverse = languages == (data.get("tgt_lang"), data.get("src_lang"))
     gold = read_pharaoh(gold_path, one_indexed=True)
-    lines = pairs.read_text(encoding="utf-8").splitlines()
+    lines = read_text(pairs)
     if limit:
         gold, lines = gold[:limit], lines[:limit]
     rows, _ = aer_grid(api, lines, [s for s, _ in gold], [p for _, p in gold], reverse)
