@@ -52,12 +52,13 @@ def test_config_errors_are_one_line() -> None:
         (lambda: preset("base", p_drop=1.5), "p_drop"),
         (lambda: parse_overrides(["n_layers=two"]), "not a valid int"),
         (lambda: preset("tiny", n_heads=0), "n_heads must be a positive integer"),  # was ZeroDivisionError
-        (lambda: preset("tiny", max_len=1), "max_len must be at least 2"),
+        (lambda: preset("tiny", max_len=1), "max_len must be from 2"),
+        (lambda: preset("tiny", max_len=2**40), "max_len must be from 2"),  # an edited config: 8 TB of positions
     ):
         with pytest.raises(ConfigError, match=expected) as error:
             make()
         messages.append(str(error.value))
-    assert len(messages) == 7 and all(message and "\n" not in message for message in messages), messages
+    assert len(messages) == 8 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 

@@ -199,6 +199,25 @@ def test_average_is_elementwise_mean(tmp_path: Path) -> None:
         assert torch.allclose(mean[name], (tensor + b.state_dict()[name]) / 2)
 
 
+def test_average_refuses_checkpoints_of_different_models(tmp_path: Path) -> None:
+    """Equal shapes, other models: the mean of a global and a restricted model (or of two
+    vocabularies of as many pieces) once came out as a checkpoint with the last one's config."""
+    spm, other_spm = tmp_path / "spm.model", tmp_path / "other.model"
+    spm.write_bytes(b"x")
+    other_spm.write_bytes(b"y")
+    base = save_checkpoint(tmp_path / "base", Transformer(preset("tiny")), spm)
+    cases = {
+        "window": (Transformer(preset("tiny", attn_window=3)), spm, "configs differ"),
+        "vocab": (Transformer(preset("tiny")), other_spm, "different vocabularies"),
+        "layers": (Transformer(preset("tiny", n_layers=3)), spm, "configs differ"),
+    }
+    for name, (model, tokenizer, match) in cases.items():
+        other = save_checkpoint(tmp_path / name, model, tokenizer)
+        for pair in ([base, other], [other, base]):
+            with pytest.raises(CheckpointError, match=match):
+                average(pair)
+
+
 def _updates(sampler: TokenBatchSampler, update_freq: int, n: int) -> list[list[tuple[int, ...]]]:
     """The micro-batches of the sampler's first `n` updates, read epoch after epoch as the trainer does."""
 
@@ -359,6 +378,9 @@ def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) ->
     with pytest.raises(CheckpointError, match="not an attnlab checkpoint"):
         save_checkpoint(papers, Transformer(preset("tiny")), spm)
     assert (papers / "thesis.tex").read_text() == "years of work"
+    with pytest.raises(CheckpointError, match="cannot write") as error:  # was a FileExistsError traceback
+        save_checkpoint(papers / "thesis.tex" / "avg", Transformer(preset("tiny")), spm)
+    assert "\n" not in str(error.value) and (papers / "thesis.tex").read_text() == "years of work"
     (tmp_path / "empty").mkdir()
     for out in (tmp_path / "empty", tmp_path / "empty"):  # an empty directory, then an older checkpoint
         assert (save_checkpoint(out, Transformer(preset("tiny")), spm) / "manifest.json").is_file()

@@ -68,8 +68,11 @@ def save_checkpoint(
     the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...)."""
     directory = Path(directory)
     _check_replaceable(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
+    try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
+    except OSError as error:
+        raise CheckpointError(f"cannot write {directory} ({error.strerror or error})") from None
     try:
         weights = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "attnlab-model"})

@@ -20,6 +20,9 @@ from attnlab.errors import ConfigError
 ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's ReLU, and Marian's others
 
 
+MAX_POSITIONS = 65_536  # an edited config.json once named 2^40 and the model tried to allocate 8 TB
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Hyperparameters of the Transformer (§3, Table 3 column names).
@@ -74,9 +77,10 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.max_len < 2:
+        if not 2 <= self.max_len <= MAX_POSITIONS:
             raise ConfigError(
-                f"max_len must be at least 2 (a token and </s>, or <s> and one output), got {self.max_len}"
+                f"max_len must be from 2 (a token and </s>, or <s> and one output) to {MAX_POSITIONS:,} "
+                f"(each position is a row of the position table built with the model), got {self.max_len:,}"
             )
         for name in ("p_drop", "eps_ls"):
             value = getattr(self, name)

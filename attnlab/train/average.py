@@ -14,7 +14,16 @@ from pathlib import Path
 import torch
 
 from attnlab.errors import CheckpointError, ConfigError
-from attnlab.model.checkpoint import STEP_DIR, load_model, read_safetensors, save_checkpoint, step_dirs, verify
+from attnlab.model.checkpoint import (
+    MANIFEST,
+    STEP_DIR,
+    load_model,
+    read_config,
+    read_safetensors,
+    save_checkpoint,
+    step_dirs,
+    verify,
+)
 
 
 def average(directories: list[Path]) -> dict[str, torch.Tensor]:
@@ -22,13 +31,31 @@ def average(directories: list[Path]) -> dict[str, torch.Tensor]:
     if not directories:
         raise CheckpointError("no checkpoints to average")
     total: dict[str, torch.Tensor] = {}
+    first, first_manifest = directories[0], verify(directories[0])
     for directory in directories:
-        verify(directory)
+        _check_same_model(first, first_manifest, directory, first_manifest if directory == first else verify(directory))
         for name, tensor in read_safetensors(directory / "model.safetensors").items():
             if name in total and total[name].shape != tensor.shape:
                 raise CheckpointError(f"{directory}: {name} has another shape; checkpoints of different models")
             total[name] = total.get(name, 0) + tensor.double()
     return {name: (tensor / len(directories)).float() for name, tensor in total.items()}
+
+
+NOT_TOKENIZERS = {"model.safetensors", "config.json", "trainer.safetensors", "trainer.json", MANIFEST}
+
+
+def _check_same_model(first: Path, first_manifest: dict, other: Path, manifest: dict) -> None:
+    """Weights of equal shapes can still belong to different models (global and restricted
+    attention, another activation, another vocabulary of as many pieces): their mean is no
+    model, and the averaged checkpoint would carry only the last one's config."""
+    if read_config(other)[0] != read_config(first)[0]:
+        raise CheckpointError(f"{other} and {first} are different models (their configs differ); average one run's")
+    tokenizers = [
+        {n: f.get("sha256") for n, f in m.get("files", {}).items() if n not in NOT_TOKENIZERS}
+        for m in (first_manifest, manifest)
+    ]
+    if tokenizers[0] != tokenizers[1]:
+        raise CheckpointError(f"{other} and {first} use different vocabularies; average one run's checkpoints")
 
 
 def average_run(
