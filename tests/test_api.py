@@ -284,3 +284,15 @@ def test_evaluate_bleu_equals_sacrebleu_command(data_dir: Path, tmp_path: Path) 
     assert bleu_line.startswith("BLEU = ") and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in bleu_line
     assert json.loads(exact.stdout)["bleu"] == pytest.approx(float(theirs.stdout.strip()), abs=1e-4)
     assert "NOT sacreBLEU" in ours.stdout
+
+
+def test_a_translator_whose_meta_says_parse_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
+    """An edited meta.task raised a ValueError (a traceback in every CLI) from the tree constraint."""
+    import shutil
+
+    from attnlab.model.checkpoint import update_meta
+
+    edited = Path(shutil.copytree(checkpoint, tmp_path / "edited"))
+    update_meta(edited, task="parse")
+    with pytest.raises(CheckpointError, match="it is no parser"):
+        attnlab.load(edited).translate("A dog.")

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from attnlab.data.treebank import PLACEHOLDER
 from attnlab.decode.search import Stepper
+from attnlab.errors import CheckpointError
 
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 
@@ -73,7 +74,9 @@ class TreeConstraint:
             ):
                 self.closes[symbol[1:]] = index
         if self.leaf is None or not self.opens:
-            raise ValueError("this vocabulary has no tree symbols; is it a parsing checkpoint?")
+            raise CheckpointError(
+                "this vocabulary has no tree symbols: the checkpoint says it parses, but it is no parser"
+            )
         self.open_ids = torch.tensor(sorted(self.opens))
         self.brackets = set(self.opens) | set(self.closes.values())
         # spelled leaves: which word comes next is known, only *whether* one comes is the model's
