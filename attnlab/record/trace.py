@@ -113,6 +113,8 @@ class AttentionTrace:
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename) as safetensors + JSON metadata, after the checks
         `load` makes: a file this writes always loads back."""
+        if not isinstance(path, str | os.PathLike):  # e.g. `result.trace.save(None)`
+            raise CheckpointError(f"expected a path to write the trace to, got {type(path).__name__}")
         given = os.fspath(path)
         path = Path(given).expanduser()
         if path.is_dir() or given.endswith(("/", os.sep)):  # Path() drops the trailing "/" of "newdir/"
