@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 from attnlab.errors import AttnlabError
 
@@ -46,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"attnlab: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    with warnings.catch_warnings():  # a warning is a line for the user too, not a source location
+        warnings.showwarning = lambda message, *_: print(f"attnlab {command}: warning: {message}", file=sys.stderr)
+        return _run(command, rest)
+
+
+def _run(command: str, rest: list[str]) -> int:
     module = importlib.import_module(COMMANDS[command][0])
     runner = getattr(module, "cli_" + command, None) or module.cli
     try:

@@ -167,6 +167,14 @@ def test_truncated_checkpoint_is_skipped(tmp_path: Path) -> None:
         assert latest_valid(tmp_path / "run").name == "step_1"
     with pytest.raises(CheckpointError, match="truncated"):
         load_model(tmp_path / "run" / "checkpoints" / "step_2")
+    # On the command line the warning is a line for the user, not Python's file:line and source
+    done = subprocess.run(
+        [PY, "-m", "attnlab", "average", str(tmp_path / "run"), "--last", "5", "--out", str(tmp_path / "avg")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "UserWarning" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[0].startswith("attnlab average: warning: ")
 
 
 def test_pickle_payload_is_refused(tmp_path: Path) -> None:
