@@ -68,6 +68,12 @@ def trace() -> AttentionTrace:
     return synthetic_trace()
 
 
+def some_heads(trace: AttentionTrace, heads: list[int]) -> AttentionTrace:
+    """`trace` as `record(heads=heads)` would have written it: those heads' rows, and their ids."""
+    maps = {kind: [m[heads] for m in layers] for kind, layers in trace.maps.items()}
+    return AttentionTrace(trace.src_tokens, trace.tgt_tokens, maps, trace.masks, trace.layers, heads, trace.model)
+
+
 def make_checkpoints(base: Path) -> dict[str, Path]:
     """Random tiny translator and parser on a tokenizer trained here (no corpus needed)."""
     from attnlab import Transformer, preset
@@ -176,6 +182,65 @@ def test_bad_arguments_are_one_line_errors(trace: AttentionTrace) -> None:
     other = synthetic_trace(n_src=9)
     with pytest.raises(AttnlabError, match="not the same sentence pair"):
         viz.diff_figure(trace, other, "encoder", 0, 0)
+    with pytest.raises(AttnlabError, match="head 1.0 does not exist"):  # was numpy's IndexError
+        viz.heatmap(trace, "encoder", 0, 1.0)
+    with pytest.raises(AttnlabError, match="a layer is a whole number"):
+        viz.heatmap(trace, "encoder", "1", 0)
+    with pytest.raises(AttnlabError, match=r"may use \{kind_title\}, \{layer\} and \{head\}, not 'oops'"):
+        viz.heatmap(trace, "encoder", 0, 0, words={"head.title": "{oops}"})  # was a KeyError
+
+
+def test_grid_refuses_a_kind_as_heatmap_does(trace: AttentionTrace) -> None:
+    only_cross = AttentionTrace(trace.src_tokens, trace.tgt_tokens, {"cross": trace.maps["cross"]})
+    for kind, error in (("crss", "unknown attention kind 'crss'"), ("encoder", "no encoder attention")):
+        with pytest.raises(AttnlabError, match=error):
+            viz.heatmap(only_cross, kind, 0, 0)
+        with pytest.raises(AttnlabError, match=error):  # was a KeyError
+            viz.grid(only_cross, kind)
+
+
+def test_views_name_heads_and_layers_as_the_model_does(trace: AttentionTrace) -> None:
+    """A trace of heads 1 and 2 only: row 0 of its maps is head 1, and every view must say so."""
+    assert trace.heads is None and viz.head_ids(trace) == [0, 1, 2]  # a full trace: ids are rows
+    some = some_heads(trace, [1, 2])
+    fig = viz.heatmap(some, "cross", 0, 2)
+    np.testing.assert_allclose(
+        renderers(fig, Image)[0].data_source.data["image"][0][::-1], trace.attention("cross", 0)[2]
+    )
+    assert fig.title.text.endswith("layer 0 · head 2")
+    with pytest.raises(AttnlabError, match="head 0 does not exist in this trace: it holds heads 1, 2"):
+        viz.heatmap(some, "cross", 0, 0)
+    grid = viz.grid(some, "cross", selected=(1, 2))
+    assert list(grid.xaxis[0].major_label_overrides.values()) == ["head 1", "head 2"]
+    names = renderers(grid, ImageRGBA)[0].data_source.data["name"]
+    assert names == ["layer 0 · head 1", "layer 0 · head 2", "layer 1 · head 1", "layer 1 · head 2"]
+    (frame,) = renderers(grid, Rect)  # head 2 is the second column
+    assert (frame.glyph.x, frame.glyph.y) == pytest.approx((1.12 + 0.5, 0.5))
+    assert viz.grid_pick(1.12 + 0.5, 0.5, [0, 1], grid.tags[0]["heads"]) == (1, 2)
+    top = viz.heatmap(trace, "cross", -1, 0)  # -1: the model's top layer, titled as such
+    assert top.title.text.endswith("layer 1 · head 0")
+    assert "layer 1 · head 2" in viz.heatmap_svg(some, "cross", -1, 2)  # the export's title too
+
+
+def test_a_nan_weight_is_coloured_not_an_index_error(trace: AttentionTrace) -> None:
+    """A trace built in memory may hold NaN (a loaded one may not): it must still draw."""
+    nan = synthetic_trace()
+    nan.maps["cross"][0][0, 1, 2] = np.nan
+    assert (viz.colorize(np.array([[np.nan, 0.0]]), 0.0, np.nan) == viz.colorize(np.zeros((1, 2)))).all()
+    viz.grid(nan, "cross", vmax=None)
+    viz.heatmap_png(nan, "cross", 0, 0, vmax=None)
+    top = np.nanmax(nan.maps["cross"][0][0])
+    assert f">{top:.2f}</text>" in viz.heatmap_svg(nan, "cross", 0, 0, vmax=None)  # the scale: the finite maximum
+
+
+def test_compare_notes_a_head_the_trace_lacks(trace: AttentionTrace) -> None:
+    """`has_head` answers as `heatmap` reads: True only for a map it can draw."""
+    bottom = AttentionTrace(trace.src_tokens, trace.tgt_tokens, {"cross": trace.maps["cross"][:1]}, model=trace.model)
+    assert viz.has_head(bottom, "cross", 0, 0) and not viz.has_head(bottom, "cross", -1, 0)  # -1: the model's layer 1
+    figures = viz.compare_figures(bottom, trace, "cross", -1, 0)  # heatmap raised "not recorded"
+    assert [f.name for f in figures] == ["compare-note-first", "compare-second", "compare-note-diff"]
+    some = some_heads(trace, [1, 2])
+    assert [viz.has_head(some, "cross", 0, head) for head in (0, 1, 2, 3)] == [False, True, True, False]
 
 
 def test_200_tokens_render_fast_with_thinned_labels() -> None:
@@ -218,7 +283,7 @@ def test_in_place_updates_match_fresh_figures(trace: AttentionTrace) -> None:
     for kind, selected in (("decoder", (1, 2)), ("cross", None), ("encoder", (0, 1))):
         viz.update_grid(grid, other, kind, selected=selected)
         assert state(grid) == state(viz.grid(other, kind, selected=selected))
-    assert grid.tags == [{"layers": [0, 1], "n_heads": 3}]
+    assert grid.tags == [{"layers": [0, 1], "heads": [0, 1, 2]}]
 
 
 def test_downsample_averages_blocks() -> None:
@@ -240,9 +305,9 @@ def test_grid_pick_inverts_the_layout(trace: AttentionTrace) -> None:
         for head in range(trace.n_heads):
             x = head * (1 + gap) + 0.5
             y = (len(layers) - 1 - row) * (1 + gap) + 0.5
-            assert viz.grid_pick(x, y, layers, trace.n_heads) == (layer, head)
-    assert viz.grid_pick(1.05, 0.5, layers, trace.n_heads) is None  # in the gap
-    assert viz.grid_pick(None, None, layers, trace.n_heads) is None
+            assert viz.grid_pick(x, y, layers, viz.head_ids(trace)) == (layer, head)
+    assert viz.grid_pick(1.05, 0.5, layers, viz.head_ids(trace)) is None  # in the gap
+    assert viz.grid_pick(None, None, layers, viz.head_ids(trace)) is None
 
 
 def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace) -> None:

@@ -18,6 +18,7 @@ from bokeh.core.json_encoder import serialize_json
 from bokeh.events import Tap
 from bokeh.models import GlyphRenderer, Image, ImageRGBA, Line, Rect
 from test_notebooks import make_checkpoints
+from test_viz import some_heads
 
 import attnlab
 from attnlab import widgets
@@ -120,6 +121,45 @@ def test_tapping_a_grid_thumbnail_opens_that_head(trace: AttentionTrace) -> None
     assert view.picker.value == ("encoder", 1, 3)
 
 
+def test_a_selection_the_trace_lacks_is_a_one_line_error(trace: AttentionTrace) -> None:
+    """Each raised traitlets' TraitError, an IndexError or a TypeError out of `show`."""
+    layers, heads = r"choose from 0, 1 \(-1: the last\)", "choose from " + ", ".join(map(str, range(trace.n_heads)))
+    for asked, holds in (
+        ({"kind": "crosss"}, "no 'crosss' attention: it holds encoder, decoder, cross"),
+        ({"layer": 5}, layers),
+        ({"layer": -4}, layers),
+        ({"layer": "1"}, layers),
+        ({"head": trace.n_heads}, heads),
+    ):
+        with pytest.raises(AttnlabError, match=holds) as error:
+            widgets.show(trace, **asked)
+        assert "\n" not in str(error.value)
+    assert widgets.show(trace, head=-1).picker.value == ("cross", 0, trace.n_heads - 1)  # from the end, as layers
+    assert widgets.show(trace, layer=-1).picker.value == ("cross", 1, 0)
+    view = widgets.show(trace, layer=1, head=2)
+    view.select(5, 0)  # what a click does, from code
+    assert view.errors.message == "no cross layer 5: choose from 0, 1 (-1: the last)"
+    assert "traceback" not in view.errors.value and view.picker.value == ("cross", 1, 2)  # nothing changed
+
+
+def test_a_trace_of_some_heads_is_labelled_with_the_model_heads(trace: AttentionTrace) -> None:
+    """Recorded with heads=[1, 3]: its maps' rows 0 and 1 are the model's heads 1 and 3."""
+    assert [value for _, value in widgets.show(trace).picker.head.options] == list(range(trace.n_heads))
+    some = some_heads(trace, [1, 3])
+    view = widgets.show(some, head=3)  # raised: the picker held rows, not heads
+    assert view.picker.head.options == (("1", 1), ("3", 3)) and view.picker.value == ("cross", 0, 3)
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 0)[3], atol=1e-6)
+    assert view.figures["head"].title.text.endswith("layer 0 · head 3")  # said "head 1"
+    assert list(view.figures["grid"].xaxis[0].major_label_overrides.values()) == ["head 1", "head 3"]
+    grid = view.figures["grid"]
+    grid._trigger_event(Tap(grid, x=0.5, y=0.5))  # the first column: head 1
+    assert view.picker.value == ("cross", 1, 1)
+    np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 1)[1], atol=1e-6)
+    assert widgets.show(some, head=-1).picker.value == ("cross", 0, 3)
+    with pytest.raises(AttnlabError, match="no head 0: choose from 1, 3 "):
+        widgets.show(some, head=0)
+
+
 def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
     view = widgets.show(trace, kind="decoder")
     assert [r.name for r in glyphs(view.figures["head"], ImageRGBA)] == ["mask-overlay"]  # the causal mask, hatched
@@ -160,6 +200,10 @@ def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.deco
     hypotheses = explorer.result.hypotheses
     assert len(explorer.hypotheses.options) == len(hypotheses) == 3
     explorer.choose(2)
+    assert explorer.view.trace is hypotheses[2].trace
+    for rank in (3, -1):  # was traitlets' TraitError
+        with pytest.raises(AttnlabError, match=f"^no hypothesis {rank}: choose from 0, 1, 2$"):
+            explorer.choose(rank)
     assert explorer.view.trace is hypotheses[2].trace
     assert reads(explorer.figures["head"].yaxis[0], hypotheses[2].tokens, flip=True)
     assert "hypothesis 3 of 3" in explorer.output.value

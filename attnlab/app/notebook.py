@@ -21,6 +21,7 @@ from jupyter_bokeh import BokehModel
 from attnlab.app.i18n import DEFAULT, error_message, kind_name, kind_title, text
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz import head_ids, selection
 
 BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
 _bokehjs_loaded = False
@@ -119,7 +120,8 @@ def reporting(errors: ErrorBox) -> Iterator[None]:
 
 
 class HeadPicker(w.HBox):
-    """Kind / layer / head selectors for a trace; calls `on_change()` once per user change."""
+    """Kind / layer / head selectors for a trace; calls `on_change()` once per user change. The
+    heads offered are the model's ids (a trace may hold a subset), and so is `value`'s head."""
 
     def __init__(self, on_change: Callable[[], None], lang: str = DEFAULT) -> None:
         self.lang = lang
@@ -153,10 +155,9 @@ class HeadPicker(w.HBox):
             self.kind.options = [(kind_name(k, self.lang), k) for k in kinds]
             self.kind.tooltips = [kind_title(k, self.lang) for k in kinds]
             self.kind.value = wanted if wanted in kinds else kinds[0]
-            heads = trace.heads or list(range(trace.n_heads))
-            current = self.head.value
-            self.head.options = [(str(h), i) for i, h in enumerate(heads)]
-            self.head.value = current if current is not None and current < len(heads) else 0
+            heads, current = head_ids(trace), self.head.value
+            self.head.options = [(str(h), h) for h in heads]
+            self.head.value = current if current in heads else heads[0]
             self._offer_layers()
 
     def _offer_layers(self) -> None:
@@ -166,13 +167,14 @@ class HeadPicker(w.HBox):
         self.layer.value = current if current in layers else layers[0]
 
     def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
-        """Change the selection from code (one redraw); a negative layer counts from the top."""
-        with self.quiet():
-            if kind is not None:
-                self.kind.value = kind
-                self._offer_layers()
+        """Change the selection from code (one redraw): the model's layer and head, a negative one
+        counting from the last the trace holds; one it lacks is a one-line error (`viz.selection`)."""
+        kind, layer, head = selection(self.trace, self.kind.value if kind is None else kind, layer, head)
+        with self.quiet():  # everything checked first: a refused selection changes nothing
+            self.kind.value = kind
+            self._offer_layers()
             if layer is not None:
-                self.layer.value = self.trace.layers[self.kind.value][layer] if layer < 0 else layer
+                self.layer.value = layer
             if head is not None:
                 self.head.value = head
         self._on_change()

@@ -122,14 +122,15 @@ def show(
     trace: AttentionTrace | str | Path,
     kind: str | None = None,
     layer: int | None = None,
-    head: int = 0,
+    head: int | None = None,
     lang: str = i18n.DEFAULT,
 ) -> TraceView:
-    """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head."""
+    """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head: the
+    model's layer and head ids, a negative one counting from the last the trace holds."""
     if not isinstance(trace, AttentionTrace):
         trace = AttentionTrace.load(trace)
     view = TraceView(trace, lang=lang)
-    if kind is not None or layer is not None or head:
+    if (kind, layer, head) != (None, None, None):
         view.picker.select(kind=kind, layer=layer, head=head)
     return view
 
@@ -216,7 +217,8 @@ class Explorer(w.VBox):
 
     def choose(self, rank: int) -> None:
         """Show the attention of the beam's `rank`-th hypothesis (0 = best)."""
-        self.hypotheses.value = rank
+        ranks = [value for _label, value in self.hypotheses.options]
+        self.hypotheses.value = viz.pick(rank, ranks, "hypothesis", from_end=False)
 
     def _hypothesis_chosen(self, change: dict) -> None:
         if change["new"] is not None and self.result is not None and not self._listing:

@@ -9,10 +9,12 @@ The explorer (`attnlab.app.explorer`) and the notebook widgets (`attnlab.app.wid
 layers over these functions; nothing here imports Panel or ipywidgets.
 
 Conventions: rows are queries (top to bottom), columns are keys (left to right), weights are
-drawn on a fixed 0..1 scale unless `vmax=None` (scale to the map's maximum). Cells a mask
-forbade (the causal mask, padding) are hatched grey, never confused with a real zero, which is
-white. Long inputs stay cheap: a heatmap is one `image` glyph, the grid one figure of RGBA
-thumbnails, and axis labels are thinned to what fits.
+drawn on a fixed 0..1 scale unless `vmax=None` (scale to the map's maximum). Heads and layers
+are named by their ids in the model, not by a map's row (`selection.py`: a trace may hold a
+subset of them), and a negative layer is titled with the model's index. Cells a mask forbade
+(the causal mask, padding) are hatched grey, never confused with a real zero, which is white.
+Long inputs stay cheap: a heatmap is one `image` glyph, the grid one figure of RGBA thumbnails,
+and axis labels are thinned to what fits.
 
 Text in any script: every view writes in `FONT_STACK` (Latin and accented, CJK, Hebrew, Arabic;
 `fonts.use_fonts` sets it on a layout), a piece longer than 14 columns (a CJK character is two)
@@ -35,7 +37,6 @@ from attnlab.viz.colors import (
     colorize,
     downsample,
     hatch,
-    head_map,
 )
 from attnlab.viz.compare import compare_figures, has_head, word_diff
 from attnlab.viz.equation import computation_figure, mask_figure
@@ -45,6 +46,7 @@ from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matr
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.profile import profile_grid, profile_pick
+from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
 from attnlab.viz.tree import tree_figure
@@ -71,15 +73,18 @@ __all__ = [
     "grid_pick",
     "has_head",
     "hatch",
+    "head_ids",
     "head_map",
     "heatmap",
     "heatmap_png",
     "heatmap_svg",
     "mask_figure",
     "matrix_figure",
+    "pick",
     "piece_label",
     "profile_grid",
     "profile_pick",
+    "selection",
     "standalone_html",
     "stats_scatter",
     "stats_source",

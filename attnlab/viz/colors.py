@@ -1,6 +1,6 @@
-"""Colours and pixels shared by every view: the palettes, the kind names, one head's (q, k)
-weights out of a trace, block-averaging for long inputs, colouring through a palette, and the
-grey hatch that marks the cells a mask forbade (never confused with a real zero, which is white).
+"""Colours and pixels shared by every view: the palettes, the kind names, the top of a map's
+colour scale, block-averaging for long inputs, colouring through a palette, and the grey hatch
+that marks the cells a mask forbade (never confused with a real zero, which is white).
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from collections.abc import Sequence
 import numpy as np
 from bokeh.palettes import Blues256, Category10, RdBu11
 
-from attnlab.errors import AttnlabError
-from attnlab.record.trace import AttentionTrace
 from attnlab.viz.words import WORDS
 
 PALETTE = tuple(reversed(Blues256))  # 0 -> white, 1 -> dark blue
@@ -22,12 +20,13 @@ KIND_COLORS = {"encoder": Category10[3][0], "decoder": Category10[3][1], "cross"
 KIND_TITLES = {kind: WORDS[f"kind.{kind}"] for kind in KIND_COLORS}  # in English (a view's `words` may change them)
 
 
-def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:
-    """(q, k) weights of one head, with a clear error for a head the trace does not hold."""
-    weights = trace.attention(kind, layer)
-    if not 0 <= head < weights.shape[0]:
-        raise AttnlabError(f"head {head} does not exist: this trace holds {weights.shape[0]} heads")
-    return weights[head]
+def color_scale(weights: np.ndarray, vmax: float | None) -> float:
+    """The top of a map's colour scale: `vmax`, or with None its largest finite weight (a NaN
+    that a trace built in memory may hold would otherwise make the whole scale NaN)."""
+    if vmax is not None:
+        return vmax
+    finite = weights[np.isfinite(weights)]
+    return max(float(finite.max()), 1e-9) if finite.size else 1.0
 
 
 def downsample(array: np.ndarray, max_side: int) -> np.ndarray:
@@ -46,7 +45,8 @@ def colorize(weights: np.ndarray, vmin: float = 0.0, vmax: float = 1.0, palette:
     """(q, k) values -> (q, k, 3) uint8 through a bokeh palette (as LinearColorMapper maps them)."""
     table = np.array([[int(c[i : i + 2], 16) for i in (1, 3, 5)] for c in palette], dtype=np.uint8)
     span = (vmax - vmin) or 1.0
-    index = np.clip((np.nan_to_num(weights, nan=vmin) - vmin) / span * len(palette), 0, len(palette) - 1).astype(int)
+    position = np.nan_to_num((weights - vmin) / span, nan=0.0)  # NaN (a weight or the scale): the lowest colour
+    index = np.clip(position * len(palette), 0, len(palette) - 1).astype(int)
     return table[index]
 
 

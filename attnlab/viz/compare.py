@@ -13,9 +13,11 @@ from typing import Any
 
 from bokeh.models import Div
 
+from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap
+from attnlab.viz.selection import head_map
 from attnlab.viz.timeline import diff_figure
 from attnlab.viz.words import kind_name, kind_title, say
 
@@ -35,9 +37,13 @@ def word_diff(old: str, new: str) -> str:
 
 
 def has_head(trace: AttentionTrace, kind: str, layer: int, head: int) -> bool:
-    """Whether `trace` holds this head (a negative layer counts from the top of each model)."""
-    layers = trace.layers.get(kind, [])
-    return bool(layers) and (layer < 0 and -layer <= len(layers) or layer in layers) and 0 <= head < trace.n_heads
+    """Whether `trace` holds this head, asked as `heatmap` asks it (a negative layer counts from
+    the top of each model, the head is the model's id), so that a True is a map it can draw."""
+    try:
+        head_map(trace, kind, layer, head)
+    except AttnlabError:
+        return False
+    return True
 
 
 def compare_figures(

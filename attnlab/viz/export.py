@@ -26,13 +26,15 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
     PALETTE,
+    color_scale,
     colorize,
     hatch,
-    head_map,
 )
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
+from attnlab.viz.head import head_title
 from attnlab.viz.labels import display_width, piece_label
-from attnlab.viz.words import kind_title, say
+from attnlab.viz.selection import head_map
+from attnlab.viz.words import say
 
 _STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
 
@@ -42,11 +44,6 @@ def _png_text(text: str, fonts: tuple[Any, ...]) -> str:
         if char in text and not any(has_glyph(f, char) for f in fonts):
             text = text.replace(char, stand_in)
     return text
-
-
-def _title(kind: str, layer: int, head: int, words: Mapping[str, str] | None) -> str:
-    said = say(words)
-    return said["head.title"].format(kind_title=kind_title(kind, said), layer=layer, head=head)
 
 
 def heatmap_png(
@@ -72,13 +69,13 @@ def heatmap_png(
     text_w = max((text_length(s, fonts) for s in q_text + k_text), default=10)
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
     width, height = left + k * cell + bar, top + q * cell + 16
-    scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
+    scale = color_scale(weights, vmax)
     cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if mask else None, cell)
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
     title_fonts = png_fonts(14)
-    title = _png_text(_title(kind, layer, head, words), title_fonts)
+    title = _png_text(head_title(trace, kind, layer, head, words), title_fonts)
     draw_text(draw, (6, 6 + 8), title, title_fonts)
     for i in range(0, q, stride_q):
         draw_text(draw, (left - 6, top + i * cell + cell / 2), q_text[i], fonts, align="right")
@@ -117,7 +114,7 @@ def heatmap_svg(
     left = top = 8 + 0.62 * font * widest
     top += 24
     width, height = left + k * cell + 80, top + q * cell + 12
-    scale = vmax if vmax is not None else max(float(weights.max()), 1e-9)
+    scale = color_scale(weights, vmax)
     allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="{html.escape(FONT_STACK)}">',
@@ -127,7 +124,7 @@ def heatmap_svg(
         + "".join(f'<stop offset="{i / 10:.1f}" stop-color="{PALETTE[min(255, int(i * 25.6))]}"/>' for i in range(11))
         + "</linearGradient></defs>",
         '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="6" y="18" font-size="14">{html.escape(_title(kind, layer, head, words))}</text>',
+        f'<text x="6" y="18" font-size="14">{html.escape(head_title(trace, kind, layer, head, words))}</text>',
     ]
     rgb = colorize(weights, 0.0, scale)
     if q * k <= 10_000:

@@ -26,11 +26,11 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
     PALETTE,
-    head_map,
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label
+from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.words import kind_title, say
 
 _LABEL_JS = """
@@ -87,7 +87,6 @@ def update_heatmap(
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
     q_labels, k_labels = trace.labels(kind)
-    said = say(words)
     update_matrix(
         fig,
         head_map(trace, kind, layer, head),
@@ -95,11 +94,22 @@ def update_heatmap(
         k_labels,
         allowed=trace.mask(kind) if mask else None,
         vmax=vmax,
-        title=title or said["head.title"].format(kind_title=kind_title(kind, said), layer=layer, head=head),
+        title=title or head_title(trace, kind, layer, head, words),
         budget=budget,
     )
     fig.name = name or f"heatmap-{kind}"
     return fig
+
+
+def head_title(trace: AttentionTrace, kind: str, layer: int, head: int, words: Mapping[str, str] | None = None) -> str:
+    """`words`' "head.title" for one head, naming the model's layer (2, where the caller may have
+    said -1) and head; a template with other fields is a one-line error, not a KeyError."""
+    said = say(words)
+    fields = {"kind_title": kind_title(kind, said), "layer": model_layer(trace, kind, layer), "head": head}
+    try:
+        return said["head.title"].format(**fields)
+    except (KeyError, IndexError, ValueError) as error:
+        raise AttnlabError(f"words['head.title'] may use {{kind_title}}, {{layer}} and {{head}}, not {error}") from None
 
 
 def matrix_figure(

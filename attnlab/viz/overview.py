@@ -17,12 +17,14 @@ from bokeh.plotting import figure
 
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import (
+    color_scale,
     colorize,
     downsample,
     hatch,
     rgba,
 )
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.selection import head_ids
 from attnlab.viz.words import kind_title, say
 
 GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
@@ -44,9 +46,10 @@ def grid(
     """Small multiples, one row per layer and one column per head, in a single figure.
 
     Each thumbnail is an RGBA image (weights coloured, forbidden cells hatched), block-averaged
-    to at most `GRID_SIDE` tokens a side. `on_select(layer, head)` is called when a thumbnail is
-    tapped (in a Bokeh server or Panel session). `words` replaces any of `viz.words.WORDS`
-    ("grid.*": the title, the layers' and heads' names, the hover).
+    to at most `GRID_SIDE` tokens a side; columns are named by the model's head ids (a trace may
+    hold a subset of the heads). `on_select(layer, head)` is called when a thumbnail is tapped
+    (in a Bokeh server or Panel session). `words` replaces any of `viz.words.WORDS` ("grid.*":
+    the title, the layers' and heads' names, the hover).
     """
     fig = figure(tools="tap,reset,save", toolbar_location=None, x_range=Range1d(0, 1), y_range=Range1d(0, 1))
     renderer = fig.image_rgba(image="image", x="x", y="y", dw=1, dh=1, source=ColumnDataSource(), name="thumbnails")
@@ -60,7 +63,7 @@ def grid(
 
         def tapped(event: Tap) -> None:
             geometry = fig.tags[0]
-            picked = grid_pick(event.x, event.y, geometry["layers"], geometry["n_heads"])
+            picked = grid_pick(event.x, event.y, geometry["layers"], geometry["heads"])
             if picked is not None:
                 on_select(*picked)
 
@@ -79,24 +82,27 @@ def update_grid(
     cell_px: int = 96,
     words: Mapping[str, str] | None = None,
 ) -> figure:
-    """Show another kind (or trace, or selection) in a figure made by `grid`, in place."""
+    """Show another kind (or trace, or selection) in a figure made by `grid`, in place; `selected`
+    is (layer, the model's head id)."""
     said = say(words)
-    layers, n_heads = list(trace.layers[kind]), trace.n_heads
-    allowed = downsample(trace.mask(kind).astype(float), GRID_SIDE) > 0 if mask else None
+    full_mask = trace.mask(kind)  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
+    layers, heads = list(trace.layers[kind]), head_ids(trace)
+    n_heads = len(heads)
+    allowed = downsample(full_mask.astype(float), GRID_SIDE) > 0 if mask else None
     images, xs, ys, names = [], [], [], []
     for row_index, layer in enumerate(layers):
         weights = trace.attention(kind, layer)
-        for head in range(n_heads):
-            small = downsample(weights[head], GRID_SIDE)
-            scale = vmax if vmax is not None else max(float(small.max()), 1e-9)
+        for column, head in enumerate(heads):
+            small = downsample(weights[column], GRID_SIDE)
+            scale = color_scale(small, vmax)
             images.append(rgba(hatch(colorize(small, 0.0, scale), allowed, max(1, cell_px // max(small.shape)))))
-            xs.append(head * (1 + GAP))
+            xs.append(column * (1 + GAP))
             ys.append((len(layers) - 1 - row_index) * (1 + GAP))
             names.append(said["grid.cell"].format(layer=layer, head=head))
     fig.select_one({"name": "thumbnails"}).data_source.data = {"image": images, "x": xs, "y": ys, "name": names}
     frame = fig.select_one({"name": "selected"})  # the red frame around the open head, when it is shown
-    if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
-        x = selected[1] * (1 + GAP) + 0.5
+    if selected is not None and selected[0] in layers and selected[1] in heads:
+        x = heads.index(selected[1]) * (1 + GAP) + 0.5
         y = (len(layers) - 1 - layers.index(selected[0])) * (1 + GAP) + 0.5
         if frame is None:
             fig.rect(x=x, y=y, width=1 + GAP / 2, height=1 + GAP / 2, fill_color=None, line_color="#d62728",
@@ -109,13 +115,15 @@ def update_grid(
         width=int(n_heads * cell_px * (1 + GAP)) + 80,
         height=int(len(layers) * cell_px * (1 + GAP)) + 60,
         name=f"grid-{kind}",
-        tags=[{"layers": layers, "n_heads": n_heads}],
+        tags=[{"layers": layers, "heads": heads}],
     )
     fig.title.text = said["grid.title"].format(kind_title=kind_title(kind, said))
     fig.x_range.update(start=-GAP, end=n_heads * (1 + GAP))
     fig.y_range.update(start=-GAP, end=len(layers) * (1 + GAP))
-    fig.xaxis.ticker.ticks = [h * (1 + GAP) + 0.5 for h in range(n_heads)]
-    fig.xaxis.major_label_overrides = {h * (1 + GAP) + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
+    fig.xaxis.ticker.ticks = [c * (1 + GAP) + 0.5 for c in range(n_heads)]
+    fig.xaxis.major_label_overrides = {
+        c * (1 + GAP) + 0.5: said["grid.head"].format(head=h) for c, h in enumerate(heads)
+    }
     fig.yaxis.ticker.ticks = [(len(layers) - 1 - r) * (1 + GAP) + 0.5 for r in range(len(layers))]
     fig.yaxis.major_label_overrides = {
         (len(layers) - 1 - r) * (1 + GAP) + 0.5: said["grid.layer"].format(layer=layer)
@@ -125,13 +133,14 @@ def update_grid(
 
 
 def grid_pick(
-    x: float | None, y: float | None, layers: Sequence[int], n_heads: int, gap: float = GAP
+    x: float | None, y: float | None, layers: Sequence[int], heads: Sequence[int], gap: float = GAP
 ) -> tuple[int, int] | None:
-    """(layer, head) under data point (x, y) of a `grid` figure, or None between thumbnails."""
+    """(layer, head id) under data point (x, y) of a `grid` figure of `layers` × `heads` (its
+    tags), or None between thumbnails."""
     if x is None or y is None:
         return None
     column_index, fx = divmod(x, 1 + gap)
     row_from_bottom, fy = divmod(y, 1 + gap)
-    if fx > 1 or fy > 1 or not 0 <= column_index < n_heads or not 0 <= row_from_bottom < len(layers):
+    if fx > 1 or fy > 1 or not 0 <= column_index < len(heads) or not 0 <= row_from_bottom < len(layers):
         return None
-    return layers[len(layers) - 1 - int(row_from_bottom)], int(column_index)
+    return layers[len(layers) - 1 - int(row_from_bottom)], heads[int(column_index)]

@@ -16,12 +16,10 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.colors import (
-    DIFF_PALETTE,
-    head_map,
-)
+from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
+from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
 

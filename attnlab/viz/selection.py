@@ -1,0 +1,66 @@
+"""Which head a view means: a trace's maps are numbered by row, the model's heads and layers by
+their own ids (a trace may hold a subset: `record(heads=[1, 3], layers=[-1])`), and every view
+names a head and a layer as the model does. Bad selections are one-line errors that say what the
+trace holds, in English: the screens put their own lead line in the page's language before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from numbers import Integral
+
+import numpy as np
+
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import AttentionTrace
+
+
+def head_ids(trace: AttentionTrace) -> list[int]:
+    """The model's id of each head a trace holds, in the order of its maps' rows: with
+    `record(heads=[1, 3])` row 0 is head 1, and a view must say "head 1", not "head 0"."""
+    return list(trace.heads) if trace.heads is not None else list(range(trace.n_heads))
+
+
+def model_layer(trace: AttentionTrace, kind: str, layer: int) -> int:
+    """The model's index of `layer` (a negative one counts from the model's top, as
+    `AttentionTrace.attention` counts it), or a one-line error for a layer the trace lacks."""
+    if not isinstance(layer, Integral):
+        raise AttnlabError(f"a layer is a whole number, got {layer!r}")
+    weights = trace.attention(kind, int(layer))
+    # Which map `attention` returned: its own arithmetic for negative layers, not a copy of it.
+    return next(index for index, m in zip(trace.layers[kind], trace.maps[kind], strict=True) if m is weights)
+
+
+def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:
+    """(q, k) weights of model head `head` (one of `head_ids`) at `layer` (as `model_layer`
+    reads it), with a clear error for a layer or head the trace does not hold."""
+    weights, heads = trace.attention(kind, model_layer(trace, kind, layer)), head_ids(trace)
+    if not isinstance(head, Integral) or head not in heads:
+        raise AttnlabError(f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, heads))}")
+    return weights[heads.index(head)]
+
+
+def pick(wanted: object, held: Sequence[int], what: str, from_end: bool = True) -> int:
+    """`wanted` out of the ids there are (a trace's layers of a kind or its heads, a beam's
+    ranks), a negative one counting from the end with `from_end` (-1: the last); anything else
+    is a one-line error naming them, where a widget would raise traitlets' TraitError."""
+    if isinstance(wanted, Integral):
+        if wanted in held:
+            return int(wanted)
+        if from_end and -len(held) <= wanted < 0:
+            return held[wanted]
+    choices = ", ".join(map(str, held)) + (" (-1: the last)" if from_end and held else "")
+    raise AttnlabError(f"no {what} {wanted!r}: choose from {choices or 'nothing yet'}")
+
+
+def selection(
+    trace: AttentionTrace, kind: str, layer: int | None = None, head: int | None = None
+) -> tuple[str, int | None, int | None]:
+    """What a user asked for (`show(trace, kind, layer, head)`, a click on the grid) as the
+    model's (kind, layer, head): a negative layer or head counts from the last the trace holds
+    (-1: its top recorded layer, its last head), None stays None."""
+    if kind not in trace.kinds:
+        raise AttnlabError(f"this trace has no {kind!r} attention: it holds {', '.join(trace.kinds)}")
+    layer = None if layer is None else pick(layer, trace.layers[kind], f"{kind} layer")
+    head = None if head is None else pick(head, head_ids(trace), "head")
+    return kind, layer, head
