@@ -262,8 +262,9 @@ def test_replay_steps_through_the_probe_traces(
     assert len(lines) == traces[10].n_heads and list(lines[0].data_source.data["x"]) == [10, 20, 30]
     with pytest.raises(AttnlabError, match="no probe traces"):
         widgets.replay(tmp_path_factory.mktemp("no-probes"))
-    with pytest.raises(AttnlabError, match="probe 1 was not recorded"):
-        widgets.replay(tmp_path, probe=1)
+    for probe in (1, -1, 1.5):  # -1 opened the last probe silently, 1.5 raised a TypeError
+        with pytest.raises(AttnlabError, match=f"probe {probe} was not recorded"):
+            widgets.replay(tmp_path, probe=probe)
 
 
 def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,6 +81,8 @@ def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAU
     snapshots = probe_snapshots(run_or_checkpoint)
     if not snapshots:
         raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
-    if not all(probe < len(files) for _, files in snapshots):
-        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=len(snapshots[0][1])))
+    recorded = min(len(files) for _, files in snapshots)  # every step must hold the probe
+    # a bool, a float or a negative number is no probe (-1 once opened the last one silently)
+    if isinstance(probe, bool) or not isinstance(probe, int) or not 0 <= probe < recorded:
+        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=recorded))
     return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots], lang)
