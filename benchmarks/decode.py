@@ -249,7 +249,8 @@ def ctranslate2_decoder(
     path = workdir / f"equal-work-{dtype}"
     if not path.exists():
         write_spec(ctranslate2_spec(model, pieces, pieces, unk_id=1), path)
-    rows = [[pieces[i] for i in row.tolist() if i != config.pad_id] for row in src]
+    # the pieces without </s>: the exported model appends it, as attnlab does (`add_source_eos`)
+    rows = [[pieces[i] for i in row.tolist() if i not in (config.pad_id, config.eos_id)] for row in src]
     options = {
         "beam_size": 4,
         "length_penalty": 0.6,
@@ -330,11 +331,12 @@ def _real_systems(
             fp32 = attnlab.load(args.checkpoint)
             if not exported.exists():
                 export_ctranslate2(fp32, exported)
-            rows = [fp32.pieces(fp32.encode_source(line)[0], source=True) for line in lines]
+            # a user's rows: the pieces without </s>, which the exported model appends (`add_source_eos`)
+            rows = [fp32.pieces(fp32.encode_source(line)[0][:-1], source=True) for line in lines]
             options = {
                 "beam_size": 4,
                 "length_penalty": 0.6,
-                "max_decoding_length": max(len(r) for r in rows) + 50,
+                "max_decoding_length": max(len(r) for r in rows) + 1 + 50,  # input + 50, </s> counted as attnlab does
                 "return_end_token": True,
             }
             if not one_by_one:

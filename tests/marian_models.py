@@ -27,8 +27,11 @@ VARIANTS = {
         "tie_word_embeddings": False,
         "scale_embedding": True,
     },
-    # ... and gelu.
+    # ... gelu ...
     "gelu": {"activation_function": "gelu", "scale_embedding": True},
+    # ... and one vocabulary with an untied output, where transformers 5 ties nothing: the encoder,
+    # the decoder and the output each have a table of their own, and `shared` is a fourth.
+    "shared-untied": {"activation_function": "swish", "tie_word_embeddings": False},
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+import sentencepiece as spm
 import torch
 from marian_models import VARIANTS, make_marian
 
@@ -25,14 +26,17 @@ BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
 
 
 def ct2_translate(model: Model, path: Path, lines: list[str], beam: int, alpha: float = 0.6) -> list[list[str]]:
-    """CTranslate2's output pieces for `lines`, fed the pieces attnlab's tokenizer makes (</s>
-    included), each sentence with attnlab's length limit: input + 50 with </s> counted, where
-    CTranslate2's `max_decoding_length` does not count </s>."""
+    """CTranslate2's output pieces for `lines`, fed as a user would: the sentencepiece pieces of
+    each sentence, no </s> (the exported model appends it, as attnlab does), each sentence with
+    attnlab's length limit: input + 50 with </s> counted, where CTranslate2's
+    `max_decoding_length` does not count </s>."""
     translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=torch.get_num_threads())
-    rows = [model.pieces(model.encode_source(line)[0], source=True) for line in lines]
+    spm_file = "source.spm" if model.meta.get("tokenizer") == "marian" else "spm.model"
+    sp = spm.SentencePieceProcessor(model_file=str(Path(model.path) / spm_file))
+    rows = [sp.encode(line, out_type=str) for line in lines]
     by_limit: dict[int, list[int]] = {}
     for i, row in enumerate(rows):
-        by_limit.setdefault(len(row) - 1 + 50 - 1, []).append(i)
+        by_limit.setdefault(len(row) + 50 - 1, []).append(i)
     out: list[list[str]] = [[] for _ in rows]
     for limit, index in by_limit.items():
         results = translator.translate_batch(
@@ -98,3 +102,29 @@ def test_what_ctranslate2_cannot_express_is_refused(tmp_path: Path, capsys: pyte
     (tmp_path / "taken").mkdir()
     assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "taken")]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_export_replaces_only_a_ctranslate2_model_and_says_why_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--force` once met a file (NotADirectoryError) and a path under a file (FileExistsError)
+    with tracebacks; it replaces a CTranslate2 model, never a directory named by mistake."""
+    directory = make_marian(tmp_path / "gelu", "gelu")
+    (tmp_path / "afile").write_text("keep")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "log.txt").write_text("keep")
+    capsys.readouterr()  # transformers' progress bar while saving
+    refused = {
+        ("afile", "--force"): "afile is a file; --force replaces a directory only",
+        ("afile/sub",): "cannot write",
+        ("run", "--force"): "run is not a CTranslate2 model; refusing to replace it",
+    }
+    for (out, *force), message in refused.items():
+        assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / out), *force]) == 2
+        error = capsys.readouterr().err.strip()
+        assert message in error and "\n" not in error, error
+    assert (tmp_path / "afile").read_text() == "keep" and (tmp_path / "run" / "log.txt").read_text() == "keep"
+    for force in ([], ["--force"]):
+        assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / "ct2"), *force]) == 0
+        hint = capsys.readouterr().out
+        assert f"{directory / 'source.spm'}'s pieces" in hint and "appends </s>" in hint, hint

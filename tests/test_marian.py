@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from marian_models import VARIANTS, make_marian
+from safetensors.torch import load_file, save_file
 from transformers import MarianMTModel, MarianTokenizer
 
 import attnlab
 from attnlab.cli import main
 from attnlab.decode.ablation import ablation
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 from attnlab.record.equation import attention_parts
 from attnlab.record.stats import head_stats
 
@@ -136,17 +139,75 @@ def edit_config(directory: Path, out: Path, **changes: object) -> Path:
         ({"decoder_layers": 3}, "encoder_layers=2 differs from decoder_layers=3"),
         ({"activation_function": "tanh"}, "activation_function='tanh' is not supported"),
         ({"decoder_start_token_id": 0}, "decoder_start_token_id=0 is not the pad token"),
+        ({"activation_function": ["gelu"]}, "activation_function=['gelu'] is not supported"),
+        ({"scale_embedding": "false"}, "scale_embedding='false' must be true or false"),  # bool("false") is True
+        ({"encoder_attention_heads": 3, "decoder_attention_heads": 3}, "encoder_attention_heads=3 does not divide"),
     ],
 )
 def test_unsupported_settings_are_refused_in_one_line(
     marian: dict[str, Path], tmp_path: Path, changes: dict, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     directory = edit_config(marian["swish-shared"], tmp_path / "edited", **changes)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         attnlab.load(directory)
     assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+
+
+def edit_vocab(directory: Path, **changes: object) -> None:
+    vocab = json.loads((directory / "vocab.json").read_text())
+    (directory / "vocab.json").write_text(json.dumps({k: v for k, v in {**vocab, **changes}.items() if v is not None}))
+
+
+def integer_weights(directory: Path) -> None:
+    weights = load_file(str(directory / "model.safetensors"))
+    save_file({k: (v * 100).long() for k, v in weights.items()}, str(directory / "model.safetensors"))
+
+
+DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "no target.spm": (lambda d: (d / "target.spm").unlink(), "a Marian model needs target.spm"),
+    "ids not integers": (lambda d: edit_vocab(d, the="7"), "a vocabulary maps pieces to integer ids"),
+    "no <unk>": (lambda d: edit_vocab(d, **{"<unk>": None}), "the vocabulary has no <unk> piece"),
+    "garbage source.spm": (lambda d: (d / "source.spm").write_bytes(b"xx"), "source.spm: not a sentencepiece model"),
+    "ids past the vocabulary": (lambda d: edit_vocab(d, zzz=1000), "has ids up to 1,000 but config.json a vocabulary"),
+    "integer weights": (integer_weights, "not floating point"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_import_refuses_a_directory_it_could_not_serve(
+    marian: dict[str, Path], tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of these once imported without complaint; the checkpoint then failed on every
+    sentence (or, with integer weights, translated nonsense)."""
+    directory = tmp_path / "damaged"
+    shutil.copytree(marian["swish-shared"], directory)
+    change, message = DAMAGES[damage]
+    change(directory)
+    assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+    with pytest.raises(AttnlabError, match=re.escape(message)):  # opened as it is, without importing
+        attnlab.load(directory)
+
+
+def test_import_replaces_a_checkpoint_only_with_force(
+    marian: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out checkpoints/multi30k-en-de` by mistake once replaced the bundled model silently."""
+    out = tmp_path / "imported"
+    assert main(["import", "marian", str(marian["gelu"]), "--out", str(out)]) == 0
+    before = (out / "manifest.json").read_text()
+    assert main(["import", "marian", str(marian["swish-shared"]), "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "already exists" in error and "--force" in error and "\n" not in error
+    assert (out / "manifest.json").read_text() == before
+    assert main(["import", "marian", str(marian["swish-shared"]), "--out", str(out), "--force"]) == 0
+    assert attnlab.load(out).meta["imported_from"]["marian"] == "swish-shared"
+    (tmp_path / "afile").write_text("keep")
+    assert main(["import", "marian", str(marian["gelu"]), "--out", str(tmp_path / "afile"), "--force"]) == 2
+    assert "is a file" in capsys.readouterr().err and (tmp_path / "afile").read_text() == "keep"
 
 
 class Payload:

@@ -29,7 +29,7 @@ from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInpu
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.config import resolve_device
 from attnlab.model.linear import for_inference
-from attnlab.model.marian import is_marian, read_marian
+from attnlab.model.marian import check_vocabularies, is_marian, read_marian
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
 from attnlab.record.recorder import model_info, record
@@ -309,6 +309,7 @@ def _open(path: Path, device: str, dtype: str) -> Model:
         model, about = read_marian(path)
         meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
         source, target = _tokenizers(path, meta)
+        check_vocabularies(path, model.config, source, target)  # else every line fails, far from the cause
         return Model(_for_dtype(model.to(device, DTYPES[dtype]), dtype), source, meta, str(path), target)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)

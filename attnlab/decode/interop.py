@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from attnlab.data.vocab import MARIAN_FILES
+from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import save_checkpoint
-from attnlab.model.marian import read_marian
+from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16")
@@ -60,16 +60,33 @@ def model_card(source: Path, model: Transformer, about: dict[str, Any]) -> str:
     )
 
 
-def import_marian(directory: str | Path, out: str | Path, dtype: torch.dtype = torch.float32) -> Path:
-    """Convert a Marian directory into an attnlab checkpoint directory at `out`."""
-    directory = Path(directory)
+def import_marian(
+    directory: str | Path, out: str | Path, dtype: torch.dtype = torch.float32, force: bool = False
+) -> Path:
+    """Convert a Marian directory into an attnlab checkpoint directory at `out` (an existing one
+    replaced only with `force`), its tokenizers checked first: a checkpoint they cannot serve
+    would fail on every sentence, long after the import said it worked."""
+    directory, out = Path(directory), Path(out)
+    refuse_existing(out, force)
     model, about = read_marian(directory)
+    check_vocabularies(directory, model.config, *marian_tokenizers(directory))
     files = {name: directory / name for name in (*MARIAN_FILES, "target_vocab.json") if (directory / name).is_file()}
     meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": directory.name, **about}}
     with tempfile.TemporaryDirectory() as tmp:
         card = Path(tmp) / "README.md"
         card.write_text(model_card(directory, model, about), encoding="utf-8")
         return save_checkpoint(out, model, {**files, "README.md": card}, meta=meta, dtype=dtype)
+
+
+def refuse_existing(out: Path, force: bool) -> None:
+    """Both commands replace `--out` only when told to (`--force`), and then only a directory:
+    a mistyped `--out checkpoints/multi30k-en-de` once replaced the bundled model."""
+    if not out.exists():
+        return
+    if not force:
+        raise AttnlabError(f"{out} already exists; choose another --out or pass --force to replace it")
+    if not out.is_dir():
+        raise AttnlabError(f"{out} is a file; --force replaces a directory only")
 
 
 # -- out: CTranslate2 ------------------------------------------------------------------------------------
@@ -134,6 +151,12 @@ def ctranslate2_spec(net: Transformer, source: list[str], target: list[str], unk
     spec.config.bos_token = spec.config.decoder_start_token = target[c.bos_id]
     spec.config.eos_token = target[c.eos_id]
     spec.config.unk_token = target[unk_id]
+    if source[c.eos_id] != target[c.eos_id]:
+        raise ConfigError(
+            f"CTranslate2 appends the end token by name; this model's vocabularies name id {c.eos_id}"
+            f" {source[c.eos_id]!r} and {target[c.eos_id]!r}"
+        )
+    spec.config.add_source_eos = True  # attnlab's models read </s> after every source (encode_source)
     return spec
 
 
@@ -175,19 +198,27 @@ def export_ctranslate2(loaded: Model, out: str | Path, quantization: str | None 
 
 def write_spec(spec: Any, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
     """Validate, optionally quantize, and save a CTranslate2 spec, built in a temporary sibling
-    directory and renamed into place, so a failed export leaves nothing behind."""
+    directory and renamed into place, so a failed export leaves nothing behind. `force` replaces
+    an empty directory or a CTranslate2 model, never another directory named by mistake."""
     out = Path(out)
-    if out.exists() and not force:
-        raise AttnlabError(f"{out} already exists; choose another --out or pass --force to replace it")
+    refuse_existing(out, force)
+    if out.exists() and any(out.iterdir()) and not (out / "model.bin").is_file():
+        raise AttnlabError(f"{out} is not a CTranslate2 model; refusing to replace it (name a new directory)")
     spec.validate()
     spec.optimize(quantization=quantization)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:  # a parent that is a file, or not writable: nothing to clean up yet
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    except OSError as error:
+        raise AttnlabError(f"cannot write {out} ({error.strerror or error}: {error.filename})") from None
     try:
         spec.save(str(tmp))
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
+    except OSError as error:  # a full disk: the temporary directory goes
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise AttnlabError(f"could not write {out} ({error.strerror or error})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -202,10 +233,11 @@ def cli_import(argv: list[str]) -> int:
     parser.add_argument("directory", help="a local Hugging Face MarianMTModel directory (no download)")
     parser.add_argument("--out", required=True, help="the attnlab checkpoint directory to write")
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
+    parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
     args = parser.parse_args(argv)
     if not Path(args.directory).is_dir():
         raise AttnlabError(f"{args.directory}: no such directory")
-    path = import_marian(args.directory, args.out, torch.bfloat16 if args.bf16 else torch.float32)
+    path = import_marian(args.directory, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.force)
     print(f"imported {args.directory} into {path} (open it with `attnlab explore --checkpoint {path}`)")
     return 0
 
@@ -223,6 +255,13 @@ def cli_export(argv: list[str]) -> int:
         import ctranslate2  # noqa: F401  # optional: pip install attnlab[serve]
     except ImportError:
         raise AttnlabError("exporting needs CTranslate2: pip install 'attnlab[serve]' (or ctranslate2)") from None
-    path = export_ctranslate2(load(args.checkpoint), args.out, args.quantization, args.force)
-    print(f"exported {args.checkpoint} to {path} (ctranslate2.Translator({str(path)!r}))")
+    loaded = load(args.checkpoint)
+    path = export_ctranslate2(loaded, args.out, args.quantization, args.force)
+    spm_file = Path(loaded.path or args.checkpoint) / (
+        "source.spm" if loaded.meta.get("tokenizer") == "marian" else "spm.model"
+    )
+    print(
+        f"exported {args.checkpoint} to {path}; translate lists of {spm_file}'s pieces with"
+        f" ctranslate2.Translator({str(path)!r}).translate_batch (it appends </s> itself)"
+    )
     return 0

@@ -95,10 +95,17 @@ def read_hf_config(directory: Path) -> dict[str, Any]:
     return {**DEFAULTS, **config}
 
 
+def flag(hf: dict[str, Any], key: str) -> bool:
+    """A true/false Marian setting; `bool("false")` would be true, so only JSON booleans pass."""
+    if not isinstance(hf[key], bool):
+        raise ConfigError(f"Marian setting {key}={hf[key]!r} must be true or false")
+    return hf[key]
+
+
 def marian_config(hf: dict[str, Any]) -> ModelConfig:
     """The `ModelConfig` of a Marian config.json, or a one-line `ConfigError` naming what differs."""
     for key, harmless in UNSUPPORTED.items():
-        if key in hf and bool(hf[key]) != harmless:
+        if key in hf and flag(hf, key) != harmless:
             raise ConfigError(f"Marian setting {key}={hf[key]!r} is not supported (attnlab is post-norm, §3.1)")
     pairs = [("encoder_layers", "decoder_layers"), ("encoder_attention_heads", "decoder_attention_heads")]
     pairs.append(("encoder_ffn_dim", "decoder_ffn_dim"))
@@ -106,37 +113,36 @@ def marian_config(hf: dict[str, Any]) -> ModelConfig:
         if hf.get(a) != hf.get(b):
             raise ConfigError(f"Marian setting {a}={hf.get(a)} differs from {b}={hf.get(b)}; attnlab needs them equal")
     activation = hf["activation_function"]
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ConfigError(f"Marian setting activation_function={activation!r} is not supported")
-    vocab, shared, pad, start = (
-        hf[k] for k in ("vocab_size", "share_encoder_decoder_embeddings", "pad_token_id", "decoder_start_token_id")
-    )
+    vocab, pad, start = (hf[k] for k in ("vocab_size", "pad_token_id", "decoder_start_token_id"))
+    shared = flag(hf, "share_encoder_decoder_embeddings")
     target_vocab = vocab if shared else hf["decoder_vocab_size"] or vocab
     if start != pad:
         raise ConfigError(f"Marian setting decoder_start_token_id={start} is not the pad token {pad}")
-    try:
-        return ModelConfig(
-            n_layers=hf["encoder_layers"],
-            d_model=hf["d_model"],
-            d_ff=hf["encoder_ffn_dim"],
-            n_heads=hf["encoder_attention_heads"],
-            p_drop=0.0,  # inference only; the original dropout stays in the model card
-            eps_ls=0.0,
-            vocab_size=vocab,
-            tgt_vocab_size=None if shared else target_vocab,
-            max_len=hf["max_position_embeddings"],
-            pad_id=pad,
-            bos_id=pad,
-            eos_id=hf["eos_token_id"],
-            activation=ACTIVATIONS[activation],
-            pe_layout="halves",
-            scale_embedding=bool(hf["scale_embedding"]),
-            share_embeddings=bool(shared),
-            tie_output=bool(hf["tie_word_embeddings"]),
-            logits_bias=True,
-        )
-    except KeyError as missing:
-        raise ConfigError(f"Marian config.json lacks {missing}") from None
+    heads, d_model = hf["encoder_attention_heads"], hf["d_model"]
+    if isinstance(heads, int) and isinstance(d_model, int) and heads > 0 and d_model % heads:
+        raise ConfigError(f"Marian setting encoder_attention_heads={heads} does not divide d_model={d_model}")
+    return ModelConfig(
+        n_layers=hf["encoder_layers"],
+        d_model=d_model,
+        d_ff=hf["encoder_ffn_dim"],
+        n_heads=heads,
+        p_drop=0.0,  # inference only; the original dropout stays in the model card
+        eps_ls=0.0,
+        vocab_size=vocab,
+        tgt_vocab_size=None if shared else target_vocab,
+        max_len=hf["max_position_embeddings"],
+        pad_id=pad,
+        bos_id=pad,
+        eos_id=hf["eos_token_id"],
+        activation=ACTIVATIONS[activation],
+        pe_layout="halves",
+        scale_embedding=flag(hf, "scale_embedding"),
+        share_embeddings=shared,
+        tie_output=flag(hf, "tie_word_embeddings"),
+        logits_bias=True,
+    )
 
 
 def read_weights(directory: Path) -> dict[str, torch.Tensor]:
@@ -159,14 +165,25 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"{directory}: no {' or '.join(WEIGHT_FILES)}")
 
 
+def embedding_tables(hf: dict[str, torch.Tensor], config: ModelConfig) -> tuple[Any, Any]:
+    """(encoder's, decoder's) embedding tables, as transformers 5 reads them: with shared
+    embeddings and a tied output, both are `shared`; with `tie_word_embeddings` false, nothing is
+    tied and each side reads its own table, which may differ from `shared` and from the other
+    side's. Files of older versions, which tied both sides to `shared` whatever the output, hold
+    `shared` alone (the fallback here) or equal copies."""
+    common = hf.get("shared.weight")
+    if config.share_embeddings and config.tie_output and common is not None:
+        return common, common
+    encoder, decoder = (hf.get(f"{side}.embed_tokens.weight") for side in ("encoder", "decoder"))
+    return (common if encoder is None else encoder), (common if decoder is None else decoder)
+
+
 def convert_weights(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
-    """Hugging Face tensor names -> attnlab's (`model.` prefixes dropped, positions recomputed)."""
-    hf = {name.removeprefix("model."): tensor for name, tensor in hf.items()}
+    """Hugging Face tensor names (`model.` prefixes dropped) -> attnlab's (positions recomputed)."""
     out: dict[str, torch.Tensor] = {}
-    source = hf.get("shared.weight", hf.get("encoder.embed_tokens.weight"))
-    out["embed.weight"] = source
+    out["embed.weight"], target = embedding_tables(hf, config)
     if not config.share_embeddings:
-        out["tgt_embed.weight"] = hf.get("decoder.embed_tokens.weight")
+        out["tgt_embed.weight"] = target
     if not config.tie_output:
         out["out_proj.weight"] = hf.get("lm_head.weight")
     bias = hf.get("final_logits_bias")
@@ -181,17 +198,43 @@ def convert_weights(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[st
     return out
 
 
+def check_vocabularies(directory: Path, config: ModelConfig, source: Any, target: Any) -> None:
+    """Refuse tokenizers (`attnlab.data.vocab.VocabTokenizer`s, built by the caller: this room
+    knows no data code) that give ids outside the model's vocabularies: every translation would
+    fail later, far from the cause."""
+    target_file = "target_vocab.json" if (directory / "target_vocab.json").is_file() else "vocab.json"
+    for tokenizer, size, name in (
+        (source, config.vocab_size, "vocab.json"),
+        (target, config.target_vocab, target_file),
+    ):
+        if tokenizer.get_piece_size() > size:
+            raise CheckpointError(
+                f"{directory / name} has ids up to {tokenizer.get_piece_size() - 1:,}"
+                f" but config.json a vocabulary of {size:,} (the files of another model?)"
+            )
+
+
 def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
     """(model in eval mode, fp32; what the directory says about itself) for a Marian directory."""
     directory = Path(directory)
     hf = read_hf_config(directory)
     config = marian_config(hf)
+    hf_weights = {name.removeprefix("model."): tensor for name, tensor in read_weights(directory).items()}
+    encoder, decoder = embedding_tables(hf_weights, config)
+    if config.share_embeddings and encoder is not None and decoder is not None and not torch.equal(encoder, decoder):
+        config = config.replace(share_embeddings=False)  # one vocabulary, a table per side
     model = Transformer(config)
-    weights = convert_weights(read_weights(directory), config)
+    weights = convert_weights(hf_weights, config)
     expected = model.state_dict()
-    wrong = sorted(k for k in expected if weights.get(k) is None or weights[k].shape != expected[k].shape)
+    wrong = sorted(
+        k
+        for k in expected
+        if weights.get(k) is None or weights[k].shape != expected[k].shape or not weights[k].is_floating_point()
+    )
     if wrong:
-        raise CheckpointError(f"{directory}: weights do not match config.json ({wrong[0]} missing or misshapen)")
+        raise CheckpointError(
+            f"{directory}: weights do not match config.json ({wrong[0]} missing, misshapen or not floating point)"
+        )
     model.load_state_dict({k: weights[k].float() for k in expected})
     about = {
         "name_or_path": hf.get("_name_or_path", ""),
