@@ -18,11 +18,11 @@ from attnlab.decode.alignment import (
     candidates,
     corpus_aer,
     piece_words,
-    read_pharaoh,
     trace_links,
     word_links,
     word_matrix,
 )
+from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 
@@ -84,10 +84,26 @@ def test_read_pharaoh_one_indexed_and_reversed(tmp_path: Path) -> None:
         ({(2, 1)}, {(2, 1)}),
     ]
     assert read_pharaoh(["0-1 2p0"], reverse=True) == [({(1, 0)}, {(1, 0), (0, 2)})]
-    with pytest.raises(AttnlabError, match="line 1"):
+    with pytest.raises(AttnlabError, match="links:1: '0-x' is not a link"):
         read_pharaoh(["0-x"])
     with pytest.raises(AttnlabError, match="index 0"):
         read_pharaoh(["0-1"], one_indexed=True)
+
+
+def test_links_are_checked_against_the_sentences_words(tmp_path: Path) -> None:
+    """`99-99` on a short sentence, or 1-indexed gold read from 0, went unnoticed (a wrong AER)."""
+    assert read_pharaoh(["0-0 2-1", "9-9"], lengths=[(3, 2), None]) == [
+        ({(0, 0), (2, 1)}, {(0, 0), (2, 1)}),
+        ({(9, 9)}, {(9, 9)}),  # a line whose pair could not be read is not checked
+    ]
+    with pytest.raises(AttnlabError, match=r"^gold:2: '99-99' points past the sentence pair's 3 and 2 words$"):
+        read_pharaoh(["0-0", "1-1 99-99"], lengths=[(3, 2), (3, 2)], name="gold")
+    with pytest.raises(AttnlabError, match=r"links:1: '1-2' points past .* 1-indexed\? pass --gold-one-indexed"):
+        read_pharaoh(["1-2"], lengths=[(3, 2)])
+    assert read_pharaoh(["1-2"], one_indexed=True, lengths=[(3, 2)]) == [({(0, 1)}, {(0, 1)})]
+    assert read_pharaoh(["1-2"], reverse=True, lengths=[(3, 2)]) == [({(2, 1)}, {(2, 1)})]  # checked after the swap
+    with pytest.raises(AttnlabError, match="has 1 lines but there are 2 sentence pairs"):
+        read_pharaoh(["0-0"], lengths=[(3, 2), (3, 2)])
 
 
 # -- attention -> word links ---------------------------------------------------------------------------
@@ -272,6 +288,31 @@ def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: P
     assert json.loads(capsys.readouterr().out)["aer"] == pytest.approx(0.5)
     assert main([*base, "--gold", str(gold)]) == 0
     assert "AER = 50.00" in capsys.readouterr().out
+
+
+def test_evaluate_align_checks_the_gold_against_input(
+    capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path
+) -> None:
+    """With --input the gold's links must fit its sentences: 1-indexed gold read as 0-indexed is
+    one line naming FILE:LINE and the flag it lacks (the real shared sets pass: `test_bundled_...`)."""
+    gold, hyp = tmp_path / "gold", tmp_path / "hyp"
+    lengths = [len(side.split()) for p in PAIRS for side in p.split("|||")][1::2]  # target words
+    gold.write_text("".join(" ".join(f"{k}-{k}" for k in range(1, n + 1)) + "\n" for n in lengths))  # 1-indexed
+    hyp.write_text("0-0\n" * len(PAIRS))
+    base = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(hyp)]
+    assert main([*base, "--input", str(pairs_file)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"attnlab evaluate: error: {gold}:1: '9-9' points past") and "\n" not in error
+    assert error.endswith("pass --gold-one-indexed")
+    assert main([*base, "--input", str(pairs_file), "--gold-one-indexed", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sentences"] == len(PAIRS)
+
+
+def test_align_out_is_checked_before_the_model_is_read(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """--out in a missing directory was a FileNotFoundError after aligning every line."""
+    args = ["align", "--checkpoint", str(tmp_path / "no-checkpoint"), "--input", str(tmp_path / "pairs")]
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path} is a directory" in capsys.readouterr().err
 
 
 def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path) -> None:

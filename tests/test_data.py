@@ -126,8 +126,11 @@ def test_data_dir_resolution_order(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path))
     assert data.find_data_dir() == tmp_path
     assert data.find_data_dir(tmp_path / "..") == tmp_path / ".."
-    with pytest.raises(DataError, match="from --data-dir"):
+    with pytest.raises(DataError, match=r"nope \(from --data-dir\) does not exist"):
         data.find_data_dir(tmp_path / "nope")
+    (tmp_path / "a-file").write_text("x")  # said "does not exist" too
+    with pytest.raises(DataError, match=r"a-file \(from --data-dir\) is a file, not a directory"):
+        data.find_data_dir(tmp_path / "a-file")
     monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path / "nope"))
     with pytest.raises(DataError, match=r"from \$ATTNLAB_DATA"):
         data.find_data_dir()

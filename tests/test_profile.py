@@ -18,7 +18,7 @@ from attnlab.cli import main
 from attnlab.decode.alignment import aer, piece_words, word_links
 from attnlab.decode.api import load
 from attnlab.decode.profile import profile, query, read_profile, write_profile
-from attnlab.errors import CheckpointError, DataError
+from attnlab.errors import AttnlabError, CheckpointError, DataError
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -167,6 +167,29 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     for bad in (["--batch", "0"], ["--limit", "-1"], ["--limit", "0"]):
         assert main([*argv, "--out", str(tmp_path / "bad.parquet"), *bad]) == 2
         assert "must be ≥ 1" in capsys.readouterr().err and not (tmp_path / "bad.parquet").exists()
+
+
+def test_bad_input_is_one_line_before_any_decoding(model, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """An empty reference (line 2) was "the target is empty", naming no line, after decoding line
+    1; gold links past a sentence's end went unnoticed; --out naming a directory failed in
+    os.replace after everything was decoded; blank SQL was an AttributeError."""
+    with pytest.raises(DataError, match="^target line 2 is empty$"):
+        profile(model, SOURCES, [REFERENCES[0], " ", REFERENCES[2]])
+    with pytest.raises(AttnlabError, match=r"^gold:2: '99-99' points past the sentence pair's 7 and 6 words$"):
+        profile(model, SOURCES, REFERENCES, ["0-0", "0-0 99-99", "0-0"])
+    with pytest.raises(AttnlabError, match=r"gold:1: '6-1' points past .* pass --gold-one-indexed$"):
+        profile(model, SOURCES, REFERENCES, ["6-1", "", ""])  # 1-indexed gold read from 0: 6 of 6 words
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    argv = ["heads", "profile", "--checkpoint", str(tmp_path / "no-checkpoint"), "--src", str(tmp_path / "src.en")]
+    assert main([*argv, "--out", str(tmp_path)]) == 2  # before the checkpoint (missing here) is read
+    assert (
+        capsys.readouterr().err.strip()
+        == f"attnlab heads: error: --out {tmp_path} is a directory; name the file to write"
+    )
+    written = write_profile(pa.table({"sentence": pa.array([0], pa.int32())}), tmp_path / "p.parquet", {})
+    for sql in ("", "  ", "-- only a comment"):
+        with pytest.raises(AttnlabError, match="no SQL statement to run"):
+            query(written, sql)
 
 
 def test_foreign_files_are_refused(tmp_path: Path) -> None:

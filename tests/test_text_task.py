@@ -84,3 +84,51 @@ def test_a_text_corpus_needs_train_and_valid(tmp_path: Path) -> None:
         prepare("text", tmp_path / "out", text_files={"train": (src, tgt)}, echo=lambda _: None)
     with pytest.raises(DataError, match="is not a file"):
         prepare("text", tmp_path / "out", text_files={"train": (src, tgt), "valid": (src, "nope")}, echo=lambda _: None)
+
+
+def test_preparing_into_the_directory_of_its_own_inputs_is_refused(tmp_path: Path) -> None:
+    """Re-preparing from a prepared directory's own .txt files truncated them to nothing (and
+    reported "train 0 pairs", exit 0): refused before anything is written."""
+    from attnlab.data.prepared import prepare
+
+    out = tmp_path / "prepared"
+    files = {
+        name: write_task(tmp_path, name, count, seed) for name, count, seed in [("train", 300, 0), ("valid", 20, 1)]
+    }
+    prepare("text", out, text_files=files, vocab_size=300, echo=lambda _: None)
+    own = {name: (str(out / f"{name}.src.txt"), str(out / f"{name}.tgt.txt")) for name in ("train", "valid")}
+    before = {path: Path(path).read_bytes() for pair in own.values() for path in pair}
+    argv = ["data", "prepare", "text", "--out", str(out), "--vocab-size", "300"]
+    argv += ["--train", *own["train"], "--valid", *own["valid"]]
+    assert main(argv) == 2
+    assert {path: Path(path).read_bytes() for path in before} == before
+    assert (out / "meta.json").is_file()  # the earlier preparation is still whole
+    link = tmp_path / "linked.src"  # another name for an output is caught as well
+    link.symlink_to(out / "valid.src.txt")
+    with pytest.raises(DataError, match=r"writing valid\.src\.txt would overwrite the input .*linked\.src"):
+        prepare("text", out, text_files={**files, "valid": (str(link), own["valid"][1])}, echo=lambda _: None)
+
+
+def test_an_empty_train_or_valid_split_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Empty or whitespace-only files gave a split of 0 pairs and exit 0; now one line naming them."""
+    train = write_task(tmp_path, "train", 300, 0)
+    blank_src, blank_tgt = tmp_path / "blank.src", tmp_path / "blank.tgt"
+    blank_src.write_text(" \n\n")
+    blank_tgt.write_text("\n\t\n")
+    for split in ("train", "valid"):
+        argv = ["data", "prepare", "text", "--out", str(tmp_path / split), "--vocab-size", "300"]
+        argv += ["--train", *train, "--valid", *train, f"--{split}", str(blank_src), str(blank_tgt)]
+        assert main(argv) == 2
+        error = capsys.readouterr().err.strip()
+        assert f"the {split} split has no sentence pair" in error and str(blank_src) in error and "\n" not in error
+    from attnlab.data.prepared import prepare
+
+    with pytest.raises(DataError, match="no training pair has both sides within --max-len 1"):
+        prepare(
+            "text",
+            tmp_path / "long",
+            text_files={"train": train, "valid": train},
+            vocab_size=300,
+            max_len=1,
+            echo=lambda _: None,
+        )

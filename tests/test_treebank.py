@@ -240,3 +240,17 @@ def test_prepare_ptb_keeps_each_bracket_one_piece_and_the_split_documented(tmp_p
         rebuilt = delinearize(target, test.src_text(i).split(), spelled=True)
         assert " ".join(linearize(rebuilt, spelled=True)) == target
         assert leaves(rebuilt) == test.src_text(i).split()
+
+
+@needs_wsj
+def test_prepare_ptb_from_a_partial_treebank_names_the_missing_files(tmp_path):
+    """Only wsj_0001-0009: the valid split (wsj_0170-0179) had 0 pairs and the run exit 0."""
+    partial = tmp_path / "data" / "ptb_wsj_sample" / "mrg"
+    partial.mkdir(parents=True)
+    for number in range(1, 10):
+        (partial / f"wsj_{number:04d}.mrg").write_bytes((WSJ / f"wsj_{number:04d}.mrg").read_bytes())
+    with pytest.raises(
+        DataError, match=rf"the valid split has no sentence pair .*wsj_0170\.mrg to wsj_0179\.mrg of {partial}"
+    ):
+        data.prepare("ptb", tmp_path / "out", data_dir=tmp_path / "data", vocab_size=1000, echo=lambda _: None)
+    assert not (tmp_path / "out").exists()  # refused before anything was written

@@ -4,8 +4,8 @@ token-budget batches, and the Penn Treebank trees the parser reads and writes.
 
 May import: nothing of attnlab but `attnlab.errors`; it knows no model. Each corpus is a
 function in `corpora.py` returning its splits (Tatoeba's, with its hashed split and the Chinese
-script conversion, in `tatoeba.py`); `prepared.py` turns any of them into ids, `commands.py` is
-`attnlab data`.
+script conversion, in `tatoeba.py`); `prepared.py` turns any of them into ids (`summary.py` is the
+table it prints), `commands.py` is `attnlab data`.
 """
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
@@ -23,7 +23,8 @@ from attnlab.data.corpora import (
     read_lines,
     read_pairs,
 )
-from attnlab.data.prepared import ParallelData, prepare, summary, write_split
+from attnlab.data.prepared import ParallelData, prepare, write_split
+from attnlab.data.summary import summary
 from attnlab.data.tatoeba import english_key, tatoeba_side, to_simplified
 from attnlab.data.tokenizer import (
     BOS_ID,

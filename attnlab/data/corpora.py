@@ -41,7 +41,8 @@ def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     for given, origin in ((explicit, "--data-dir"), (os.environ.get("ATTNLAB_DATA"), "$ATTNLAB_DATA")):
         if given:
             if not Path(given).is_dir():
-                raise DataError(f"data directory {given} (from {origin}) does not exist")
+                problem = "is a file, not a directory" if Path(given).exists() else "does not exist"
+                raise DataError(f"data directory {given} (from {origin}) {problem}")
             return Path(given)
     for candidate in (Path(__file__).resolve().parents[3] / "shared" / "data", Path.cwd().parent / "shared" / "data"):
         if candidate.is_dir():

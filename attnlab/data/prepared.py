@@ -43,12 +43,14 @@ from attnlab.data.corpora import (
     text_splits,
     wmt14_splits,
 )
+from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, spm_settings, train_tokenizer
 from attnlab.errors import DataError
 
 CHUNK = 8192  # pairs encoded per sentencepiece call
 _EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
+REQUIRED_SPLITS = ("train", "valid")  # what `attnlab train` reads; a test split is optional
 
 
 def _training_sentences(split: Split) -> Iterator[str]:
@@ -106,6 +108,43 @@ def write_split(
             stats["dropped_empty"] += len(stripped) - len(texts)
             stats["dropped_long"] += len(texts) - len(keep)
     return {**stats, "src_tokens": src.tokens, "tgt_tokens": tgt.tokens}
+
+
+def _outputs(out: Path, splits: list[Split]) -> list[Path]:
+    """Every file `prepare` writes into `out`."""
+    names = ["meta.json", "spm.model", "spm.vocab"]
+    names += [f"{split.name}.{side}.{ext}" for split in splits for side in ("src", "tgt") for ext in _EXTS]
+    return [out / name for name in names]
+
+
+def _refuse_overwriting_inputs(out: Path, splits: list[Split]) -> None:
+    """Preparing from a prepared directory's own `.txt` files into that directory opened them for
+    writing before reading them: the corpus was truncated to nothing. Checked before anything is
+    written, by file identity (so a symbolic or hard link to an input counts too)."""
+    inputs = [path for split in splits for path in split.files or ()]
+    for output in _outputs(out, splits):
+        for source in inputs:
+            if output.exists() and source.exists() and os.path.samefile(output, source):
+                raise DataError(
+                    f"--out {out}: writing {output.name} would overwrite the input {source}; "
+                    "prepare into another directory"
+                )
+
+
+def _refuse_empty(split: Split, corpus: str, data_dir: Path | None) -> None:
+    """Training reads both train and valid: a split with no pair (empty or whitespace-only files,
+    a partial treebank) was prepared with exit 0 and left training with nothing to learn from or
+    no dev loss. Stops at the first usable pair, so it costs nothing on real data."""
+    if any(src.strip() and tgt.strip() for src, tgt in split.pairs()):
+        return
+    if split.files:
+        where = f" in {split.files[0]} and {split.files[1]}"
+    elif corpus == "ptb" and data_dir is not None:
+        first, last = PTB_FILES[split.name]
+        where = f" (wsj_{first:04d}.mrg to wsj_{last:04d}.mrg of {data_dir / 'ptb_wsj_sample' / 'mrg'})"
+    else:
+        where = ""
+    raise DataError(f"the {split.name} split has no sentence pair with both sides non-empty{where}")
 
 
 def _splits_for(
@@ -175,6 +214,10 @@ def prepare(
     for split in splits:
         if split.files:
             check_parallel(*split.files)
+    _refuse_overwriting_inputs(Path(out), splits)
+    for split in splits:
+        if split.name in REQUIRED_SPLITS:
+            _refuse_empty(split, corpus, root)
     if limit:
         splits = [Split(s.name, lambda s=s: itertools.islice(s.pairs(), limit), s.files) for s in splits]
     src_lang, _, tgt_lang = pair.partition("-")
@@ -185,6 +228,8 @@ def prepare(
     sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols, settings)
     dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
     stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
+    if not stats["train"]["pairs"]:  # every pair had a side over --max-len
+        raise DataError(f"no training pair has both sides within --max-len {max_len} tokens; raise --max-len")
     meta = {
         "corpus": corpus,
         "src_lang": src_lang,
@@ -217,47 +262,6 @@ def prepare(
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     echo(summary(meta, out))
     return meta
-
-
-def summary(meta: dict[str, Any], out: Path) -> str:
-    """The table `prepare` prints: kept and dropped pairs and tokens per split."""
-    lines = [
-        f"prepared {meta['corpus']} {meta['src_lang']}-{meta['tgt_lang']} into {out} in {meta['seconds']:.1f} s "
-        f"(shared BPE vocabulary of {meta['vocab_size']} pieces)",
-        f"  {'split':<16}{'pairs':>10}{'src tokens':>13}{'tgt tokens':>13}{'dropped empty':>15}{'dropped long':>14}",
-    ]
-    for name, s in meta["splits"].items():
-        lines.append(
-            f"  {name:<16}{s['pairs']:>10,}{s['src_tokens']:>13,}{s['tgt_tokens']:>13,}"
-            f"{s['dropped_empty']:>15,}{s['dropped_long']:>14,}"
-        )
-    lines.append(f"  (pairs with a side over {meta['max_len']} tokens are dropped from train only)")
-    if meta["corpus"] == "wmt14" and meta["train_dir"].endswith("opennmt_toy_ende"):
-        lines.append("  note: the default 10k training sample is Moses-tokenized; newstest2013/2014 are raw text")
-    if meta.get("limit"):
-        lines.append(f"  (only the first {meta['limit']:,} pairs of each split: --limit)")
-    if "tatoeba" in meta:
-        about, rule = meta["tatoeba"], meta["tatoeba"]["split"]
-        english = ", ".join(f"{name} {n:,}" for name, n in rule["distinct_english"].items())
-        lines.append(
-            f"  split by a seeded hash of the normalised English side ({rule['heldout_fraction']:.1%} of the English "
-            f"sentences to valid, as many to test); distinct English sentences: {english}"
-        )
-        if about["duplicate_pairs_dropped"]:
-            lines.append(f"  {about['duplicate_pairs_dropped']:,} repeated pairs kept once")
-        if "script" in about:
-            script = about["script"]
-            lines.append(
-                f"  {script['side']}: {script['conversion']}; {script['lines_changed']:,} of "
-                f"{about['source_pairs']:,} lines changed"
-            )
-    if "chinese_pieces" in meta:
-        chinese = meta["chinese_pieces"]
-        lines.append(
-            f"  {chinese['pieces']:,} pieces hold Chinese, {chinese['single_characters']:.0%} of them one character "
-            f"(the rest are words); character_coverage {meta['spm']['character_coverage']}"
-        )
-    return "\n".join(lines)
 
 
 # --- reading prepared splits ----------------------------------------------------------------------

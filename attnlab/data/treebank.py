@@ -79,12 +79,19 @@ def parse(text: str, source: str = "<string>") -> list[Tree]:
     return trees
 
 
-def parse_tree(text: str) -> Tree:
-    """One tree from bracketed text; several top-level trees are wrapped in an unlabelled root."""
-    trees = parse(text)
+def parse_tree(text: str, source: str | None = None) -> Tree:
+    """One tree from bracketed text; several top-level trees are wrapped in an unlabelled root.
+    `source` (e.g. `FILE:LINE`) starts the message of an error."""
+    trees = parse(text, source or "<string>")
     if not trees:
-        raise DataError(f"no tree in {text[:60]!r}")
+        raise DataError(f"{source + ': ' if source else ''}no tree in {text[:60]!r}")
     return trees[0] if len(trees) == 1 else Tree("", list(trees))
+
+
+def flat(tree: Tree) -> Tree:
+    """`tree`'s words with no bracket over them: what a failed parse is scored as (it costs the
+    recall of every gold bracket, where leaving the sentence out would flatter F1)."""
+    return Tree("", [Tree(word.label, list(word.children)) for word in preterminals(tree)])
 
 
 def _is_wrapper(node: Tree) -> bool:

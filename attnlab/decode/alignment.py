@@ -22,23 +22,20 @@ from __future__ import annotations
 
 import codecs
 import difflib
-import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from attnlab.data.corpora import read_text
 from attnlab.data.tokenizer import UNSPACED
+from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 
-Links = set[tuple[int, int]]
 METHODS = ("head", "layer", "all", "shift")
 SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-_LINK = re.compile(r"^(\d+)([-?p])(\d+)$")
 
 
 # -- alignment error rate ------------------------------------------------------------------------------
@@ -81,42 +78,6 @@ def corpus_aer(
     for a, s, p in zip(hypotheses, sures, possibles, strict=True):
         total += _counts(set(a), set(s), set(p))
     return {**_report(total), "sentences": len(hypotheses)}
-
-
-# -- Pharaoh files ----------------------------------------------------------------------------------------
-def read_pharaoh(
-    path_or_lines: str | os.PathLike | Iterable[str], one_indexed: bool = False, reverse: bool = False
-) -> list[tuple[Links, Links]]:
-    """(sure, possible) links per line of a Pharaoh file: `i-j` sure, `i?j` or `ipj` possible
-    (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
-    shared alignment sets); `reverse` swaps the sides (links written target-source)."""
-    if isinstance(path_or_lines, (str, os.PathLike)):
-        lines, name = read_text(path_or_lines), str(path_or_lines)
-    else:
-        lines, name = list(path_or_lines), "links"
-    shift = 1 if one_indexed else 0
-    out = []
-    for number, line in enumerate(lines, 1):
-        sure: Links = set()
-        possible: Links = set()
-        for token in line.split():
-            match = _LINK.match(token)
-            if match is None:
-                raise AttnlabError(f"{name}: line {number}: {token!r} is not a link (i-j, i?j or ipj)")
-            i, j = int(match[1]) - shift, int(match[3]) - shift
-            if i < 0 or j < 0:
-                raise AttnlabError(f"{name}: line {number}: {token!r} has index 0 in a 1-indexed file")
-            link = (j, i) if reverse else (i, j)
-            possible.add(link)
-            if match[2] == "-":
-                sure.add(link)
-        out.append((sure, possible))
-    return out
-
-
-def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
-    """One line of 0-indexed `i-j` links, sorted."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(links))
 
 
 # -- pieces -> words --------------------------------------------------------------------------------------

@@ -1,19 +1,27 @@
 """`attnlab translate`, `attnlab parse`, `attnlab record` and `attnlab align`: one output line per
-input line; a line the model cannot take is reported on stderr and left empty, the rest are decoded.
+input line; a line the model cannot take is reported on stderr and left empty, the rest are decoded
+(`record` instead refuses the run, naming the line). Output files are checked (`check_out`) before
+any decoding, and a stdout that cannot be written is one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
 import sys
 import time
 from pathlib import Path
 
 from attnlab.data.corpora import read_text, text_lines
-from attnlab.decode.alignment import METHODS, align_lines, best_method, format_pharaoh, reading, reading_name
+from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, load
+from attnlab.decode.pharaoh import format_pharaoh
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
+
+_RECORDED = re.compile(r"\d{5,}\.trace")  # the names `record` gives its traces: 00000.trace, ...
 
 
 def _lines(source: str | None) -> list[str]:
@@ -24,6 +32,44 @@ def _lines(source: str | None) -> list[str]:
         return text_lines(sys.stdin.buffer.read().decode("utf-8"))
     except UnicodeDecodeError as error:
         raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+
+
+def check_out(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """`path` as a file this command can write (missing directories are made when it is
+    written), checked before the decoding that fills it: a missing or read-only directory, or
+    a directory given as the file, used to fail only after all the work."""
+    path = Path(path)
+    if path.is_dir():
+        raise AttnlabError(f"{flag} {path} is a directory; name the file to write")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise AttnlabError(f"{flag} {path}: {folder} is a file, not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise AttnlabError(f"{flag} {path}: no permission to write there")
+    return path
+
+
+def write_out(path: Path, text: str) -> None:
+    """Write a `check_out` path, making its missing directories; a full disk is one line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise AttnlabError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def write_stdout(text: str) -> None:
+    """Write and flush the answer, so that a closed pipe (`| head`) or a full disk is one line
+    here rather than a traceback, or a second one when Python flushes stdout at exit."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as error:
+        with contextlib.suppress(OSError, ValueError):  # a stdout with no file (a test's) has no rest to drop
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the unwritten rest goes nowhere
+        raise AttnlabError(f"cannot write to stdout: {error.strerror or error}") from None
 
 
 def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +123,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
     for i, line in enumerate(lines):
         if not line.strip():
             print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
-    sys.stdout.write("".join(out + "\n" for out in outputs))
+    write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
     return 0
 
@@ -100,24 +146,51 @@ def cli_record(argv: list[str]) -> int:
     parser.add_argument("--input", "-i", help="file with one sentence per line")
     parser.add_argument("--reference", help="file of target lines: record teacher-forced on them instead of decoding")
     parser.add_argument("--out", default="traces", help="directory for the .trace files")
+    parser.add_argument("--force", action="store_true", help="replace the traces an earlier run left in --out")
     parser.add_argument("--beam", type=int)
     args = parser.parse_args(argv)
     sentences = list(args.sentences) + (_lines(args.input) if args.input else [])
     if not sentences:
         raise AttnlabError("give sentences as arguments or --input FILE")
-    model = load(args.checkpoint)
+    names = [f"sentence {n}" for n in range(1, len(args.sentences) + 1)]
+    names += [f"{args.input}:{n}" for n in range(1, len(sentences) - len(args.sentences) + 1)]
     references = _lines(args.reference) if args.reference else None
     if references is not None and len(references) != len(sentences):
         raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")
-    out = Path(args.out)
+    for i, sentence in enumerate(sentences):  # before any trace is written: a run stopped halfway misleads
+        if not sentence.strip():
+            raise AttnlabError(f"{names[i]}: the sentence is empty")
+        if references is not None and not references[i].strip():
+            raise AttnlabError(f"{args.reference}:{i + 1}: the reference is empty")
+    out = _trace_directory(Path(args.out), args.force)
+    model = load(args.checkpoint)
     for i, sentence in enumerate(sentences):
-        if references is not None:
-            result = model.score(sentence, references[i], record=True)
-        else:
-            result = model.translate(sentence, beam=args.beam, record=True)
+        try:
+            if references is not None:
+                result = model.score(sentence, references[i], record=True)
+            else:
+                result = model.translate(sentence, beam=args.beam, record=True)
+        except ModelInputError as error:
+            raise ModelInputError(f"{names[i]}: {error}") from None
         path = result.trace.save(out / f"{i:05d}.trace")
-        print(f"{path}\t{result.text}")
+        write_stdout(f"{path}\t{result.text}\n")
     return 0
+
+
+def _trace_directory(out: Path, force: bool) -> Path:
+    """`record --out`, without the traces of an earlier run: left beside the new ones, an old
+    `00007.trace` read as this run's (the explorer lists the directory). They are replaced
+    only with --force; other files are left alone."""
+    if out.exists() and not out.is_dir():
+        raise AttnlabError(f"--out {out} is a file; name a directory for the traces")
+    earlier = sorted(path for path in out.glob("*.trace") if _RECORDED.fullmatch(path.name))
+    if earlier and not force:
+        raise AttnlabError(
+            f"--out {out} already holds {len(earlier)} traces of an earlier run; pass --force to replace them"
+        )
+    for path in earlier:
+        path.unlink()
+    return out
 
 
 def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,6 +227,7 @@ def cli_align(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.checkpoint:
         raise AttnlabError("give --checkpoint")
+    out = check_out(args.out) if args.out else None
     model = load(args.checkpoint)
     if model.task != "translate":
         raise AttnlabError(f"{args.checkpoint} is a {model.task} model; alignment needs a translation model")
@@ -167,10 +241,10 @@ def cli_align(argv: list[str]) -> int:
     for number, reason in failed:
         print(f"attnlab align: line {number}: {reason}; writing an empty line", file=sys.stderr)
     text = "".join(format_pharaoh(links) + "\n" for links in found)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    if out:
+        write_out(out, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     print(
         f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen)}, {args.links}) "
         f"in {time.time() - start:.1f}s",

@@ -22,10 +22,11 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.corpora import read_text
-from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
-from attnlab.decode.alignment import aer_grid, corpus_aer, read_pharaoh, split_pair
+from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
+from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
 from attnlab.decode.api import load
-from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument
+from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument, check_out, write_out
+from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.checkpoint import read_config, update_meta
 from attnlab.model.memory import keep_freed_memory
@@ -33,6 +34,7 @@ from attnlab.model.memory import keep_freed_memory
 ROUGE = ("rouge1", "rouge2", "rougeL")
 BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
 TOKENIZERS = ("13a", "intl", "zh", "char", "none")  # sacreBLEU's tokenizers that need no download
+_LINEARISED = re.compile(r"(^|\s)\)[^\s()]")  # `)NP`: a prepared target closes each phrase with its label
 
 
 def bleu_tokenize(tgt_lang: str | None) -> str:
@@ -120,50 +122,40 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true")
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
+    out = check_out(args.out) if args.out else None  # before the decoding, which can take hours
     if args.task == "align":
         return evaluate_alignment(args)
     if not args.ref:
         raise AttnlabError("give --ref (the references to score against)")
     refs = read_text(args.ref)
+    if not refs:
+        raise AttnlabError(f"{args.ref}: no lines to score")
+    sources = read_text(args.src) if args.src else None
+    outputs = read_text(args.hyp) if args.hyp else None
+    for name, lines in ((args.src, sources), (args.hyp, outputs)):
+        if lines is not None and len(lines) != len(refs):
+            raise AttnlabError(f"{name} has {len(lines)} lines but {args.ref} has {len(refs)}")
     tgt_lang = None
-    if args.hyp:
-        outputs = read_text(args.hyp)
+    if outputs is not None:
         task = args.task or "translate"
         if args.checkpoint:  # not decoded, but its meta still names the target language
             tgt_lang = read_config(args.checkpoint)[1].get("data", {}).get("tgt_lang")
     else:
-        if not (args.checkpoint and args.src):
+        if not (args.checkpoint and sources is not None):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
+        blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
+        if blank is not None:
+            raise AttnlabError(f"{args.src}:{blank + 1}: the line is empty; every line needs a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits
         model = load(args.checkpoint, dtype=args.dtype)
         task = args.task or model.task
         tgt_lang = model.meta.get("data", {}).get("tgt_lang")
-        sources = read_text(args.src)
-        if len(sources) != len(refs):
-            raise AttnlabError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
-        blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
-        if blank is not None:
-            raise AttnlabError(f"{args.src}: line {blank + 1} is empty; every line needs a sentence to score")
         outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=True)]
-    if args.out:
-        Path(args.out).write_text("".join(o + "\n" for o in outputs), encoding="utf-8")
+    if out:
+        write_out(out, "".join(o + "\n" for o in outputs))
     if task == "parse":
-        words = read_text(args.src) if args.src else None
-
-        def gold(i: int) -> object:
-            """A Penn tree, or a prepared linearised target (`(S (NP XX )NP …`, or spelled) over --src's words."""
-            if words is not None and re.search(r"(^|\s)\)\S", refs[i]):
-                return delinearize(refs[i].split(), words[i].split(), is_spelled(refs[i]))
-            return parse_tree(refs[i])
-
-        report = bracket_f1([gold(i) for i in range(len(refs))], [parse_tree(o) for o in outputs])
-        if args.json:
-            print(json.dumps(report))
-        else:
-            print(
-                f"labelled brackets (EVALB conventions: punctuation and root ignored): "
-                f"P {report['precision']:.2f}  R {report['recall']:.2f}  F1 {report['f1']:.2f}  ({len(refs)} sentences)"
-            )
+        report = parse_report(refs, outputs, sources, args.ref, args.hyp or "the parses")
+        print(json.dumps(report) if args.json else parse_line(report, len(refs)))
         return 0
     metrics = args.metric or ["bleu"]
     tokenize = args.tokenize or bleu_tokenize(tgt_lang)
@@ -191,12 +183,50 @@ def cli(argv: list[str]) -> int:
     return 0
 
 
+def parse_report(
+    refs: list[str], outputs: list[str], sources: list[str] | None, ref_name: str, hyp_name: str
+) -> dict[str, Any]:
+    """Bracket F1 of the parses against the references: Penn trees, or prepared linearised
+    targets rebuilt over the words of `sources`. An empty output line is a failed parse (what
+    `attnlab parse` writes for an input it could not take): scored as no brackets and counted in
+    `failed`, since dropping it would flatter F1 and refusing the file would score nothing.
+    Anything else that is not a tree is an error naming FILE:LINE."""
+    gold: list[Tree] = []
+    predicted: list[Tree] = []
+    for number, (ref, output) in enumerate(zip(refs, outputs, strict=True), 1):
+        where = f"{ref_name}:{number}"
+        if _LINEARISED.search(ref):
+            if sources is None:
+                raise AttnlabError(f"{where}: a linearised tree (as `data prepare ptb` writes) needs --src, its words")
+            gold.append(delinearize(ref.split(), sources[number - 1].split(), is_spelled(ref)))
+        else:
+            gold.append(parse_tree(ref, where))
+        predicted.append(parse_tree(output, f"{hyp_name}:{number}") if output.strip() else flat(gold[-1]))
+    return {**bracket_f1(gold, predicted), "failed": sum(not output.strip() for output in outputs)}
+
+
+def parse_line(report: dict[str, Any], total: int) -> str:
+    """The human line of `parse_report`: F1 and how many sentences it covers."""
+    covered = f"{report['sentences']} of {total} sentences scored"
+    if report["skipped"]:
+        covered += f", {report['skipped']} skipped: their words differ from the reference's"
+    if report["failed"]:
+        covered += f"; failed parses (empty lines) scored as no brackets: {report['failed']}"
+    return (
+        f"labelled brackets (EVALB conventions: punctuation and root ignored): "
+        f"P {report['precision']:.2f}  R {report['recall']:.2f}  F1 {report['f1']:.2f}  ({covered})"
+    )
+
+
 def evaluate_alignment(args: argparse.Namespace) -> int:
     """`--task align`: corpus AER of --hyp links against --gold, or with --all-heads of every
-    reading of --checkpoint's cross-attention on --input, as a markdown table sorted by AER."""
+    reading of --checkpoint's cross-attention on --input, as a markdown table sorted by AER.
+    Given --input, every gold link is checked against the words of its pair."""
     if not args.gold:
         raise AttnlabError("--task align needs --gold (human links)")
-    gold = read_pharaoh(args.gold, one_indexed=args.gold_one_indexed, reverse=args.reverse_gold)
+    lines = read_text(args.input) if args.input else None
+    lengths = [_word_counts(line) for line in lines] if lines is not None else None
+    gold = read_pharaoh(args.gold, one_indexed=args.gold_one_indexed, reverse=args.reverse_gold, lengths=lengths)
     sures, possibles = [s for s, _ in gold], [p for _, p in gold]
     if not args.all_heads:
         if not args.hyp:
@@ -211,12 +241,9 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
                 f"recall {100 * report['recall']:.2f}  ({report['sentences']} sentences, %)"
             )
         return 0
-    if not (args.checkpoint and args.input):
+    if not (args.checkpoint and lines is not None):
         raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
     model = load(args.checkpoint, dtype=args.dtype)
-    lines = read_text(args.input)
-    if len(lines) != len(gold):
-        raise AttnlabError(f"{args.input} has {len(lines)} lines but {args.gold} has {len(gold)}")
     rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, args.links, args.threshold)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
@@ -238,6 +265,16 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         f"\nno model, each target word linked to the source word at the same relative position: AER {100 * diagonal['aer']:.1f}"
     )
     return 0
+
+
+def _word_counts(line: str) -> tuple[int, int] | None:
+    """(left, right) words of a `source ||| target` line in the file's order of sides, as the
+    gold links count them; None for a line that is not a pair (it is scored as no links)."""
+    try:
+        left, right = split_pair(line)
+    except ModelInputError:
+        return None
+    return len(left), len(right)
 
 
 def diagonal_links(line: str) -> set[tuple[int, int]]:

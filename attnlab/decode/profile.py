@@ -36,9 +36,11 @@ import torch
 from tqdm import tqdm
 
 from attnlab.data.corpora import read_text
-from attnlab.decode.alignment import aer, piece_words, read_pharaoh, word_links
+from attnlab.decode.alignment import aer, piece_words, word_links
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
+from attnlab.decode.commands import check_out
+from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.record.stats import COLUMNS, sentence_stats
 
 FORMAT, VERSION = "attnlab-profile", 1
@@ -67,23 +69,29 @@ def profile(
     gold: list[str] | None = None,
     *,
     one_indexed: bool = False,
+    gold_name: str = "gold",
     beam: int | None = None,
     alpha: float | None = None,
     batch: int = 64,
     progress: bool = False,
 ) -> pa.Table:
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
-    `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too)."""
+    `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
+    errors start with `gold_name`)."""
     for name, lines in (("target", targets), ("gold", gold)):
         if lines is not None and len(lines) != len(sources):
             raise DataError(f"{len(sources)} source lines but {len(lines)} {name} lines")
-    if gold is not None and targets is None:
-        raise DataError("gold alignments link the words of references: give the references (--tgt) too")
-    links = read_pharaoh(gold, one_indexed=one_indexed) if gold is not None else None
+    for name, lines in (("source", sources), ("target", targets)):
+        blank = next((i for i, line in enumerate(lines or []) if not line.strip()), None)
+        if blank is not None:  # before any decoding, which takes minutes
+            raise DataError(f"{name} line {blank + 1} is empty")
+    links = None
+    if gold is not None:
+        if targets is None:
+            raise DataError("gold alignments link the words of references: give the references (--tgt) too")
+        lengths = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets, strict=True)]
+        links = read_pharaoh(gold, one_indexed=one_indexed, lengths=lengths, name=gold_name)
     schema = SCHEMA if links is None else pa.schema([*SCHEMA, *(pa.field(n, pa.float32()) for n in ALIGNMENT)])
-    for i, line in enumerate(sources):
-        if not line.strip():
-            raise DataError(f"source line {i + 1} is empty")
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
     for start in range(0, len(sources), batch):
@@ -91,13 +99,21 @@ def profile(
         if targets is None:
             results = model.translate([sources[i] for i in chunk], beam=beam, alpha=alpha, record=True, truncate=True)
         else:
-            results = [model.score(sources[i], targets[i], record=True, truncate=True) for i in chunk]
+            results = [_score(model, sources[i], targets[i], i) for i in chunk]
         for i, result in zip(chunk, results, strict=True):
             scores = _head_aer(result, *links[i]) if links is not None else None
             _add_rows(columns, i, result, scores)
         bar.update(len(chunk))
     bar.close()
     return pa.table(columns, schema=schema)
+
+
+def _score(model: Model, source: str, target: str, index: int) -> Result:
+    """The reference read teacher-forced; a target the model cannot take names its line."""
+    try:
+        return model.score(source, target, record=True, truncate=True)
+    except ModelInputError as error:
+        raise ModelInputError(f"target line {index + 1}: {error}") from None
 
 
 def _head_aer(result: Result, sure: set, possible: set) -> dict[tuple[int, int], dict]:
@@ -228,6 +244,10 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
         try:
             con.execute(f"CREATE VIEW profile AS SELECT * FROM read_parquet({quoted})")
             cursor = con.execute(sql)
+            if cursor is None:  # DuckDB's answer to blank SQL, or to comments only
+                raise AttnlabError(
+                    "no SQL statement to run, e.g. 'SELECT kind, avg(entropy) FROM profile GROUP BY kind'"
+                )
             return [d[0] for d in cursor.description or []], cursor.fetchall()
         except duckdb.Error as error:
             raise AttnlabError(" ".join(str(error).split())) from None
@@ -271,6 +291,7 @@ def cli_heads(argv: list[str]) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
+    out = check_out(args.out)  # before minutes of decoding; os.replace onto a directory failed last
     sources = read_text(args.src)[: args.limit]
     targets = read_text(args.tgt)[: args.limit] if args.tgt else None
     gold = read_text(args.gold)[: args.limit] if args.gold else None
@@ -283,6 +304,7 @@ def cli_heads(argv: list[str]) -> int:
         targets,
         gold,
         one_indexed=args.gold_one_indexed,
+        gold_name=args.gold or "gold",
         beam=args.beam,
         alpha=args.alpha,
         batch=args.batch,
@@ -297,7 +319,7 @@ def cli_heads(argv: list[str]) -> int:
         "gold": os.path.basename(args.gold) if args.gold else None,
         "sentences": len(sources),
     }
-    path = write_profile(table, args.out, about)
+    path = write_profile(table, out, about)
     seconds = time.perf_counter() - started
     print(f"{path}: {table.num_rows:,} rows ({len(sources):,} sentences) in {seconds:.1f} s", file=sys.stderr)
     return 0

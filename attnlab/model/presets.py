@@ -7,6 +7,7 @@ import json
 
 import torch
 
+from attnlab.errors import ConfigError
 from attnlab.model.config import PRESETS
 from attnlab.model.transformer import Transformer, count_parameters
 
@@ -30,7 +31,10 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--vocab-size", type=int, default=37000, help="shared BPE vocabulary (paper: about 37000)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
     args = parser.parse_args(argv)
-    rows = table(args.vocab_size)
+    try:
+        rows = table(args.vocab_size)
+    except ConfigError as error:  # ModelConfig's rule, said of the flag that broke it
+        raise ConfigError(f"--vocab-size {args.vocab_size}: {error}") from None
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -19,9 +19,10 @@ from attnlab.data.corpora import alignment_set, read_text
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tree
-from attnlab.decode.alignment import aer_grid, read_pharaoh
+from attnlab.decode.alignment import aer_grid
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
+from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.train.regime import label_smoothed_loss
 
 

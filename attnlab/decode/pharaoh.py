@@ -1,0 +1,76 @@
+"""Pharaoh link files: one line of `i-j` links (word i of a sentence pair's left side, word j of
+its right side) per sentence pair, as human gold alignments and `attnlab align` write them.
+
+Gold marks sure links `i-j` and possible ones `i?j` or `ipj`; `read_pharaoh` returns both sets per
+line, 0-indexed whatever the file counts from. Given the pairs' word counts it also checks every
+link against them, so a gold file written from 1 and read as 0-indexed, or one that belongs to
+other sentences, is one line naming FILE:LINE instead of a silently wrong AER.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+
+from attnlab.data.corpora import read_text
+from attnlab.errors import AttnlabError
+
+Links = set[tuple[int, int]]
+_LINK = re.compile(r"^(\d+)([-?p])(\d+)$")
+
+
+def read_pharaoh(
+    path_or_lines: str | os.PathLike | Iterable[str],
+    one_indexed: bool = False,
+    reverse: bool = False,
+    lengths: Sequence[tuple[int, int] | None] | None = None,
+    name: str | None = None,
+) -> list[tuple[Links, Links]]:
+    """(sure, possible) links per line of a Pharaoh file: `i-j` sure, `i?j` or `ipj` possible
+    (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
+    shared alignment sets); `reverse` swaps the sides (links written target-source). `lengths`:
+    the (left, right) word counts of each line's sentence pair (after `reverse`; None where
+    unknown), which every link must fall inside. `name` starts the messages (default: the path)."""
+    if isinstance(path_or_lines, (str, os.PathLike)):
+        lines, name = read_text(path_or_lines), name or str(path_or_lines)
+    else:
+        lines, name = list(path_or_lines), name or "links"
+    if lengths is not None and len(lengths) != len(lines):
+        raise AttnlabError(f"{name} has {len(lines)} lines but there are {len(lengths)} sentence pairs")
+    shift = 1 if one_indexed else 0
+    out = []
+    for number, line in enumerate(lines, 1):
+        sure: Links = set()
+        possible: Links = set()
+        for token in line.split():
+            match = _LINK.match(token)
+            if match is None:
+                raise AttnlabError(f"{name}:{number}: {token!r} is not a link (i-j, i?j or ipj)")
+            i, j = int(match[1]) - shift, int(match[3]) - shift
+            if i < 0 or j < 0:
+                raise AttnlabError(f"{name}:{number}: {token!r} has index 0 in a 1-indexed file")
+            link = (j, i) if reverse else (i, j)
+            if lengths is not None and lengths[number - 1] is not None:
+                _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", one_indexed)
+            possible.add(link)
+            if match[2] == "-":
+                sure.add(link)
+        out.append((sure, possible))
+    return out
+
+
+def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, one_indexed: bool) -> None:
+    """A link past the end of its sentence; an index equal to the word count is the mark of a
+    1-indexed file read from 0."""
+    if link[0] < length[0] and link[1] < length[1]:
+        return
+    at_end = link[0] == length[0] or link[1] == length[1]
+    hint = "; is the file 1-indexed? pass --gold-one-indexed" if at_end and not one_indexed else ""
+    sides = f"{length[0]} and {length[1]} words"
+    raise AttnlabError(f"{where} points past the sentence pair's {sides}{hint}")
+
+
+def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
+    """One line of 0-indexed `i-j` links, sorted."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))

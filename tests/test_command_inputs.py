@@ -1,0 +1,87 @@
+"""Bad input to `flops`, `presets`, `record` and `translate` is one line on stderr and status 2,
+found before anything is written: never a traceback, a division by zero, or traces of two runs
+mixed in one directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
+needs_bundled = pytest.mark.skipif(
+    not (BUNDLED / "manifest.json").is_file(), reason="the bundled checkpoints/multi30k-en-de is not here"
+)
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"attnlab {argv[0]}: error: ") and "\n" not in error, error
+    return error
+
+
+def test_flops_needs_sentences_of_at_least_one_token(capsys: pytest.CaptureFixture[str]) -> None:
+    """--tgt-len 0 was a ZeroDivisionError; a negative length gave negative FLOPs."""
+    for flag, value in (("--tgt-len", "0"), ("--src-len", "-3"), ("--tgt-len", "-1")):
+        assert "sentence lengths must be ≥ 1 token" in refused(capsys, ["flops", flag, value])
+    assert main(["flops", "--tgt-len", "1", "--src-len", "1", "--json"]) == 0
+
+
+def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
+    for size in ("0", "3"):
+        assert refused(capsys, ["presets", "--vocab-size", size]).startswith(
+            f"attnlab presets: error: --vocab-size {size}: "
+        )
+    assert main(["presets", "--vocab-size", "4", "--json"]) == 0  # pad 0, unk 1, bos 2, eos 3
+
+
+@needs_bundled
+def test_record_refuses_an_empty_reference_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty reference on line 2 was "the target is empty" (which line?) after 00000.trace was
+    written."""
+    out = tmp_path / "traces"
+    reference = tmp_path / "ref.de"
+    reference.write_text("Ein Hund.\n\n")
+    argv = ["record", "--checkpoint", str(BUNDLED), "A dog.", "A cat.", "--reference", str(reference)]
+    assert refused(capsys, [*argv, "--out", str(out)]).endswith(f"{reference}:2: the reference is empty")
+    assert not out.exists()
+    assert refused(capsys, ["record", "--checkpoint", str(BUNDLED), "A dog.", " ", "--out", str(out)]).endswith(
+        "sentence 2: the sentence is empty"
+    )
+
+
+@needs_bundled
+def test_record_does_not_mix_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A second run into the same --out left the first run's 00001.trace beside its own 00000."""
+    out = tmp_path / "traces"
+    record = ["record", "--checkpoint", str(BUNDLED), "--beam", "1", "--out", str(out)]
+    assert main([*record, "A dog.", "A cat."]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert "already holds 2 traces of an earlier run; pass --force" in refused(capsys, [*record, "A bird."])
+    assert sorted(path.name for path in out.iterdir()) == ["00000.trace", "00001.trace", "notes.txt"]
+    assert main([*record, "A bird.", "--force"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == ["00000.trace", "notes.txt"]
+
+
+@needs_bundled
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_translate_to_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    """`translate > /dev/full` was an OSError traceback (ENOSPC), as a closed pipe was."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "attnlab", "translate", "--checkpoint", str(BUNDLED), "--beam", "1"],
+            input="A dog runs.\n",
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert done.stderr.strip() == "attnlab translate: error: cannot write to stdout: No space left on device"

@@ -1,0 +1,111 @@
+"""`attnlab evaluate` on bad input: every refusal is one line and comes before any decoding, and a
+parse score says how many sentences it covers. Hand-made trees and lines; no model is decoded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+
+# made-up sentences, as Penn trees (gold) and as `attnlab parse` would write them (hyp)
+GOLD = [
+    "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))",
+    "(S (NP (NNS Prices)) (VP (VBD rose) (ADVP (RB sharply))) (. .))",
+    "(S (NP (PRP It)) (VP (VBD rained)) (. .))",
+]
+PREPARED = ["(S (NP XX XX )NP (VP XX )VP XX )S"]  # a linearised target of `data prepare ptb --leaves XX`
+
+
+def write(path: Path, lines: list[str]) -> str:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The one-line refusal of `attnlab evaluate ARGV`."""
+    assert main(["evaluate", *argv]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("attnlab evaluate: error: ") and "\n" not in error, error
+    return error
+
+
+def test_the_parse_score_says_how_many_sentences_it_covers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed "F1 100.00 (3 sentences)" while --json said one was skipped (its words differ
+    from the reference's); an empty line, what `attnlab parse` writes for an input it could not
+    take, is a failed parse: scored as no brackets, not dropped (which would flatter F1)."""
+    ref = write(tmp_path / "gold", GOLD)
+    other_words = GOLD[:2] + ["(S (NP (PRP It)) (VP (VBD rained) (ADVP (RB hard))) (. .))"]
+    assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", write(tmp_path / "h1", other_words)]) == 0
+    line = capsys.readouterr().out
+    assert "F1 100.00" in line and "(2 of 3 sentences scored, 1 skipped: their words differ" in line
+    hyp = write(tmp_path / "h2", [GOLD[0], "", GOLD[2]])
+    assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", hyp, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # gold brackets NP VP S, NP VP ADVP S, NP VP S: 10; the failed parse predicts none of its 4
+    assert (report["sentences"], report["skipped"], report["failed"]) == (3, 0, 1)
+    assert report["precision"] == 100 and report["recall"] == pytest.approx(60.0)
+    assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", hyp]) == 0
+    assert "(3 of 3 sentences scored; failed parses (empty lines) scored as no brackets: 1)" in capsys.readouterr().out
+
+
+def test_parse_errors_name_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ref = write(tmp_path / "gold", GOLD)
+    broken = write(tmp_path / "hyp", [GOLD[0], GOLD[1], "(S (NP (PRP It)) (VP (VBD rained)"])
+    assert f"{broken}:3: 2 unclosed '('" in error_of(capsys, ["--task", "parse", "--ref", ref, "--hyp", broken])
+    hyp = write(tmp_path / "ok", GOLD)
+    short = write(tmp_path / "short", ["The cat sat ."] * 2)  # was an IndexError
+    assert f"{short} has 2 lines but {ref} has 3" in error_of(
+        capsys, ["--task", "parse", "--ref", ref, "--hyp", hyp, "--src", short]
+    )
+    assert f"{hyp} has 3 lines" in error_of(
+        capsys, ["--task", "parse", "--ref", write(tmp_path / "g2", GOLD[:2]), "--hyp", hyp]
+    )
+    prepared = write(tmp_path / "prepared", PREPARED)  # was "text 'S' outside any tree at character 248"
+    one = write(tmp_path / "one", ["(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))"])
+    error = error_of(capsys, ["--task", "parse", "--ref", prepared, "--hyp", one])
+    assert f"{prepared}:1: a linearised tree" in error and "needs --src" in error
+    assert (
+        main(
+            [
+                "evaluate",
+                "--task",
+                "parse",
+                "--ref",
+                prepared,
+                "--hyp",
+                one,
+                "--src",
+                write(tmp_path / "s1", ["The cat sat ."]),
+            ]
+        )
+        == 0
+    )
+    assert "F1 100.00" in capsys.readouterr().out
+    spaced = write(tmp_path / "spaced", ["(S (NP (NN Cats)) (VP (VBD sat) (ADVP (RB down) )) (. .))"])  # Penn, " ))"
+    assert main(["evaluate", "--task", "parse", "--ref", spaced, "--hyp", spaced]) == 0
+    assert "F1 100.00" in capsys.readouterr().out
+
+
+def test_nothing_to_score_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Empty files were an IndexError inside sacreBLEU (bleu), or ROUGE 0.00 with status 0."""
+    empty = write(tmp_path / "empty", [])
+    for metric in ("bleu", "rouge"):
+        assert "no lines to score" in error_of(capsys, ["--hyp", empty, "--ref", empty, "--metric", metric])
+    assert "no lines to score" in error_of(capsys, ["--task", "parse", "--hyp", empty, "--ref", empty])
+
+
+def test_out_is_checked_before_decoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--out in a missing directory was a FileNotFoundError after all the decoding: now its
+    directories are made, and what cannot be written (a directory, a path through a file) is
+    refused before the checkpoint is even read (here it does not exist)."""
+    src = write(tmp_path / "src", ["A dog runs ."])
+    (tmp_path / "a-file").write_text("x")
+    decode = ["--checkpoint", str(tmp_path / "no-checkpoint"), "--src", src, "--ref", src]
+    assert "is a directory" in error_of(capsys, [*decode, "--out", str(tmp_path)])
+    assert "a-file is a file, not a directory" in error_of(capsys, [*decode, "--out", str(tmp_path / "a-file" / "x")])
+    out = tmp_path / "new" / "dir" / "hyp.txt"
+    assert main(["evaluate", "--hyp", src, "--ref", src, "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(100) and out.read_text() == "A dog runs .\n"
