@@ -109,3 +109,21 @@ def test_out_is_checked_before_decoding(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "new" / "dir" / "hyp.txt"
     assert main(["evaluate", "--hyp", src, "--ref", src, "--out", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(100) and out.read_text() == "A dog runs .\n"
+
+
+def test_chinese_references_are_scored_as_chinese_without_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a checkpoint to name the language, identical Chinese outputs scored BLEU 0 (13a
+    sees one word a sentence, and no 4-grams) and ROUGE 0 (rouge-score keeps only [a-z0-9])."""
+    chinese = write(tmp_path / "zh", ["我每天早上喝一杯茶。", "他们在公园里跑步。", "这本书很有意思。"])
+    argv = ["--hyp", chinese, "--ref", chinese, "--metric", "bleu", "--metric", "rouge", "--json"]
+    assert main(["evaluate", *argv]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["bleu"] == pytest.approx(100) and "tok:zh" in report["bleu_signature"]
+    assert report["rouge1"] == pytest.approx(100) and report["rougeL"] == pytest.approx(100)
+    assert "the references are Chinese" in err
+    english = write(tmp_path / "en", ["The cat sat on the mat.", "It rained all day."])
+    assert main(["evaluate", "--hyp", english, "--ref", english, "--json"]) == 0
+    assert "tok:13a" in json.loads(capsys.readouterr().out)["bleu_signature"]

@@ -22,6 +22,7 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.corpora import read_text
+from attnlab.data.tokenizer import HAN, UNSPACED, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
 from attnlab.decode.api import load
@@ -60,13 +61,23 @@ def bleu_chrf(hypotheses: list[str], references: list[str], tokenize: str = "13a
     }
 
 
-def rouge(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+class _CharacterTokens:
+    """rouge-score's tokens for text written without spaces: each Chinese character one token,
+    Latin-script words lower-cased as its default tokenizer makes them. That tokenizer keeps only
+    [a-z0-9], so Chinese came out as no tokens at all and every score as 0."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return re.findall(f"[\u3040-\u30ff]|{HAN.pattern}|[a-z0-9]+", text.lower())  # kana, Han, words
+
+
+def rouge(hypotheses: list[str], references: list[str], by_character: bool = False) -> dict[str, float]:
     """ROUGE-1, ROUGE-2 and ROUGE-L F-measures (×100, the mean over sentences) with Google's
     `rouge-score`, the implementation summarisation papers report: lower-cased, Porter-stemmed,
-    alphanumeric tokens (so it suits English and other Latin-script text)."""
+    alphanumeric tokens (English and other Latin-script text); `by_character` for Chinese."""
     if len(hypotheses) != len(references):
         raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    scorer = rouge_scorer.RougeScorer(list(ROUGE), use_stemmer=True)
+    tokenizer = _CharacterTokens() if by_character else None
+    scorer = rouge_scorer.RougeScorer(list(ROUGE), use_stemmer=True, tokenizer=tokenizer)
     scores = [scorer.score(ref, hyp) for hyp, ref in zip(hypotheses, references, strict=True)]
     return {name: 100 * sum(s[name].fmeasure for s in scores) / max(len(scores), 1) for name in ROUGE}
 
@@ -158,12 +169,15 @@ def cli(argv: list[str]) -> int:
         print(json.dumps(report) if args.json else parse_line(report, len(refs)))
         return 0
     metrics = args.metric or ["bleu"]
+    if tgt_lang is None and mostly_han(refs):  # no checkpoint names the language: the text does
+        tgt_lang = "zh"
+        print("attnlab evaluate: the references are Chinese: BLEU tokenized as zh, ROUGE by character", file=sys.stderr)
     tokenize = args.tokenize or bleu_tokenize(tgt_lang)
     report = bleu_chrf(outputs, refs, tokenize) if "bleu" in metrics else {}
     if args.tokenized:
         report["tokenized_bleu"] = tokenized_bleu(outputs, refs)
     if "rouge" in metrics:
-        report.update(rouge(outputs, refs))
+        report.update(rouge(outputs, refs, by_character=tgt_lang in UNSPACED))
     if args.json:
         print(json.dumps(report))
         return 0
