@@ -296,3 +296,62 @@ def test_a_translator_whose_meta_says_parse_is_one_line(checkpoint: Path, tmp_pa
     update_meta(edited, task="parse")
     with pytest.raises(CheckpointError, match="it is no parser"):
         attnlab.load(edited).translate("A dog.")
+
+
+def test_a_score_means_one_thing_at_any_beam_and_for_a_reference(checkpoint: Path) -> None:
+    """Greedy decoding reported the raw log P and `score()` the mean per token, while beam
+    search reported log P / lp(Y): three numbers under one name that could not be compared."""
+    from attnlab.decode.search import length_penalty
+
+    model = attnlab.load(checkpoint)
+    for beam in (1, 4):
+        best = model.translate("A man rides a bike.", beam=beam, max_len_b=10)
+        assert best.score == pytest.approx(best.logprob / length_penalty(len(best.tokens), 0.6), rel=1e-6)
+        assert abs(best.score - best.logprob) > 1e-3  # the check can fail: lp(Y) ≠ 1 here
+    reference = model.score("A man rides a bike.", best.text, record=False)  # the beam's own output, forced
+    assert reference.tokens == best.tokens and reference.score == pytest.approx(best.score, abs=1e-4)
+
+
+def test_generate_leaves_a_training_model_training(checkpoint: Path) -> None:
+    """Validation through `generate` inside a training loop switched dropout off for good."""
+    from attnlab.decode.search import generate
+
+    net = attnlab.load(checkpoint).model
+    src = torch.tensor([[5, 6, 3]])
+    net.train()
+    generate(net, src, beam=2, max_len_b=3)
+    assert net.training
+    net.eval()
+    generate(net, src, beam=2, max_len_b=3)
+    assert not net.training
+
+
+@pytest.mark.parametrize(
+    ("src", "settings", "match"),
+    [
+        (torch.zeros(0, 4, dtype=torch.long), {}, "empty"),  # was a RuntimeError from min()
+        (torch.tensor([5, 6, 3]), {}, "must be a \\(batch, length\\)"),  # a 1-D row: an IndexError
+        (torch.tensor([[5, 6, 3], [0, 0, 0]]), {}, "row 1 is all padding"),  # was translated anyway
+        (torch.tensor([[5, 6, 3]]), {"beam": 600}, "more than half"),  # a RuntimeError from view()
+    ],
+)
+def test_generate_refuses_what_it_cannot_decode_in_one_line(
+    checkpoint: Path, src: torch.Tensor, settings: dict, match: str
+) -> None:
+    from attnlab.decode.search import generate
+
+    with pytest.raises(AttnlabError, match=match) as error:
+        generate(attnlab.load(checkpoint).model, src, **settings)
+    assert "\n" not in str(error.value)
+
+
+def test_a_list_names_the_text_it_refuses_and_traces_say_their_precision(checkpoint: Path) -> None:
+    model = attnlab.load(checkpoint)
+    with pytest.raises(ModelInputError, match="text 2 of 3: the input is empty"):
+        model.translate(["A dog.", "A cat.", " "])
+    with pytest.raises(ModelInputError, match="^the input is empty"):  # one text: nothing to number
+        model.translate(" ")
+    result = model.translate("A dog.", beam=2, max_len_b=4, record_hypotheses=True)  # implies record
+    assert all(h.trace is not None for h in result.hypotheses)
+    assert result.trace.model["dtype"] == "float32"
+    assert attnlab.load(checkpoint, dtype="bf16").translate("A dog.", record=True).trace.model["dtype"] == "bfloat16"

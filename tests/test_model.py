@@ -257,3 +257,15 @@ def test_tiny_model_learns_to_reverse() -> None:
         for _ in range(6):
             ys = torch.cat([ys, model(src, ys)[:, -1:].argmax(-1)], 1)
     assert ys[0, 1:6].tolist() == body.flip(1)[0].tolist() and ys[0, 6].item() == 3
+
+
+def test_attention_takes_a_bool_mask_and_zeroes_only_rows_with_no_key() -> None:
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    allowed = torch.tensor([[True, True, False], [True, False, False], [False, False, False]])
+    out, weights = attention(q, k, v, allowed)
+    assert torch.all(weights[..., 2, :] == 0) and torch.allclose(weights[..., :2, :].sum(-1), torch.ones(1, 2, 2))
+    for wrong in (allowed.long(), torch.zeros(3, 3)):  # a 0/1 or an additive float mask
+        with pytest.raises(ModelInputError, match="must be a bool tensor"):
+            attention(q, k, v, wrong)
+    q[0, 0, 0, 0] = float("nan")  # a NaN input stays visible: the mask once turned it into zeros
+    assert torch.isnan(attention(q, k, v, allowed)[1][0, 0, 0]).all()

@@ -24,7 +24,7 @@ from attnlab.data.tokenizer import UNSPACED, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
-from attnlab.decode.search import Hypothesis, check_settings, generate
+from attnlab.decode.search import Hypothesis, check_settings, generate, length_penalty
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.config import resolve_device
@@ -59,7 +59,7 @@ class Result:
     text: str  # the translation, or the bracketed tree for parsing
     tokens: list[str]  # produced pieces, ending in </s>
     src_tokens: list[str]
-    score: float  # length-normalised log-probability (what the beam ranks by)
+    score: float  # log P / lp(Y), GNMT's length penalty with the task's α: what the beam ranks by (also for `score`)
     logprob: float
     token_logprobs: list[float] = field(default_factory=list)
     trace: AttentionTrace | None = None
@@ -159,7 +159,7 @@ class Model:
         (fp32) to 1.4x (bf16) faster at 16,000 than at 4,000, and no faster above."""
         settings = DEFAULTS.get(self.task, DEFAULTS["translate"])
         beam = settings["beam"] if beam is None else beam
-        alpha = settings["alpha"] if alpha is None else alpha
+        alpha = self._alpha(alpha)
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
         check_settings(beam, alpha, max_len_a, max_len_b, n_best)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -167,7 +167,7 @@ class Model:
         if not isinstance(text, str | list | tuple):
             raise ModelInputError(f"expected a text or a list of texts, got {type(text).__name__}")
         texts = [text] if isinstance(text, str) else list(text)
-        encoded = [self.encode_source(t, truncate) for t in texts]
+        encoded = [self._encode_item(t, i, len(texts), truncate, isinstance(text, str)) for i, t in enumerate(texts)]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i][0]))
         results: list[Result | None] = [None] * len(texts)
         start = 0
@@ -181,9 +181,22 @@ class Model:
             with torch.no_grad(), ablate(self.model, ablate_heads or {}):
                 found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best, constrain=constrain)
                 for row, i in enumerate(chunk):
-                    results[i] = self._result(texts[i], encoded[i], found[row], src[row], record, record_hypotheses)
+                    want = record or record_hypotheses  # asking for every hypothesis's maps asks for maps
+                    results[i] = self._result(texts[i], encoded[i], found[row], src[row], want, record_hypotheses)
             start = end
         return results[0] if isinstance(text, str) else results  # type: ignore[return-value]
+
+    def _encode_item(self, text: str, index: int, count: int, truncate: bool, alone: bool) -> tuple[list[int], bool]:
+        """`encode_source`, naming which text of a list it refuses (the whole call is refused:
+        a list is one batch, and silently dropping an item would shift the answers)."""
+        try:
+            return self.encode_source(text, truncate)
+        except ModelInputError as error:
+            raise error if alone else ModelInputError(f"text {index} of {count}: {error}") from None
+
+    def _alpha(self, alpha: float | None) -> float:
+        """The length penalty's α: the given one, else the task's (§6.1: 0.6; §6.3: 0.3)."""
+        return DEFAULTS.get(self.task, DEFAULTS["translate"])["alpha"] if alpha is None else alpha
 
     def _tree_constraint(self, texts: list[str]):
         """Parsers decode under `TreeConstraint`: one leaf per input word, balanced brackets."""
@@ -241,12 +254,20 @@ class Model:
         return trace
 
     def score(
-        self, source: str, target: str, record: bool = True, truncate: bool = False, target_is_linear: bool = False
+        self,
+        source: str,
+        target: str,
+        record: bool = True,
+        truncate: bool = False,
+        target_is_linear: bool = False,
+        alpha: float | None = None,
     ) -> Result:
         """Teacher-forced log-probability of a given target (e.g. a reference translation),
         with the attention maps the model has while reading it. For a parser the target is a
         bracketed tree (or, with `target_is_linear`, its linearisation). A target longer than the
-        model takes is an error, or with `truncate` cut (and `truncated` set), as the source is."""
+        model takes is an error, or with `truncate` cut (and `truncated` set), as the source is.
+        `score` is log P / lp(Y) with the task's α (or `alpha`), as `translate` scores its
+        hypotheses, so a reference and the beam's outputs can be ranked together."""
         if not isinstance(target, str):
             raise ModelInputError(f"expected a target text, got {type(target).__name__}")
         src_ids, truncated = self.encode_source(source, truncate)
@@ -271,7 +292,7 @@ class Model:
             text=target,
             tokens=self.pieces(produced),
             src_tokens=self.pieces(src_ids, source=True),
-            score=sum(steps) / len(steps),
+            score=sum(steps) / length_penalty(len(produced), self._alpha(alpha)),
             logprob=sum(steps),
             token_logprobs=steps,
             truncated=truncated,
@@ -291,8 +312,10 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
 
     `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
     instructions, at the BLEU measured in docs/BENCHMARKS.md; `dtype="int8"` quantizes the
-    linear layers' weights to int8 with dynamically quantized activations (CPU only: what
-    CTranslate2's int8 does); fp32 is the default because the attention maps are then exact."""
+    linear layers' weights to int8 with dynamically quantized activations (CPU only), whose one
+    scale per product is set by every row in it: a sentence's int8 translation can change
+    slightly with the sentences batched beside it (fp32 and bf16 give the same output alone or
+    batched); fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if not isinstance(path, str | os.PathLike):

@@ -20,7 +20,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from attnlab.errors import ConfigError
+from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model.cache import KVCache
 from attnlab.model.transformer import Transformer
 
@@ -28,7 +28,7 @@ from attnlab.model.transformer import Transformer
 @dataclass
 class Hypothesis:
     tokens: list[int]  # produced ids, ending in </s> (unless cut at the length limit)
-    logprob: float  # log P(Y | X)
+    logprob: float  # log P(Y | X) as the search saw it (a parser's tree constraint: a leaf is any word piece)
     score: float  # logprob / lp(Y), what the beam ranks by
     step_logprobs: list[float] = field(default_factory=list)
 
@@ -225,8 +225,11 @@ def beam_search(
 
 
 @torch.no_grad()
-def greedy_search(stepper: Stepper, max_lens: Sequence[int], bos: int = 2, eos: int = 3) -> list[Hypothesis]:
-    """Take the most likely token each step; finished sentences leave the batch."""
+def greedy_search(
+    stepper: Stepper, max_lens: Sequence[int], bos: int = 2, eos: int = 3, alpha: float = 0.0
+) -> list[Hypothesis]:
+    """Take the most likely token each step; finished sentences leave the batch. `alpha` only
+    scores the result as the beam would (log P / lp(Y)), so scores mean one thing at any beam."""
     batch = len(max_lens)
     stepper.start(torch.arange(batch))
     tokens = torch.full((batch, 1), bos, dtype=torch.long)
@@ -245,7 +248,9 @@ def greedy_search(stepper: Stepper, max_lens: Sequence[int], bos: int = 2, eos: 
             if token == eos:
                 produced = [*tokens[i, 1:].tolist(), eos]
                 logprob = sum(steps[sent])
-                results[sent] = Hypothesis(produced, logprob, logprob, steps[sent])
+                results[sent] = Hypothesis(
+                    produced, logprob, logprob / length_penalty(len(produced), alpha), steps[sent]
+                )
             else:
                 keep.append(i)
         if not keep:
@@ -290,8 +295,32 @@ def generate(
     sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
     max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`)."""
     check_settings(beam, alpha, max_len_a, max_len_b, n_best)
-    model.eval()
+    model.check_ids(src, "source")  # before reading lengths off it: a 1-D or empty tensor is one line
+    if beam > model.config.target_vocab // 2:  # each row keeps its 2·beam best moves of the vocabulary
+        raise ConfigError(f"beam {beam} is more than half the {model.config.target_vocab}-piece vocabulary")
     src_lens = src.ne(model.config.pad_id).sum(1).tolist()
+    if 0 in src_lens:
+        raise ModelInputError(f"source row {src_lens.index(0)} is all padding: nothing to translate")
+    was_training = model.training  # a caller validating inside a training loop keeps its dropout
+    model.eval()
+    try:
+        return _generate(model, src, src_lens, beam, alpha, max_len_a, max_len_b, cache, n_best, constrain)
+    finally:
+        model.train(was_training)
+
+
+def _generate(
+    model: Transformer,
+    src: Tensor,
+    src_lens: list[int],
+    beam: int,
+    alpha: float,
+    max_len_a: float,
+    max_len_b: int,
+    cache: bool,
+    n_best: int | None,
+    constrain: Callable[[Stepper, list[int]], Stepper] | None,
+) -> list[list[Hypothesis]]:
     limit = model.config.max_len - 1
     max_lens = [max(1, min(limit, int(max_len_a * (n - 1) + max_len_b))) for n in src_lens]
     stepper: Stepper = TransformerStepper(model, src, cache=cache)
@@ -299,5 +328,5 @@ def generate(
         stepper = constrain(stepper, max_lens)
     eos, bos = model.config.eos_id, model.config.bos_id
     if beam <= 1:
-        return [[h] for h in greedy_search(stepper, max_lens, bos, eos)]
+        return [[h] for h in greedy_search(stepper, max_lens, bos, eos, alpha)]
     return beam_search(stepper, max_lens, beam, alpha, bos, eos, n_best)

@@ -15,20 +15,26 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.errors import ModelInputError
+
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, Eq. (1): softmax(QKᵀ/√d_k)·V, returning the weights too.
 
     q: (..., Lq, d_k), k: (..., Lk, d_k), v: (..., Lk, d_v); `mask` broadcasts to (..., Lq, Lk)
-    and is True where attending is allowed. Masked cells get exactly zero weight; a row with no
-    allowed key (which attnlab never builds) gets all zeros instead of NaN.
+    and is True where attending is allowed (a bool tensor: PyTorch's additive float masks mean
+    something else). Masked cells get exactly zero weight; a row with no allowed key (which
+    attnlab never builds) gets all zeros instead of NaN, and only such a row: a NaN in q, k or v
+    stays visible.
     """
+    if mask is not None and mask.dtype != torch.bool:
+        raise ModelInputError(f"the mask must be a bool tensor, True where attending is allowed; got {mask.dtype}")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:
-        weights = weights.nan_to_num(0.0)
+        weights = weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)
     return weights @ v, weights
 
 

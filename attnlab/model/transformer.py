@@ -299,8 +299,8 @@ class Transformer(nn.Module):
             raise ModelInputError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
         if ids.dtype not in (torch.int64, torch.int32):
             raise ModelInputError(f"{what} must hold integer token ids, got {ids.dtype}")
-        if ids.size(1) == 0:
-            raise ModelInputError(f"{what} is empty (length 0)")
+        if ids.size(0) == 0 or ids.size(1) == 0:
+            raise ModelInputError(f"{what} is empty (shape {tuple(ids.shape)})")
         if ids.size(1) > self.config.max_len:
             raise ModelInputError(
                 f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}"

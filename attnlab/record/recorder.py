@@ -238,7 +238,17 @@ def weights_hash(model: torch.nn.Module) -> str:
 
 
 def model_info(model: Transformer, checkpoint: str | None = None) -> dict:
-    """What a trace says about the model that produced it."""
+    """What a trace says about the model that produced it: its config, its weights' identity,
+    and the precision its maps were computed in (the same weights give exact maps in fp32 and
+    maps within ~1e-2 in bf16 or int8, so a trace must say which)."""
     config = model.config.to_dict()
     config.pop("paper", None)
-    return {"config": config, "weights_sha256": weights_hash(model), "checkpoint": checkpoint}
+    info = {"config": config, "weights_sha256": weights_hash(model), "checkpoint": checkpoint}
+    return info | {"dtype": computed_in(model)}
+
+
+def computed_in(model: torch.nn.Module) -> str:
+    """ "int8" for dynamically quantized linear layers, else the parameters' float type."""
+    if any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
+        return "int8"
+    return str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")

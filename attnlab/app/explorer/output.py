@@ -60,7 +60,8 @@ class Output(pn.viewable.Viewer):
             f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'>{html.escape(result.text)}</div>"
         ]
         if scored is not None:
-            said = text("output.reference", lang, logprob=scored.logprob, score=scored.score)
+            per_token = scored.logprob / len(scored.tokens)
+            said = text("output.reference", lang, logprob=scored.logprob, score=per_token)
             parts.append(
                 f"<div class='attn-muted'>{said}</div><div class='attn-output'>{html.escape(scored.text)}</div>"
             )
