@@ -126,27 +126,35 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
-def test_sigterm_while_writing_a_checkpoint(
-    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGTERM, "by SIGTERM"), (signal.SIGINT, "by Ctrl-C")])
+def test_sigterm_or_ctrl_c_while_writing_a_checkpoint(
+    prepared: Path,
+    reference: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    signum: int,
+    said: str,
 ) -> None:
-    """SIGTERM after step_4's weights are written but before its trainer state, manifest and
-    rename: the save completes, the run stops at step 4 with status 143, step_2 is untouched,
-    the handler in place before comes back, and the same command resumes."""
+    """SIGTERM (or Ctrl-C) after step_4's weights are written but before its trainer state,
+    manifest and rename: the save completes, the run stops at step 4 with status 128 + the
+    signal, step_2 is untouched, the handler in place before comes back, and the same command
+    resumes. Ctrl-C once deleted the checkpoint being written and lost every update since the last."""
     write = checkpoint.save_file
 
-    def save_then_sigterm(tensors: dict[str, torch.Tensor], filename: str, metadata: dict | None = None) -> None:
+    def save_then_signal(tensors: dict[str, torch.Tensor], filename: str, metadata: dict | None = None) -> None:
         write(tensors, filename, metadata=metadata)
         if ".step_4.tmp-" in filename and filename.endswith("model.safetensors"):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(checkpoint, "save_file", save_then_sigterm)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    monkeypatch.setattr(checkpoint, "save_file", save_then_signal)
+    previous = signal.signal(signum, _terminate)
     try:
-        assert _train(prepared, tmp_path / "run") == 128 + signal.SIGTERM
-        assert signal.getsignal(signal.SIGTERM) is _terminate
+        assert _train(prepared, tmp_path / "run") == 128 + signum
+        assert signal.getsignal(signum) is _terminate
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert "stopped by SIGTERM at step 4" in capsys.readouterr().err
+        signal.signal(signum, previous)
+    assert f"stopped {said} at step 4" in capsys.readouterr().err
     run = tmp_path / "run"
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_4"]
     assert _digests(run) == {step: _digests(reference)[step] for step in (2, 4)}

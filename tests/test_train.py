@@ -482,3 +482,68 @@ def test_an_out_that_is_a_file_is_one_line(prepared: Path, tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="is a file") as error:
         Trainer(TrainConfig(data=str(prepared), out=str(tmp_path / "notes.txt"), preset="tiny", compile="off"))
     assert "\n" not in str(error.value) and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_resumed_run_cleans_and_redoes_what_a_kill_left_half_done(prepared: Path, tmp_path: Path, capsys) -> None:
+    """A kill mid-save left `.step_N.tmp-*` forever; a kill while evaluating the checkpoint it
+    had just published lost that step's dev report for good; resuming a finished run printed a
+    bogus progress bar and nothing else."""
+    from attnlab.train.commands import cli
+    from attnlab.train.loop import Trainer
+
+    run = tmp_path / "run"
+    settings = {"data": str(prepared), "out": str(run), "preset": "tiny", "compile": "off", "probes": 0}
+    settings |= {"eval_sentences": 3, "save_every": 2, "max_tokens": 600}
+    Trainer(TrainConfig(**settings, max_steps=2)).run()
+    metrics = run / "metrics.jsonl"
+    metrics.write_text("".join(line + "\n" for line in metrics.read_text().splitlines() if "dev_" not in line))
+    (run / "checkpoints" / ".step_3.tmp-x1y2").mkdir()
+    Trainer(TrainConfig(**settings, max_steps=3)).run()
+    assert not list((run / "checkpoints").glob(".step_*"))
+    dev_steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines() if "dev_" in line]
+    assert dev_steps == [2, 3]
+    capsys.readouterr()
+    argv = ["--data", str(prepared), "--out", str(run), "--preset", "tiny", "--compile", "off", "--max-steps", "3"]
+    assert cli(argv + ["--eval-sentences", "3", "--save-every", "2", "--max-tokens", "600", "--probes", "0"]) == 0
+    assert "the run is at step 3, --max-steps 3: nothing to do" in capsys.readouterr().err
+
+
+def _agree_on_two_ranks(rank: int, port: int, settings: list[dict], errors) -> None:
+    import torch.distributed as dist
+
+    from attnlab.train.ranks import agree
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        agree(settings[rank], 2)
+    except ConfigError as error:
+        errors.put((rank, str(error)))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_started_with_other_settings_are_refused_on_every_rank() -> None:
+    """A rank with another --max-steps waited forever in a collective the other never reached."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    errors = mp.get_context("spawn").SimpleQueue()
+    settings = [{"max_steps": 20, "seed": 1}, {"max_steps": 15, "seed": 1}]
+    mp.start_processes(_agree_on_two_ranks, args=(port, settings, errors), nprocs=2, start_method="spawn")
+    found = sorted(errors.get() for _ in range(2))
+    assert found == [
+        (r, "rank 1 was started with other settings than rank 0: max_steps 15 (rank 0: 20)") for r in (0, 1)
+    ]
+
+
+def test_a_preset_beside_a_recipe_replaces_the_recipes_model(capsys) -> None:
+    """`--recipe tatoeba-en-zh --preset tiny` trained "tiny with the recipe's d_ff 512" without a word."""
+    from attnlab.train.commands import config_from_args
+
+    config = config_from_args(["--recipe", "tatoeba-en-zh", "--preset", "tiny", "p_drop=0.2"])
+    assert config.preset == "tiny" and config.overrides == {"p_drop": 0.2}
+    assert "--preset tiny replaces recipe tatoeba-en-zh's model" in capsys.readouterr().err

@@ -45,6 +45,13 @@ def config_from_args(argv: list[str]) -> TrainConfig:
     if args.recipe:
         values.update(recipe(args.recipe))
     overrides = dict(values.pop("overrides", {}))
+    if args.recipe and args.preset and overrides:  # the recipe's overrides shape the recipe's preset, not this one
+        said = " ".join(f"{k}={v}" for k, v in overrides.items())
+        print(
+            f"attnlab train: --preset {args.preset} replaces recipe {args.recipe}'s model ({said} dropped)",
+            file=sys.stderr,
+        )
+        overrides = {}
     overrides.update(parse_overrides(rest))
     for key, value in vars(args).items():
         if key != "recipe" and value is not None:
@@ -57,14 +64,28 @@ def config_from_args(argv: list[str]) -> TrainConfig:
 def cli(argv: list[str]) -> int:
     cfg = config_from_args(argv)
     trainer = Trainer(cfg)
-    last = trainer.run()
-    if trainer.rank == 0 and last is not None:
-        print(f"last checkpoint: {last}", file=sys.stderr)
-    if trainer.stopped_by_signal:
+    if trainer.step >= cfg.max_steps:
         if trainer.rank == 0:
             print(
-                f"attnlab train: stopped by SIGTERM at step {trainer.step}; run the same command to resume",
+                f"attnlab train: the run is at step {trainer.step}, --max-steps {cfg.max_steps}: nothing to do",
                 file=sys.stderr,
             )
-        return 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
+        return 0
+    last = trainer.run()
+    said = {
+        signal.SIGTERM: "by SIGTERM",
+        signal.SIGINT: "by Ctrl-C",
+        "time": f"after --max-minutes {cfg.max_minutes:g}",
+    }
+    if trainer.rank == 0:
+        if last is not None:
+            print(f"last checkpoint: {last}", file=sys.stderr)
+        if trainer.stopped_by is not None:
+            print(
+                f"attnlab train: stopped {said[trainer.stopped_by]} at step {trainer.step} of {cfg.max_steps}; "
+                "run the same command to resume",
+                file=sys.stderr,
+            )
+    if isinstance(trainer.stopped_by, signal.Signals):
+        return 128 + trainer.stopped_by  # what a shell reports for a process the signal ended
     return 0

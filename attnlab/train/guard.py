@@ -1,5 +1,5 @@
-"""What a run does when training goes wrong: the one-line error it stops with, and SIGTERM
-deferred until a checkpoint write is done.
+"""What a run does when training goes wrong: the one-line error it stops with, and SIGTERM or
+Ctrl-C deferred until a checkpoint write is done.
 
 The promise (tests/test_faults.py): whatever happens (a full disk, SIGTERM, a non-finite loss, a
 killed log write, cut-short data), every checkpoint already published stays valid,
@@ -19,32 +19,37 @@ class TrainingError(AttnlabError):
     """A run that cannot go on as asked, e.g. a non-finite loss; its message names the step."""
 
 
-class DeferredSigterm:
-    """Turns SIGTERM into a request that the loop reads between updates.
+class DeferredStop:
+    """Turns SIGTERM and a first Ctrl-C (SIGINT) into a request that the loop reads between
+    updates; `requested` is the signal's number (0: none).
 
-    Schedulers and `torchrun` send SIGTERM before they kill. Taken at once, it could land in the
-    middle of a checkpoint write; deferred, the write finishes, the loop saves the current step
-    and stops. Installed only in the main thread (the only one Python delivers signals to); the
-    previous handler comes back on exit.
+    Schedulers and `torchrun` send SIGTERM before they kill, and a user stops a run with Ctrl-C.
+    Taken at once, either could land in the middle of a checkpoint write (Ctrl-C once deleted
+    the one being written, and lost every update since the last); deferred, the write finishes,
+    the loop saves the current step and stops. A second Ctrl-C stops at once, as a user who
+    presses it twice means. Installed only in the main thread (the only one Python delivers
+    signals to); the previous handlers come back on exit.
     """
 
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
     def __init__(self) -> None:
-        self.requested = False
-        self._previous: signal.Handlers | int | None = None
-        self._installed = False
+        self.requested = 0
+        self._previous: dict[int, signal.Handlers | int | None] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.requested = True
+        if signum == signal.SIGINT and self.requested == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signum
 
-    def __enter__(self) -> DeferredSigterm:
+    def __enter__(self) -> DeferredStop:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            self._installed = True
+            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}

@@ -16,6 +16,7 @@ import dataclasses
 import gc
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
+from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.errors import CheckpointError, ConfigError
@@ -38,9 +40,9 @@ from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_toke
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.dev import dev_report
-from attnlab.train.guard import DeferredSigterm, TrainingError
+from attnlab.train.guard import DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
-from attnlab.train.ranks import all_sum, distributed, micro_seed
+from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import (
     compile_mode,
     compile_model,
@@ -49,6 +51,7 @@ from attnlab.train.regime import (
     make_optimizer,
     training_kernels,
 )
+from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries
 
 
 @dataclass
@@ -101,6 +104,9 @@ class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.rank, self.world = distributed()
+        agree(dataclasses.asdict(cfg), self.world)
+        if cfg.align_gold:  # found now, not at the first checkpoint, a thousand updates later
+            alignment_set(cfg.align_gold)
         self.device = resolve_device(cfg.device)
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -140,7 +146,7 @@ class Trainer:
         self.step = 0
         self.saved_step: int | None = None  # step of the newest checkpoint on disk
         self.skipped = 0  # updates skipped for a non-finite loss (--skip-nonfinite)
-        self.stopped_by_signal = False
+        self.stopped_by: signal.Signals | str | None = None  # SIGTERM, SIGINT or "time" (--max-minutes)
         self.window_start, self.window_tokens = time.time(), 0.0  # for tokens/s since the last log line
         self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line (all ranks)
         self.metrics = MetricsLog(self.out)
@@ -181,16 +187,7 @@ class Trainer:
             if self.rank == 0:  # a run killed before its first checkpoint starts over, log included
                 self.metrics.repair(0)
             return None
-        config, _ = ckpt.read_config(latest)
-        if config != self.config:
-            raise CheckpointError(f"{latest}: its model config differs from --preset/overrides; use another --out")
-        # Another corpus prepared with as many pieces (another language pair, a re-run of
-        # `data prepare`) fits the same config, and its ids would mean other pieces to the model.
-        if (latest / "spm.model").read_bytes() != self.spm_path.read_bytes():
-            raise CheckpointError(
-                f"{latest}: the run was trained with another vocabulary than {self.spm_path}; "
-                "resume it with the data it was trained on, or use another --out"
-            )
+        check_same_model(latest, ckpt.read_config(latest)[0], self.config, self.spm_path)
         model, _ = ckpt.load_model(latest, deep=False)
         self.model.load_state_dict(model.state_dict())
         tensors, info = ckpt.load_trainer_state(latest)
@@ -206,21 +203,14 @@ class Trainer:
         self.sampler.load_state_dict(info["sampler"])
         self.step, self.acc, self.skipped = info["step"], info["acc"], info.get("skipped", 0)
         self.saved_step = self.step
-        if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint
+        if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint, and its half-written one
             self.metrics.repair(self.step)
-            changed = self._changed_settings(info)
+            remove_temporaries(self.out)
+            mine = {**dataclasses.asdict(self.cfg), "precision": "bf16" if self.autocast else "fp32"}
+            changed = changed_update_rule(info, mine)
             if changed:
                 print(f"attnlab train: resuming with {changed}: the run's trajectory changes here", file=sys.stderr)
         return str(latest)
-
-    def _changed_settings(self, info: dict[str, Any]) -> str:
-        """The update rule's settings that differ from the run's (the batches' own are checked by
-        the sampler): allowed, a user may mean it, but never silently (a bf16 run resumed
-        without --dtype bf16 would go on in fp32)."""
-        saved = {**info.get("train_config", {}), **({"precision": info["precision"]} if "precision" in info else {})}
-        mine = {**dataclasses.asdict(self.cfg), "precision": "bf16" if self.autocast else "fp32"}
-        names = ("warmup", "lr_scale", "clip_norm", "skip_nonfinite", "precision")
-        return ", ".join(f"{n}={mine[n]} (the run had {saved[n]})" for n in names if saved.get(n, mine[n]) != mine[n])
 
     def checkpoint(self) -> Path | None:
         """Rank 0 saves and evaluates while the others wait; the checkpoint's path on rank 0."""
@@ -327,11 +317,15 @@ class Trainer:
                 + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""),
                 file=sys.stderr,
             )
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, dynamic_ncols=True, file=sys.stderr)
+        redo = self.resumed_from and cfg.eval_sentences > 0 and self.rank == 0  # killed while evaluating it?
+        if redo and not has_dev_record(self.metrics.path, self.step):
+            self.evaluate(Path(self.resumed_from))
+        quiet = 1.0 if sys.stderr.isatty() else 60.0  # off a terminal every refresh is another line in a log
+        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, mininterval=quiet, file=sys.stderr)
         stream = self.batches()
         self.window_start, self.window_tokens = time.time(), 0.0
         last_saved = None
-        with bar, DeferredSigterm() as sigterm:  # the bar ends its line also on an error, which then starts its own
+        with bar, DeferredStop() as stop:  # the bar ends its line also on an error, which then starts its own
             while self.step < cfg.max_steps:
                 micro = [next(stream) for _ in range(cfg.update_freq)]
                 tokens_before = self.acc["tokens"]
@@ -344,11 +338,16 @@ class Trainer:
                 if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
                     last_saved = self.checkpoint() or last_saved
                 out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
-                late, terminated = all_sum([float(out_of_time), float(sigterm.requested)], self.world, self.device)
-                if late or terminated:
+                asked = [
+                    float(out_of_time),
+                    float(stop.requested == signal.SIGTERM),
+                    float(stop.requested == signal.SIGINT),
+                ]
+                late, terminated, interrupted = all_sum(asked, self.world, self.device)
+                if late or terminated or interrupted:
                     if self.step != self.saved_step:
                         last_saved = self.checkpoint() or last_saved
-                    self.stopped_by_signal = terminated > 0
+                    self.stopped_by = signal.SIGINT if interrupted else signal.SIGTERM if terminated else "time"
                     break
         if self.world > 1:
             # DDP's reducer holds the process group and its last work: let them go now, not at
@@ -388,7 +387,7 @@ class Trainer:
 
     def evaluate(self, checkpoint_dir: Path) -> None:
         """Dev loss/PPL (and BLEU once decoding exists) plus probe traces for the timeline."""
-        if self.cfg.eval_sentences <= 0 and self.cfg.probes <= 0:
+        if self.cfg.eval_sentences <= 0 and self.cfg.probes <= 0 and not self.cfg.align_gold:
             return
         report = dev_report(self.model, self.cfg.data, checkpoint_dir, self.out, self.step, self.cfg)
         if report:

@@ -6,11 +6,15 @@ the same normaliser (`all_sum` of the update's target tokens) and the same dropo
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from attnlab.errors import ConfigError
 
 
 def distributed() -> tuple[int, int]:
@@ -19,6 +23,24 @@ def distributed() -> tuple[int, int]:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def agree(settings: dict[str, Any], world: int) -> None:
+    """One line, on every rank, when the ranks were started with other settings: with another
+    --max-steps or --save-every one rank waits forever in a collective the others never reach."""
+    if world == 1:
+        return
+    mine = json.dumps(settings, sort_keys=True, default=str)
+    every: list[str | None] = [None] * world
+    dist.all_gather_object(every, mine)
+    first = json.loads(every[0] or "{}")
+    for rank, theirs in enumerate(every):
+        if theirs != every[0]:
+            other = json.loads(theirs or "{}")
+            differ = ", ".join(
+                f"{k} {other.get(k)!r} (rank 0: {first.get(k)!r})" for k in first if first.get(k) != other.get(k)
+            )
+            raise ConfigError(f"rank {rank} was started with other settings than rank 0: {differ}")
 
 
 def all_sum(values: list[float], world: int, device: torch.device) -> list[float]:

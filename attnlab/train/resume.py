@@ -1,0 +1,59 @@
+"""What a resumed run checks against the run it continues, in one line each: the model and the
+vocabulary must be the run's (else every weight or id would mean something else), the update
+rule may change but is said to, and what a killed run left half done is cleaned or redone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from attnlab.errors import CheckpointError
+from attnlab.model.config import ModelConfig
+
+UPDATE_RULE = ("warmup", "lr_scale", "clip_norm", "skip_nonfinite", "precision")
+
+
+def check_same_model(checkpoint: Path, saved: ModelConfig, mine: ModelConfig, spm: Path) -> None:
+    """The run's model and vocabulary, or a one-line error naming what differs. Another corpus
+    prepared with as many pieces (another language pair, a re-run of `data prepare`) fits the
+    same config, and its ids would mean other pieces to the model."""
+    if saved != mine:
+        a, b = dataclasses.asdict(saved), dataclasses.asdict(mine)
+        differ = ", ".join(f"{k} {b[k]!r} (the run: {a[k]!r})" for k in a if a[k] != b[k])
+        raise CheckpointError(f"{checkpoint}: another model than the run's ({differ}); use another --out")
+    if (checkpoint / "spm.model").read_bytes() != spm.read_bytes():
+        raise CheckpointError(
+            f"{checkpoint}: the run was trained with another vocabulary than {spm}; "
+            "resume it with the data it was trained on, or use another --out"
+        )
+
+
+def changed_update_rule(info: dict[str, Any], mine: dict[str, Any]) -> str:
+    """The update rule's settings that differ from the run's (the batches' own are checked by
+    the sampler): allowed, a user may mean it, but never silently (a bf16 run resumed
+    without --dtype bf16 would go on in fp32)."""
+    saved = {**info.get("train_config", {}), **({"precision": info["precision"]} if "precision" in info else {})}
+    return ", ".join(f"{n}={mine[n]} (the run had {saved[n]})" for n in UPDATE_RULE if saved.get(n, mine[n]) != mine[n])
+
+
+def remove_temporaries(run_dir: Path) -> None:
+    """A run killed while writing a checkpoint leaves its temporary directory (the published
+    ones are whole): hundreds of MB each for base, never read again."""
+    for stale in (run_dir / "checkpoints").glob(".step_*.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def has_dev_record(metrics: Path, step: int) -> bool:
+    """Whether the log holds the dev report of `step` (a run killed while evaluating the
+    checkpoint it had just published has none, and no later run would write it)."""
+    if not metrics.is_file():
+        return False
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("step") == step and any(key.startswith("dev_") for key in record):
+            return True
+    return False
