@@ -14,6 +14,7 @@ import sentencepiece as spm
 from attnlab.cli import main
 from attnlab.decode.alignment import (
     aer,
+    align_lines,
     best_method,
     candidates,
     corpus_aer,
@@ -22,8 +23,9 @@ from attnlab.decode.alignment import (
     word_links,
     word_matrix,
 )
+from attnlab.decode.api import load
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, DataError
 from attnlab.record.trace import AttentionTrace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +112,7 @@ def test_links_are_checked_against_the_sentences_words(tmp_path: Path) -> None:
 def test_word_links_on_a_synthetic_map() -> None:
     # target pieces ▁ein ▁Hund chen </s> (rows) × source pieces ▁a ▁dog gy </s> (columns)
     weights = np.array([[0.6, 0.2, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.1, 0.5, 0.1], [0.0, 0.0, 0.0, 1.0]])
-    src, tgt = [0, 1, 1, None], [0, 1, 1, None]
+    src, tgt = [(0,), (1,), (1,), ()], [(0,), (1,), (1,), ()]
     # source pieces of a word summed, target pieces of a word averaged, </s> dropped
     np.testing.assert_allclose(word_matrix(weights, src, tgt), [[0.6, 0.3], [0.2, 0.65]])
     assert word_links(weights, src, tgt) == {(0, 0), (1, 1)}
@@ -125,7 +127,7 @@ def test_methods_pick_the_right_rows() -> None:
     head0 = np.array([a, b, a])  # rows: step outputting x, y, </s>
     head1 = np.array([b, a, b])
     trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"cross": [np.stack([head0, head1])] * 2})
-    src, tgt = [0, 1, None], [0, 1, None]
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
     assert trace_links(trace, src, tgt, "head", layer=0, head=0) == {(0, 0), (1, 1)}
     assert trace_links(trace, src, tgt, "head", layer=1, head=1) == {(1, 0), (0, 1)}
     assert trace_links(trace, src, tgt, "shift", layer=0, head=0) == {(1, 0), (0, 1)}  # x at row 1, y at row 2
@@ -143,10 +145,12 @@ def test_piece_words_latin_and_punctuation() -> None:
     pieces = _pieces(sp, " ".join(words))
     assert pieces[:4] == ["▁a", "▁man", "▁", ","]  # a lone "▁" before the comma
     got = dict(enumerate(piece_words(pieces, words)))
-    assert [got[i] for i in range(len(pieces))] == [0, 1, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9, 9, 9, 9, 10, None]
+    assert [got[i] for i in range(len(pieces))] == [(w,) for w in (0, 1, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9, 9, 9, 9, 10)] + [
+        ()
+    ]
     # the same words glued to the punctuation in the text the model read
     pieces = _pieces(sp, "a man, in a red hat, sells ice-cream.")
-    assert piece_words(pieces, words)[pieces.index(",")] == 2
+    assert piece_words(pieces, words)[pieces.index(",")] == (2,)
 
 
 def test_piece_words_byte_fallback() -> None:
@@ -157,8 +161,8 @@ def test_piece_words_byte_fallback() -> None:
     mapped = piece_words(pieces, words)
     for piece, word in zip(pieces, mapped, strict=True):
         if piece.startswith("<0x"):
-            assert word in (2, 3)
-    assert mapped == [0, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, None]
+            assert word in ((2,), (3,))
+    assert mapped == [(w,) for w in (0, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4)] + [()]
 
 
 @pytest.fixture(scope="module")
@@ -198,10 +202,32 @@ def test_piece_words_chinese_without_spaces(chinese_spm: spm.SentencePieceProces
     for k, piece in enumerate(pieces[:-1]):
         if not piece.startswith("<0x") or int(piece[3:5], 16) >= 0xC0:  # a whole piece, or a character's first byte
             offset = len(chinese_spm.decode(ids[:k]))  # characters before this piece
-        # a piece belongs to the word of its first character ("公园里" to 公园: one word per piece)
-        assert mapped[k] == int(np.searchsorted(starts, offset, side="right") - 1), (k, piece)
-    assert sum(p.startswith("<0x") for p in pieces) == 9 and mapped[-1] is None
-    assert mapped[pieces.index("<0xE9>")] == words.index("鳄鱼")
+        last = offset if piece.startswith("<0x") else len(chinese_spm.decode(ids[: k + 1])) - 1
+        # a piece spells the words from its first character's to its last's ("公园里": 公园 and 里)
+        first_word, last_word = (int(np.searchsorted(starts, char, side="right") - 1) for char in (offset, last))
+        assert mapped[k] == tuple(range(first_word, last_word + 1)), (k, piece)
+    assert any(len(spelled) > 1 for spelled in mapped)  # the case above is met
+    assert sum(p.startswith("<0x") for p in pieces) == 9 and mapped[-1] == ()
+    assert mapped[pieces.index("<0xE9>")] == (words.index("鳄鱼"),)
+
+
+def test_a_word_inside_another_words_piece_shares_its_attention() -> None:
+    """ "我 爱 你 。" read unspaced is the pieces 我爱 你 。: 爱 has no piece of its own, and was
+    linked to source word 0 (the argmax of an all-zero row) whatever the attention said. The
+    piece's row is the model's only reading of 爱, so it counts for both words; a word that no
+    piece spells at all (cut off with the input) gets no link."""
+    words = ["我", "爱", "你", "。"]
+    tgt = piece_words(["我爱", "你", "。", "</s>"], words)
+    assert tgt == [(0, 1), (2,), (3,), ()]
+    src = [(0,), (1,), (2,), (3,), ()]  # I love you . </s>
+    weights = np.full((4, 5), 0.05)  # rows 我爱 你 。 </s>, most attention on one source word each
+    weights[[0, 1, 2, 3], [1, 2, 3, 4]] = 0.8
+    np.testing.assert_allclose(word_matrix(weights, src, tgt)[1], word_matrix(weights, src, tgt)[0])
+    assert word_links(weights, src, tgt) == {(1, 0), (1, 1), (2, 2), (3, 3)}
+    assert word_links(weights, src, tgt, "threshold", 0.5) == {(1, 0), (1, 1), (2, 2), (3, 3)}
+    unread = [(0,), (2,), (3,), ()]  # 爱 spelled by no piece
+    assert word_links(weights, src, unread) == {(1, 0), (2, 2), (3, 3)}
+    assert word_links(weights, src, unread, "threshold", 0.0) == {(s, t) for s in range(4) for t in (0, 2, 3)}
 
 
 # -- commands -------------------------------------------------------------------------------------------------
@@ -260,6 +286,15 @@ def test_align_threshold_and_errors(capsys: pytest.CaptureFixture, pairs_file: P
         args = ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--links", "threshold"]
         assert main([*args, "--threshold", bad]) == 2
         assert "--threshold is a share of a word's attention" in capsys.readouterr().err
+
+
+def test_align_lines_takes_a_list_of_lines_only() -> None:
+    """A string was read a character a line, and a None line was an AttributeError."""
+    model = load(CKPT)
+    with pytest.raises(DataError, match=r"^expected a list of `source \|\|\| target` lines, got str$"):
+        align_lines(model, PAIRS[0])
+    with pytest.raises(DataError, match=r"^`source \|\|\| target` line 2 is not text \(got NoneType\)$"):
+        align_lines(model, [PAIRS[0], None])
 
 
 def test_best_method_from_the_model_card() -> None:

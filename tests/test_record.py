@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from attnlab import preset
+from attnlab.decode.api import Result
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate
 from attnlab.record.recorder import model_info, record
-from attnlab.record.stats import COLUMNS, head_stats
+from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
 
@@ -232,3 +233,35 @@ def test_head_stats_on_known_patterns() -> None:
     both = head_stats([uniform, uniform])
     assert both[0]["entropy"] == pytest.approx(np.log(2)) and both[0]["rows"] == 4
     assert set(COLUMNS) <= set(both[0])
+
+
+def test_head_stats_pool_heads_by_their_model_index_and_one_model_only(model: Transformer) -> None:
+    """Traces of heads [2, 3] and of heads [0, 1] were summed position by position and labelled
+    heads 2 and 3; a full trace with a subset one was numpy's broadcast ValueError; traces of
+    two models were averaged; a Result or None in place of a trace was an AttributeError."""
+    src, tgt = _batch()
+
+    def traced(net: Transformer, heads: list[int] | None = None) -> AttentionTrace:
+        with torch.no_grad(), record(net, heads=heads) as rec:
+            net(src, tgt)
+        return rec.traces(src, tgt, _tokens(src), _tokens(tgt), model_info(net))[0]
+
+    full, low, high = traced(model), traced(model, [0, 1]), traced(model, [2, 3])
+    alone = head_stats(full)
+    for pooled, twice in ((head_stats([high, low]), ()), (head_stats([full, low]), (0, 1))):
+        assert [(r["kind"], r["layer"], r["head"]) for r in pooled] == [
+            (r["kind"], r["layer"], r["head"]) for r in alone
+        ]
+        for row, expected in zip(pooled, alone, strict=True):
+            assert row["rows"] == expected["rows"] * (2 if row["head"] in twice else 1)
+            assert [row[name] for name in COLUMNS] == pytest.approx([expected[name] for name in COLUMNS])
+    other = traced(Transformer(preset("tiny", n_layers=3)).eval())
+    with pytest.raises(AttnlabError, match=r"^trace 3 was recorded from another model than trace 1 \(weights \w+ vs"):
+        head_stats([full, low, other])
+    result = Result("a b", "c d", ["▁c", "▁d", "</s>"], ["▁a", "▁b", "</s>"], -1.0, -3.0, trace=full)
+    with pytest.raises(AttnlabError, match=r"^trace 2 is a Result, not an AttentionTrace \(a Result holds one in"):
+        head_stats([full, result])
+    with pytest.raises(AttnlabError, match="^the trace is a NoneType, not an AttentionTrace"):
+        sentence_stats(None)
+    with pytest.raises(AttnlabError, match="^expected an AttentionTrace or a list of them, got str$"):
+        head_stats("trace")

@@ -5,9 +5,10 @@ possible links P (S ⊆ P: a sure link is also possible); a hypothesis A is scor
 (2003): precision |A∩P|/|A|, recall |A∩S|/|S|, AER = 1 − (|A∩S| + |A∩P|)/(|A| + |S|).
 
 Attention is between pieces; gold links are between words. `piece_words` maps each piece to the
-word it spells by character offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces
+words it spells by character offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces
 included, and their characters aligned to the words' characters), so Chinese fed without
-spaces, byte-fallback pieces and punctuation split off a word all land on the right word.
+spaces, byte-fallback pieces and punctuation split off a word all land on the right word, and a
+piece that runs over a word boundary (Chinese "我爱" for the words 我 爱) counts for both.
 `word_links` then sums a target piece's attention over the pieces of each source word, averages
 over the pieces of a target word, and links each target word to its argmax source word (or to
 every source word above a threshold).
@@ -24,14 +25,17 @@ import codecs
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnlab.data.tokenizer import UNSPACED
 from attnlab.decode.pharaoh import Links
-from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.trace import AttentionTrace
+
+if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
+    from attnlab.decode.api import Result
 
 METHODS = ("head", "layer", "all", "shift")
 SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
@@ -90,8 +94,9 @@ def _piece_bytes(piece: str) -> bytes:
     return piece.replace("\u2581", " ").encode()
 
 
-def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[int | None]:
-    """The index of the word each piece spells (None for <s>, </s>, <pad>).
+def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[tuple[int, ...]]:
+    """The indices of the words each piece spells: one for most pieces, several for a piece
+    that runs over a word boundary, none for <s>, </s>, <pad>.
 
     The pieces are detokenised one after another (UTF-8 byte pieces are joined into their
     character) and the non-space characters of the result are aligned to those of the words, so
@@ -99,7 +104,7 @@ def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[int | None]
     that is only a word boundary ("▁") belongs to the word after it. Characters the
     tokenizer changed are placed between their aligned neighbours."""
     if not words:
-        return [None] * len(pieces)
+        return [()] * len(pieces)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     text, spans = "", []
     for piece in pieces:
@@ -126,66 +131,66 @@ def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[int | None]
             else:  # a character the words do not have: next to where it stands
                 target[a] = min(b0, len(theirs) - 1)
     stripped_index = {i: n for n, i in enumerate(kept)}
-    result: list[int | None] = []
+    result: list[tuple[int, ...]] = []
     for span in spans:
-        if span is None:
-            result.append(None)
-            continue
-        first = next((stripped_index[i] for i in range(*span) if i in stripped_index), None)
-        result.append(None if first is None or not theirs else word_of_char[target[first]])
+        chars = [stripped_index[i] for i in range(*span) if i in stripped_index] if span and theirs else []
+        result.append(tuple(dict.fromkeys(word_of_char[target[c]] for c in chars)))  # in order, once each
     # a piece of spaces only (a lone "▁") joins the next word, else the previous one
     for n, span in enumerate(spans):
-        if span is not None and result[n] is None:
-            after = [w for w, s in zip(result[n + 1 :], spans[n + 1 :], strict=True) if w is not None and s]
-            before = [w for w, s in zip(result[:n], spans[:n], strict=True) if w is not None and s]
-            result[n] = after[0] if after else (before[-1] if before else None)
+        if span is not None and not result[n]:
+            after = [w for w in result[n + 1 :] if w]
+            before = [w for w in result[:n] if w]
+            result[n] = after[0][:1] if after else before[-1][-1:] if before else ()
     return result
 
 
 # -- attention -> word links ---------------------------------------------------------------------------
+def _membership(words_of_piece: Sequence[Sequence[int]]) -> np.ndarray:
+    """(pieces, words) 1 where a piece spells a word (a piece over a word boundary: in each)."""
+    n_words = 1 + max((w for words in words_of_piece for w in words), default=-1)
+    member = np.zeros((len(words_of_piece), n_words))
+    for piece, words in enumerate(words_of_piece):
+        member[piece, list(words)] = 1.0
+    return member
+
+
 def word_matrix(
-    weights: np.ndarray, src_word_of_piece: Sequence[int | None], tgt_word_of_piece: Sequence[int | None]
+    weights: np.ndarray, src_words_of_piece: Sequence[Sequence[int]], tgt_words_of_piece: Sequence[Sequence[int]]
 ) -> np.ndarray:
     """(target words, source words) attention: a target piece's weights summed over the pieces
-    of each source word, then averaged over the pieces of each target word. Pieces mapped to
-    None (</s>, <s>) are left out."""
+    of each source word, then averaged over the pieces of each target word. A piece that spells
+    several words counts whole for each (the model read them as one: that piece is all there is
+    of each); pieces of no word (</s>, <s>) are left out, and a word with no piece has a row of 0."""
     weights = np.asarray(weights, dtype=np.float64)
-    if weights.shape != (len(tgt_word_of_piece), len(src_word_of_piece)):
+    if weights.shape != (len(tgt_words_of_piece), len(src_words_of_piece)):
         raise AttnlabError(
-            f"attention of shape {weights.shape} but {len(tgt_word_of_piece)} target and "
-            f"{len(src_word_of_piece)} source pieces"
+            f"attention of shape {weights.shape} but {len(tgt_words_of_piece)} target and "
+            f"{len(src_words_of_piece)} source pieces"
         )
-    n_src = 1 + max((w for w in src_word_of_piece if w is not None), default=-1)
-    n_tgt = 1 + max((w for w in tgt_word_of_piece if w is not None), default=-1)
-    to_src = np.zeros((len(src_word_of_piece), n_src))  # (src pieces, src words) membership
-    for piece, word in enumerate(src_word_of_piece):
-        if word is not None:
-            to_src[piece, word] = 1.0
-    from_tgt = np.zeros((n_tgt, len(tgt_word_of_piece)))  # (tgt words, tgt pieces) averaging
-    for piece, word in enumerate(tgt_word_of_piece):
-        if word is not None:
-            from_tgt[word, piece] = 1.0
+    from_tgt = _membership(tgt_words_of_piece).T  # (tgt words, tgt pieces), averaging
     from_tgt /= np.maximum(from_tgt.sum(1, keepdims=True), 1.0)
-    return from_tgt @ weights @ to_src
+    return from_tgt @ weights @ _membership(src_words_of_piece)
 
 
 def word_links(
     weights: np.ndarray,
-    src_word_of_piece: Sequence[int | None],
-    tgt_word_of_piece: Sequence[int | None],
+    src_words_of_piece: Sequence[Sequence[int]],
+    tgt_words_of_piece: Sequence[Sequence[int]],
     method: str = "argmax",
     threshold: float = 0.1,
 ) -> Links:
     """(source_word, target_word) links from a (target pieces, source pieces) attention map:
     each target word to its most attended source word (`argmax`), or to every source word it
-    gives at least `threshold` of its attention (`threshold`)."""
-    matrix = word_matrix(weights, src_word_of_piece, tgt_word_of_piece)
+    gives at least `threshold` of its attention (`threshold`). A target word that no piece
+    spells (cut off, or dropped by the tokenizer) has no attention, so no link."""
+    matrix = word_matrix(weights, src_words_of_piece, tgt_words_of_piece)
+    read = {w for words in tgt_words_of_piece for w in words}
     if matrix.size == 0:
         return set()
     if method == "argmax":
-        return {(int(s), t) for t, s in enumerate(matrix.argmax(1))}
+        return {(int(s), t) for t, s in enumerate(matrix.argmax(1)) if t in read}
     if method == "threshold":
-        return {(int(s), int(t)) for t, s in zip(*np.nonzero(matrix >= threshold), strict=True)}
+        return {(int(s), int(t)) for t, s in zip(*np.nonzero(matrix >= threshold), strict=True) if t in read}
     raise AttnlabError(f"unknown link method {method!r}; choose argmax or threshold")
 
 
@@ -216,15 +221,15 @@ def attention_rows(
 
 def trace_links(
     trace: AttentionTrace,
-    src_words: Sequence[int | None],
-    tgt_words: Sequence[int | None],
+    src_words: Sequence[Sequence[int]],
+    tgt_words: Sequence[Sequence[int]],
     method: str = "all",
     layer: int | None = None,
     head: int | None = None,
     links: str = "argmax",
     threshold: float = 0.1,
 ) -> Links:
-    """(source_word, target_word) links of one teacher-forced trace, given each piece's word."""
+    """(source_word, target_word) links of one teacher-forced trace, given each piece's words."""
     weights, offset = attention_rows(trace, method, layer, head)
     tgt = list(tgt_words)[: len(tgt_words) - offset]
     return word_links(weights, src_words, tgt, links, threshold)
@@ -242,6 +247,18 @@ def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
 
 
 # -- a model reading word pairs --------------------------------------------------------------------------
+def check_lines(lines: Any, what: str) -> list[str]:
+    """`lines` as a list, refused unless it is a list of texts: a string given instead was read a
+    character a line, and a None line failed as an AttributeError deep inside."""
+    if isinstance(lines, str) or not isinstance(lines, Iterable):
+        raise DataError(f"expected a list of {what} lines, got {type(lines).__name__}")
+    lines = list(lines)
+    bad = next((n for n, line in enumerate(lines, 1) if not isinstance(line, str)), None)
+    if bad is not None:
+        raise DataError(f"{what} line {bad} is not text (got {type(lines[bad - 1]).__name__})")
+    return lines
+
+
 def split_pair(line: str, reverse: bool = False) -> tuple[list[str], list[str]]:
     """The words of a `source ||| target` line (`reverse`: the line is `target ||| source`)."""
     if line.count("|||") != 1:
@@ -252,14 +269,17 @@ def split_pair(line: str, reverse: bool = False) -> tuple[list[str], list[str]]:
     return (right, left) if reverse else (left, right)
 
 
-def score_words(model: Any, src: list[str], tgt: list[str]) -> tuple[AttentionTrace, list, list]:
+def score_words(
+    model: Any, src: Sequence[str], tgt: Sequence[str], truncate: bool = False
+) -> tuple[Result, list[tuple[int, ...]], list[tuple[int, ...]]]:
     """Teacher-force the words through `model` (joined with spaces, or without for a language
-    written without them, as the model was trained) and map its pieces back to the words."""
+    written without them, as the model was trained) and map its pieces back to the words: the
+    recorded `Result` (`Model.score`, which `truncate` is passed to) and each side's piece_words."""
     data = model.meta.get("data", {})
     joiner = {side: "" if data.get(f"{side}_lang") in UNSPACED else " " for side in ("src", "tgt")}
-    result = model.score(joiner["src"].join(src), joiner["tgt"].join(tgt), record=True)
+    result = model.score(joiner["src"].join(src), joiner["tgt"].join(tgt), record=True, truncate=truncate)
     trace = result.trace
-    return trace, piece_words(trace.src_tokens, src), piece_words(trace.tgt_tokens, tgt)
+    return result, piece_words(trace.src_tokens, src), piece_words(trace.tgt_tokens, tgt)
 
 
 def reading(method: str, layer: int | None = None, head: int | None = None) -> dict[str, Any]:
@@ -301,13 +321,14 @@ def align_lines(
         raise AttnlabError(  # a word's attention mass lies in [0, 1]: above 1 (or NaN) no link at all
             f"--threshold is a share of a word's attention, in [0, 1]; got {threshold!r}"
         )
+    lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
     out: list[list[Links]] = [[] for _ in readings]
     failed = []
     for number, line in enumerate(lines, 1):
         try:
             src, tgt = split_pair(line, reverse)
-            trace, src_words, tgt_words = score_words(model, src, tgt)
+            scored, src_words, tgt_words = score_words(model, src, tgt)
         except ModelInputError as error:
             failed.append((number, str(error)))
             for found in out:
@@ -315,7 +336,10 @@ def align_lines(
             continue
         for found, reading in zip(out, readings, strict=True):
             found.append(
-                oriented(trace_links(trace, src_words, tgt_words, **reading, links=links, threshold=threshold), reverse)
+                oriented(
+                    trace_links(scored.trace, src_words, tgt_words, **reading, links=links, threshold=threshold),
+                    reverse,
+                )
             )
     return out, failed
 

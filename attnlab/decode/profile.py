@@ -8,9 +8,11 @@ A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer
 sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
-head's AER, precision and recall (`attnlab.decode.alignment`). Without references the output is the model's own translation (decoded
-in batches with the paper's beam settings, then recorded); with `--tgt` the references are read
-teacher-forced (`Model.score`). `query` runs DuckDB over the file, which it calls `profile`.
+head's AER, precision and recall (`attnlab.decode.alignment`). Without references the output is
+the model's own translation (decoded in batches with the paper's beam settings, then recorded);
+with `--tgt` the references are read teacher-forced as `attnlab align` reads them
+(`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
+was trained on unspaced). `query` runs DuckDB over the file, which it calls `profile`.
 
 `Profile` is the same file read back for a screen: a statistic per head averaged over the
 sentences (a layers × heads grid per kind) and the sentences where one head is most extreme.
@@ -36,7 +38,7 @@ import torch
 from tqdm import tqdm
 
 from attnlab.data.corpora import read_text
-from attnlab.decode.alignment import aer, piece_words, word_links
+from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
 from attnlab.decode.commands import check_out
 from attnlab.decode.pharaoh import read_pharaoh
@@ -78,6 +80,11 @@ def profile(
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
     `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
     errors start with `gold_name`)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
+    sources = check_lines(sources, "source")
+    targets = None if targets is None else check_lines(targets, "target")
+    gold = None if gold is None else check_lines(gold, "gold")
     for name, lines in (("target", targets), ("gold", gold)):
         if lines is not None and len(lines) != len(sources):
             raise DataError(f"{len(sources)} source lines but {len(lines)} {name} lines")
@@ -98,34 +105,34 @@ def profile(
         chunk = list(range(start, min(start + batch, len(sources))))
         if targets is None:
             results = model.translate([sources[i] for i in chunk], beam=beam, alpha=alpha, record=True, truncate=True)
+            read = [(result, None) for result in results]
         else:
-            results = [_score(model, sources[i], targets[i], i) for i in chunk]
-        for i, result in zip(chunk, results, strict=True):
-            scores = _head_aer(result, *links[i]) if links is not None else None
+            read = [_reference(model, sources[i], targets[i], i, None if links is None else links[i]) for i in chunk]
+        for i, (result, scores) in zip(chunk, read, strict=True):
             _add_rows(columns, i, result, scores)
         bar.update(len(chunk))
     bar.close()
     return pa.table(columns, schema=schema)
 
 
-def _score(model: Model, source: str, target: str, index: int) -> Result:
-    """The reference read teacher-forced; a target the model cannot take names its line."""
+def _reference(
+    model: Model, source: str, target: str, index: int, gold: tuple[set, set] | None
+) -> tuple[Result, dict[tuple[int, int], dict] | None]:
+    """The reference read teacher-forced as `attnlab align` reads it, and given its gold (sure,
+    possible) links, {(layer, head): AER, precision, recall} of each cross-attention head's
+    argmax links between the whitespace-separated words of the two lines (`align --method head`'s
+    links, computed the same way). A target the model cannot take names its line."""
     try:
-        return model.score(source, target, record=True, truncate=True)
+        result, src_words, tgt_words = score_words(model, source.split(), target.split(), truncate=True)
     except ModelInputError as error:
         raise ModelInputError(f"target line {index + 1}: {error}") from None
-
-
-def _head_aer(result: Result, sure: set, possible: set) -> dict[tuple[int, int], dict]:
-    """{(layer, head): AER, precision, recall} of each cross-attention head's argmax links
-    between the words (whitespace-separated) of the source and of the reference."""
+    if gold is None:
+        return result, None
     trace = result.trace
-    src_words = piece_words(trace.src_tokens, result.source.split())
-    tgt_words = piece_words(trace.tgt_tokens, result.text.split())
-    return {
-        (layer, head): aer(word_links(weights, src_words, tgt_words), sure, possible)
+    return result, {
+        (layer, head): aer(trace_links(trace, src_words, tgt_words, "head", layer, head), *gold)
         for layer in trace.layers["cross"]
-        for head, weights in enumerate(trace.attention("cross", layer))
+        for head in range(trace.n_heads)
     }
 
 

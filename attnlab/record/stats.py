@@ -14,15 +14,21 @@ many traces (each row counts once, so long sentences weigh more, as they hold mo
 `sentence_stats` gives the same columns for one trace alone (each sentence its own average), the
 rows of a corpus profile (`attnlab.decode.profile`): the head_stats of many traces are the
 row-weighted means of their sentence_stats.
+
+Heads are pooled by their index in the model, so traces that recorded different heads (or
+layers, or kinds) of one model pool each head over the traces that have it, and `rows` says how
+many that was. Traces of different models are refused: their head 0s are different heads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from attnlab.record.trace import EOS, AttentionTrace
+from attnlab.errors import AttnlabError
+from attnlab.record.trace import EOS, KINDS, AttentionTrace
 
 COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max", "diagonal")
 
@@ -56,44 +62,73 @@ def _row_sums(weights: np.ndarray, eos_keys: np.ndarray) -> np.ndarray:
     return np.stack([c.sum(-1) for c in columns], axis=-1)
 
 
-def _layer_sums(trace: AttentionTrace) -> Iterator[tuple[str, int, np.ndarray, int]]:
-    """(kind, layer, (heads, len(COLUMNS)) sums over the query rows, number of rows) of one trace."""
+def _head_sums(trace: AttentionTrace) -> Iterator[tuple[str, int, int, np.ndarray, int]]:
+    """(kind, layer, model head index, (len(COLUMNS),) sums over the query rows, number of rows)
+    of each recorded head of one trace."""
     for kind in trace.kinds:
         keys = trace.labels(kind)[1]
         eos_keys = np.array([token == EOS for token in keys], dtype=np.float64)
         for layer in trace.layers[kind]:
             weights = trace.attention(kind, layer).astype(np.float64)
-            yield kind, layer, _row_sums(weights, eos_keys), weights.shape[1]
+            heads = trace.heads if trace.heads is not None else range(weights.shape[0])
+            for head, total in zip(heads, _row_sums(weights, eos_keys), strict=True):
+                yield kind, layer, head, total, weights.shape[1]
+
+
+def _check_trace(trace: Any, what: str) -> AttentionTrace:
+    """`trace`, refused unless it is one: a Result (or None, the .trace of one not recorded)
+    in its place was an AttributeError from deep inside."""
+    if not isinstance(trace, AttentionTrace):
+        raise AttnlabError(
+            f"{what} is a {type(trace).__name__}, not an AttentionTrace "
+            "(a Result holds one in .trace when made with record=True)"
+        )
+    return trace
+
+
+def _check_one_model(traces: Sequence[AttentionTrace]) -> None:
+    """The model's identity (weights hash, config) is the same in every trace."""
+    first = traces[0].model
+    for n, trace in enumerate(traces[1:], 2):
+        if any(trace.model.get(key) != first.get(key) for key in ("weights_sha256", "config")):
+            raise AttnlabError(
+                f"trace {n} was recorded from another model than trace 1 (weights "
+                f"{trace.model.get('weights_sha256')} vs {first.get('weights_sha256')}): "
+                "head statistics pool the heads of one model"
+            )
 
 
 def sentence_stats(trace: AttentionTrace) -> list[dict]:
     """One row per (kind, layer, head) of one trace: the columns above averaged over its query
     rows, plus `kind`, `layer`, `head`, `queries` (rows) and `keys`."""
+    _check_trace(trace, "the trace")
     table = []
-    for kind, layer, total, n_rows in _layer_sums(trace):
-        n_keys = len(trace.labels(kind)[1])
-        for h, head in enumerate(trace.heads or range(total.shape[0])):
-            row = {"kind": kind, "layer": layer, "head": head, "queries": n_rows, "keys": n_keys}
-            row.update({name: float(v) for name, v in zip(COLUMNS, total[h] / max(n_rows, 1), strict=True)})
-            table.append(row)
+    for kind, layer, head, total, n_rows in _head_sums(trace):
+        row = {"kind": kind, "layer": layer, "head": head, "queries": n_rows, "keys": len(trace.labels(kind)[1])}
+        row.update({name: float(v) for name, v in zip(COLUMNS, total / max(n_rows, 1), strict=True)})
+        table.append(row)
     return table
 
 
 def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
-    """One row per (kind, layer, head): the columns above plus `kind`, `layer`, `head`, `rows`."""
+    """One row per (kind, layer, head) recorded in any of the traces, in the model's order: the
+    columns above plus `kind`, `layer`, `head`, `rows` (the query rows pooled for that head)."""
+    if isinstance(traces, str) or not isinstance(traces, AttentionTrace | Iterable):
+        raise AttnlabError(f"expected an AttentionTrace or a list of them, got {type(traces).__name__}")
     traces = [traces] if isinstance(traces, AttentionTrace) else list(traces)
-    sums: dict[tuple[str, int], np.ndarray] = {}
-    rows: dict[tuple[str, int], int] = {}
+    traces = [_check_trace(trace, f"trace {n}") for n, trace in enumerate(traces, 1)]
+    if traces:
+        _check_one_model(traces)
+    sums: dict[tuple[str, int, int], np.ndarray] = {}
+    rows: dict[tuple[str, int, int], int] = {}
     for trace in traces:
-        for kind, layer, total, n_rows in _layer_sums(trace):
-            sums[(kind, layer)] = sums.get((kind, layer), 0.0) + total
-            rows[(kind, layer)] = rows.get((kind, layer), 0) + n_rows
+        for kind, layer, head, total, n_rows in _head_sums(trace):
+            key = (kind, layer, head)
+            sums[key] = sums.get(key, 0.0) + total
+            rows[key] = rows.get(key, 0) + n_rows
     table = []
-    for (kind, layer), total in sums.items():
-        head_ids = traces[0].heads or list(range(total.shape[0]))
-        for h, head in enumerate(head_ids):
-            values = total[h] / max(rows[(kind, layer)], 1)
-            row = {"kind": kind, "layer": layer, "head": head, "rows": rows[(kind, layer)]}
-            row.update({name: float(v) for name, v in zip(COLUMNS, values, strict=True)})
-            table.append(row)
+    for key in sorted(sums, key=lambda key: (KINDS.index(key[0]), *key[1:])):
+        row = dict(zip(("kind", "layer", "head"), key, strict=True), rows=rows[key])
+        row.update({name: float(v) for name, v in zip(COLUMNS, sums[key] / max(rows[key], 1), strict=True)})
+        table.append(row)
     return table
