@@ -177,10 +177,10 @@ def test_store_errors_name_the_checkpoint_not_the_server_path(store: Store, mode
     empty = models["root"] / "empty"
     empty.mkdir(exist_ok=True)
     assert not store.open_request("served/empty")
-    assert "not an attnlab checkpoint" in store.error and store.error.lower().startswith("served/empty: ")
+    assert "not an attnlab checkpoint" in store.error and store.error.startswith("served/empty: ")  # as named
     assert str(models["root"]) not in store.error and "/" + models["root"].parent.name not in store.error
     assert not store.open(empty, "picked name")
-    assert store.error.startswith("Picked name: not an attnlab checkpoint")
+    assert store.error.startswith("picked name: not an attnlab checkpoint")  # a name keeps its case
 
 
 def test_exports_and_results_carry_no_server_path(store: Store, models: dict[str, Path]) -> None:

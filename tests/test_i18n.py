@@ -617,6 +617,52 @@ def test_the_explorer_draws_its_figures_in_its_language(
 
 
 @pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_compare_and_corpus_tabs_name_tasks_and_statistics_in_lang(
+    paths: dict[str, Path], tmp_path: Path, lang: str
+) -> None:
+    """What the library names in English (a model's task, a profile's statistics, a grid's layers
+    and heads) reaches these tabs in the page's language, as the Dashboard names statistics."""
+    from bokeh.models import HoverTool
+
+    from attnlab import viz
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.roots import CheckpointRoots
+    from attnlab.app.words import figure_words
+    from attnlab.decode.api import load
+    from attnlab.decode.profile import profile, write_profile
+
+    explorer = Explorer(
+        {"tiny": str(paths["translate"]), "parser": str(paths["parse"])}, CheckpointRoots([tmp_path]), lang=lang
+    )
+    explorer.open_listed("tiny")
+    explorer.tabs.active = 5
+    explorer.compare.second.value = "parser"
+    tasks = {"a": text("task.translate", lang), "b": text("task.parse", lang)}
+    said = text("compare.other_task", lang, first="tiny", second="parser", **tasks)
+    assert html.escape(said) in explorer.compare.notice.object and explorer.compare.notice.visible
+
+    table = profile(load(paths["translate"]), ["the dog runs .", "a girl sits ."])
+    write_profile(table, tmp_path / "profiles" / "p.parquet", {"checkpoint": "tiny-translator", "mode": "translate"})
+    corpus, words = explorer.corpus, figure_words(lang)
+    explorer.tabs.active = 6
+    assert corpus.open("profiles/p.parquet"), explorer.store.error
+    assert list(corpus.stat.options.items()) == [(viz.stat_name(s, words), s) for s in corpus.profile.stats]
+    english = {"entropy", "distance", "self", "eos"}  # the columns as the library names them
+    assert english & set(corpus.stat.options) == set()
+    corpus.stat.value = "entropy"
+    corpus.pick("cross", 1, 0)
+    entropy = text("figure.entropy", lang)
+    grid = corpus.grids.objects[-1].object
+    assert grid.title.text == text("corpus.grid_title", lang, kind=i18n.kind_title("cross", lang), stat=entropy)
+    assert list(grid.xaxis[0].major_label_overrides.values())[:2] == [words["grid.head"].format(head=h) for h in (0, 1)]
+    assert list(grid.yaxis[0].major_label_overrides.values()) == [words["grid.layer"].format(layer=n) for n in (0, 1)]
+    assert grid.select_one(HoverTool).tooltips[0][1] == words["grid.cell"].format(layer="@layer", head="@head")
+    caption = text("corpus.extremes_largest", lang, kind=i18n.kind_title("cross", lang), layer=1, head=0, stat=entropy)
+    assert html.escape(caption) in corpus.caption.object
+    assert [c.title for c in corpus.table.object.columns][1] == entropy
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
 def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_probes: Path, lang: str) -> None:
     from attnlab import widgets
 

@@ -51,6 +51,8 @@ def test_constrained_parse_keeps_every_word(parser: Path) -> None:
             produced = model.tokenizer.decode(model.tokenizer.piece_to_id(result.tokens[:-1])).split()
             spelled = [t for t in produced if not (len(t) > 1 and t[0] in "()")]
             assert spelled == (words if model.spelled else ["XX"] * len(words))  # the words, in order
+    scored = model.score(result.source, result.text, record=False)  # a reference tree reads back as a tree
+    assert scored.text == result.text and scored.tokens == result.tokens  # not the linearised (S (NP XX )NP ...)S
 
 
 def test_cli_parse_one_tree_per_line(parser: Path, tmp_path: Path) -> None:

@@ -501,7 +501,7 @@ def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Pat
     assert "<script" in first.export.html().getvalue()
     first.ablation.choice.value = ["cross L0 H0", "cross L1 H1"]
     first.ablation.ablate()
-    assert "log P(original output)" in first.ablation.effect.objects[0].object
+    assert "log P(reference)" in first.ablation.effect.objects[0].object  # the open trace is the reference's
     first.checkpoint_select.value = checkpoints["parse"].name
     assert first.store.model.task == "parse" and first.go.label == "Parse" and first.output.tree_box.visible
 

@@ -63,6 +63,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "error.refused": {"en": "Cannot open that path: no such directory under the explorer's checkpoint roots ({roots}).", "es": "No se puede abrir esa ruta: no existe esa carpeta dentro de las carpetas de modelos del explorador ({roots}).", "zh": "无法打开该路径：允许打开的模型根目录（{roots}）下没有这个目录。"},
     "error.open_internal": {"en": "Cannot open {name}: internal error ({error}); the app is still running.", "es": "No se pudo abrir {name}: error interno ({error}); la aplicación sigue funcionando.", "zh": "无法打开 {name}：内部错误（{error}），应用仍在正常运行。"},
     "error.threaded_server": {"en": "This server was started with --num-threads: Panel then runs a session's events out of order, and a click could translate the sentence typed before. Serve the explorer without it (attnlab explore).", "es": "Este servidor se inició con --num-threads: Panel ejecuta entonces los eventos de una sesión fuera de orden, y un clic podría traducir la frase escrita antes. Sirva el explorador sin esa opción (attnlab explore).", "zh": "此服务器以 --num-threads 启动：Panel 会打乱同一会话中事件的顺序，一次点击可能翻译的是之前输入的句子。请不带该选项启动浏览器（attnlab explore）。"},
+    "error.the_reference": {"en": "the reference", "es": "la referencia", "zh": "参考文本"},
     "error.internal": {"en": "Internal error ({error}); the app is still running.", "es": "Error interno ({error}); la aplicación sigue funcionando.", "zh": "内部错误（{error}），应用仍在正常运行。"},
     # attnlab's own errors (English one-liners raised deep in the library) reach a Spanish or Chinese
     # reader as a lead line in their language, per error class, followed by the English detail;
@@ -122,6 +123,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "ablation.changed": {"en": "changed", "es": "cambia", "zh": "发生了变化"},
     "ablation.unchanged": {"en": "unchanged", "es": "no cambia", "zh": "没有变化"},
     "ablation.logp": {"en": "log P(original output): {before:.3f} with all heads → {after:.3f} with the heads off (Δ = {delta})", "es": "log P(salida original): {before:.3f} con todas las cabezas → {after:.3f} sin ellas (Δ = {delta})", "zh": "log P(原输出)：全部头开启时 {before:.3f} → 关闭后 {after:.3f}（Δ = {delta}）"},
+    "ablation.logp_reference": {"en": "log P(reference): {before:.3f} with all heads → {after:.3f} with the heads off (Δ = {delta})", "es": "log P(referencia): {before:.3f} con todas las cabezas → {after:.3f} sin ellas (Δ = {delta})", "zh": "log P(参考文本)：全部头开启时 {before:.3f} → 关闭后 {after:.3f}（Δ = {delta}）"},
+    "ablation.reference_title": {"en": "log-probability of each reference token", "es": "log-probabilidad de cada token de la referencia", "zh": "参考文本中每个词元的对数概率"},
     # the export bar
     "export.title": {"en": "Export", "es": "Exportar", "zh": "导出"},
     "export.png": {"en": "PNG", "es": "PNG", "zh": "PNG"},
@@ -198,6 +201,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "figure.first": {"en": "first", "es": "primera", "zh": "首个"},
     "figure.eos": {"en": "eos", "es": "</s>", "zh": "句末 </s>"},
     "figure.max": {"en": "max", "es": "máx", "zh": "最大值"},
+    "figure.diagonal": {"en": "diagonal", "es": "diagonal", "zh": "对角线"},
+    "figure.aer": {"en": "AER", "es": "AER", "zh": "AER"},
+    "figure.precision": {"en": "precision", "es": "precisión", "zh": "精确率"},
+    "figure.recall": {"en": "recall", "es": "cobertura", "zh": "召回率"},
     "figure.stats_title": {"en": "heads: {x} vs {y}", "es": "cabezas: {x} frente a {y}", "zh": "注意力头：{x} 与 {y}"},
     "figure.diff_title": {"en": "difference to the final model · layer {layer} · head {head}", "es": "diferencia con el modelo final · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · 第 {layer} 层 · 头 {head}"},
     "figure.diff_value": {"en": "Δ weight", "es": "Δ peso", "zh": "Δ 权重"},
@@ -245,8 +252,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "corpus.largest": {"en": "largest first", "es": "mayores primero", "zh": "从大到小"},
     "corpus.smallest": {"en": "smallest first", "es": "menores primero", "zh": "从小到大"},
     "corpus.info": {"en": "{name}: {sentences:,} sentences · {mode} · model {checkpoint}", "es": "{name}: {sentences:,} frases · {mode} · modelo {checkpoint}", "zh": "{name}：{sentences:,} 个句子 · {mode} · 模型 {checkpoint}"},
-    "corpus.mode_translate": {"en": "the model's own translations", "es": "las traducciones del propio modelo", "zh": "模型自己的译文"},
-    "corpus.mode_reference": {"en": "references, teacher-forced", "es": "referencias con teacher forcing", "zh": "参考译文（教师强制）"},
+    "corpus.mode_translate": {"en": "the model's own outputs", "es": "las salidas del propio modelo", "zh": "模型自己的输出"},
+    "corpus.mode_reference": {"en": "references, teacher-forced", "es": "referencias con teacher forcing", "zh": "参考文本（教师强制）"},
     "corpus.grid_title": {"en": "{kind}: mean {stat} per head (click one)", "es": "{kind}: {stat} medio por cabeza (haz clic en una)", "zh": "{kind}：各头的平均 {stat}（点击查看）"},
     "corpus.extremes_largest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the largest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con mayor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最大的句子（点击打开）"},
     "corpus.extremes_smallest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the smallest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con menor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最小的句子（点击打开）"},
@@ -255,6 +262,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "corpus.output": {"en": "output", "es": "salida", "zh": "输出"},
     "corpus.no_profile": {"en": "Give a profile to open.", "es": "Indica qué perfil abrir.", "zh": "请输入要打开的统计文件。"},
     "corpus.refused": {"en": "Cannot open that profile: no such .parquet file under the explorer's checkpoint roots ({roots}).", "es": "No se puede abrir ese perfil: no existe ese archivo .parquet dentro de las carpetas de modelos del explorador ({roots}).", "zh": "无法打开该统计文件：允许打开的模型根目录（{roots}）下没有这个 .parquet 文件。"},
+    "corpus.other_model": {"en": "{name} was recorded with the model {checkpoint}, and {loaded} is loaded: open {checkpoint} to see its sentences.", "es": "{name} se registró con el modelo {checkpoint} y ahora está cargado {loaded}: abre {checkpoint} para ver sus frases.", "zh": "{name} 是用模型 {checkpoint} 记录的，而当前加载的是 {loaded}：请先打开 {checkpoint} 再查看其中的句子。"},
+    "corpus.other_heads": {"en": "{name} was recorded with another model than {loaded}: its heads are not this model's {layers} layers × {heads} heads, so its sentences do not open with it.", "es": "{name} se registró con un modelo distinto de {loaded}: sus cabezas no son las {layers} capas × {heads} cabezas de este, así que sus frases no se abren con él.", "zh": "{name} 是用与 {loaded} 不同的模型记录的：其注意力头不是此模型的 {layers} 层 × {heads} 个头，因此不能用此模型打开其中的句子。"},
     "corpus.too_big": {"en": "{name} is {size} MB; this server opens profiles of at most {most} MB.", "es": "{name} ocupa {size} MB; este servidor abre perfiles de {most} MB como máximo.", "zh": "{name} 大小为 {size} MB；此服务器最多打开 {most} MB 的统计文件。"},
 }
 # fmt: on
@@ -265,6 +274,12 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     entry = MESSAGES[key]
     template = entry.get(lang if lang in LANGUAGES else DEFAULT, entry[DEFAULT])
     return template.format(**values) if values else template
+
+
+def task_name(task: str, lang: str = DEFAULT) -> str:
+    """What a model does, as the page says it ("translate", "traducción", "句法分析"); a task
+    with no entry (a config may name any) is shown as it is."""
+    return {"translate": text("task.translate", lang), "parse": text("task.parse", lang)}.get(task, task)
 
 
 def kind_name(kind: str, lang: str = DEFAULT) -> str:

@@ -47,6 +47,10 @@ def _words(lang: str) -> Mapping[str, str]:
             "stats.first": text("figure.first", lang),
             "stats.eos": text("figure.eos", lang),
             "stats.max": text("figure.max", lang),
+            "stats.diagonal": text("figure.diagonal", lang),
+            "stats.aer": text("figure.aer", lang),
+            "stats.precision": text("figure.precision", lang),
+            "stats.recall": text("figure.recall", lang),
             "stats.label": text("head.short", lang),
             "stats.title": text("figure.stats_title", lang),
             # training, ablation

@@ -289,7 +289,7 @@ class Model:
         steps = lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
         result = Result(
             source=source,
-            text=target,
+            text=self.detokenize(produced, source) if self.task == "parse" else target,  # a tree, as parse gives
             tokens=self.pieces(produced),
             src_tokens=self.pieces(src_ids, source=True),
             score=sum(steps) / length_penalty(len(produced), self._alpha(alpha)),

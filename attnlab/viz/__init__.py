@@ -50,7 +50,7 @@ from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
 from attnlab.viz.tree import tree_figure
-from attnlab.viz.words import WORDS
+from attnlab.viz.words import WORDS, stat_name
 
 __all__ = [
     "DIFF_PALETTE",
@@ -86,6 +86,7 @@ __all__ = [
     "profile_pick",
     "selection",
     "standalone_html",
+    "stat_name",
     "stats_scatter",
     "stats_source",
     "stats_table",

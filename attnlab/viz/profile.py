@@ -5,7 +5,7 @@ written in it, the open head framed, a tap opening another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from bokeh.events import Tap
@@ -14,6 +14,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.words import say
 
 CELL_PX = 56
 
@@ -26,10 +27,14 @@ def profile_grid(
     selected: tuple[int, int] | None = None,
     on_select: Callable[[int, int], None] | None = None,
     name: str = "profile-grid",
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """`values` (layers, heads), row r for model layer `layers[r]`, drawn with layer 0 at the
     bottom; NaN cells (a head without the statistic, e.g. AER off cross-attention) are grey.
-    `on_select(layer, head)` is called when a cell is tapped (in a Bokeh server or Panel session)."""
+    `on_select(layer, head)` is called when a cell is tapped (in a Bokeh server or Panel session).
+    The layers and heads are named as the overview grid names them ("grid.*" of `viz.words.WORDS`,
+    replaced by `words`)."""
+    said = say(words)
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] != len(layers):
         raise ValueError(f"values have {values.shape[0]} rows but {len(layers)} layers are named")
@@ -65,11 +70,14 @@ def profile_grid(
                      line_color=None)  # fmt: skip
     fig.text("x", "y", text="label", source=source, text_align="center", text_baseline="middle",
              text_font_size="9pt", text_color="text_color")  # fmt: skip
-    fig.add_tools(HoverTool(renderers=[cells], tooltips=[("", "L@layer · H@head"), ("", "@value{0.000}")]))
+    cell = said["grid.cell"].format(layer="@layer", head="@head")
+    fig.add_tools(HoverTool(renderers=[cells], tooltips=[("", cell), ("", "@value{0.000}")]))
     fig.xaxis.ticker = FixedTicker(ticks=[h + 0.5 for h in range(n_heads)])
-    fig.xaxis.major_label_overrides = {h + 0.5: f"H{h}" for h in range(n_heads)}
+    fig.xaxis.major_label_overrides = {h + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
     fig.yaxis.ticker = FixedTicker(ticks=[r + 0.5 for r in range(n_layers)])
-    fig.yaxis.major_label_overrides = {r + 0.5: f"L{layer}" for r, layer in enumerate(layers)}
+    fig.yaxis.major_label_overrides = {
+        r + 0.5: said["grid.layer"].format(layer=layer) for r, layer in enumerate(layers)
+    }
     fig.grid.visible = False
     fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
     if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:

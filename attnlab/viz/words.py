@@ -43,6 +43,10 @@ WORDS: dict[str, str] = {
     "stats.first": "first",
     "stats.eos": "eos",
     "stats.max": "max",
+    "stats.diagonal": "diagonal",  # this and the alignment scores below: a corpus profile's columns
+    "stats.aer": "AER",
+    "stats.precision": "precision",
+    "stats.recall": "recall",
     "stats.label": "{kind} L{layer} H{head}",
     "stats.title": "heads: {x} vs {y}",
     # training dynamics (timeline.py)
@@ -98,3 +102,9 @@ def kind_title(kind: str, words: Mapping[str, str]) -> str:
 def kind_name(kind: str, words: Mapping[str, str]) -> str:
     """A kind of attention in short ("cross"), as `words` (from `say`) write it."""
     return words.get(f"kind_name.{kind}", kind)
+
+
+def stat_name(column: str, words: Mapping[str, str]) -> str:
+    """A head statistic's column ("eos") as `words` write it; a column with no words (one a newer
+    `attnlab.record.stats` added) by its own name."""
+    return words.get(f"stats.{column}", column)

@@ -1,6 +1,10 @@
 """The Head ablation tab: switch chosen heads off, decode the same input again
 (`attnlab.decode.ablation`), and show whether the output changed and how much less likely the
 original output became, token by token. It tests what a head looks like it does.
+
+With a reference, the open trace is the reference read teacher-forced: the log-probabilities are
+the reference's (and say so), while "changed" still compares the re-decoded output with the
+model's own, since both are decoded freely.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class AblationTab(pn.viewable.Viewer):
         self.add = pn.widgets.Button(label=text("ablation.add", lang), width=150, align="end")
         self.go = pn.widgets.Button(label=text("ablation.go", lang), color="warning", width=200, align="end")
         self.effect = pn.Column(css_classes=["attn-ablation"])
+        self.picked_for = None  # the model the picked heads are heads of: another model's picks are dropped
+        self.said = ""  # the last error this tab put in the error box, cleared by a success
         self.layout = pn.Column(pn.Row(self.choice, self.add, self.go), self.effect)
         self.add.on_click(lambda _event: self.add_open_head())
         self.go.on_click(lambda _event: self.ablate())
@@ -50,7 +56,8 @@ class AblationTab(pn.viewable.Viewer):
         return self.layout
 
     def reset(self, trace: AttentionTrace) -> None:
-        """A new trace is in: offer its heads, keep the picked ones it has, and drop the old effect."""
+        """A new trace is in: offer its heads, drop the old effect, and keep the picked heads
+        only while the model is the same (another model's "cross L1 H3" is another head)."""
         lang = self.store.lang
         self.choice.options = {
             text("head.short", lang, kind=kind_name(kind, lang), layer=layer, head=head): _label(kind, layer, head)
@@ -58,7 +65,9 @@ class AblationTab(pn.viewable.Viewer):
             for layer in trace.layers[kind]
             for head in range(trace.n_heads)
         }
-        self.choice.value = [v for v in self.choice.value if v in self.choice.options.values()]
+        same = self.store.model is self.picked_for
+        self.picked_for = self.store.model
+        self.choice.value = [v for v in self.choice.value if same and v in self.choice.options.values()]
         self.effect.objects = []
 
     def add_open_head(self) -> None:
@@ -70,27 +79,40 @@ class AblationTab(pn.viewable.Viewer):
         """Decode the input again without the picked heads, with the session's decoding settings."""
         store = self.store
         if store.trace is None or not self.choice.value:
-            store.error = text("ablation.none", store.lang)
+            self._say(text("ablation.none", store.lang))
             return
         try:
             effect = ablation(
                 store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=float(store.alpha)
             )
         except AttnlabError as error:
-            store.error = store.explain(error)
+            self._say(store.explain(error))
             return
-        original, lang = (store.scored or store.result).text, store.lang
+        self._say("")
+        original, lang, reference = store.result.text, store.lang, store.scored is not None
         diff = viz.word_diff(original, effect.text)
         changed = text("ablation.unchanged" if effect.text == original else "ablation.changed", lang)
         verdict = text("ablation.verdict", lang, count=len(self.choice.value), verdict=f"<b>{changed}</b>")
         delta = f"<b>{effect.logprob_change:+.3f}</b>"
-        logp = text("ablation.logp", lang, before=sum(effect.before), after=sum(effect.after), delta=delta)
+        logp = text(
+            "ablation.logp_reference" if reference else "ablation.logp",
+            lang,
+            before=sum(effect.before),
+            after=sum(effect.after),
+            delta=delta,
+        )
+        words = {**store.words, "ablation.title": text("ablation.reference_title", lang)} if reference else store.words
         self.effect.objects = [
             pn.pane.HTML(
                 f"<div class='attn-ablation-result'><p>{verdict}</p><p class='attn-output'>{diff}</p><p>{logp}</p></div>",
                 stylesheets=[CSS],
             ),
-            pn.pane.Bokeh(
-                viz.token_delta_figure(effect.original_tokens, effect.before, effect.after, words=store.words)
-            ),
+            pn.pane.Bokeh(viz.token_delta_figure(effect.original_tokens, effect.before, effect.after, words=words)),
         ]
+
+    def _say(self, message: str) -> None:
+        """Put this tab's error in the error box, or ('') take it away after a success; an error
+        another action left there (a failed decode) stays."""
+        if message or self.store.error == self.said:
+            self.store.error = message
+        self.said = message

@@ -23,8 +23,8 @@ from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.output import CSS
-from attnlab.app.explorer.store import Store, sentence
-from attnlab.app.i18n import error_message, text
+from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
 from attnlab.errors import AttnlabError
 
@@ -110,8 +110,7 @@ class CompareTab(pn.viewable.Viewer):
             try:
                 second = open_model(path)
             except AttnlabError as error:
-                reason = error_message(error, lang, sentence(store.roots.scrub(str(error), {path: choice})))
-                self._clear(text("compare.cannot_open", lang, name=choice, reason=reason))
+                self._clear(text("compare.cannot_open", lang, name=choice, reason=store.explain(error, {path: choice})))
                 return
             except Exception as error:  # a bug, but the session must survive it
                 log.exception("opening %s to compare", path)
@@ -119,14 +118,13 @@ class CompareTab(pn.viewable.Viewer):
                 return
             why = mismatch(store.model, second)
             if why:
-                a, b = store.model.task, second.task
                 message = text(
                     "compare.other_task" if why == "task" else "compare.other_vocabulary",
                     lang,
                     first=first_name,
                     second=choice,
-                    a=a,
-                    b=b,
+                    a=task_name(store.model.task, lang),
+                    b=task_name(second.task, lang),
                 )
                 self._clear(message)
                 return
@@ -142,7 +140,7 @@ class CompareTab(pn.viewable.Viewer):
             )
         except AttnlabError as error:
             names = {store.checkpoint: first_name} | ({} if choice == ABLATED else {self.checkpoints[choice]: choice})
-            self._clear(error_message(error, lang, sentence(store.roots.scrub(str(error), names))))
+            self._clear(store.explain(error, names))
             return
         except Exception as error:
             log.exception("comparing on %r", store.result.source[:80])

@@ -2,6 +2,8 @@
 statistics of a whole test set), each statistic as a layers × heads grid per kind of attention;
 a click on a head lists the sentences where it is most extreme, a click on a sentence opens it
 in the usual views (the page decodes it, with its reference when the profile read references).
+A sentence opens only with the model the profile was recorded with (the checkpoint its metadata
+names, and the same layers and heads): with another, the same head would be another head.
 
 A profile is opened by a path under the server's checkpoint roots only, as checkpoints are
 (`attnlab.app.roots`): anything else gets one refusal after the same delay, and the tab names
@@ -154,11 +156,11 @@ class CorpusTab(pn.viewable.Viewer):
         )
         stats = profile.stats
         default = "eos" if "eos" in stats else stats[0]
-        if self.stat.options == stats and self.stat.value == default:
+        unchanged = self.stat.value == default
+        self.stat.options = {viz.stat_name(stat, store.words): stat for stat in stats}
+        self.stat.value = default  # draws when the value changes (also when the new options moved it)
+        if unchanged:
             self.draw()
-        else:
-            self.stat.options = stats
-            self.stat.value = default  # draws
         self.table.object = None
         self.caption.object = ""
         return True
@@ -172,14 +174,14 @@ class CorpusTab(pn.viewable.Viewer):
     # -- views ----------------------------------------------------------------------------------------
     def draw(self) -> None:
         """One layers × heads grid per kind for the chosen statistic."""
-        profile, stat, lang = self.profile, self.stat.value, self.store.lang
+        profile, stat, lang, words = self.profile, self.stat.value, self.store.lang, self.store.words
         if profile is None or not stat:
             return
         figures = []
         for kind in profile.kinds:
             layers, values = profile.grid(stat, kind)
             chosen = self.selected[1:] if self.selected and self.selected[0] == kind else None
-            title = text("corpus.grid_title", lang, kind=kind_title(kind, lang), stat=stat)
+            title = text("corpus.grid_title", lang, kind=kind_title(kind, lang), stat=viz.stat_name(stat, words))
             figure = viz.profile_grid(
                 layers,
                 values,
@@ -187,6 +189,7 @@ class CorpusTab(pn.viewable.Viewer):
                 selected=chosen,
                 on_select=partial(self.pick, kind),
                 name=FIGURE_NAME.format(kind=kind),
+                words=words,
             )
             figures.append(pn.pane.Bokeh(figure))
         self.grids.objects = figures
@@ -201,13 +204,14 @@ class CorpusTab(pn.viewable.Viewer):
         kind, layer, head = self.selected
         stat, lang, largest = self.stat.value, self.store.lang, self.order.value == "largest"
         self.rows = self.profile.extremes(stat, kind, layer, head, N_EXTREMES, largest)
+        named = viz.stat_name(stat, self.store.words)
         caption = text(
             "corpus.extremes_largest" if largest else "corpus.extremes_smallest",
             lang,
             kind=kind_title(kind, lang),
             layer=layer,
             head=head,
-            stat=stat,
+            stat=named,
         )
         self.caption.object = (
             f"<span class='attn-profile-head' data-head='{kind}-{layer}-{head}'>{html.escape(caption)}</span>"
@@ -218,7 +222,7 @@ class CorpusTab(pn.viewable.Viewer):
         source.selected.on_change("indices", self._clicked)
         columns = [
             TableColumn(field="sentence", title=text("corpus.sentence", lang), width=60),
-            TableColumn(field="value", title=stat, formatter=NumberFormatter(format="0.000"), width=70),
+            TableColumn(field="value", title=named, formatter=NumberFormatter(format="0.000"), width=70),
             TableColumn(field="source", title=text("corpus.source", lang), width=420),
             TableColumn(field="output", title=text("corpus.output", lang), width=420),
         ]
@@ -229,6 +233,38 @@ class CorpusTab(pn.viewable.Viewer):
     def _clicked(self, _attr: str, _old: list[int], new: list[int]) -> None:
         if not new or self.profile is None or self.selected is None or new[0] >= len(self.rows):
             return
+        refusal = self._other_model()
+        if refusal:
+            self.store.error = refusal
+            return
         row = self.rows[new[0]]
         reference = row["output"] if self.profile.meta.get("mode") == "reference" else ""
         self.open_sentence(row["source"], reference, self.selected)
+
+    def _other_model(self) -> str:
+        """Why the loaded model cannot open this profile's sentences, or '' when it can: the
+        profile names another checkpoint (as `attnlab heads profile` names it: the directory's
+        name), or its heads are not the model's (a profile records every head of its model)."""
+        store, profile, lang = self.store, self.profile, self.store.lang
+        model = store.model
+        if model is None or profile is None:  # no model: the page says so when it decodes
+            return ""
+        recorded = str(profile.meta.get("checkpoint") or "")
+        loaded = {os.path.basename(os.path.normpath(p)) for p in (store.checkpoint, model.path) if p}
+        if recorded and recorded not in loaded:
+            return text(
+                "corpus.other_model", lang, name=self.profile_name, checkpoint=recorded, loaded=store.checkpoint_name
+            )
+        layers, heads = list(range(model.config.n_layers)), model.config.n_heads
+        for kind in profile.kinds:
+            rows, values = profile.grid(self.stat.value, kind)
+            if rows != layers or values.shape[1] != heads:
+                return text(
+                    "corpus.other_heads",
+                    lang,
+                    name=self.profile_name,
+                    loaded=store.checkpoint_name,
+                    layers=len(layers),
+                    heads=heads,
+                )
+        return ""

@@ -21,8 +21,7 @@ class DashboardTab(pn.viewable.Viewer):
         """`redraw` is called when the chosen axes change (the page redraws when the tab shows)."""
         super().__init__()
         self.store = store
-        words = store.words  # the columns as the table's headers name them: {name: column}
-        columns = {words.get(f"stats.{column}", column): column for column in viz.STAT_COLUMNS}
+        columns = {viz.stat_name(column, store.words): column for column in viz.STAT_COLUMNS}  # as the table's headers
         self.x = pn.widgets.Select(label=text("dashboard.x", store.lang), options=columns, value="entropy", width=110)
         self.y = pn.widgets.Select(label=text("dashboard.y", store.lang), options=columns, value="distance", width=110)
         self.figures = pn.Row(css_classes=["attn-stats"])

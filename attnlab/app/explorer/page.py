@@ -32,7 +32,7 @@ from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.store import MAX_BEAM, Store
 from attnlab.app.explorer.timeline import TimelineTab
-from attnlab.app.i18n import DEFAULT, text
+from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
@@ -218,15 +218,10 @@ class Explorer(pn.viewable.Viewer):
             self.checkpoint_select.options = list(self.checkpoints)
         self._pick(name)
         config, lang, parse = model.config, self.lang, model.task == "parse"
-        task = (
-            text("task.parse" if parse else "task.translate", lang)
-            if model.task in ("parse", "translate")
-            else model.task
-        )
         info = text(
             "page.model_info",
             lang,
-            task=f"<b>{html.escape(task)}</b>",
+            task=f"<b>{html.escape(task_name(model.task, lang))}</b>",
             layers=config.n_layers,
             heads=config.n_heads,
             d_model=config.d_model,

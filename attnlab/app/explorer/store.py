@@ -24,6 +24,8 @@ from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, kind_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
+from attnlab.data.treebank import parse_tree
+from attnlab.decode.api import Result
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -68,6 +70,14 @@ class Store(param.Parameterized):
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
         self.param.kind.objects = self._kinds(list(self.param.kind.objects))
 
+    @param.depends("kind", watch=True)
+    def _follow_kind(self) -> None:
+        """Whatever set `kind` (the kind buttons are bound straight to it), offer the open kind's
+        layers and queries before any view reads them: a view watching `kind` runs after this
+        (param runs `depends` watchers first), and a query of another kind is no choice here."""
+        if self.trace is not None:
+            self._set_choices(self.trace, self.kind)
+
     def _kinds(self, kinds: list[str]) -> dict[str, str]:
         """The kinds of attention as the views offer them: {name in the page's language: kind}."""
         return {kind_name(kind, self.lang): kind for kind in kinds}
@@ -75,8 +85,10 @@ class Store(param.Parameterized):
     def explain(self, error: AttnlabError, names: dict[str, str] | None = None) -> str:
         """One of attnlab's errors as this session shows it: no server path in it (those in
         `names`, {server path: name}, by their name), tidied into a sentence, and in another
-        language than English after a lead line from the catalogue (`i18n.error_message`)."""
-        return error_message(error, self.lang, sentence(self.roots.scrub(str(error), names)))
+        language than English after a lead line from the catalogue (`i18n.error_message`).
+        It is made a sentence before the paths in it are named: a message that starts with a
+        path keeps the name's own case (`root/profiles/p.parquet: ...`, not `Root/...`)."""
+        return error_message(error, self.lang, self.roots.scrub(sentence(str(error)), names))
 
     @property
     def beam_size(self) -> int:
@@ -132,9 +144,11 @@ class Store(param.Parameterized):
         """Decode the text (and score the reference); on bad input keep the old views and say why.
 
         What a request may ask for is capped here, not only in the widgets: the text and the
-        reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice."""
+        reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice.
+        The notices always describe the last request, decoded or not: a failed one does not
+        leave the previous sentence's (its truncation, say) on screen."""
         if self.model is None:
-            self.error = text("error.no_model", self.lang)
+            self.param.update(error=text("error.no_model", self.lang), notices=[])
             return False
         notices = self._limits()
         source, reference = self.text[:MAX_INPUT_CHARS], self.reference[:MAX_INPUT_CHARS]
@@ -146,15 +160,13 @@ class Store(param.Parameterized):
                 source, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True
             )
             decoded = time.perf_counter()
-            scored = None
-            if reference.strip():
-                scored = model.score(source, reference, record=True, truncate=True)
+            scored = self._score(source, reference) if reference.strip() else None
         except AttnlabError as error:
-            self.error = self.explain(error, {self.checkpoint: self.checkpoint_name})
+            self.param.update(error=self.explain(error, {self.checkpoint: self.checkpoint_name}), notices=notices)
             return False
         except Exception as error:
             log.exception("decoding %r", source[:80])
-            self.error = text("error.internal", self.lang, error=type(error).__name__)
+            self.param.update(error=text("error.internal", self.lang, error=type(error).__name__), notices=notices)
             return False
         if result.truncated:
             pieces, used = len(model.tokenizer.encode(source)), len(result.src_tokens) - 1
@@ -179,6 +191,14 @@ class Store(param.Parameterized):
         )
         self.run += 1
         return True
+
+    def _score(self, source: str, reference: str) -> Result:
+        """The reference read teacher-forced (`Model.score`). A parser's reference is a bracketed
+        tree: it is read here first under the name the visitor knows it by (the tree reader's
+        errors start with the name of what they read, by default an internal "<string>")."""
+        if self.model.task == "parse":
+            parse_tree(reference, text("error.the_reference", self.lang))
+        return self.model.score(source, reference, record=True, truncate=True)
 
     def _limits(self) -> list[str]:
         """Bring the request within the server's limits; one notice for each thing changed."""
@@ -224,5 +244,7 @@ class Store(param.Parameterized):
 
 
 def sentence(message: str) -> str:
-    """An error's one-line message as the app shows it: capitalised, ending with a full stop."""
+    """An error's one-line message as the app shows it: capitalised, ending with a full stop.
+    Give it the message before its paths are named (`Store.explain`): a server path starts
+    with "/", which has no capital, so the name that replaces it keeps its own case."""
     return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")

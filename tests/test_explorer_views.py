@@ -1,0 +1,178 @@
+"""What a visitor does to the explorer's views, driven through its Python objects (as a browser's
+events reach them) on random-weight tiny models: each test is one thing a user did that once
+showed a traceback or a silently wrong result -- a kind chosen with its buttons, a corpus
+sentence of another model, an ablation beside a reference, a parser's reference, a failed decode
+after a truncated one, heads picked before the model changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from test_notebooks import make_checkpoints
+
+from attnlab.app.explorer import Explorer
+from attnlab.app.explorer import ablation as ablation_tab
+from attnlab.app.i18n import text
+from attnlab.app.roots import CheckpointRoots
+from attnlab.data.treebank import leaves, parse_tree
+from attnlab.decode.api import load
+from attnlab.decode.profile import profile, write_profile
+
+SOURCES = ["the dog runs in the park .", "a girl sits on a red bike ."]
+TREE = "(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A root ("lab") with the tiny translator, parser and restricted translator, and profiles of
+    the translator: its own, one naming the parser, and one with layers the translator lacks."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: one thread is faster than two busy ones
+    root = tmp_path_factory.mktemp("views") / "lab"
+    paths = make_checkpoints(root)
+    table = profile(load(paths["translate"]), SOURCES)
+    write_profile(table, root / "profiles" / "own.parquet", {"checkpoint": "tiny-translator", "mode": "translate"})
+    write_profile(table, root / "profiles" / "parser.parquet", {"checkpoint": "tiny-parser", "mode": "translate"})
+    deeper = table.set_column(
+        table.schema.get_field_index("layer"), "layer", pc.add(table["layer"], pa.scalar(4, pa.int16()))
+    )
+    write_profile(deeper, root / "profiles" / "deep.parquet", {"checkpoint": "tiny-translator", "mode": "translate"})
+    yield {**paths, "root": root}
+    torch.set_num_threads(threads)
+
+
+def explorer(lab: dict[str, Path], **checkpoints: str) -> Explorer:
+    """An explorer on the lab's root with `checkpoints` ({name: lab key}) in its picker, the
+    first one open and its example decoded."""
+    shown = Explorer({name: str(lab[key]) for name, key in checkpoints.items()}, CheckpointRoots([lab["root"]]))
+    shown.open_listed(next(iter(checkpoints)))
+    assert shown.store.trace is not None and not shown.store.error, shown.store.error
+    return shown
+
+
+def decode(shown: Explorer, source: str, reference: str = "") -> None:
+    """Type the boxes and press the button, as a visitor does."""
+    shown.text_input.value, shown.reference_input.value = source, reference
+    shown.translate()
+
+
+def test_kind_buttons_offer_that_kinds_layers_and_queries(lab: dict[str, Path]) -> None:
+    """The kind buttons set `store.kind` directly; the query menu of Eq. (1) then lists the new
+    kind's queries, and the last of them is a choice the store accepts (it raised ValueError)."""
+    shown = explorer(lab, tiny="translate")
+    store, trace = shown.store, shown.store.trace
+    assert len(trace.labels("encoder")[0]) != len(trace.labels("cross")[0])  # or the test shows nothing
+    shown.tabs.active = 1  # Masks & Eq. (1): the query menu is drawn
+    for kind in ("encoder", "cross", "decoder", "encoder"):
+        shown.selection.kind.value = kind
+        queries = list(range(len(trace.labels(kind)[0])))
+        assert store.param.query.objects == queries and store.param.layer.objects == trace.layers[kind]
+        assert list(shown.equation.query.options.values()) == queries
+        shown.equation.query.value = queries[-1]
+        assert store.query == queries[-1] and not store.error
+
+
+def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]) -> None:
+    """A sentence of a profile recorded with another checkpoint, or with other layers, is refused
+    in the error box and nothing is decoded or selected; the model's own profile opens."""
+    shown = explorer(lab, tiny="translate")
+    store, corpus = shown.store, shown.corpus
+    config = store.model.config
+    refusals = {
+        "deep.parquet": (
+            ("cross", 5, 1),
+            text("corpus.other_heads", "en", name="lab/profiles/deep.parquet", loaded="tiny", layers=2, heads=4),
+        ),
+        "parser.parquet": (
+            ("encoder", 1, 2),
+            text(
+                "corpus.other_model",
+                "en",
+                name="lab/profiles/parser.parquet",
+                checkpoint="tiny-parser",
+                loaded="tiny",
+            ),
+        ),
+    }
+    for name, (head, said) in refusals.items():
+        run, selected = store.run, (store.kind, store.layer, store.head)
+        assert corpus.open(f"profiles/{name}") and "translations" not in corpus.info.object
+        corpus.pick(*head)
+        corpus._clicked("indices", [], [0])
+        assert store.error == said and store.run == run and (store.kind, store.layer, store.head) == selected
+    assert config.n_layers == 2 and config.n_heads == 4
+    assert corpus.open("profiles/own.parquet")
+    corpus.pick("encoder", 1, 2)
+    corpus._clicked("indices", [], [0])
+    assert not store.error and store.text == corpus.rows[0]["source"]
+    assert (store.kind, store.layer, store.head) == ("encoder", 1, 2)
+
+
+def test_ablation_says_whether_the_models_own_output_changed(
+    lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a reference, "changed" compares the re-decoded output with the model's own output
+    (both decoded freely), not with the reference; the log-probabilities are said to be the
+    reference's. Here the "ablation" switches nothing off, so nothing may be called changed."""
+    real = ablation_tab.ablation
+    monkeypatch.setattr(ablation_tab, "ablation", lambda model, trace, heads, **kw: real(model, trace, {}, **kw))
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs .", "der hund läuft .")
+    assert shown.store.scored.text != shown.store.result.text
+    shown.ablation.add_open_head()
+    shown.ablation.ablate()
+    effect = shown.ablation.effect.objects[0].object
+    assert text("ablation.verdict", "en", count=1, verdict=f"<b>{text('ablation.unchanged')}</b>") in effect
+    assert "log P(reference)" in effect
+
+
+def test_an_ablation_error_goes_when_an_ablation_succeeds(lab: dict[str, Path]) -> None:
+    shown = explorer(lab, tiny="translate")
+    shown.tabs.active = 4
+    shown.ablation.ablate()  # no heads chosen
+    assert shown.store.error == text("ablation.none") and shown.error.visible
+    shown.ablation.add_open_head()
+    shown.ablation.ablate()
+    assert shown.store.error == "" and not shown.error.visible and shown.ablation.effect.objects
+    decode(shown, "   ")  # a decode's error is not the ablation's to take away
+    shown.ablation.ablate()
+    assert shown.store.error.endswith("The input is empty.")
+
+
+def test_picked_heads_do_not_carry_over_to_another_model(lab: dict[str, Path]) -> None:
+    """The same label ("cross L1 H3") names another head in another model: a new model starts
+    with none picked; a new sentence of the same model keeps them."""
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    shown.ablation.add_open_head()
+    decode(shown, "a girl sits .")
+    assert len(shown.ablation.choice.value) == 1
+    shown.checkpoint_select.value = "restricted"
+    assert shown.store.checkpoint_name == "restricted" and shown.ablation.choice.value == []
+
+
+def test_a_parsers_reference_is_shown_and_drawn_as_a_tree(lab: dict[str, Path]) -> None:
+    """A parser's reference is scored in its linearised form; the page shows and draws it as a
+    tree over the input's words, and a malformed one is named "the reference"."""
+    shown = explorer(lab, parser="parse")
+    store = shown.store
+    store.beam = 2  # the parser's beam of 21 costs seconds on a random model, and shows nothing more here
+    decode(shown, "The dog barks .", TREE)
+    assert not store.error and ")NP" not in shown.output.text.object
+    assert leaves(parse_tree(store.scored.text)) == ["The", "dog", "barks", "."]
+    assert shown.output.tree_box.visible
+    decode(shown, "The dog barks .", "(S (NP")
+    assert store.error == "The reference: 2 unclosed '(' at the end.", store.error
+
+
+def test_a_failed_decode_leaves_no_stale_notice(lab: dict[str, Path]) -> None:
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs . " * 20)  # more pieces than the tiny model's 48
+    assert any("truncated" in notice for notice in shown.store.notices) and shown.notice.visible
+    decode(shown, "   ")
+    assert shown.store.error == "The input is empty." and shown.store.notices == [] and not shown.notice.visible
