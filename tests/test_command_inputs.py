@@ -55,6 +55,11 @@ def test_record_refuses_an_empty_reference_before_writing(tmp_path: Path, capsys
     assert refused(capsys, ["record", "--checkpoint", str(BUNDLED), "A dog.", " ", "--out", str(out)]).endswith(
         "sentence 2: the sentence is empty"
     )
+    long = " ".join(["dog"] * 1200)  # over the model's 1,023 pieces: found before the first trace is written
+    assert "sentence 2: the input has" in refused(
+        capsys, ["record", "--checkpoint", str(BUNDLED), "A dog.", long, "--out", str(out)]
+    )
+    assert not out.exists()
 
 
 @needs_bundled

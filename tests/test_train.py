@@ -224,6 +224,9 @@ def test_average_refuses_checkpoints_of_different_models(tmp_path: Path) -> None
         for pair in ([base, other], [other, base]):
             with pytest.raises(CheckpointError, match=match):
                 average(pair)
+    # a checkpoint listed and then pruned by a run still saving is no damaged checkpoint
+    with pytest.raises(CheckpointError, match="pruned-away was removed while averaging; is the run still saving"):
+        average([base, tmp_path / "pruned-away"])
 
 
 def _updates(sampler: TokenBatchSampler, update_freq: int, n: int) -> list[list[tuple[int, ...]]]:

@@ -162,8 +162,13 @@ def cli_record(argv: list[str]) -> int:
             raise AttnlabError(f"{names[i]}: the sentence is empty")
         if references is not None and not references[i].strip():
             raise AttnlabError(f"{args.reference}:{i + 1}: the reference is empty")
-    out = _trace_directory(Path(args.out), args.force)
     model = load(args.checkpoint)
+    for i, sentence in enumerate(sentences):  # too long for the model: said before the first trace too
+        try:
+            model.encode_source(sentence)
+        except ModelInputError as error:
+            raise ModelInputError(f"{names[i]}: {error}") from None
+    out = _trace_directory(Path(args.out), args.force)  # an earlier run's traces go only when this one can run
     for i, sentence in enumerate(sentences):
         try:
             if references is not None:

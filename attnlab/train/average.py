@@ -31,6 +31,9 @@ def average(directories: list[Path]) -> dict[str, torch.Tensor]:
     if not directories:
         raise CheckpointError("no checkpoints to average")
     total: dict[str, torch.Tensor] = {}
+    gone = [directory for directory in directories if not directory.is_dir()]
+    if gone:  # listed, then pruned by a run still saving (`--keep-last`): not a damaged checkpoint
+        raise CheckpointError(f"{gone[0]} was removed while averaging; is the run still saving? average once it stops")
     first, first_manifest = directories[0], verify(directories[0])
     for directory in directories:
         _check_same_model(first, first_manifest, directory, first_manifest if directory == first else verify(directory))
