@@ -75,13 +75,18 @@ class AttentionTrace:
 
     def attention(self, kind: str, layer: int) -> np.ndarray:
         """(heads, q_len, k_len) weights of `kind` at model layer `layer` (negative: from the top)."""
-        maps = self._maps(kind)
+        return self._maps(kind)[self.layers[kind].index(self.layer_index(kind, layer))]
+
+    def layer_index(self, kind: str, layer: int) -> int:
+        """The model's index of `layer` (negative: from the model's top), which views name; a
+        layer this trace did not record is a one-line error."""
+        self._maps(kind)
         layers = self.layers[kind]
         n_model_layers = int(self.model.get("config", {}).get("n_layers", max(layers) + 1))
         index = layer + n_model_layers if layer < 0 else layer
         if index not in layers:
             raise AttnlabError(f"layer {layer} of {kind} attention was not recorded (recorded: {layers})")
-        return maps[layers.index(index)]
+        return index
 
     def mask(self, kind: str) -> np.ndarray:
         """(q_len, k_len) bool, True where attending was allowed."""

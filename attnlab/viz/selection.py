@@ -26,9 +26,7 @@ def model_layer(trace: AttentionTrace, kind: str, layer: int) -> int:
     `AttentionTrace.attention` counts it), or a one-line error for a layer the trace lacks."""
     if not isinstance(layer, Integral):
         raise AttnlabError(f"a layer is a whole number, got {layer!r}")
-    weights = trace.attention(kind, int(layer))
-    # Which map `attention` returned: its own arithmetic for negative layers, not a copy of it.
-    return next(index for index, m in zip(trace.layers[kind], trace.maps[kind], strict=True) if m is weights)
+    return trace.layer_index(kind, int(layer))
 
 
 def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:
