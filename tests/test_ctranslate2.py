@@ -3,6 +3,8 @@ CTranslate2 give attnlab's translations; what CTranslate2 cannot express is refu
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,10 @@ def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(tmp_pa
     source = list(read_lines(data / "multi30k" / "test2016.en"))
     reference = list(read_lines(data / "multi30k" / "test2016.de"))
     assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "ct2")]) == 0
+    umask = os.umask(0o022)
+    os.umask(umask)  # readable by others as any directory and file made here (mkdtemp: 0700)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [tmp_path / "ct2", *(tmp_path / "ct2").iterdir()]}
+    assert modes == {name: (0o777 if name == "ct2" else 0o666) & ~umask for name in modes}
     model = attnlab.load(BUNDLED)
     served = ct2_translate(model, tmp_path / "ct2", source, beam=1)
     ours = model.translate(source, beam=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 
 import numpy as np
@@ -216,6 +218,32 @@ def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:
         with pytest.raises(CheckpointError, match=match):
             trace.save(where)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_what_attnlab_writes_gets_the_mode_mkdir_and_open_give(model: Transformer, tmp_path) -> None:
+    """Checkpoints, traces and profiles are assembled in a temporary sibling and renamed into
+    place; mkdtemp's 0700 and mkstemp's 0600 survived the rename, so an explorer served as
+    another user could not open a checkpoint or trace that others on the machine wrote."""
+    import pyarrow as pa
+
+    from attnlab.decode.profile import write_profile
+    from attnlab.model.checkpoint import save_checkpoint
+
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    trace = rec.traces(src, tgt, _tokens(src), _tokens(tgt), model_info(model, "ckpt/x"))[0]
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"not read")
+    old = os.umask(0o027)
+    try:
+        checkpoint = save_checkpoint(tmp_path / "ckpt", model, spm)
+        written = [trace.save(tmp_path / "t.trace"), write_profile(pa.table({"x": [1]}), tmp_path / "p.parquet", {})]
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(checkpoint.stat().st_mode) == 0o750
+    written += list(checkpoint.iterdir())
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in written} == {path.name: 0o640 for path in written}
 
 
 def test_head_stats_on_known_patterns() -> None:

@@ -147,6 +147,10 @@ def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: 
     assert all(t.dtype == torch.float32 for t in a.values())
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _losses(straight) == _losses(killed)
+    # the log's training time counts on from the checkpoint's (it restarted at 0 on resume)
+    lines = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    wall = [r["wall_s"] for r in lines if "wall_s" in r]
+    assert len(wall) == 8 and wall == sorted(wall), wall
 
 
 def test_truncated_checkpoint_is_skipped(tmp_path: Path) -> None:

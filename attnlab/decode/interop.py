@@ -24,7 +24,7 @@ import torch
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
 from attnlab.errors import AttnlabError, ConfigError
-from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.checkpoint import open_modes, save_checkpoint, temporary_sibling
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 
@@ -208,11 +208,12 @@ def write_spec(spec: Any, out: str | Path, quantization: str | None = None, forc
     spec.optimize(quantization=quantization)
     try:  # a parent that is a file, or not writable: nothing to clean up yet
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+        tmp = temporary_sibling(out)
     except OSError as error:
         raise AttnlabError(f"cannot write {out} ({error.strerror or error}: {error.filename})") from None
     try:
         spec.save(str(tmp))
+        open_modes(tmp)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

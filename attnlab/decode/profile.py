@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
 from attnlab.decode.commands import check_out
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.stats import COLUMNS, sentence_stats
 
 FORMAT, VERSION = "attnlab-profile", 1
@@ -152,13 +152,12 @@ def write_profile(table: pa.Table, path: str | os.PathLike, about: dict[str, Any
     table = table.replace_schema_metadata({b"attnlab": json.dumps(meta).encode()})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = temporary_sibling(path, directory=False)
     try:
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

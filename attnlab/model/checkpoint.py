@@ -53,6 +53,35 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _umask() -> int:
+    umask = os.umask(0o022)  # (reading the umask means setting it)
+    os.umask(umask)
+    return umask
+
+
+def temporary_sibling(target: Path, directory: bool = True) -> Path:
+    """An empty directory (or file) beside `target` to assemble it in before the rename, with
+    the mode `mkdir` (or `open`) would give: mkdtemp's 0700 and mkstemp's 0600 would survive the
+    rename, leaving checkpoints and traces that others on the machine, or an explorer served as
+    another user, cannot read."""
+    if directory:  # .step_N.tmp-XXXX: what a resumed run sweeps up (`train.resume.remove_temporaries`)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    else:
+        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(handle)
+        tmp = Path(name)
+    tmp.chmod((0o777 if directory else 0o666) & ~_umask())
+    return tmp
+
+
+def open_modes(directory: Path) -> None:
+    """Give the files in `directory` the mode `open` would: safetensors writes 0600."""
+    mode = 0o666 & ~_umask()
+    for path in directory.iterdir():
+        if path.is_file():
+            path.chmod(mode)
+
+
 def save_checkpoint(
     directory: str | os.PathLike,
     model: Transformer,
@@ -70,7 +99,7 @@ def save_checkpoint(
     _check_replaceable(directory)
     try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
         directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
+        tmp = temporary_sibling(directory)
     except OSError as error:
         raise CheckpointError(f"cannot write {directory} ({error.strerror or error})") from None
     try:
@@ -91,6 +120,7 @@ def save_checkpoint(
             (tmp / "trainer.json").write_text(json.dumps(trainer_json or {}, indent=1))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
         (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": 1, "files": files}))
+        open_modes(tmp)
         for path in tmp.iterdir():  # make the bytes durable before the rename publishes them
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())

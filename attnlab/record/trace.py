@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 from safetensors.numpy import load, save
 
 from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.model.checkpoint import temporary_sibling
 
 KINDS = ("encoder", "decoder", "cross")
 FORMAT = "attnlab-trace"
@@ -151,15 +151,14 @@ class AttentionTrace:
         data = save(tensors, metadata=metadata)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            tmp = temporary_sibling(path, directory=False)
         except OSError as error:  # a read-only place, a file where a directory should be
             raise CheckpointError(f"{path}: cannot write the trace here ({error.strerror or error})") from None
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+            tmp.write_bytes(data)
             os.replace(tmp, path)
         except BaseException as error:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             if isinstance(error, OSError):  # a full disk: one line, and no half-written file left behind
                 raise CheckpointError(f"{path}: cannot write the trace ({error.strerror or error})") from None
             raise

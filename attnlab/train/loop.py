@@ -43,14 +43,7 @@ from attnlab.train.dev import dev_report
 from attnlab.train.guard import DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
-from attnlab.train.regime import (
-    compile_mode,
-    compile_model,
-    learning_rate,
-    make_loss,
-    make_optimizer,
-    training_kernels,
-)
+from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, make_optimizer, training_kernels
 from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries
 
 
@@ -146,6 +139,7 @@ class Trainer:
         self.step = 0
         self.saved_step: int | None = None  # step of the newest checkpoint on disk
         self.skipped = 0  # updates skipped for a non-finite loss (--skip-nonfinite)
+        self.wall_before = 0.0  # seconds the run trained before this process (resumed)
         self.stopped_by: signal.Signals | str | None = None  # SIGTERM, SIGINT or "time" (--max-minutes)
         self.window_start, self.window_tokens = time.time(), 0.0  # for tokens/s since the last log line
         self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line (all ranks)
@@ -175,6 +169,7 @@ class Trainer:
             "sampler": self.sampler.state_dict(),
             "acc": self.acc,
             "skipped": self.skipped,
+            "wall_s": time.time() - self.origin,
             "train_config": dataclasses.asdict(self.cfg),
             "precision": "bf16" if self.autocast else "fp32",  # what "auto" meant on this device
             "param_groups": opt["param_groups"],
@@ -202,6 +197,7 @@ class Trainer:
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
         self.sampler.load_state_dict(info["sampler"])
         self.step, self.acc, self.skipped = info["step"], info["acc"], info.get("skipped", 0)
+        self.wall_before = info.get("wall_s", 0.0)
         self.saved_step = self.step
         if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint, and its half-written one
             self.metrics.repair(self.step)
@@ -308,6 +304,7 @@ class Trainer:
         none is left waiting in an all-reduce."""
         cfg = self.cfg
         start = time.time()
+        self.origin = start - self.wall_before  # the log's wall_s counts on from the checkpoint's
         if self.rank == 0:
             self.out.mkdir(parents=True, exist_ok=True)
             print(
@@ -334,7 +331,7 @@ class Trainer:
                 if applied:
                     bar.update(1)
                     if self.step % cfg.log_every == 0 and self.acc["tokens"]:
-                        bar.set_postfix(self.log_interval(start))
+                        bar.set_postfix(self.log_interval())
                 if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
                     last_saved = self.checkpoint() or last_saved
                 out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
@@ -358,7 +355,7 @@ class Trainer:
             dist.destroy_process_group()
         return last_saved
 
-    def log_interval(self, start: float) -> dict[str, str]:
+    def log_interval(self) -> dict[str, str]:
         """Log the interval's means (all ranks' tokens), reset them; the progress bar's summary."""
         tps = self.window_tokens / max(time.time() - self.window_start, 1e-9)
         loss = self.acc["loss"] / self.acc["tokens"]
@@ -372,7 +369,7 @@ class Trainer:
             "tokens_per_s": tps,
             "mfu": tps * self.flops_per_token / (self.peak * self.world),
             "skipped_updates": self.skipped,
-            "wall_s": time.time() - start,
+            "wall_s": time.time() - self.origin,
         }
         if self.rank == 0:
             self.metrics.write(record)
