@@ -253,6 +253,25 @@ class Model:
         trace.meta.update({"task": self.task, **meta})
         return trace
 
+    def encode_target(
+        self, target: str, truncate: bool = False, target_is_linear: bool = False
+    ) -> tuple[list[int], bool]:
+        """A target's pieces as `score` reads it (a parser's tree linearised), and whether they
+        were cut to the model's length: what `attnlab record` checks before writing a trace."""
+        if not isinstance(target, str):
+            raise ModelInputError(f"expected a target text, got {type(target).__name__}")
+        if self.task == "parse" and not target_is_linear:
+            target = " ".join(linearize(parse_tree(target), self.spelled))
+        if not target.strip():
+            raise ModelInputError("the target is empty")
+        _check_unicode(target, "target")
+        pieces, room = self.target_tokenizer.encode(target.strip()), self.config.max_len - 1
+        if len(pieces) <= room:
+            return pieces, False
+        if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
+            raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
+        return pieces[:room], True
+
     def score(
         self,
         source: str,
@@ -268,19 +287,9 @@ class Model:
         model takes is an error, or with `truncate` cut (and `truncated` set), as the source is.
         `score` is log P / lp(Y) with the task's α (or `alpha`), as `translate` scores its
         hypotheses, so a reference and the beam's outputs can be ranked together."""
-        if not isinstance(target, str):
-            raise ModelInputError(f"expected a target text, got {type(target).__name__}")
         src_ids, truncated = self.encode_source(source, truncate)
-        if self.task == "parse" and not target_is_linear:
-            target = " ".join(linearize(parse_tree(target), self.spelled))
-        if not target.strip():
-            raise ModelInputError("the target is empty")
-        _check_unicode(target, "target")
-        pieces, room = self.target_tokenizer.encode(target.strip()), self.config.max_len - 1
-        if len(pieces) > room:
-            if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
-                raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
-            pieces, truncated = pieces[:room], True
+        pieces, cut = self.encode_target(target, truncate, target_is_linear)
+        truncated |= cut
         produced = [*pieces, self.config.eos_id]
         src = torch.tensor([src_ids])
         tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])

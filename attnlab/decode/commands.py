@@ -168,6 +168,11 @@ def cli_record(argv: list[str]) -> int:
             model.encode_source(sentence)
         except ModelInputError as error:
             raise ModelInputError(f"{names[i]}: {error}") from None
+        try:
+            if references is not None:  # (a parser's: also a tree that does not parse)
+                model.encode_target(references[i])
+        except AttnlabError as error:
+            raise ModelInputError(f"{args.reference}:{i + 1}: {error}") from None
     out = _trace_directory(Path(args.out), args.force)  # an earlier run's traces go only when this one can run
     for i, sentence in enumerate(sentences):
         try:
