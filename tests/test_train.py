@@ -3,6 +3,7 @@ checkpoint averaging, and checkpoints that never unpickle."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -340,6 +341,35 @@ def test_ddp_two_ranks_draw_the_dropout_masks_of_update_freq_two(
     _finish(ddp)
     assert _max_diff(_params(tmp_path / "single"), _params(tmp_path / "ddp")) <= DDP_ATOL
     assert _losses(tmp_path / "single") == _losses(tmp_path / "ddp")
+
+
+def _rank_pid(launcher: int, rank: int) -> int | None:
+    """The pid of one rank among a torchrun launcher's children (read off their environment)."""
+    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    for pid in children:
+        with contextlib.suppress(OSError):
+            if f"RANK={rank}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                return int(pid)
+    return None
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_is_one_line_on_the_others(prepared: Path, tmp_path: Path) -> None:
+    """Rank 1 killed: rank 0 printed gloo's RuntimeError as a traceback through the backward
+    pass; it now says it lost a rank, which checkpoint is the last, and how to go on."""
+    ddp = _train(prepared, tmp_path / "ddp", "--max-steps", "400", "--save-every", "4", launcher=_ddp(29521))
+    deadline = time.time() + 240
+    while time.time() < deadline and not (tmp_path / "ddp" / "checkpoints" / "step_8").exists():
+        time.sleep(0.05)
+    victim = _rank_pid(ddp.pid, 1)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    _, err = ddp.communicate(timeout=120)
+    saved = max(step for step, _ in step_dirs(tmp_path / "ddp"))
+    assert "[rank0]: Traceback" not in err, err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("attnlab train: error:")]
+    assert len(lines) == 1 and "rank 0 lost another rank of the run (" in lines[0], err[-2000:]
+    assert lines[0].endswith(f"the last checkpoint is step_{saved}; run the same command to resume"), lines
 
 
 def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:

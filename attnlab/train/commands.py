@@ -11,6 +11,7 @@ from typing import Any
 
 from attnlab.errors import ConfigError
 from attnlab.model.config import PRESETS, parse_overrides
+from attnlab.train.guard import lost_rank
 from attnlab.train.loop import TrainConfig, Trainer
 from attnlab.train.recipes import recipe
 from attnlab.train.regime import COMPILE_MODES
@@ -71,7 +72,13 @@ def cli(argv: list[str]) -> int:
                 file=sys.stderr,
             )
         return 0
-    last = trainer.run()
+    try:
+        last = trainer.run()
+    except RuntimeError as error:
+        lost = lost_rank(error, trainer.rank, trainer.saved_step) if trainer.world > 1 else None
+        if lost is None:
+            raise
+        raise lost from None
     said = {
         signal.SIGTERM: "by SIGTERM",
         signal.SIGINT: "by Ctrl-C",

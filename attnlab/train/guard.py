@@ -12,11 +12,27 @@ import signal
 import threading
 from types import FrameType, TracebackType
 
+import torch.distributed
+
 from attnlab.errors import AttnlabError
 
 
 class TrainingError(AttnlabError):
     """A run that cannot go on as asked, e.g. a non-finite loss; its message names the step."""
+
+
+def lost_rank(error: RuntimeError, rank: int, saved_step: int | None) -> TrainingError | None:
+    """The one line for a collective that failed because another rank died (killed, out of
+    memory), which gloo and NCCL report to the survivors as a RuntimeError with their source
+    location; None for any other RuntimeError, which stays a traceback (a bug)."""
+    text = str(error)
+    if not (isinstance(error, torch.distributed.DistError) or "gloo" in text or "NCCL" in text):
+        return None
+    reason = text.split("] ", 1)[-1].split(". ")[0]  # gloo: "[…/pair.cc:537] Read error …: Connection reset by peer."
+    where = f"the last checkpoint is step_{saved_step}" if saved_step is not None else "no checkpoint was written yet"
+    return TrainingError(
+        f"rank {rank} lost another rank of the run ({reason}); {where}; run the same command to resume"
+    )
 
 
 class DeferredStop:
