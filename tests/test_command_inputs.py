@@ -61,7 +61,9 @@ def test_record_refuses_an_empty_reference_before_writing(tmp_path: Path, capsys
     )
     assert not out.exists()
     reference.write_text("Ein Hund.\n" + " ".join(["Hund"] * 1200) + "\n")  # a reference too long: found first too
-    assert refused(capsys, [*argv, "--out", str(out)]).startswith(f"attnlab record: error: {reference}:2: the target has")
+    assert refused(capsys, [*argv, "--out", str(out)]).startswith(
+        f"attnlab record: error: {reference}:2: the target has"
+    )
     assert not out.exists()
 
 

@@ -21,6 +21,7 @@ from attnlab.app.roots import CheckpointRoots
 from attnlab.data.treebank import leaves, parse_tree
 from attnlab.decode.api import load
 from attnlab.decode.profile import profile, write_profile
+from attnlab.model.checkpoint import weights_digest
 
 SOURCES = ["the dog runs in the park .", "a girl sits on a red bike ."]
 TREE = "(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))"
@@ -43,6 +44,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         table.schema.get_field_index("layer"), "layer", pc.add(table["layer"], pa.scalar(4, pa.int16()))
     )
     write_profile(deeper, root / "profiles" / "deep.parquet", {"checkpoint": "tiny-translator", "mode": "translate"})
+    # the translator's name, the restricted translator's weights: another run's checkpoint of the same name
+    other = {"checkpoint": "tiny-translator", "mode": "translate", "model_sha256": weights_digest(paths["restricted"])}
+    write_profile(table, root / "profiles" / "same-name.parquet", other)
     yield {**paths, "root": root}
     torch.set_num_threads(threads)
 
@@ -100,6 +104,10 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
             ),
         ),
     }
+    refusals["same-name.parquet"] = (
+        ("encoder", 1, 2),
+        text("corpus.other_weights", "en", name="lab/profiles/same-name.parquet", loaded="tiny"),
+    )
     for name, (head, said) in refusals.items():
         run, selected = store.run, (store.kind, store.layer, store.head)
         assert corpus.open(f"profiles/{name}") and "translations" not in corpus.info.object

@@ -6,6 +6,7 @@ AER as `attnlab.decode.alignment` computes it; the explorer opens profiles under
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -173,6 +174,8 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     assert (
         found.meta["mode"] == "reference" and found.n_sentences == 3 and found.kinds == ["encoder", "decoder", "cross"]
     )
+    manifest = json.loads((BUNDLED / "manifest.json").read_text())  # which weights, not only the directory's name
+    assert found.meta["model_sha256"] == manifest["files"]["model.safetensors"]["sha256"]
     capsys.readouterr()
     assert main(["heads", "query", str(out), EOS_SQL]) == 0
     header, line = capsys.readouterr().out.strip().splitlines()

@@ -42,7 +42,7 @@ from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
 from attnlab.decode.commands import check_out
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
-from attnlab.model.checkpoint import temporary_sibling
+from attnlab.model.checkpoint import temporary_sibling, weights_digest
 from attnlab.record.stats import COLUMNS, sentence_stats
 
 FORMAT, VERSION = "attnlab-profile", 1
@@ -318,6 +318,7 @@ def cli_heads(argv: list[str]) -> int:
     )
     about = {
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+        "model_sha256": weights_digest(model.path),
         "mode": "reference" if targets is not None else "translate",
         "beam": args.beam,
         "alpha": args.alpha,

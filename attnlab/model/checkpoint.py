@@ -276,6 +276,16 @@ def step_dirs(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def weights_digest(directory: str | os.PathLike | None) -> str | None:
+    """The sha256 of a checkpoint's model.safetensors as its manifest records it: which weights
+    a profile was made with, whatever the directory is called (every run has a step_1000) and
+    whatever dtype they were opened in. None for what has no manifest (a Marian directory)."""
+    try:
+        return str(verify(directory, deep=False)["files"]["model.safetensors"]["sha256"]) if directory else None
+    except (CheckpointError, KeyError, TypeError):
+        return None
+
+
 def latest_valid(run_dir: str | os.PathLike) -> Path | None:
     """The newest checkpoint that verifies; damaged ones are skipped with a warning."""
     for _, path in reversed(step_dirs(run_dir)):

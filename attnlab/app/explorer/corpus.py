@@ -28,6 +28,7 @@ from attnlab.app.i18n import kind_title, text
 from attnlab.app.roots import MAX_REQUEST_CHARS, REFUSAL_SECONDS, CheckpointRoots
 from attnlab.decode.profile import Profile, read_profile
 from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.model.checkpoint import weights_digest
 
 MAX_PROFILE_MB = 512  # test2016 is ~1 MB; this is room for corpora 100x larger, not for any file
 N_EXTREMES = 12
@@ -255,6 +256,9 @@ class CorpusTab(pn.viewable.Viewer):
             return text(
                 "corpus.other_model", lang, name=self.profile_name, checkpoint=recorded, loaded=store.checkpoint_name
             )
+        digest = profile.meta.get("model_sha256")  # (profiles before it was recorded: the name only)
+        if digest and weights_digest(model.path) not in (digest, None):
+            return text("corpus.other_weights", lang, name=self.profile_name, loaded=store.checkpoint_name)
         layers, heads = list(range(model.config.n_layers)), model.config.n_heads
         for kind in profile.kinds:
             rows, values = profile.grid(self.stat.value, kind)
