@@ -12,6 +12,7 @@ import pytest
 import sentencepiece as spm
 
 from attnlab.cli import main
+from attnlab.data.tokenizer import join_words
 from attnlab.decode.alignment import (
     aer,
     align_lines,
@@ -19,6 +20,7 @@ from attnlab.decode.alignment import (
     candidates,
     corpus_aer,
     piece_words,
+    score_words,
     trace_links,
     word_links,
     word_matrix,
@@ -209,6 +211,19 @@ def test_piece_words_chinese_without_spaces(chinese_spm: spm.SentencePieceProces
     assert any(len(spelled) > 1 for spelled in mapped)  # the case above is met
     assert sum(p.startswith("<0x") for p in pieces) == 9 and mapped[-1] == ()
     assert mapped[pieces.index("<0xE9>")] == (words.index("鳄鱼"),)
+
+
+def test_chinese_words_are_read_as_running_text() -> None:
+    """The gold's words are joined as a Chinese writer spells them before the model reads them:
+    no space beside a Chinese character or punctuation, one between two Latin words or numbers
+    (joined with no space at all, the index "cac 40" was read as one word "cac40")."""
+    words = ["道琼斯", "指数", "和", "cac", "40", "上涨", "7.7%", ",", "好", "。"]
+    assert join_words(words, "zh") == "道琼斯指数和cac 40上涨7.7%,好。"
+    assert join_words(["the", "cac", "40", "."], "en") == "the cac 40 ."
+    checkpoint = ROOT / "checkpoints" / "tatoeba-en-zh"
+    if (checkpoint / "manifest.json").is_file():
+        result, _, tgt_words = score_words(load(checkpoint), ["the", "cac", "40"], words)
+        assert result.text == "道琼斯指数和cac 40上涨7.7%,好。" and tgt_words[-2:] == [(9,), ()]  # 。, </s>
 
 
 def test_a_word_inside_another_words_piece_shares_its_attention() -> None:

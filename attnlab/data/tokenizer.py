@@ -24,6 +24,8 @@ UNSPACED = ("zh", "ja")  # written without spaces between words: every character
 # has no spaces.
 _CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}])\\s+(?=[{_CJK}])")
+_LATIN_WORD = f"[^\\W_{_CJK}]"  # a letter or digit of a spaced script
+_NOT_BETWEEN_WORDS = re.compile(f"(?<!{_LATIN_WORD})\\s+|\\s+(?!{_LATIN_WORD})")
 HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # Chinese characters (Japanese kanji too)
 
 
@@ -39,6 +41,14 @@ def join_unspaced(text: str) -> str:
     because a few training lines hold spaces) between two Chinese characters; decoded, that is a
     space no Chinese writer would put there. Spaces next to Latin words are kept."""
     return _CJK_GAP.sub("", text)
+
+
+def join_words(words: list[str], lang: str | None) -> str:
+    """Words as running text of `lang`: spaced, or for a language written without spaces with a
+    space only between two Latin words or numbers ("和cac 40。", "7.7%," as a Chinese writer
+    spells them; joined with no space at all it was "cac40", another word)."""
+    text = " ".join(words)
+    return _NOT_BETWEEN_WORDS.sub("", text) if lang in UNSPACED else text
 
 
 # --- tokenizer ------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnlab.data.tokenizer import UNSPACED
+from attnlab.data.tokenizer import join_words
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.trace import AttentionTrace
@@ -272,12 +272,15 @@ def split_pair(line: str, reverse: bool = False) -> tuple[list[str], list[str]]:
 def score_words(
     model: Any, src: Sequence[str], tgt: Sequence[str], truncate: bool = False
 ) -> tuple[Result, list[tuple[int, ...]], list[tuple[int, ...]]]:
-    """Teacher-force the words through `model` (joined with spaces, or without for a language
-    written without them, as the model was trained) and map its pieces back to the words: the
-    recorded `Result` (`Model.score`, which `truncate` is passed to) and each side's piece_words."""
+    """Teacher-force the words through `model` (joined as running text of each side's language,
+    `join_words`: Chinese without spaces, as the model was trained, but "cac 40" not "cac40") and
+    map its pieces back to the words: the recorded `Result` (`Model.score`, which `truncate` is
+    passed to) and each side's piece_words."""
     data = model.meta.get("data", {})
-    joiner = {side: "" if data.get(f"{side}_lang") in UNSPACED else " " for side in ("src", "tgt")}
-    result = model.score(joiner["src"].join(src), joiner["tgt"].join(tgt), record=True, truncate=truncate)
+    src_text, tgt_text = (
+        join_words(list(words), data.get(f"{side}_lang")) for side, words in (("src", src), ("tgt", tgt))
+    )
+    result = model.score(src_text, tgt_text, record=True, truncate=truncate)
     trace = result.trace
     return result, piece_words(trace.src_tokens, src), piece_words(trace.tgt_tokens, tgt)
 
