@@ -13,7 +13,6 @@ that was produced, which equals what the decoder computed step by step (tested).
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from attnlab.decode.search import Hypothesis, check_settings, generate, length_p
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.config import resolve_device
-from attnlab.model.linear import for_inference
+from attnlab.model.linear import for_inference, quantized
 from attnlab.model.marian import check_vocabularies, is_marian, read_marian
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
@@ -254,18 +253,27 @@ class Model:
         return trace
 
     def encode_target(
-        self, target: str, truncate: bool = False, target_is_linear: bool = False
+        self, target: str | Result, truncate: bool = False, target_is_linear: bool = False
     ) -> tuple[list[int], bool]:
-        """A target's pieces as `score` reads it (a parser's tree linearised), and whether they
-        were cut to the model's length: what `attnlab record` checks before writing a trace."""
-        if not isinstance(target, str):
+        """A target's pieces as `score` reads it (a parser's tree linearised; a `Result`'s own
+        pieces, not its text encoded again, which can split otherwise: 我|有空 read back as
+        我有|空), and whether they were cut to the model's length."""
+        if isinstance(target, Result):
+            table = {piece: i for i, piece in enumerate(self.piece_table())}
+            unknown = [p for p in target.tokens if p not in table]
+            if unknown:
+                raise ModelInputError(f"the result holds pieces this model lacks ({unknown[0]!r}, ...)")
+            pieces = [table[p] for p in target.tokens if table[p] != self.config.eos_id]
+        elif not isinstance(target, str):
             raise ModelInputError(f"expected a target text, got {type(target).__name__}")
-        if self.task == "parse" and not target_is_linear:
-            target = " ".join(linearize(parse_tree(target), self.spelled))
-        if not target.strip():
-            raise ModelInputError("the target is empty")
-        _check_unicode(target, "target")
-        pieces, room = self.target_tokenizer.encode(target.strip()), self.config.max_len - 1
+        else:
+            if self.task == "parse" and not target_is_linear:
+                target = " ".join(linearize(parse_tree(target), self.spelled))
+            if not target.strip():
+                raise ModelInputError("the target is empty")
+            _check_unicode(target, "target")
+            pieces = self.target_tokenizer.encode(target.strip())
+        room = self.config.max_len - 1
         if len(pieces) <= room:
             return pieces, False
         if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
@@ -275,7 +283,7 @@ class Model:
     def score(
         self,
         source: str,
-        target: str,
+        target: str | Result,
         record: bool = True,
         truncate: bool = False,
         target_is_linear: bool = False,
@@ -283,7 +291,8 @@ class Model:
     ) -> Result:
         """Teacher-forced log-probability of a given target (e.g. a reference translation),
         with the attention maps the model has while reading it. For a parser the target is a
-        bracketed tree (or, with `target_is_linear`, its linearisation). A target longer than the
+        bracketed tree (or, with `target_is_linear`, its linearisation); a `Result` of a model
+        with this vocabulary is read piece for piece as it was produced. A target longer than the
         model takes is an error, or with `truncate` cut (and `truncated` set), as the source is.
         `score` is log P / lp(Y) with the task's α (or `alpha`), as `translate` scores its
         hypotheses, so a reference and the beam's outputs can be ranked together."""
@@ -298,7 +307,7 @@ class Model:
         steps = lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
         result = Result(
             source=source,
-            text=self.detokenize(produced, source) if self.task == "parse" else target,  # a tree, as parse gives
+            text=target if isinstance(target, str) and self.task != "parse" else self.detokenize(produced, source),
             tokens=self.pieces(produced),
             src_tokens=self.pieces(src_ids, source=True),
             score=sum(steps) / length_penalty(len(produced), self._alpha(alpha)),
@@ -307,7 +316,12 @@ class Model:
             truncated=truncated,
         )
         if record:
-            result.trace = self._trace(src_ids, produced, {"text": source, "output": target, "teacher_forced": True})
+            meta = {
+                "text": source,
+                "output": target if isinstance(target, str) else result.text,
+                "teacher_forced": True,
+            }
+            result.trace = self._trace(src_ids, produced, meta)
         return result
 
 
@@ -366,20 +380,6 @@ def _for_dtype(model: Transformer, dtype: str) -> torch.nn.Module:
     """int8: quantized linear layers; fp32 and bf16: linear layers through oneDNN on packed
     weights on the CPU (`attnlab.model.linear`); the output projection is packed in all three."""
     return quantized(model) if dtype == "int8" else for_inference(model)
-
-
-def quantized(model: torch.nn.Module) -> torch.nn.Module:
-    """Every nn.Linear with int8 weights (per tensor) and activations quantized per call
-    (`torch.ao.quantization.quantize_dynamic`); the embedding, the tied output projection and
-    attention itself stay fp32. Its deprecation notice (the API moves to torchao) is silenced:
-    it says nothing a reader of a translation can act on."""
-    if next(model.parameters()).device.type != "cpu":
-        raise AttnlabError("dtype int8 runs on the CPU only (use bf16 on a GPU)")
-    from torch.ao.quantization import quantize_dynamic  # lazy: only int8 loads need it
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 def _tokenizers(path: Path, meta: dict[str, Any]) -> tuple[Any, Any]:

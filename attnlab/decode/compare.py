@@ -65,5 +65,5 @@ def compare(
     a = first.translate(text, beam=beam, alpha=alpha, record=True, truncate=True)
     with ablate(second.model, heads_off):
         b = second.translate(text, beam=beam, alpha=alpha, record=True, truncate=True)
-        forced = second.score(text, a.text, record=True, truncate=True)
+        forced = second.score(text, a, record=True, truncate=True)  # its pieces, not its text encoded again
     return Comparison(text, a, b, forced, heads_off)

@@ -12,17 +12,20 @@ thread, the (256 × 8,000) output projection of 64 rows takes 2.8 ms instead of 
 unpacked) or 4.1 ms (MKL), of 4 rows 0.19 ms instead of 0.43 or 0.70 (docs/BENCHMARKS.md,
 decoding round four). `linear` takes that path where it applies (fp32 or bf16 on the CPU, no
 gradient kept, not compiled) and `F.linear` everywhere else, so training and every other path
-are unchanged.
+are unchanged. `quantized` is the other inference form, int8 (`attnlab.load(dtype="int8")`).
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from attnlab.errors import AttnlabError
 
 ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
@@ -97,3 +100,17 @@ def for_inference(model: nn.Module) -> nn.Module:
             module.__class__ = InferenceLinear
             module.packed = PackedWeight()
     return model
+
+
+def quantized(model: torch.nn.Module) -> torch.nn.Module:
+    """Every nn.Linear with int8 weights (per tensor) and activations quantized per call
+    (`torch.ao.quantization.quantize_dynamic`); the embedding, the tied output projection and
+    attention itself stay fp32. Its deprecation notice (the API moves to torchao) is silenced:
+    it says nothing a reader of a translation can act on."""
+    if next(model.parameters()).device.type != "cpu":
+        raise AttnlabError("dtype int8 runs on the CPU only (use bf16 on a GPU)")
+    from torch.ao.quantization import quantize_dynamic  # lazy: only int8 loads need it
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
+from attnlab.model.attention import window_mask
 from attnlab.record.trace import AttentionTrace
 
 
@@ -84,6 +85,8 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
             if mask is None
             else mask.reshape(-1, mask.size(-1))[-scores.size(0) :].expand_as(scores)
         )
+        if module.window is not None:  # restricted self-attention: the band the layer adds inside itself
+            allowed = allowed & window_mask(*scores.shape, module.window, module.causal, scores.device)[0, 0]
         masked = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)
         out = weights @ v  # (Lq, d_v)

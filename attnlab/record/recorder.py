@@ -239,8 +239,8 @@ def weights_hash(model: torch.nn.Module) -> str:
 
 def model_info(model: Transformer, checkpoint: str | None = None) -> dict:
     """What a trace says about the model that produced it: its config, its weights' identity,
-    and the precision its maps were computed in (the same weights give exact maps in fp32 and
-    maps within ~1e-2 in bf16 or int8, so a trace must say which)."""
+    and the precision its maps were computed in (the bundled translator's maps of 20 test2016
+    sentences differ from fp32 by up to 0.016 in bf16 and 0.053 in int8, so a trace must say which)."""
     config = model.config.to_dict()
     config.pop("paper", None)
     info = {"config": config, "weights_sha256": weights_hash(model), "checkpoint": checkpoint}
