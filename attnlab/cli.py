@@ -8,9 +8,12 @@ so that a user never sees a traceback for bad input.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 import warnings
+from typing import Any, TextIO
 
 from attnlab.errors import AttnlabError
 
@@ -55,14 +58,51 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command: str, rest: list[str]) -> int:
     module = importlib.import_module(COMMANDS[command][0])
     runner = getattr(module, "cli_" + command, None) or module.cli
+    stdout = sys.stdout = _Stdout(sys.stdout)
     try:
-        return int(runner(rest) or 0)
+        code = int(runner(rest) or 0)
+        sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is then one line
     except AttnlabError as error:
         print(f"attnlab {command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"attnlab {command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as error:
+        if error is not stdout.failed:
+            raise
+        with contextlib.suppress(OSError, ValueError):  # the unwritten rest goes nowhere, not to a second traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        print(f"attnlab {command}: error: cannot write to stdout: {error.strerror or error}", file=sys.stderr)
+        return 2
+    finally:
+        sys.stdout = stdout.stream
+    return code
+
+
+class _Stdout:
+    """sys.stdout, remembering the error a write to it raised: `attnlab presets | head` or a
+    full disk is then one line, and an OSError of any other file stays what it is."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.failed = stream, None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as error:
+            self.failed = error
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            self.failed = error
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,53 @@ def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return error
 
 
+@pytest.mark.parametrize("command", [["presets", "--json"], ["flops", "--preset", "big"]])
+def test_a_full_disk_or_closed_pipe_on_stdout_is_one_line(command: list[str]) -> None:
+    """`attnlab presets > /dev/full` and `attnlab presets --json | head -1` were OSError and
+    BrokenPipeError tracebacks (every command's answer goes through the same stdout)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "attnlab", *command], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert (
+        done.returncode == 2
+        and done.stderr == f"attnlab {command[0]}: error: cannot write to stdout: No space left on device\n"
+    )
+    pipe = subprocess.Popen(
+        [sys.executable, "-m", "attnlab", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pipe.stdout.close()  # as `head` does once it has read its lines (here before the first, so it does not race)
+    assert pipe.wait(timeout=60) == 2
+    assert pipe.stderr.read() == f"attnlab {command[0]}: error: cannot write to stdout: Broken pipe\n"
+
+
 def test_flops_needs_sentences_of_at_least_one_token(capsys: pytest.CaptureFixture[str]) -> None:
     """--tgt-len 0 was a ZeroDivisionError; a negative length gave negative FLOPs."""
     for flag, value in (("--tgt-len", "0"), ("--src-len", "-3"), ("--tgt-len", "-1")):
         assert "sentence lengths must be ≥ 1 token" in refused(capsys, ["flops", flag, value])
     assert main(["flops", "--tgt-len", "1", "--src-len", "1", "--json"]) == 0
+
+
+def test_flops_counts_restricted_attention_and_quotes_table_2_only_for_the_papers_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """small-r1 counted as many FLOPs as small (the window was ignored, and the trainer's MFU of
+    a restricted model with it); `base d_model=1024` printed base's Table 2 cost."""
+    from attnlab.model.config import preset
+    from attnlab.model.flops import forward_flops_per_target_token, keys_per_query
+
+    assert keys_per_query(5, preset("tiny", attn_window=1)) == (2 + 3 + 3 + 3 + 2) / 5
+    assert keys_per_query(5, preset("tiny", attn_window=4)) == keys_per_query(5, preset("tiny")) == 5
+    small, r1 = preset("small"), preset("small-r1")
+    h, d = small.n_heads, small.d_k + small.d_v
+    saved = small.n_layers * 2 * h * d * (32 * (32 - keys_per_query(32, r1)) + 32 * (32 - keys_per_query(32, r1)))
+    assert forward_flops_per_target_token(small) - forward_flops_per_target_token(r1) == pytest.approx(saved / 32)
+    capsys.readouterr()
+    assert main(["flops", "--preset", "base"]) == 0 and "Table 2" in capsys.readouterr().out
+    assert main(["flops", "--preset", "base", "d_model=1024"]) == 0 and "Table 2" not in capsys.readouterr().out
 
 
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,15 @@ def test_presets_mirror_table3() -> None:
     assert (preset("B-dk16").d_k, preset("B-dk16").d_v) == (16, 64)
     assert preset("big").p_drop == 0.3 and preset("big").d_k == 64
     assert preset("E-learned").positional == "learned"
-    assert (preset("parse").n_layers, preset("parse").d_model) == (4, 1024)
+    parse = preset("parse")  # §6.3: 4 layers, d_model 1024, "all other parameters" as base
+    assert (parse.n_layers, parse.d_model, parse.d_ff, parse.n_heads, parse.d_k, parse.vocab_size) == (
+        4,
+        1024,
+        2048,
+        8,
+        128,
+        16000,
+    )
     assert preset("D-ls0").eps_ls == 0.0 and preset("D-drop0.2").p_drop == 0.2
 
 
@@ -54,11 +62,13 @@ def test_config_errors_are_one_line() -> None:
         (lambda: preset("tiny", n_heads=0), "n_heads must be a positive integer"),  # was ZeroDivisionError
         (lambda: preset("tiny", max_len=1), "max_len must be from 2"),
         (lambda: preset("tiny", max_len=2**40), "max_len must be from 2"),  # an edited config: 8 TB of positions
+        (lambda: preset("base", d_k=0), "d_k must be a positive integer"),  # was replaced by d_model / h
+        (lambda: ModelConfig.from_dict({"d_v": 0}), "d_v must be a positive integer"),
     ):
         with pytest.raises(ConfigError, match=expected) as error:
             make()
         messages.append(str(error.value))
-    assert len(messages) == 8 and all(message and "\n" not in message for message in messages), messages
+    assert len(messages) == 10 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 

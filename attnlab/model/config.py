@@ -71,8 +71,9 @@ class ModelConfig:
                 raise ConfigError(
                     f"n_heads={self.n_heads} does not divide d_model={self.d_model}; give d_k and d_v explicitly"
                 )
-            object.__setattr__(self, "d_k", self.d_k or self.d_model // self.n_heads)
-            object.__setattr__(self, "d_v", self.d_v or self.d_model // self.n_heads)
+            for name in ("d_k", "d_v"):  # None follows d_model / h; 0 is refused below, not replaced
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, self.d_model // self.n_heads)
         for name in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "vocab_size", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -163,11 +164,13 @@ PRESETS: dict[str, ModelConfig] = {
         n_heads=16,
         p_drop=0.3,
     ),
+    # Table 3 leaves "params" blank in rows A, D and E: "unlisted values are identical to those of
+    # the base model", so 65M there.
     # (A) heads, keeping computation constant: d_k = d_v = d_model / h
-    "A-h1": _variant(_BASE, {"ppl_dev": 5.29, "bleu_dev": 24.9}, n_heads=1),
-    "A-h4": _variant(_BASE, {"ppl_dev": 5.00, "bleu_dev": 25.5}, n_heads=4),
-    "A-h16": _variant(_BASE, {"ppl_dev": 4.91, "bleu_dev": 25.8}, n_heads=16),
-    "A-h32": _variant(_BASE, {"ppl_dev": 5.01, "bleu_dev": 25.4}, n_heads=32),
+    "A-h1": _variant(_BASE, {"params_millions": 65, "ppl_dev": 5.29, "bleu_dev": 24.9}, n_heads=1),
+    "A-h4": _variant(_BASE, {"params_millions": 65, "ppl_dev": 5.00, "bleu_dev": 25.5}, n_heads=4),
+    "A-h16": _variant(_BASE, {"params_millions": 65, "ppl_dev": 4.91, "bleu_dev": 25.8}, n_heads=16),
+    "A-h32": _variant(_BASE, {"params_millions": 65, "ppl_dev": 5.01, "bleu_dev": 25.4}, n_heads=32),
     # (B) smaller attention keys; d_v stays 64
     "B-dk16": _variant(_BASE, {"params_millions": 58, "ppl_dev": 5.16, "bleu_dev": 25.1}, d_k=16, d_v=64),
     "B-dk32": _variant(_BASE, {"params_millions": 60, "ppl_dev": 5.01, "bleu_dev": 25.4}, d_k=32, d_v=64),
@@ -182,14 +185,16 @@ PRESETS: dict[str, ModelConfig] = {
     "C-ff1024": _variant(_BASE, {"params_millions": 53, "ppl_dev": 5.12, "bleu_dev": 25.4}, d_ff=1024),
     "C-ff4096": _variant(_BASE, {"params_millions": 90, "ppl_dev": 4.75, "bleu_dev": 26.2}, d_ff=4096),
     # (D) regularisation
-    "D-drop0": _variant(_BASE, {"ppl_dev": 5.77, "bleu_dev": 24.6}, p_drop=0.0),
-    "D-drop0.2": _variant(_BASE, {"ppl_dev": 4.95, "bleu_dev": 25.5}, p_drop=0.2),
-    "D-ls0": _variant(_BASE, {"ppl_dev": 4.67, "bleu_dev": 25.3}, eps_ls=0.0),
-    "D-ls0.2": _variant(_BASE, {"ppl_dev": 5.47, "bleu_dev": 25.7}, eps_ls=0.2),
+    "D-drop0": _variant(_BASE, {"params_millions": 65, "ppl_dev": 5.77, "bleu_dev": 24.6}, p_drop=0.0),
+    "D-drop0.2": _variant(_BASE, {"params_millions": 65, "ppl_dev": 4.95, "bleu_dev": 25.5}, p_drop=0.2),
+    "D-ls0": _variant(_BASE, {"params_millions": 65, "ppl_dev": 4.67, "bleu_dev": 25.3}, eps_ls=0.0),
+    "D-ls0.2": _variant(_BASE, {"params_millions": 65, "ppl_dev": 5.47, "bleu_dev": 25.7}, eps_ls=0.2),
     # (E) learned positional embeddings instead of sinusoids
-    "E-learned": _variant(_BASE, {"ppl_dev": 4.92, "bleu_dev": 25.7}, positional="learned"),
-    # §6.3: "a 4-layer transformer with d_model = 1024", 16K vocabulary for WSJ only
-    "parse": _variant(_BASE, {"f1_wsj23": 91.3}, n_layers=4, d_model=1024, d_ff=4096, n_heads=16, vocab_size=16000),
+    "E-learned": _variant(_BASE, {"params_millions": 65, "ppl_dev": 4.92, "bleu_dev": 25.7}, positional="learned"),
+    # §6.3: "a 4-layer transformer with d_model = 1024", 16K vocabulary for WSJ only, "all other
+    # parameters unchanged from the English-to-German base translation model": d_ff 2048, h = 8
+    # (so d_k = d_v = 1024 / 8 = 128)
+    "parse": _variant(_BASE, {"f1_wsj23": 91.3}, n_layers=4, d_model=1024, d_k=128, d_v=128, vocab_size=16000),
     # Not in the paper: sizes that train on a laptop CPU (the bundled models) and in tests.
     "small": _variant(_BASE, {}, n_layers=3, d_model=256, d_ff=1024, n_heads=4, vocab_size=8000, p_drop=0.3),
     "tiny": _variant(_BASE, {}, n_layers=2, d_model=64, d_ff=128, n_heads=4, vocab_size=1000, max_len=256),

@@ -1,4 +1,5 @@
-"""`attnlab presets`: every preset with its parameter count beside the paper's Table 3 figure."""
+"""`attnlab presets`: every preset with its parameter count beside the paper's Table 3 figure
+(r: the restricted self-attention's window, Table 1's last row; - for global attention)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from attnlab.errors import ConfigError
 from attnlab.model.config import PRESETS
 from attnlab.model.transformer import Transformer, count_parameters
 
-COLUMNS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "p_drop", "eps_ls", "positional")
+COLUMNS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "p_drop", "eps_ls", "positional", "attn_window")
 
 
 def table(vocab_size: int) -> list[dict]:
@@ -38,13 +39,14 @@ def cli(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    header = f"{'preset':<10} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'P_drop':>6} {'eps_ls':>6} {'pos':>10} {'params':>9} {'paper':>6}"
+    header = f"{'preset':<10} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'P_drop':>6} {'eps_ls':>6} {'pos':>10} {'r':>3} {'params':>9} {'paper':>6}"
     print(f"parameter counts at a shared vocabulary of {args.vocab_size:,}")
     print(header)
     for r in rows:
         paper = "" if r["paper_params_millions"] is None else f"{r['paper_params_millions']}M"
         print(
             f"{r['name']:<10} {r['n_layers']:>2} {r['d_model']:>7} {r['d_ff']:>5} {r['n_heads']:>3} {r['d_k']:>4} "
-            f"{r['d_v']:>4} {r['p_drop']:>6} {r['eps_ls']:>6} {r['positional']:>10} {r['params'] / 1e6:>8.1f}M {paper:>6}"
+            f"{r['d_v']:>4} {r['p_drop']:>6} {r['eps_ls']:>6} {r['positional']:>10} {r['attn_window'] or '-':>3} "
+            f"{r['params'] / 1e6:>8.1f}M {paper:>6}"
         )
     return 0
