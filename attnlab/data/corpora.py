@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,11 @@ DEFAULT_VOCAB = {
 PTB_LEAVES = ("words", "XX")  # what stands at a leaf of a prepared target tree
 DEFAULT_PAIR = {"multi30k": "en-de", "tatoeba": "de-en", "wmt14": "en-de", "ptb": "en-ptb", "text": "src-tgt"}
 TEXT_SPLITS = ("train", "valid", "test")  # `data prepare text`: train and valid are required
+MULTI30K_SPLITS = ("train", "valid", "test2016", "test2017", "test2017_mscoco")
+WMT14_TESTS = {"valid": "newstest2013", "newstest2014": "newstest2014"}  # split name: file stem
+# Every split name a corpus above gives (Tatoeba's are TEXT_SPLITS, PTB's PTB_FILES): the names of
+# the files `prepare` writes, so a rerun can remove those of an earlier run's other splits.
+SPLIT_NAMES = tuple(dict.fromkeys((*TEXT_SPLITS, *MULTI30K_SPLITS, *WMT14_TESTS)))
 PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
 
 
@@ -169,13 +175,23 @@ def _languages(pair: str, offered: set[str]) -> tuple[str, str]:
     return src, tgt
 
 
+def check_pair(corpus: str, pair: str) -> None:
+    """`--pair` of the corpora whose split function takes no languages (meta.json's src_lang and
+    tgt_lang are what decoding and scoring read): ptb's one pair is English words to their trees
+    (`de-en` was recorded for a parsing corpus); text takes any SRC-TGT, but two codes (`foo` was
+    recorded as `foo-`, an empty target language)."""
+    if corpus == "ptb" and pair != DEFAULT_PAIR["ptb"]:
+        raise DataError(f"--pair {pair!r}: ptb parses English sentences into trees; its only pair is en-ptb")
+    if corpus == "text" and not re.fullmatch(r"[^\s-]+-[^\s-]+", pair):
+        raise DataError(f"--pair {pair!r}: a text corpus needs SRC-TGT, two language codes such as en-de")
+
+
 def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
     """Multi30k task 1, official splits: train 29,000, valid 1,014, test2016 1,000, test2017 ..."""
     src, tgt = _languages(pair, {"en", "de", "fr", "cs"})
-    names = ["train", "valid", "test2016", "test2017", "test2017_mscoco"]
-    required = names[:3]  # Czech has no 2017 test sets
+    required = MULTI30K_SPLITS[:3]  # Czech has no 2017 test sets
     splits = []
-    for name in names:
+    for name in MULTI30K_SPLITS:
         if name in required or all(_has(data_dir, f"multi30k/{name}.{lang}") for lang in (src, tgt)):
             files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
             splits.append(_file_split(name, *files))
@@ -183,7 +199,10 @@ def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
 
 
 def parallel_files(directory: Path, src: str, tgt: str) -> list[tuple[Path, Path]]:
-    """Every `STEM.src`/`STEM.tgt` pair (optionally .gz) in a directory, less dev and test sets."""
+    """Every `STEM.src`/`STEM.tgt` pair (optionally .gz) in a directory, less dev and test sets.
+
+    A side present both plain and gzipped (`a.en` and `a.en.gz`, say an unpacked copy left beside
+    its archive) is an error: both were read, so every pair was trained on twice, silently."""
     found = []
     for src_path in sorted(directory.iterdir()):
         stem = src_path.name.removesuffix(".gz").removesuffix(f".{src}")
@@ -191,6 +210,10 @@ def parallel_files(directory: Path, src: str, tgt: str) -> list[tuple[Path, Path
             continue
         if stem.lower().startswith(("valid", "dev", "test", "newstest")):
             continue
+        for lang in (src, tgt):
+            plain, packed = directory / f"{stem}.{lang}", directory / f"{stem}.{lang}.gz"
+            if plain.is_file() and packed.is_file():
+                raise DataError(f"{plain} and {packed} are both in the training directory; keep one of them")
         for tgt_path in (directory / f"{stem}.{tgt}", directory / f"{stem}.{tgt}.gz"):
             if tgt_path.is_file():
                 found.append((src_path, tgt_path))
@@ -203,7 +226,8 @@ def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Spli
     src, tgt = _languages(pair, {"en", "de"})
     train_dir = train_dir or data_dir / "opennmt_toy_ende"
     if not train_dir.is_dir():
-        raise DataError(f"wmt14: training directory {train_dir} does not exist; pass --train-dir")
+        problem = "is a file, not a directory" if train_dir.exists() else "does not exist"
+        raise DataError(f"wmt14: training directory {train_dir} {problem}; pass --train-dir")
     train_files = parallel_files(train_dir, src, tgt)
     if not train_files:
         raise DataError(f"wmt14: no STEM.{src}/STEM.{tgt} file pairs in {train_dir}")
@@ -215,7 +239,7 @@ def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Spli
             yield from read_pairs(*files)
 
     splits = [Split("train", train)]
-    for name, stem in (("valid", "newstest2013"), ("newstest2014", "newstest2014")):
+    for name, stem in WMT14_TESTS.items():
         files = [_corpus_file(data_dir, f"wmt14_en_de/{stem}.{lang}", "wmt14") for lang in (src, tgt)]
         splits.append(_file_split(name, *files))
     return splits
@@ -263,6 +287,22 @@ def text_splits(files: dict[str, tuple[str | Path, str | Path]]) -> list[Split]:
                     raise DataError(f"--{name}: {path} is not a file")
             splits.append(_file_split(name, src, tgt))
     return splits
+
+
+def refuse_empty(split: Split, corpus: str, data_dir: Path | None) -> None:
+    """Training reads both train and valid: a split with no pair (empty or whitespace-only files,
+    a partial treebank) was prepared with exit 0 and left training with nothing to learn from or
+    no dev loss. Stops at the first usable pair, so it costs nothing on real data."""
+    if any(src.strip() and tgt.strip() for src, tgt in split.pairs()):
+        return
+    if split.files:
+        where = f" in {split.files[0]} and {split.files[1]}"
+    elif corpus == "ptb" and data_dir is not None:
+        first, last = PTB_FILES[split.name]
+        where = f" (wsj_{first:04d}.mrg to wsj_{last:04d}.mrg of {data_dir / 'ptb_wsj_sample' / 'mrg'})"
+    else:
+        where = ""
+    raise DataError(f"the {split.name} split has no sentence pair with both sides non-empty{where}")
 
 
 # Human word alignments (`alignment/` of the shared data): STEM.src-tgt pairs and STEM.gold links,

@@ -34,12 +34,15 @@ from attnlab.data.corpora import (
     DEFAULT_VOCAB,
     PTB_FILES,
     PTB_LEAVES,
+    SPLIT_NAMES,
     Split,
+    check_pair,
     check_parallel,
     find_data_dir,
     multi30k_splits,
     ptb_splits,
     ptb_symbols,
+    refuse_empty,
     text_splits,
     wmt14_splits,
 )
@@ -117,34 +120,44 @@ def _outputs(out: Path, splits: list[Split]) -> list[Path]:
     return [out / name for name in names]
 
 
+def _any_same(path: Path, others: list[Path]) -> Path | None:
+    """The first of `others` that is the file `path` (by identity: a link counts), if any."""
+    return next((other for other in others if os.path.samefile(path, other)), None)
+
+
 def _refuse_overwriting_inputs(out: Path, splits: list[Split]) -> None:
     """Preparing from a prepared directory's own `.txt` files into that directory opened them for
     writing before reading them: the corpus was truncated to nothing. Checked before anything is
     written, by file identity (so a symbolic or hard link to an input counts too)."""
-    inputs = [path for split in splits for path in split.files or ()]
+    inputs = [path for split in splits for path in split.files or () if path.exists()]
     for output in _outputs(out, splits):
-        for source in inputs:
-            if output.exists() and source.exists() and os.path.samefile(output, source):
-                raise DataError(
-                    f"--out {out}: writing {output.name} would overwrite the input {source}; "
-                    "prepare into another directory"
-                )
+        if output.exists() and (source := _any_same(output, inputs)):
+            raise DataError(
+                f"--out {out}: writing {output.name} would overwrite the input {source}; prepare into another directory"
+            )
 
 
-def _refuse_empty(split: Split, corpus: str, data_dir: Path | None) -> None:
-    """Training reads both train and valid: a split with no pair (empty or whitespace-only files,
-    a partial treebank) was prepared with exit 0 and left training with nothing to learn from or
-    no dev loss. Stops at the first usable pair, so it costs nothing on real data."""
-    if any(src.strip() and tgt.strip() for src, tgt in split.pairs()):
-        return
-    if split.files:
-        where = f" in {split.files[0]} and {split.files[1]}"
-    elif corpus == "ptb" and data_dir is not None:
-        first, last = PTB_FILES[split.name]
-        where = f" (wsj_{first:04d}.mrg to wsj_{last:04d}.mrg of {data_dir / 'ptb_wsj_sample' / 'mrg'})"
-    else:
-        where = ""
-    raise DataError(f"the {split.name} split has no sentence pair with both sides non-empty{where}")
+def _clear_out(out: Path, splits: list[Split]) -> list[str]:
+    """Create `out` (one line if it cannot be) and remove what an earlier `prepare` left there that
+    this one will not write over: meta.json (written last: a failed run leaves no usable-looking
+    directory) and the files of splits this run lacks (a test split encoded with the old spm.model).
+    Only files by the names `prepare` writes, never an input. Returns the splits removed."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        file = next((path for path in out.parents if path.exists() and not path.is_dir()), None)
+        problem = f"{file} is a file, not a directory" if file else f"cannot create it ({error.strerror})"
+        raise DataError(f"--out {out}: {problem}") from None
+    inputs = [path for split in splits for path in split.files or () if path.exists()]
+    others = sorted(set(SPLIT_NAMES) - {split.name for split in splits})
+    files = {out / f"{name}.{side}.{ext}": name for name in others for side in ("src", "tgt") for ext in _EXTS}
+    try:
+        stale = {path: name for path, name in files.items() if path.is_file() and not _any_same(path, inputs)}
+        for path in [out / "meta.json", *stale]:
+            path.unlink(missing_ok=True)
+    except OSError as error:
+        raise DataError(f"--out {out}: cannot replace its earlier files ({error.strerror}: {error.filename})") from None
+    return list(dict.fromkeys(stale.values()))
 
 
 def _splits_for(
@@ -155,6 +168,7 @@ def _splits_for(
     train_dir: Path | None,
     leaves: str,
     text_files: dict[str, tuple[str, str]] | None,
+    limit: int | None,
 ) -> tuple[list[Split], list[str], dict[str, Any]]:
     """The corpus's splits, the symbols its tokenizer must keep whole, and what meta.json should
     say about how the splits were made (beyond the files they come from)."""
@@ -163,7 +177,7 @@ def _splits_for(
     if corpus == "multi30k":
         return multi30k_splits(data_dir, pair), [], {}
     if corpus == "tatoeba":
-        splits, info = tatoeba_splits(data_dir, pair, seed)
+        splits, info = tatoeba_splits(data_dir, pair, seed, limit)
         return splits, [], {"tatoeba": info}
     if corpus == "wmt14":
         return wmt14_splits(data_dir, pair, train_dir), [], {}
@@ -196,20 +210,21 @@ def prepare(
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
     pair = pair or DEFAULT_PAIR[corpus]
+    check_pair(corpus, pair)
     vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be positive, got {limit}")
-    if seed < 0:  # sentencepiece's seed is unsigned: a negative one was a raw TypeError
-        raise DataError(f"--seed must be ≥ 0, got {seed}")
+    if not 0 <= seed < 2**32:  # sentencepiece's seed is a uint32: outside, a raw TypeError
+        raise DataError(f"--seed must be ≥ 0 and < 2**32, got {seed}")
     if Path(out).exists() and not Path(out).is_dir():
         raise DataError(f"--out {out} is a file; name a directory to write the prepared data into")
     root = None if corpus == "text" else find_data_dir(data_dir)
     if leaves not in PTB_LEAVES:
         raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
     splits, symbols, about = _splits_for(
-        corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves, text_files
+        corpus, root, pair, seed, Path(train_dir) if train_dir else None, leaves, text_files, limit
     )
     for split in splits:
         if split.files:
@@ -217,14 +232,13 @@ def prepare(
     _refuse_overwriting_inputs(Path(out), splits)
     for split in splits:
         if split.name in REQUIRED_SPLITS:
-            _refuse_empty(split, corpus, root)
+            refuse_empty(split, corpus, root)
     if limit:
         splits = [Split(s.name, lambda s=s: itertools.islice(s.pairs(), limit), s.files) for s in splits]
     src_lang, _, tgt_lang = pair.partition("-")
     settings = spm_settings((src_lang, tgt_lang))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # written last: a failed run leaves no usable-looking directory
+    removed = _clear_out(out, splits)
     sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols, settings)
     dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
     stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
@@ -247,9 +261,8 @@ def prepare(
         "seconds": round(time.perf_counter() - started, 2),
     }
     if corpus == "ptb":
-        meta["placeholder"] = treebank.PLACEHOLDER
-        meta["leaves"] = leaves
-        meta["split_files"] = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
+        files = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
+        meta.update(placeholder=treebank.PLACEHOLDER, leaves=leaves, split_files=files)
     meta.update(about)
     if "zh" in (src_lang, tgt_lang):
         meta["chinese_pieces"] = chinese_share([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
@@ -261,6 +274,8 @@ def prepare(
         }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     echo(summary(meta, out))
+    if removed:
+        echo(f"  removed the {', '.join(removed)} split files an earlier prepare left in {out}")
     return meta
 
 

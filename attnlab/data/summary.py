@@ -26,7 +26,8 @@ def summary(meta: dict[str, Any], out: Path) -> str:
         lines.append(f"  (only the first {meta['limit']:,} pairs of each split: --limit)")
     if "tatoeba" in meta:
         about, rule = meta["tatoeba"], meta["tatoeba"]["split"]
-        english = ", ".join(f"{name} {n:,}" for name, n in rule["distinct_english"].items())
+        distinct = rule.get("within_limit", rule)["distinct_english"]  # of the pairs prepared, not the whole split
+        english = ", ".join(f"{name} {n:,}" for name, n in distinct.items())
         lines.append(
             f"  split by a seeded hash of the normalised English side ({rule['heldout_fraction']:.1%} of the English "
             f"sentences to valid, as many to test); distinct English sentences: {english}"

@@ -60,9 +60,13 @@ def to_simplified(lines: list[str]) -> list[str]:
     return [converter.convert(line).translate(INVISIBLE) for line in lines]
 
 
-def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> tuple[list[Split], dict[str, Any]]:
+def tatoeba_splits(
+    data_dir: Path, pair: str, seed: int, limit: int | None = None
+) -> tuple[list[Split], dict[str, Any]]:
     """Train/valid/test of Tatoeba de-en, es-en or zh-en (either direction) and what was done to
-    make them (the split rule and its counts, the script conversion) for meta.json.
+    make them (the split rule and its counts, the script conversion) for meta.json. The counts are
+    of the whole splits; with a `limit` (`prepare --limit`: the first `limit` pairs of each split),
+    `within_limit` counts the distinct English sentences of those pairs too, the ones prepared.
 
     The corpora are small (at most 170k pairs), so the pairs are read, converted and assigned
     once, here, and each split streams its share in file order."""
@@ -83,7 +87,7 @@ def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> tuple[list[Split], d
         foreign = converted
     fraction = HELDOUT[other]
     parts: dict[str, list[tuple[str, str]]] = {"train": [], "valid": [], "test": []}
-    keys: dict[str, set[str]] = {name: set() for name in parts}
+    keys: dict[str, list[str]] = {name: [] for name in parts}  # in file order: the first `limit` are kept
     seen: set[tuple[str, str]] = set()
     for en, text in zip(english, foreign, strict=True):
         if (en.strip(), text.strip()) in seen:
@@ -91,15 +95,17 @@ def tatoeba_splits(data_dir: Path, pair: str, seed: int) -> tuple[list[Split], d
         seen.add((en.strip(), text.strip()))
         side = tatoeba_side(en, seed, fraction)
         parts[side].append((en, text) if src == "en" else (text, en))
-        keys[side].add(english_key(en))
+        keys[side].append(english_key(en))
     info["duplicate_pairs_dropped"] = len(english) - len(seen)
     info["split"] = {
         "rule": SPLIT_RULE,
         "heldout_fraction": fraction,
         "seed": seed,
         "pairs": {name: len(pairs) for name, pairs in parts.items()},
-        "distinct_english": {name: len(k) for name, k in keys.items()},
+        "distinct_english": {name: len(set(k)) for name, k in keys.items()},
     }
+    if limit is not None:
+        info["split"]["within_limit"] = {"distinct_english": {name: len(set(k[:limit])) for name, k in keys.items()}}
     splits = [Split(name, lambda name=name: iter(parts[name]), (files[src], files[tgt])) for name in parts]
     return splits, info
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +110,25 @@ def train_tokenizer(
     """Shared BPE over both sides (§5.1) with `settings` (default: `spm_settings()`), written to
     `{prefix}.model` and `{prefix}.vocab`. Each of `symbols` becomes one piece with its
     word-boundary marker, so `(NP` costs one id rather than two."""
+    if not 0 <= seed < 2**32:  # sentencepiece's seed is a uint32: outside, a raw TypeError
+        raise DataError(f"--seed must be ≥ 0 and < 2**32, got {seed}")
+    settings, symbols = settings or spm_settings(), list(symbols)
+    failed: list[Exception] = []
+
+    def guarded() -> Iterator[str]:  # an error reading the corpus, kept whole (sentencepiece rewords it)
+        try:
+            yield from sentences
+        except Exception as error:
+            failed.append(error)
+            raise
+
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
+            sentence_iterator=guarded(),
             model_prefix=str(prefix),
             vocab_size=vocab_size,
-            **(settings or spm_settings()),
+            **settings,
             user_defined_symbols=["\u2581" + s for s in symbols],
             pad_id=PAD_ID,
             unk_id=UNK_ID,
@@ -128,8 +140,26 @@ def train_tokenizer(
             minloglevel=2,
         )
     except RuntimeError as error:
-        raise DataError(f"sentencepiece training failed: {str(error).splitlines()[0]}") from None
+        if failed:  # the corpus's own error (a DataError naming file and line), not sentencepiece's
+            raise failed[0] from None
+        meta_pieces = 4 + 256 * bool(settings.get("byte_fallback")) + len(symbols)
+        raise DataError(_training_failure(str(error), vocab_size, meta_pieces)) from None
     return load_tokenizer(f"{prefix}.model")
+
+
+def _training_failure(message: str, vocab_size: int, meta_pieces: int) -> str:
+    """sentencepiece's reason in attnlab's terms: its messages name its own options
+    (`--character_coverage`), which attnlab does not have, and its source lines."""
+    if high := re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message):
+        return f"--vocab-size {vocab_size}: this corpus supports at most {int(high[2])} pieces"
+    if low := re.search(r"smaller than required_chars\. \d+ vs (\d+)", message):
+        needed, characters = int(low[1]), int(low[1]) - meta_pieces
+        chars = f"its {characters:,} distinct characters, " if characters > 0 else ""
+        return (
+            f"--vocab-size {vocab_size} is too small for this corpus: {chars}the specials and the byte pieces "
+            f"need {needed:,} pieces; pass --vocab-size {needed} or more"
+        )
+    return f"sentencepiece training failed: {message.splitlines()[0] if message else 'no reason given'}"
 
 
 _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")

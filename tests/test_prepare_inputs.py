@@ -1,0 +1,208 @@
+"""Bad input to `attnlab data prepare` is one line naming what to change, found before anything is
+written, and a rerun into the same directory leaves nothing of the earlier run behind: never a
+traceback, sentencepiece's own option names, or a silent wrong result (pairs read twice, a pair
+of languages a corpus does not have, counts of data that was not prepared)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from attnlab import cli, data
+from attnlab.data.corpora import wmt14_splits
+from attnlab.errors import DataError
+
+
+def quiet(_: str) -> None:
+    """`echo` for prepare that prints nothing."""
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def text_files(root: Path, splits: tuple[str, ...] = ("train", "valid")) -> dict[str, tuple[str, str]]:
+    """Made-up parallel files for `prepare("text", ...)`: 200 training pairs, 20 per other split."""
+    root.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name in splits:
+        count = 200 if name == "train" else 20
+        src = write_lines(root / f"{name}.in", [f"line {i} of {name} says {i % 7} things" for i in range(count)])
+        tgt = write_lines(root / f"{name}.out", [f"{name} {i % 5} said" for i in range(count)])
+        files[name] = (str(src), str(tgt))
+    return files
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("attnlab data: error: ") and "\n" not in error, error
+    return error
+
+
+# --- the corpus and its languages -------------------------------------------------------------------
+
+
+def test_a_training_file_both_plain_and_gzipped_is_refused(tmp_path: Path) -> None:
+    """a.en beside a.en.gz (an unpacked copy left next to its archive) read every pair twice:
+    train 4,000 from 2,000 pairs, with no note."""
+    for lang in ("en", "de"):
+        (tmp_path / f"a.{lang}").write_bytes(b"x\ny\n")
+        (tmp_path / f"a.{lang}.gz").write_bytes(gzip.compress(b"x\ny\n"))
+    with pytest.raises(DataError, match=rf"^{tmp_path}/a\.en and {tmp_path}/a\.en\.gz are both in") as error:
+        data.parallel_files(tmp_path, "en", "de")
+    assert "\n" not in str(error.value)
+    (tmp_path / "a.en.gz").unlink()  # the target side alone, twice, is just as ambiguous
+    with pytest.raises(DataError, match=r"a\.de and .*a\.de\.gz are both in"):
+        data.parallel_files(tmp_path, "en", "de")
+    (tmp_path / "a.de").unlink()
+    assert [(a.name, b.name) for a, b in data.parallel_files(tmp_path, "en", "de")] == [("a.en", "a.de.gz")]
+
+
+def test_a_training_directory_that_is_a_file_says_so(tmp_path: Path) -> None:
+    """It said "training directory a.en does not exist" of a file that does."""
+    file = write_lines(tmp_path / "a.en", ["x"])
+    with pytest.raises(DataError, match=r"training directory .*a\.en is a file, not a directory"):
+        wmt14_splits(tmp_path, "en-de", file)
+    with pytest.raises(DataError, match=r"training directory .*nope does not exist"):
+        wmt14_splits(tmp_path, "en-de", tmp_path / "nope")
+
+
+def test_pair_is_checked_for_ptb_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ptb --pair de-en` recorded German to English for a parsing corpus, and `text --pair foo`
+    printed "prepared text foo-" with an empty target language in meta.json."""
+    out = tmp_path / "out"
+    assert "its only pair is en-ptb" in refused(
+        capsys, ["data", "prepare", "ptb", "--pair", "de-en", "--out", str(out)]
+    )
+    files = text_files(tmp_path / "text")
+    argv = ["data", "prepare", "text", "--out", str(out), "--vocab-size", "300"]
+    argv += ["--train", *files["train"], "--valid", *files["valid"]]
+    for bad in ("foo", "en-", "-de", "en-de-fr", "en de"):
+        assert "a text corpus needs SRC-TGT" in refused(capsys, [*argv, f"--pair={bad}"])
+    assert not out.exists()
+    assert cli.main([*argv, "--pair", "en-en"]) == 0  # a summary of English is English
+    assert "prepared text en-en" in capsys.readouterr().out
+    meta = data.prepare("text", out, text_files=files, pair="de-en", vocab_size=300, echo=quiet)
+    assert (meta["src_lang"], meta["tgt_lang"]) == ("de", "en")
+
+
+# --- the run's own settings ---------------------------------------------------------------------------
+
+
+def test_an_out_directory_that_cannot_be_made_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--out under a file was a NotADirectoryError, under /proc a FileNotFoundError: tracebacks."""
+    files = text_files(tmp_path / "text")
+    argv = ["data", "prepare", "text", "--vocab-size", "300", "--train", *files["train"], "--valid", *files["valid"]]
+    file = write_lines(tmp_path / "a.en", ["x"])
+    error = refused(capsys, [*argv, "--out", str(file / "sub")])
+    assert error.endswith(f"--out {file}/sub: {file} is a file, not a directory")
+    if Path("/proc/self").is_dir():  # Linux: nothing can be made in /proc
+        assert "--out /proc/attnlab-test: cannot create it (" in refused(capsys, [*argv, "--out", "/proc/attnlab-test"])
+
+
+def test_a_seed_sentencepiece_cannot_take_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """sentencepiece's seed is a uint32: --seed 99999999999 was a raw TypeError from it."""
+    files = text_files(tmp_path / "text")
+    argv = ["data", "prepare", "text", "--out", str(tmp_path / "out"), "--vocab-size", "300"]
+    argv += ["--train", *files["train"], "--valid", *files["valid"]]
+    for seed in ("99999999999", str(2**32), "-1"):
+        assert "--seed must be ≥ 0 and < 2**32" in refused(capsys, [*argv, "--seed", seed])
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(DataError, match=r"--seed must be ≥ 0 and < 2\*\*32, got 4294967296"):
+        data.train_tokenizer(["a b c"], tmp_path / "spm", 300, 2**32)
+    assert cli.main([*argv, "--seed", str(2**32 - 1)]) == 0
+
+
+# --- sentencepiece's failures, in attnlab's words -------------------------------------------------------
+
+
+def test_a_vocabulary_too_large_for_the_corpus_names_the_most_it_supports(tmp_path: Path) -> None:
+    """It was sentencepiece's "INTERNAL: src/trainer_interface.cc(744) [...] Vocabulary size too
+    high (50000). Please set it to a value <= 302."."""
+    files = text_files(tmp_path / "text")
+    with pytest.raises(DataError) as error:
+        data.prepare("text", tmp_path / "out", text_files=files, vocab_size=50000, echo=quiet)
+    assert re.fullmatch(r"--vocab-size 50000: this corpus supports at most \d+ pieces", str(error.value))
+
+
+def test_a_vocabulary_too_small_says_what_to_pass_instead(tmp_path: Path) -> None:
+    """sentencepiece said "Increase vocab_size or decrease character_coverage with
+    --character_coverage option", an option attnlab does not have."""
+    chinese = [chr(0x4E00 + i) for i in range(120)]
+    lines = ["".join(chinese[(7 * i + j) % 120] for j in range(10)) for i in range(400)]
+    root = tmp_path / "text"
+    root.mkdir()
+    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines)
+    files = {name: (str(src), str(tgt)) for name in ("train", "valid")}
+    with pytest.raises(DataError) as error:
+        data.prepare("text", tmp_path / "out", text_files=files, pair="zh-en", vocab_size=300, echo=quiet)
+    message = str(error.value)
+    assert "character_coverage" not in message and "sentencepiece" not in message, message
+    assert message == (
+        "--vocab-size 300 is too small for this corpus: its 120 distinct characters, the specials and the byte "
+        "pieces need 380 pieces; pass --vocab-size 380 or more"
+    )
+    data.prepare("text", tmp_path / "out", text_files=files, pair="zh-en", vocab_size=380, echo=quiet)  # it is enough
+
+
+def test_bad_utf8_in_the_training_text_is_the_corpus_error_alone(tmp_path: Path) -> None:
+    """It read "sentencepiece training failed: INTERNAL: DataError: bad.en:10: invalid UTF-8 ..."."""
+    files = text_files(tmp_path / "text")
+    bad = Path(files["train"][0])
+    lines = bad.read_bytes().split(b"\n")
+    lines[9] = b"caf\xe9"
+    bad.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError) as error:
+        data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300, echo=quiet)
+    assert str(error.value) == f"{bad}:10: invalid UTF-8 (invalid continuation byte at byte 3)"
+
+
+# --- what the run reports and leaves behind ----------------------------------------------------------
+
+
+def test_tatoeba_counts_under_limit_describe_the_pairs_prepared(tmp_path: Path) -> None:
+    """With --limit 300 the summary printed the whole splits' distinct English sentences
+    ("train 99,277") beside 300 pairs."""
+    folder = tmp_path / "data" / "tatoeba_deu_eng"
+    folder.mkdir(parents=True)
+    english = [f"Sentence number {i} is here." for i in range(3000)]
+    write_lines(folder / "train.en", english)
+    write_lines(folder / "train.de", [f"Satz Nummer {i} ist hier." for i in range(3000)])
+    printed: list[str] = []
+    meta = data.prepare(
+        "tatoeba", tmp_path / "out", data_dir=tmp_path / "data", vocab_size=300, limit=20, echo=printed.append
+    )
+    assert {name: s["pairs"] for name, s in meta["splits"].items()} == {"train": 20, "valid": 20, "test": 20}
+    assert "distinct English sentences: train 20, valid 20, test 20" in printed[0], printed[0]
+    full = meta["tatoeba"]["split"]["distinct_english"]  # the whole splits' counts are kept in meta.json
+    assert sum(full.values()) == 3000 and full["train"] > 2800
+
+
+def test_a_rerun_removes_the_splits_an_earlier_run_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rerun with fewer splits left the earlier test.* files, encoded with the old spm.model,
+    beside the new ones. Only files by the names prepare writes go; other files stay."""
+    out = tmp_path / "out"
+    with_test = text_files(tmp_path / "text", ("train", "valid", "test"))
+    data.prepare("text", out, text_files=with_test, vocab_size=300, echo=quiet)
+    assert (out / "test.src.bin").is_file()
+    (out / "notes.txt").write_text("mine")
+    (out / "test.src.csv").write_text("mine too")
+    printed: list[str] = []
+    without = {name: with_test[name] for name in ("train", "valid")}
+    data.prepare("text", out, text_files=without, vocab_size=400, echo=printed.append)
+    assert not [path.name for path in out.glob("test.*.*") if path.suffix != ".csv"]
+    assert (out / "notes.txt").read_text() == "mine" and (out / "test.src.csv").is_file()
+    assert printed[-1] == f"  removed the test split files an earlier prepare left in {out}"
+    assert data.ParallelData(out, "train").meta["splits"].keys() == {"train", "valid"}
+
+    # a file of that name that is this run's input is read, not removed
+    data.prepare("text", out, text_files=with_test, vocab_size=300, echo=quiet)
+    own = {"train": with_test["train"], "valid": (str(out / "test.src.txt"), str(out / "test.tgt.txt"))}
+    before = Path(own["valid"][0]).read_bytes()
+    meta = data.prepare("text", out, text_files=own, vocab_size=300, echo=quiet)
+    assert Path(own["valid"][0]).read_bytes() == before and meta["splits"]["valid"]["pairs"] == 20
