@@ -136,3 +136,15 @@ def test_int8_decoding_quantizes_the_linear_layers() -> None:
     assert same, [b.text for b in quick]
     for a, b in same:  # int8 moves the maps a little; another head would differ by 0.55 or more
         assert abs(a.attention("cross", 2) - b.attention("cross", 2)).max() < 0.1
+
+
+def test_the_readmes_python_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python block is what a reader copies first: it once used names it never
+    defined. Run from a scratch directory, with the checkpoint paths pointing at this checkout."""
+    if not (BUNDLED / "multi30k-en-de" / "manifest.json").exists():
+        pytest.skip("the bundled translator is not in this checkout")
+    readme = (BUNDLED.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block.replace('"checkpoints/', f'"{BUNDLED}/'), "README.md", "exec"), {})
+    assert (tmp_path / "girl.trace").is_file()

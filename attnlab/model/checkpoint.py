@@ -202,8 +202,16 @@ def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
         raise CheckpointError(f"{directory}: damaged {MANIFEST} (its file list has another shape)")
     for name, info in files.items():
         path = directory / name
-        if not path.is_file() or path.stat().st_size != info["bytes"]:
-            raise CheckpointError(f"{directory}: {name} is missing or truncated")
+        if not path.is_file():
+            raise CheckpointError(f"{directory}: {name} is missing")
+        size = path.stat().st_size
+        if size < info["bytes"]:
+            raise CheckpointError(f"{directory}: {name} is truncated ({size:,} of {info['bytes']:,} bytes)")
+        if size != info["bytes"]:  # not the file the manifest lists: replaced or edited
+            raise CheckpointError(
+                f"{directory}: {name} is not the file this checkpoint was written with "
+                f"({size:,} bytes, its manifest says {info['bytes']:,}): replaced or modified"
+            )
         if deep and _sha256(path) != info["sha256"]:
             raise CheckpointError(f"{directory}: {name} does not match its checksum (damaged or modified)")
     return manifest
