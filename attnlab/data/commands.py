@@ -33,7 +33,12 @@ def cli(argv: list[str]) -> int:
         prep.add_argument(f"--{name}", nargs=2, metavar=("SRC", "TGT"), help=f"text: the {name} split's parallel files")
     down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
     down.add_argument("corpus", choices=tuple(download.CORPORA))
-    down.add_argument("--out", default=os.environ.get("ATTNLAB_DATA", "data"), help="data directory to fill")
+    down.add_argument(
+        "--out",
+        default=os.environ.get("ATTNLAB_DATA", "data"),
+        help="data directory to fill (default: $ATTNLAB_DATA, else ./data; `prepare` finds it with "
+        "--data-dir DIR or $ATTNLAB_DATA, and looks in ../shared/data by itself)",
+    )
     down.add_argument("--url-base", help="fetch from this mirror instead (same paths; http(s):// or file://)")
     args = parser.parse_args(argv)
     if args.command == "download":
