@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -26,10 +27,16 @@ from attnlab.data.tokenizer import HAN, UNSPACED, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
 from attnlab.decode.api import load
-from attnlab.decode.commands import add_alignment_arguments, add_dtype_argument, check_out, write_out
+from attnlab.decode.commands import (
+    add_alignment_arguments,
+    add_dtype_argument,
+    add_search_arguments,
+    check_out,
+    write_out,
+)
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError, ModelInputError
-from attnlab.model.checkpoint import read_config, update_meta
+from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
+from attnlab.model.checkpoint import read_config, update_meta, verify
 from attnlab.model.memory import keep_freed_memory
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
@@ -88,11 +95,12 @@ def _split_compounds(line: str) -> str:
 
 def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
     """The paper's style: tokenized (sacreBLEU's 13a tokenizer standing in for Moses) and
-    compounds split at hyphens, then BLEU on the tokens."""
+    compounds split at hyphens, then BLEU on the tokens. `force=True`: the text is tokenized on
+    purpose, so sacreBLEU's "you forgot to detokenize" warning would be wrong here."""
     tok = sacrebleu.tokenizers.tokenizer_13a.Tokenizer13a()
     hyp = [_split_compounds(tok(h)) for h in hypotheses]
     ref = [_split_compounds(tok(r)) for r in references]
-    return sacrebleu.metrics.BLEU(tokenize="none").corpus_score(hyp, [ref]).score
+    return sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyp, [ref]).score
 
 
 def cli(argv: list[str]) -> int:
@@ -113,10 +121,10 @@ def cli(argv: list[str]) -> int:
     parser.add_argument(
         "--save-best",
         action="store_true",
-        help="align --all-heads: name the best reading in the checkpoint's meta; `attnlab align` then uses it",
+        help="align --all-heads: name the best reading in the checkpoint's meta (a run directory's: its newest "
+        "valid checkpoint's); `attnlab align` then uses it",
     )
-    parser.add_argument("--beam", type=int)
-    parser.add_argument("--alpha", type=float)
+    add_search_arguments(parser, lengths=False)
     parser.add_argument(
         "--tokenize",
         choices=TOKENIZERS,
@@ -133,7 +141,9 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true")
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
-    out = check_out(args.out) if args.out else None  # before the decoding, which can take hours
+    inputs = {f"--{name}": getattr(args, name) for name in ("src", "ref", "hyp", "input", "gold")}
+    out = check_out(args.out, inputs=inputs) if args.out else None  # before the decoding, which can take hours
+    _refuse_unused(args)
     if args.task == "align":
         return evaluate_alignment(args)
     if not args.ref:
@@ -158,7 +168,7 @@ def cli(argv: list[str]) -> int:
         if blank is not None:
             raise AttnlabError(f"{args.src}:{blank + 1}: the line is empty; every line needs a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits
-        model = load(args.checkpoint, dtype=args.dtype)
+        model = load(args.checkpoint, dtype=args.dtype or "fp32")
         task = args.task or model.task
         tgt_lang = model.meta.get("data", {}).get("tgt_lang")
         outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=True)]
@@ -257,14 +267,15 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         return 0
     if not (args.checkpoint and lines is not None):
         raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
-    model = load(args.checkpoint, dtype=args.dtype)
+    model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    target = _save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
     rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, args.links, args.threshold)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
-    if args.save_best:
+    if target is not None:
         best = {k: rows[0][k] for k in ("method", "layer", "head", "aer", "precision", "recall")}
-        update_meta(args.checkpoint, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
-        print(f"attnlab evaluate: {args.checkpoint} now aligns with {rows[0]['reading']} by default", file=sys.stderr)
+        update_meta(target, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
+        print(f"attnlab evaluate: {target} now aligns with {rows[0]['reading']} by default", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -279,6 +290,43 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         f"\nno model, each target word linked to the source word at the same relative position: AER {100 * diagonal['aer']:.1f}"
     )
     return 0
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """Decoding options where nothing is decoded: `--hyp out.de --beam 8 --dtype bf16` scored the
+    given outputs and ignored both, as if they had been decoded so; alignment reads teacher-forced."""
+    given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
+    if args.task == "align":
+        given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
+        if given:
+            raise AttnlabError(f"{given[0]} is a decoding option, and --task align decodes nothing (teacher-forced)")
+    elif args.hyp and given:
+        raise AttnlabError(f"{given[0]} is a decoding option, and --hyp scores given outputs: nothing is decoded")
+
+
+def _save_best_target(checkpoint: str, model: Any) -> Path:
+    """The checkpoint --save-best writes into, checked before every head is scored: given a run
+    directory, this failed "not an attnlab checkpoint" only after minutes of scoring. A run
+    directory's is its newest valid checkpoint, the one `load` opened and the heads are read in."""
+    target = Path(model.path)
+    if not (target / "manifest.json").exists() and model.meta.get("imported_from", {}).get("marian"):
+        raise AttnlabError(
+            f"--save-best: {checkpoint} is a Marian directory read in memory; "
+            "save it as an attnlab checkpoint with `attnlab import marian` first"
+        )
+    try:
+        verify(target, deep=False)
+    except CheckpointError as error:
+        raise AttnlabError(f"--save-best: {error}") from None
+    if not os.access(target, os.W_OK | os.X_OK):  # update_meta renames new files over the old
+        raise AttnlabError(f"--save-best: no permission to write in {target}")
+    if target != Path(checkpoint):
+        print(
+            f"attnlab evaluate: --save-best: {checkpoint} is a run directory: saving in its newest valid checkpoint, "
+            f"{target}",
+            file=sys.stderr,
+        )
+    return target
 
 
 def _word_counts(line: str) -> tuple[int, int] | None:

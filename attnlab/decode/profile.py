@@ -9,8 +9,8 @@ sentence's index, its source and output text, the head's `attnlab.record.stats.s
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
 head's AER, precision and recall (`attnlab.decode.alignment`). Without references the output is
-the model's own translation (decoded in batches with the paper's beam settings, then recorded);
-with `--tgt` the references are read teacher-forced as `attnlab align` reads them
+the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
+then recorded); with `--tgt` the references are read teacher-forced as `attnlab align` reads them
 (`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
 was trained on unspaced). `query` runs DuckDB over the file, which it calls `profile`.
 
@@ -38,8 +38,8 @@ from tqdm import tqdm
 
 from attnlab.data.corpora import read_text
 from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
-from attnlab.decode.api import DEFAULTS, DTYPES, Model, Result, load
-from attnlab.decode.commands import check_out
+from attnlab.decode.api import Model, Result, load
+from attnlab.decode.commands import add_dtype_argument, add_search_arguments, check_out, search_settings
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
@@ -71,6 +71,7 @@ def profile(
     gold: list[str] | None = None,
     *,
     one_indexed: bool = False,
+    reverse_gold: bool = False,
     gold_name: str = "gold",
     beam: int | None = None,
     alpha: float | None = None,
@@ -79,7 +80,8 @@ def profile(
 ) -> pa.Table:
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
     `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
-    errors start with `gold_name`)."""
+    errors start with `gold_name`; `reverse_gold` for gold written target-source, as the shipped
+    zh-en gold is for an en→zh model)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
     sources = check_lines(sources, "source")
@@ -97,7 +99,7 @@ def profile(
         if targets is None:
             raise DataError("gold alignments link the words of references: give the references (--tgt) too")
         lengths = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets, strict=True)]
-        links = read_pharaoh(gold, one_indexed=one_indexed, lengths=lengths, name=gold_name)
+        links = read_pharaoh(gold, one_indexed=one_indexed, reverse=reverse_gold, lengths=lengths, name=gold_name)
     schema = SCHEMA if links is None else pa.schema([*SCHEMA, *(pa.field(n, pa.float32()) for n in ALIGNMENT)])
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
@@ -270,12 +272,17 @@ def cli_heads(argv: list[str]) -> int:
     run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
     run.add_argument("--gold", help="gold links of the --tgt references (Pharaoh i-j / i?j lines): AER per head")
     run.add_argument("--gold-one-indexed", action="store_true", help="the gold links count words from 1")
+    run.add_argument(
+        "--reverse-gold",
+        action="store_true",
+        help="the gold's links are target-source (i: a --tgt word, j: a --src word), as `evaluate --task align "
+        "--reverse-gold` reads them: e.g. the shared zh-en gold (alignment/zhen_dev.gold) with an en→zh model",
+    )
     run.add_argument("--out", required=True, help="the profile file (.parquet)")
-    run.add_argument("--beam", type=int, default=DEFAULTS["translate"]["beam"])
-    run.add_argument("--alpha", type=float, default=DEFAULTS["translate"]["alpha"])
-    run.add_argument("--batch", type=int, default=64, help="sentences decoded together")
+    add_search_arguments(run, lengths=False)
+    run.add_argument("--batch", type=int, default=64, help="sentences decoded together (default 64)")
     run.add_argument("--limit", type=int, help="only the first N sentences")
-    run.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    add_dtype_argument(run)
     run.add_argument(
         "--threads",
         type=int,
@@ -297,12 +304,18 @@ def cli_heads(argv: list[str]) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
-    out = check_out(args.out)  # before minutes of decoding; os.replace onto a directory failed last
+    if args.reverse_gold and not args.gold:
+        raise AttnlabError("--reverse-gold reads --gold: give the gold links too")
+    if args.tgt and (args.beam is not None or args.alpha is not None):  # else ignored, as if searched so
+        raise AttnlabError("--beam and --alpha set the search, and with --tgt the references are read, not searched")
+    inputs = {"--src": args.src, "--tgt": args.tgt, "--gold": args.gold}
+    out = check_out(args.out, inputs=inputs)  # before minutes of decoding; os.replace onto a directory failed last
     sources = read_text(args.src)[: args.limit]
     targets = read_text(args.tgt)[: args.limit] if args.tgt else None
     gold = read_text(args.gold)[: args.limit] if args.gold else None
     torch.set_num_threads(max(1, args.threads))
-    model = load(args.checkpoint, dtype=args.dtype)
+    model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    settings = search_settings(model.task, args.beam, args.alpha)  # the model's task's, unless given
     started = time.perf_counter()
     table = profile(
         model,
@@ -310,9 +323,10 @@ def cli_heads(argv: list[str]) -> int:
         targets,
         gold,
         one_indexed=args.gold_one_indexed,
+        reverse_gold=args.reverse_gold,
         gold_name=args.gold or "gold",
-        beam=args.beam,
-        alpha=args.alpha,
+        beam=settings["beam"],
+        alpha=settings["alpha"],
         batch=args.batch,
         progress=not args.quiet,
     )
@@ -320,10 +334,11 @@ def cli_heads(argv: list[str]) -> int:
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
         "model_sha256": weights_digest(model.path),
         "mode": "reference" if targets is not None else "translate",
-        "beam": args.beam,
-        "alpha": args.alpha,
+        "beam": settings["beam"] if targets is None else None,  # references are read, not searched
+        "alpha": settings["alpha"] if targets is None else None,
         "src": os.path.basename(args.src),
         "gold": os.path.basename(args.gold) if args.gold else None,
+        "reverse_gold": args.reverse_gold,
         "sentences": len(sources),
     }
     path = write_profile(table, out, about)

@@ -1,0 +1,241 @@
+"""The decoding commands (`translate`, `parse`, `align`, `evaluate`, `heads profile`) decode with
+the model's own task's search settings, never write over their own inputs, read the shared zh-en
+gold with an en→zh model, check where `--save-best` writes before scoring, and refuse options
+that would be silently ignored: each refusal one line, before any decoding."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from attnlab.cli import main
+from attnlab.decode import evaluate
+from attnlab.decode.alignment import aer, align_lines, reading
+from attnlab.decode.api import DEFAULTS, load
+from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.decode.profile import read_profile
+from attnlab.model.checkpoint import read_config, verify
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSLATOR, PARSER, CHINESE = (
+    ROOT / "checkpoints" / name for name in ("multi30k-en-de", "wsj-parser", "tatoeba-en-zh")
+)
+SOURCES = ["A dog runs in the park .", "Two men are working on a roof ."]  # made up, tokenized as the parser reads
+REFERENCES = ["Ein Hund rennt im Park .", "Zwei Männer arbeiten auf einem Dach ."]
+
+
+def bundled(path: Path) -> Path:
+    if not (path / "manifest.json").is_file():
+        pytest.skip(f"the bundled {path.relative_to(ROOT)} is not here")
+    return path
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The one-line refusal of `attnlab ARGV` (status 2, no traceback)."""
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"attnlab {argv[0]}: error: ") and "\n" not in error, error
+    return error.split(": error: ", 1)[1]
+
+
+# -- 1. the model's task's search settings ------------------------------------------------------------
+def test_translate_refuses_a_parser(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`translate` decoded a parser with translation's beam 4, α 0.6, input + 50: F1 65.4 instead
+    of 73.1 on 30 WSJ sentences, without a word. `parse` already refused a translator."""
+    source = write(tmp_path / "words.txt", SOURCES[:1])
+    argv = ["--checkpoint", str(bundled(PARSER)), "--input", str(source)]
+    assert refused(capsys, ["translate", *argv]) == f"{PARSER} is a parse model: use attnlab parse"
+    assert main(["parse", *argv, "--beam", "2"]) == 0  # the command it names takes it
+    assert capsys.readouterr().out.startswith("(")
+
+
+def test_profile_of_a_parser_searches_as_the_parser_does(tmp_path: Path) -> None:
+    """`heads profile` hard-wired translation's beam 4 and α 0.6, decoded a parser with them and
+    wrote them into the profile's metadata; explicit flags still win."""
+    source = write(tmp_path / "words.txt", SOURCES[:1])
+    run = ["heads", "profile", "--checkpoint", str(bundled(PARSER)), "--src", str(source), "--quiet"]
+    assert main([*run, "--out", str(tmp_path / "parse.parquet")]) == 0
+    found = read_profile(tmp_path / "parse.parquet")
+    assert (
+        (found.meta["beam"], found.meta["alpha"])
+        == (DEFAULTS["parse"]["beam"], DEFAULTS["parse"]["alpha"])
+        == (21, 0.3)
+    )
+    parsed = load(PARSER).translate(SOURCES[0])  # §6.3's settings, the API's default for a parser
+    assert found.table.column("output")[0].as_py() == parsed.text
+    assert main([*run, "--out", str(tmp_path / "beam2.parquet"), "--beam", "2"]) == 0
+    explicit = read_profile(tmp_path / "beam2.parquet").meta
+    assert (explicit["beam"], explicit["alpha"]) == (2, 0.3)
+
+
+@pytest.mark.parametrize("command", [["translate"], ["parse"], ["evaluate"], ["heads", "profile"]])
+def test_help_says_the_defaults_are_the_models_tasks(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "beam size (default: the model's task's: 4 for translation, §6.1; 21 for parsing, §6.3)" in text
+    assert "(default: the model's task's: 0.6 for translation, §6.1; 0.3 for parsing, §6.3)" in text
+    assert "default fp32" in text
+    if command[0] in ("translate", "parse"):
+        assert "b = 50 for translation, §6.1; 300 for parsing, §6.3" in text and "default a = 1" in text
+    if command[0] == "heads":
+        assert "(default 64)" in text and "--reverse-gold" in text
+
+
+# -- 2. --out is never one of the inputs --------------------------------------------------------------
+def test_out_that_is_an_input_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaluate --src s.en --out s.en` replaced the sources with the translations and exited 0;
+    so did `align --input p --out p` and `heads profile --src s --out s`. The checkpoint here does
+    not exist: the refusal comes before it is read."""
+    src, ref = write(tmp_path / "s.en", SOURCES), write(tmp_path / "s.de", REFERENCES)
+    pairs = write(tmp_path / "p.txt", [f"{s} ||| {r}" for s, r in zip(SOURCES, REFERENCES, strict=True)])
+    (tmp_path / "link.en").symlink_to(src)
+    (tmp_path / "hard.de").hardlink_to(ref)
+    (tmp_path / "sub").mkdir()
+    none = str(tmp_path / "no-checkpoint")
+    evaluate = ["evaluate", "--checkpoint", none, "--src", str(src), "--ref", str(ref)]
+    cases = [
+        ([*evaluate, "--out", str(src)], f"--out {src} is the --src file"),
+        ([*evaluate, "--out", str(tmp_path / "link.en")], f"--out {tmp_path / 'link.en'} is the --src file"),
+        ([*evaluate, "--out", str(tmp_path / "hard.de")], f"--out {tmp_path / 'hard.de'} is the --ref file"),
+        ([*evaluate, "--out", str(tmp_path / "sub" / ".." / "s.de")], "is the --ref file"),
+        (["align", "--checkpoint", none, "--input", str(pairs), "--out", str(pairs)], f"--out {pairs} is the --input file"),
+        (["heads", "profile", "--checkpoint", none, "--src", str(src), "--out", str(src)], f"--out {src} is the --src file"),
+    ]  # fmt: skip
+    for argv, start in cases:
+        assert refused(capsys, argv).endswith(f"{start}; writing there would replace it (name another file)")
+    assert src.read_text() == "".join(s + "\n" for s in SOURCES) and ref.read_text().startswith("Ein Hund")
+    assert pairs.read_text().startswith("A dog runs")
+    new = [*evaluate, "--out", str(tmp_path / "out.de")]  # a new file: on to the (missing) checkpoint
+    assert refused(capsys, new) == f"{none}: not a directory"
+
+
+# -- 3. `heads profile --reverse-gold` ----------------------------------------------------------------------
+def test_profile_reads_the_shared_zh_en_gold_with_an_en_zh_model(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shared gold links Chinese word i to English word j; profiling the en→zh model (--src
+    English, --tgt Chinese) read them as English i, Chinese j and failed ("points past") or scored
+    the wrong links. With --reverse-gold each cross head's AER is `align --reverse-input`'s."""
+    model = load(bundled(CHINESE))
+    count = 4
+    lines = (data_dir / "alignment" / "zhen_dev.src-tgt").read_text(encoding="utf-8").splitlines()[:count]
+    gold = (data_dir / "alignment" / "zhen_dev.gold").read_text(encoding="utf-8").splitlines()[:count]
+    zh, en = zip(*(line.split(" ||| ") for line in lines), strict=True)
+    files = [write(tmp_path / "s.en", list(en)), write(tmp_path / "r.zh", list(zh)), write(tmp_path / "g", gold)]
+    out = tmp_path / "zh.parquet"
+    run = ["heads", "profile", "--checkpoint", str(CHINESE), "--quiet", "--gold-one-indexed", "--out", str(out)]
+    run += [arg for flag, path in zip(("--src", "--tgt", "--gold"), files, strict=True) for arg in (flag, str(path))]
+    assert "points past" in refused(capsys, run)  # read the wrong way round
+    assert main([*run, "--reverse-gold"]) == 0
+    capsys.readouterr()
+    profiled = read_profile(out)
+    assert profiled.meta["reverse_gold"] is True
+    heads = [
+        reading("head", layer, head) for layer in range(model.config.n_layers) for head in range(model.config.n_heads)
+    ]
+    found, failed = align_lines(model, lines, heads, reverse=True)  # links in the file's order: zh-en
+    links = read_pharaoh(gold, one_indexed=True)
+    assert not failed
+    rows = {
+        (r["sentence"], r["layer"], r["head"]): r["aer"] for r in profiled.table.to_pylist() if r["kind"] == "cross"
+    }
+    for sentence in range(count):
+        for head, links_of_head in zip(heads, found, strict=True):
+            expected = aer(links_of_head[sentence], *links[sentence])["aer"]
+            assert rows[(sentence, head["layer"], head["head"])] == pytest.approx(expected, abs=1e-6), (sentence, head)
+    alone = ["heads", "profile", "--checkpoint", str(CHINESE), "--src", str(files[0]), "--reverse-gold"]
+    assert (
+        refused(capsys, [*alone, "--out", str(tmp_path / "x.parquet")])
+        == "--reverse-gold reads --gold: give the gold links too"
+    )
+
+
+# -- 4. --save-best with a run directory ----------------------------------------------------------------------
+def test_save_best_in_a_run_directory_saves_in_its_newest_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a run directory, --save-best scored every head (minutes) and only then failed "not
+    an attnlab checkpoint (no manifest.json)". The run's newest valid checkpoint is the one
+    `load` opens and the heads are read in: the reading is saved there, and stderr says so."""
+    run = tmp_path / "run"
+    for step in (100, 200):
+        shutil.copytree(
+            bundled(TRANSLATOR), run / "checkpoints" / f"step_{step}", ignore=shutil.ignore_patterns("probes")
+        )
+    pairs = write(tmp_path / "p.txt", [f"{s} ||| {r}" for s, r in zip(SOURCES, REFERENCES, strict=True)])
+    gold = write(tmp_path / "gold", ["0-0 1-1 2-2 3-3 5-4 6-5", "0-0 1-1 3-2 4-3 6-5 7-6"])
+    argv = ["evaluate", "--task", "align", "--all-heads", "--checkpoint", str(run), "--input", str(pairs)]
+    assert main([*argv, "--gold", str(gold), "--save-best", "--json"]) == 0
+    newest = run / "checkpoints" / "step_200"
+    said = capsys.readouterr()
+    best = json.loads(said.out)[0]
+    assert f"{run} is a run directory: saving in its newest valid checkpoint, {newest}" in said.err
+    verify(newest)
+    assert {k: read_config(newest)[1]["alignment"][k] for k in ("method", "layer", "head")} == {
+        k: best[k] for k in ("method", "layer", "head")
+    }
+    assert "alignment" not in read_config(run / "checkpoints" / "step_100")[1]
+
+
+def test_save_best_checks_where_it_writes_before_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What --save-best cannot write into (here a model opened from a directory with no
+    manifest, as a Marian directory is) is refused before a single head is scored."""
+    opened = SimpleNamespace(path=str(tmp_path / "plain"), meta={})
+    (tmp_path / "plain").mkdir()
+    monkeypatch.setattr(evaluate, "load", lambda *args, **kwargs: opened)
+    monkeypatch.setattr(evaluate, "aer_grid", lambda *args, **kwargs: pytest.fail("scored before the check"))
+    pairs, gold = write(tmp_path / "p.txt", ["a ||| b"]), write(tmp_path / "gold", ["0-0"])
+    argv = ["evaluate", "--task", "align", "--all-heads", "--checkpoint", str(tmp_path / "plain")]
+    error = refused(capsys, [*argv, "--input", str(pairs), "--gold", str(gold), "--save-best"])
+    assert error.startswith(f"--save-best: {tmp_path / 'plain'}: not an attnlab checkpoint (no manifest.json)")
+
+
+# -- 5. --tokenized is tokenized on purpose ----------------------------------------------------------------
+def test_tokenized_bleu_does_not_warn_about_tokenization(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The paper-style BLEU tokenizes deliberately, yet sacreBLEU printed "That's 100 lines that
+    end in a tokenized period ... you forgot to detokenize" on every test set."""
+    lines = [f"A dog number {n} runs in the park." for n in range(120)]
+    ref = write(tmp_path / "ref.de", lines)
+    with caplog.at_level(logging.WARNING):
+        assert main(["evaluate", "--ref", str(ref), "--hyp", str(ref), "--tokenized"]) == 0
+    err = capsys.readouterr().err + caplog.text
+    assert "tokenized period" not in err and "detokenize" not in err
+
+
+# -- 6. decoding options where nothing is decoded ------------------------------------------------------------
+def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evaluate --hyp out.de --beam 8 --dtype bf16` scored the outputs and ignored both flags;
+    `heads profile --tgt` reads references teacher-forced and ignored --beam the same way."""
+    ref = write(tmp_path / "ref.de", REFERENCES)
+    score = ["evaluate", "--ref", str(ref), "--hyp", str(ref)]
+    for flag, value in (("--beam", "8"), ("--alpha", "1.0"), ("--dtype", "bf16")):
+        assert refused(capsys, [*score, flag, value]) == (
+            f"{flag} is a decoding option, and --hyp scores given outputs: nothing is decoded"
+        )
+    gold = write(tmp_path / "gold", ["0-0", "0-0"])
+    align = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(gold)]
+    assert "--task align decodes nothing" in refused(capsys, [*align, "--beam", "4"])
+    assert main(score) == 0 and main(align) == 0  # without them, scored as before
+    capsys.readouterr()
+    src = write(tmp_path / "s.en", SOURCES)
+    profile = ["heads", "profile", "--checkpoint", str(tmp_path), "--src", str(src), "--tgt", str(ref), "--beam", "8"]
+    assert refused(capsys, [*profile, "--out", str(tmp_path / "p.parquet")]).startswith(
+        "--beam and --alpha set the search"
+    )
