@@ -83,7 +83,7 @@ def _params(run: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
+def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     args = [
         "--max-minutes",
@@ -104,8 +104,8 @@ def test_short_real_run_learns(prepared: Path, tmp_path: Path) -> None:
         "200",
         "--max-tokens",
         "1500",
-        "--align-gold",  # the mechanism only: an EN-DE model read on the EN-FR gold
-        "enfr",
+        "--align-gold",  # the mechanism only: an EN-DE model read on the EN-FR gold, named by its
+        str(data_dir / "alignment" / "enfr"),  # STEM (languages unknown) as `enfr` is refused for EN-DE
         "--align-pairs",
         "5",
     ]
@@ -172,6 +172,10 @@ def test_truncated_checkpoint_is_skipped(tmp_path: Path) -> None:
         assert latest_valid(tmp_path / "run").name == "step_1"
     with pytest.raises(CheckpointError, match="truncated"):
         load_model(tmp_path / "run" / "checkpoints" / "step_2")
+    # another tokenizer in its place is not "missing or truncated" (what it said of any other size)
+    (tmp_path / "run" / "checkpoints" / "step_1" / "spm.model").write_bytes(b"another tokenizer")
+    with pytest.raises(CheckpointError, match="spm.model is not the file this checkpoint was written with"):
+        load_model(tmp_path / "run" / "checkpoints" / "step_1")
     # On the command line the warning is a line for the user, not Python's file:line and source
     done = subprocess.run(
         [PY, "-m", "attnlab", "average", str(tmp_path / "run"), "--last", "5", "--out", str(tmp_path / "avg")],

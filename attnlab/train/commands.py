@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
-from attnlab.errors import ConfigError
+from attnlab.errors import ConfigError, DataError
 from attnlab.model.config import PRESETS, parse_overrides
 from attnlab.train.guard import lost_rank
 from attnlab.train.loop import TrainConfig, Trainer
-from attnlab.train.recipes import recipe
+from attnlab.train.recipes import RECIPES, preset_defaults, recipe
 from attnlab.train.regime import COMPILE_MODES
+
+HELP = {
+    "max_steps": "updates to train; default: the preset's in the paper (base 100000, big 300000), else 100000",
+    "keep_last": "checkpoints kept, the last K (0: all); default: what the paper averages for the preset "
+    "(base 5, big 20), else 5",
+    "max_tokens": "token budget per process and micro-batch, each side (padded); an update reads "
+    "max_tokens × processes × update_freq (the paper: ~25000 a side per update; default 4096)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attnlab train",
         description="`attnlab train`: the training regime of §5, as one explicit loop.",
         epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
+        allow_abbrev=False,  # `--lr 0.1` was taken as --lr-scale 0.1, `--warm` as --warmup, without a word
     )
     parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
     parser.add_argument("--recipe", help="a named recipe (see attnlab.train.recipes) that fills in every other option")
@@ -31,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name in ("data", "out", "preset", "overrides"):
             continue
         flag = "--" + f.name.replace("_", "-")
-        if f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
+        if f.name in HELP:
+            parser.add_argument(flag, type=type(f.default), default=None, help=HELP[f.name])
+        elif f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
             parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None)
         elif isinstance(f.default, bool):
             parser.add_argument(flag, action="store_true", default=None)
@@ -53,17 +66,36 @@ def config_from_args(argv: list[str]) -> TrainConfig:
             file=sys.stderr,
         )
         overrides = {}
+    unknown = [item for item in rest if item.startswith("-") and "=" not in item]
+    if unknown:  # a misspelt or shortened flag, which parse_overrides would call "not KEY=VALUE"
+        names = ["recipe", *(f.name for f in dataclasses.fields(TrainConfig) if f.name != "overrides")]
+        flags = ["--" + name.replace("_", "-") for name in names]
+        close = [f for f in flags if f.startswith(unknown[0])] or difflib.get_close_matches(unknown[0], flags, 1)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        raise ConfigError(f"unrecognized option {unknown[0]}{hint}; flags are spelled in full")
     overrides.update(parse_overrides(rest))
     for key, value in vars(args).items():
         if key != "recipe" and value is not None:
             values[key] = value
+    for key, value in preset_defaults(values.get("preset", "base")).items():
+        values.setdefault(key, value)  # neither the recipe nor a flag gave it
     if not values.get("data") or not values.get("out"):
         raise ConfigError("--data and --out are required (or --recipe NAME)")
     return TrainConfig(**values, overrides=overrides)
 
 
+def check_recipe_data(argv: list[str], cfg: TrainConfig) -> None:
+    """A recipe run on its own data directory that is not prepared yet: the recipe's own
+    `attnlab data prepare` command, not a bare "run `attnlab data prepare`" that leaves the user
+    to guess the corpus, pair, vocabulary size and directory."""
+    name = build_parser().parse_known_args(argv)[0].recipe
+    if name and cfg.data == RECIPES[name]["data"] and not (Path(cfg.data) / "meta.json").is_file():
+        raise DataError(f"recipe {name}: {cfg.data} is not prepared yet; prepare it with: {RECIPES[name]['prepare']}")
+
+
 def cli(argv: list[str]) -> int:
     cfg = config_from_args(argv)
+    check_recipe_data(argv, cfg)
     trainer = Trainer(cfg)
     if trainer.step >= cfg.max_steps:
         if trainer.rank == 0:

@@ -30,7 +30,6 @@ from torch import Tensor
 from tqdm import tqdm
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
-from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
 from attnlab.errors import CheckpointError, ConfigError
@@ -38,13 +37,14 @@ from attnlab.model import checkpoint as ckpt
 from attnlab.model.config import ModelConfig, preset, resolve_device
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
-from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.model.transformer import count_parameters
 from attnlab.train.dev import dev_report
 from attnlab.train.guard import DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
-from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, make_optimizer, training_kernels
+from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, training_kernels
 from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries
+from attnlab.train.startup import build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
 
 
 @dataclass
@@ -60,7 +60,7 @@ class TrainConfig:
     save_every: int = 1000
     keep_last: int = 5  # the paper averages the last 5 (base) or 20 (big)
     seed: int = 1
-    max_tokens: int = 4096  # per batch per rank; the paper's batches held ~25k + 25k tokens
+    max_tokens: int = 4096  # per rank and micro-batch, a side; an update: × ranks × update_freq (paper: ~25k)
     update_freq: int = 1
     warmup: int = 4000
     lr_scale: float = 1.0  # multiplies Eq. (3); small models on small data like 2
@@ -98,8 +98,6 @@ class Trainer:
         self.cfg = cfg
         self.rank, self.world = distributed()
         agree(dataclasses.asdict(cfg), self.world)
-        if cfg.align_gold:  # found now, not at the first checkpoint, a thousand updates later
-            alignment_set(cfg.align_gold)
         self.device = resolve_device(cfg.device)
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -109,8 +107,6 @@ class Trainer:
             raise ConfigError(f"dtype must be fp32 or bf16, got {dtype!r}")
         self.autocast = dtype == "bf16"
         self.out = Path(cfg.out)
-        if self.out.exists() and not self.out.is_dir():
-            raise ConfigError(f"--out {self.out} is a file; name a run directory (a new one, or a run to resume)")
         self.spm_path = Path(cfg.data) / "spm.model"
         self.data = ParallelData(cfg.data, "train")
         self.meta = self.data.meta
@@ -118,9 +114,14 @@ class Trainer:
         self.config: ModelConfig = preset(cfg.preset, **{"vocab_size": vocab, **cfg.overrides})
         if self.config.vocab_size != vocab:
             raise ConfigError(f"vocab_size={self.config.vocab_size} but the data's vocabulary has {vocab} pieces")
+        if cfg.align_gold:
+            check_align_gold(cfg.align_gold, self.meta)
+        check_lengths(self.data, cfg, self.config)
+        params = check_fits(self.config, self.device)
+        if self.rank == 0:
+            check_out(self.out)
         torch.manual_seed(cfg.seed)
-        self.model = Transformer(self.config).to(self.device)
-        self.optimizer = make_optimizer(self.model)
+        self.model, self.optimizer = build(self.config, self.device, params)
         self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps)
         if self.rank == 0:
             print(note, file=sys.stderr)
@@ -145,6 +146,7 @@ class Trainer:
         self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line (all ranks)
         self.metrics = MetricsLog(self.out)
         self.resumed_from = self._resume()
+        self.origin = time.time() - self.wall_before  # run() sets it again; save() before run() needs it
         self.net: torch.nn.Module = self.model
         if self.world > 1:
             self.net = torch.nn.parallel.DistributedDataParallel(self.model)
@@ -309,8 +311,8 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             print(
                 f"attnlab train: {cfg.preset} {count_parameters(self.model) / 1e6:.1f}M params, "
-                f"{len(self.data):,} pairs, {self.world} process(es), update_freq {cfg.update_freq}, "
-                f"{'bf16' if self.autocast else 'fp32'} on {self.device}"
+                f"{len(self.data):,} pairs, {'bf16' if self.autocast else 'fp32'} on {self.device}; "
+                + tokens_line(cfg, self.world)
                 + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""),
                 file=sys.stderr,
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.errors import ConfigError
+from attnlab.model.config import PRESETS
 
 RECIPES: dict[str, dict[str, Any]] = {
     # The bundled translator: 3+3 layers, d_model 256, 4 heads, trained ~1 h on 2 CPU cores.
@@ -90,7 +91,12 @@ RECIPES: dict[str, dict[str, Any]] = {
         "keep_last": 5,
         "eval_sentences": 100,
     },
-    # The paper's runs (§5.2): 8 GPUs × ~25k tokens; on fewer GPUs raise update_freq.
+    # The paper's runs (§5.2). §5.1's batch, ~25,000 source + 25,000 target tokens, is one update
+    # across the paper's 8 GPUs, and max_tokens is per process and micro-batch: the recipe holds the
+    # whole batch for one process; W processes split it (`--max-tokens $((25000 / W))`), a GPU too
+    # small for it accumulates (`--max-tokens 6250 --update-freq 4`). `attnlab train` prints the
+    # tokens per update at start-up. Checkpoints every 10 minutes (§6.1): 1,500 updates of base at
+    # ~0.4 s on the paper's GPUs, 600 of big at ~1.0 s.
     "wmt14-base": {
         "prepare": "attnlab data prepare wmt14 --vocab-size 37000 --train-dir FULL_WMT14_DIR --out prepared/wmt14",
         "data": "prepared/wmt14",
@@ -110,8 +116,9 @@ RECIPES: dict[str, dict[str, Any]] = {
         "out": "runs/wmt14-big",
         "preset": "big",
         "max_tokens": 25000,
+        "update_freq": 1,
         "max_steps": 300_000,
-        "save_every": 1500,
+        "save_every": 600,
         "keep_last": 20,
         "dtype": "bf16",
         "compile": "model",
@@ -143,6 +150,20 @@ RECIPES["multi30k-en-fr"] = {
     "probes": 4,
     "align_gold": "enfr",
 }
+
+# §6.1: the base model is the average of its last 5 checkpoints, the big one of its last 20.
+PAPER_AVERAGED = {"base": 5, "big": 20}
+
+
+def preset_defaults(name: str) -> dict[str, Any]:
+    """`max_steps` and `keep_last` where the paper states them for preset `name` (§5.2: base
+    100K updates, big 300K; §6.1: averaging 5 or 20 checkpoints), for a run without a recipe:
+    `--preset big` alone trained 100K updates and kept 5 checkpoints, a third of its run and a
+    quarter of what it averages."""
+    config = PRESETS.get(name)  # an unknown name is reported when the model is built
+    steps = config.paper.get("train_steps") if config is not None else None
+    found = {"max_steps": int(steps)} if steps else {}
+    return found | ({"keep_last": PAPER_AVERAGED[name]} if name in PAPER_AVERAGED else {})
 
 
 def recipe(name: str) -> dict[str, Any]:

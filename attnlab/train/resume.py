@@ -20,10 +20,13 @@ UPDATE_RULE = ("warmup", "lr_scale", "clip_norm", "skip_nonfinite", "precision")
 def check_same_model(checkpoint: Path, saved: ModelConfig, mine: ModelConfig, spm: Path) -> None:
     """The run's model and vocabulary, or a one-line error naming what differs. Another corpus
     prepared with as many pieces (another language pair, a re-run of `data prepare`) fits the
-    same config, and its ids would mean other pieces to the model."""
+    same config, and its ids would mean other pieces to the model. Only the fields that make the
+    model's identity are named (those `==` compares): `paper`, the published numbers kept for
+    comparison, differs between a preset and its overrides and is no difference of the model."""
     if saved != mine:
         a, b = dataclasses.asdict(saved), dataclasses.asdict(mine)
-        differ = ", ".join(f"{k} {b[k]!r} (the run: {a[k]!r})" for k in a if a[k] != b[k])
+        identity = [f.name for f in dataclasses.fields(ModelConfig) if f.compare]
+        differ = ", ".join(f"{k} {b[k]!r} (the run: {a[k]!r})" for k in identity if a[k] != b[k])
         raise CheckpointError(f"{checkpoint}: another model than the run's ({differ}); use another --out")
     if (checkpoint / "spm.model").read_bytes() != spm.read_bytes():
         raise CheckpointError(

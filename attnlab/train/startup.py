@@ -1,0 +1,141 @@
+"""What `Trainer` checks before it spends minutes building a model and hours training it: every
+setting below once failed late (at the first checkpoint, a thousand updates in, or after the
+model was built) or measured something else without a word. Each check is one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.data.corpora import alignment_set
+from attnlab.data.prepared import ParallelData
+from attnlab.errors import ConfigError
+from attnlab.model.config import ModelConfig
+from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.train.regime import make_optimizer
+
+BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments, before any activation
+
+
+def check_out(out: Path) -> None:
+    """Create the run directory now: a path that cannot be one (`/proc/x`, under a file, no
+    permission) failed only after the model was built (a FileNotFoundError traceback)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; name a run directory (a new one, or a run to resume)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"--out {out} cannot be created ({error.strerror or error}); name another run directory"
+        ) from None
+
+
+def check_align_gold(name: str, meta: dict[str, Any]) -> None:
+    """The alignment set must be of the data's language pair, in either direction: Zh-En links
+    read on an EN→DE model gave a dev_aer at every checkpoint that measured nothing. A set given
+    as a STEM path has unknown languages and is taken as it is."""
+    languages = alignment_set(name)[2]  # also: the set exists, found now and not a thousand updates later
+    pair = (meta.get("src_lang"), meta.get("tgt_lang"))
+    if languages != ("", "") and languages not in (pair, pair[::-1]):
+        raise ConfigError(
+            f"--align-gold {name} links {'-'.join(languages)} sentences, but the data is "
+            f"{pair[0] or '?'}→{pair[1] or '?'}; choose a set of the data's languages (or none)"
+        )
+
+
+def check_lengths(train: ParallelData, cfg: Any, config: ModelConfig) -> None:
+    """Every training pair and the dev pairs the run will read at each checkpoint (the first
+    `eval_sentences` and `probes` of the valid split) must fit the model, each side with its
+    </s> or <s> in max_len positions. A longer one failed only when a batch drew it (training) or
+    at the first checkpoint's dev report, and again at every resume. A dev pair is refused, not
+    skipped: the dev numbers stay those of the first N pairs, comparable between runs."""
+    room = config.max_len - 1
+    longest = max(int(train.src_lens.max(initial=0)), int(train.tgt_lens.max(initial=0)))
+    if longest > room:
+        raise ConfigError(
+            f"{train.dir} has training pairs with up to {longest} tokens on a side, more than the model's max_len="
+            f"{config.max_len} takes ({room} + </s>); prepare the data with `attnlab data prepare ... "
+            f"--max-len {room}` or give the model max_len={longest + 1}"
+        )
+    wanted = max(cfg.eval_sentences, cfg.probes)
+    if wanted == 0:
+        return
+    valid = ParallelData(train.dir, "valid")
+    n = min(wanted, len(valid))
+    too_long = np.flatnonzero(np.maximum(valid.src_lens[:n], valid.tgt_lens[:n]) > room)
+    if too_long.size:
+        i = int(too_long[0])
+        src, tgt = int(valid.src_lens[i]), int(valid.tgt_lens[i])
+        raise ConfigError(
+            f"valid pair {i} of {train.dir} has {src} source and {tgt} target tokens, more than the "
+            f"model's max_len={config.max_len} takes ({room} + </s>), and the dev report at each checkpoint "
+            f"reads it; evaluate fewer pairs (--eval-sentences {min(cfg.eval_sentences, i)} --probes "
+            f"{min(cfg.probes, i)}) or give the model max_len={max(src, tgt) + 1}"
+        )
+
+
+def parameters_of(config: ModelConfig) -> int:
+    """The parameter count of `config` without allocating it: one and two layers built on the
+    meta device (no memory, any size) give the count per layer."""
+    with torch.device("meta"):
+        one = count_parameters(Transformer(config.replace(n_layers=1)))
+        two = count_parameters(Transformer(config.replace(n_layers=2)))
+    return one + (config.n_layers - 1) * (two - one)
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes this process can still allocate on `device` (None: unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        return None
+    available = [line.split()[1] for line in lines if line.startswith("MemAvailable:")]
+    return int(available[0]) * 1024 if available else None
+
+
+def check_fits(config: ModelConfig, device: torch.device) -> int:
+    """The parameter count, or one line when weights, gradients and Adam's moments alone exceed
+    the free memory: `n_layers=1000000` built layers for minutes before the kernel killed it.
+    Checked before --out is created, so a refused run leaves no empty run directory."""
+    params = parameters_of(config)
+    need, free = params * BYTES_PER_PARAMETER, free_memory(device)
+    if free is not None and need > free:
+        raise ConfigError(
+            f"the model has {params:,} parameters: its weights, gradients and Adam's moments need "
+            f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on {device}; "
+            "choose a smaller preset or overrides"
+        )
+    return params
+
+
+def build(config: ModelConfig, device: torch.device, params: int) -> tuple[Transformer, torch.optim.Adam]:
+    """The model and its optimizer, or one line when an allocation fails (`d_ff=1000000000`
+    within the estimate's reach, or memory taken meanwhile) instead of a DefaultCPUAllocator or
+    CUDA out-of-memory traceback."""
+    try:
+        model = Transformer(config).to(device)
+        return model, make_optimizer(model)
+    except (torch.OutOfMemoryError, RuntimeError) as error:
+        if not isinstance(error, torch.OutOfMemoryError) and "can't allocate memory" not in str(error):
+            raise
+        raise ConfigError(
+            f"the model has {params:,} parameters: it does not fit in memory on {device}; "
+            "choose a smaller preset or overrides"
+        ) from None
+
+
+def tokens_line(cfg: Any, world: int) -> str:
+    """What one update reads, said at start-up: `max_tokens` is per process and micro-batch, so
+    8 processes with the 1-GPU budget read 8× the paper's batch (§5.1: ~25,000 source and 25,000
+    target tokens per batch, i.e. per update, across its 8 GPUs)."""
+    total = cfg.max_tokens * world * cfg.update_freq
+    return (
+        f"up to {total:,} source and {total:,} target tokens per update (max_tokens {cfg.max_tokens:,} per process "
+        f"and micro-batch × {world} process(es) × update_freq {cfg.update_freq}; the paper: ~25,000 each)"
+    )

@@ -1,0 +1,174 @@
+"""`attnlab train` refuses at start-up, in one line, what used to fail late, train something else
+or measure nothing: misspelt flags, a batch 8× the paper's, alignment gold of other languages,
+pairs the model cannot read, a model that cannot fit, an --out that cannot be, unprepared recipe
+data. Each test starts no training beyond one tiny step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.errors import CheckpointError, ConfigError
+from attnlab.model.config import preset
+from attnlab.train import startup
+from attnlab.train.commands import build_parser, config_from_args
+from attnlab.train.loop import Trainer
+from attnlab.train.recipes import RECIPES
+from attnlab.train.resume import check_same_model
+
+TINY = [
+    *("--preset", "tiny", "--max-tokens", "600", "--max-steps", "1"),
+    *("--eval-sentences", "0", "--probes", "0", "--compile", "off"),
+]
+
+
+def _prepare(data_dir: Path, out: Path, *extra: str) -> Path:
+    argv = ["data", "prepare", "multi30k", "--data-dir", str(data_dir), "--vocab-size", "2000", "--out", str(out)]
+    assert main([*argv, *extra]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def prepared(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _prepare(data_dir, tmp_path_factory.mktemp("prep") / "m30k")
+
+
+def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
+    """The one line `attnlab train ARGV` stops with (status 2, no traceback)."""
+    capsys.readouterr()
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("attnlab train: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_the_wmt14_recipes_read_the_papers_batch_per_update_and_save_every_ten_minutes() -> None:
+    """§5.1's ~25k + 25k tokens are one update across the paper's 8 GPUs; the recipes said
+    "8 GPUs × ~25k tokens", 8× that. §6.1 saves every 10 minutes: 1,500 base updates at 0.4 s,
+    600 big ones at 1.0 s (big saved every 1,500, 25 minutes)."""
+    for name, save_every in (("wmt14-base", 1500), ("wmt14-big", 600)):
+        config = config_from_args(["--recipe", name])
+        assert config.max_tokens * config.update_freq == 25_000  # per update, in one process
+        assert config.save_every == save_every
+    eight = config_from_args(["--recipe", "wmt14-base", "--max-tokens", str(25_000 // 8)])
+    assert "up to 25,000 source and 25,000 target tokens per update" in startup.tokens_line(eight, 8)
+
+
+def test_the_readme_splits_the_papers_batch_over_the_processes() -> None:
+    """The README's `torchrun --nproc_per_node=8 ... --recipe wmt14-base` was "the paper's setup"
+    with max_tokens 25,000 on each of 8 processes: 200k tokens an update."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    commands = readme.replace("\\\n", " ").splitlines()  # a command continued with \ is one line
+    many = [line for line in commands if "torchrun" in line and "--recipe wmt14" in line]
+    assert many and all("--max-tokens $((25000 / W))" in line for line in many), many
+    assert "`--max-tokens` is per process and micro-batch" in " ".join(readme.split())
+
+
+def test_the_tokens_per_update_are_said_at_start_up(prepared: Path, tmp_path: Path, capsys) -> None:
+    out = ["--data", str(prepared), "--out", str(tmp_path / "run"), "--max-steps", "1", "--update-freq", "2"]
+    assert main(["train", *TINY, *out]) == 0
+    assert (
+        "up to 1,200 source and 1,200 target tokens per update (max_tokens 600 per process and micro-batch "
+        "× 1 process(es) × update_freq 2" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(("flag", "meant"), [("--lr", "--lr-scale"), ("--warm", "--warmup")])
+def test_a_shortened_flag_is_refused_not_taken_for_another(flag: str, meant: str, capsys) -> None:
+    """`--lr 0.1` trained with lr_scale 0.1 and `--warm 10` with warmup 10, by argparse's prefix
+    matching, without a word."""
+    with pytest.raises(ConfigError, match=f"unrecognized option {flag} \\(did you mean {meant}\\?\\)"):
+        config_from_args(["--data", "d", "--out", "o", flag, "10"])
+    line = _refused(capsys, ["--data", "d", "--out", "o", flag, "10"])
+    assert f"unrecognized option {flag}" in line
+
+
+def test_alignment_gold_of_other_languages_is_refused(prepared: Path, tmp_path: Path, capsys) -> None:
+    """Zh-En (or EN-FR) links read on an EN→DE model printed a dev_aer at every checkpoint."""
+    for name in ("zhen_dev", "enfr"):
+        argv = [*TINY, "--data", str(prepared), "--out", str(tmp_path / name), "--align-gold", name]
+        assert "but the data is en→de" in _refused(capsys, argv)
+        assert not (tmp_path / name).exists()
+
+
+def test_pairs_longer_than_the_model_takes_are_refused_at_start_up(
+    prepared: Path, data_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """A dev pair too long for max_len failed at the first checkpoint's dev report (and at every
+    resume); a training pair when a batch first drew it. Both are refused before the model is
+    built; a dev pair is refused, not skipped (the dev numbers stay the first N pairs')."""
+    short = _prepare(data_dir, tmp_path / "short", "--max-len", "40")  # training pairs fit max_len=41
+    run = ["--out", str(tmp_path / "run"), "max_len=41"]
+    line = _refused(capsys, [*TINY, "--data", str(short), *run, "--eval-sentences", "200", "--probes", "4"])
+    assert "valid pair 5 of" in line and "has 37 source and 44 target tokens" in line
+    assert "(--eval-sentences 5 --probes 4) or give the model max_len=45" in line
+    line = _refused(capsys, [*TINY, "--data", str(short), *run, "--eval-sentences", "0", "--probes", "8"])
+    assert "valid pair 5" in line and "(--eval-sentences 0 --probes 5)" in line
+    assert Trainer(config_from_args([*TINY, "--data", str(short), *run, "--eval-sentences", "5"])).step == 0
+    line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(tmp_path / "long"), "max_len=60"])
+    assert "training pairs with up to 73 tokens on a side" in line and "--max-len 59" in line
+
+
+def test_a_model_that_cannot_fit_is_one_line(prepared: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """`d_ff=1000000000` was a DefaultCPUAllocator traceback; `n_layers=1000000` built layers for
+    minutes before the kernel killed the process."""
+    run = [*TINY, "--data", str(prepared), "--out", str(tmp_path / "run")]
+    line = _refused(capsys, [*run, "d_ff=1000000000"])
+    assert "the model has 516,000,229,376 parameters: its weights, gradients and Adam's moments need" in line
+    assert not (tmp_path / "run").exists()  # refused before --out is created
+    monkeypatch.setattr(startup, "free_memory", lambda device: 8 * 2**30)
+    with pytest.raises(ConfigError, match="has 83,712,064,000 parameters.* more than the 8.0 GiB free on cpu"):
+        startup.check_fits(preset("tiny", n_layers=1_000_000), torch.device("cpu"))  # unbuilt, so safe unfixed
+
+    def out_of_memory(model):  # an allocation the estimate let through fails anyway
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(startup, "free_memory", lambda device: None)
+    monkeypatch.setattr(startup, "make_optimizer", out_of_memory)
+    assert "parameters: it does not fit in memory on cpu" in _refused(capsys, run)
+    monkeypatch.setattr(startup, "make_optimizer", lambda model: 1 / 0)  # any other failure is a bug: a traceback
+    with pytest.raises(ZeroDivisionError):
+        main(["train", *run])
+
+
+def test_an_out_that_cannot_be_created_is_one_line_before_the_model(prepared: Path, tmp_path: Path, capsys) -> None:
+    """`--out /proc/xx` was a FileNotFoundError after the model was built."""
+    (tmp_path / "notes.txt").write_text("mine")
+    line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(tmp_path / "notes.txt" / "run")])
+    assert "notes.txt/run cannot be created" in line
+
+
+def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = _refused(capsys, ["--recipe", "multi30k-en-de"])
+    assert line.endswith(f"prepare it with: {RECIPES['multi30k-en-de']['prepare']}")
+
+
+def test_a_refused_resume_names_only_what_makes_the_model() -> None:
+    """`paper` (Table 3's numbers, compare=False) was listed as a difference: a preset has them,
+    the same preset with an override has none."""
+    mine = preset("base", vocab_size=2000)
+    saved = mine.replace(d_ff=1024)
+    assert mine.paper and not saved.paper
+    with pytest.raises(CheckpointError) as error:
+        check_same_model(Path("run/step_1"), saved, mine, Path("spm.model"))
+    assert "(d_ff 2048 (the run: 1024)); use another --out" in str(error.value)
+
+
+def test_the_presets_run_as_long_and_keep_what_the_paper_averages() -> None:
+    """`--preset big` alone trained 100K updates and kept 5 checkpoints; the paper trains it 300K
+    and averages the last 20 (§5.2, §6.1). Flags and recipes still win."""
+    base = ["--data", "d", "--out", "o"]
+    big = config_from_args([*base, "--preset", "big"])
+    assert (big.max_steps, big.keep_last) == (300_000, 20)
+    assert (config_from_args(base).max_steps, config_from_args(base).keep_last) == (100_000, 5)
+    mine = config_from_args([*base, "--preset", "big", "--max-steps", "7", "--keep-last", "2"])
+    assert (mine.max_steps, mine.keep_last) == (7, 2)
+    recipe = config_from_args(["--recipe", "multi30k-en-de", "--preset", "big"])
+    assert (recipe.max_steps, recipe.keep_last) == (2000, 8)
+    assert (config_from_args([*base, "--preset", "tiny"]).max_steps) == 100_000
+    assert "big 300000" in " ".join(build_parser().format_help().split())
