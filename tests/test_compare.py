@@ -113,3 +113,30 @@ def test_the_notebook_widget_compares() -> None:
     assert [f.name for f in widget.figures.values()] == ["compare-first", "compare-second", "compare-diff"]
     widget.picker.select(kind="encoder", layer=0, head=2)
     assert widget.figures["first"].name == "compare-first" and "layer 0 · head 2" in widget.figures["first"].title.text
+
+
+def test_chinese_outputs_are_diffed_by_character() -> None:
+    """As one space-less "word", a Chinese sentence with one character added was marked all
+    removed and all added."""
+    assert viz.word_diff("我喜欢早上喝茶。", "我喜欢在早上喝茶。") == "我喜欢<ins>在</ins>早上喝茶。"
+    assert viz.word_diff("我和cac 40。", "我和cac 41。") == "我和cac <del>40</del> <ins>41</ins>。"
+    assert viz.word_diff("A dog runs .", "A cat runs .") == "A <del>dog</del> <ins>cat</ins> runs ."
+
+
+def test_a_restricted_models_trace_is_recomputed_and_masked_as_restricted() -> None:
+    """Eq. (1) step by step with another model than the one that recorded the trace came out up
+    to 0.85 from the map shown, with no word; the mask's title called r = 3's band a padding
+    mask and a causal one."""
+    from attnlab.record.equation import attention_parts
+    from attnlab.viz.equation import mask_figure
+
+    restricted = ROOT / "checkpoints" / "multi30k-en-de-r3"
+    if not (restricted / "manifest.json").is_file():
+        pytest.skip("no bundled restricted translator")
+    local = attnlab.load(restricted)
+    trace = local.translate(TEXT, record=True).trace
+    assert attention_parts(local, trace, "encoder", 0, 0)["weights"].shape == trace.attention("encoder", 0)[0].shape
+    with pytest.raises(AttnlabError, match="recorded by another model"):
+        attention_parts(attnlab.load(TRANSLATOR), trace, "encoder", 0, 0)
+    assert mask_figure(trace, "encoder").title.text.endswith("(one sentence: nothing padded) · |i − j| ≤ 3")
+    assert mask_figure(trace, "decoder").title.text.endswith("· i − j ≤ 3")

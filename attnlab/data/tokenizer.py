@@ -26,6 +26,7 @@ _CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}])\\s+(?=[{_CJK}])")
 _LATIN_WORD = f"[^\\W_{_CJK}]"  # a letter or digit of a spaced script
 _NOT_BETWEEN_WORDS = re.compile(f"(?<!{_LATIN_WORD})\\s+|\\s+(?!{_LATIN_WORD})")
+_UNITS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # Chinese characters (Japanese kanji too)
 
 
@@ -41,6 +42,12 @@ def join_unspaced(text: str) -> str:
     because a few training lines hold spaces) between two Chinese characters; decoded, that is a
     space no Chinese writer would put there. Spaces next to Latin words are kept."""
     return _CJK_GAP.sub("", text)
+
+
+def text_units(text: str) -> list[str]:
+    """The units a reader compares texts by: words, and each CJK character alone (a Chinese
+    sentence has no spaces, so as one "word" any change marked all of it changed)."""
+    return _UNITS.findall(text)
 
 
 def join_words(words: list[str], lang: str | None) -> str:

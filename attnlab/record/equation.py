@@ -14,6 +14,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.attention import window_mask
+from attnlab.record.recorder import computed_in, weights_hash
 from attnlab.record.trace import AttentionTrace
 
 
@@ -33,6 +34,25 @@ def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
             )
         sides.append(ids)
     return sides[0], sides[1]
+
+
+def check_same_model(net: Any, trace: AttentionTrace) -> None:
+    """A trace is recomputed only by the model that recorded it: the same weights (when both
+    computed in one precision; bf16 and fp32 of one checkpoint hash differently) or at least the
+    same config. The restricted model's trace recomputed by the global one came out up to 0.85
+    from the map it showed, and outside the band, with no word."""
+    recorded = trace.model
+    config = {k: v for k, v in net.config.to_dict().items() if k != "paper"}
+    theirs = {k: v for k, v in (recorded.get("config") or {}).items() if k != "paper"}
+    if recorded.get("dtype") == computed_in(net) and recorded.get("weights_sha256"):
+        same = recorded["weights_sha256"] == weights_hash(net)
+    else:
+        same = not theirs or theirs == config
+    if not same:
+        raise AttnlabError(
+            "the trace was recorded by another model (other weights or config): Eq. (1) recomputed with "
+            "this one would not be the map the trace shows; open the model that recorded it"
+        )
 
 
 def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:
@@ -57,6 +77,7 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
     else:
         raise AttnlabError(f"unknown attention kind {kind!r}")
     src_ids, produced = trace_ids(model, trace)
+    check_same_model(net, trace)
     src = torch.tensor([src_ids])
     tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]]) if produced else torch.tensor([[net.config.bos_id]])
     seen: dict[str, Any] = {}

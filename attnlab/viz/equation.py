@@ -35,8 +35,11 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapp
     said = say(words)
     q_labels, k_labels = trace.labels(kind)
     allowed = trace.mask(kind)
-    padding = "mask.padding" if allowed.all() else "mask.padded"  # one sentence: nothing is padded
-    what = said["mask.causal" if kind == "decoder" else padding]
+    padded = bool((~allowed).all(0).any())  # a key no query may see (one sentence: none)
+    what = said["mask.causal" if kind == "decoder" else "mask.padded" if padded else "mask.padding"]
+    window = None if kind == "cross" else trace.model.get("config", {}).get("attn_window")
+    if window is not None and window < allowed.shape[1] - 1:  # restricted attention's band (Table 1), in the
+        what += f" · {'i − j' if kind == 'decoder' else '|i − j|'} ≤ {window}"  # paper's notation, every language
     return matrix_figure(  # matrix_figure sets the fonts
         allowed.astype(np.float32), q_labels, k_labels, allowed=allowed, vmax=1.0, palette=("#ffffff", "#ffffff"),
         title=said["mask.title"].format(kind=kind_name(kind, said), what=what), budget=budget,
