@@ -148,3 +148,21 @@ def test_the_readmes_python_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     exec(compile(block.replace('"checkpoints/', f'"{BUNDLED}/'), "README.md", "exec"), {})
     assert (tmp_path / "girl.trace").is_file()
+
+
+def test_decomposed_text_is_read_as_the_composed_text() -> None:
+    """Text pasted from macOS is often decomposed ("café" as "cafe" + U+0301): it was split into
+    other pieces and a stray accent byte, the translation changed, and the explorer said the
+    accent was not in the vocabulary."""
+    import unicodedata
+
+    from attnlab.data.tokenizer import unknown_characters
+
+    model = _open("tatoeba-en-es")
+    text = "The café is near the lake."
+    decomposed = unicodedata.normalize("NFD", text)
+    assert decomposed != text
+    ours, theirs = model.translate(text), model.translate(decomposed)
+    assert theirs.src_tokens == ours.src_tokens and theirs.text == ours.text
+    assert unknown_characters(model.tokenizer, decomposed) == []
+    assert model.score(text, "El café.").tokens == model.score(text, unicodedata.normalize("NFD", "El café.")).tokens

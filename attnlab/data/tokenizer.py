@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -173,12 +174,20 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 
 
 # -- input notices ---------------------------------------------------------------------------------------
+def composed(text: str) -> str:
+    """`text` in Unicode's composed form (NFC), as the corpora are written and a model reads
+    them. Text pasted from macOS is often decomposed: "café" as "cafe" + U+0301, which the
+    tokenizer (normalisation "identity", so that pieces spell the text exactly) split into other
+    pieces and a stray accent byte, and the translation changed."""
+    return unicodedata.normalize("NFC", text)
+
+
 def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:
     """Characters the vocabulary has no piece for (sentencepiece spells them as UTF-8 byte pieces
-    or maps them to <unk>)."""
+    or maps them to <unk>), in the composed form the model reads."""
     unk = tokenizer.unk_id()
     missing = []
-    for char in dict.fromkeys(text):
+    for char in dict.fromkeys(composed(text)):
         if char.isspace():
             continue
         ids = tokenizer.encode(char)

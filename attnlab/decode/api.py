@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, join_unspaced, load_tokenizer
+from attnlab.data.tokenizer import UNSPACED, composed, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint
@@ -112,7 +112,7 @@ class Model:
         if not text.strip():
             raise ModelInputError("the input is empty")
         _check_unicode(text, "input")
-        ids = self.tokenizer.encode(self._source_text(text))
+        ids = self.tokenizer.encode(composed(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room:
             if not truncate:
@@ -272,7 +272,7 @@ class Model:
             if not target.strip():
                 raise ModelInputError("the target is empty")
             _check_unicode(target, "target")
-            pieces = self.target_tokenizer.encode(target.strip())
+            pieces = self.target_tokenizer.encode(composed(target.strip()))
         room = self.config.max_len - 1
         if len(pieces) <= room:
             return pieces, False
