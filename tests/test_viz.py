@@ -556,3 +556,57 @@ def test_bundled_model_explains_itself(explorer_module: object) -> None:
     cross = app.store.trace.attention("cross", -1)
     assert np.allclose(cross.sum(-1), 1.0, atol=1e-4)
     print(json.dumps(app.store.timing))
+
+
+def _bold_title_px(title: str) -> float:
+    """The title's width as bokeh draws it (bold 13 px), measured in DejaVu Sans Bold where the
+    system has it, else estimated at 7.5 px a column."""
+    from PIL import ImageFont
+
+    from attnlab.viz.labels import display_width
+
+    try:
+        return ImageFont.truetype("DejaVuSans-Bold.ttf", 13).getlength(title)
+    except OSError:
+        return 7.5 * display_width(title)
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "zh"])
+def test_a_short_sentence_figure_is_as_wide_as_its_title(lang: str) -> None:
+    """A 2×4 cross-attention map ("Hi." and its translation) was narrower than its title, so
+    bokeh cut "· head 3" (246 px for a 325 px title; in Spanish 395 px)."""
+    from attnlab.app.words import figure_words
+    from attnlab.viz.axes import label_room
+
+    short = synthetic_trace(n_src=4, n_tgt=2)
+    fig = viz.heatmap(short, "cross", 1, 2, words=figure_words(lang))
+    room = label_room(short.src_tokens + short.tgt_tokens) + 16  # the query labels left of the title
+    assert fig.width - room >= _bold_title_px(fig.title.text), (fig.width, fig.title.text)
+    long = synthetic_trace(n_src=20, n_tgt=18)  # a normal sentence keeps its size
+    assert (
+        viz.heatmap(long, "cross", 1, 2).width == int(20 * 28) + label_room(long.src_tokens + long.tgt_tokens) + 16 + 90
+    )
+
+
+def test_png_and_svg_of_a_short_sentence_hold_title_and_colour_bar() -> None:
+    """The exports of a short sentence cut the title and ran the 200 px colour bar past the
+    image's bottom, its "0.00" label never drawn."""
+    from PIL import Image as PILImage
+
+    from attnlab.viz.fonts import png_fonts, text_length
+    from attnlab.viz.head import head_title
+
+    short = synthetic_trace(n_src=4, n_tgt=2)
+    title = head_title(short, "cross", 1, 2)
+    need = 6 + text_length(title, png_fonts(14))
+    image = np.asarray(PILImage.open(io.BytesIO(viz.heatmap_png(short, "cross", 1, 2))).convert("L"))
+    height, width = image.shape
+    assert width >= need, (width, need)
+    assert (image[-1] == 255).all()  # nothing runs off the bottom
+    assert (image[-30:] < 100).any()  # the "0.00" label beside the bar's lower end: nothing else is there
+    svg = viz.heatmap_svg(short, "cross", 1, 2)
+    root = ET.fromstring(svg)
+    svg_w, svg_h = float(root.get("width")), float(root.get("height"))
+    bar = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("fill") == "url(#bar)")
+    assert float(bar.get("y")) + float(bar.get("height")) + 4 <= svg_h  # "0.00" sits at the bar's end
+    assert svg_w >= need, (svg_w, need)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,11 +32,12 @@ from attnlab.viz.colors import (
     hatch,
 )
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
-from attnlab.viz.head import head_title
+from attnlab.viz.head import head_title, title_px
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
+_BAR_PX = 200  # the colour bar's height in both exports
 _STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
 
 
@@ -68,14 +70,16 @@ def heatmap_png(
     k_text = [_png_text(piece_label(s, isolate=False), fonts) for s in k_labels]
     text_w = max((text_length(s, fonts) for s in q_text + k_text), default=10)
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
-    width, height = left + k * cell + bar, top + q * cell + 16
+    title_fonts = png_fonts(14)
+    title = _png_text(head_title(trace, kind, layer, head, words), title_fonts)
+    # As wide as the title, as tall as the colour bar (200 px) with its lower label's half line.
+    width = max(left + k * cell + bar, 12 + math.ceil(text_length(title, title_fonts)))
+    height = top + max(q * cell, _BAR_PX) + 16
     scale = color_scale(weights, vmax)
     cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if mask else None, cell)
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
-    title_fonts = png_fonts(14)
-    title = _png_text(head_title(trace, kind, layer, head, words), title_fonts)
     draw_text(draw, (6, 6 + 8), title, title_fonts)
     for i in range(0, q, stride_q):
         draw_text(draw, (left - 6, top + i * cell + cell / 2), q_text[i], fonts, align="right")
@@ -84,9 +88,9 @@ def heatmap_png(
     for j in range(0, k, stride_k):
         draw_text(column_draw, (4, j * cell + cell / 2), k_text[j], fonts)
     image.paste(column_labels.rotate(90, expand=True), (left, 30))
-    ramp = colorize(np.linspace(scale, 0.0, 200)[:, None].repeat(12, 1), 0.0, scale)
+    ramp = colorize(np.linspace(scale, 0.0, _BAR_PX)[:, None].repeat(12, 1), 0.0, scale)
     image.paste(Image.fromarray(ramp), (left + k * cell + 12, top))
-    for value, y in ((scale, top), (0.0, top + 199)):
+    for value, y in ((scale, top), (0.0, top + _BAR_PX - 1)):
         draw_text(draw, (left + k * cell + 28, y), f"{value:.2f}", fonts)
     out = io.BytesIO()
     image.save(out, format="PNG")
@@ -113,7 +117,11 @@ def heatmap_svg(
     widest = max((display_width(piece_label(s)) for s in list(q_labels) + list(k_labels)), default=4)
     left = top = 8 + 0.62 * font * widest
     top += 24
-    width, height = left + k * cell + 80, top + q * cell + 12
+    title = head_title(trace, kind, layer, head, words)
+    # As wide as the title (14 px, measured in the PNG's fonts, the stack's first families, or
+    # estimated per column where wider), as tall as the colour bar and its "0.00" below it.
+    title_w = max(text_length(title, png_fonts(14)), title_px(title, 8.0))
+    width, height = max(left + k * cell + 80, title_w + 12), top + max(q * cell, _BAR_PX) + 12
     scale = color_scale(weights, vmax)
     allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
     parts = [
@@ -124,7 +132,7 @@ def heatmap_svg(
         + "".join(f'<stop offset="{i / 10:.1f}" stop-color="{PALETTE[min(255, int(i * 25.6))]}"/>' for i in range(11))
         + "</linearGradient></defs>",
         '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="6" y="18" font-size="14">{html.escape(head_title(trace, kind, layer, head, words))}</text>',
+        f'<text x="6" y="18" font-size="14">{html.escape(title)}</text>',
     ]
     rgb = colorize(weights, 0.0, scale)
     if q * k <= 10_000:
@@ -151,9 +159,9 @@ def heatmap_svg(
             f'<text transform="translate({x:.1f},{y:.1f}) rotate(-90)" font-size="{font:.1f}" dominant-baseline="middle">{_svg_label(k_labels[j])}</text>'
         )
     bar_x = left + k * cell + 14
-    parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="200" fill="url(#bar)" stroke="#999"/>')
+    parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="{_BAR_PX}" fill="url(#bar)" stroke="#999"/>')
     parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 8:.1f}" font-size="10">{scale:.2f}</text>')
-    parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 200:.1f}" font-size="10">0.00</text>')
+    parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + _BAR_PX:.1f}" font-size="10">0.00</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 

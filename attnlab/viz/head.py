@@ -29,7 +29,7 @@ from attnlab.viz.colors import (
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label
+from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.words import kind_title, say
 
@@ -45,6 +45,14 @@ const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
 if (blocked.length && blocked.includes(i * k + j)) return masked;
 return value.toFixed(4);
 """
+# Pixels per column of a figure's title (bold, 13 px): DejaVu Sans Bold averages ~7.4 over a
+# title's letters and spaces; a CJK character counts two columns (~13 px drawn).
+TITLE_COLUMN_PX = 8.0
+
+
+def title_px(text: str, column_px: float = TITLE_COLUMN_PX) -> int:
+    """Pixels a title needs, estimated per column (a CJK character counts two), with no font."""
+    return math.ceil(column_px * display_width(text))
 
 
 def heatmap(
@@ -194,7 +202,9 @@ def update_matrix(
         raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
     cell_q, cell_k = cell_px(q, budget), cell_px(k, budget)
     room = label_room(list(q_labels) + list(k_labels)) + 16
-    fig.update(width=int(k * cell_k) + room + 90, height=int(q * cell_q) + room + 70)
+    # The title starts above the frame (after the query labels) and bokeh clips it at the edge.
+    width = max(int(k * cell_k) + 90, title_px(title) + 40) + room
+    fig.update(width=width, height=int(q * cell_q) + room + 70)
     fig.title.text = title
     # Bounds before start/end: BokehJS clamps a new end to the old bounds.
     fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)
