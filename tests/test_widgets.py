@@ -23,7 +23,8 @@ from test_viz import some_heads
 import attnlab
 from attnlab import widgets
 from attnlab.app import notebook
-from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.app.replay import Timeline
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 from attnlab.record.trace import AttentionTrace
 
 GAP = 1.12  # viz.grid: thumbnails are 1 unit wide with 0.12 between them
@@ -214,7 +215,8 @@ def test_errors_are_shown_in_the_widget(translator: attnlab.decode.Model, monkey
     before = explorer.view.trace
     assert explorer.run("   ") is None
     assert explorer.errors.message == "the input is empty" and "the input is empty" in explorer.errors.value
-    assert explorer.view.trace is before and not explorer.button.disabled  # the last good result stays
+    assert before is not None and not explorer.button.disabled
+    assert explorer.view.trace is None  # nothing of the last sentence stays, to be read as this one's
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
@@ -301,3 +303,52 @@ def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
     figure = viz.mask_figure(trace, "cross")
     pane = widgets.plot(figure)
     assert pane.figure is figure and pane.bokeh is not None and figure.id in sent(pane)
+
+
+def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Model) -> None:
+    off = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0], ("cross", 1): [1]})
+    assert off.names == ("all heads", "heads off")
+    assert "heads off: 2 head(s) switched off (encoder L0 H0, cross L1 H1)" in off.output.value
+    assert "'s output" not in off.output.value  # not "all heads's output"
+    spanish = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0]}, lang="es")
+    assert "1 cabeza(s) desactivada(s) (codificador · capa 0 · cabeza 0)" in spanish.output.value
+    for same in (widgets.compare_models(translator, translator), widgets.compare_models(translator, heads_off={})):
+        assert same.names == ("A", "B") and "the same model, with no head off" in same.output.value
+        assert "head(s) off" not in same.output.value
+
+
+def test_a_failed_run_leaves_nothing_of_the_previous_sentence(translator: attnlab.decode.Model) -> None:
+    explorer = widgets.explore(translator, text="A dog runs .", beam=2)
+    assert explorer.output.value and explorer.view.caption.value and explorer.figures["head"] is not None
+    assert explorer.run("   ") is None and explorer.errors.message == "the input is empty"
+    assert explorer.result is None and explorer.output.value == "" and explorer.hypotheses.options == ()
+    assert explorer.view.caption.value == "" and set(explorer.figures.values()) == {None}
+    assert explorer.run("A dog runs .") is not None and explorer.figures["head"] is not None  # and it recovers
+    compared = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0]})
+    assert compared.figures["first"] is not None
+    assert compared.run("") is None and compared.errors.message
+    assert compared.comparison is None and compared.output.value == "" and set(compared.figures.values()) == {None}
+
+
+@pytest.mark.parametrize("beam", [0, -3, 51, 100, 2.7, True, "4"])
+def test_a_beam_the_explorer_cannot_use_is_refused(translator: attnlab.decode.Model, beam: object) -> None:
+    with pytest.raises(ConfigError, match=r"beam must be a whole number from 1 to 50 .*got"):
+        widgets.explore(translator, text="A dog .", beam=beam)
+
+
+@pytest.mark.parametrize("lang", ["ES", "zh-CN", "fr", ""])
+def test_an_unsupported_language_is_refused(trace: AttentionTrace, translator: attnlab.decode.Model, lang: str) -> None:
+    for make in (
+        lambda: widgets.show(trace, lang=lang),
+        lambda: widgets.explore(translator, text="A dog .", lang=lang),
+        lambda: widgets.compare_models(translator, text="A dog .", lang=lang),
+        lambda: Timeline([(100, trace)], lang=lang),  # `replay`'s widget
+    ):
+        with pytest.raises(ConfigError, match=r"^lang must be one of 'en', 'es', 'zh', got"):
+            make()
+
+
+def test_the_hypothesis_chooser_is_not_labelled_like_the_beam_field(translator: attnlab.decode.Model) -> None:
+    for lang, label in (("en", "hypothesis"), ("es", "hipótesis"), ("zh", "假设")):
+        explorer = widgets.explore(translator, text="A dog .", beam=2, lang=lang)
+        assert explorer.hypotheses.description == label != explorer.beam.description

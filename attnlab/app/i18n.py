@@ -138,7 +138,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.scale": {"en": "colour scale 0..max", "es": "escala de color 0..máx", "zh": "色阶 0..最大值"},
     "widgets.show_mask": {"en": "show the mask", "es": "mostrar la máscara", "zh": "显示掩码"},
     "widgets.beam": {"en": "beam", "es": "haz", "zh": "束宽"},
-    "widgets.hypotheses": {"en": "beam", "es": "haz", "zh": "候选"},
+    "widgets.hypotheses": {"en": "hypothesis", "es": "hipótesis", "zh": "假设"},
+    "widgets.bad_beam": {"en": "beam must be a whole number from 1 to {most} (the explorer's beam field), got {got}", "es": "beam debe ser un número entero de 1 a {most} (el campo del haz del explorador); se recibió {got}", "zh": "beam 必须是 1 到 {most} 之间的整数（浏览器中束宽字段的范围），收到的是 {got}"},
     "widgets.translating": {"en": "translating…", "es": "traduciendo…", "zh": "正在翻译…"},
     "widgets.parsing": {"en": "parsing…", "es": "analizando…", "zh": "正在分析…"},
     "widgets.seconds": {"en": "{seconds:.2f} s", "es": "{seconds:.2f} s", "zh": "{seconds:.2f} 秒"},
@@ -151,9 +152,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.compare": {"en": "Compare", "es": "Comparar", "zh": "对比"},
     "widgets.same": {"en": "the same output", "es": "la misma salida", "zh": "输出相同"},
     "widgets.different": {"en": "different outputs", "es": "salidas distintas", "zh": "输出不同"},
-    "widgets.read_on": {"en": "{verdict}; the maps of {second} are read on {first}'s output", "es": "{verdict}; los mapas de {second} se registran sobre la salida de {first}", "zh": "{verdict}；{second} 的注意力图是在读取 {first} 的输出时记录的"},
+    "widgets.read_on": {"en": "{verdict}; the maps of {second} are read on the output of {first}", "es": "{verdict}; los mapas de {second} se registran sobre la salida de {first}", "zh": "{verdict}；{second} 的注意力图是在读取 {first} 的输出时记录的"},
     "widgets.all_heads": {"en": "all heads", "es": "todas las cabezas", "zh": "全部注意力头"},
     "widgets.heads_off": {"en": "heads off", "es": "sin esas cabezas", "zh": "关闭部分头"},
+    "widgets.which_off": {"en": "{name}: {n} head(s) switched off ({heads})", "es": "{name}: {n} cabeza(s) desactivada(s) ({heads})", "zh": "{name}：关闭了 {n} 个头（{heads}）"},
+    "widgets.same_model": {"en": "{first} and {second} are the same model, with no head off", "es": "{first} y {second} son el mismo modelo, sin ninguna cabeza desactivada", "zh": "{first} 与 {second} 是同一个模型，没有关闭任何头"},
     "widgets.step": {"en": "step", "es": "paso", "zh": "步数"},
     "widgets.step_title": {"en": "step {step} · {kind} · layer {layer} · head {head}", "es": "paso {step} · {kind} · capa {layer} · cabeza {head}", "zh": "第 {step} 步 · {kind} · 第 {layer} 层 · 头 {head}"},
     "widgets.not_a_model": {"en": "{caller}() takes a checkpoint directory or attnlab.load(...), not {got}", "es": "{caller}() recibe una carpeta de modelo o attnlab.load(...), no {got}", "zh": "{caller}() 需要模型目录或 attnlab.load(...) 的结果，而不是 {got}"},
@@ -275,6 +278,14 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     entry = MESSAGES[key]
     template = entry.get(lang if lang in LANGUAGES else DEFAULT, entry[DEFAULT])
     return template.format(**values) if values else template
+
+
+def checked(lang: str) -> str:
+    """`lang` as a caller chose it (the widgets' `lang=`): one we have, exactly ("ES" and "zh-CN"
+    are refused too, rather than guessed), else a one-line `ConfigError` naming those we have."""
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ConfigError(f"lang must be one of {', '.join(map(repr, LANGUAGES))}, got {lang!r}")
+    return lang
 
 
 def task_name(task: str, lang: str = DEFAULT) -> str:

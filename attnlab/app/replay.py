@@ -28,7 +28,7 @@ class Timeline(w.VBox):
     difference to the last step, and every head's entropy across steps."""
 
     def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
-        self.steps, self.lang = [step for step, _ in snapshots], lang
+        self.steps, self.lang = [step for step, _ in snapshots], i18n.checked(lang)
         self.traces = dict(snapshots)
         self.final = self.traces[self.steps[-1]]
         self._entropy = {  # step -> (kind, layer, head) -> mean row entropy

@@ -27,6 +27,7 @@ and the web app say the same things the same way. The training timeline is in `r
 from __future__ import annotations
 
 import html
+import numbers
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.compare import compare
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, ConfigError
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "setup",
     "show",
 ]
+MAX_BEAM = 50  # the explorer's beam field goes up to this
 EXAMPLES = {  # written for attnlab, not taken from a corpus
     "translate": "A man in a blue shirt is playing the guitar on the street.",
     "parse": "The old man saw the dog with a telescope .",
@@ -71,7 +73,7 @@ class TraceView(w.VBox):
 
     def __init__(self, trace: AttentionTrace | None = None, caption: bool = True, lang: str = i18n.DEFAULT) -> None:
         self.trace: AttentionTrace | None = None
-        self.lang = lang
+        self.lang = i18n.checked(lang)
         self.picker = HeadPicker(self.redraw, lang)
         self.mask = w.Checkbox(value=True, description=i18n.text("widgets.hatch", lang), indent=False)
         self.scale = w.Checkbox(value=False, description=i18n.text("widgets.scale", lang), indent=False)
@@ -97,8 +99,17 @@ class TraceView(w.VBox):
     def set_trace(self, trace: AttentionTrace) -> None:
         self.trace = trace
         self.picker.configure(trace)
+        self.picker.layout.display = None
         self.caption.value = trace_caption(trace, self.lang)
         self.redraw()
+
+    def clear(self) -> None:
+        """Show no trace (after a failed run: nothing of the previous sentence stays on show)."""
+        self.trace = None
+        self.caption.value = ""
+        self.picker.layout.display = "none"
+        for pane in (self.grid, self.head, self.mask_figure):
+            pane.update(None)
 
     def select(self, layer: int, head: int) -> None:
         """Open one head (what clicking its thumbnail in the grid does)."""
@@ -141,16 +152,19 @@ class Explorer(w.VBox):
     hypotheses, and open any head of any of them."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
-        self.model, self.lang = model, lang
+        self.model, self.lang = model, i18n.checked(lang)
         self.verb = i18n.text("page.parse" if model.task == "parse" else "page.translate", lang)
         self.text = w.Textarea(
             value=text if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),
             layout=w.Layout(width="95%", height="4.5em"),
         )
-        beam = beam or DEFAULTS.get(model.task, DEFAULTS["translate"])["beam"]
+        if beam is None:
+            beam = DEFAULTS.get(model.task, DEFAULTS["translate"])["beam"]
+        elif isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or not 1 <= beam <= MAX_BEAM:
+            raise ConfigError(i18n.text("widgets.bad_beam", lang, most=MAX_BEAM, got=repr(beam)))
         size = w.Layout(width="150px")
         self.beam = w.BoundedIntText(
-            value=beam, min=1, max=50, description=i18n.text("widgets.beam", lang), layout=size
+            value=int(beam), min=1, max=MAX_BEAM, description=i18n.text("widgets.beam", lang), layout=size
         )
         self.button = w.Button(description=self.verb, button_style="primary")
         self.button.on_click(lambda _button: self.run())
@@ -213,7 +227,20 @@ class Explorer(w.VBox):
             self.button.disabled = False
             if self.errors.message:
                 self.status.value = ""
+        self._clear()
         return None
+
+    def _clear(self) -> None:
+        """A failed run shows no output: the previous sentence's would read as this one's."""
+        self.result = None
+        self.output.value = ""
+        self._listing = True
+        try:
+            self.hypotheses.options = []
+        finally:
+            self._listing = False
+        self.tree.update(None)
+        self.view.clear()
 
     def choose(self, rank: int) -> None:
         """Show the attention of the beam's `rank`-th hypothesis (0 = best)."""
@@ -254,7 +281,7 @@ def explore(
 ) -> Explorer:
     """The explorer in a notebook: a checkpoint directory or a model from `attnlab.load`, and
     optionally the first sentence; `lang`: "en", "es" or "zh"."""
-    model = _model(checkpoint_or_model, "explore", lang)
+    model = _model(checkpoint_or_model, "explore", i18n.checked(lang))
     return Explorer(model, text, beam, lang)
 
 
@@ -273,7 +300,8 @@ class Compare(w.VBox):
         names: tuple = ("A", "B"),
         lang: str = i18n.DEFAULT,
     ) -> None:
-        self.first, self.second, self.heads_off, self.names, self.lang = first, second, heads_off or {}, names, lang
+        self.first, self.second, self.heads_off, self.names = first, second, heads_off or {}, names
+        self.lang = i18n.checked(lang)
         self.text = w.Textarea(value=text, layout=w.Layout(width="95%", height="3.5em"))
         self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
         self.button.on_click(lambda _button: self.run())
@@ -299,15 +327,25 @@ class Compare(w.VBox):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
             c, (a, b), lang = self.comparison, self.names, self.lang
             verdict = i18n.text("widgets.same" if c.same_output else "widgets.different", lang)
-            read_on = i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)
+            notes = [i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)]
+            off = _heads_named(self.heads_off, lang)
+            if off:
+                notes.append(i18n.text("widgets.which_off", lang, name=b, n=len(off), heads=", ".join(off)))
+            elif self.second is self.first:
+                notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
             self.output.value = (
                 f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
                 f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"
-                f"<div style='color:#666'>{html.escape(read_on)}</div>"
+                + "".join(f"<div style='color:#666'>{html.escape(note)}</div>" for note in notes)
             )
             self.picker.configure(c.first.trace)
+            self.picker.layout.display = None
             self.redraw()
             return self.comparison
+        # a failed run shows no output: the previous sentence's would read as this one's
+        self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
+        for pane in self.panes:
+            pane.update(None)
         return None
 
     def redraw(self) -> None:
@@ -331,8 +369,21 @@ def compare_models(
 ) -> Compare:
     """Two checkpoints (or models) on the same sentence; with no second model, the first one with
     `heads_off` ({(kind, layer): [head, ...]}) switched off."""
-    first = _model(first, "compare_models", lang)
+    first = _model(first, "compare_models", i18n.checked(lang))
     second = first if second is None else _model(second, "compare_models", lang)
+    off = len(_heads_named(heads_off or {}, lang))
     ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
-    names = ablated if second is first else ("A", "B")
+    names = ablated if second is first and off else ("A", "B")
     return Compare(first, second, text, heads_off, names, lang)
+
+
+def _heads_named(heads_off: dict, lang: str) -> list[str]:
+    """The heads of {(kind, layer): [head, ...]} as the explorer names them ("encoder L0 H1");
+    anything else names none (`compare` refuses it in one line)."""
+    if not isinstance(heads_off, dict):
+        return []
+    return [
+        i18n.text("head.short", lang, kind=i18n.kind_name(kind, lang), layer=layer, head=head)
+        for (kind, layer), heads in heads_off.items()
+        for head in heads
+    ]
