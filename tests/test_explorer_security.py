@@ -173,6 +173,55 @@ def test_store_opens_only_under_its_roots(store: Store, models: dict[str, Path])
     assert store.checkpoint_name == "served/tiny-parser" and not store.error
 
 
+def test_a_checkpoint_under_a_root_serves_only_files_under_the_roots(
+    store: Store, models: dict[str, Path], tmp_path: Path
+) -> None:
+    """A folder inside a root whose files are links to a model elsewhere served that model (and a
+    link to /etc/shadow told its size); a FIFO config.json hung the whole server."""
+    hidden = tmp_path / "hidden"
+    shutil.copytree(models["translate"], hidden)
+    linked, fifo = models["root"] / "linked", models["root"] / "fifo"
+    linked.mkdir(exist_ok=True)
+    for file in hidden.iterdir():
+        (linked / file.name).unlink(missing_ok=True)
+        os.symlink(file, linked / file.name)
+    shutil.copytree(models["translate"], fifo, dirs_exist_ok=True)
+    (fifo / "config.json").unlink()
+    os.mkfifo(fifo / "config.json")
+    model = store.model
+    try:
+        for request in ("served/linked", "served/fifo"):
+            assert not store.open_request(request)
+            assert store.error == sentence(store.roots.refusal) and store.model is model
+        assert not store.roots.holds_whole(linked) and store.roots.holds_whole(models["translate"])
+    finally:  # the module's other tests list this root
+        shutil.rmtree(linked)
+        shutil.rmtree(fifo)
+
+
+def test_probes_above_a_root_and_special_files_are_not_read(tmp_path: Path) -> None:
+    """The timeline read `probes/` two levels above a checkpoint, outside every root; a FIFO
+    config.json blocked the picker's scan, and /dev/zero as alignment.json exhausted memory."""
+    from attnlab.app.checkpoints import alignment_snapshots, describe, probe_snapshots
+
+    root, checkpoint = tmp_path / "served", tmp_path / "served" / "plain"
+    checkpoint.mkdir(parents=True)
+    for probes in (tmp_path / "probes" / "step_5", checkpoint / "probes" / "step_6"):
+        probes.mkdir(parents=True)
+        (probes / "probe_0.trace").write_bytes(b"x")
+    roots = CheckpointRoots([root])
+    assert [step for step, _ in probe_snapshots(root / "z", roots.allows)] == []  # served/z's ../../probes: outside
+    assert [step for step, _ in probe_snapshots(checkpoint / "step_1", roots.allows)] == [6]
+    assert [step for step, _ in probe_snapshots(tmp_path / "served" / "z", lambda _: True)] == [
+        5
+    ]  # (the unserved default)
+    os.mkfifo(checkpoint / "config.json")
+    os.symlink("/dev/zero", checkpoint / "probes" / "step_6" / "alignment.json")
+    started = time.perf_counter()
+    assert describe(checkpoint) == "" and alignment_snapshots(checkpoint, roots.allows) == {}
+    assert time.perf_counter() - started < 5
+
+
 def test_store_errors_name_the_checkpoint_not_the_server_path(store: Store, models: dict[str, Path]) -> None:
     empty = models["root"] / "empty"
     empty.mkdir(exist_ok=True)
@@ -220,6 +269,8 @@ def test_text_and_reference_are_capped_in_the_store(store: Store) -> None:
     assert any("The input has 210,000 characters; this server reads only the first 20,000" in n for n in store.notices)
     assert any("The reference has 220,000 characters" in n for n in store.notices)
     assert any("truncated" in n for n in store.notices)
+    most = store.model.config.max_len - 1  # the reference's log P covers this many pieces: said (it was not)
+    assert any(n.startswith("The reference was truncated") and f"the first {most} only" in n for n in store.notices)
     print(f"210,000-character request: {seconds:.2f} s")
 
 

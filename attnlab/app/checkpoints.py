@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ def find_checkpoints(
 CORPORA = {"ptb": "WSJ", "wsj": "WSJ", "multi30k": "Multi30k", "wmt14": "WMT14", "iwslt": "IWSLT"}
 _CODE = re.compile(r"^[a-z]{2,3}$")  # a language code; anything else in a config is not shown
 _CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a bigger one is not read for a name
+_TABLE_BYTES = 16 << 20  # an alignment.json: every reading's row, well under a MB
 
 
 def describe(path: str | Path, lang: str = DEFAULT) -> str:
@@ -77,7 +79,7 @@ def describe(path: str | Path, lang: str = DEFAULT) -> str:
     steps = step_dirs(path) if not (path / "config.json").is_file() else []
     config = (steps[-1][1] if steps else path) / "config.json"
     try:
-        if config.stat().st_size > _CONFIG_BYTES:
+        if not _regular(config, _CONFIG_BYTES):  # a FIFO there blocked the picker's scan for good
             return ""
         meta = json.loads(config.read_text()).get("meta", {})
         data = meta.get("data", {})
@@ -95,6 +97,15 @@ def describe(path: str | Path, lang: str = DEFAULT) -> str:
     if task == "translate" and isinstance(tgt, str) and _CODE.match(tgt):
         return text("checkpoint.translator", lang, src=language_code(src, lang), tgt=language_code(tgt, lang))
     return ""
+
+
+def _regular(path: Path, most: int) -> bool:
+    """A regular file (after links) of at most `most` bytes: what is safe to read whole."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size <= most
 
 
 def same_directory(a: str | Path, b: str | Path) -> bool:
@@ -117,20 +128,26 @@ def open_model(path: str | Path) -> Any:
         return _MODELS[key]
 
 
-def _probe_roots(path: str | Path) -> list[Path]:
+def _probe_roots(path: str | Path, allows: Callable[[Path], bool]) -> list[Path]:
     """Where a checkpoint's training snapshots may be: `probes/` in the directory itself (a
-    bundled checkpoint or a run directory) or in the run directory above `RUN/checkpoints/step_N`."""
+    bundled checkpoint or a run directory) or in the run directory above `RUN/checkpoints/step_N`;
+    a served explorer passes `allows` (its roots'), so that nothing above a root is read."""
     path = Path(path)
-    return [c for c in (path / "probes", path.parent / "probes", path.parent.parent / "probes") if c.is_dir()]
+    found = (path / "probes", path.parent / "probes", path.parent.parent / "probes")
+    return [c for c in found if c.is_dir() and allows(c)]
 
 
-def probe_snapshots(path: str | Path) -> list[tuple[int, list[Path]]]:
-    """(step, probe trace files `probes/step_N/probe_K.trace`) recorded during training, oldest first."""
-    for root in _probe_roots(path):
+def probe_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> list[tuple[int, list[Path]]]:
+    """(step, probe trace files `probes/step_N/probe_K.trace`) recorded during training, oldest
+    first; only files `allows` (a served explorer's roots)."""
+    for root in _probe_roots(path, allows):
         steps = []
         for step_dir in root.iterdir():
             match = STEP_DIR.match(step_dir.name)
-            files = sorted(step_dir.glob("probe_*.trace"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+            files = sorted(
+                (f for f in step_dir.glob("probe_*.trace") if allows(f) and f.is_file()),
+                key=lambda p: int(re.sub(r"\D", "", p.stem) or 0),
+            )
             if match and files:
                 steps.append((int(match.group(1)), files))
         if steps:
@@ -138,14 +155,15 @@ def probe_snapshots(path: str | Path) -> list[tuple[int, list[Path]]]:
     return []
 
 
-def alignment_snapshots(path: str | Path) -> dict[int, dict[str, Any]]:
+def alignment_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> dict[int, dict[str, Any]]:
     """{step: the AER table a run with `align_gold` wrote at that checkpoint}, oldest first
-    (`probes/step_N/alignment.json`: the set's name, its pair count and every reading's row)."""
-    for root in _probe_roots(path):
+    (`probes/step_N/alignment.json`: the set's name, its pair count and every reading's row);
+    regular files of a sane size only (a FIFO or /dev/zero there hung or exhausted the server)."""
+    for root in _probe_roots(path, allows):
         tables = {}
         for table in root.glob("step_*/alignment.json"):
             match = STEP_DIR.match(table.parent.name)
-            if match:
+            if match and allows(table) and _regular(table, _TABLE_BYTES):
                 tables[int(match.group(1))] = json.loads(table.read_text(encoding="utf-8"))
         if tables:
             return dict(sorted(tables.items()))

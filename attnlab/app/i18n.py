@@ -144,6 +144,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.parsing": {"en": "parsing…", "es": "analizando…", "zh": "正在分析…"},
     "widgets.seconds": {"en": "{seconds:.2f} s", "es": "{seconds:.2f} s", "zh": "{seconds:.2f} 秒"},
     "widgets.pieces": {"en": "{source} → {output} pieces", "es": "{source} → {output} tokens", "zh": "{source} → {output} 个词元"},
+    "notice.reference_truncated": {"en": "The reference was truncated: it has {pieces:,} pieces and this model reads at most {most}; its score and maps cover the first {used} only.", "es": "La referencia se ha recortado: tiene {pieces:,} tokens y este modelo lee como máximo {most}; su puntuación y sus mapas cubren solo los {used} primeros.", "zh": "参考译文已截断：共 {pieces:,} 个词元，而此模型最多读取 {most} 个；其得分和注意力图只覆盖前 {used} 个。"},
     "widgets.truncated": {"en": "input truncated to the model's {most} pieces", "es": "entrada recortada a los {most} tokens del modelo", "zh": "输入已截断为模型上限 {most} 个词元"},
     "widgets.unknown": {"en": "not in the vocabulary: {characters}", "es": "fuera del vocabulario: {characters}", "zh": "不在词表中：{characters}"},
     "widgets.score": {"en": "score {score:+.3f} (log-probability {logprob:.2f} over {count} pieces)", "es": "puntuación {score:+.3f} (log-probabilidad {logprob:.2f} en {count} tokens)", "zh": "得分 {score:+.3f}（{count} 个词元的对数概率 {logprob:.2f}）"},

@@ -103,6 +103,23 @@ class CheckpointRoots:
                 return Path(real)
         return None
 
+    def holds_whole(self, directory: str | Path, depth: int = 3) -> bool:
+        """Whether everything a checkpoint (or run) directory holds, `depth` levels down
+        (RUN/checkpoints/step_N/file), is a regular file or a directory under an allowed root
+        once links are followed: a symlinked `model.safetensors` or `spm.model` inside a root
+        served a model from elsewhere (and told a file's size), and a FIFO `config.json` hung
+        the server."""
+        top = Path(directory)
+        for folder, dirs, files in os.walk(top):
+            if len(Path(folder).relative_to(top).parts) >= depth:
+                dirs[:] = []
+            for name in [*dirs, *files]:
+                path = os.path.join(folder, name)
+                real = os.path.realpath(path)
+                if not self.allows(real) or not (os.path.isdir(real) or os.path.isfile(real)):
+                    return False
+        return True
+
     def allows(self, path: str | Path) -> bool:
         """`path` (resolved) lies under an allowed root."""
         real = os.path.realpath(os.path.abspath(str(path)))

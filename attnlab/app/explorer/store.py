@@ -124,6 +124,12 @@ class Store(param.Parameterized):
         `open_request` resolved); on failure keep the previous model and say why, naming the
         directory `name` (default: relative to a root), never by its server path."""
         name = name or self.roots.display(path)
+        # Under a root (typed by a visitor, or found there by the picker): every file under the
+        # roots too. A checkpoint the server was started with elsewhere is the operator's choice.
+        if self.roots.allows(path) and not self.roots.holds_whole(path):
+            roots = ", ".join(f"{root.name}/" for root in self.roots.roots) or "—"
+            self.error = text("error.refused", self.lang, roots=roots)
+            return False
         try:
             model = open_model(path)
         except AttnlabError as error:
@@ -172,6 +178,9 @@ class Store(param.Parameterized):
             pieces, used = len(model.tokenizer.encode(source)), len(result.src_tokens) - 1
             most = model.config.max_len - 1
             notices.append(text("notice.truncated", self.lang, pieces=pieces, chars=len(source), most=most, used=used))
+        if scored is not None and scored.truncated:  # its log P and maps are of the first pieces only
+            pieces, most = len(model.target_tokenizer.encode(reference)), model.config.max_len - 1
+            notices.append(text("notice.reference_truncated", self.lang, pieces=pieces, most=most, used=most))
         missing = unknown_characters(model.tokenizer, source[:5000])
         if missing:
             shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")

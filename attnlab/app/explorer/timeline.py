@@ -45,9 +45,10 @@ class TimelineTab(pn.viewable.Viewer):
 
     def setup(self) -> None:
         """Find the probe snapshots of the checkpoint just opened and offer its steps and probes."""
-        snapshots = probe_snapshots(self.store.checkpoint)
+        allows = self.store.roots.allows  # a run's probes/ above a root is not the server's to show
+        snapshots = probe_snapshots(self.store.checkpoint, allows)
         self._snapshots = {step: files for step, files in snapshots}
-        self._alignment = alignment_snapshots(self.store.checkpoint)
+        self._alignment = alignment_snapshots(self.store.checkpoint, allows)
         lang = self.store.lang
         if not snapshots:
             folder, command = "<code>probes/step_N/</code>", "<code>attnlab train --probes K</code>"
