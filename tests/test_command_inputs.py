@@ -77,6 +77,12 @@ def test_flops_counts_restricted_attention_and_quotes_table_2_only_for_the_paper
     assert main(["flops", "--preset", "base", "d_model=1024"]) == 0 and "Table 2" not in capsys.readouterr().out
 
 
+def test_explore_refuses_a_port_that_cannot_be(capsys: pytest.CaptureFixture[str]) -> None:
+    """--port 70000 reached panel, which said "ERROR: ERROR: " and exited 1."""
+    for port in ("70000", "-1"):
+        assert "--port must be from 0" in refused(capsys, ["explore", "--port", port, "--dry-run"])
+
+
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
     for size in ("0", "3"):

@@ -274,6 +274,14 @@ def test_text_and_reference_are_capped_in_the_store(store: Store) -> None:
     print(f"210,000-character request: {seconds:.2f} s")
 
 
+def test_a_byte_order_mark_is_not_translated(store: Store) -> None:
+    """Pasted with the text, U+FEFF was read as three byte pieces and translated (the command
+    line's reader drops it)."""
+    store.text = "\ufeffthe dog runs ."
+    assert store.submit(), store.error
+    assert store.result.src_tokens == store.model.translate("the dog runs .").src_tokens
+
+
 def test_sessions_do_not_share_state(models: dict[str, Path]) -> None:
     roots = CheckpointRoots([models["root"]])
     first, second = Store(roots=roots), Store(roots=roots)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.app.checkpoints import ROOT, find_checkpoints
-from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 
 APP = ROOT / "apps" / "explorer.py"
 MAX_MESSAGE_BYTES = 4 * 2**20  # a 200,000-character text in UTF-8 JSON is at most ~2.4 MiB
@@ -67,7 +67,7 @@ def cli(argv: list[str]) -> int:
         help="a directory whose checkpoints visitors may open by path (repeatable); the bundled checkpoints/ "
         "and each --checkpoint are roots too, nothing else is, whatever --address",
     )
-    parser.add_argument("--port", type=int, default=5006)
+    parser.add_argument("--port", type=int, default=5006, help="TCP port, 1-65535 (0: any free one; default 5006)")
     parser.add_argument("--address", default="127.0.0.1", help="interface to listen on (default: this machine only)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
     parser.add_argument(
@@ -78,6 +78,8 @@ def cli(argv: list[str]) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the panel serve command instead of running it")
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
+        raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
     for path in args.checkpoint:
         if not Path(path).expanduser().exists():
             raise CheckpointError(f"{path}: no such directory")

@@ -157,7 +157,8 @@ class Store(param.Parameterized):
             self.param.update(error=text("error.no_model", self.lang), notices=[])
             return False
         notices = self._limits()
-        source, reference = self.text[:MAX_INPUT_CHARS], self.reference[:MAX_INPUT_CHARS]
+        # a byte-order mark pasted with the text is not text (as the command line's reader drops it)
+        source, reference = (box[:MAX_INPUT_CHARS].replace("\ufeff", "") for box in (self.text, self.reference))
         started = time.perf_counter()
         try:
             model = self.model
