@@ -282,6 +282,15 @@ def test_a_byte_order_mark_is_not_translated(store: Store) -> None:
     assert store.result.src_tokens == store.model.translate("the dog runs .").src_tokens
 
 
+def test_an_emptied_beam_or_alpha_box_means_the_tasks_value(store: Store) -> None:
+    """Emptying the beam or α box sent None: a ValueError traceback on the server, and the box
+    snapped back without a word. Now it decodes with the model's task's setting (4 and 0.6)."""
+    store.text = "the dog runs ."
+    store.beam, store.alpha = None, None
+    assert store.beam_size == 4 and store.submit(), store.error
+    assert store.result.text == store.model.translate("the dog runs .", beam=4, alpha=0.6).text
+
+
 def test_sessions_do_not_share_state(models: dict[str, Path]) -> None:
     roots = CheckpointRoots([models["root"]])
     first, second = Store(roots=roots), Store(roots=roots)

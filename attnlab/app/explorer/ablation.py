@@ -83,7 +83,7 @@ class AblationTab(pn.viewable.Viewer):
             return
         try:
             effect = ablation(
-                store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=float(store.alpha)
+                store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=store.alpha_value
             )
         except AttnlabError as error:
             self._say(store.explain(error))

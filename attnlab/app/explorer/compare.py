@@ -136,7 +136,7 @@ class CompareTab(pn.viewable.Viewer):
                 store.result.source,
                 beam=store.beam_size,
                 heads_off=heads_off,
-                alpha=float(store.alpha),
+                alpha=store.alpha_value,
             )
         except AttnlabError as error:
             names = {store.checkpoint: first_name} | ({} if choice == ABLATED else {self.checkpoints[choice]: choice})

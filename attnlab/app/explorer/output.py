@@ -72,7 +72,7 @@ class Output(pn.viewable.Viewer):
         decoding = (
             text("decoding.greedy", lang)
             if store.greedy
-            else text("decoding.settings", lang, beam=store.beam, alpha=store.alpha)
+            else text("decoding.settings", lang, beam=store.beam_size, alpha=store.alpha_value)
         )
         summary = text("output.hypotheses", lang, count=len(result.hypotheses), decoding=decoding)
         header = (

@@ -25,7 +25,7 @@ from attnlab.app.roots import CheckpointRoots
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.data.treebank import parse_tree
-from attnlab.decode.api import Result
+from attnlab.decode.api import DEFAULTS, Result
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -45,8 +45,10 @@ class Store(param.Parameterized):
     text = param.String(default="")
     reference = param.String(default="", doc="optional target: teacher-forced attention of this output")
     greedy = param.Boolean(default=False)
-    beam = param.Integer(default=4, doc="cut to 1..MAX_BEAM when decoding, with a notice")
-    alpha = param.Number(default=0.6, bounds=(0.0, 5.0))
+    # None: a box the visitor emptied, which means the model's task's value (it was a ValueError
+    # traceback on the server and the box snapped back without a word)
+    beam = param.Integer(default=4, allow_None=True, doc="cut to 1..MAX_BEAM when decoding, with a notice")
+    alpha = param.Number(default=0.6, bounds=(0.0, 5.0), allow_None=True)
     result = param.Parameter(default=None, doc="attnlab.api.Result of the model's own decoding")
     scored = param.Parameter(default=None, doc="attnlab.api.Result of the reference, when one is given")
     trace = param.Parameter(default=None, doc="the AttentionTrace every view shows")
@@ -94,7 +96,17 @@ class Store(param.Parameterized):
     def beam_size(self) -> int:
         """The beam the model decodes with: greedy decoding is a beam of one, and no beam is
         wider than `MAX_BEAM` whatever a request set."""
-        return 1 if self.greedy else min(max(1, int(self.beam)), MAX_BEAM)
+        beam = self._task_default("beam") if self.beam is None else self.beam
+        return 1 if self.greedy else min(max(1, int(beam)), MAX_BEAM)
+
+    @property
+    def alpha_value(self) -> float:
+        """The length penalty α the model decodes with: the box's, or the task's when it is empty."""
+        return float(self._task_default("alpha") if self.alpha is None else self.alpha)
+
+    def _task_default(self, name: str) -> float:
+        """The loaded model's task's search setting (§6.1, §6.3), for a box left empty."""
+        return DEFAULTS.get(getattr(self.model, "task", "translate"), DEFAULTS["translate"])[name]
 
     @property
     def words(self) -> Mapping[str, str]:
@@ -164,7 +176,12 @@ class Store(param.Parameterized):
             model = self.model
             beam = self.beam_size
             result = model.translate(
-                source, beam=beam, alpha=float(self.alpha), record=True, n_best=beam, truncate=True
+                source,
+                beam=beam,
+                alpha=self.alpha_value,
+                record=True,
+                n_best=beam,
+                truncate=True,
             )
             decoded = time.perf_counter()
             scored = self._score(source, reference) if reference.strip() else None
@@ -217,7 +234,7 @@ class Store(param.Parameterized):
             notices.append(text("notice.input_cut", self.lang, chars=len(self.text), most=MAX_INPUT_CHARS))
         if len(self.reference) > MAX_INPUT_CHARS:
             notices.append(text("notice.reference_cut", self.lang, chars=len(self.reference), most=MAX_INPUT_CHARS))
-        if not self.greedy and not 1 <= self.beam <= MAX_BEAM:
+        if not self.greedy and self.beam is not None and not 1 <= self.beam <= MAX_BEAM:
             notices.append(text("notice.beam_cut", self.lang, asked=self.beam, most=MAX_BEAM, used=self.beam_size))
             self.beam = self.beam_size
         return notices
