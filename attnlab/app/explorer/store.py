@@ -151,9 +151,9 @@ class Store(param.Parameterized):
             log.exception("opening %s", path)
             self.error = text("error.open_internal", self.lang, name=name, error=type(error).__name__)
             return False
-        defaults = {"translate": (4, 0.6), "parse": (21, 0.3)}.get(model.task, (4, 0.6))
+        task = DEFAULTS.get(model.task, DEFAULTS["translate"])  # the boxes start at the task's settings
         self.param.update(
-            model=model, checkpoint=str(path), checkpoint_name=name, error="", beam=defaults[0], alpha=defaults[1]
+            model=model, checkpoint=str(path), checkpoint_name=name, error="", beam=task["beam"], alpha=task["alpha"]
         )
         return True
 
