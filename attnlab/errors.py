@@ -17,6 +17,10 @@ class ModelInputError(AttnlabError, ValueError):
     """Input the model cannot take (wrong shape, ids outside the vocabulary, too long)."""
 
 
+class TimeLimitError(ModelInputError):
+    """Decoding ran past the time limit set for it (`attnlab.decode.search.time_limit`)."""
+
+
 class DataError(AttnlabError):
     """A corpus or prepared data set that is missing, mismatched or malformed."""
 

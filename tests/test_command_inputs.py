@@ -83,6 +83,15 @@ def test_explore_refuses_a_port_that_cannot_be(capsys: pytest.CaptureFixture[str
         assert "--port must be from 0" in refused(capsys, ["explore", "--port", port, "--dry-run"])
 
 
+def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
+    for limit in ("-1", "nan", "-inf"):
+        assert "--time-limit must be a number of seconds" in refused(
+            capsys, ["explore", f"--time-limit={limit}", "--dry-run"]
+        )
+    assert main(["explore", "--time-limit", "12.5", "--dry-run"]) == 0
+    assert "--args --threads 1 --time-limit 12.5" in capsys.readouterr().out
+
+
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
     for size in ("0", "3"):

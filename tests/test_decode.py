@@ -16,8 +16,10 @@ from attnlab.decode.search import (
     generate,
     greedy_search,
     length_penalty,
+    time_limit,
     top_moves,
 )
+from attnlab.errors import ConfigError, TimeLimitError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.recorder import record
 
@@ -118,6 +120,23 @@ def test_beam_one_equals_greedy(model: Transformer) -> None:
     greedy = greedy_search(TransformerStepper(model, src), lens)
     assert [b[0].tokens for b in beam1] == [g.tokens for g in greedy]
     assert [b[0].logprob for b in beam1] == pytest.approx([g.logprob for g in greedy], abs=1e-5)
+
+
+def test_a_time_limit_stops_decoding_with_one_line(model: Transformer) -> None:
+    """A served explorer decodes one request at a time: `time_limit` bounds what one takes."""
+    src = torch.randint(4, 1000, (2, 6))
+    free = generate(model, src, beam=4)
+    with time_limit(0.0):  # 0: no limit
+        assert [h[0].tokens for h in generate(model, src, beam=4)] == [h[0].tokens for h in free]
+    with time_limit(60.0):
+        assert [h[0].tokens for h in generate(model, src, beam=4)] == [h[0].tokens for h in free]
+    for beam in (1, 4):  # greedy and beam search both step through TransformerStepper
+        with time_limit(1e-9), pytest.raises(TimeLimitError, match=r"^decoding stopped after 1e-09 s, its time limit"):
+            generate(model, src, beam=beam)
+    assert generate(model, src, beam=4)[0][0].tokens == free[0][0].tokens  # the limit ended with its block
+    for bad in (-1.0, math.nan, math.inf * -1):
+        with pytest.raises(ConfigError, match="time limit must be a number of seconds"), time_limit(bad):
+            pass
 
 
 def test_max_length_is_input_plus_b(model: Transformer) -> None:

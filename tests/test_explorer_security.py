@@ -243,6 +243,20 @@ def test_exports_and_results_carry_no_server_path(store: Store, models: dict[str
     assert store.model.info["checkpoint"] == store.model.path == str(models["translate"].resolve())  # untouched
 
 
+def test_decoding_past_the_time_limit_is_one_line_and_keeps_the_views(store: Store) -> None:
+    """A long text at a wide beam decoded for minutes and held up every session of the server."""
+    store.text = "the dog runs ."
+    assert store.submit(), store.error
+    result, run = store.result, store.run
+    store.time_limit = 1e-9
+    store.text = "the cat sleeps ."
+    assert not store.submit()
+    assert store.error == "Decoding stopped after 1e-09 s, its time limit: try a shorter text or a smaller beam."
+    assert store.result is result and store.run == run  # the last good run stays on screen
+    store.time_limit = 0.0  # none
+    assert store.submit() and not store.error and store.run == run + 1
+
+
 def test_beam_is_capped_in_the_store(store: Store) -> None:
     store.text = "the dog runs ."
     for asked, used in ((10_000, MAX_BEAM), (0, 1), (-5, 1)):

@@ -7,6 +7,7 @@ after a truncated one, heads picked before the model changed.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pyarrow as pa
@@ -151,6 +152,22 @@ def test_an_ablation_error_goes_when_an_ablation_succeeds(lab: dict[str, Path]) 
     decode(shown, "   ")  # a decode's error is not the ablation's to take away
     shown.ablation.ablate()
     assert shown.store.error.endswith("The input is empty.")
+
+
+def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, Path]) -> None:
+    """Each tab that decodes again is one request too: the server's time limit bounds it."""
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    shown.store.time_limit = 1e-9
+    said = "Decoding stopped after 1e-09 s, its time limit: try a shorter text or a smaller beam."
+    shown.ablation.add_open_head()
+    shown.ablation.ablate()
+    assert shown.store.error == said and not shown.ablation.effect.objects
+    shown.tabs.active = 5
+    shown.compare.second.value = "restricted"
+    assert shown.compare.comparison is None and html.escape(said) in shown.compare.notice.object
+    shown.store.time_limit = 0.0
+    shown.compare.second.value = "tiny"
+    assert shown.compare.comparison is not None
 
 
 def test_picked_heads_do_not_carry_over_to_another_model(lab: dict[str, Path]) -> None:

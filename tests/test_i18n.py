@@ -26,7 +26,7 @@ from test_notebooks import make_checkpoints
 
 from attnlab.app import i18n
 from attnlab.app.i18n import LANGUAGES, MESSAGES, error_message, language, text
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, TimeLimitError
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnlab" / "app"
@@ -97,10 +97,10 @@ def test_errors_keep_their_detail_and_get_a_lead_line_in_other_languages() -> No
     assert error_message(empty, "zh") == "模型无法读取此输入。详细信息（英文）：the input is empty"
     leads = {
         error_message(kind("x"), lang).split("x")[0]
-        for kind in (ModelInputError, CheckpointError, DataError, ConfigError, AttnlabError)
+        for kind in (TimeLimitError, ModelInputError, CheckpointError, DataError, ConfigError, AttnlabError)
         for lang in ("es", "zh")
     }
-    assert len(leads) == 10  # one lead per class and language
+    assert len(leads) == 12  # one lead per class and language
 
 
 def test_the_refusal_says_what_the_roots_say(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import torch
 from bokeh.models import GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
 
 from attnlab import viz
+from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -486,7 +487,8 @@ def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Pat
     first = explorer_module.app(
         ["--checkpoint", str(checkpoints["translate"]), "--checkpoint", str(checkpoints["parse"])]
     )
-    second = explorer_module.app(["--checkpoint", str(checkpoints["translate"])])
+    second = explorer_module.app(["--checkpoint", str(checkpoints["translate"]), "--time-limit", "7.5"])
+    assert (first.store.time_limit, second.store.time_limit) == (TIME_LIMIT, 7.5)  # `attnlab explore --time-limit`
     assert first.store is not second.store and first.store.model is second.store.model  # sessions share the model only
     assert first.store.run == 1 and first.heads.heatmap.object is not None and first.heads.grid.object is not None
     first.text_input.value = "The dog runs ."

@@ -14,7 +14,7 @@ language (per error class) before the English detail.
 
 from __future__ import annotations
 
-from attnlab.errors import CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.errors import CheckpointError, ConfigError, DataError, ModelInputError, TimeLimitError
 
 LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "zh": "中文"}
 DEFAULT = "en"
@@ -68,6 +68,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # attnlab's own errors (English one-liners raised deep in the library) reach a Spanish or Chinese
     # reader as a lead line in their language, per error class, followed by the English detail;
     # English readers get the detail alone (error_message)
+    "error.time_limit": {"en": "Decoding took longer than this server allows.", "es": "La decodificación ha superado el tiempo que permite este servidor.", "zh": "解码时间超过了此服务器的上限。"},
     "error.input": {"en": "The model cannot read this input.", "es": "El modelo no puede leer esta entrada.", "zh": "模型无法读取此输入。"},
     "error.checkpoint": {"en": "This checkpoint or file cannot be opened.", "es": "No se puede abrir este modelo o archivo.", "zh": "无法打开此模型或文件。"},
     "error.data": {"en": "Data is missing or malformed.", "es": "Faltan datos o no tienen el formato esperado.", "zh": "数据缺失或格式有误。"},
@@ -350,7 +351,9 @@ def error_message(error: BaseException, lang: str = DEFAULT, detail: str | None 
     detail = str(error) if detail is None else detail
     if lang not in LANGUAGES or lang == DEFAULT:
         return detail
-    if isinstance(error, ModelInputError):
+    if isinstance(error, TimeLimitError):
+        lead = text("error.time_limit", lang)
+    elif isinstance(error, ModelInputError):
         lead = text("error.input", lang)
     elif isinstance(error, CheckpointError):
         lead = text("error.checkpoint", lang)

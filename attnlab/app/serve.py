@@ -10,6 +10,7 @@ characters of a text anyway).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import subprocess
@@ -31,6 +32,7 @@ def serve_command(
     show: bool = False,
     threads: int = 1,
     roots: Sequence[str] = (),
+    time_limit: float | None = None,
 ) -> list[str]:
     """The `panel serve` command line that runs the explorer."""
     if not APP.is_file():
@@ -41,6 +43,8 @@ def serve_command(
     if show:
         command.append("--show")
     command += ["--args", "--threads", str(threads)]
+    if time_limit is not None:  # else the explorer's own (`store.TIME_LIMIT`)
+        command += ["--time-limit", f"{time_limit:g}"]
     for path in checkpoints:
         command += ["--checkpoint", str(path)]
     for path in roots:
@@ -50,6 +54,8 @@ def serve_command(
 
 def cli(argv: list[str]) -> int:
     """`attnlab explore [--checkpoint DIR ...] [--checkpoint-root DIR ...] [--port N]`: serve the explorer."""
+    from attnlab.app.explorer.store import TIME_LIMIT  # (imports panel: here, not for `serve_command`)
+
     parser = argparse.ArgumentParser(
         prog="attnlab explore",
         description="Open the explorer: translate or parse, and look at every attention head (works offline).",
@@ -76,8 +82,17 @@ def cli(argv: list[str]) -> int:
         default=1,
         help="torch threads for decoding (default 1: fastest for one sentence on shared cores)",
     )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=TIME_LIMIT,
+        help=f"seconds of decoding one request may take (default {TIME_LIMIT:g}; 0: no limit): the server decodes "
+        "one request at a time, so a long text at a wide beam would hold up every visitor",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the panel serve command instead of running it")
     args = parser.parse_args(argv)
+    if not (math.isfinite(args.time_limit) and args.time_limit >= 0):
+        raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {args.time_limit:g}")
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
     for path in args.checkpoint:
@@ -91,7 +106,9 @@ def cli(argv: list[str]) -> int:
             "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR or --checkpoint-root DIR",
             file=sys.stderr,
         )
-    command = serve_command(args.checkpoint, args.port, args.address, args.show, args.threads, args.checkpoint_root)
+    command = serve_command(
+        args.checkpoint, args.port, args.address, args.show, args.threads, args.checkpoint_root, args.time_limit
+    )
     if args.dry_run:
         print(shlex.join(command))
         return 0

@@ -16,6 +16,7 @@ from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.decode.ablation import ablation
+from attnlab.decode.search import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 
@@ -82,9 +83,10 @@ class AblationTab(pn.viewable.Viewer):
             self._say(text("ablation.none", store.lang))
             return
         try:
-            effect = ablation(
-                store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=store.alpha_value
-            )
+            with time_limit(store.time_limit):  # the server's bound on one request, as for Translate
+                effect = ablation(
+                    store.model, store.trace, _heads(self.choice.value), beam=store.beam_size, alpha=store.alpha_value
+                )
         except AttnlabError as error:
             self._say(store.explain(error))
             return

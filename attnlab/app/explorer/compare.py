@@ -26,6 +26,7 @@ from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
+from attnlab.decode.search import time_limit
 from attnlab.errors import AttnlabError
 
 log = logging.getLogger("attnlab.explorer")
@@ -130,14 +131,15 @@ class CompareTab(pn.viewable.Viewer):
                 return
             second_name, heads_off, names = choice, {}, ("A", "B")
         try:
-            self.comparison = compare(
-                store.model,
-                second,
-                store.result.source,
-                beam=store.beam_size,
-                heads_off=heads_off,
-                alpha=store.alpha_value,
-            )
+            with time_limit(store.time_limit):  # the server's bound on one request, as for Translate
+                self.comparison = compare(
+                    store.model,
+                    second,
+                    store.result.source,
+                    beam=store.beam_size,
+                    heads_off=heads_off,
+                    alpha=store.alpha_value,
+                )
         except AttnlabError as error:
             names = {store.checkpoint: first_name} | ({} if choice == ABLATED else {self.checkpoints[choice]: choice})
             self._clear(store.explain(error, names))

@@ -30,7 +30,7 @@ from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
-from attnlab.app.explorer.store import MAX_BEAM, Store
+from attnlab.app.explorer.store import MAX_BEAM, TIME_LIMIT, Store
 from attnlab.app.explorer.timeline import TimelineTab
 from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
@@ -338,6 +338,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", action="append", default=[])
     parser.add_argument("--checkpoint-root", action="append", default=[])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT)
     known, _ = parser.parse_known_args(argv)
     return known
 
@@ -375,6 +376,7 @@ def app(argv: list[str] | None = None) -> Explorer:
     set_page_language(lang)  # <html lang="...">: browsers choose CJK fonts by it
     listed = find_checkpoints(args.checkpoint, roots=args.checkpoint_root, lang=lang)  # named in the page's language
     explorer = Explorer(listed, roots, lang=lang)
+    explorer.store.time_limit = max(0.0, args.time_limit)
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
         first = given[0] if given else next(iter(explorer.checkpoints))

@@ -5,8 +5,10 @@ compute a selection of their own, so that all tabs always show the same head of 
 The store is also where a served explorer draws its limits, because every request from a
 browser -- the widgets' or a crafted one -- ends up in its parameters: a typed path is opened
 only under the server's checkpoint roots (`attnlab.app.roots`), the decoded text and reference
-are cut to `MAX_INPUT_CHARS`, the beam to `MAX_BEAM`, each with a notice that says so, and no
-server path reaches a message, the model's name or an exported trace.
+are cut to `MAX_INPUT_CHARS`, the beam to `MAX_BEAM`, each with a notice that says so, decoding
+stops after `time_limit` seconds (the server decodes one request at a time: a 20,000-character
+text at beam 32 took minutes and held up every session), and no server path reaches a message,
+the model's name or an exported trace.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.data.treebank import parse_tree
 from attnlab.decode.api import DEFAULTS, Result
+from attnlab.decode.search import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -34,6 +37,7 @@ log = logging.getLogger("attnlab.explorer")
 
 MAX_INPUT_CHARS = 20_000  # the models read at most a few hundred pieces; this is ~20x more, and tokenises in ms
 MAX_BEAM = 32  # the parser's paper setting (21) fits; wider beams only cost the shared CPU
+TIME_LIMIT = 30.0  # seconds of decoding a request may take (`attnlab explore --time-limit`)
 
 
 class Store(param.Parameterized):
@@ -49,6 +53,9 @@ class Store(param.Parameterized):
     # traceback on the server and the box snapped back without a word)
     beam = param.Integer(default=4, allow_None=True, doc="cut to 1..MAX_BEAM when decoding, with a notice")
     alpha = param.Number(default=0.6, bounds=(0.0, 5.0), allow_None=True)
+    time_limit = param.Number(
+        default=TIME_LIMIT, bounds=(0.0, None), doc="seconds of decoding a request may take; 0: none"
+    )
     result = param.Parameter(default=None, doc="attnlab.api.Result of the model's own decoding")
     scored = param.Parameter(default=None, doc="attnlab.api.Result of the reference, when one is given")
     trace = param.Parameter(default=None, doc="the AttentionTrace every view shows")
@@ -162,7 +169,8 @@ class Store(param.Parameterized):
         """Decode the text (and score the reference); on bad input keep the old views and say why.
 
         What a request may ask for is capped here, not only in the widgets: the text and the
-        reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice.
+        reference are cut to `MAX_INPUT_CHARS` and the beam to 1..`MAX_BEAM`, each with a notice,
+        and decoding longer than `time_limit` seconds stops with an error.
         The notices always describe the last request, decoded or not: a failed one does not
         leave the previous sentence's (its truncation, say) on screen."""
         if self.model is None:
@@ -175,14 +183,10 @@ class Store(param.Parameterized):
         try:
             model = self.model
             beam = self.beam_size
-            result = model.translate(
-                source,
-                beam=beam,
-                alpha=self.alpha_value,
-                record=True,
-                n_best=beam,
-                truncate=True,
-            )
+            with time_limit(self.time_limit):
+                result = model.translate(
+                    source, beam=beam, alpha=self.alpha_value, record=True, n_best=beam, truncate=True
+                )
             decoded = time.perf_counter()
             scored = self._score(source, reference) if reference.strip() else None
         except AttnlabError as error:
