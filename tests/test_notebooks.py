@@ -169,11 +169,21 @@ def test_a_translation_runs_the_same_code_in_its_language(name: str, lang: str) 
         node
         for cell in translated
         for node in ast.walk(ast.parse(cell))
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("show", "explore")
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("show", "explore", "figure_words")
     ]
-    assert widget_calls and all(
+    assert len({call.func.id for call in widget_calls}) == 3 and all(
         any(k.arg == "lang" and getattr(k.value, "value", None) == lang for k in call.keywords) for call in widget_calls
-    ), f"{name}: every widget is called with lang={lang!r}"
+    ), f"{name}: every widget, and the figures' words, is called with lang={lang!r}"
+    figures = [
+        node
+        for cell in translated
+        for node in ast.walk(ast.parse(cell))
+        if isinstance(node, ast.Call) and getattr(node.func, "value", None) is not None
+        if getattr(node.func.value, "id", "") == "viz"
+    ]
+    assert figures and all(any(k.arg == "words" for k in call.keywords) for call in figures), (
+        f"{name}: a figure is drawn with English words"
+    )
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     prose = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert ("ñ" in prose or "ó" in prose) if lang == "es" else sum("\u4e00" <= c <= "\u9fff" for c in prose) > 200
