@@ -232,6 +232,11 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     gold = write(tmp_path / "gold", ["0-0", "0-0"])
     align = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(gold)]
     assert "--task align decodes nothing" in refused(capsys, [*align, "--beam", "4"])
+    assert refused(capsys, [*align, "--save-best"]) == (
+        "--save-best saves the best of --all-heads' readings: give it with --all-heads"
+    )
+    for flag in (["--gold", str(gold)], ["--all-heads"], ["--reverse-gold"], ["--input", str(ref)]):
+        assert refused(capsys, [*score, *flag]) == f"{flag[0]} is an alignment option: give it with --task align"
     assert main(score) == 0 and main(align) == 0  # without them, scored as before
     capsys.readouterr()
     src = write(tmp_path / "s.en", SOURCES)

@@ -292,9 +292,19 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     return 0
 
 
+ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
+
+
 def _refuse_unused(args: argparse.Namespace) -> None:
-    """Decoding options where nothing is decoded: `--hyp out.de --beam 8 --dtype bf16` scored the
-    given outputs and ignored both, as if they had been decoded so; alignment reads teacher-forced."""
+    """Options nothing would read: decoding options where nothing is decoded (`--hyp out.de --beam 8
+    --dtype bf16` scored the given outputs and ignored both, as if they had been decoded so;
+    alignment reads teacher-forced), alignment options outside `--task align`, and `--save-best`
+    without `--all-heads`."""
+    aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
+    if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
+        raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
+    if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
+        raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
     given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
     if args.task == "align":
         given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
