@@ -34,6 +34,16 @@ def test_a_model_against_itself_with_heads_off() -> None:
     assert off.second_on_first.trace.tgt_tokens == off.first.trace.tgt_tokens  # read on A's output: maps line up
     first, second, difference = viz.compare_figures(off.first.trace, off.second_on_first.trace, "encoder", 0, 1)
     assert (first.name, second.name, difference.name) == ("compare-first", "compare-second", "compare-diff")
+    # an ablated head still attends (its output is zeroed): its own map says so, under its model's layer
+    assert off.second_on_first.trace.meta["heads_off"] == [["cross", layer, h] for layer in (1, 2) for h in range(4)]
+    assert "heads_off" not in off.first.trace.meta and "heads_off" not in same.second_on_first.trace.meta
+    titles = [f.title.text for f in viz.compare_figures(off.first.trace, off.second_on_first.trace, "cross", -1, 1)[:2]]
+    assert titles == [
+        "A · encoder–decoder attention · layer 2 · head 1",
+        "B · encoder–decoder attention · layer 2 · head 1 · switched off (its output zeroed)",
+    ]
+    assert viz.heatmap(off.second_on_first.trace, "cross", 0, 3).title.text.endswith(" · head 3")  # layer 0 was on
+    assert viz.heatmap(off.second_on_first.trace, "cross", 1, 3).title.text.endswith("switched off (its output zeroed)")
     # heads off in the decoder's cross-attention change what the decoder's self-attention does too
     moved = off.first.trace.attention("decoder", -1) - off.second_on_first.trace.attention("decoder", -1)
     assert np.abs(moved).max() > 0.05

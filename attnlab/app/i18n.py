@@ -189,6 +189,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "compare.sizes": {"en": "no difference map: the two models differ in size here", "es": "sin mapa de diferencias: aquí los dos modelos no tienen el mismo tamaño", "zh": "无差异图：两个模型在此处的规模不同"},
     "compare.pieces": {"en": "no difference map: the models read or wrote different pieces", "es": "sin mapa de diferencias: los modelos leyeron o escribieron piezas distintas", "zh": "无差异图：两个模型读取或生成的子词不同"},
     # --- the figures' own words (attnlab.viz's templates; attnlab.app.words hands them to every view) ---
+    "figure.head_off": {"en": "switched off (its output zeroed)", "es": "desactivada (su salida se anula)", "zh": "已关闭（输出置零）"},
     "figure.head_title": {"en": "{kind_title} · layer {layer} · head {head}", "es": "{kind_title} · capa {layer} · cabeza {head}", "zh": "{kind_title} · 第 {layer} 层 · 头 {head}"},
     "figure.query": {"en": "query", "es": "consulta", "zh": "查询"},
     "figure.key": {"en": "key", "es": "clave", "zh": "键"},

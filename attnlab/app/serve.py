@@ -85,13 +85,12 @@ def cli(argv: list[str]) -> int:
     parser.add_argument(
         "--time-limit",
         type=float,
-        default=TIME_LIMIT,
         help=f"seconds of decoding one request may take (default {TIME_LIMIT:g}; 0: no limit): the server decodes "
         "one request at a time, so a long text at a wide beam would hold up every visitor",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the panel serve command instead of running it")
     args = parser.parse_args(argv)
-    if not (math.isfinite(args.time_limit) and args.time_limit >= 0):
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit >= 0):
         raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {args.time_limit:g}")
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")

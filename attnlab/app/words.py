@@ -27,6 +27,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "kind_name.cross": text("kind.cross", lang),
             # one head, every head
             "head.title": text("figure.head_title", lang),
+            "head.off": text("figure.head_off", lang),
             "head.query": text("figure.query", lang),
             "head.key": text("figure.key", lang),
             "head.weight": text("figure.weight", lang),

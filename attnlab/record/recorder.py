@@ -57,9 +57,16 @@ class Recording:
         self.heads = None if heads is None else list(heads)
         self.keep_values = keep_values
         self.captures: dict[tuple[str, int], _Capture] = {}
+        self.off: dict[tuple[str, int], list[int]] = {}  # heads switched off (`attnlab.ablate`) while recorded
 
     def hook(self, module: MultiHeadAttention, weights: Tensor, mask: Tensor | None, values: Tensor) -> None:
-        capture = self.captures.setdefault(hook_point(module), _Capture())
+        point = hook_point(module)
+        capture = self.captures.setdefault(point, _Capture())
+        head_mask = module.head_mask  # an ablated head still attends; only its output is zeroed
+        if head_mask is not None:
+            off = [h for h in head_mask.eq(0).nonzero().flatten().tolist() if self.heads is None or h in self.heads]
+            if off:
+                self.off[point] = off
         if self.heads is not None:
             weights = weights[:, self.heads]
         capture.weights.append(weights.detach().float().cpu())
@@ -128,6 +135,9 @@ class Recording:
                     layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
                     heads=self.heads,
                     model=dict(model_info or {}),
+                    meta={"heads_off": [[*point, head] for point, heads in sorted(self.off.items()) for head in heads]}
+                    if self.off
+                    else {},
                 )
             )
         return traces

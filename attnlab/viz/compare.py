@@ -18,8 +18,8 @@ from attnlab.data.tokenizer import join_words, text_units
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.head import heatmap
-from attnlab.viz.selection import head_map
+from attnlab.viz.head import heatmap, off_note
+from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.timeline import diff_figure
 from attnlab.viz.words import kind_name, kind_title, say
 
@@ -79,7 +79,8 @@ def compare_figures(
     figures: list[Any] = []
     for trace, name, role in zip((first, second), names, ("first", "second"), strict=True):
         if has_head(trace, kind, layer, head):
-            title = said["compare.title"].format(name=name, **fields)
+            own = {**fields, "layer": model_layer(trace, kind, layer)}  # (layer -1 titled "layer -1")
+            title = said["compare.title"].format(name=name, **own) + off_note(trace, kind, layer, head, said)
             figures.append(
                 heatmap(
                     trace,

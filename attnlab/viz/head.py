@@ -115,9 +115,16 @@ def head_title(trace: AttentionTrace, kind: str, layer: int, head: int, words: M
     said = say(words)
     fields = {"kind_title": kind_title(kind, said), "layer": model_layer(trace, kind, layer), "head": head}
     try:
-        return said["head.title"].format(**fields)
+        return said["head.title"].format(**fields) + off_note(trace, kind, layer, head, said)
     except (KeyError, IndexError, ValueError) as error:
         raise AttnlabError(f"words['head.title'] may use {{kind_title}}, {{layer}} and {{head}}, not {error}") from None
+
+
+def off_note(trace: AttentionTrace, kind: str, layer: int, head: int, said: Mapping[str, str]) -> str:
+    """`said["head.off"]` for a head that was switched off while the trace was recorded (its
+    weights are still computed and drawn, but nothing it attends to reached the output), else ""."""
+    off = trace.meta.get("heads_off", [])
+    return f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), head] in off else ""
 
 
 def matrix_figure(
