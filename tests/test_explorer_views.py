@@ -170,6 +170,26 @@ def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, P
     assert shown.compare.comparison is not None
 
 
+def test_downloads_are_named_after_the_model_the_run_and_the_head(lab: dict[str, Path]) -> None:
+    """They were all `cross-L1-H0.png` and `attention-run2.trace`: the same head of another
+    model or sentence overwrote the last download, or read as the same."""
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    decode(shown, "a girl sits .")
+    store, export = shown.store, shown.export
+    store.kind, store.layer, store.head = "encoder", 0, 3
+    run = f"tiny-run{store.run}"
+    assert (export.png_download.filename, export.svg_download.filename) == (
+        f"{run}-encoder-L0-H3.png",
+        f"{run}-encoder-L0-H3.svg",
+    )
+    assert (export.trace_download.filename, export.html_download.filename) == (f"{run}.trace", f"{run}.html")
+    shown.checkpoint_select.value = "restricted"
+    assert export.trace_download.filename == f"restricted-run{store.run}.trace"
+    store.checkpoint_name = "classroom/tiny copy"  # as a path typed under a root names it
+    export.name_files()
+    assert export.trace_download.filename == f"classroom-tiny-copy-run{store.run}.trace"
+
+
 def test_picked_heads_do_not_carry_over_to_another_model(lab: dict[str, Path]) -> None:
     """The same label ("cross L1 H3") names another head in another model: a new model starts
     with none picked; a new sentence of the same model keeps them."""

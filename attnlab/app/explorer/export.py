@@ -6,6 +6,7 @@ with `AttentionTrace.load`), and the current views as one self-contained HTML pa
 from __future__ import annotations
 
 import io
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,11 @@ def _download(
     return pn.widgets.FileDownload(
         callback=callback, filename=filename, label=label, color="light", width=width, disabled=True
     )
+
+
+def _slug(name: str) -> str:
+    """A checkpoint's name as visitors know it (`classroom/tiny-copy`) made fit for a file name."""
+    return re.sub(r"[^\w.]+", "-", name).strip("-.")
 
 
 class ExportBar(pn.viewable.Viewer):
@@ -58,12 +64,13 @@ class ExportBar(pn.viewable.Viewer):
             button.disabled = False
 
     def name_files(self) -> None:
-        """Name the files after what they hold, so that several downloads do not overwrite each other."""
+        """Name the files after what they hold (model, run, head), so that downloads of the same
+        head of another sentence or model do not overwrite each other or read as the same."""
         store = self.store
-        stem = f"{store.kind}-L{store.layer}-H{store.head}"
+        run = f"{_slug(store.checkpoint_name) or 'attention'}-run{store.run}"
+        stem = f"{run}-{store.kind}-L{store.layer}-H{store.head}"
         self.png_download.filename, self.svg_download.filename = f"{stem}.png", f"{stem}.svg"
-        self.trace_download.filename = f"attention-run{store.run}.trace"
-        self.html_download.filename = f"attention-run{store.run}.html"
+        self.trace_download.filename, self.html_download.filename = f"{run}.trace", f"{run}.html"
 
     def png(self) -> io.BytesIO | None:
         image = self._open_head(viz.heatmap_png)
