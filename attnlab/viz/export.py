@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -173,10 +174,17 @@ def _svg_label(piece: str) -> str:
     return html.escape(shown) + whole
 
 
+# A <script src=...> or stylesheet <link href=...>: once Panel is imported (the explorer), bokeh's
+# inline bundle also names Panel's extension files (`static/extensions/panel/...`) by relative URL.
+_LINKED = re.compile(r"<script [^>]*src=\"[^\"]*\"[^>]*></script>\s*|<link [^>]*href=\"[^\"]*\"[^>]*>\s*")
+
+
 def standalone_html(layout: Any, title: str = "attnlab") -> str:
     """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere. Its
-    text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout."""
-    return file_html(use_fonts(layout), INLINE, title)
+    text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout. Files linked
+    rather than inlined are dropped: a file opened from a disk reaches none of them, and the page
+    draws bokeh's own models only, whose code is inline."""
+    return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
 
 
 def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -> Div:
