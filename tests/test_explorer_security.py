@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -363,3 +364,29 @@ def test_picker_names_show_only_codes_corpora_and_catalogue_words(tmp_path: Path
             f"{twin} (2)",
             f"{twin} (3)",
         ]  # unique in every language
+
+
+def test_the_component_route_reads_only_modules_the_server_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Panel's `/components/<module>/...` imported any installed module a request named, so a
+    visitor could run any package's top-level code on the server."""
+    from panel.io.server import ComponentResourceHandler
+    from tornado.web import HTTPError
+
+    from attnlab.app.serve import HARDEN, close_component_route, serve_command
+
+    (tmp_path / "sideeffect_probe.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_suffix('.ran').touch()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    close_component_route()
+    close_component_route()  # once is enough: a second call does not wrap the guard again
+    parse = ComponentResourceHandler.parse_url_path
+    with pytest.raises(HTTPError, match="Module not found"):
+        parse(None, "sideeffect_probe/Thing/__css__/a.css")
+    assert "sideeffect_probe" not in sys.modules and not (tmp_path / "sideeffect_probe.ran").exists()
+    with pytest.raises(HTTPError, match="Component not found"):  # an imported module goes on to Panel's own checks
+        parse(None, "panel/NoSuchThing/__css__/a.css")
+    command = serve_command([], 5006, "127.0.0.1")
+    assert command[command.index("--setup") + 1] == str(HARDEN) and HARDEN.is_file()

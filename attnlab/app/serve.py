@@ -22,7 +22,33 @@ from attnlab.app.checkpoints import ROOT, find_checkpoints
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 
 APP = ROOT / "apps" / "explorer.py"
+HARDEN = ROOT / "apps" / "harden.py"  # run by `panel serve --setup`: `close_component_route`
 MAX_MESSAGE_BYTES = 4 * 2**20  # a 200,000-character text in UTF-8 JSON is at most ~2.4 MiB
+
+
+def close_component_route() -> None:
+    """Let Panel's `/components/<module>/<class>/<attribute>/<path>` route read modules the
+    server has imported only. The route serves a component's resource files and, to find the
+    component, imported whatever module a request named (upstream Panel): any visitor could make
+    the server import, and so run the top-level code of, any installed package
+    (`/components/antigravity/...` opened a web browser on the server). The components a page
+    uses are imported before it is served, so refusing the others (404) loses nothing.
+    `attnlab explore` runs this before the server starts (`apps/harden.py`, `panel serve
+    --setup`); the explorer app runs it too, for a server started without it."""
+    from panel.io.server import ComponentResourceHandler
+    from tornado.web import HTTPError
+
+    parse = ComponentResourceHandler.parse_url_path
+    if getattr(parse, "imported_only", False):
+        return
+
+    def parse_url_path(self: ComponentResourceHandler, path: str) -> str:
+        if path.split("/", 1)[0] not in sys.modules:
+            raise HTTPError(404, "Module not found")
+        return parse(self, path)
+
+    parse_url_path.imported_only = True  # type: ignore[attr-defined]
+    ComponentResourceHandler.parse_url_path = parse_url_path  # type: ignore[method-assign]
 
 
 def serve_command(
@@ -39,7 +65,7 @@ def serve_command(
         raise AttnlabError(f"the explorer app is missing ({APP}); attnlab explore runs from a source checkout")
     command = [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(port), "--address", address]
     command += ["--allow-websocket-origin", f"{address}:{port}", "--allow-websocket-origin", f"localhost:{port}"]
-    command += ["--websocket-max-message-size", str(MAX_MESSAGE_BYTES)]
+    command += ["--websocket-max-message-size", str(MAX_MESSAGE_BYTES), "--setup", str(HARDEN)]
     if show:
         command.append("--show")
     command += ["--args", "--threads", str(threads)]

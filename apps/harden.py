@@ -1,0 +1,8 @@
+"""Run by `panel serve --setup apps/harden.py` before the explorer's server starts (`attnlab
+explore` passes it): Panel's `/components/...` route then reads modules the server imported
+only, instead of importing any installed package a request names (`attnlab.app.serve`).
+"""
+
+from attnlab.app.serve import close_component_route
+
+close_component_route()
