@@ -123,6 +123,15 @@ def test_a_model_that_cannot_fit_is_one_line(prepared: Path, tmp_path: Path, cap
     monkeypatch.setattr(startup, "free_memory", lambda device: 8 * 2**30)
     with pytest.raises(ConfigError, match="has 83,712,064,000 parameters.* more than the 8.0 GiB free on cpu"):
         startup.check_fits(preset("tiny", n_layers=1_000_000), torch.device("cpu"))  # unbuilt, so safe unfixed
+    base = preset("base")  # 63M parameters: 0.94 GiB for weights, gradients and Adam's moments
+    monkeypatch.setattr(startup, "free_memory", lambda device: int(1.5 * 2**30))
+    assert startup.check_fits(base, torch.device("cpu")) == startup.parameters_of(base)  # one process: fits
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two torchrun processes on this machine's one memory
+    with pytest.raises(
+        ConfigError, match=r"need 1\.9 GiB, more than the 1\.5 GiB free on cpu \(2 processes of this run share it\)"
+    ):
+        startup.check_fits(base, torch.device("cpu"))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
 
     def out_of_memory(model):  # an allocation the estimate let through fails anyway
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")

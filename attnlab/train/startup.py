@@ -5,6 +5,7 @@ model was built) or measured something else without a word. Each check is one li
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +105,14 @@ def check_fits(config: ModelConfig, device: torch.device) -> int:
     the free memory: `n_layers=1000000` built layers for minutes before the kernel killed it.
     Checked before --out is created, so a refused run leaves no empty run directory."""
     params = parameters_of(config)
-    need, free = params * BYTES_PER_PARAMETER, free_memory(device)
+    # On the CPU the processes torchrun starts on this machine share its memory (GPUs: one each).
+    sharing = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if device.type == "cpu" else 1
+    need, free = params * BYTES_PER_PARAMETER * sharing, free_memory(device)
     if free is not None and need > free:
+        each = f" ({sharing} processes of this run share it)" if sharing > 1 else ""
         raise ConfigError(
             f"the model has {params:,} parameters: its weights, gradients and Adam's moments need "
-            f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on {device}; "
+            f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on {device}{each}; "
             "choose a smaller preset or overrides"
         )
     return params
