@@ -73,6 +73,20 @@ def test_config_errors_are_one_line() -> None:
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 
 
+def test_numpy_numbers_make_a_config_of_python_numbers() -> None:
+    """`preset("small", n_layers=np.int64(2))` said "n_layers must be a positive integer"."""
+    import json
+
+    import numpy as np
+
+    config = preset("small", n_layers=np.int64(2), p_drop=np.float64(0.2), attn_window=np.int32(3))
+    assert (config.n_layers, config.p_drop, config.attn_window) == (2, 0.2, 3)
+    assert type(config.n_layers) is int and type(config.p_drop) is float and type(config.attn_window) is int
+    assert ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config  # written as JSON
+    with pytest.raises(ConfigError, match=r"n_layers must be a positive integer, got 2\.0"):
+        preset("small", n_layers=np.float64(2.0))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
 @pytest.mark.parametrize(
     ("name", "match"), [("cuda", "no GPU is visible"), ("cuda:3", "no GPU is visible"), ("tpu", "device must be")]

@@ -380,6 +380,35 @@ def test_svg_export_is_valid_with_escaped_labels(trace: AttentionTrace) -> None:
     assert "data:image/png;base64," in viz.heatmap_svg(long, "encoder", 0, 0)  # 14,400 cells: one image
 
 
+def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> None:
+    """A Result (or None, the .trace of one made without record=True) where a trace belongs was
+    an AttributeError from deep inside every view."""
+    said = "the trace is a str, not an AttentionTrace (a Result holds one in .trace when made with record=True)"
+    views = {
+        "heatmap": lambda t: viz.heatmap(t, "cross", 0, 0),
+        "png": lambda t: viz.heatmap_png(t, "cross", 0, 0),
+        "svg": lambda t: viz.heatmap_svg(t, "cross", 0, 0),
+        "grid": lambda t: viz.grid(t, "cross"),
+        "mask": lambda t: viz.mask_figure(t, "cross"),
+        "summary": viz.summary_div,
+    }
+    for name, view in views.items():
+        with pytest.raises(AttnlabError) as refused:
+            view("a trace")
+        assert str(refused.value) == said, name
+        view(trace)  # and a trace is drawn
+    with pytest.raises(AttnlabError, match="^the second trace is a NoneType, not an AttentionTrace"):
+        viz.compare_figures(trace, None, "cross", 0, 0)
+    with pytest.raises(AttnlabError, match="^a tree is drawn from its bracketed text, got NoneType"):
+        viz.tree_figure(None)
+    with pytest.raises(AttnlabError, match="^word_diff compares two texts, got NoneType and str"):
+        viz.word_diff(None, "a")
+    with pytest.raises(
+        AttnlabError, match=r"^stats_source takes head_stats\(trace\) rows \(dicts\), got AttentionTrace"
+    ):
+        viz.stats_source([trace])
+
+
 def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
     import panel as pn
     from bokeh.layouts import column

@@ -267,6 +267,9 @@ def test_replay_steps_through_the_probe_traces(
     for probe in (1, -1, 1.5):  # -1 opened the last probe silently, 1.5 raised a TypeError
         with pytest.raises(AttnlabError, match=f"probe {probe} was not recorded"):
             widgets.replay(tmp_path, probe=probe)
+    assert widgets.replay(tmp_path, probe=np.int64(0)).steps == [10, 20, 30]  # NumPy's 0 is probe 0 too
+    with pytest.raises(AttnlabError, match="replay takes a run or checkpoint directory, got NoneType"):
+        widgets.replay(None)
 
 
 def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None:

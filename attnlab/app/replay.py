@@ -8,6 +8,7 @@ speaks `lang` ("en", "es", "zh"), figures included (`attnlab.app.words`).
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 import ipywidgets as w
@@ -78,11 +79,13 @@ class Timeline(w.VBox):
 
 def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
     """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
+    if not isinstance(run_or_checkpoint, str | Path):
+        raise AttnlabError(f"replay takes a run or checkpoint directory, got {type(run_or_checkpoint).__name__}")
     snapshots = probe_snapshots(run_or_checkpoint)
     if not snapshots:
         raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
     recorded = min(len(files) for _, files in snapshots)  # every step must hold the probe
     # a bool, a float or a negative number is no probe (-1 once opened the last one silently)
-    if isinstance(probe, bool) or not isinstance(probe, int) or not 0 <= probe < recorded:
+    if isinstance(probe, bool) or not isinstance(probe, numbers.Integral) or not 0 <= probe < recorded:
         raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=recorded))
-    return Timeline([(step, AttentionTrace.load(files[probe])) for step, files in snapshots], lang)
+    return Timeline([(step, AttentionTrace.load(files[int(probe)])) for step, files in snapshots], lang)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -62,6 +63,12 @@ class ModelConfig:
     paper: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        for item in fields(self):  # NumPy's numbers as Python's: a config is written as JSON
+            value = getattr(self, item.name)
+            if isinstance(value, numbers.Integral) and type(value) not in (bool, int):
+                object.__setattr__(self, item.name, int(value))
+            elif isinstance(value, numbers.Real) and type(value) not in (bool, int, float):  # np.float64 too
+                object.__setattr__(self, item.name, float(value))
         for name in ("d_model", "n_heads"):  # checked before d_model % n_heads divides by them
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -75,7 +75,7 @@ def _head_sums(trace: AttentionTrace) -> Iterator[tuple[str, int, int, np.ndarra
                 yield kind, layer, head, total, weights.shape[1]
 
 
-def _check_trace(trace: Any, what: str) -> AttentionTrace:
+def check_trace(trace: Any, what: str) -> AttentionTrace:
     """`trace`, refused unless it is one: a Result (or None, the .trace of one not recorded)
     in its place was an AttributeError from deep inside."""
     if not isinstance(trace, AttentionTrace):
@@ -101,7 +101,7 @@ def _check_one_model(traces: Sequence[AttentionTrace]) -> None:
 def sentence_stats(trace: AttentionTrace) -> list[dict]:
     """One row per (kind, layer, head) of one trace: the columns above averaged over its query
     rows, plus `kind`, `layer`, `head`, `queries` (rows) and `keys`."""
-    _check_trace(trace, "the trace")
+    check_trace(trace, "the trace")
     table = []
     for kind, layer, head, total, n_rows in _head_sums(trace):
         row = {"kind": kind, "layer": layer, "head": head, "queries": n_rows, "keys": len(trace.labels(kind)[1])}
@@ -116,7 +116,7 @@ def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
     if isinstance(traces, str) or not isinstance(traces, AttentionTrace | Iterable):
         raise AttnlabError(f"expected an AttentionTrace or a list of them, got {type(traces).__name__}")
     traces = [traces] if isinstance(traces, AttentionTrace) else list(traces)
-    traces = [_check_trace(trace, f"trace {n}") for n, trace in enumerate(traces, 1)]
+    traces = [check_trace(trace, f"trace {n}") for n, trace in enumerate(traces, 1)]
     if traces:
         _check_one_model(traces)
     sums: dict[tuple[str, int, int], np.ndarray] = {}

@@ -16,6 +16,7 @@ from bokeh.models import Div
 
 from attnlab.data.tokenizer import join_words, text_units
 from attnlab.errors import AttnlabError
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, off_note
@@ -28,6 +29,8 @@ def word_diff(old: str, new: str) -> str:
     """`new` against `old` word by word, as HTML: removed words in <del>, added ones in <ins>.
     Chinese or Japanese is compared character by character and joined without spaces (as one
     word, 我喜欢早上喝茶 against 我喜欢在早上喝茶 was marked all changed)."""
+    if not (isinstance(old, str) and isinstance(new, str)):
+        raise AttnlabError(f"word_diff compares two texts, got {type(old).__name__} and {type(new).__name__}")
     cjk = text_units(old + new) != (old + new).split()
     a, b = (text_units(old), text_units(new)) if cjk else (old.split(), new.split())
     join = (lambda units: join_words(list(units), "zh")) if cjk else " ".join
@@ -74,6 +77,7 @@ def compare_figures(
     (a model), {first} and {second} (both), {kind}, {kind_title}, {layer}, {head}, and {layers}
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
+    check_trace(first, "the first trace"), check_trace(second, "the second trace")
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
     figures: list[Any] = []

@@ -18,6 +18,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import token_axis
 from attnlab.viz.colors import (
@@ -33,7 +34,7 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapp
     """The mask that shaped `kind`: allowed cells white, forbidden ones hatched; `words` replaces
     any of `viz.words.WORDS` ("mask.*", and the hover's "head.*")."""
     said = say(words)
-    q_labels, k_labels = trace.labels(kind)
+    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     allowed = trace.mask(kind)
     padded = bool((~allowed).all(0).any())  # a key no query may see (one sentence: none)
     what = said["mask.causal" if kind == "decoder" else "mask.padded" if padded else "mask.padding"]

@@ -24,6 +24,7 @@ from bokeh.models import (
 from bokeh.resources import INLINE
 from PIL import Image, ImageDraw
 
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
@@ -191,7 +192,7 @@ def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -
     """Source, output and model identity as a small HTML block (for the standalone page), its
     words ("export.*" of `viz.words.WORDS`) replaced by `words`."""
     said = {key: html.escape(value) for key, value in say(words).items()}
-    meta = trace.meta
+    meta = check_trace(trace, "the trace").meta
     text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
     output = html.escape(str(meta.get("output", " ".join(trace.tgt_tokens))))
     model = html.escape(str(trace.model.get("checkpoint") or said["export.model"]))

@@ -22,6 +22,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
@@ -94,7 +95,7 @@ def update_heatmap(
 ) -> figure:
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
-    q_labels, k_labels = trace.labels(kind)
+    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     update_matrix(
         fig,
         head_map(trace, kind, layer, head),

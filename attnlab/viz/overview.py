@@ -15,6 +15,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import (
     color_scale,
@@ -85,7 +86,9 @@ def update_grid(
     """Show another kind (or trace, or selection) in a figure made by `grid`, in place; `selected`
     is (layer, the model's head id)."""
     said = say(words)
-    full_mask = trace.mask(kind)  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
+    full_mask = check_trace(trace, "the trace").mask(
+        kind
+    )  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
     layers, heads = list(trace.layers[kind]), head_ids(trace)
     n_heads = len(heads)
     allowed = downsample(full_mask.astype(float), GRID_SIDE) > 0 if mask else None

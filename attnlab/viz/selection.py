@@ -12,18 +12,21 @@ from numbers import Integral
 import numpy as np
 
 from attnlab.errors import AttnlabError
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 
 
 def head_ids(trace: AttentionTrace) -> list[int]:
     """The model's id of each head a trace holds, in the order of its maps' rows: with
     `record(heads=[1, 3])` row 0 is head 1, and a view must say "head 1", not "head 0"."""
+    check_trace(trace, "the trace")
     return list(trace.heads) if trace.heads is not None else list(range(trace.n_heads))
 
 
 def model_layer(trace: AttentionTrace, kind: str, layer: int) -> int:
     """The model's index of `layer` (a negative one counts from the model's top, as
     `AttentionTrace.attention` counts it), or a one-line error for a layer the trace lacks."""
+    check_trace(trace, "the trace")
     if not isinstance(layer, Integral):
         raise AttnlabError(f"a layer is a whole number, got {layer!r}")
     return trace.layer_index(kind, int(layer))
@@ -32,6 +35,7 @@ def model_layer(trace: AttentionTrace, kind: str, layer: int) -> int:
 def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:
     """(q, k) weights of model head `head` (one of `head_ids`) at `layer` (as `model_layer`
     reads it), with a clear error for a layer or head the trace does not hold."""
+    check_trace(trace, "the trace")
     weights, heads = trace.attention(kind, model_layer(trace, kind, layer)), head_ids(trace)
     if not isinstance(head, Integral) or head not in heads:
         raise AttnlabError(f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, heads))}")

@@ -16,6 +16,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.errors import AttnlabError
 from attnlab.viz.colors import (
     KIND_COLORS,
 )
@@ -29,6 +30,9 @@ def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -
     """`attnlab.record.stats.head_stats` rows as one source that the table and the scatter share
     (selecting a head in one selects it in the other); the kinds' names (`kind_name`, shown in
     the table and the legend) and each head's hover label (`label`) are written in `words`."""
+    if not all(isinstance(row, Mapping) for row in rows):
+        kinds = sorted({type(row).__name__ for row in rows if not isinstance(row, Mapping)})
+        raise AttnlabError(f"stats_source takes head_stats(trace) rows (dicts), got {', '.join(kinds)}")
     said = say(words)
     data: dict[str, list] = {name: [r[name] for r in rows] for name in ("kind", "layer", "head", *STAT_COLUMNS)}
     data["kind_name"] = [kind_name(r["kind"], said) for r in rows]

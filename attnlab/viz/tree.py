@@ -23,6 +23,8 @@ from attnlab.viz.words import say
 def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | None = None) -> figure:
     """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span.
     The title is `title`, else `words`' "tree.title" ("parse tree")."""
+    if not isinstance(text, str):
+        raise AttnlabError(f"a tree is drawn from its bracketed text, got {type(text).__name__}")
     title = say(words)["tree.title"] if title is None else title
     try:
         trees = parse(text)
