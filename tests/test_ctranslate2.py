@@ -95,6 +95,22 @@ def test_imported_marian_served_by_ctranslate2_decodes_like_attnlab(tmp_path: Pa
     assert served == ours and len({tuple(o) for o in ours}) > 1
 
 
+def test_a_served_model_never_produces_pad_or_bos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """attnlab's search forbids <pad> and <s>; CTranslate2 has no such setting, and this random
+    Marian model (its <pad> is the decoder's start) decoded <pad> <pad> i i ... when served."""
+    settings = {"activation_function": "relu", "share_encoder_decoder_embeddings": False, "tie_word_embeddings": True}
+    monkeypatch.setitem(VARIANTS, "separate-tied", {**settings, "scale_embedding": True})
+    directory = make_marian(tmp_path / "marian", "separate-tied", seed=3)
+    assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / "ct2")]) == 0
+    model = attnlab.load(directory)
+    texts = ["the dog runs in the park", "a small red ball plays with the cat"]
+    served = {beam: ct2_translate(model, tmp_path / "ct2", texts, beam=beam) for beam in (1, 4)}
+    assert not {"<pad>", "<s>"} & {piece for out in served.values() for pieces in out for piece in pieces}, served
+    # Greedy picks the same words. (A beam may not: this random model gives <pad> and <s> much of
+    # its probability, which the served one spreads over the other words, row by row.)
+    assert served[1] == [r.tokens[:-1] for r in model.translate(texts, beam=1)]
+
+
 def test_what_ctranslate2_cannot_express_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bundled_spm = BUNDLED / "spm.model"
     if not bundled_spm.is_file():

@@ -110,6 +110,22 @@ def vocabulary(tokenizer: Any, size: int) -> list[str]:
     return pieces
 
 
+FORBIDDEN_LOGIT = -1e4  # exp() of it is 0 in every precision CTranslate2 runs (float16 included)
+
+
+def forbidding(net: Transformer) -> torch.Tensor:
+    """The logits' bias (the model's own, else zeros) with `<pad>` and `<s>` made impossible.
+    attnlab's search never produces them (`TransformerStepper` sets their log-probability to −∞);
+    CTranslate2 has no setting for that in a model, and a served model then produced `<pad>`
+    (an imported Marian's decoder start) where attnlab produced words. A bias of −10⁴ takes them
+    out of the softmax: the other tokens keep their order, their log-probabilities rise by
+    −log(1 − p(<pad>) − p(<s>)) (0 for a trained model, which gives them no probability)."""
+    c = net.config
+    bias = net.logits_bias.detach().clone() if c.logits_bias else torch.zeros(c.target_vocab)
+    bias[[c.pad_id, c.bos_id]] = FORBIDDEN_LOGIT
+    return bias
+
+
 def ctranslate2_spec(net: Transformer, source: list[str], target: list[str], unk_id: int) -> Any:
     """The CTranslate2 `TransformerSpec` holding `net`'s weights, with `source`/`target` the
     pieces of each vocabulary in id order."""
@@ -144,8 +160,7 @@ def ctranslate2_spec(net: Transformer, source: list[str], target: list[str], unk
         )
         set_ffn(layer_spec.ffn, layer)
     spec.decoder.projection.weight = tensor(net.target_embedding.weight if c.tie_output else net.out_proj.weight)
-    if c.logits_bias:
-        spec.decoder.projection.bias = tensor(net.logits_bias)
+    spec.decoder.projection.bias = tensor(forbidding(net))
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
     spec.config.bos_token = spec.config.decoder_start_token = target[c.bos_id]
