@@ -129,7 +129,10 @@ def test_chinese_outputs_are_diffed_by_character() -> None:
     """As one space-less "word", a Chinese sentence with one character added was marked all
     removed and all added."""
     assert viz.word_diff("我喜欢早上喝茶。", "我喜欢在早上喝茶。") == "我喜欢<ins>在</ins>早上喝茶。"
-    assert viz.word_diff("我和cac 40。", "我和cac 41。") == "我和cac <del>40</del> <ins>41</ins>。"
+    assert viz.word_diff("我和cac 40。", "我和cac 41。") == "我和cac <del>40</del><ins>41</ins>。"
+    # a text's spaces are shown as it has them, and a space that differs is a change
+    assert viz.word_diff("很大, 不是吗?", "很大,不是吗?") == "很大,<del> </del>不是吗?"
+    assert viz.word_diff("Tom 和 Mary 去了。", "Tom 和 Marie 去了。") == "Tom 和 <del>Mary</del><ins>Marie</ins> 去了。"
     assert viz.word_diff("A dog runs .", "A cat runs .") == "A <del>dog</del> <ins>cat</ins> runs ."
 
 

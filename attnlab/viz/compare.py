@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import difflib
 import html
-import itertools
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from bokeh.models import Div
 
-from attnlab.data.tokenizer import join_words, text_units
+from attnlab.data.tokenizer import text_units
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
@@ -27,25 +27,29 @@ from attnlab.viz.words import kind_name, kind_title, say
 
 def word_diff(old: str, new: str) -> str:
     """`new` against `old` word by word, as HTML: removed words in <del>, added ones in <ins>.
-    Chinese or Japanese is compared character by character and joined without spaces (as one
-    word, 我喜欢早上喝茶 against 我喜欢在早上喝茶 was marked all changed)."""
+    Chinese or Japanese is compared character by character (as one word, 我喜欢早上喝茶 against
+    我喜欢在早上喝茶 was marked all changed), with each run of spaces a unit too, shown as the
+    text has it: joined by the rule of running text, 很大, 不是吗? against 很大,不是吗? showed no
+    change, and "Tom 和 Mary" lost its spaces."""
     if not (isinstance(old, str) and isinstance(new, str)):
         raise AttnlabError(f"word_diff compares two texts, got {type(old).__name__} and {type(new).__name__}")
     cjk = text_units(old + new) != (old + new).split()
-    a, b = (text_units(old), text_units(new)) if cjk else (old.split(), new.split())
-    join = (lambda units: join_words(list(units), "zh")) if cjk else " ".join
-    out: list[tuple[str, list[str]]] = []  # (HTML, the units it shows)
+    a, b = (_spaced_units(old), _spaced_units(new)) if cjk else (old.split(), new.split())
+    join = "".join if cjk else " ".join
+    out: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
-            out.append((html.escape(join(a[i1:i2])), a[i1:i2]))
+            out.append(html.escape(join(a[i1:i2])))
         if op in ("delete", "replace"):
-            out.append((f"<del>{html.escape(join(a[i1:i2]))}</del>", a[i1:i2]))
+            out.append(f"<del>{html.escape(join(a[i1:i2]))}</del>")
         if op in ("insert", "replace"):
-            out.append((f"<ins>{html.escape(join(b[j1:j2]))}</ins>", b[j1:j2]))
-    text = out[0][0] if out else ""
-    for (_, before), (shown, units) in itertools.pairwise(out):  # the space the text has there, if any
-        text += (" " if join([before[-1], units[0]]).count(" ") else "") + shown
-    return text
+            out.append(f"<ins>{html.escape(join(b[j1:j2]))}</ins>")
+    return join(out)
+
+
+def _spaced_units(text: str) -> list[str]:
+    """`text_units` with the runs of whitespace between them kept as units of their own."""
+    return [unit for chunk in re.split(r"(\s+)", text) if chunk for unit in (text_units(chunk) or [chunk])]
 
 
 def has_head(trace: AttentionTrace, kind: str, layer: int, head: int) -> bool:
