@@ -172,6 +172,11 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "garbage source.spm": (lambda d: (d / "source.spm").write_bytes(b"xx"), "source.spm: not a sentencepiece model"),
     "ids past the vocabulary": (lambda d: edit_vocab(d, zzz=1000), "has ids up to 1,000 but config.json a vocabulary"),
     "integer weights": (integer_weights, "not floating point"),
+    # loaded, it was "not an attnlab checkpoint (no manifest.json)"
+    "config.json not UTF-8": (
+        lambda d: (d / "config.json").write_bytes(b'{"model_type": "marian", "x": "\xff"}'),
+        "config.json: not readable JSON (UnicodeDecodeError)",
+    ),
 }
 
 

@@ -77,12 +77,16 @@ _LAYER = {  # Hugging Face name inside a layer -> attnlab name (encoder, decoder
 
 
 def is_marian(directory: str | Path) -> bool:
-    """A Hugging Face directory whose config.json says `model_type: marian`."""
+    """A Hugging Face directory whose config.json says `model_type: marian`. A config.json that
+    is there but not JSON is one line naming it (asked of a directory without manifest.json,
+    it was "not an attnlab checkpoint (no manifest.json)", which sent the reader elsewhere)."""
     path = Path(directory) / "config.json"
     try:
         return json.loads(path.read_text(encoding="utf-8")).get("model_type") == "marian"
-    except (OSError, ValueError, AttributeError):
+    except (OSError, AttributeError):
         return False
+    except ValueError as error:  # (UnicodeDecodeError too)
+        raise CheckpointError(f"{path}: not readable JSON ({type(error).__name__})") from None
 
 
 def read_hf_config(directory: Path) -> dict[str, Any]:
