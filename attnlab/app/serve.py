@@ -35,7 +35,7 @@ def close_component_route() -> None:
     uses are imported before it is served, so refusing the others (404) loses nothing.
     `attnlab explore` runs this before the server starts (`apps/harden.py`, `panel serve
     --setup`); the explorer app runs it too, for a server started without it."""
-    from panel.io.server import ComponentResourceHandler
+    from panel.io.server import ComponentResourceHandler  # lazy: panel, for the server only
     from tornado.web import HTTPError
 
     parse = ComponentResourceHandler.parse_url_path
@@ -80,7 +80,7 @@ def serve_command(
 
 def cli(argv: list[str]) -> int:
     """`attnlab explore [--checkpoint DIR ...] [--checkpoint-root DIR ...] [--port N]`: serve the explorer."""
-    from attnlab.app.explorer.store import TIME_LIMIT  # (imports panel: here, not for `serve_command`)
+    from attnlab.app.explorer.store import TIME_LIMIT  # lazy: imports panel, which `serve_command` needs not
 
     parser = argparse.ArgumentParser(
         prog="attnlab explore",
