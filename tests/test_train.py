@@ -216,6 +216,22 @@ def test_average_is_elementwise_mean(tmp_path: Path) -> None:
         assert torch.allclose(mean[name], (tensor + b.state_dict()[name]) / 2)
 
 
+def test_only_a_training_checkpoint_replaces_a_training_checkpoint(tmp_path: Path) -> None:
+    """`attnlab average RUN_A --out RUN_B/checkpoints/step_12` took RUN_B's optimizer state: RUN_B
+    then failed to resume ("trainer.safetensors: not a safetensors file")."""
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    model = Transformer(preset("tiny"))
+    state = ({"adam": torch.zeros(2)}, {"step": 12})
+    step = save_checkpoint(tmp_path / "run" / "checkpoints" / "step_12", model, spm, *state)
+    with pytest.raises(CheckpointError, match="step_12 is a training run's checkpoint .*refusing to replace it"):
+        save_checkpoint(step, model, spm)  # what `average`, `import` and `export` write
+    assert load_trainer_state(step)[1]["step"] == 12  # untouched
+    save_checkpoint(step, model, spm, *state)  # the run itself saves again over its own step
+    plain = save_checkpoint(tmp_path / "averaged", model, spm)
+    save_checkpoint(plain, model, spm)  # an average replaces an older average, as before
+
+
 def test_average_refuses_checkpoints_of_different_models(tmp_path: Path) -> None:
     """Equal shapes, other models: the mean of a global and a restricted model (or of two
     vocabularies of as many pieces) once came out as a checkpoint with the last one's config."""

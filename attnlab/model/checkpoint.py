@@ -96,7 +96,7 @@ def save_checkpoint(
     `spm_model` is the shared sentencepiece model (stored as spm.model), or {file name: path} of
     the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...)."""
     directory = Path(directory)
-    _check_replaceable(directory)
+    _check_replaceable(directory, training=trainer_tensors is not None)
     try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = temporary_sibling(directory)
@@ -138,10 +138,12 @@ def save_checkpoint(
     return directory
 
 
-def _check_replaceable(directory: Path) -> None:
+def _check_replaceable(directory: Path, training: bool) -> None:
     """A new checkpoint replaces only an older attnlab checkpoint or an empty directory. It once
     replaced whatever was there: `attnlab average RUN --out RUN` deleted the run it averaged
-    (its checkpoints, its log), and any other directory named by mistake would have gone too."""
+    (its checkpoints, its log), and any other directory named by mistake would have gone too.
+    Only a training checkpoint replaces a training checkpoint: an average written over another
+    run's `checkpoints/step_N` took its optimizer state, and that run could no longer resume."""
     if not directory.exists():
         return
     if not directory.is_dir():
@@ -155,6 +157,11 @@ def _check_replaceable(directory: Path) -> None:
     if not ours:
         raise CheckpointError(
             f"{directory} exists and is not an attnlab checkpoint; refusing to replace it (name a new directory)"
+        )
+    if not training and (directory / "trainer.json").exists():
+        raise CheckpointError(
+            f"{directory} is a training run's checkpoint (its run resumes from it); refusing to replace it "
+            "(name a new directory)"
         )
 
 
