@@ -205,6 +205,26 @@ def test_skip_nonfinite_skips_the_update_and_counts_it(
     assert all(torch.isfinite(tensor).all() for tensor in weights.values())
 
 
+def test_skip_nonfinite_stops_when_every_update_is_skipped(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Weights that give nan on every batch once skipped forever: the step counter still, nothing
+    logged, the process busy until killed."""
+    calls = itertools.count(1)
+
+    def broken_from_step_3(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int) -> tuple:
+        loss, nll = label_smoothed_loss(logits, target, eps, pad_id)
+        return (loss * float("nan"), nll) if next(calls) >= 3 else (loss, nll)
+
+    monkeypatch.setattr(loop, "make_loss", lambda compile=False: broken_from_step_3)
+    monkeypatch.setattr(loop, "SKIPS_IN_A_ROW", 5)
+    run = tmp_path / "run"
+    assert _train(prepared, run, "--skip-nonfinite") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "step 3:" in line and "for 5 updates in a row, all skipped" in line and "step_2" in line, line
+    assert "--skip-nonfinite to skip" not in line and [r["step"] for r in _log(run)] == [1, 2]
+
+
 def test_a_log_line_cut_short_is_dropped_on_resume(
     prepared: Path, reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

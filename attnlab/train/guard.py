@@ -16,6 +16,10 @@ import torch.distributed
 
 from attnlab.errors import AttnlabError
 
+# --skip-nonfinite stops a run after this many skipped updates in a row: weights that give nan on
+# every batch skipped forever, the step counter still and nothing logged.
+SKIPS_IN_A_ROW = 100
+
 
 class TrainingError(AttnlabError):
     """A run that cannot go on as asked, e.g. a non-finite loss; its message names the step."""

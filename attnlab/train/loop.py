@@ -39,7 +39,7 @@ from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_toke
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import count_parameters
 from attnlab.train.dev import dev_report
-from attnlab.train.guard import DeferredStop, TrainingError
+from attnlab.train.guard import SKIPS_IN_A_ROW, DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, training_kernels
@@ -139,7 +139,7 @@ class Trainer:
         )
         self.step = 0
         self.saved_step: int | None = None  # step of the newest checkpoint on disk
-        self.skipped = 0  # updates skipped for a non-finite loss (--skip-nonfinite)
+        self.skipped = self.in_a_row = 0  # updates skipped for a non-finite loss (--skip-nonfinite); in a row
         self.wall_before = 0.0  # seconds the run trained before this process (resumed)
         self.stopped_by: signal.Signals | str | None = None  # SIGTERM, SIGINT or "time" (--max-minutes)
         self.window_start, self.window_tokens = time.time(), 0.0  # for tokens/s since the last log line
@@ -281,15 +281,17 @@ class Trainer:
         norm = float(total_norm)
         if not (math.isfinite(loss_sum) and math.isfinite(norm)):
             self.optimizer.zero_grad(set_to_none=True)
-            if not cfg.skip_nonfinite:
+            self.skipped, self.in_a_row = self.skipped + 1, self.in_a_row + 1
+            if not cfg.skip_nonfinite or self.in_a_row >= SKIPS_IN_A_ROW:
                 last = f"step_{self.saved_step}" if self.saved_step is not None else "none yet"
                 raise TrainingError(
-                    f"step {self.step + 1}: loss {loss_sum} and gradient norm {norm} are not finite; stopped "
-                    f"before updating (last checkpoint: {last}, untouched); lower --lr-scale, or pass "
-                    "--skip-nonfinite to skip such updates"
+                    f"step {self.step + 1}: loss {loss_sum} and gradient norm {norm} are not finite"
+                    + (f" for {self.in_a_row} updates in a row, all skipped" if cfg.skip_nonfinite else "")
+                    + f"; stopped before updating (last checkpoint: {last}, untouched); lower --lr-scale"
+                    + ("" if cfg.skip_nonfinite else ", or pass --skip-nonfinite to skip such updates")
                 )
-            self.skipped += 1
             return False
+        self.in_a_row = 0
         if cfg.clip_norm > 0:
             torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), cfg.clip_norm, total_norm)
         self.optimizer.step()
