@@ -225,6 +225,23 @@ def test_skip_nonfinite_stops_when_every_update_is_skipped(
     assert "--skip-nonfinite to skip" not in line and [r["step"] for r in _log(run)] == [1, 2]
 
 
+def test_a_run_whose_every_checkpoint_is_damaged_is_not_started_over(
+    prepared: Path, reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It began again at step 0 after a warning per checkpoint, emptied its log and overwrote
+    the damaged checkpoints."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    for step in (run / "checkpoints").iterdir():
+        weights = step / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])
+    log = (run / "metrics.jsonl").read_text()
+    assert _train(prepared, run) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "all 3 checkpoints are damaged" in line and "refusing to start the run over" in line, line
+    assert (run / "metrics.jsonl").read_text() == log and len(list((run / "checkpoints").iterdir())) == 3
+
+
 def test_a_log_line_cut_short_is_dropped_on_resume(
     prepared: Path, reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -43,7 +43,7 @@ from attnlab.train.guard import SKIPS_IN_A_ROW, DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, training_kernels
-from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries
+from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries, resumable
 from attnlab.train.startup import build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
 
 
@@ -179,7 +179,7 @@ class Trainer:
         return tensors, info
 
     def _resume(self) -> str | None:
-        latest = ckpt.latest_valid(self.out)
+        latest = resumable(self.out)
         if latest is None:
             if self.rank == 0:  # a run killed before its first checkpoint starts over, log included
                 self.metrics.repair(0)

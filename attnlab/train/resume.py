@@ -12,9 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import CheckpointError
+from attnlab.model.checkpoint import latest_valid, step_dirs
 from attnlab.model.config import ModelConfig
 
 UPDATE_RULE = ("warmup", "lr_scale", "clip_norm", "skip_nonfinite", "precision")
+
+
+def resumable(run: Path) -> Path | None:
+    """The newest checkpoint of `run` that verifies (`latest_valid`), None for a run without any
+    yet. A run with checkpoints none of which verifies is not a run to start over: it once began
+    again at step 0 after a warning per checkpoint, emptied its log and overwrote them (what was
+    left to salvage); the run directory is the user's to repair, move or remove."""
+    latest = latest_valid(run)
+    if latest is None and step_dirs(run):
+        raise CheckpointError(
+            f"{run}: all {len(step_dirs(run))} checkpoints are damaged (see the warnings above); refusing to start "
+            "the run over on top of them: move or remove them, or the run directory"
+        )
+    return latest
 
 
 def check_same_model(checkpoint: Path, saved: ModelConfig, mine: ModelConfig, spm: Path) -> None:
