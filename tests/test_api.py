@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +44,8 @@ def test_translate_returns_text_tokens_score_and_trace(checkpoint: Path) -> None
     result = model.translate("A man rides a bike.", beam=4, record=True, max_len_b=10)
     assert isinstance(result.text, str) and result.tokens[-1] == "</s>"
     assert result.src_tokens[-1] == "</s>" and len(result.hypotheses) == 4
-    assert result.hypotheses[0] is result and result.score >= result.hypotheses[-1].score
+    assert result.hypotheses[0] == dataclasses.replace(result, hypotheses=[])  # the best, without a cycle
+    assert result.score >= result.hypotheses[-1].score
     trace = result.trace
     assert set(trace.kinds) == {"encoder", "decoder", "cross"}
     assert trace.attention("cross", -1).shape == (4, len(result.tokens), len(result.src_tokens))
@@ -355,3 +358,61 @@ def test_a_list_names_the_text_it_refuses_and_traces_say_their_precision(checkpo
     assert all(h.trace is not None for h in result.hypotheses)
     assert result.trace.model["dtype"] == "float32"
     assert attnlab.load(checkpoint, dtype="bf16").translate("A dog.", record=True).trace.model["dtype"] == "bfloat16"
+
+
+def test_results_hold_no_cycle(checkpoint: Path) -> None:
+    """A result listed among its own hypotheses made ==, `in`, asdict and pandas recurse forever."""
+    model = attnlab.load(checkpoint)
+    a, b = model.translate(["A dog runs.", "A cat."], beam=2, max_len_b=5)
+    assert a != b and a in [a] and dataclasses.asdict(a)["hypotheses"][0]["text"] == a.text
+    assert a.hypotheses[0].tokens == a.tokens and a.hypotheses[0].score == a.score
+    assert all(h.hypotheses == [] for h in a.hypotheses)
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\ufeff", "\x00", " \u200b\u2060 "])
+def test_invisible_input_is_empty(checkpoint: Path, text: str) -> None:
+    """Zero-width spaces, a BOM or NUL alone were "translated" into a sentence the model made up."""
+    model = attnlab.load(checkpoint)
+    with pytest.raises(ModelInputError, match="the input is empty"):
+        model.translate(text)
+    with pytest.raises(ModelInputError, match="the target is empty"):
+        model.score("A dog.", text)
+
+
+@pytest.mark.parametrize(("max_len_a", "max_len_b"), [(0.0, 1), (0.1, 0)])
+def test_a_length_limit_without_room_is_refused(checkpoint: Path, max_len_a: float, max_len_b: int) -> None:
+    """a · input + b < 2 leaves room for </s> only: an empty translation, silently."""
+    model = attnlab.load(checkpoint)
+    with pytest.raises(ConfigError, match="leaves no room for one token before </s>"):
+        model.translate("A dog runs in the park.", max_len_a=max_len_a, max_len_b=max_len_b)
+    assert model.translate("A dog runs in the park.", max_len_a=0.0, max_len_b=2).tokens[-1] == "</s>"
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), -1, "0.6", None])
+def test_score_checks_alpha_as_translate_does(checkpoint: Path, alpha: object) -> None:
+    model = attnlab.load(checkpoint)
+    if alpha is None:  # the task's own α is fine
+        assert math.isfinite(model.score("A dog", "Ein Hund", record=False).score)
+        return
+    with pytest.raises(ConfigError, match="alpha"):
+        model.score("A dog", "Ein Hund", alpha=alpha, record=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("setting", [{"alpha": "0.6"}, {"max_len_b": "5"}, {"max_len_a": None}, {"beam": True}])
+def test_settings_of_the_wrong_type_are_one_line(checkpoint: Path, setting: dict) -> None:
+    with pytest.raises(ConfigError):
+        attnlab.load(checkpoint).translate("A dog", **setting)
+
+
+def test_numpy_numbers_are_numbers(checkpoint: Path) -> None:
+    model = attnlab.load(checkpoint)
+    plain = model.translate("A dog runs.", beam=2, n_best=2, alpha=0.5, max_len_a=1.0, max_len_b=5)
+    numpy = model.translate(
+        "A dog runs.",
+        beam=np.int64(2),
+        n_best=np.int32(2),
+        alpha=np.float64(0.5),
+        max_len_a=np.float32(1),
+        max_len_b=np.int64(5),
+    )
+    assert [h.tokens for h in numpy.hypotheses] == [h.tokens for h in plain.hypotheses]

@@ -14,9 +14,10 @@ import torch
 import attnlab
 from attnlab.data.prepared import ParallelData
 from attnlab.data.tokenizer import load_tokenizer
-from attnlab.data.treebank import leaves, parse_tree
+from attnlab.data.treebank import leaves, linearize, parse_tree
 from attnlab.decode.constrain import TreeConstraint
 from attnlab.decode.search import greedy_search
+from attnlab.errors import ModelInputError
 from attnlab.model.checkpoint import save_checkpoint
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
@@ -132,3 +133,41 @@ def test_spelled_leaf_is_scored_by_the_mass_of_any_word() -> None:
     assert [pieces[t] for t in best.tokens] == ["▁(NP", "▁a", "x", "▁)NP", "</s>"]
     any_word = math.log(0.03 + 0.01 + 0.6)
     assert best.step_logprobs[1:3] == pytest.approx([any_word, 0.0])
+
+
+def test_parse_scores_are_the_models(parser: Path) -> None:
+    """The constraint steers the search with scores of its own (a spelled word: any word's mass);
+    a parse reports the model's log-probabilities, what `score` gives its tree, best first."""
+    model = attnlab.load(parser)
+    for sentence in ("The cat sat on the mat .", "Prices rose sharply ( again ) ."):
+        result = model.parse(sentence, beam=3, max_len_b=30)
+        assert [h.score for h in result.hypotheses] == sorted((h.score for h in result.hypotheses), reverse=True)
+        for hyp in result.hypotheses:
+            scored = model.score(sentence, hyp, record=False)
+            assert scored.text == hyp.text
+            assert hyp.score == pytest.approx(scored.score, abs=1e-5)
+            assert hyp.logprob == pytest.approx(scored.logprob, abs=1e-5)
+            assert hyp.token_logprobs == pytest.approx(scored.token_logprobs, abs=1e-5)
+        assert result.score == result.hypotheses[0].score
+
+
+def test_score_refuses_a_tree_over_other_words(parser: Path) -> None:
+    """The words of another tree came back replaced by the source's: a tree never scored."""
+    model = attnlab.load(parser)
+    other = "(S (NP (DT A) (NN cat)) (VP (VBZ sleeps)))"
+    same = "(S (NP (DT The) (NN dog)) (VP (VBZ runs)) (. .))"
+    for tree, linear in ((other, False), (" ".join(linearize(parse_tree(other), model.spelled)), True)):
+        with pytest.raises(ModelInputError, match="not a tree over the source's words"):
+            model.score("The dog runs .", tree, record=False, target_is_linear=linear)
+    with pytest.raises(ModelInputError, match="not a tree over the source's words"):
+        model.score("The dog runs .", "(S (NP (DT The) (NN cat)) (VP (VBZ runs)) (. .))", record=False)
+    assert model.score("The dog runs .", same, record=False).text == "(S (NP (XX The) (XX dog)) (VP (XX runs)) (XX .))"
+
+
+def test_a_parse_without_room_for_its_tree_is_an_error(parser: Path) -> None:
+    """The model could only end at once; `delinearize` then made up a tree over all the words."""
+    model = attnlab.load(parser)
+    with pytest.raises(ModelInputError, match="no tree over the input's 10 words fits"):
+        model.parse("The old man saw the dog with a telescope .", max_len_a=0.0, max_len_b=3)
+    with pytest.raises(ModelInputError, match="no tree over the input's 600 words fits"):
+        model.parse(" ".join(["dog"] * 600), truncate=True)

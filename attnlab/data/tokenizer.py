@@ -14,7 +14,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from attnlab.errors import DataError
+from attnlab.errors import DataError, ModelInputError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
 
@@ -180,6 +180,25 @@ def composed(text: str) -> str:
     tokenizer (normalisation "identity", so that pieces spell the text exactly) split into other
     pieces and a stray accent byte, and the translation changed."""
     return unicodedata.normalize("NFC", text)
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` has nothing to read: only whitespace and invisible characters (controls
+    and format characters such as U+200B, a BOM, NUL). The tokenizer keeps those, so a text of
+    them alone passed `str.strip()` and came back "translated" into a sentence the model made up."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
+
+
+def check_text(text: str, what: str) -> None:
+    """One-line errors for a text the model cannot read: a blank one (`is_blank`), or one with a
+    lone surrogate (what a mangled copy-paste or a bad decode of bytes leaves), on which
+    sentencepiece fails with a C++ cast error."""
+    if is_blank(text):
+        raise ModelInputError(f"the {what} is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ModelInputError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
 
 
 def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:

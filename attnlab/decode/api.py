@@ -13,17 +13,17 @@ that was produced, which equals what the decoder computed step by step (tested).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, composed, join_unspaced, load_tokenizer
+from attnlab.data.tokenizer import UNSPACED, check_text, composed, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
-from attnlab.decode.constrain import TreeConstraint
-from attnlab.decode.search import Hypothesis, check_settings, generate, length_penalty
+from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
+from attnlab.decode.search import Hypothesis, check_alpha, check_settings, generate, length_penalty, scored
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.config import resolve_device
@@ -41,15 +41,6 @@ DEFAULTS = {
 }
 
 
-def _check_unicode(text: str, what: str) -> None:
-    """sentencepiece cannot take a lone surrogate (what a mangled copy-paste or a bad decode of
-    bytes leaves) and fails with a C++ cast error: say what is wrong with the text instead."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ModelInputError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
-
-
 @dataclass
 class Result:
     """One decoded (or scored) sentence."""
@@ -62,7 +53,7 @@ class Result:
     logprob: float
     token_logprobs: list[float] = field(default_factory=list)
     trace: AttentionTrace | None = None
-    hypotheses: list[Result] = field(default_factory=list)  # the beam's finished hypotheses, best first
+    hypotheses: list[Result] = field(default_factory=list)  # the beam's, best first; theirs empty (no cycle)
     truncated: bool = False  # the input was cut to the model's maximum length
 
 
@@ -109,9 +100,7 @@ class Model:
     def encode_source(self, text: str, truncate: bool = False) -> tuple[list[int], bool]:
         if not isinstance(text, str):
             raise ModelInputError(f"expected text, got {type(text).__name__}")
-        if not text.strip():
-            raise ModelInputError("the input is empty")
-        _check_unicode(text, "input")
+        check_text(text, "input")
         ids = self.tokenizer.encode(composed(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room:
@@ -181,7 +170,8 @@ class Model:
                 found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best, constrain=constrain)
                 for row, i in enumerate(chunk):
                     want = record or record_hypotheses  # asking for every hypothesis's maps asks for maps
-                    results[i] = self._result(texts[i], encoded[i], found[row], src[row], want, record_hypotheses)
+                    hyps = self._parses(texts[i], encoded[i][0], found[row], alpha) if constrain else found[row]
+                    results[i] = self._result(texts[i], encoded[i], hyps, want, record_hypotheses)
             start = end
         return results[0] if isinstance(text, str) else results  # type: ignore[return-value]
 
@@ -206,6 +196,16 @@ class Model:
         eos = self.config.eos_id
         return lambda stepper, max_lens: TreeConstraint(stepper, pieces, n_words, max_lens, eos, spelled)
 
+    def _parses(self, source: str, src_ids: list[int], hyps: list[Hypothesis], alpha: float) -> list[Hypothesis]:
+        """A parser's whole trees (`whole_trees`), scored by the model itself and ranked so. The
+        tree constraint steers the search with scores of its own (a spelled word: any word's mass
+        at its first piece, nothing for the rest), no model's: rescored teacher-forced, a parse
+        scores what `score` gives its tree, so reference trees and parses rank together."""
+        words = self._source_text(source).split()
+        whole = whole_trees(hyps, self.target_tokenizer.decode, words, self.spelled)
+        rescored = [scored(h.tokens, self._teacher_forced(src_ids, h.tokens), alpha) for h in whole]
+        return sorted(rescored, key=lambda h: -h.score)
+
     def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
         """Bracketed Penn-Treebank tree(s) whose leaves are the input's words (§6.3)."""
         if self.task != "parse":
@@ -217,7 +217,6 @@ class Model:
         source: str,
         encoded: tuple[list[int], bool],
         hyps: list[Hypothesis],
-        src_row: torch.Tensor,
         want_trace: bool,
         trace_all: bool,
     ) -> Result:
@@ -238,9 +237,7 @@ class Model:
             )
             if want_trace and (rank == 0 or trace_all):
                 results[-1].trace = self._trace(src_ids, hyp.tokens, {"text": source, "output": results[-1].text})
-        best = results[0]
-        best.hypotheses = results
-        return best
+        return replace(results[0], hypotheses=results)
 
     def _trace(self, src_ids: list[int], produced: list[int], meta: dict[str, Any]) -> AttentionTrace:
         src = torch.tensor([src_ids])
@@ -269,9 +266,7 @@ class Model:
         else:
             if self.task == "parse" and not target_is_linear:
                 target = " ".join(linearize(parse_tree(target), self.spelled))
-            if not target.strip():
-                raise ModelInputError("the target is empty")
-            _check_unicode(target, "target")
+            check_text(target, "target")
             pieces = self.target_tokenizer.encode(composed(target.strip()))
         room = self.config.max_len - 1
         if len(pieces) <= room:
@@ -279,6 +274,14 @@ class Model:
         if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
             raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
         return pieces[:room], True
+
+    def _teacher_forced(self, src_ids: list[int], produced: list[int]) -> list[float]:
+        """The model's log-probability of each produced token (ending in </s>) given the ones before."""
+        src = torch.tensor([src_ids])
+        tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
+        with torch.no_grad():
+            lprobs = torch.log_softmax(self.model(src, tgt).float(), -1)[0]
+        return lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
 
     def score(
         self,
@@ -296,21 +299,24 @@ class Model:
         model takes is an error, or with `truncate` cut (and `truncated` set), as the source is.
         `score` is log P / lp(Y) with the task's α (or `alpha`), as `translate` scores its
         hypotheses, so a reference and the beam's outputs can be ranked together."""
+        alpha = self._alpha(alpha)
+        check_alpha(alpha)
         src_ids, truncated = self.encode_source(source, truncate)
         pieces, cut = self.encode_target(target, truncate, target_is_linear)
+        if self.task == "parse":
+            words = self._source_text(source).split()
+            if isinstance(target, str) and not (target_is_linear or self.spelled):  # `XX` leaves: the tree's words
+                check_target_tree(" ".join(linearize(parse_tree(target), spelled=True)), words, True, False)
+            check_target_tree(self.target_tokenizer.decode(pieces), words, self.spelled, cut)
         truncated |= cut
         produced = [*pieces, self.config.eos_id]
-        src = torch.tensor([src_ids])
-        tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
-        with torch.no_grad():
-            lprobs = torch.log_softmax(self.model(src, tgt).float(), -1)[0]
-        steps = lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
+        steps = self._teacher_forced(src_ids, produced)
         result = Result(
             source=source,
             text=target if isinstance(target, str) and self.task != "parse" else self.detokenize(produced, source),
             tokens=self.pieces(produced),
             src_tokens=self.pieces(src_ids, source=True),
-            score=sum(steps) / length_penalty(len(produced), self._alpha(alpha)),
+            score=sum(steps) / length_penalty(len(produced), alpha),
             logprob=sum(steps),
             token_logprobs=steps,
             truncated=truncated,

@@ -14,15 +14,16 @@ each step, only the moves that keep the output a tree over exactly the input's w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from attnlab.data.tokenizer import composed
 from attnlab.data.treebank import PLACEHOLDER
-from attnlab.decode.search import Stepper
-from attnlab.errors import CheckpointError
+from attnlab.decode.search import Hypothesis, Stepper
+from attnlab.errors import CheckpointError, ModelInputError
 
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 
@@ -166,3 +167,51 @@ class TreeConstraint:
             if not allowed[row].any():  # nothing legal (label without a closer): let the model end
                 allowed[row, self.eos] = True
         return lprobs.masked_fill(~allowed.to(lprobs.device), float("-inf"))
+
+
+def tree_leaves(text: str, partial: bool = False) -> list[str] | None:
+    """The leaves of a linearised tree (its words, or `XX`s), or None unless `text` is exactly
+    one whole tree: brackets balanced, every leaf inside one, nothing after the root closes. A
+    hypothesis that the length limit ended early is none, and `delinearize` would make up the
+    rest of it. `partial`: the leaves of the start of one (a target cut to the model's length)."""
+    depth, found, closed = 0, [], False
+    for token in text.split():
+        bracket = len(token) > 1 and token[0] in "()"
+        if closed or (depth == 0 and not (bracket and token[0] == "(")):
+            return None
+        if bracket:
+            depth += 1 if token[0] == "(" else -1
+            closed = depth == 0
+        else:
+            found.append(composed(token))
+    return found if closed or partial else None
+
+
+def _leaf_words(words: Sequence[str], spelled: bool) -> list[str]:
+    """The leaves a tree over `words` has: the words themselves (spelled), or one `XX` each."""
+    return [composed(w) for w in words] if spelled else [PLACEHOLDER] * len(words)
+
+
+def whole_trees(
+    hyps: list[Hypothesis], decode: Callable[[list[int]], str], words: list[str], spelled: bool
+) -> list[Hypothesis]:
+    """The hypotheses that are one whole tree over `words`; none is a one-line error (the length
+    limit ended them all early), not a tree `delinearize` would make up around the words."""
+    whole = [h for h in hyps if tree_leaves(decode(h.tokens[:-1])) == _leaf_words(words, spelled)]
+    if not whole:
+        raise ModelInputError(
+            f"no tree over the input's {len(words)} words fits in the output's length limit "
+            "(max_len_a × input + max_len_b, capped at the model's max_len): raise max_len_b or shorten the input"
+        )
+    return whole
+
+
+def check_target_tree(text: str, words: list[str], spelled: bool, cut: bool) -> None:
+    """A parser scores a tree over the source's words or nothing: the words of another tree came
+    back replaced by the source's, a tree that was never scored. (A target cut to the model's
+    length: the leaves it has left, its last word perhaps cut too.)"""
+    found, expected = tree_leaves(text, partial=cut), _leaf_words(words, spelled)
+    if found is not None and cut:
+        found, expected = found[:-1], expected[: max(len(found) - 1, 0)]
+    if found != expected:
+        raise ModelInputError("the target is not a tree over the source's words (in order): nothing to score")

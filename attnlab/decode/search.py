@@ -13,6 +13,7 @@ toy decoder of known probabilities.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,11 @@ class Hypothesis:
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT (Wu et al., 2016): ((5 + |Y|) / 6)^α."""
     return ((5.0 + length) / 6.0) ** alpha
+
+
+def scored(tokens: list[int], steps: list[float], alpha: float) -> Hypothesis:
+    """A hypothesis from its tokens' log-probabilities, scored as the beam ranks them."""
+    return Hypothesis(tokens, sum(steps), sum(steps) / length_penalty(len(tokens), alpha), steps)
 
 
 class Stepper(Protocol):
@@ -278,11 +284,7 @@ def greedy_search(
             token = eos if t >= max_lens[sent] else int(best[i])
             steps[sent].append(float(lprobs[i, token]))
             if token == eos:
-                produced = [*tokens[i, 1:].tolist(), eos]
-                logprob = sum(steps[sent])
-                results[sent] = Hypothesis(
-                    produced, logprob, logprob / length_penalty(len(produced), alpha), steps[sent]
-                )
+                results[sent] = scored([*tokens[i, 1:].tolist(), eos], steps[sent], alpha)
             else:
                 keep.append(i)
         if not keep:
@@ -294,21 +296,37 @@ def greedy_search(
     return [r for r in results if r is not None]
 
 
+def _whole(value: object) -> bool:
+    """An integer of any kind (Python's, NumPy's), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _finite(value: object) -> bool:
+    """A finite real number of any kind (NumPy's, a Fraction), not a bool or a numeric string."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_alpha(alpha: object) -> None:
+    """α, the length penalty's exponent: finite and ≥ 0 (a negative α rewards short outputs,
+    where the early stop's bound of `_settled` no longer holds)."""
+    if not _finite(alpha) or alpha < 0:  # type: ignore[operator]
+        raise ConfigError(f"alpha (the length penalty's exponent) must be a finite number ≥ 0, got {alpha!r}")
+
+
 def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_best: int | None) -> None:
-    """One-line errors for search settings that would decode something other than asked: a beam
-    below 1 or a fraction, a NaN or negative α (a negative α rewards short outputs, where the
-    early stop's bound of `_settled` no longer holds), and a length limit that leaves no room
-    (max_len_b = -100 silently produced empty translations)."""
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+    """One-line errors for search settings that would decode something other than asked (or
+    fail deep inside with a TypeError): a beam below 1 or a fraction, a bad α (`check_alpha`),
+    and a length limit that leaves no room (max_len_b = -100 silently produced empty
+    translations). NumPy's numbers count as numbers."""
+    if not _whole(beam) or beam < 1:
         raise ConfigError(f"beam must be a whole number ≥ 1 (1: greedy), got {beam!r}")
-    if not math.isfinite(alpha) or alpha < 0:
-        raise ConfigError(f"alpha (the length penalty's exponent) must be finite and ≥ 0, got {alpha!r}")
-    if not math.isfinite(max_len_a) or max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
+    check_alpha(alpha)
+    if not (_finite(max_len_a) and _finite(max_len_b)) or max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
         raise ConfigError(
-            f"the output may be max_len_a × input + max_len_b long: both must be ≥ 0 and not both 0, "
+            f"the output may be max_len_a × input + max_len_b long: both must be numbers ≥ 0 and not both 0, "
             f"got {max_len_a!r} and {max_len_b!r}"
         )
-    if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1):
+    if n_best is not None and (not _whole(n_best) or n_best < 1):
         raise ConfigError(f"n_best must be a whole number ≥ 1, got {n_best!r}")
 
 
@@ -327,6 +345,8 @@ def generate(
     sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
     max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`)."""
     check_settings(beam, alpha, max_len_a, max_len_b, n_best)
+    beam, alpha, max_len_a = int(beam), float(alpha), float(max_len_a)  # NumPy's numbers as Python's
+    n_best = None if n_best is None else int(n_best)
     model.check_ids(src, "source")  # before reading lengths off it: a 1-D or empty tensor is one line
     if beam > model.config.target_vocab // 2:  # each row keeps its 2·beam best moves of the vocabulary
         raise ConfigError(f"beam {beam} is more than half the {model.config.target_vocab}-piece vocabulary")
@@ -354,7 +374,13 @@ def _generate(
     constrain: Callable[[Stepper, list[int]], Stepper] | None,
 ) -> list[list[Hypothesis]]:
     limit = model.config.max_len - 1
-    max_lens = [max(1, min(limit, int(max_len_a * (n - 1) + max_len_b))) for n in src_lens]
+    max_lens = [min(limit, int(max_len_a * (n - 1) + max_len_b)) for n in src_lens]
+    if min(max_lens) < 2:  # (max_lens count the </s>) only </s> would fit: an empty output, not an answer
+        pieces = src_lens[max_lens.index(min(max_lens))] - 1
+        raise ConfigError(
+            f"the length limit max_len_a × input + max_len_b = {max_len_a:g} × {pieces} + {max_len_b:g} leaves "
+            "no room for one token before </s>: raise max_len_a or max_len_b"
+        )
     stepper: Stepper = TransformerStepper(model, src, cache=cache)
     if constrain is not None:
         stepper = constrain(stepper, max_lens)
