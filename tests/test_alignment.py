@@ -443,3 +443,41 @@ def test_bundled_chinese_translator_reproduces_its_cards_aer(
     assert report["aer"] == pytest.approx(card["aer"], abs=1e-9) and report["sentences"] == 225
     readme = (checkpoint / "README.md").read_text(encoding="utf-8")
     assert f"| {reading_name(best_method(read_config(checkpoint)[1]))} | {100 * card['aer']:.1f} |" in readme
+
+
+def test_head_readings_name_the_models_heads() -> None:
+    """With a trace of heads 2 and 3, head=0 silently read head 2 and head=2 was refused; a
+    float head was numpy's IndexError."""
+    a, b = [0.9, 0.05, 0.05], [0.05, 0.9, 0.05]
+    head2, head3 = np.array([a, b, a]), np.array([b, a, b])
+    maps = {"cross": [np.stack([head2, head3])] * 2}
+    trace = AttentionTrace(
+        ["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], maps, heads=[2, 3], model={"config": {"n_heads": 4}}
+    )
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
+    assert trace_links(trace, src, tgt, "head", layer=0, head=2) == {(0, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "head", layer=1, head=np.int64(3)) == {(1, 0), (0, 1)}
+    assert trace_links(trace, src, tgt, "shift", layer=0, head=-1) == {(0, 0), (1, 1)}  # -1: the model's head 3
+    for layer, head, match in (
+        (0, 0, "head 0 does not exist in this trace: it holds heads 2, 3"),
+        (1, 1.0, "head 1.0 does not exist"),
+        (1.0, 2, "a layer is a whole number, got 1.0"),
+    ):
+        with pytest.raises(AttnlabError, match=match) as info:
+            trace_links(trace, src, tgt, "head", layer=layer, head=head)
+        assert "\n" not in str(info.value)
+
+
+def test_aer_refuses_what_is_not_links() -> None:
+    """`aer(None, [], [])` was a TypeError from inside `set`."""
+    for args, match in (
+        ((None, [], []), "the hypothesis links are .* got NoneType"),
+        (([(0, 1)], "0-1", []), "the sure links are .* got str"),
+        (([(0, 1)], [], [(0, 1, 2)]), r"a possible link is a \(source_word, target_word\) pair .* got \(0, 1, 2\)"),
+    ):
+        with pytest.raises(AttnlabError, match=match) as info:
+            aer(*args)
+        assert "\n" not in str(info.value)
+    with pytest.raises(AttnlabError, match="the sure links"):
+        corpus_aer([[(0, 0)]], [None], [[]])
+    assert aer([[0, 1]], {(0, 1)}, ())["aer"] == 0.0  # a pair written as a list is still a link

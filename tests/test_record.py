@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from attnlab import preset
-from attnlab.decode.api import Result
+from attnlab.decode.api import Result, load
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate
+from attnlab.record.equation import attention_parts
 from attnlab.record.recorder import model_info, record
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
@@ -293,3 +295,133 @@ def test_head_stats_pool_heads_by_their_model_index_and_one_model_only(model: Tr
         sentence_stats(None)
     with pytest.raises(AttnlabError, match="^expected an AttentionTrace or a list of them, got str$"):
         head_stats("trace")
+
+
+def test_nested_ablations_switch_off_every_enclosing_blocks_heads(model: Transformer) -> None:
+    """An inner block on the same layer replaced the outer block's mask: only its own heads
+    were off (output and `heads_off` both), the outer ones silently back on."""
+    src, tgt = _batch()
+
+    def run(*blocks: dict) -> tuple[torch.Tensor, list]:
+        with torch.no_grad(), ablate(model, blocks[0]):
+            if len(blocks) == 1:
+                with record(model, kinds=["cross"]) as rec:
+                    out = model(src, tgt)
+                return out, rec.traces(src, tgt, _tokens(src), _tokens(tgt))[0].meta["heads_off"]
+            return run(*blocks[1:])
+
+    union, union_off = run({("cross", 2): [0, 1, 2]})
+    nested, nested_off = run({("cross", 2): [0, 1]}, {("cross", -1): [2, 1]})
+    assert torch.equal(nested, union) and nested_off == union_off == [["cross", 2, h] for h in (0, 1, 2)]
+    with torch.no_grad(), ablate(model, {("cross", 2): [0, 1]}):
+        with ablate(model, {("cross", 2): [2], ("encoder", 0): [3]}):
+            pass
+        with record(model, kinds=["cross"]):  # the explicit softmax, as in `run`
+            outer_again = model(src, tgt)  # the inner block's heads are back on, the outer's still off
+    assert torch.equal(outer_again, run({("cross", 2): [0, 1]})[0]) and not torch.equal(outer_again, union)
+    assert all(m.head_mask is None for m in model.attention_modules())
+
+
+def test_values_and_allowed_refuse_layers_as_weights_does(model: Transformer) -> None:
+    """`values` and `allowed` read layer 3 of 3 as layer 0 (`% n_layers`), and a layer not
+    recorded was a KeyError."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, layers=[0], keep_values=True) as rec:
+        model(src, tgt)
+    assert rec.values("encoder", -3) is rec.values("encoder", 0)
+    for read in (rec.weights, rec.values, rec.allowed):
+        for layer, match in ((3, "layer 3 does not exist"), (1, "nothing was recorded for encoder layer 1")):
+            with pytest.raises(AttnlabError, match=match) as info:
+                read("encoder", layer)
+            assert "\n" not in str(info.value)
+        with pytest.raises(AttnlabError, match="layer '0' does not exist"):  # was a TypeError
+            read("encoder", "0")
+
+
+def test_traces_refuse_tokens_that_do_not_fit_the_maps(model: Transformer) -> None:
+    """3 target labels for 4 rows made a trace that `head_stats` and the views failed on later."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    short = _tokens(tgt)
+    short[1] = short[1][:-1]
+    for src_tokens, tgt_tokens, match in (
+        (_tokens(src), short, r"sentence 1's tokens do not fit .*decoder maps are not \(heads, 6, 6\)"),
+        (_tokens(src)[:2], _tokens(tgt), "2 source token lists for a batch of 3 sentences"),
+    ):
+        with pytest.raises(AttnlabError, match=match) as info:
+            rec.traces(src, tgt, src_tokens, tgt_tokens)
+        assert "\n" not in str(info.value)
+    assert len(rec.traces(src, tgt, _tokens(src), _tokens(tgt))) == 3
+
+
+def test_a_head_named_twice_is_recorded_once(model: Transformer) -> None:
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, kinds=["cross"], heads=[3, 1, -3]) as rec:
+        model(src, tgt)
+    trace = rec.traces(src, tgt, _tokens(src), _tokens(tgt))[0]
+    assert trace.heads == [1, 3] and trace.n_heads == 2
+    assert sorted({row["head"] for row in head_stats(trace)}) == [1, 3]
+    assert {row["rows"] for row in head_stats(trace)} == {4}  # not 8: head 1 counted once
+
+
+def test_one_kind_layer_or_head_may_be_given_alone(model: Transformer) -> None:
+    """`kinds="cross"` said "unknown attention kind(s) ['c', 'o', 'r', 's']", and `layers=1`
+    or `heads=2` "'int' object is not iterable"."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, kinds="cross", layers=-1, heads=np.int64(2)) as rec:
+        model(src, tgt)
+    assert list(rec.captures) == [("cross", 2)] and rec.heads == [2]
+    for selection, match in (
+        ({"kinds": "crss"}, r"unknown attention kind\(s\) \['crss'\]"),
+        ({"layers": 1.0}, "layer 1.0 does not exist"),
+        ({"heads": True}, "head True does not exist"),
+        ({"layers": [None]}, "layer None does not exist"),
+    ):
+        with pytest.raises(AttnlabError, match=match), record(model, **selection):
+            pass
+
+
+def test_trace_layers_are_whole_numbers(model: Transformer) -> None:
+    """ "1" and None were TypeErrors; True and 1.0 silently answered for layer 1."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    trace = rec.traces(src, tgt, _tokens(src), _tokens(tgt))[0]
+    assert trace.attention("cross", np.int64(-2)) is trace.attention("cross", 1)
+    for bad in ("1", None, True, 1.0):
+        with pytest.raises(AttnlabError, match=f"a layer is a whole number, got {bad!r}$"):
+            trace.attention("cross", bad)
+
+
+def test_a_trace_equals_itself_saved_and_loaded(model: Transformer, tmp_path) -> None:
+    """`==` was numpy's "truth value of an array is ambiguous" ValueError."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, heads=(0, 2)) as rec:
+        model(src, tgt)
+    trace, other = rec.traces(src, tgt, _tokens(src), _tokens(tgt), model_info(model, "ckpt"))[:2]
+    trace.meta["span"] = (1, 2)  # a tuple, saved as a list
+    loaded = AttentionTrace.load(trace.save(tmp_path / "t.trace"))
+    assert loaded == trace and trace != other and trace != "a trace"
+    loaded.maps["cross"][1] = loaded.maps["cross"][1] + 1e-3
+    assert loaded != trace
+
+
+def test_attention_parts_read_layers_and_heads_as_indices() -> None:
+    """1.0 and None were TypeErrors and head 1.5 an IndexError; head -1 was refused although
+    the widgets offer it (the model's last head)."""
+    model = load(Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de")
+    trace = model.score("A dog runs.", "Ein Hund läuft.", record=True).trace
+    last = model.config.n_heads - 1
+    np.testing.assert_allclose(
+        attention_parts(model, trace, "cross", -1, -1)["weights"], trace.attention("cross", -1)[last], atol=1e-4
+    )
+    for layer, head, match in (
+        (1.0, 0, "layer 1.0"),
+        (1, 1.5, "head 1.5"),
+        (None, 0, "layer None"),
+        (1, None, "head None"),
+    ):
+        with pytest.raises(AttnlabError, match=f"{match} does not exist") as info:
+            attention_parts(model, trace, "cross", layer, head)
+        assert "\n" not in str(info.value)

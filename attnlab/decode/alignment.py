@@ -25,6 +25,7 @@ import codecs
 import difflib
 import re
 from collections.abc import Iterable, Sequence
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,9 +44,26 @@ _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 # -- alignment error rate ------------------------------------------------------------------------------
-def _counts(hypothesis: Links, sure: Links, possible: Links) -> np.ndarray:
-    a, s = set(hypothesis), set(sure)
-    p = set(possible) | s  # a sure link is also a possible one
+def _link_set(links: object, what: str) -> Links:
+    """`links` as a set of (source_word, target_word) pairs, refused in one line unless it is
+    one (None, or a line of text in its place, was a TypeError from deep inside `set`)."""
+    if isinstance(links, str | bytes) or not isinstance(links, Iterable):
+        raise AttnlabError(f"the {what} links are (source_word, target_word) pairs, got {type(links).__name__}")
+    found = set()
+    for link in links:
+        if not (
+            isinstance(link, tuple | list)
+            and len(link) == 2
+            and all(isinstance(i, Integral) and not isinstance(i, bool) for i in link)
+        ):
+            raise AttnlabError(f"a {what} link is a (source_word, target_word) pair of word indices, got {link!r}")
+        found.add((int(link[0]), int(link[1])))
+    return found
+
+
+def _counts(hypothesis: Iterable, sure: Iterable, possible: Iterable) -> np.ndarray:
+    a, s = _link_set(hypothesis, "hypothesis"), _link_set(sure, "sure")
+    p = _link_set(possible, "possible") | s  # a sure link is also a possible one
     return np.array([len(a), len(s), len(a & s), len(a & p)])
 
 
@@ -67,7 +85,7 @@ def _report(counts: np.ndarray) -> dict[str, Any]:
 
 def aer(hypothesis: Iterable[tuple[int, int]], sure: Iterable[tuple[int, int]], possible: Iterable[tuple[int, int]]):
     """Och & Ney's precision, recall and AER of one sentence's links (a dict, also the counts)."""
-    return _report(_counts(set(hypothesis), set(sure), set(possible)))
+    return _report(_counts(hypothesis, sure, possible))
 
 
 def corpus_aer(
@@ -80,7 +98,7 @@ def corpus_aer(
         raise AttnlabError(f"{len(hypotheses)} hypothesis lines but {len(sures)} gold lines")
     total = np.zeros(4, dtype=np.int64)
     for a, s, p in zip(hypotheses, sures, possibles, strict=True):
-        total += _counts(set(a), set(s), set(p))
+        total += _counts(a, s, p)
     return {**_report(total), "sentences": len(hypotheses)}
 
 
@@ -201,7 +219,9 @@ def attention_rows(
     the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
     last piece, </s>, then has no row). `head` needs `layer` and `head`; `layer` averages one
     layer's heads (default: the last layer); `all` every layer and head; `shift` the all-layer
-    average, or one layer's (or head's) with `layer` (and `head`)."""
+    average, or one layer's (or head's) with `layer` (and `head`). Layers and heads are the
+    model's ids (negative: from its last), as the views name them: a trace recorded with
+    `heads=[2, 3]` holds head 2 in its first row."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
     if method == "head" and (layer is None or head is None):
@@ -211,9 +231,8 @@ def attention_rows(
         weights = np.mean([m.mean(0) for m in maps], axis=0)
     else:
         stack = trace.attention("cross", -1 if layer is None else layer)
-        if head is not None and not -stack.shape[0] <= head < stack.shape[0]:
-            raise AttnlabError(f"head {head} does not exist (the model has {stack.shape[0]} heads)")
-        weights = stack[head] if head is not None and method in ("head", "shift") else stack.mean(0)
+        row = None if head is None else trace.head_row(head)
+        weights = stack[row] if row is not None and method in ("head", "shift") else stack.mean(0)
     if method == "shift":
         return weights[1:], 1
     return weights, 0

@@ -28,7 +28,8 @@ HEAD_MASKS: ContextVar[Mapping[Any, Tensor]] = ContextVar("attnlab_head_masks", 
 @contextmanager
 def attached(variable: ContextVar[Mapping[Any, Any]], values: Mapping[Any, Any]) -> Iterator[None]:
     """Add `values` ({module: hook or head mask}) to this thread's `variable` while the block
-    runs; the previous mapping is back on exit, exceptions included."""
+    runs; the previous mapping is back on exit, exceptions included. A module already there gets
+    the new value: a caller that must keep the enclosing one (`ablate`'s masks) combines first."""
     token = variable.set({**variable.get(), **values})
     try:
         yield

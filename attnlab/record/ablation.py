@@ -22,16 +22,20 @@ from attnlab.record.trace import KINDS
 def ablate(model: Transformer, heads: Mapping[tuple[str, int], Sequence[int]]) -> Iterator[None]:
     """Switch heads off while the block runs: {(kind, layer): [head, ...]} -> their output is 0
     before W^O, as if the head were pruned (Michel et al., 2019). Always restored on exit.
+    Blocks nest: a head switched off by an enclosing block stays off inside this one (the masks
+    multiply), where replacing the module's mask would switch the outer block's heads back on.
     `model` is a `Transformer` or what `attnlab.load` returns."""
     model = transformer_of(model)
     off = heads_off(model.config, heads)
+    enclosing = HEAD_MASKS.get()
     chosen = {}
     for module in model.attention_modules():
         point = hook_point(module)
         if point in off:
             mask = torch.ones(model.config.n_heads, device=module.w_o.weight.device)
             mask[off[point]] = 0.0
-            chosen[module] = mask
+            outer = enclosing.get(module)
+            chosen[module] = mask if outer is None else mask * outer
     with attached(HEAD_MASKS, chosen):  # this thread's decoding only, like a recording
         yield
 

@@ -14,7 +14,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.attention import window_mask
-from attnlab.record.recorder import computed_in, weights_hash
+from attnlab.record.recorder import computed_in, index_in, weights_hash
 from attnlab.record.trace import AttentionTrace
 
 
@@ -60,15 +60,12 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
     in the teacher-forced pass over the trace's sentence pair.
 
     Returns (q, k) `scores` = QKᵀ/√d_k, `allowed` (the mask), `masked` (−∞ where forbidden),
-    `weights` = softmax, (k, d_v) `v`, (q, d_v) `out` = weights·V, and q/k vectors.
+    `weights` = softmax, (k, d_v) `v`, (q, d_v) `out` = weights·V, and q/k vectors. A negative
+    layer or head counts from the model's last, as the widgets do; 1.0, 1.5 or None is refused.
     """
     net = model.model
-    n_layers = net.config.n_layers
-    layer_index = layer + n_layers if layer < 0 else layer
-    if not 0 <= layer_index < n_layers:
-        raise AttnlabError(f"layer {layer} does not exist (the model has {n_layers})")
-    if not 0 <= head < net.config.n_heads:
-        raise AttnlabError(f"head {head} does not exist (the model has {net.config.n_heads})")
+    layer_index = index_in(layer, net.config.n_layers, "layer")
+    head = index_in(head, net.config.n_heads, "head")
     if kind == "encoder":
         module = net.encoder["layers"][layer_index].self_attn
     elif kind in ("decoder", "cross"):

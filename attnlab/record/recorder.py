@@ -77,18 +77,24 @@ class Recording:
     def weights(self, kind: str, layer: int) -> Tensor:
         """(B, h, Lq, Lk) for one hook point; incremental calls are stacked along Lq (keys
         that did not exist yet at an earlier step are exactly zero, as the causal mask says)."""
-        if kind not in KINDS:
-            raise AttnlabError(f"kind must be one of {KINDS}, got {kind!r}")
-        layer = layer + self.n_layers if layer < 0 else layer
-        if (kind, layer) not in self.captures:
-            raise AttnlabError(f"nothing was recorded for {kind} layer {layer}")
-        parts = self.captures[(kind, layer)].weights
+        parts = self._capture(kind, layer).weights
         width = max(part.size(-1) for part in parts)
         padded = [torch.nn.functional.pad(part, (0, width - part.size(-1))) for part in parts]
         return torch.cat(padded, dim=2)
 
     def values(self, kind: str, layer: int) -> list[Tensor]:
-        return self.captures[(kind, layer % self.n_layers)].values
+        """(B, h, Lk, d_v) per call of one hook point (empty unless `keep_values`)."""
+        return self._capture(kind, layer).values
+
+    def _capture(self, kind: str, layer: int) -> _Capture:
+        """What `kind` at model layer `layer` (negative: from the top) saw; a layer outside the
+        model (`% n_layers` read layer 3 of 3 as layer 0) or not recorded is a one-line error."""
+        if kind not in KINDS:
+            raise AttnlabError(f"kind must be one of {KINDS}, got {kind!r}")
+        layer = index_in(layer, self.n_layers, "layer")
+        if (kind, layer) not in self.captures:
+            raise AttnlabError(f"nothing was recorded for {kind} layer {layer}")
+        return self.captures[(kind, layer)]
 
     def traces(
         self,
@@ -110,6 +116,9 @@ class Recording:
                 "nothing was recorded: run the model itself inside the block, in the thread that opened it "
                 "(a torch.compile'd model is not recorded)"
             )
+        for what, tokens in (("source", src_tokens), ("target", tgt_tokens)):
+            if tokens is not None and len(tokens) != src.size(0):
+                raise AttnlabError(f"{len(tokens)} {what} token lists for a batch of {src.size(0)} sentences")
         traces = []
         src_lens = src.ne(pad_id).sum(1).tolist()
         # Position 0 is the decoder's start token, which Marian models spell as the pad token.
@@ -126,20 +135,23 @@ class Recording:
                 q_len, k_len = {"encoder": (ls, ls), "decoder": (lt, lt), "cross": (lt, ls)}[kind]
                 maps[kind] = [full[(kind, layer)][b, :, :q_len, :k_len].numpy().copy() for layer in layers]
                 masks[kind] = self._mask(kind, b, q_len, k_len)
-            traces.append(
-                AttentionTrace(
-                    src_tokens=list(src_tokens[b]),
-                    tgt_tokens=list(tgt_tokens[b]) if tgt_tokens is not None else [],
-                    maps=maps,
-                    masks=masks,
-                    layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
-                    heads=self.heads,
-                    model=dict(model_info or {}),
-                    meta={"heads_off": [[*point, head] for point, heads in sorted(self.off.items()) for head in heads]}
-                    if self.off
-                    else {},
-                )
+            trace = AttentionTrace(
+                src_tokens=list(src_tokens[b]),
+                tgt_tokens=list(tgt_tokens[b]) if tgt_tokens is not None else [],
+                maps=maps,
+                masks=masks,
+                layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
+                heads=self.heads,
+                model=dict(model_info or {}),
+                meta={"heads_off": [[*point, head] for point, heads in sorted(self.off.items()) for head in heads]}
+                if self.off
+                else {},
             )
+            # Labels that do not match the maps made the views and head_stats fail far from here.
+            damage = trace._damage()
+            if damage:
+                raise AttnlabError(f"sentence {b}'s tokens do not fit what was recorded: {damage}")
+            traces.append(trace)
         return traces
 
     def _mask(self, kind: str, b: int, q_len: int, k_len: int) -> np.ndarray:
@@ -151,7 +163,7 @@ class Recording:
         """(B, 1, Lq, Lk) bool: what each call of the hook point allowed, stacked along Lq like
         `weights` (a call without a mask allowed every key that existed then: incremental
         decoding feeds one position at a time, so later keys are False)."""
-        capture = self.captures[(kind, layer % self.n_layers)]
+        capture = self._capture(kind, layer)
         parts = []
         for weights, mask in zip(capture.weights, capture.masks, strict=True):
             rows, _, queries, keys = weights.shape
@@ -181,15 +193,23 @@ def index_in(value: object, size: int, what: str) -> int:
     return int(value) % size
 
 
+def _listed(value: object) -> list:
+    """A selection as a list: one kind, layer or head given alone (`kinds="cross"`, `layers=1`)
+    is a list of one, where iterating it read "cross" a letter at a time and failed on 1."""
+    if isinstance(value, str | numbers.Integral) or not isinstance(value, Iterable):
+        return [value]  # a float or None left in a list: `index_in` names it
+    return list(value)
+
+
 def _selected(
-    model: Transformer, kinds: Iterable[str] | None, layers: Iterable[int] | None
+    model: Transformer, kinds: str | Iterable[str] | None, layers: int | Iterable[int] | None
 ) -> list[MultiHeadAttention]:
-    kinds = set(KINDS if kinds is None else kinds)
-    unknown = kinds - set(KINDS)
+    kinds = list(KINDS) if kinds is None else _listed(kinds)
+    unknown = [kind for kind in kinds if kind not in KINDS]
     if unknown:
-        raise AttnlabError(f"unknown attention kind(s) {sorted(unknown)}; choose from {KINDS}")
+        raise AttnlabError(f"unknown attention kind(s) {unknown}; choose from {KINDS}")
     n = model.config.n_layers
-    wanted = None if layers is None else {index_in(layer, n, "layer") for layer in layers}
+    wanted = None if layers is None else {index_in(layer, n, "layer") for layer in _listed(layers)}
     chosen = []
     for module in model.attention_modules():
         kind, layer = hook_point(module)
@@ -201,20 +221,22 @@ def _selected(
 @contextmanager
 def record(
     model: Transformer,
-    kinds: Iterable[str] | None = None,
-    layers: Iterable[int] | None = None,
-    heads: Sequence[int] | None = None,
+    kinds: str | Iterable[str] | None = None,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Sequence[int] | None = None,
     keep_values: bool = False,
 ) -> Iterator[Recording]:
     """Record attention weights of the selected hook points while the block runs.
 
     kinds: subset of ("encoder", "decoder", "cross"); layers: indices (negative from the top);
-    heads: head indices to keep. The hooks are always removed on exit, exceptions included.
+    heads: head indices to keep, each once and in order (1 and -3 of 4 heads are one head, whose
+    maps `head_stats` would otherwise count twice). One kind, layer or head may be given alone.
+    The hooks are always removed on exit, exceptions included.
     """
     model = transformer_of(model)
     modules = _selected(model, kinds, layers)
     if heads is not None:
-        heads = [index_in(head, model.config.n_heads, "head") for head in heads]
+        heads = sorted({index_in(head, model.config.n_heads, "head") for head in _listed(heads)})
     busy = [m.name for m in modules if m.hook is not None]
     if busy:
         raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")

@@ -10,6 +10,7 @@ metadata holds the rest as JSON: lossless, versioned, and loading never executes
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,14 +80,30 @@ class AttentionTrace:
 
     def layer_index(self, kind: str, layer: int) -> int:
         """The model's index of `layer` (negative: from the model's top), which views name; a
-        layer this trace did not record is a one-line error."""
+        layer this trace did not record, or one that is not a whole number (True and 1.0 were
+        read as layer 1, "1" and None failed as TypeErrors), is a one-line error."""
         self._maps(kind)
+        if not _whole(layer):
+            raise AttnlabError(f"a layer is a whole number, got {layer!r}")
+        layer = int(layer)
         layers = self.layers[kind]
         n_model_layers = int(self.model.get("config", {}).get("n_layers", max(layers) + 1))
         index = layer + n_model_layers if layer < 0 else layer
         if index not in layers:
             raise AttnlabError(f"layer {layer} of {kind} attention was not recorded (recorded: {layers})")
         return index
+
+    def head_row(self, head: int) -> int:
+        """The row of the maps that holds the model's head `head` (negative: from the model's last
+        head): a trace recorded with `heads=[2, 3]` holds head 2 in row 0, and a view asked for
+        "head 0" must not be shown head 2. A head this trace lacks is a one-line error."""
+        held = list(self.heads) if self.heads is not None else list(range(self.n_heads))
+        n_model_heads = int(self.model.get("config", {}).get("n_heads", max(held, default=-1) + 1))
+        if _whole(head):
+            index = int(head) + n_model_heads if head < 0 else int(head)
+            if index in held:
+                return held.index(index)
+        raise AttnlabError(f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, held))}")
 
     def mask(self, kind: str) -> np.ndarray:
         """(q_len, k_len) bool, True where attending was allowed."""
@@ -253,9 +270,34 @@ class AttentionTrace:
             return "a mask does not match its maps"
         return None
 
+    def __eq__(self, other: object) -> bool:
+        """The same sentence pair, maps and description, arrays compared by value (the generated
+        `==` asked numpy for the truth of an array): `load(trace.save(path)) == trace`."""
+        if not isinstance(other, AttentionTrace):
+            return NotImplemented
+        fields = ("src_tokens", "tgt_tokens", "maps", "masks", "layers", "heads", "model", "meta")
+        return all(_same(getattr(self, name), getattr(other, name)) for name in fields)
+
     def __repr__(self) -> str:
         shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
         return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"
+
+
+def _whole(value: object) -> bool:
+    """An index: an integer (a numpy one too), not a bool, a float or a string."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values, arrays by shape and content at any depth; a tuple equals the list it is
+    saved as (JSON has no tuples)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _plain(value: Any, where: str) -> Any:
