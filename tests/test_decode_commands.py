@@ -244,3 +244,33 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     assert refused(capsys, [*profile, "--out", str(tmp_path / "p.parquet")]).startswith(
         "--beam and --alpha set the search"
     )
+
+
+# -- 7. checkpoints found as decoding finds them; blank lines ------------------------------------------
+def test_scoring_outputs_reads_a_run_or_marian_checkpoint_as_decoding_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaluate --hyp OUT --checkpoint RUN` failed ("run/config.json: not a usable attnlab
+    config") where decoding takes a run directory (its newest checkpoint), or a Marian one."""
+    from marian_models import make_marian
+
+    run = tmp_path / "run"
+    shutil.copytree(bundled(CHINESE), run / "checkpoints" / "step_100", ignore=shutil.ignore_patterns("probes"))
+    hyp, ref = write(tmp_path / "out.zh", ["我喜欢茶。"]), write(tmp_path / "ref.zh", ["我喜欢喝茶。"])
+    assert main(["evaluate", "--checkpoint", str(run), "--hyp", str(hyp), "--ref", str(ref), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu_signature"].count("tok:zh") == 1  # the run's target language
+    marian = make_marian(tmp_path / "marian", "gelu")
+    assert main(["evaluate", "--checkpoint", str(marian), "--hyp", str(hyp), "--ref", str(ref), "--json"]) == 0
+    capsys.readouterr()
+    parses = write(tmp_path / "trees", ["(S (NP (DT A) (NN dog)) (VP (VBZ runs)))"])
+    assert main(["evaluate", "--checkpoint", str(bundled(PARSER)), "--hyp", str(parses), "--ref", str(parses)]) == 0
+    assert capsys.readouterr().out.startswith("labelled brackets")  # the checkpoint's task: a parser's F1
+
+
+def test_a_line_of_invisible_characters_is_an_empty_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It passed `str.strip()`: the batch failed and every line was decoded again one at a time."""
+    source = write(tmp_path / "in.en", [SOURCES[0], "\u200b\ufeff", SOURCES[1]])
+    assert main(["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(source)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[1] == "" and all(captured.out.splitlines()[::2])
+    assert "line 2 is empty; writing an empty line" in captured.err and "the input is empty" not in captured.err

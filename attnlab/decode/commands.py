@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from attnlab.data.corpora import read_text, text_lines
+from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, load
 from attnlab.decode.pharaoh import format_pharaoh
@@ -163,7 +164,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b)
     lines = _lines(args.input)
     start = time.time()
-    good = [i for i, line in enumerate(lines) if line.strip()]
+    good = [i for i, line in enumerate(lines) if not is_blank(line)]  # (a blank batch line fails them all)
     outputs = [""] * len(lines)
     failed = 0
     if good:
@@ -179,7 +180,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
                     failed += 1
                     print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
     for i, line in enumerate(lines):
-        if not line.strip():
+        if is_blank(line):
             print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
     write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
@@ -216,9 +217,9 @@ def cli_record(argv: list[str]) -> int:
     if references is not None and len(references) != len(sentences):
         raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")
     for i, sentence in enumerate(sentences):  # before any trace is written: a run stopped halfway misleads
-        if not sentence.strip():
+        if is_blank(sentence):
             raise AttnlabError(f"{names[i]}: the sentence is empty")
-        if references is not None and not references[i].strip():
+        if references is not None and is_blank(references[i]):
             raise AttnlabError(f"{args.reference}:{i + 1}: the reference is empty")
     model = load(args.checkpoint)
     for i, sentence in enumerate(sentences):  # too long for the model: said before the first trace too

@@ -23,7 +23,7 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from attnlab.data.corpora import read_text
-from attnlab.data.tokenizer import HAN, UNSPACED, mostly_han
+from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
 from attnlab.decode.api import load
@@ -36,7 +36,7 @@ from attnlab.decode.commands import (
 )
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
-from attnlab.model.checkpoint import read_config, update_meta, verify
+from attnlab.model.checkpoint import update_meta, verify
 from attnlab.model.memory import keep_freed_memory
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
@@ -159,12 +159,13 @@ def cli(argv: list[str]) -> int:
     tgt_lang = None
     if outputs is not None:
         task = args.task or "translate"
-        if args.checkpoint:  # not decoded, but its meta still names the target language
-            tgt_lang = read_config(args.checkpoint)[1].get("data", {}).get("tgt_lang")
+        if args.checkpoint:  # not decoded, but it names the target language and the task
+            named = load(args.checkpoint)  # found as decoding finds it: a run's newest, a Marian directory
+            task, tgt_lang = args.task or named.task, named.meta.get("data", {}).get("tgt_lang")
     else:
         if not (args.checkpoint and sources is not None):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
-        blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
+        blank = next((i for i, line in enumerate(sources) if is_blank(line)), None)
         if blank is not None:
             raise AttnlabError(f"{args.src}:{blank + 1}: the line is empty; every line needs a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits

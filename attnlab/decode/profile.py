@@ -37,6 +37,7 @@ import torch
 from tqdm import tqdm
 
 from attnlab.data.corpora import read_text
+from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result, load
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, check_out, search_settings
@@ -91,7 +92,7 @@ def profile(
         if lines is not None and len(lines) != len(sources):
             raise DataError(f"{len(sources)} source lines but {len(lines)} {name} lines")
     for name, lines in (("source", sources), ("target", targets)):
-        blank = next((i for i, line in enumerate(lines or []) if not line.strip()), None)
+        blank = next((i for i, line in enumerate(lines or []) if is_blank(line)), None)
         if blank is not None:  # before any decoding, which takes minutes
             raise DataError(f"{name} line {blank + 1} is empty")
     links = None
