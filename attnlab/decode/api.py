@@ -203,7 +203,8 @@ class Model:
         scores what `score` gives its tree, so reference trees and parses rank together."""
         words = self._source_text(source).split()
         whole = whole_trees(hyps, self.target_tokenizer.decode, words, self.spelled)
-        rescored = [scored(h.tokens, self._teacher_forced(src_ids, h.tokens), alpha) for h in whole]
+        steps = self._teacher_forced(src_ids, [h.tokens for h in whole])
+        rescored = [scored(h.tokens, own, alpha) for h, own in zip(whole, steps, strict=True)]
         return sorted(rescored, key=lambda h: -h.score)
 
     def parse(self, sentence: str | list[str], **kwargs: Any) -> Result | list[Result]:
@@ -275,13 +276,15 @@ class Model:
             raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
         return pieces[:room], True
 
-    def _teacher_forced(self, src_ids: list[int], produced: list[int]) -> list[float]:
-        """The model's log-probability of each produced token (ending in </s>) given the ones before."""
-        src = torch.tensor([src_ids])
-        tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
+    def _teacher_forced(self, src_ids: list[int], outputs: list[list[int]]) -> list[list[float]]:
+        """Each output's tokens' log-probabilities (it ends in </s>), teacher-forced, in one batch padded at
+        the end (a parser rescores up to 21 trees; the causal mask keeps padding out of earlier positions)."""
+        width, c = max(map(len, outputs)), self.config
+        tgt = torch.tensor([[c.bos_id, *out[:-1], *[c.pad_id] * (width - len(out))] for out in outputs])
         with torch.no_grad():
-            lprobs = torch.log_softmax(self.model(src, tgt).float(), -1)[0]
-        return lprobs.gather(-1, torch.tensor(produced)[:, None]).squeeze(-1).tolist()
+            lprobs = torch.log_softmax(self.model(torch.tensor([src_ids] * len(tgt)), tgt).float(), -1)
+        picked = [lprobs[i, : len(out)].gather(-1, torch.tensor(out)[:, None]) for i, out in enumerate(outputs)]
+        return [p.squeeze(-1).tolist() for p in picked]
 
     def score(
         self,
@@ -310,7 +313,7 @@ class Model:
             check_target_tree(self.target_tokenizer.decode(pieces), words, self.spelled, cut)
         truncated |= cut
         produced = [*pieces, self.config.eos_id]
-        steps = self._teacher_forced(src_ids, produced)
+        steps = self._teacher_forced(src_ids, [produced])[0]
         result = Result(
             source=source,
             text=target if isinstance(target, str) and self.task != "parse" else self.detokenize(produced, source),
