@@ -183,6 +183,8 @@ def test_selection_by_kind_layer_head(model: Transformer) -> None:
     assert trace.attention("encoder", 2).shape == (2, 9, 9) and trace.heads == [1, 3]
     with pytest.raises(AttnlabError, match="no cross attention"):
         trace.attention("cross", 0)
+    with pytest.raises(AttnlabError, match="no cross attention"):  # its labels were ([], the source)
+        trace.labels("cross")
 
 
 def test_save_load_round_trip_and_damage(model: Transformer, tmp_path) -> None:

@@ -114,12 +114,14 @@ class AttentionTrace:
         return np.tril(np.ones((q, k), bool)) if kind == "decoder" else np.ones((q, k), bool)
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query labels, key labels) of `kind`'s maps."""
+        """(query labels, key labels) of `kind`'s maps; a kind this trace lacks is a one-line error
+        (an encoder-only trace gave cross attention's labels as ([], its source))."""
+        self._maps(kind)
         return {
             "encoder": (self.src_tokens, self.src_tokens),
             "decoder": (self.tgt_tokens, self.tgt_input_tokens),
             "cross": (self.tgt_tokens, self.src_tokens),
-        }[self._check_kind(kind)]
+        }[kind]
 
     def _check_kind(self, kind: str) -> str:
         if kind not in KINDS:
