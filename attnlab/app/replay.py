@@ -80,7 +80,7 @@ class Timeline(w.VBox):
 def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
     """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
     if not isinstance(run_or_checkpoint, str | Path):
-        raise AttnlabError(f"replay takes a run or checkpoint directory, got {type(run_or_checkpoint).__name__}")
+        raise AttnlabError(i18n.text("widgets.replay_path", lang, got=type(run_or_checkpoint).__name__))
     snapshots = probe_snapshots(run_or_checkpoint)
     if not snapshots:
         raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
