@@ -169,6 +169,8 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "no target.spm": (lambda d: (d / "target.spm").unlink(), "a Marian model needs target.spm"),
     "ids not integers": (lambda d: edit_vocab(d, the="7"), "a vocabulary maps pieces to integer ids"),
     "no <unk>": (lambda d: edit_vocab(d, **{"<unk>": None}), "the vocabulary has no <unk> piece"),
+    "no </s>": (lambda d: edit_vocab(d, **{"</s>": None}), "the vocabulary has no </s> piece"),
+    "a negative id": (lambda d: edit_vocab(d, the=-2), "the vocabulary gives 'the' the negative id -2"),
     "garbage source.spm": (lambda d: (d / "source.spm").write_bytes(b"xx"), "source.spm: not a sentencepiece model"),
     "ids past the vocabulary": (lambda d: edit_vocab(d, zzz=1000), "has ids up to 1,000 but config.json a vocabulary"),
     "integer weights": (integer_weights, "not floating point"),

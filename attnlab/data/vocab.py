@@ -43,8 +43,12 @@ class VocabTokenizer:
     def __init__(
         self, spm_path: str | Path, vocab: dict[str, int], unk: str = "<unk>", pad: str = "<pad>", eos: str = "</s>"
     ) -> None:
-        if unk not in vocab:
-            raise DataError(f"the vocabulary has no {unk} piece")
+        for needed in (unk, eos):  # without </s> no output could end (it decoded to the length limit)
+            if needed not in vocab:
+                raise DataError(f"the vocabulary has no {needed} piece")
+        negative = next((piece for piece, i in vocab.items() if i < 0), None)
+        if negative is not None:  # (it read as an id counted from the end of the table)
+            raise DataError(f"the vocabulary gives {negative!r} the negative id {vocab[negative]}")
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(spm_path))
         except (OSError, RuntimeError) as error:
