@@ -27,6 +27,7 @@ from torch import Tensor
 from attnlab.errors import ConfigError, ModelInputError, TimeLimitError
 from attnlab.model.cache import KVCache
 from attnlab.model.transformer import Transformer
+from attnlab.record.trace import whole_number
 
 
 @dataclass
@@ -296,11 +297,6 @@ def greedy_search(
     return [r for r in results if r is not None]
 
 
-def _whole(value: object) -> bool:
-    """An integer of any kind (Python's, NumPy's), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _finite(value: object) -> bool:
     """A finite real number of any kind (NumPy's, a Fraction), not a bool or a numeric string."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
@@ -318,7 +314,7 @@ def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_
     fail deep inside with a TypeError): a beam below 1 or a fraction, a bad α (`check_alpha`),
     and a length limit that leaves no room (max_len_b = -100 silently produced empty
     translations). NumPy's numbers count as numbers."""
-    if not _whole(beam) or beam < 1:
+    if not whole_number(beam) or beam < 1:
         raise ConfigError(f"beam must be a whole number ≥ 1 (1: greedy), got {beam!r}")
     check_alpha(alpha)
     if not (_finite(max_len_a) and _finite(max_len_b)) or max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
@@ -326,7 +322,7 @@ def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_
             f"the output may be max_len_a × input + max_len_b long: both must be numbers ≥ 0 and not both 0, "
             f"got {max_len_a!r} and {max_len_b!r}"
         )
-    if n_best is not None and (not _whole(n_best) or n_best < 1):
+    if n_best is not None and (not whole_number(n_best) or n_best < 1):
         raise ConfigError(f"n_best must be a whole number ≥ 1, got {n_best!r}")
 
 

@@ -83,7 +83,7 @@ class AttentionTrace:
         layer this trace did not record, or one that is not a whole number (True and 1.0 were
         read as layer 1, "1" and None failed as TypeErrors), is a one-line error."""
         self._maps(kind)
-        if not _whole(layer):
+        if not whole_number(layer):
             raise AttnlabError(f"a layer is a whole number, got {layer!r}")
         layer = int(layer)
         layers = self.layers[kind]
@@ -99,7 +99,7 @@ class AttentionTrace:
         "head 0" must not be shown head 2. A head this trace lacks is a one-line error."""
         held = list(self.heads) if self.heads is not None else list(range(self.n_heads))
         n_model_heads = int(self.model.get("config", {}).get("n_heads", max(held, default=-1) + 1))
-        if _whole(head):
+        if whole_number(head):
             index = int(head) + n_model_heads if head < 0 else int(head)
             if index in held:
                 return held.index(index)
@@ -285,8 +285,9 @@ class AttentionTrace:
         return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"
 
 
-def _whole(value: object) -> bool:
-    """An index: an integer (a numpy one too), not a bool, a float or a string."""
+def whole_number(value: object) -> bool:
+    """An integer of any kind (Python's, NumPy's), not a bool, a float or a string: what an index
+    or a count may be (decoding settings use it too)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
