@@ -40,6 +40,15 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _decoding_kernel() -> None:
+    """Built before the first test (once per machine, ~30 s; `make setup` normally has): a test
+    that decodes under a time limit must not spend it compiling."""
+    from attnlab.model.kernels import extension
+
+    extension()
+
+
 @pytest.fixture(autouse=True)
 def _deterministic() -> None:
     torch.manual_seed(0)

@@ -1,4 +1,15 @@
-"""The incremental-decoding state of the decoder's attention layers (fairseq's layout)."""
+"""The incremental-decoding state of the decoder's attention layers.
+
+Self-attention keys and values are written once and never moved. Each decoder layer keeps a
+store, (positions, slots, h, d): the new position of decoder row i goes to slot i, and `slots`,
+(rows, positions) int32 and shared by the layers, says which slot holds each row's position t.
+A beam search reordering its rows then reorders that small table, not every layer's prefix
+(FasterTransformer's "cache indirection"): `attnlab.model.kernels.cached_attention` reads the
+histories in place. Copying them instead (fairseq's layout, this module until issue #19's eighth
+round) read and wrote each layer's whole prefix every step.
+
+The encoder-decoder keys and values are computed once per source and follow the sentences.
+"""
 
 from __future__ import annotations
 
@@ -10,30 +21,50 @@ from torch import Tensor
 
 @dataclass
 class KVCache:
-    """Incremental-decoding state: per decoder layer, self-attention K/V so far and the
-    encoder-decoder K/V, computed once per source (as fairseq does).
+    """Per decoder layer {"self": {"k", "v": stores, "slots"}, "cross": {"k", "v"}}, the number
+    of target positions already processed, and the slot table the layers share."""
 
-    Reordering (every beam-search step) copies each row's self-attention K/V into a buffer one
-    position longer, `k_room`/`v_room`, whose last slot the next step fills in place: one copy of
-    the prefix per step instead of two (reorder, then concatenate), half the time of the two."""
-
-    layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)  # [{"self": {k, v}, "cross": {k, v}}]
+    layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)
     length: int = 0  # target positions already processed
+    slots: Tensor | None = None  # (rows, positions) int32: the slot holding each row's position t
+
+    def advance(self, rows: int, positions: int, device: torch.device | str) -> None:
+        """Before the decoder reads `positions` new positions of `rows` rows: row i writes
+        them into slot i. Every layer's self-attention sees the table (`layers[l]["self"]["slots"]`)."""
+        new = torch.arange(rows, dtype=torch.int32, device=device)[:, None].expand(rows, positions)
+        self.slots = new.contiguous() if self.slots is None else torch.cat([self.slots, new], dim=1)
+        for layer in self.layers:
+            layer.setdefault("self", {})["slots"] = self.slots
 
     def reorder(self, index: Tensor, memory_index: Tensor | None = None) -> None:
         """Follow the beams: row i of the new batch continues row index[i] of the old one. The
         encoder-decoder K/V follow `memory_index` instead when they are kept once per sentence
         rather than once per row (see `MultiHeadAttention.forward`); None: they follow `index`."""
+        if self.slots is not None:
+            self.slots = self.slots.index_select(0, index.to(self.slots.device))
         cross = index if memory_index is None else memory_index
         unchanged = torch.equal(cross, torch.arange(len(cross)))
         for layer in self.layers:
-            past = layer["self"]
-            for name in ("k", "v"):
-                # a second reorder before the next step moves the room's filled part
-                prefix = past.pop(name) if name in past else past.pop(f"{name}_room")[:, :, :-1]
-                room = prefix.new_empty(len(index), prefix.size(1), prefix.size(2) + 1, prefix.size(3))
-                torch.index_select(prefix, 0, index.to(prefix.device), out=room[:, :, :-1])
-                past[f"{name}_room"] = room
             for name, tensor in layer["cross"].items():
                 if not (unchanged and tensor.size(0) == len(cross)):  # else: nothing moves
                     layer["cross"][name] = tensor.index_select(0, cross.to(tensor.device))
+
+
+def store(past: dict[str, Tensor], k: Tensor, v: Tensor) -> None:
+    """Write the newest positions' keys and values, (rows, h, L, d), into a layer's stores: the
+    last L positions of `past["slots"]`, row i into slot i. A store grows by doubling (an
+    amortised copy) when a position or a row does not fit."""
+    rows, _, new, _ = k.shape
+    positions = past["slots"].size(1)
+    for name, x in (("k", k), ("v", v)):
+        held = past.get(name)
+        capacity = 16 if held is None else held.size(0)
+        while capacity < positions:
+            capacity *= 2
+        width = rows if held is None else max(rows, held.size(1))
+        if held is None or (capacity, width) != tuple(held.shape[:2]):
+            grown = x.new_empty(capacity, width, x.size(1), x.size(3))
+            if held is not None:
+                grown[: held.size(0), : held.size(1)] = held
+            past[name] = held = grown
+        held[positions - new : positions, :rows] = x.permute(2, 0, 1, 3)

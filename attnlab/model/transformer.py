@@ -18,10 +18,11 @@ from torch import Tensor, nn
 
 from attnlab.errors import ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
-from attnlab.model.cache import KVCache
+from attnlab.model.cache import KVCache, store
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
 from attnlab.model.hooks import HEAD_MASKS, HOOKS, AttentionHook
+from attnlab.model.kernels import cached_attention, gather
 from attnlab.model.linear import PackedWeight, linear
 
 
@@ -106,16 +107,18 @@ class MultiHeadAttention(nn.Module):
         else:
             source = x if memory is None else memory
             k, v = self._split(self.w_k(source), self.d_k), self._split(self.w_v(source), self.d_v)
-            if cache is not None and memory is None and "k_room" in cache:  # reordered: one free slot
-                k_room, v_room = cache.pop("k_room"), cache.pop("v_room")
-                k_room[:, :, -1:], v_room[:, :, -1:] = k, v
-                k, v = k_room, v_room
-            elif cache is not None and memory is None and "k" in cache:
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            elif cache is not None and memory is not None:  # laid out once for every step's QKᵀ and ·V
+            if cache is not None and memory is not None:  # laid out once for every step's QKᵀ and ·V
                 k, v = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
-        if cache is not None:
-            cache["k"], cache["v"] = k, v
+                cache["k"], cache["v"] = k, v
+        if cache is not None and memory is None:  # incremental self-attention (attnlab.model.cache)
+            store(cache, k, v)
+            length = cache["slots"].size(1)
+            if q.size(2) == 1 and self.hook is None:  # one new query: read the histories in place
+                first = 0 if self.window is None else max(0, length - 1 - self.window)
+                out = cached_attention(q[:, :, 0], cache["k"], cache["v"], cache["slots"], first, length)
+                return self._project(out[:, :, None])
+            if length > k.size(2):  # recorded: the histories in order, for the explicit Eq. (1)
+                k, v = gather(cache["k"], cache["slots"], 0, length), gather(cache["v"], cache["slots"], 0, length)
         if self.window is not None and self.window < k.size(2) - 1:  # else the window covers everything
             if self.hook is None and q.size(2) == k.size(2) > BANDED_FROM * (2 * self.window + 1):
                 keep = None if mask is None or mask.size(-2) > 1 else mask[:, 0, 0, :]  # key padding
@@ -359,6 +362,7 @@ class Transformer(nn.Module):
                 raise ModelInputError("incremental decoding feeds one position at a time")
             if not cache.layers:
                 cache.layers = [{} for _ in self.decoder["layers"]]
+            cache.advance(tgt.size(0), tgt.size(1), tgt.device)
         memory = cast_once(memory)
         for i, layer in enumerate(self.decoder["layers"]):
             x = layer(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers[i])

@@ -1,0 +1,123 @@
+// Eq. (1) for one new query per row over a beam search's key/value store, read in place.
+//
+// Beam search reorders its rows every step: row i continues some old row. Copying every layer's
+// keys and values into the new order (what a plain cache does) reads and writes the whole prefix
+// each step. Here nothing moves: position t of every row was written once, at store[t, slot], and
+// slots[i, t] says which slot holds position t of row i's history, so a reorder only reorders the
+// small (rows, length) table of slots. The kernel gathers while it reads (FasterTransformer's
+// "cache indirection"), in one pass: scores, softmax and the weighted sum of values.
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+// 16 floats as one value: GCC and Clang lower it to one AVX-512 register, two AVX2 ones or four
+// SSE ones, whatever the machine (-march=native) has.
+typedef float f16x __attribute__((vector_size(64)));
+typedef uint16_t u16x __attribute__((vector_size(32)));
+typedef uint32_t u32x __attribute__((vector_size(64)));
+constexpr int64_t W = 16;
+
+inline f16x load(const float* p) {
+  f16x x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+inline f16x load(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: widen and shift
+  u16x half;
+  std::memcpy(&half, p, sizeof half);
+  u32x wide = __builtin_convertvector(half, u32x) << 16;
+  f16x x;
+  std::memcpy(&x, &wide, sizeof x);
+  return x;
+}
+inline float widen(float x) { return x; }
+inline float widen(c10::BFloat16 x) { return static_cast<float>(x); }
+
+inline float sum(f16x x) {
+  float s = 0.f;
+  for (int64_t i = 0; i < W; ++i) s += x[i];
+  return s;
+}
+
+template <typename T>
+void attend(const T* q, const T* k, const T* v, const int32_t* slots, T* out, int64_t rows, int64_t heads,
+            int64_t dk, int64_t dv, int64_t first, int64_t length, int64_t k_t, int64_t k_s, int64_t v_t, int64_t v_s, int64_t slot_stride,
+            float scale) {
+  const int64_t dk_w = dk / W * W, dv_w = dv / W * W;  // vector part; the rest (if any) one by one
+  at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(length), query(dk), acc(dv);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t row = i / heads, head = i % heads;
+      for (int64_t d = 0; d < dk; ++d) query[d] = widen(q[i * dk + d]) * scale;
+      const int32_t* where = slots + row * slot_stride;
+      float top = -INFINITY;
+      for (int64_t t = first; t < length; ++t) {
+        const T* kt = k + t * k_t + where[t] * k_s + head * dk;
+        f16x partial = {};
+        for (int64_t d = 0; d < dk_w; d += W) partial += load(query.data() + d) * load(kt + d);
+        float s = sum(partial);
+        for (int64_t d = dk_w; d < dk; ++d) s += query[d] * widen(kt[d]);
+        scores[t] = s;
+        top = std::max(top, s);
+      }
+      float total = 0.f;
+      for (int64_t t = first; t < length; ++t) {
+        scores[t] = std::exp(scores[t] - top);
+        total += scores[t];
+      }
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t t = first; t < length; ++t) {
+        const T* vt = v + t * v_t + where[t] * v_s + head * dv;
+        const float p = scores[t] / total;
+        for (int64_t d = 0; d < dv_w; d += W) {
+          f16x a = load(acc.data() + d) + p * load(vt + d);
+          std::memcpy(acc.data() + d, &a, sizeof a);
+        }
+        for (int64_t d = dv_w; d < dv; ++d) acc[d] += p * widen(vt[d]);
+      }
+      for (int64_t d = 0; d < dv; ++d) out[i * dv + d] = static_cast<T>(acc[d]);
+    }
+  });
+}
+
+// q (rows, heads, d_k); k (capacity, n_slots, heads, d_k); v (capacity, n_slots, heads, d_v);
+// slots (rows, >= length) int32. Attends to positions [first, length) -> (rows, heads, d_v).
+torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor slots, int64_t first,
+                               int64_t length) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.dim() == 4 && slots.dim() == 2, "cached_attention: bad ranks");
+  TORCH_CHECK(q.is_contiguous() && k.stride(3) == 1 && k.stride(2) == k.size(3) && v.stride(3) == 1 && v.stride(2) == v.size(3) &&
+                  slots.stride(1) == 1,
+              "cached_attention: contiguous tensors expected");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(), "cached_attention: dtypes differ");
+  TORCH_CHECK(slots.scalar_type() == at::kInt && slots.size(0) == q.size(0) && slots.size(1) >= length,
+              "cached_attention: slots must be (rows, >= length) int32");
+  TORCH_CHECK(0 <= first && first < length && length <= k.size(0), "cached_attention: positions out of range");
+  auto out = torch::empty({q.size(0), q.size(1), v.size(3)}, q.options());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(2)));
+  AT_DISPATCH_SWITCH(q.scalar_type(), "cached_attention",
+                     AT_DISPATCH_CASE(at::kFloat, [&] {
+                       attend<float>(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                     slots.data_ptr<int32_t>(), out.data_ptr<float>(), q.size(0), q.size(1),
+                                     q.size(2), v.size(3), first, length, k.stride(0), k.stride(1), v.stride(0), v.stride(1), slots.stride(0), scale);
+                     }) AT_DISPATCH_CASE(at::kBFloat16, [&] {
+                       using T = c10::BFloat16;
+                       attend<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), slots.data_ptr<int32_t>(),
+                                 out.data_ptr<T>(), q.size(0), q.size(1), q.size(2), v.size(3), first, length,
+                                 k.stride(0), k.stride(1), v.stride(0), v.stride(1), slots.stride(0), scale);
+                     }));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("cached_attention", &cached_attention, "Eq. (1), one query per row, over a slot-indexed key/value store");
+}

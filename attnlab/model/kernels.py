@@ -1,0 +1,106 @@
+"""attnlab's one hand-written kernel, compiled on first use, and its PyTorch twin.
+
+`cached_attention` is Eq. (1) for one new query per row over a beam search's key/value store
+(`attnlab.model.cache`), gathering each row's history while it reads instead of copying the
+cache into the beams' new order every step (csrc/cached_attention.cpp says how). PyTorch has no
+operation that attends through an index, and the copy it would need is what the kernel saves: on
+test2016 it makes fp32 decoding 1.1x faster (docs/BENCHMARKS.md, round eight).
+
+The kernel is compiled with the machine's own compiler the first time it is needed (about 30 s
+on two cores; `make setup` does it ahead), for this machine's vector instructions, and cached by
+PyTorch per PyTorch version (`TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions).
+Written by hand because no library offers it: PyTorch has no gather-while-attending operation,
+and CTranslate2's own kernels are not callable on PyTorch tensors. Where it cannot be built (no
+C++ compiler), decoding warns once, in one line, and runs `gathered_attention`, the same maths in
+PyTorch operations (tested equal) and slower; `ATTNLAB_KERNELS=0` chooses that path.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+import torch
+from torch import Tensor
+
+SOURCE = Path(__file__).with_name("csrc") / "cached_attention.cpp"
+_built: dict[str, ModuleType | None] = {}
+
+
+def enabled() -> bool:
+    """Whether decoding may use the compiled kernel: `ATTNLAB_KERNELS=0` turns it off (to
+    compare the two paths, or on a machine where compiling is unwelcome)."""
+    return os.environ.get("ATTNLAB_KERNELS", "1") != "0"
+
+
+def extension() -> ModuleType | None:
+    """The compiled kernel, built once per process (and cached on disk across processes); None
+    where it cannot be built, said once in one line."""
+    if "module" not in _built:
+        _built["module"] = None
+        try:
+            from torch.utils.cpp_extension import load  # lazy: pulls in setuptools, only when decoding
+
+            with _ninja_on_path():
+                _built["module"] = load(
+                    name="attnlab_cached_attention_" + re.sub(r"\W", "_", torch.__version__),  # rebuilt per PyTorch
+                    sources=[str(SOURCE)],
+                    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+                    extra_ldflags=["-fopenmp"],
+                )
+        except Exception as error:  # noqa: BLE001 - any build failure means: use the PyTorch twin
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(
+                f"the decoding kernel could not be built ({reason}); decoding in PyTorch operations", stacklevel=2
+            )
+    return _built["module"]
+
+
+@contextmanager
+def _ninja_on_path() -> Iterator[None]:
+    """PyTorch runs `ninja` from PATH; the `ninja` package (a dependency) keeps its binary beside
+    the interpreter's scripts, which are not on PATH when `.venv/bin/python` runs unactivated."""
+    saved = os.environ.get("PATH", "")
+    try:
+        import ninja  # optional: a system ninja on PATH serves as well
+
+        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + saved
+    except ImportError:
+        pass
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+
+
+def cached_attention(q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
+    """softmax(q·Kᵀ/√d_k)·V for one query per row over positions [first, length) of a store.
+
+    q: (N, h, d_k); k: (T, S, h, d_k) and v: (T, S, h, d_v), position t of slot s at [t, s];
+    slots: (N, ≥ length) int32, the slot of each row's position t. Returns (N, h, d_v). The
+    compiled kernel on the CPU when it is built, else `gathered_attention`."""
+    module = (
+        extension() if q.device.type == "cpu" and enabled() and q.dtype in (torch.float32, torch.bfloat16) else None
+    )
+    if module is None:
+        return gathered_attention(q, k, v, slots, first, length)
+    return module.cached_attention(q.contiguous(), k, v, slots, first, length)
+
+
+def gather(store: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
+    """Rows' histories from a (T, S, h, d) store: (N, h, length - first, d), in order."""
+    positions = torch.arange(first, length, device=store.device)
+    return store[positions[None, :], slots[:, first:length].long()].permute(0, 2, 1, 3)
+
+
+def gathered_attention(q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
+    """`cached_attention` in PyTorch operations: copy the histories out, then Eq. (1)."""
+    keys, values = gather(k, slots, first, length), gather(v, slots, first, length)
+    scores = (q[:, :, None] @ keys.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (N, h, 1, L)
+    return (torch.softmax(scores, dim=-1) @ values)[:, :, 0]

@@ -1,0 +1,115 @@
+"""The decoding kernel (`attnlab.model.kernels`) and the key/value store it reads (`KVCache`)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from attnlab.decode.search import generate
+from attnlab.model import kernels
+from attnlab.model.config import preset
+from attnlab.model.transformer import KVCache, Transformer
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, first: int, length: int):
+    """Eq. (1) written out row by row in fp64, from the store as the docstring defines it."""
+    out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=torch.float64)
+    for row in range(q.shape[0]):
+        for head in range(q.shape[1]):
+            keys = torch.stack([k[t, slots[row, t], head] for t in range(first, length)]).double()
+            values = torch.stack([v[t, slots[row, t], head] for t in range(first, length)]).double()
+            weights = torch.softmax(keys @ q[row, head].double() / math.sqrt(q.shape[-1]), dim=0)
+            out[row, head] = weights @ values
+    return out
+
+
+def test_the_kernel_builds_here() -> None:
+    """CI has a compiler: a kernel that stops building must fail here, not slow decoding down."""
+    assert kernels.extension() is not None
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("d_k, d_v", [(64, 64), (20, 36)])  # 20, 36: not whole vectors of 16
+@pytest.mark.parametrize("first", [0, 3])  # 3: a restricted model's window
+def test_cached_attention_reads_each_rows_history(dtype: torch.dtype, atol: float, d_k: int, d_v: int, first: int):
+    """Both the kernel and its PyTorch twin give Eq. (1) over the positions that the slot table
+    names, for random tables (a kernel reading slot i for row i, or ignoring `first`, fails)."""
+    torch.manual_seed(0)
+    rows, heads, capacity, length = 7, 3, 16, 9
+    q = torch.randn(rows, heads, d_k).to(dtype)
+    k, v = torch.randn(capacity, 10, heads, d_k).to(dtype), torch.randn(capacity, 10, heads, d_v).to(dtype)
+    slots = torch.randint(0, 10, (rows, 12), dtype=torch.int32)
+    want = reference(q, k, v, slots, first, length)
+    for got in (
+        kernels.cached_attention(q, k, v, slots, first, length),
+        kernels.gathered_attention(q, k, v, slots, first, length),
+    ):
+        assert got.dtype == dtype and got.shape == (rows, heads, d_v)
+        assert torch.allclose(got.double(), want, atol=atol), (got.double() - want).abs().max()
+
+
+def test_a_kernel_that_cannot_be_built_falls_back_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(**_: object) -> None:
+        raise RuntimeError("Ninja is required to load C++ extensions\nmore detail")
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load", broken)
+    monkeypatch.setattr(kernels, "_built", {})
+    with pytest.warns(
+        UserWarning, match=r"could not be built \(Ninja is required to load C\+\+ extensions\)"
+    ) as caught:
+        assert kernels.extension() is None
+    assert len(caught) == 1 and "\n" not in str(caught[0].message)
+    q, k, v = torch.randn(2, 1, 4), torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+    slots = torch.tensor([[1, 0, 1], [0, 0, 0]], dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per process, not per call
+        out = kernels.cached_attention(q, k, v, slots, 0, 3)
+    assert torch.allclose(out.double(), reference(q, k, v, slots, 0, 3), atol=1e-6)
+
+
+@pytest.fixture(params=["kernel", "pytorch"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "pytorch":
+        monkeypatch.setenv("ATTNLAB_KERNELS", "0")
+    return request.param
+
+
+def test_reorders_move_no_keys_and_steps_equal_a_full_forward(path: str) -> None:
+    """Twenty steps of beam-like reorders (rows repeated, dropped, the batch growing from 3 to
+    8 rows and shrinking, past the store's first 16 positions): a reorder rewrites only the slot
+    table, and every step's logits equal an uncached forward of the reordered prefixes."""
+    torch.manual_seed(1)
+    model = Transformer(preset("tiny", n_layers=2)).eval()
+    src = torch.randint(4, 1000, (8, 6))
+    tokens = torch.full((3, 1), 2)
+    rows_src = torch.arange(3)  # the source sentence of each row
+    cache = KVCache()
+    with torch.no_grad():
+        memory, mask = model.encode(src), None
+        for step in range(20):
+            got = model.logits(model.decode(tokens[:, -1:], memory[rows_src], mask, cache))[:, -1]
+            want = model(src[rows_src], tokens)[:, -1]
+            assert torch.allclose(got, want, atol=1e-4), (step, (got - want).abs().max())
+            rows = 8 if step < 12 else 4
+            index = torch.randint(0, len(tokens), (rows,))
+            kept = cache.layers[0]["self"]["k"].data_ptr()
+            cache.reorder(index)
+            assert cache.layers[0]["self"]["k"].data_ptr() == kept  # nothing moved but the slots
+            assert cache.slots.shape == (rows, step + 1)
+            tokens = torch.cat([tokens[index], torch.randint(4, 1000, (rows, 1))], dim=1)
+            rows_src = rows_src[index]
+    assert cache.layers[0]["self"]["k"].size(0) == 32  # grown once, by doubling
+
+
+def test_the_kernel_decodes_what_pytorch_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Transformer(preset("tiny", n_layers=2)).eval()
+    src = torch.randint(4, 1000, (3, 8))
+    src[1, 6:] = 0
+    with_kernel = generate(model, src, beam=4, max_len_b=12)
+    monkeypatch.setenv("ATTNLAB_KERNELS", "0")
+    without = generate(model, src, beam=4, max_len_b=12)
+    assert [[h.tokens for h in s] for s in with_kernel] == [[h.tokens for h in s] for s in without]
+    assert [h.score for s in with_kernel for h in s] == pytest.approx([h.score for s in without for h in s], abs=1e-4)
