@@ -14,13 +14,14 @@ from attnlab.model.config import preset
 from attnlab.model.transformer import KVCache, Transformer
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor, first: int, length: int):
+def reference(q, k, v, slots, first: int, length: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
     """Eq. (1) written out row by row in fp64, from the store as the docstring defines it."""
-    out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=torch.float64)
+    out = torch.zeros(q.shape[0], q.shape[1], v.shape[-1], dtype=torch.float64)
     for row in range(q.shape[0]):
-        for head in range(q.shape[1]):
-            keys = torch.stack([k[t, slots[row, t], head] for t in range(first, length)]).double()
-            values = torch.stack([v[t, slots[row, t], head] for t in range(first, length)]).double()
+        seen = range(first, length if lengths is None else min(length, int(lengths[row])))
+        for head in range(q.shape[1] if seen else 0):
+            keys = torch.stack([k[t, slots[row, t], head] for t in seen]).double()
+            values = torch.stack([v[t, slots[row, t], head] for t in seen]).double()
             weights = torch.softmax(keys @ q[row, head].double() / math.sqrt(q.shape[-1]), dim=0)
             out[row, head] = weights @ values
     return out
@@ -49,6 +50,24 @@ def test_cached_attention_reads_each_rows_history(dtype: torch.dtype, atol: floa
     ):
         assert got.dtype == dtype and got.shape == (rows, heads, d_v)
         assert torch.allclose(got.double(), want, atol=atol), (got.double() - want).abs().max()
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_cached_attention_over_a_padded_source(dtype: torch.dtype, atol: float) -> None:
+    """The encoder-decoder form: one slot (sentence) per row for every position (a stride of 0),
+    a store laid out sentence-major (transposed strides), and per-row lengths; a row that sees
+    no key gets zeros, not NaN."""
+    torch.manual_seed(2)
+    q = torch.randn(6, 2, 16).to(dtype)
+    k, v = torch.randn(3, 9, 2, 16).to(dtype), torch.randn(3, 9, 2, 16).to(dtype)  # (sentences, Ls, h, d)
+    sentence = torch.tensor([0, 0, 1, 1, 2, 2], dtype=torch.int32)[:, None].expand(-1, 9)
+    lengths = torch.tensor([9, 9, 4, 4, 0, 1], dtype=torch.int32)
+    store_k, store_v = k.transpose(0, 1), v.transpose(0, 1)  # position-major views, no copy
+    want = reference(q, store_k, store_v, sentence, 0, 9, lengths)
+    for attend in (kernels.cached_attention, kernels.gathered_attention):
+        got = attend(q, store_k, store_v, sentence, 0, 9, lengths)
+        assert torch.allclose(got.double(), want, atol=atol), (attend.__name__, (got.double() - want).abs().max())
+    assert got[4].abs().sum() == 0 and got[5].abs().sum() > 0
 
 
 def test_a_kernel_that_cannot_be_built_falls_back_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,8 @@ A beam search reordering its rows then reorders that small table, not every laye
 histories in place. Copying them instead (fairseq's layout, this module until issue #19's eighth
 round) read and wrote each layer's whole prefix every step.
 
-The encoder-decoder keys and values are computed once per source and follow the sentences.
+The encoder-decoder keys and values are computed once per source and follow the sentences; the
+same kernel reads them, a sentence's beams sharing one copy (`cross_step`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from attnlab.model.kernels import cached_attention, compiled, gather
 
 
 @dataclass
@@ -68,3 +71,50 @@ def store(past: dict[str, Tensor], k: Tensor, v: Tensor) -> None:
                 grown[: held.size(0), : held.size(1)] = held
             past[name] = held = grown
         held[positions - new : positions, :rows] = x.permute(2, 0, 1, 3)
+
+
+def self_step(
+    past: dict[str, Tensor], q: Tensor, k: Tensor, v: Tensor, window: int | None, recorded: bool
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Self-attention while decoding: store the new positions' k, v (B, h, L, ·), then either
+    attend in place (one new query, not recorded: returns (B, h, 1, d_v)) or return the rows'
+    whole histories (B, h, positions, ·) for the explicit Eq. (1), which a recording reads."""
+    store(past, k, v)
+    length = past["slots"].size(1)
+    if q.size(2) == 1 and not recorded:
+        first = 0 if window is None else max(0, length - 1 - window)  # a restricted model's band
+        return cached_attention(q[:, :, 0], past["k"], past["v"], past["slots"], first, length)[:, :, None]
+    if length == k.size(2):  # the first positions: nothing stored before them
+        return k, v
+    return gather(past["k"], past["slots"], 0, length), gather(past["v"], past["slots"], 0, length)
+
+
+def keep_cross(past: dict[str, Tensor], k: Tensor, v: Tensor, mask: Tensor | None) -> None:
+    """Keep the encoder-decoder k, v (S, h, Ls, ·) for every later step, laid out for the path
+    that will read them: (S, Ls, h, ·) and each sentence's number of real keys for the kernel
+    (a source padded at its end, as attnlab pads), else laid out for `torch.matmul`."""
+    keep = None if mask is None else mask[:, 0, 0, :]  # (S, Ls) True for real keys
+    lengths = torch.full((k.size(0),), k.size(2)) if keep is None else keep.sum(1)
+    prefix = keep is None or bool((keep == (torch.arange(k.size(2), device=k.device) < lengths[:, None])).all())
+    if compiled(k) is not None and prefix:
+        past["k"], past["v"] = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+        past["lengths"] = lengths.to(torch.int32)
+    else:
+        past["k"], past["v"] = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
+
+
+def cross_step(past: dict[str, Tensor], q: Tensor, recorded: bool) -> Tensor | tuple[Tensor, Tensor]:
+    """Encoder-decoder attention while decoding, q (B, h, Lq, d_k) for B = sentences × g rows: the
+    kernel's output (B, h, 1, d_v) where it applies, else the kept k, v as (S, h, Ls, ·)."""
+    k, v = past["k"], past["v"]
+    if "lengths" not in past:
+        return k, v
+    if q.size(2) > 1 or recorded:
+        return k.transpose(1, 2), v.transpose(1, 2)
+    groups = q.size(0) // k.size(0)  # a sentence's rows are consecutive (TransformerStepper)
+    sentence = torch.arange(q.size(0), dtype=torch.int32) // groups
+    lengths = past["lengths"].repeat_interleave(groups)
+    out = cached_attention(
+        q[:, :, 0], k.transpose(0, 1), v.transpose(0, 1), sentence[:, None].expand(-1, k.size(1)), 0, k.size(1), lengths
+    )
+    return out[:, :, None]

@@ -17,6 +17,7 @@ PyTorch operations (tested equal) and slower; `ATTNLAB_KERNELS=0` chooses that p
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -47,9 +48,11 @@ def extension() -> ModuleType | None:
         try:
             from torch.utils.cpp_extension import load  # lazy: pulls in setuptools, only when decoding
 
+            # one build per PyTorch and per source: two attnlab checkouts never load each other's
+            version = re.sub(r"\W", "_", torch.__version__) + "_" + hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]
             with _ninja_on_path():
                 _built["module"] = load(
-                    name="attnlab_cached_attention_" + re.sub(r"\W", "_", torch.__version__),  # rebuilt per PyTorch
+                    name=f"attnlab_cached_attention_{version}",
                     sources=[str(SOURCE)],
                     extra_cflags=["-O3", "-march=native", "-fopenmp"],
                     extra_ldflags=["-fopenmp"],
@@ -79,18 +82,28 @@ def _ninja_on_path() -> Iterator[None]:
         os.environ["PATH"] = saved
 
 
-def cached_attention(q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
+def compiled(x: Tensor) -> ModuleType | None:
+    """The kernel where it applies to `x`'s device and dtype (fp32 or bf16 on the CPU) and is
+    built and wanted, else None."""
+    usable = x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and enabled()
+    return extension() if usable else None
+
+
+def cached_attention(
+    q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int, lengths: Tensor | None = None
+) -> Tensor:
     """softmax(q·Kᵀ/√d_k)·V for one query per row over positions [first, length) of a store.
 
-    q: (N, h, d_k); k: (T, S, h, d_k) and v: (T, S, h, d_v), position t of slot s at [t, s];
-    slots: (N, ≥ length) int32, the slot of each row's position t. Returns (N, h, d_v). The
-    compiled kernel on the CPU when it is built, else `gathered_attention`."""
-    module = (
-        extension() if q.device.type == "cpu" and enabled() and q.dtype in (torch.float32, torch.bfloat16) else None
-    )
+    q: (N, h, d_k); k: (T, S, h, d_k) and v: (T, S, h, d_v), position t of slot s at [t, s] (any
+    strides but the last two dimensions'); slots: (N, ≥ length) int32, the slot of row i's
+    position t (a stride of 0 along positions: one slot throughout); `lengths` (N,) int32: row i
+    sees only positions below lengths[i] (a padded source). Returns (N, h, d_v). The compiled
+    kernel where it applies, else `gathered_attention`."""
+    module = compiled(q)
     if module is None:
-        return gathered_attention(q, k, v, slots, first, length)
-    return module.cached_attention(q.contiguous(), k, v, slots, first, length)
+        return gathered_attention(q, k, v, slots, first, length, lengths)
+    none = torch.empty(0, dtype=torch.int32)
+    return module.cached_attention(q.contiguous(), k, v, slots, none if lengths is None else lengths, first, length)
 
 
 def gather(store: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
@@ -99,8 +112,16 @@ def gather(store: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
     return store[positions[None, :], slots[:, first:length].long()].permute(0, 2, 1, 3)
 
 
-def gathered_attention(q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
+def gathered_attention(
+    q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int, lengths: Tensor | None = None
+) -> Tensor:
     """`cached_attention` in PyTorch operations: copy the histories out, then Eq. (1)."""
     keys, values = gather(k, slots, first, length), gather(v, slots, first, length)
     scores = (q[:, :, None] @ keys.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (N, h, 1, L)
-    return (torch.softmax(scores, dim=-1) @ values)[:, :, 0]
+    if lengths is not None:
+        hidden = torch.arange(first, length, device=q.device) >= lengths[:, None, None, None].to(q.device)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if lengths is not None:  # a row that sees nothing gets zeros, as from the kernel (not NaN)
+        weights = weights.masked_fill((lengths <= first)[:, None, None, None].to(q.device), 0.0)
+    return (weights @ values)[:, :, 0]

@@ -18,11 +18,10 @@ from torch import Tensor, nn
 
 from attnlab.errors import ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
-from attnlab.model.cache import KVCache, store
+from attnlab.model.cache import KVCache, cross_step, keep_cross, self_step
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
 from attnlab.model.hooks import HEAD_MASKS, HOOKS, AttentionHook
-from attnlab.model.kernels import cached_attention, gather
 from attnlab.model.linear import PackedWeight, linear
 
 
@@ -102,23 +101,21 @@ class MultiHeadAttention(nn.Module):
         """
         x = cast_once(x)
         q = self._split(self.w_q(x), self.d_k)
-        if memory is not None and cache is not None and "k" in cache:
-            k, v = cache["k"], cache["v"]  # encoder-decoder K/V: once per source
-        else:
+        if memory is None or cache is None or "k" not in cache:
             source = x if memory is None else memory
             k, v = self._split(self.w_k(source), self.d_k), self._split(self.w_v(source), self.d_v)
-            if cache is not None and memory is not None:  # laid out once for every step's QKᵀ and ·V
-                k, v = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
-                cache["k"], cache["v"] = k, v
-        if cache is not None and memory is None:  # incremental self-attention (attnlab.model.cache)
-            store(cache, k, v)
-            length = cache["slots"].size(1)
-            if q.size(2) == 1 and self.hook is None:  # one new query: read the histories in place
-                first = 0 if self.window is None else max(0, length - 1 - self.window)
-                out = cached_attention(q[:, :, 0], cache["k"], cache["v"], cache["slots"], first, length)
-                return self._project(out[:, :, None])
-            if length > k.size(2):  # recorded: the histories in order, for the explicit Eq. (1)
-                k, v = gather(cache["k"], cache["slots"], 0, length), gather(cache["v"], cache["slots"], 0, length)
+            if cache is not None and memory is not None:  # encoder-decoder K/V: once per source
+                keep_cross(cache, k, v, mask)
+        if cache is not None:  # incremental decoding (attnlab.model.cache): the attention's output, or K/V
+            recorded = self.hook is not None
+            got = (
+                cross_step(cache, q, recorded)
+                if memory is not None
+                else self_step(cache, q, k, v, self.window, recorded)
+            )
+            if isinstance(got, Tensor):
+                return self._project(got)
+            k, v = got
         if self.window is not None and self.window < k.size(2) - 1:  # else the window covers everything
             if self.hook is None and q.size(2) == k.size(2) > BANDED_FROM * (2 * self.window + 1):
                 keep = None if mask is None or mask.size(-2) > 1 else mask[:, 0, 0, :]  # key padding

@@ -47,71 +47,86 @@ inline float sum(f16x x) {
   return s;
 }
 
+// Where everything is, in elements: position t of slot s of head h starts at
+// k + t * k_t + s * k_s + h * d_k (v likewise); row i's slot for position t is
+// slots[i * slot_row + t * slot_t] (slot_t = 0: one slot for every position, as the
+// encoder-decoder attention's sentence); row i sees positions [first, min(length, lengths[i])).
+struct Layout {
+  int64_t rows, heads, dk, dv, first, length, k_t, k_s, v_t, v_s, slot_row, slot_t;
+  const int32_t* lengths;  // nullptr: every row sees [first, length)
+  float scale;
+};
+
 template <typename T>
-void attend(const T* q, const T* k, const T* v, const int32_t* slots, T* out, int64_t rows, int64_t heads,
-            int64_t dk, int64_t dv, int64_t first, int64_t length, int64_t k_t, int64_t k_s, int64_t v_t, int64_t v_s, int64_t slot_stride,
-            float scale) {
-  const int64_t dk_w = dk / W * W, dv_w = dv / W * W;  // vector part; the rest (if any) one by one
-  at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(length), query(dk), acc(dv);
+void attend(const T* q, const T* k, const T* v, const int32_t* slots, T* out, const Layout& lay) {
+  const int64_t dk_w = lay.dk / W * W, dv_w = lay.dv / W * W;  // vector part; the rest (if any) one by one
+  at::parallel_for(0, lay.rows * lay.heads, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(lay.length), query(lay.dk), acc(lay.dv);
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t row = i / heads, head = i % heads;
-      for (int64_t d = 0; d < dk; ++d) query[d] = widen(q[i * dk + d]) * scale;
-      const int32_t* where = slots + row * slot_stride;
+      const int64_t row = i / lay.heads, head = i % lay.heads;
+      const int64_t last = lay.lengths ? std::min<int64_t>(lay.length, lay.lengths[row]) : lay.length;
+      for (int64_t d = 0; d < lay.dk; ++d) query[d] = widen(q[i * lay.dk + d]) * lay.scale;
+      const int32_t* where = slots + row * lay.slot_row;
       float top = -INFINITY;
-      for (int64_t t = first; t < length; ++t) {
-        const T* kt = k + t * k_t + where[t] * k_s + head * dk;
+      for (int64_t t = lay.first; t < last; ++t) {
+        const T* kt = k + t * lay.k_t + where[t * lay.slot_t] * lay.k_s + head * lay.dk;
         f16x partial = {};
         for (int64_t d = 0; d < dk_w; d += W) partial += load(query.data() + d) * load(kt + d);
         float s = sum(partial);
-        for (int64_t d = dk_w; d < dk; ++d) s += query[d] * widen(kt[d]);
+        for (int64_t d = dk_w; d < lay.dk; ++d) s += query[d] * widen(kt[d]);
         scores[t] = s;
         top = std::max(top, s);
       }
       float total = 0.f;
-      for (int64_t t = first; t < length; ++t) {
+      for (int64_t t = lay.first; t < last; ++t) {
         scores[t] = std::exp(scores[t] - top);
         total += scores[t];
       }
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t t = first; t < length; ++t) {
-        const T* vt = v + t * v_t + where[t] * v_s + head * dv;
+      std::fill(acc.begin(), acc.end(), 0.f);  // a row that sees nothing gets zeros, as `attention` gives
+      for (int64_t t = lay.first; t < last; ++t) {
+        const T* vt = v + t * lay.v_t + where[t * lay.slot_t] * lay.v_s + head * lay.dv;
         const float p = scores[t] / total;
         for (int64_t d = 0; d < dv_w; d += W) {
           f16x a = load(acc.data() + d) + p * load(vt + d);
           std::memcpy(acc.data() + d, &a, sizeof a);
         }
-        for (int64_t d = dv_w; d < dv; ++d) acc[d] += p * widen(vt[d]);
+        for (int64_t d = dv_w; d < lay.dv; ++d) acc[d] += p * widen(vt[d]);
       }
-      for (int64_t d = 0; d < dv; ++d) out[i * dv + d] = static_cast<T>(acc[d]);
+      for (int64_t d = 0; d < lay.dv; ++d) out[i * lay.dv + d] = static_cast<T>(acc[d]);
     }
   });
 }
 
-// q (rows, heads, d_k); k (capacity, n_slots, heads, d_k); v (capacity, n_slots, heads, d_v);
-// slots (rows, >= length) int32. Attends to positions [first, length) -> (rows, heads, d_v).
-torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor slots, int64_t first,
-                               int64_t length) {
+// q (rows, heads, d_k); k (positions, slots, heads, d_k) and v (positions, slots, heads, d_v), the
+// last two dimensions contiguous; slots (rows, >= length) int32, any strides; lengths: (rows,)
+// int32 or empty. -> (rows, heads, d_v).
+torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor slots,
+                               torch::Tensor lengths, int64_t first, int64_t length) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 4 && v.dim() == 4 && slots.dim() == 2, "cached_attention: bad ranks");
-  TORCH_CHECK(q.is_contiguous() && k.stride(3) == 1 && k.stride(2) == k.size(3) && v.stride(3) == 1 && v.stride(2) == v.size(3) &&
-                  slots.stride(1) == 1,
-              "cached_attention: contiguous tensors expected");
+  TORCH_CHECK(q.is_contiguous() && k.stride(3) == 1 && k.stride(2) == k.size(3) && v.stride(3) == 1 &&
+                  v.stride(2) == v.size(3),
+              "cached_attention: q contiguous, and each position's heads contiguous in k and v");
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(), "cached_attention: dtypes differ");
   TORCH_CHECK(slots.scalar_type() == at::kInt && slots.size(0) == q.size(0) && slots.size(1) >= length,
               "cached_attention: slots must be (rows, >= length) int32");
-  TORCH_CHECK(0 <= first && first < length && length <= k.size(0), "cached_attention: positions out of range");
+  TORCH_CHECK(lengths.numel() == 0 || (lengths.scalar_type() == at::kInt && lengths.is_contiguous() &&
+                                       lengths.numel() == q.size(0)),
+              "cached_attention: lengths must be empty or (rows,) int32");
+  TORCH_CHECK(0 <= first && first < length && length <= k.size(0) && length <= v.size(0),
+              "cached_attention: positions out of range");
   auto out = torch::empty({q.size(0), q.size(1), v.size(3)}, q.options());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(q.size(2)));
+  const Layout lay{q.size(0),   q.size(1),   q.size(2),      v.size(3),      first,
+                  length,      k.stride(0), k.stride(1),    v.stride(0),    v.stride(1),
+                  slots.stride(0), slots.stride(1), lengths.numel() ? lengths.data_ptr<int32_t>() : nullptr,
+                  1.0f / std::sqrt(static_cast<float>(q.size(2)))};
   AT_DISPATCH_SWITCH(q.scalar_type(), "cached_attention",
                      AT_DISPATCH_CASE(at::kFloat, [&] {
                        attend<float>(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
-                                     slots.data_ptr<int32_t>(), out.data_ptr<float>(), q.size(0), q.size(1),
-                                     q.size(2), v.size(3), first, length, k.stride(0), k.stride(1), v.stride(0), v.stride(1), slots.stride(0), scale);
+                                     slots.data_ptr<int32_t>(), out.data_ptr<float>(), lay);
                      }) AT_DISPATCH_CASE(at::kBFloat16, [&] {
                        using T = c10::BFloat16;
                        attend<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), slots.data_ptr<int32_t>(),
-                                 out.data_ptr<T>(), q.size(0), q.size(1), q.size(2), v.size(3), first, length,
-                                 k.stride(0), k.stride(1), v.stride(0), v.stride(1), slots.stride(0), scale);
+                                 out.data_ptr<T>(), lay);
                      }));
   return out;
 }
