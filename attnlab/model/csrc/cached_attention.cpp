@@ -41,6 +41,12 @@ inline f16x load(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: 
 inline float widen(float x) { return x; }
 inline float widen(c10::BFloat16 x) { return static_cast<float>(x); }
 
+template <typename T>
+inline void prefetch(const T* p, int64_t n) {  // the cache lines of n values
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(T)); i += 64) __builtin_prefetch(bytes + i);
+}
+
 inline float sum(f16x x) {
   float s = 0.f;
   for (int64_t i = 0; i < W; ++i) s += x[i];
@@ -57,42 +63,68 @@ struct Layout {
   float scale;
 };
 
+inline float dot(const float* a, const float* b, int64_t n, int64_t n_w) {
+  f16x partial = {};
+  for (int64_t d = 0; d < n_w; d += W) partial += load(a + d) * load(b + d);
+  float s = sum(partial);
+  for (int64_t d = n_w; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+inline float dot(const float* a, const c10::BFloat16* b, int64_t n, int64_t n_w) {
+  f16x partial = {};
+  for (int64_t d = 0; d < n_w; d += W) partial += load(a + d) * load(b + d);
+  float s = sum(partial);
+  for (int64_t d = n_w; d < n; ++d) s += a[d] * widen(b[d]);
+  return s;
+}
+template <typename T>
+inline void axpy(float p, const T* x, float* y, int64_t n, int64_t n_w) {  // y += p * x
+  for (int64_t d = 0; d < n_w; d += W) {
+    f16x a = load(y + d) + p * load(x + d);
+    std::memcpy(y + d, &a, sizeof a);
+  }
+  for (int64_t d = n_w; d < n; ++d) y[d] += p * widen(x[d]);
+}
+
+// One row at a time, all its heads together: a position's heads lie side by side in the store
+// (h · d values in a row), so each is read as one contiguous block, the next one prefetched.
 template <typename T>
 void attend(const T* q, const T* k, const T* v, const int32_t* slots, T* out, const Layout& lay) {
-  const int64_t dk_w = lay.dk / W * W, dv_w = lay.dv / W * W;  // vector part; the rest (if any) one by one
-  at::parallel_for(0, lay.rows * lay.heads, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(lay.length), query(lay.dk), acc(lay.dv);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t row = i / lay.heads, head = i % lay.heads;
-      const int64_t last = lay.lengths ? std::min<int64_t>(lay.length, lay.lengths[row]) : lay.length;
-      for (int64_t d = 0; d < lay.dk; ++d) query[d] = widen(q[i * lay.dk + d]) * lay.scale;
+  const int64_t heads = lay.heads, dk = lay.dk, dv = lay.dv, span = lay.length;
+  const int64_t dk_w = dk / W * W, dv_w = dv / W * W;  // vector part; the rest (if any) one by one
+  at::parallel_for(0, lay.rows, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(heads * span), query(heads * dk), acc(heads * dv), top(heads), total(heads);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t last = lay.lengths ? std::min<int64_t>(span, lay.lengths[row]) : span;
+      for (int64_t d = 0; d < heads * dk; ++d) query[d] = widen(q[row * heads * dk + d]) * lay.scale;
       const int32_t* where = slots + row * lay.slot_row;
-      float top = -INFINITY;
+      auto key = [&](int64_t t) { return k + t * lay.k_t + where[t * lay.slot_t] * lay.k_s; };
+      auto value = [&](int64_t t) { return v + t * lay.v_t + where[t * lay.slot_t] * lay.v_s; };
+      std::fill(top.begin(), top.end(), -INFINITY);
       for (int64_t t = lay.first; t < last; ++t) {
-        const T* kt = k + t * lay.k_t + where[t * lay.slot_t] * lay.k_s + head * lay.dk;
-        f16x partial = {};
-        for (int64_t d = 0; d < dk_w; d += W) partial += load(query.data() + d) * load(kt + d);
-        float s = sum(partial);
-        for (int64_t d = dk_w; d < lay.dk; ++d) s += query[d] * widen(kt[d]);
-        scores[t] = s;
-        top = std::max(top, s);
+        if (t + 1 < last) prefetch(key(t + 1), heads * dk);
+        const T* kt = key(t);
+        for (int64_t h = 0; h < heads; ++h) {
+          const float s = dot(query.data() + h * dk, kt + h * dk, dk, dk_w);
+          scores[h * span + t] = s;
+          top[h] = std::max(top[h], s);
+        }
       }
-      float total = 0.f;
-      for (int64_t t = lay.first; t < last; ++t) {
-        scores[t] = std::exp(scores[t] - top);
-        total += scores[t];
+      std::fill(total.begin(), total.end(), 0.f);
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t t = lay.first; t < last; ++t) {
+          scores[h * span + t] = std::exp(scores[h * span + t] - top[h]);
+          total[h] += scores[h * span + t];
+        }
       }
       std::fill(acc.begin(), acc.end(), 0.f);  // a row that sees nothing gets zeros, as `attention` gives
       for (int64_t t = lay.first; t < last; ++t) {
-        const T* vt = v + t * lay.v_t + where[t * lay.slot_t] * lay.v_s + head * lay.dv;
-        const float p = scores[t] / total;
-        for (int64_t d = 0; d < dv_w; d += W) {
-          f16x a = load(acc.data() + d) + p * load(vt + d);
-          std::memcpy(acc.data() + d, &a, sizeof a);
-        }
-        for (int64_t d = dv_w; d < lay.dv; ++d) acc[d] += p * widen(vt[d]);
+        if (t + 1 < last) prefetch(value(t + 1), heads * dv);
+        const T* vt = value(t);
+        for (int64_t h = 0; h < heads; ++h)
+          axpy(scores[h * span + t] / total[h], vt + h * dv, acc.data() + h * dv, dv, dv_w);
       }
-      for (int64_t d = 0; d < lay.dv; ++d) out[i * lay.dv + d] = static_cast<T>(acc[d]);
+      for (int64_t d = 0; d < heads * dv; ++d) out[row * heads * dv + d] = static_cast<T>(acc[d]);
     }
   });
 }
