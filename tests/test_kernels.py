@@ -132,3 +132,21 @@ def test_the_kernel_decodes_what_pytorch_decodes(monkeypatch: pytest.MonkeyPatch
     without = generate(model, src, beam=4, max_len_b=12)
     assert [[h.tokens for h in s] for s in with_kernel] == [[h.tokens for h in s] for s in without]
     assert [h.score for s in with_kernel for h in s] == pytest.approx([h.score for s in without for h in s], abs=1e-4)
+
+
+@pytest.mark.parametrize("columns, k", [(8000, 8), (1000, 42), (70, 70), (5, 1), (200, 3)])
+def test_top_k_gives_topk_s_values_in_one_pass(columns: int, k: int) -> None:
+    """The kernel's top k equal `torch.topk`'s values for widths with and without a ragged end,
+    k from 1 to every column; rows of -inf but one keep k entries (the search's forced </s>),
+    and a tie keeps the earlier column."""
+    torch.manual_seed(3)
+    x = torch.randn(33, columns).log_softmax(-1)
+    x[1] = float("-inf")
+    x[1, columns - 1] = -2.0
+    x[2] = 0.5  # all tied
+    values, indices = kernels.top_k(x, k)
+    want = x.topk(k, dim=1).values
+    assert torch.equal(values, want)
+    assert torch.equal(x.gather(1, indices), values)  # the columns hold those values
+    assert indices[2].tolist() == list(range(k)) and indices[1, 0] == columns - 1
+    assert torch.equal(indices[3:], x[3:].topk(k, dim=1).indices)  # no ties among random values

@@ -125,3 +125,11 @@ def gathered_attention(
     if lengths is not None:  # a row that sees nothing gets zeros, as from the kernel (not NaN)
         weights = weights.masked_fill((lengths <= first)[:, None, None, None].to(q.device), 0.0)
     return (weights @ values)[:, :, 0]
+
+
+def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
+    """Each row's k largest values (largest first) and their columns, for a (rows, columns) fp32
+    tensor, in one pass over it where the kernel applies (else None: the caller's `topk`). Among
+    equal values the earlier column is kept, where `torch.topk` promises no order."""
+    module = compiled(x) if x.dtype == torch.float32 and x.dim() == 2 and 0 < k <= x.size(1) else None
+    return None if module is None else module.top_k(x.contiguous(), k)
