@@ -150,3 +150,19 @@ def test_top_k_gives_topk_s_values_in_one_pass(columns: int, k: int) -> None:
     assert torch.equal(x.gather(1, indices), values)  # the columns hold those values
     assert indices[2].tolist() == list(range(k)) and indices[1, 0] == columns - 1
     assert torch.equal(indices[3:], x[3:].topk(k, dim=1).indices)  # no ties among random values
+
+
+def test_a_source_padded_at_its_start_is_read_through_its_mask() -> None:
+    """The kernel reads a padded source as per-row lengths, which holds for attnlab's batches
+    (padded at the end); a mask of another shape keeps the matmul path and its exact mask."""
+    torch.manual_seed(4)
+    model = Transformer(preset("tiny", n_layers=2)).eval()
+    src, tgt = torch.randint(4, 1000, (2, 7)), torch.randint(4, 1000, (2, 5))
+    key_mask = (torch.arange(7)[None, :] >= torch.tensor([[0], [3]]))[:, None, None, :]  # row 1: the first 3 hidden
+    with torch.no_grad():
+        memory = model.encode(src, key_mask)
+        full = model.logits(model.decode(tgt, memory, key_mask))
+        cache = KVCache()
+        steps = [model.logits(model.decode(tgt[:, t : t + 1], memory, key_mask, cache)) for t in range(5)]
+    assert "lengths" not in cache.layers[0]["cross"]
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-4)

@@ -93,14 +93,14 @@ def keep_cross(past: dict[str, Tensor], k: Tensor, v: Tensor, mask: Tensor | Non
     """Keep the encoder-decoder k, v (S, h, Ls, ·) for every later step, laid out for the path
     that will read them: (S, Ls, h, ·) and each sentence's number of real keys for the kernel
     (a source padded at its end, as attnlab pads), else laid out for `torch.matmul`."""
-    keep = None if mask is None else mask[:, 0, 0, :]  # (S, Ls) True for real keys
-    lengths = torch.full((k.size(0),), k.size(2)) if keep is None else keep.sum(1)
-    prefix = keep is None or bool((keep == (torch.arange(k.size(2), device=k.device) < lengths[:, None])).all())
-    if compiled(k) is not None and prefix:
-        past["k"], past["v"] = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-        past["lengths"] = lengths.to(torch.int32)
-    else:
-        past["k"], past["v"] = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
+    if compiled(k) is not None:
+        keep = None if mask is None else mask[:, 0, 0, :]  # (S, Ls) True for real keys
+        lengths = torch.full((k.size(0),), k.size(2)) if keep is None else keep.sum(1)
+        if keep is None or bool((keep == (torch.arange(k.size(2)) < lengths[:, None])).all()):  # padded at the end
+            past["k"], past["v"] = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+            past["lengths"] = lengths.to(torch.int32)
+            return
+    past["k"], past["v"] = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
 
 
 def cross_step(past: dict[str, Tensor], q: Tensor, recorded: bool) -> Tensor | tuple[Tensor, Tensor]:

@@ -166,7 +166,7 @@ torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v
 
 // Each row's k largest values, largest first, and their columns, in one pass over the row (x:
 // (rows, columns) fp32, contiguous, k <= columns). The first k columns seed a sorted list; after
-// that a block of 16 values is looked at one by one only if one of them beats the list's last.
+// that a block of 64 values is looked at one by one only if its maximum beats the list's last.
 // Among equal values the earlier column is kept, where `torch.topk` promises no order.
 std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kFloat, "top_k: (rows, columns) fp32");
