@@ -18,7 +18,6 @@ PyTorch operations (tested equal) and slower; `ATTNLAB_KERNELS=0` chooses that p
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import warnings
@@ -29,6 +28,8 @@ from types import ModuleType
 
 import torch
 from torch import Tensor
+
+from attnlab.model.attention import attention
 
 SOURCE = Path(__file__).with_name("csrc") / "cached_attention.cpp"
 _built: dict[str, ModuleType | None] = {}
@@ -115,16 +116,13 @@ def gather(store: Tensor, slots: Tensor, first: int, length: int) -> Tensor:
 def gathered_attention(
     q: Tensor, k: Tensor, v: Tensor, slots: Tensor, first: int, length: int, lengths: Tensor | None = None
 ) -> Tensor:
-    """`cached_attention` in PyTorch operations: copy the histories out, then Eq. (1)."""
+    """`cached_attention` in PyTorch operations: copy the histories out, then Eq. (1) as
+    `attention` computes it (a row that sees no key gets zeros there too)."""
     keys, values = gather(k, slots, first, length), gather(v, slots, first, length)
-    scores = (q[:, :, None] @ keys.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (N, h, 1, L)
-    if lengths is not None:
-        hidden = torch.arange(first, length, device=q.device) >= lengths[:, None, None, None].to(q.device)
-        scores = scores.masked_fill(hidden, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if lengths is not None:  # a row that sees nothing gets zeros, as from the kernel (not NaN)
-        weights = weights.masked_fill((lengths <= first)[:, None, None, None].to(q.device), 0.0)
-    return (weights @ values)[:, :, 0]
+    mask = None
+    if lengths is not None:  # (N, 1, 1, L): the positions each row sees
+        mask = (torch.arange(first, length, device=q.device) < lengths.to(q.device)[:, None])[:, None, None, :]
+    return attention(q[:, :, None], keys, values, mask)[0][:, :, 0]
 
 
 def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
