@@ -17,7 +17,8 @@ from torch.profiler import ProfilerActivity, profile
 import attnlab
 from attnlab import preset
 from attnlab.decode.search import generate
-from attnlab.model.linear import ONEDNN, InferenceLinear, PackedWeight, for_inference, linear
+from attnlab.model import linear as linear_module
+from attnlab.model.linear import ONEDNN, InferenceLinear, PackedWeight, for_inference, linear, mkl_runs_avx512
 from attnlab.model.transformer import Transformer
 
 pytestmark = pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN")
@@ -82,10 +83,11 @@ def test_load_routes_fp32_and_bf16() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_load_inside_inference_mode_builds_ordinary_weights(dtype: str) -> None:
+def test_load_inside_inference_mode_builds_ordinary_weights(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`attnlab.load` called in a caller's `torch.inference_mode()` block (a benchmark, a
     server) once made inference tensors: a trace's weights hash raised, and the packed oneDNN
     copies (keyed on version counters) were silently never used."""
+    monkeypatch.setattr(linear_module, "MKL_AVX512", False)  # fp32 layers packed, as on a non-Intel CPU
     with torch.inference_mode():
         model = attnlab.load(BUNDLED, dtype=dtype)
         result = model.translate("A dog runs.", record=True)
@@ -93,6 +95,28 @@ def test_load_inside_inference_mode_builds_ordinary_weights(dtype: str) -> None:
         weights = [p for p in model.model.parameters()]
         assert not any(p.is_inference() for p in weights)
         assert all(m.packed.made is not None for m in model.model.modules() if isinstance(m, InferenceLinear))
+
+
+@pytest.mark.parametrize("intel", [True, False])
+def test_fp32_layers_take_mkl_where_it_runs_its_avx512_kernels(intel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Intel's CPUs MKL's fp32 products beat oneDNN's packed ones at the layers' shapes: a
+    layer is then `F.linear` itself and packs nothing; bf16 layers stay on oneDNN (AMX) either way."""
+    monkeypatch.setattr(linear_module, "MKL_AVX512", intel)
+    torch.manual_seed(0)
+    layer, x = for_inference(nn.Linear(32, 48)), torch.randn(4, 32)
+    with torch.no_grad():
+        ops = _ops(lambda: layer(x))
+        assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
+        assert ("mkldnn::_linear_pointwise" in ops) is not intel
+        assert (layer.packed.made is None) is intel
+        layer.to(torch.bfloat16)
+        assert "mkldnn::_linear_pointwise" in _ops(lambda: layer(x.bfloat16()))
+
+
+def test_mkl_counts_as_avx512_on_intel_cpus_only() -> None:
+    assert not mkl_runs_avx512("AuthenticAMD") and not mkl_runs_avx512("")
+    intel = torch.backends.mkl.is_available() and torch.cpu._is_avx512_supported()
+    assert mkl_runs_avx512("GenuineIntel") is intel
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -13,12 +13,21 @@ unpacked) or 4.1 ms (MKL), of 4 rows 0.19 ms instead of 0.43 or 0.70 (docs/BENCH
 decoding round four). `linear` takes that path where it applies (fp32 or bf16 on the CPU, no
 gradient kept, not compiled) and `F.linear` everywhere else, so training and every other path
 are unchanged. `quantized` is the other inference form, int8 (`attnlab.load(dtype="int8")`).
+
+MKL chooses its kernels by the CPU's vendor: on Intel's own CPUs it runs AVX-512 ones, and there
+its fp32 products beat oneDNN's packed ones at the layers' shapes (a Xeon with AMX, one thread:
+256 × 256 of 4 rows in 9 µs against 21, of 1,200 rows in 1.0 ms against 1.1), so fp32 layers
+use `F.linear` there (`MKL_AVX512`); the output projection keeps its pack (4 rows: 0.35 ms against
+0.60), as does bf16, where oneDNN runs AMX (docs/BENCHMARKS.md, decoding round nine).
 """
 
 from __future__ import annotations
 
+import platform
 import warnings
 import weakref
+from functools import cache
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +37,29 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from attnlab.errors import AttnlabError
 
 ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+@cache
+def cpu_vendor() -> str:
+    """The CPU's vendor string ("GenuineIntel", "AuthenticAMD", ...; "" where none is found)."""
+    try:
+        with Path("/proc/cpuinfo").open() as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "GenuineIntel" if "GenuineIntel" in platform.processor() else ""  # (Windows names it there)
+
+
+def mkl_runs_avx512(vendor: str) -> bool:
+    """Whether this torch's MKL runs its AVX-512 kernels: it has MKL, the CPU has AVX-512, and
+    the CPU is Intel's (elsewhere MKL runs generic AVX2 kernels, whatever the CPU supports)."""
+    avx512 = getattr(torch.cpu, "_is_avx512_supported", lambda: False)()  # (a private probe: absent, say no)
+    return torch.backends.mkl.is_available() and avx512 and vendor == "GenuineIntel"
+
+
+MKL_AVX512 = mkl_runs_avx512(cpu_vendor())
 
 
 class PackedWeight:
@@ -82,11 +114,13 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: Packed
 
 class InferenceLinear(nn.Linear):
     """An `nn.Linear` whose forward is `linear` on a packed copy of its weight (same
-    parameters, same state dict)."""
+    parameters, same state dict), or MKL's product in fp32 where MKL runs its AVX-512 kernels."""
 
     packed: PackedWeight
 
     def forward(self, x: Tensor) -> Tensor:
+        if MKL_AVX512 and x.dtype == torch.float32:
+            return F.linear(x, self.weight, self.bias)
         return linear(x, self.weight, self.bias, self.packed)
 
 
