@@ -356,11 +356,14 @@ def generate(
     if 0 in src_lens:
         raise ModelInputError(f"source row {src_lens.index(0)} is all padding: nothing to translate")
     was_training = model.training  # a caller validating inside a training loop keeps its dropout
-    model.eval()
+    switch = any(module.training for module in model.modules())  # (eval() walks every module: 1.7 ms)
+    if switch:
+        model.eval()
     try:
         return _generate(model, src, src_lens, beam, alpha, max_len_a, max_len_b, cache, n_best, constrain)
     finally:
-        model.train(was_training)
+        if switch:
+            model.train(was_training)
 
 
 def _generate(
