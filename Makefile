@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[app,dev,serve]"
-	$(PY) -c "from attnlab.model.kernels import extension; extension()"  # the decoding kernel, compiled once (~30 s)
+	$(PY) -c "from attnlab.model.kernels import extension; extension()"  # the decoding and dropout kernels, compiled once (~45 s)
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,5 +1,6 @@
 """attnlab's Dropout: the Bernoulli(1 − p) mask of §5.4, drawn from 16-bit random words on the
-CPU, with nn.Dropout's scaling and train/eval switch."""
+CPU, with nn.Dropout's scaling and train/eval switch; by the compiled kernel (a counter-based
+generator) or by its PyTorch twin (`ATTNLAB_KERNELS=0`), each test on both unless it is about one."""
 
 from __future__ import annotations
 
@@ -8,16 +9,30 @@ import torch
 from torch import nn
 
 from attnlab.model.dropout import Dropout
+from attnlab.model.kernels import extension
+
+MASK64 = (1 << 64) - 1
 
 
+@pytest.fixture(params=["kernel", "twin"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "twin":
+        monkeypatch.setenv("ATTNLAB_KERNELS", "0")
+    elif extension() is None:
+        pytest.skip("the kernels could not be built here")
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("p", [0.1, 0.3])
-def test_mask_rate_and_scaling(p: float) -> None:
+def test_mask_rate_and_scaling(p: float, dtype: torch.dtype, path: str) -> None:
     """Over 2M elements the dropped share is p within 6 binomial standard deviations (±0.0013 at
     p = 0.1: a mask off by one 16-bit level per thousand would still pass, one that keeps the
     wrong side, 1 − p, or drops nothing would not), and a kept element is x / (1 − p) exactly."""
     torch.manual_seed(0)
-    x = torch.rand(2_000_000) + 1.0  # no zeros of its own
+    x = (torch.rand(2_000_000) + 1.0).to(dtype)  # no zeros of its own
     y = Dropout(p).train()(x)
+    assert y.dtype == dtype
     dropped = (y == 0).double().mean().item()
     sigma = (p * (1 - p) / x.numel()) ** 0.5
     assert abs(dropped - p) < 6 * sigma, (dropped, p)
@@ -25,7 +40,7 @@ def test_mask_rate_and_scaling(p: float) -> None:
     assert torch.equal(y[kept], x[kept] * (1.0 / (1.0 - p)))
 
 
-def test_masks_are_fresh_and_seeded_and_independent_of_neighbours() -> None:
+def test_masks_are_fresh_and_seeded_and_independent_of_neighbours(path: str) -> None:
     x = torch.ones(64, 33, 17, dtype=torch.bfloat16)  # not a multiple of 4 elements per row
     drop = Dropout(0.1).train()
     torch.manual_seed(3)
@@ -37,6 +52,9 @@ def test_masks_are_fresh_and_seeded_and_independent_of_neighbours() -> None:
     m = (a.flatten() != 0).double()
     pairs = torch.stack([m[0::4], m[1::4]]).corrcoef()[0, 1].item()
     assert abs(pairs) < 0.03
+    # and successive masks (successive seeds: successive words of one generator) are unrelated
+    calls = torch.stack([m, (b.flatten() != 0).double()]).corrcoef()[0, 1].item()
+    assert abs(calls) < 0.03  # 36k elements: the standard error is 0.005
 
 
 def test_eval_zero_and_one_and_other_devices_match_nn_dropout() -> None:
@@ -48,7 +66,7 @@ def test_eval_zero_and_one_and_other_devices_match_nn_dropout() -> None:
     assert Dropout(0.1).state_dict() == {}
 
 
-def test_gradient_flows_through_kept_elements_only() -> None:
+def test_gradient_flows_through_kept_elements_only(path: str) -> None:
     torch.manual_seed(1)
     x = torch.randn(1000, requires_grad=True)
     y = Dropout(0.5).train()(x)
@@ -56,22 +74,26 @@ def test_gradient_flows_through_kept_elements_only() -> None:
     assert torch.equal(x.grad, (y != 0).float() * 2.0)
 
 
-def test_mask_is_made_once_in_the_activation_dtype_and_no_kernel_reads_a_bool_tensor() -> None:
-    """The 0/1 mask is made in x's dtype once (one conversion of x's size, in the forward pass)
-    and reused backward; no kernel reads a bool tensor of x's size (`where`, a product with a
-    bool mask: 2-8x slower on the CPU than a product of two bf16 tensors, 2% of a base step)."""
+def test_mask_is_made_once_in_the_activation_dtype_and_no_kernel_reads_a_bool_tensor(path: str) -> None:
+    """The 0/1 mask is made in x's dtype once (the kernel writes it so; the twin converts it, one
+    conversion of x's size, in the forward pass) and reused backward; no kernel reads a bool
+    tensor of x's size (`where`, a product with a bool mask: 2-8x slower on the CPU than a
+    product of two bf16 tensors, 2% of a base step)."""
     x = torch.randn(64, 512, dtype=torch.bfloat16, requires_grad=True)
     drop = Dropout(0.1).train()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         drop(x).sum().backward()
     sized = [e.name for e in prof.events() if e.input_shapes and e.input_shapes[0] == [64, 512]]
-    assert sized.count("aten::copy_") == 1, sized
+    assert sized.count("aten::copy_") == (1 if path == "twin" else 0), sized
+    words = [[(64 * 512 + 3) // 4]]  # the twin's int64 words; the kernel draws only its seed
+    assert any(e.name == "aten::random_" and e.input_shapes[:1] == words for e in prof.events()) is (path == "twin")
     assert not {"aten::where", "aten::ge", "aten::masked_fill", "aten::masked_fill_"} & set(sized), sized
 
 
-def test_mask_is_the_old_comparison() -> None:
+def test_twin_mask_is_the_old_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
     """The int16 arithmetic keeps exactly the elements whose 16 random bits are ≥ t, as the
     comparison it replaces did: same seed, same masks, same values as before."""
+    monkeypatch.setenv("ATTNLAB_KERNELS", "0")
     x = torch.randn(2, 1_000_001)  # ~30 elements fall on the threshold itself
     torch.manual_seed(5)
     y = Dropout(0.1).train()(x)
@@ -79,3 +101,41 @@ def test_mask_is_the_old_comparison() -> None:
     words = torch.randint(-(2**63), 2**63 - 1, ((x.numel() + 3) // 4,), dtype=torch.int64)
     keep = words.view(torch.int16)[: x.numel()].view(x.shape) >= round(0.1 * 2**16) - 2**15
     assert torch.equal(y, torch.where(keep, x, 0.0) * (1.0 / 0.9))
+
+
+def _splitmix_keep(seed: int, n: int, threshold: int) -> list[bool]:
+    """The kernel's definition, in Python integers: element i reads bits 16·(i % 4) … of word
+    i // 4, SplitMix64's output function of seed + (i // 4 + 1)·φ mod 2⁶⁴."""
+    keep = []
+    for i in range(n):
+        z = (seed + (i // 4 + 1) * 0x9E3779B97F4A7C15) & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        keep.append((z >> (16 * (i % 4))) & 0xFFFF >= threshold)
+    return keep
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kernel_mask_is_splitmix64_of_its_seed(dtype: torch.dtype) -> None:
+    """Every element, vector blocks of 32 and the ragged tail alike (100 = 3 × 32 + 4), is kept
+    exactly where the published generator says, written as 1 or 0 in x's dtype. A seed near 2⁶⁴
+    checks the wrap-around; threshold 0 keeps all, 65,535 almost none."""
+    module = extension()
+    if module is None:
+        pytest.skip("the kernels could not be built here")
+    for seed, threshold in ((0, 6554), (-(2**63) + 12345, 32768), (-1, 0), (987654321, 65535)):
+        keep = module.dropout_keep(torch.empty(100, dtype=dtype), seed, threshold)
+        assert keep.dtype == dtype and keep.shape == (100,)
+        expected = torch.tensor(_splitmix_keep(seed & MASK64, 100, threshold), dtype=dtype)
+        assert torch.equal(keep, expected), (seed, threshold)
+    with pytest.raises(RuntimeError, match="threshold"):
+        module.dropout_keep(torch.empty(4), 0, 65536)
+
+
+def test_kernel_mask_keeps_shape_of_a_strided_input() -> None:
+    if extension() is None:
+        pytest.skip("the kernels could not be built here")
+    x = torch.ones(64, 40).t()  # not contiguous
+    y = Dropout(0.1).train()(x)
+    assert y.shape == (40, 64) and set(y.unique().tolist()) == {0.0, torch.tensor(1.0 / 0.9).item()}

@@ -1,18 +1,23 @@
-"""attnlab's one hand-written kernel, compiled on first use, and its PyTorch twin.
+"""attnlab's hand-written kernels, compiled on first use, and their PyTorch twins.
 
 `cached_attention` is Eq. (1) for one new query per row over a beam search's key/value store
 (`attnlab.model.cache`), gathering each row's history while it reads instead of copying the
 cache into the beams' new order every step (csrc/cached_attention.cpp says how). PyTorch has no
 operation that attends through an index, and the copy it would need is what the kernel saves: on
-test2016 it makes fp32 decoding 1.1x faster (docs/BENCHMARKS.md, round eight).
+test2016 it makes fp32 decoding 1.1x faster (docs/BENCHMARKS.md, round eight). `top_k` is the
+search's per-row top-k in one pass, and `dropout_keep` dropout's mask from a counter-based
+generator that any thread can compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU
+generator draws serially (training round seven).
 
-The kernel is compiled with the machine's own compiler the first time it is needed (about 30 s
-on two cores; `make setup` does it ahead), for this machine's vector instructions, and cached by
-PyTorch per PyTorch version (`TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions).
-Written by hand because no library offers it: PyTorch has no gather-while-attending operation,
-and CTranslate2's own kernels are not callable on PyTorch tensors. Where it cannot be built (no
-C++ compiler), decoding warns once, in one line, and runs `gathered_attention`, the same maths in
-PyTorch operations (tested equal) and slower; `ATTNLAB_KERNELS=0` chooses that path.
+The kernels are compiled with the machine's own compiler the first time one is needed (about
+30-45 s on two cores; `make setup` does it ahead), for this machine's vector instructions, and
+cached by PyTorch per PyTorch version (`TORCH_EXTENSIONS_DIR`, by default
+~/.cache/torch_extensions). Written by hand because no library offers them: PyTorch has no
+gather-while-attending operation nor a parallel CPU generator, and CTranslate2's own kernels are
+not callable on PyTorch tensors. Where they cannot be built (no C++ compiler), attnlab warns
+once, in one line, and runs the twins, the same maths in PyTorch operations (tested equal; the
+twin of `dropout_keep` draws its masks from PyTorch's generator instead) and slower;
+`ATTNLAB_KERNELS=0` chooses that path.
 """
 
 from __future__ import annotations
@@ -31,37 +36,40 @@ from torch import Tensor
 
 from attnlab.model.attention import attention
 
-SOURCE = Path(__file__).with_name("csrc") / "cached_attention.cpp"
+SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
+HEADER = Path(__file__).with_name("csrc") / "kernels.h"
 _built: dict[str, ModuleType | None] = {}
 
 
 def enabled() -> bool:
-    """Whether decoding may use the compiled kernel: `ATTNLAB_KERNELS=0` turns it off (to
+    """Whether attnlab may use its compiled kernels: `ATTNLAB_KERNELS=0` turns them off (to
     compare the two paths, or on a machine where compiling is unwelcome)."""
     return os.environ.get("ATTNLAB_KERNELS", "1") != "0"
 
 
 def extension() -> ModuleType | None:
-    """The compiled kernel, built once per process (and cached on disk across processes); None
-    where it cannot be built, said once in one line."""
+    """The compiled kernels, built once per process (and cached on disk across processes); None
+    where they cannot be built, said once in one line."""
     if "module" not in _built:
         _built["module"] = None
         try:
             from torch.utils.cpp_extension import load  # lazy: pulls in setuptools, only when decoding
 
             # one build per PyTorch and per source: two attnlab checkouts never load each other's
-            version = re.sub(r"\W", "_", torch.__version__) + "_" + hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]
+            digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, HEADER]))
+            version = re.sub(r"\W", "_", torch.__version__) + "_" + digest.hexdigest()[:10]
             with _ninja_on_path():
                 _built["module"] = load(
-                    name=f"attnlab_cached_attention_{version}",
-                    sources=[str(SOURCE)],
+                    name=f"attnlab_kernels_{version}",
+                    sources=[str(path) for path in SOURCES],
                     extra_cflags=["-O3", "-march=native", "-fopenmp"],
                     extra_ldflags=["-fopenmp"],
                 )
         except Exception as error:  # noqa: BLE001 - any build failure means: use the PyTorch twin
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             warnings.warn(
-                f"the decoding kernel could not be built ({reason}); decoding in PyTorch operations", stacklevel=2
+                f"attnlab's kernels could not be built ({reason}); decoding and dropout run in PyTorch operations",
+                stacklevel=2,
             )
     return _built["module"]
 
@@ -131,3 +139,17 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
     equal values the earlier column is kept, where `torch.topk` promises no order."""
     module = compiled(x) if x.dtype == torch.float32 and x.dim() == 2 and 0 < k <= x.size(1) else None
     return None if module is None else module.top_k(x.contiguous(), k)
+
+
+def dropout_keep(x: Tensor, p: float) -> Tensor | None:
+    """Dropout's keep mask for `x`: 1 with probability 1 − p (p rounded to a multiple of 2⁻¹⁶),
+    else 0, in x's dtype and shape, seeded from PyTorch's generator; None where the kernel does
+    not apply (the caller's PyTorch twin draws the mask then)."""
+    threshold = round(p * 2**16)
+    if torch.compiler.is_compiling() or threshold > 0xFFFF:  # (a compiled graph traces the twin)
+        return None
+    module = compiled(x)
+    if module is None:
+        return None
+    seed = int(torch.randint(-(2**63), 2**63 - 1, (1,), dtype=torch.int64))
+    return module.dropout_keep(x, seed, threshold)

@@ -7,7 +7,7 @@
 // slots[i, t] says which slot holds position t of row i's history, so a reorder only reorders the
 // small (rows, length) table of slots. The kernel gathers while it reads (FasterTransformer's
 // "cache indirection"), in one pass: scores, softmax and the weighted sum of values.
-#include <torch/extension.h>
+#include "kernels.h"
 
 #include <ATen/Parallel.h>
 
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+namespace attnlab {
 
 // 16 floats as one value: GCC and Clang lower it to one AVX-512 register, two AVX2 ones or four
 // SSE ones, whatever the machine (-march=native) has.
@@ -215,9 +215,4 @@ std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k) {
   return {values, indices};
 }
 
-}  // namespace
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("cached_attention", &cached_attention, "Eq. (1), one query per row, over a slot-indexed key/value store");
-  m.def("top_k", &top_k, "each row's k largest values and their columns, in one pass");
-}
+}  // namespace attnlab

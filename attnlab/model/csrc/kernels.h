@@ -1,0 +1,20 @@
+// attnlab's hand-written kernels, one file each, bound to Python in module.cpp.
+#pragma once
+
+#include <torch/extension.h>
+
+#include <tuple>
+
+namespace attnlab {
+
+// cached_attention.cpp: Eq. (1) for one query per row over a slot-indexed key/value store.
+torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor slots,
+                               torch::Tensor lengths, int64_t first, int64_t length);
+
+// cached_attention.cpp: each row's k largest values and their columns, in one pass.
+std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k);
+
+// dropout_mask.cpp: dropout's 0/1 keep mask in x's dtype, from a counter-based generator.
+torch::Tensor dropout_keep(const torch::Tensor& like, int64_t seed, int64_t threshold);
+
+}  // namespace attnlab

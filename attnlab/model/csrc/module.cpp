@@ -1,0 +1,8 @@
+// The Python module of attnlab's kernels (attnlab/model/kernels.py loads it).
+#include "kernels.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("cached_attention", &attnlab::cached_attention, "Eq. (1), one query per row, over a slot-indexed key/value store");
+  m.def("top_k", &attnlab::top_k, "each row's k largest values and their columns, in one pass");
+  m.def("dropout_keep", &attnlab::dropout_keep, "dropout's keep mask (0 or 1 in x's dtype) from a seed");
+}
