@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from attnlab.decode.search import generate
 from attnlab.model import kernels
 from attnlab.model.config import preset
+from attnlab.model.cpu import cpu_signature
 from attnlab.model.transformer import KVCache, Transformer
 
 
@@ -87,6 +89,33 @@ def test_a_kernel_that_cannot_be_built_falls_back_in_one_line(monkeypatch: pytes
         warnings.simplefilter("error")  # said once per process, not per call
         out = kernels.cached_attention(q, k, v, slots, 0, 3)
     assert torch.allclose(out.double(), reference(q, k, v, slots, 0, 3), atol=1e-6)
+
+
+def test_a_build_is_announced_in_one_line_and_only_when_needed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compiling takes 30-60 s: a first decode or training step says why it waits; a process
+    that finds the build on disk says nothing."""
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "_get_build_directory", lambda name, verbose: str(tmp_path))
+    monkeypatch.setattr(cpp_extension, "load", lambda **_: "module")
+    for built in (False, True):
+        if built:
+            (tmp_path / f"{kernels.build_name(cpu_signature())}.so").touch()
+        monkeypatch.setattr(kernels, "_built", {})
+        assert kernels.extension() == "module"
+        err = capsys.readouterr().err
+        assert err == ("" if built else "attnlab: compiling its C++ kernels for this CPU, once (30-60 s)\n")
+
+
+def test_builds_are_named_per_cpu() -> None:
+    """A build for one CPU's instructions is never loaded on another (a shared home directory)."""
+    intel = "x86_64|GenuineIntel|Xeon|avx512f amx_bf16"
+    assert kernels.build_name(intel) == kernels.build_name(intel)
+    assert kernels.build_name(intel) != kernels.build_name("x86_64|AuthenticAMD|EPYC|avx512f")
+    assert kernels.build_name(intel) != kernels.build_name(intel.replace(" amx_bf16", ""))
+    assert kernels.build_name(intel).startswith("attnlab_kernels_")
 
 
 @pytest.fixture(params=["kernel", "pytorch"])

@@ -10,9 +10,9 @@ generator that any thread can compute any part of (csrc/dropout_mask.cpp), where
 generator draws serially (training round seven).
 
 The kernels are compiled with the machine's own compiler the first time one is needed (about
-30-45 s on two cores; `make setup` does it ahead), for this machine's vector instructions, and
-cached by PyTorch per PyTorch version (`TORCH_EXTENSIONS_DIR`, by default
-~/.cache/torch_extensions). Written by hand because no library offers them: PyTorch has no
+30-45 s on two cores, said in one line; `make setup` does it ahead), for this CPU's vector
+instructions, and cached on disk per PyTorch version, source and CPU (`build_name`;
+`TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no library offers them: PyTorch has no
 gather-while-attending operation nor a parallel CPU generator, and CTranslate2's own kernels are
 not callable on PyTorch tensors. Where they cannot be built (no C++ compiler), attnlab warns
 once, in one line, and runs the twins, the same maths in PyTorch operations (tested equal; the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ import torch
 from torch import Tensor
 
 from attnlab.model.attention import attention
+from attnlab.model.cpu import cpu_signature
 
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
 HEADER = Path(__file__).with_name("csrc") / "kernels.h"
@@ -47,20 +49,31 @@ def enabled() -> bool:
     return os.environ.get("ATTNLAB_KERNELS", "1") != "0"
 
 
+def build_name(cpu: str) -> str:
+    """The extension's name, one per PyTorch version, source text and CPU: two attnlab checkouts
+    never load each other's build, and a home directory shared by machines with other CPUs
+    never loads another CPU's (compiled with -march=native, a build made where AMX is may use it,
+    and an illegal instruction kills a process on a CPU without it)."""
+    digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, HEADER]) + cpu.encode())
+    version = re.sub(r"\W", "_", torch.__version__)
+    return f"attnlab_kernels_{version}_{digest.hexdigest()[:10]}"
+
+
 def extension() -> ModuleType | None:
     """The compiled kernels, built once per process (and cached on disk across processes); None
-    where they cannot be built, said once in one line."""
+    where they cannot be built, said once in one line. A build, which takes a while, is announced
+    in one line on stderr first."""
     if "module" not in _built:
         _built["module"] = None
         try:
-            from torch.utils.cpp_extension import load  # lazy: pulls in setuptools, only when decoding
+            from torch.utils import cpp_extension  # lazy: pulls in setuptools, only when used
 
-            # one build per PyTorch and per source: two attnlab checkouts never load each other's
-            digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, HEADER]))
-            version = re.sub(r"\W", "_", torch.__version__) + "_" + digest.hexdigest()[:10]
+            name = build_name(cpu_signature())
+            if not (Path(cpp_extension._get_build_directory(name, verbose=False)) / f"{name}.so").exists():
+                print("attnlab: compiling its C++ kernels for this CPU, once (30-60 s)", file=sys.stderr, flush=True)
             with _ninja_on_path():
-                _built["module"] = load(
-                    name=f"attnlab_kernels_{version}",
+                _built["module"] = cpp_extension.load(
+                    name=name,
                     sources=[str(path) for path in SOURCES],
                     extra_cflags=["-O3", "-march=native", "-fopenmp"],
                     extra_ldflags=["-fopenmp"],

@@ -23,11 +23,8 @@ use `F.linear` there (`MKL_AVX512`); the output projection keeps its pack (4 row
 
 from __future__ import annotations
 
-import platform
 import warnings
 import weakref
-from functools import cache
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -35,21 +32,9 @@ from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from attnlab.errors import AttnlabError
+from attnlab.model.cpu import cpu_vendor
 
 ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-@cache
-def cpu_vendor() -> str:
-    """The CPU's vendor string ("GenuineIntel", "AuthenticAMD", ...; "" where none is found)."""
-    try:
-        with Path("/proc/cpuinfo").open() as info:
-            for line in info:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "GenuineIntel" if "GenuineIntel" in platform.processor() else ""  # (Windows names it there)
 
 
 def mkl_runs_avx512(vendor: str) -> bool:
