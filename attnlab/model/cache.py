@@ -38,6 +38,11 @@ class KVCache:
         self.slots = new.contiguous() if self.slots is None else torch.cat([self.slots, new], dim=1)
         for layer in self.layers:
             layer.setdefault("self", {})["slots"] = self.slots
+        kept = self.layers[0].get("cross", {}) if self.layers else {}
+        if "lengths" in kept:  # the kernel reads the encoder-decoder K/V: each row's sentence, once for all layers
+            rows_of = row_tables(kept, rows)
+            for layer in self.layers:
+                layer["cross"].update(rows_of)
 
     def reorder(self, index: Tensor, memory_index: Tensor | None = None) -> None:
         """Follow the beams: row i of the new batch continues row index[i] of the old one. The
@@ -48,9 +53,12 @@ class KVCache:
         cross = index if memory_index is None else memory_index
         unchanged = torch.equal(cross, torch.arange(len(cross)))
         for layer in self.layers:
-            for name, tensor in layer["cross"].items():
+            kept = layer["cross"]
+            for name in ROW_TABLES:  # per row, not per sentence: the next `advance` makes them anew
+                kept.pop(name, None)
+            for name, tensor in kept.items():
                 if not (unchanged and tensor.size(0) == len(cross)):  # else: nothing moves
-                    layer["cross"][name] = tensor.index_select(0, cross.to(tensor.device))
+                    kept[name] = tensor.index_select(0, cross.to(tensor.device))
 
 
 def store(past: dict[str, Tensor], k: Tensor, v: Tensor) -> None:
@@ -103,18 +111,32 @@ def keep_cross(past: dict[str, Tensor], k: Tensor, v: Tensor, mask: Tensor | Non
     past["k"], past["v"] = k.transpose(-2, -1).contiguous().transpose(-2, -1), v.contiguous()
 
 
+ROW_TABLES = ("row_slots", "row_lengths")
+
+
+def row_tables(past: dict[str, Tensor], rows: int) -> dict[str, Tensor]:
+    """What the kernel reads besides kept encoder-decoder K/V (S, Ls, h, ·), the same for every
+    layer, for `rows` = S × g decoder rows (a sentence's rows consecutive, as `TransformerStepper`
+    lays them out): each row's sentence as its slot at every position, and its number of real keys."""
+    sentences, positions = past["k"].shape[:2]
+    groups = rows // sentences
+    sentence = torch.arange(rows, dtype=torch.int32) // groups
+    slots = sentence[:, None].expand(-1, positions)
+    return {"row_slots": slots, "row_lengths": past["lengths"].repeat_interleave(groups)}
+
+
 def cross_step(past: dict[str, Tensor], q: Tensor, recorded: bool) -> Tensor | tuple[Tensor, Tensor]:
     """Encoder-decoder attention while decoding, q (B, h, Lq, d_k) for B = sentences × g rows: the
-    kernel's output (B, h, 1, d_v) where it applies, else the kept k, v as (S, h, Ls, ·)."""
+    kernel's output (B, h, 1, d_v) where it applies, else the kept k, v as (S, h, Ls, ·). The
+    kernel's per-row tables are made once a step for every layer (`KVCache.advance`), or here at
+    the step that keeps the K/V."""
     k, v = past["k"], past["v"]
     if "lengths" not in past:
         return k, v
     if q.size(2) > 1 or recorded:
         return k.transpose(1, 2), v.transpose(1, 2)
-    groups = q.size(0) // k.size(0)  # a sentence's rows are consecutive (TransformerStepper)
-    sentence = torch.arange(q.size(0), dtype=torch.int32) // groups
-    lengths = past["lengths"].repeat_interleave(groups)
-    out = cached_attention(
-        q[:, :, 0], k.transpose(0, 1), v.transpose(0, 1), sentence[:, None].expand(-1, k.size(1)), 0, k.size(1), lengths
-    )
+    if past.get("row_slots") is None or past["row_slots"].size(0) != q.size(0):
+        past.update(row_tables(past, q.size(0)))
+    slots, lengths = past["row_slots"], past["row_lengths"]
+    out = cached_attention(q[:, :, 0], k.transpose(0, 1), v.transpose(0, 1), slots, 0, k.size(1), lengths)
     return out[:, :, None]

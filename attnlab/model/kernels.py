@@ -41,6 +41,7 @@ from attnlab.model.cpu import cpu_signature
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
 HEADER = Path(__file__).with_name("csrc") / "kernels.h"
 _built: dict[str, ModuleType | None] = {}
+_NO_LENGTHS = torch.empty(0, dtype=torch.int32)  # the kernel's "every row sees every position"
 
 
 def enabled() -> bool:
@@ -124,8 +125,8 @@ def cached_attention(
     module = compiled(q)
     if module is None:
         return gathered_attention(q, k, v, slots, first, length, lengths)
-    none = torch.empty(0, dtype=torch.int32)
-    return module.cached_attention(q.contiguous(), k, v, slots, none if lengths is None else lengths, first, length)
+    lengths = _NO_LENGTHS if lengths is None else lengths
+    return module.cached_attention(q.contiguous(), k, v, slots, lengths, first, length)
 
 
 def gather(store: Tensor, slots: Tensor, first: int, length: int) -> Tensor:

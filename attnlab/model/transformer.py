@@ -306,7 +306,7 @@ class Transformer(nn.Module):
                 f"{what} has {ids.size(1)} tokens, more than the model's max_len={self.config.max_len}"
             )
         vocab_size = vocab_size or self.config.vocab_size
-        low, high = int(ids.min()), int(ids.max())
+        low, high = (int(bound) for bound in torch.aminmax(ids))
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
             raise ModelInputError(f"{what} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
@@ -314,8 +314,10 @@ class Transformer(nn.Module):
     # -- §3.4, §3.5 ------------------------------------------------------------------------
     def embed_tokens(self, ids: Tensor, start: int = 0, table: nn.Embedding | None = None) -> Tensor:
         x = (self.embed if table is None else table)(ids) * self.embed_scale  # (B, L, d_model)
-        positions = torch.arange(start, start + ids.size(1), device=ids.device)
-        pos = self.positions(positions) if self.config.positional == "learned" else self.pe[positions]
+        if self.config.positional == "learned":
+            pos = self.positions(torch.arange(start, start + ids.size(1), device=ids.device))
+        else:
+            pos = self.pe[start : start + ids.size(1)]  # (a view: no index tensor a decoding step)
         return self.dropout(x + pos)
 
     def src_mask(self, src: Tensor) -> Tensor | None:
