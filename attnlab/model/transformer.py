@@ -83,8 +83,8 @@ class MultiHeadAttention(nn.Module):
         return None if torch.compiler.is_compiling() else HEAD_MASKS.get().get(self)
 
     def _split(self, x: Tensor, d: int) -> Tensor:
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, d).transpose(1, 2)  # (B, h, L, d)
+        batch, length, _ = x.shape  # -> (B, h, L, d); one position (decoding): a view, not a transpose
+        return x.view(batch, self.n_heads, 1, d) if length == 1 else x.view(batch, length, -1, d).transpose(1, 2)
 
     def forward(
         self,
@@ -133,7 +133,8 @@ class MultiHeadAttention(nn.Module):
         if head_mask is not None:
             out = out * head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
         batch, _, length, _ = out.shape
-        return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))
+        out = out.reshape(batch, 1, -1) if length == 1 else out.transpose(1, 2).reshape(batch, length, -1)
+        return self.w_o(out)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, decoding: bool) -> Tensor:
         """Eq. (1) for every head: q (B, h, Lq, d_k) against k, v (B / g, h, Lk, ·) -> (B, h, Lq, d_v).
