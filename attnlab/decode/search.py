@@ -99,7 +99,8 @@ class TransformerStepper:
 
     def __init__(self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = ()) -> None:
         self.model, self.use_cache = model, cache
-        self.mask_tokens = torch.tensor(sorted({model.config.pad_id, model.config.bos_id, *mask_tokens}))
+        masked = sorted({model.config.pad_id, model.config.bos_id, *mask_tokens})
+        self.mask_tokens = torch.tensor(masked, device=src.device)
         self.src_mask = model.src_mask(src)
         self.encoded = model.encode(src, self.src_mask)  # (B, Ls, d_model), once per source
 
@@ -115,7 +116,7 @@ class TransformerStepper:
         new = tokens[:, -1:] if self.cache is not None else tokens
         hidden = self.model.decode(new, self.memory, self.mask, self.cache)[:, -1]  # (N, d_model)
         lprobs = self._log_softmax(hidden)
-        lprobs[:, self.mask_tokens] = float("-inf")  # never produce pad or a second <s>
+        lprobs.index_fill_(1, self.mask_tokens, float("-inf"))  # never produce pad or a second <s>
         return lprobs
 
     def _log_softmax(self, hidden: Tensor) -> Tensor:
@@ -256,15 +257,18 @@ def beam_search(
         ]
         if not stay:
             break
-        stay_index = torch.tensor(stay)
-        pick, alive = pick.index_select(0, stay_index), alive.index_select(0, stay_index)
-        index = top_rows.index_select(0, stay_index).gather(1, pick).view(-1)
+        if len(stay) < len(active):  # some sentences are done: keep the others' rows
+            stay_index = torch.tensor(stay)
+            pick, alive, top_rows, top_tokens, top_lps, top_scores = (
+                t.index_select(0, stay_index) for t in (pick, alive, top_rows, top_tokens, top_lps, top_scores)
+            )
+        index = top_rows.gather(1, pick).view(-1)
         stepper.reorder(index)
-        chosen = top_tokens.index_select(0, stay_index).gather(1, pick).view(-1, 1)
-        chosen_lps = top_lps.index_select(0, stay_index).gather(1, pick).view(-1, 1)
+        chosen = top_tokens.gather(1, pick).view(-1, 1)
+        chosen_lps = top_lps.gather(1, pick).view(-1, 1)
         tokens = torch.cat([tokens.index_select(0, index), chosen], dim=1)
         token_lps = torch.cat([token_lps.index_select(0, index), chosen_lps], dim=1)
-        scores = top_scores.index_select(0, stay_index).gather(1, pick).masked_fill(~alive, float("-inf"))
+        scores = top_scores.gather(1, pick).masked_fill(~alive, float("-inf"))
         active, width = [active[i] for i in stay], beam
     return [sorted(found, key=lambda h: -h.score)[:n_best] for found in finished]
 
