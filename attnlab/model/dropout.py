@@ -28,8 +28,8 @@ class Dropout(nn.Dropout):
     """`nn.Dropout` (same state, same train/eval switch, same 1/(1 − p) scaling)."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0.0:  # x itself, as nn.Dropout returns it (and no call: decoding
-            return x  # passes 3 dropouts a layer a step)
+        if not self.training or self.p == 0.0:  # x itself, as nn.Dropout returns it, without calling
+            return x  # PyTorch (a decoding step passes three dropouts a layer)
         if x.device.type != "cpu":
             return super().forward(x)
         if self.p == 1.0:
