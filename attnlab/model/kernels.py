@@ -12,9 +12,9 @@ generator draws serially (training round seven).
 The kernels are compiled with the machine's own compiler the first time one is needed (about
 30-45 s on two cores, said in one line; `make setup` does it ahead), for this CPU's vector
 instructions, and cached on disk per PyTorch version, source and CPU (`build_name`;
-`TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no library offers them: PyTorch has no
-gather-while-attending operation nor a parallel CPU generator, and CTranslate2's own kernels are
-not callable on PyTorch tensors. Where they cannot be built (no C++ compiler), attnlab warns
+`TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no
+library offers them: PyTorch has no gather-while-attending operation nor a parallel CPU
+generator, and CTranslate2's own kernels are not callable on PyTorch tensors. Where they cannot be built (no C++ compiler), attnlab warns
 once, in one line, and runs the twins, the same maths in PyTorch operations (tested equal; the
 twin of `dropout_keep` draws its masks from PyTorch's generator instead) and slower;
 `ATTNLAB_KERNELS=0` chooses that path.
