@@ -48,8 +48,7 @@ def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved"
 
 
 def _halves(d_model: int) -> tuple[slice, slice]:
-    middle = (d_model + 1) // 2
-    return slice(0, middle), slice(middle, None)
+    return slice(0, (d_model + 1) // 2), slice((d_model + 1) // 2, None)
 
 
 class MultiHeadAttention(nn.Module):
@@ -177,7 +176,9 @@ class FeedForward(nn.Module):
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.activation(self.w_1(x)))
+        # As rows (N, d_model): compiled with dynamic shapes, a 3-D ReLU made Inductor save its
+        # backward mask as bool, which its CPU code writes 8x slower (BENCHMARKS.md, training round 8).
+        return self.w_2(self.activation(self.w_1(x.reshape(-1, x.size(-1))))).view(x.shape)
 
 
 class Residual(nn.Module):
@@ -235,9 +236,8 @@ class Transformer(nn.Module):
     """Encoder-decoder with one shared embedding matrix for source, target and the pre-softmax
     projection (§3.4), embeddings scaled by √d_model, positions added (§3.5), then dropout.
 
-    Imported Marian models may instead have a target embedding of their own (`tgt_embed`), an
-    untied output matrix (`out_proj`) and a bias on the logits (`logits_bias`); the paper's
-    presets have none of them."""
+    Imported Marian models may have their own target embedding (`tgt_embed`), an untied output
+    matrix (`out_proj`) and a bias on the logits (`logits_bias`); the paper's presets have none."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
