@@ -13,7 +13,8 @@ gradient accumulation and DDP). The two are timed alternately in one process, so
 from another job hits both; the figure to quote is the ratio.
 
 attnlab's side runs what `attnlab train` runs by default on the device for a long run
-(`--compile auto`: on a CPU the compiled loss, see `attnlab.train.regime.compile_mode`), and the
+(`--compile auto`: on a CPU the compiled loss, and the compiled model too in bf16, see
+`attnlab.train.regime.compile_mode`; `--smoke` compiles the loss only, to stay quick), and the
 process keeps freed memory as `attnlab train` does (`keep_freed_memory`); being process-wide, that
 setting holds for the peer's steps too, so the ratio compares code, not allocators.
 
@@ -181,7 +182,7 @@ def measure_case(
     if count_parameters(ours) != count_parameters(peer):
         raise SystemExit(f"{name}: attnlab has {count_parameters(ours)} parameters, the peer {count_parameters(peer)}")
     steps = {
-        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile=args.compile_mode),
+        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile=args.compile_modes[dtype]),
         "peer": make_step(peer, batch, dtype == "bf16", device, ours=False),
     }
     for step in steps.values():  # first steps allocate Adam's moments and autocast's weight casts
@@ -203,7 +204,7 @@ def measure_case(
         "device": device.type,
         "threads": torch.get_num_threads(),
         "clock": args.clock,
-        "compile": args.compile_mode,
+        "compile": args.compile_modes[dtype],
         "attnlab_tokens_per_s": round(ours_tps, 1),
         "peer_tokens_per_s": round(peer_tps, 1),
         "ratio": round(ours_tps / peer_tps, 3),
@@ -241,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.presets, args.max_tokens, args.repeats, args.min_seconds, args.min_steps = ["tiny"], 256, 1, 0.0, 2
     device = torch.device(args.device)
-    # What `attnlab train` does on this device by default, for a run long enough to pay for compiling
-    args.compile_mode, note = compile_mode(args.compile, device.type, steps=COMPILE_PAYS_FROM)
+    # What `attnlab train` does on this device by default for a long run (the paper's 100k updates)
+    steps = COMPILE_PAYS_FROM if args.smoke else 100_000
+    decided = {dtype: compile_mode(args.compile, device.type, steps, bf16=dtype == "bf16") for dtype in args.dtypes}
+    args.compile_modes = {dtype: mode for dtype, (mode, _) in decided.items()}
+    note = "; ".join(f"{dtype}: {line}" for dtype, (_, line) in decided.items())
     if device.type == "cpu" and keep_freed_memory():  # process-wide: the peer's steps get it too
         note += "; glibc keeps freed memory (mallopt), for both systems"
     if args.clock == "cpu" and device.type != "cpu":

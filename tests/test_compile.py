@@ -146,6 +146,10 @@ def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatc
 
     assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM)[0] == "loss"
     assert regime.compile_mode("auto", "cpu", regime.COMPILE_PAYS_FROM - 1)[0] == "off"
+    assert regime.compile_mode("auto", "cpu", regime.MODEL_PAYS_FROM, bf16=True)[0] == "model"
+    assert regime.compile_mode("auto", "cpu", regime.MODEL_PAYS_FROM - 1, bf16=True)[0] == "loss"
+    assert regime.compile_mode("auto", "cpu", 10**6, bf16=False)[0] == "loss"
+    assert regime.compile_mode("auto", "cuda", regime.COMPILE_PAYS_FROM)[0] in ("model", "off")  # (off: no Triton)
     assert regime.compile_mode("model", "cpu", 10)[0] == "model"  # asked for: compiled however short
     assert regime.compile_mode("off", "cpu", 10**6)[0] == "off"
     assert regime.compile_mode(True, "cpu", 10)[0] == "model" and regime.compile_mode(False, "cpu", 10**6)[0] == "off"
@@ -161,24 +165,22 @@ def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatc
     assert config_from_args([*base, "--compile", "loss"]).compile == "loss"
 
 
-def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_train, monkeypatch) -> None:
+def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_train) -> None:
     """The same seed, batches and dropout masks: three updates compiled ("loss", then "model")
     give the eager losses to rounding. A changed loss, a lost dropout mask or compiled dropout
     drawing its own random stream moves them by 1e-3 or more (the updates move them by ~0.1).
-    A compiled model traces dropout's PyTorch twin, not the compiled kernel (`attnlab.model.
-    dropout`): "model" follows eager training on the twin ("off-twin"), "loss" on the kernel."""
+    A compiled model calls dropout's kernel as one opaque operation (`attnlab::dropout_keep`),
+    so it draws eager training's masks."""
     from attnlab.train.loop import TrainConfig, Trainer
 
     losses = {}
-    for mode in ("off", "loss", "off-twin", "model"):
-        if mode == "off-twin":
-            monkeypatch.setenv("ATTNLAB_KERNELS", "0")
+    for mode in ("off", "loss", "model"):
         trainer = Trainer(
             TrainConfig(
                 data=str(prepared_tiny_train),
                 out=str(tmp_path / mode),
                 preset="tiny",
-                compile=mode.removesuffix("-twin"),
+                compile=mode,
                 eval_sentences=0,
                 probes=0,
                 max_tokens=400,
@@ -194,4 +196,18 @@ def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_trai
             total = trainer.acc["loss"]
     assert trainer.compile == "model"
     assert losses["loss"] == pytest.approx(losses["off"], rel=1e-5)
-    assert losses["model"] == pytest.approx(losses["off-twin"], rel=1e-5)
+    assert losses["model"] == pytest.approx(losses["off"], rel=1e-5)
+
+
+def test_compiled_dropout_without_kernels_traces_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernels are not built (or `ATTNLAB_KERNELS=0`), a compiled graph draws its
+    masks with the PyTorch twin: still no graph break, and a real mask."""
+    from attnlab.model.dropout import Dropout
+
+    monkeypatch.setenv("ATTNLAB_KERNELS", "0")
+    dropout = Dropout(0.5).train()
+    x = torch.ones(4, 64)
+    assert _breaks(dropout, x) == []
+    dynamo.reset()
+    kept = torch.compile(dropout, backend="eager")(x)
+    assert 0.3 < kept.ne(0).float().mean() < 0.7 and set(kept.unique().tolist()) == {0.0, 2.0}

@@ -158,12 +158,36 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
 def dropout_keep(x: Tensor, p: float) -> Tensor | None:
     """Dropout's keep mask for `x`: 1 with probability 1 − p (p rounded to a multiple of 2⁻¹⁶),
     else 0, in x's dtype and shape, seeded from PyTorch's generator; None where the kernel does
-    not apply (the caller's PyTorch twin draws the mask then)."""
+    not apply (the caller's PyTorch twin draws the mask then). Inside a compiled graph the kernel
+    is one opaque operation (`attnlab::dropout_keep`), so a compiled model draws eager
+    training's masks, without a graph break."""
     threshold = round(p * 2**16)
-    if torch.compiler.is_compiling() or threshold > 0xFFFF:  # (a compiled graph traces the twin)
+    if threshold > 0xFFFF:
         return None
+    if torch.compiler.is_compiling():
+        return torch.ops.attnlab.dropout_keep(x.detach(), threshold) if _built_for(x.device.type, x.dtype) else None
     module = compiled(x)
-    if module is None:
-        return None
+    return None if module is None else _draw_mask(module, x, threshold)
+
+
+def _draw_mask(module: ModuleType, x: Tensor, threshold: int) -> Tensor:
     seed = int(torch.randint(-(2**63), 2**63 - 1, (1,), dtype=torch.int64))
     return module.dropout_keep(x, seed, threshold)
+
+
+@torch.compiler.assume_constant_result
+def _built_for(device_type: str, dtype: torch.dtype) -> bool:
+    """`compiled` for a graph being traced, answered once then (building the kernels if needed)."""
+    return compiled(torch.empty(0, dtype=dtype, device=device_type)) is not None
+
+
+@torch.library.custom_op("attnlab::dropout_keep", mutates_args=(), tags=torch.Tag.nondeterministic_seeded)
+def _dropout_keep_op(x: Tensor, threshold: int) -> Tensor:
+    module = compiled(x)
+    assert module is not None  # (`_built_for` said so when the graph was traced)
+    return _draw_mask(module, x, threshold)
+
+
+@_dropout_keep_op.register_fake
+def _(x: Tensor, threshold: int) -> Tensor:
+    return x.new_empty(x.shape)  # contiguous, as the kernel writes it

@@ -122,7 +122,7 @@ class Trainer:
             check_out(self.out)
         torch.manual_seed(cfg.seed)
         self.model, self.optimizer = build(self.config, self.device, params)
-        self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps)
+        self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps, bf16=self.autocast)
         if self.rank == 0:
             print(note, file=sys.stderr)
         if self.device.type == "cpu":

@@ -56,15 +56,17 @@ def make_loss(compile: bool = False):
 
 COMPILE_MODES = ("auto", "off", "loss", "model")
 COMPILE_PAYS_FROM = 500  # updates: below, ~20 s of compiling the loss is not won back on a CPU
+MODEL_PAYS_FROM = 2000  # updates: the model's extra ~1-2 min of compiling, won back in bf16 on a CPU
 
 
-def compile_mode(requested: str | bool, device_type: str, steps: int) -> tuple[str, str]:
+def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool = False) -> tuple[str, str]:
     """The `torch.compile` mode a run uses ("off", "loss" or "model": model and loss) and one
     line saying why. "auto" compiles where it pays, as measured by benchmarks/train_throughput.py
-    on a 2-core CPU: there the loss alone (compiling the model too was no faster for base and 12%
-    slower for small: oneDNN's matrix products are the kernels either way), on a GPU the
-    model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or where no
-    compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
+    on a 2-core CPU (training round eight): there the loss, and the model too in bf16 for a run of
+    MODEL_PAYS_FROM updates or more (base and small steps 15% faster, at 1-2 min of compiling;
+    in fp32, where the matrix products are nearly all of a step, 0-3% faster, so not); on a GPU
+    the model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or
+    where no compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
     if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
         requested = "model" if requested else "off"
     if requested not in COMPILE_MODES:
@@ -81,8 +83,9 @@ def compile_mode(requested: str | bool, device_type: str, steps: int) -> tuple[s
             "off",
             f"torch.compile: off for a run of {steps} < {COMPILE_PAYS_FROM} updates (--compile loss forces it)",
         )
-    mode = "model" if device_type == "cuda" else "loss"
-    return mode, f"torch.compile: {mode} (auto on {device_type})"
+    if device_type == "cuda" or (bf16 and steps >= MODEL_PAYS_FROM):
+        return "model", f"torch.compile: model (auto on {device_type}{'' if device_type == 'cuda' else ' in bf16'})"
+    return "loss", f"torch.compile: loss (auto on {device_type})"
 
 
 def _missing_compiler(device_type: str) -> str:
@@ -100,8 +103,10 @@ def _missing_compiler(device_type: str) -> str:
 
 def compile_model(model: torch.nn.Module) -> torch.nn.Module:
     """The whole model compiled for training: shapes vary with every token-budget batch, so
-    dynamic from the start; `fallback_random` draws dropout masks with the eager kernels, so a
-    compiled run follows the same random stream (and losses) as an eager one."""
+    dynamic from the start. Dropout's masks are drawn as eagerly: on a CPU by attnlab's kernel,
+    one opaque operation in the graph (`kernels.dropout_keep`), elsewhere by PyTorch's kernels
+    (`fallback_random`), so a compiled run follows the same random stream (and losses) as an
+    eager one."""
     return torch.compile(model, dynamic=True, options={"fallback_random": True})
 
 
