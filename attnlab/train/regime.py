@@ -56,15 +56,16 @@ def make_loss(compile: bool = False):
 
 COMPILE_MODES = ("auto", "off", "loss", "model")
 COMPILE_PAYS_FROM = 500  # updates: below, ~20 s of compiling the loss is not won back on a CPU
-MODEL_PAYS_FROM = 2000  # updates: the model's extra ~1-2 min of compiling, won back in bf16 on a CPU
+MODEL_PAYS_FROM = 4000  # updates: the model's extra ~2 min of compiling, won back in bf16 on a CPU
 
 
 def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool = False) -> tuple[str, str]:
     """The `torch.compile` mode a run uses ("off", "loss" or "model": model and loss) and one
     line saying why. "auto" compiles where it pays, as measured by benchmarks/train_throughput.py
     on a 2-core CPU (training round eight): there the loss, and the model too in bf16 for a run of
-    MODEL_PAYS_FROM updates or more (base and small steps 15% faster, at 1-2 min of compiling;
-    in fp32, where the matrix products are nearly all of a step, 0-3% faster, so not); on a GPU
+    MODEL_PAYS_FROM updates or more (base and small steps ~15% faster, after ~2 min more of
+    compiling and recompiling, won back by ~1,600 updates of the recipes' 6,000 tokens; in fp32,
+    where the matrix products are nearly all of a step, 0-3% faster, so not); on a GPU
     the model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or
     where no compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
     if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
