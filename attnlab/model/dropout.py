@@ -9,9 +9,9 @@ least P_drop · 2¹⁶ (the same Bernoulli(1 − P_drop) mask up to rounding P_d
 cores, vectorised, the mask written in x's dtype; 15x faster than its twin; one opaque operation
 inside a compiled graph) or, where it is not built, from the twin here: 64 random bits per four
 elements from one `randint` over the full int64 range (3.5x faster than `bernoulli_`, and
-traceable by `torch.compile` without a graph break, which `Tensor.random_` is not). Both draw from PyTorch's
-generator, so a seed fixes every mask; they draw different masks from one seed. On other devices
-`nn.Dropout`'s fused kernel is already fast and is used as it is.
+traceable by `torch.compile` without a graph break, which `Tensor.random_` is not). Both draw
+from PyTorch's generator, so a seed fixes every mask; they draw different masks from one seed. On
+other devices `nn.Dropout`'s fused kernel is already fast and is used as it is.
 """
 
 from __future__ import annotations
