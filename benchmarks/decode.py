@@ -31,11 +31,12 @@ produce `--tgt-len` tokens: attnlab's search runs to its maximum length behind a
 forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTranslate2 with
 `min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
 lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
-The process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does; being
-process-wide, that holds for every system. `bf16` converts every torch system's weights to bf16
-(no autocast); CTranslate2 runs `float32` and `int8` (its fast CPU precisions) in a process of
-its own (`Ctranslate2Worker`); on test2016 attnlab also runs `int8` (`load(dtype="int8")`: int8
-linear layers, dynamically quantized activations).
+Every process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does. `bf16`
+converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32` and
+`int8` (its fast CPU precisions). CTranslate2 always, and each attnlab precision on real
+sentences (test2016, latency; there attnlab also runs `int8`, `load(dtype="int8")`: int8 linear
+layers, dynamically quantized activations), runs in a process of its own (`Worker`), as users run
+them.
 
     .venv/bin/python benchmarks/decode.py            # both settings, all precisions
     .venv/bin/python benchmarks/decode.py --json     # one JSON row per setting × system × dtype
@@ -59,7 +60,6 @@ from torch import Tensor
 
 import attnlab
 from attnlab.data.corpora import find_data_dir, read_lines
-from attnlab.decode.api import Model
 from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_spec
 from attnlab.decode.search import TransformerStepper, beam_search
 from attnlab.model.config import ModelConfig, preset
@@ -167,67 +167,62 @@ def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int, dtype: torch.
     return run
 
 
-class Ctranslate2Worker:
-    """A CTranslate2 translator in a process of its own, called like the other systems.
+class Worker:
+    """A system in a process of its own, called like the others; it times itself.
 
-    Translating with CTranslate2 in this process left PyTorch's products slower for the rest of
-    it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's bf16 decoding of test2016 4.2 -> 5.5 s):
-    CTranslate2 sets up the oneDNN and OpenMP it bundles (AVX2 on AMD CPUs), likely what reaches
-    PyTorch's copies (the effect was measured, not the mechanism). In a child process (spawned:
-    nothing of this one's state) the systems stay apart, as they are when users run them; the
-    parent's clock still times the call.
+    Every system of the real-sentence settings runs so, as users run each one: alone in its
+    process. Translating with CTranslate2 in this process left PyTorch's products slower for the
+    rest of it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's bf16 decoding of test2016 4.2 ->
+    5.5 s): CTranslate2 sets up the oneDNN and OpenMP it bundles (AVX2 on AMD CPUs), likely what
+    reaches PyTorch's copies (the effect was measured, not the mechanism). And attnlab's three
+    precisions sharing one process fragment its heap for each other: fp32 decoding of test2016
+    kept page-faulting 13-29k pages a round (5.7-6.5 s) where alone it settles at none (5.2-5.3
+    s; decoding round ten). A spawned child inherits nothing of this process's state, so
+    `make(*args)`, a module-level function, builds the system there (`keep_freed_memory` and the
+    thread count set first, as `attnlab translate` sets them) and returns its call; the child
+    times each call on the parent's clock kind, so `--clock cpu` counts the child's CPU seconds.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        dtype: str,
-        rows: list[list[str]],
-        options: dict[str, object],
-        length: int = 0,
-        one_by_one: bool = False,
-    ):
+    def __init__(self, make: Callable[..., Callable[[], int]], *args: object, clock_kind: str = "wall") -> None:
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
-        threads = torch.get_num_threads()
-        args = (child, str(path), CT2_TYPES[dtype], threads, rows, options, length, one_by_one)
-        self.process = context.Process(target=_serve_ctranslate2, args=args, daemon=True)
+        setup = (torch.get_num_threads(), clock_kind)
+        self.process = context.Process(target=_serve, args=(child, setup, make, args), daemon=True)
         self.process.start()
 
-    def __call__(self) -> int:
-        """Translate the rows once; the target tokens produced (</s> included)."""
+    def timed(self) -> tuple[int, float]:
+        """Run the system once: the target tokens produced (</s> included) and the seconds taken."""
         self.connection.send("run")
         ok, value = self.connection.recv()
         if not ok:
             raise SystemExit(value)
         return value
 
+    def __call__(self) -> int:
+        return self.timed()[0]
 
-def _serve_ctranslate2(
-    connection: Connection,
-    path: str,
-    compute_type: str,
-    threads: int,
-    rows: list[list[str]],
-    options: dict[str, object],
-    length: int,
-    one_by_one: bool,
+
+def _serve(
+    connection: Connection, setup: tuple[int, str], make: Callable[..., Callable[[], int]], args: tuple[object, ...]
 ) -> None:
-    """The child's loop: one translation of `rows` per "run" (with `one_by_one`, one call per
-    row, as an interactive user sends them); with `length`, every best hypothesis must have
-    exactly that many tokens (the equal-work rule)."""
-    import ctranslate2  # optional: only the child loads it
-
-    translator = ctranslate2.Translator(
-        path, device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
-    )
-    batches = [[row] for row in rows] if one_by_one else [rows]
+    """The child's loop: build the system, then one timed call per "run" until the parent goes."""
+    threads, clock_kind = setup
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    now = clock(clock_kind)
+    try:
+        run = make(*args)
+    except SystemExit as error:
+        connection.send((False, str(error)))
+        return
     while _next(connection) == "run":
-        lengths = [len(r.hypotheses[0]) for batch in batches for r in translator.translate_batch(batch, **options)]
-        if length and set(lengths) != {length}:
-            connection.send((False, f"CTranslate2 produced lengths {sorted(set(lengths))}, not {length}"))
-        else:
-            connection.send((True, sum(lengths)))
+        start = now()
+        try:
+            tokens = run()
+        except SystemExit as error:
+            connection.send((False, str(error)))
+            return
+        connection.send((True, (tokens, now() - start)))
 
 
 def _next(connection: Connection) -> str:
@@ -238,8 +233,44 @@ def _next(connection: Connection) -> str:
         return "stop"
 
 
+def ctranslate2_translate(
+    path: str, compute_type: str, rows: list[list[str]], options: dict[str, object], length: int, one_by_one: bool
+) -> Callable[[], int]:
+    """CTranslate2 translating `rows` (with `one_by_one`, one call per row, as an interactive
+    user sends them); with `length`, every best hypothesis must have exactly that many tokens
+    (the equal-work rule). Built in a `Worker`: only the child loads CTranslate2."""
+    import ctranslate2  # optional: only the child loads it
+
+    translator = ctranslate2.Translator(
+        path, device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=torch.get_num_threads()
+    )
+    batches = [[row] for row in rows] if one_by_one else [rows]
+
+    def run() -> int:
+        lengths = [len(r.hypotheses[0]) for batch in batches for r in translator.translate_batch(batch, **options)]
+        if length and set(lengths) != {length}:
+            raise SystemExit(f"CTranslate2 produced lengths {sorted(set(lengths))}, not {length}")
+        return sum(lengths)
+
+    return run
+
+
+def attnlab_translate(checkpoint: str, dtype: str, lines: list[str], one_by_one: bool) -> Callable[[], int]:
+    """`attnlab.load(checkpoint, dtype)` translating `lines` as `attnlab translate` does (in
+    batches of `BATCH_TOKENS` source tokens × beam), or one line per call; built in a `Worker`."""
+    model = attnlab.load(checkpoint, dtype=dtype)
+
+    def run() -> int:
+        with torch.inference_mode():
+            if one_by_one:
+                return sum(len(model.translate(line, beam=4, alpha=0.6).tokens) for line in lines)
+            return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6, batch_tokens=BATCH_TOKENS))
+
+    return run
+
+
 def ctranslate2_decoder(
-    model: Transformer, src: Tensor, tgt_len: int, dtype: str, workdir: Path
+    model: Transformer, src: Tensor, tgt_len: int, dtype: str, workdir: Path, clock_kind: str
 ) -> Callable[[], int] | None:
     """The same call for CTranslate2 on `model`'s weights (exported through its spec API)."""
     if not HAVE_CT2:
@@ -259,7 +290,9 @@ def ctranslate2_decoder(
         "return_end_token": True,
         "max_batch_size": len(rows),
     }
-    return Ctranslate2Worker(path, dtype, rows, options, length=tgt_len)
+    return Worker(
+        ctranslate2_translate, str(path), CT2_TYPES[dtype], rows, options, tgt_len, False, clock_kind=clock_kind
+    )
 
 
 def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, object]]:
@@ -272,7 +305,7 @@ def equal_work(dtypes: list[str], args: argparse.Namespace, workdir: Path) -> li
         torch.manual_seed(0)
         model = Transformer(config).eval()
         if dtype in CT2_TYPES:
-            ct2 = ctranslate2_decoder(model, src, args.tgt_len, dtype, workdir)
+            ct2 = ctranslate2_decoder(model, src, args.tgt_len, dtype, workdir, args.clock)
             if ct2 is not None:
                 systems[("ctranslate2", dtype)] = ct2
         if dtype in ("fp32", "bf16"):
@@ -314,19 +347,15 @@ def _real_systems(
     dtypes: list[str], args: argparse.Namespace, workdir: Path, lines: list[str], one_by_one: bool
 ) -> dict[tuple[str, str], Callable[[], int]]:
     """attnlab (`attnlab.load`, each dtype) and CTranslate2 (the same weights exported) decoding
-    `lines`: in batches of `BATCH_TOKENS` source tokens × beam, or one line per call."""
+    `lines`: in batches of `BATCH_TOKENS` source tokens × beam, or one line per call; each
+    system in a `Worker` of its own."""
     systems: dict[tuple[str, str], Callable[[], int]] = {}
     exported = workdir / "bundled"
     for dtype in dtypes:
         if dtype in ("fp32", "bf16", "int8"):  # int8: attnlab's linear layers quantized (`--dtype int8`)
-            model = attnlab.load(args.checkpoint, dtype=dtype)
-
-            def run(model: Model = model) -> int:
-                if one_by_one:
-                    return sum(len(model.translate(line, beam=4, alpha=0.6).tokens) for line in lines)
-                return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6, batch_tokens=BATCH_TOKENS))
-
-            systems[("attnlab", dtype)] = run
+            systems[("attnlab", dtype)] = Worker(
+                attnlab_translate, args.checkpoint, dtype, lines, one_by_one, clock_kind=args.clock
+            )
         if dtype in CT2_TYPES and HAVE_CT2:
             fp32 = attnlab.load(args.checkpoint)
             if not exported.exists():
@@ -341,7 +370,16 @@ def _real_systems(
             }
             if not one_by_one:
                 options |= {"max_batch_size": BATCH_TOKENS // 4, "batch_type": "tokens"}
-            systems[("ctranslate2", dtype)] = Ctranslate2Worker(exported, dtype, rows, options, one_by_one=one_by_one)
+            systems[("ctranslate2", dtype)] = Worker(
+                ctranslate2_translate,
+                str(exported),
+                CT2_TYPES[dtype],
+                rows,
+                options,
+                0,
+                one_by_one,
+                clock_kind=args.clock,
+            )
     return systems
 
 
@@ -359,9 +397,7 @@ def timed(
         tokens = {key: run() for key, run in systems.items()}
         for _ in range(repeats):
             for key, run in systems.items():
-                start = now()
-                run()
-                times[key].append(now() - start)
+                times[key].append(_seconds(run, now))
     return [
         {
             "setting": setting,
@@ -377,6 +413,15 @@ def timed(
         }
         for system, dtype in systems
     ]
+
+
+def _seconds(run: Callable[[], int], now: Callable[[], float]) -> float:
+    """One call's time: a `Worker` times itself, in its own process; anything else is timed here."""
+    if isinstance(run, Worker):
+        return run.timed()[1]
+    start = now()
+    run()
+    return now() - start
 
 
 RATIOS = [  # (numerator system, dtype, denominator system, dtype): what the docs quote
