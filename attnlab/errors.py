@@ -18,7 +18,7 @@ class ModelInputError(AttnlabError, ValueError):
 
 
 class TimeLimitError(ModelInputError):
-    """Decoding ran past the time limit set for it (`attnlab.decode.search.time_limit`)."""
+    """Decoding ran past the time limit set for it (`attnlab.decode.deadline.time_limit`)."""
 
 
 class DataError(AttnlabError):

@@ -61,7 +61,8 @@ from torch import Tensor
 import attnlab
 from attnlab.data.corpora import find_data_dir, read_lines
 from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_spec
-from attnlab.decode.search import TransformerStepper, beam_search
+from attnlab.decode.search import beam_search
+from attnlab.decode.stepper import TransformerStepper
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.linear import for_inference
 from attnlab.model.memory import keep_freed_memory

@@ -15,7 +15,8 @@ import torch
 
 import attnlab
 from attnlab.data.tokenizer import load_tokenizer
-from attnlab.decode.search import TransformerStepper, greedy_search
+from attnlab.decode.search import greedy_search
+from attnlab.decode.stepper import TransformerStepper
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import save_checkpoint
 from attnlab.model.config import preset

@@ -10,15 +10,9 @@ from hypothesis import strategies as st
 from properties import examples, prove
 
 from attnlab import preset
-from attnlab.decode.search import (
-    TransformerStepper,
-    beam_search,
-    generate,
-    greedy_search,
-    length_penalty,
-    time_limit,
-    top_moves,
-)
+from attnlab.decode.deadline import time_limit
+from attnlab.decode.search import beam_search, generate, greedy_search, length_penalty
+from attnlab.decode.stepper import TransformerStepper, top_moves
 from attnlab.errors import ConfigError, TimeLimitError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.recorder import record

@@ -195,3 +195,55 @@ def test_a_source_padded_at_its_start_is_read_through_its_mask() -> None:
         steps = [model.logits(model.decode(tgt[:, t : t + 1], memory, key_mask, cache)) for t in range(5)]
     assert "lengths" not in cache.layers[0]["cross"]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("columns, k", [(8000, 8), (1000, 42), (70, 8), (6, 4)])  # 6 - 2 skipped: k fills up
+def test_log_softmax_top_k_ranks_log_probabilities(dtype: torch.dtype, columns: int, k: int) -> None:
+    """The fused kernel's k best equal `log_softmax` then `topk` with the skipped columns at -inf,
+    to rounding (its own e^x), at widths with and without a ragged end; skipped columns count in
+    the normaliser but are never chosen, even where largest; a row with fewer than k choosable
+    columns is padded with -inf; `column`'s log-probability comes back whatever it is."""
+    torch.manual_seed(5)
+    logits = (torch.randn(40, columns) * 8).to(dtype)
+    logits[1, 0] = 100.0  # a skipped column that would win
+    logits[2] = -1e30  # e^x far below the polynomial's range for all but one
+    logits[2, 3] = 0.0
+    skip = torch.tensor([0, 2])
+    values, indices, picked = kernels.log_softmax_top_k(logits, k, skip, 3)
+    lprobs = logits.float().log_softmax(-1)
+    assert torch.allclose(picked, lprobs[:, 3], atol=2e-5, rtol=1e-6)
+    lprobs[:, skip] = float("-inf")
+    want = lprobs.topk(k, dim=1).values
+    assert torch.allclose(values, want, atol=2e-5, rtol=1e-6), (values - want).abs().max()
+    chosen = min(k, columns - len(skip))
+    assert torch.allclose(lprobs.gather(1, indices[:, :chosen]), values[:, :chosen], atol=2e-5, rtol=1e-6)
+    assert not torch.isin(indices[:, :chosen], skip).any()
+    assert torch.isinf(values[:, chosen:]).all()
+    assert indices[1, 0] != 0 and indices[2, 0] == 3 and values[2, 0] == 0.0
+
+
+def test_the_search_ranks_through_the_stepper_when_it_can() -> None:
+    """`moves` takes a stepper's own `ranked` (the kernel's one pass) and reads `step`'s
+    log-probabilities only from steppers without one (wrappers that change them)."""
+    from attnlab.decode.search import moves
+    from attnlab.decode.stepper import TransformerStepper
+
+    class Ranks:
+        def ranked(self, tokens: torch.Tensor, k: int, eos: int) -> tuple[int, int, int]:
+            return (k, eos, 0)
+
+        def step(self, tokens: torch.Tensor) -> torch.Tensor:
+            raise AssertionError("read step's log-probabilities although the stepper ranks its own")
+
+    assert moves(Ranks(), torch.zeros(1, 1), 8, 3) == (8, 3, 0)
+    model = Transformer(preset("tiny", n_layers=2)).eval()
+    stepper = TransformerStepper(model, torch.randint(4, 1000, (2, 6)))
+    stepper.start(torch.arange(2))
+    tokens = torch.full((2, 1), 2)
+    with torch.no_grad():
+        fused = moves(stepper, tokens, 8, 3)
+        stepper.start(torch.arange(2))
+        read = moves(type("Plain", (), {"step": stepper.step})(), tokens, 8, 3)
+    assert torch.equal(fused[1], read[1])
+    assert torch.allclose(fused[0], read[0], atol=1e-5) and torch.allclose(fused[2], read[2], atol=1e-5)

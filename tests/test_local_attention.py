@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decode.search import TransformerStepper, greedy_search
+from attnlab.decode.search import greedy_search
+from attnlab.decode.stepper import TransformerStepper
 from attnlab.model import transformer
 from attnlab.model.attention import attention, local_attention, window_mask
 from attnlab.model.config import preset

@@ -8,15 +8,8 @@ training loop or a screen.
 """
 
 from attnlab.decode.api import DEFAULTS, Model, Result, load
-from attnlab.decode.search import (
-    Hypothesis,
-    Stepper,
-    TransformerStepper,
-    beam_search,
-    generate,
-    greedy_search,
-    length_penalty,
-)
+from attnlab.decode.search import Hypothesis, Stepper, beam_search, generate, greedy_search, length_penalty
+from attnlab.decode.stepper import TransformerStepper
 
 __all__ = [
     "DEFAULTS",

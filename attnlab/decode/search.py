@@ -7,26 +7,22 @@ stops as soon as `beam` hypotheses have finished (fairseq) or no live one can be
 finished one any more (tensor2tensor), and leaves the batch, so the remaining ones decode
 faster; the best hypothesis is the same either way, the n-best list may be shorter. The search
 only talks to a `Stepper` (start / step / reorder), which lets tests drive it with a scripted
-toy decoder of known probabilities.
+toy decoder of known probabilities; `attnlab.decode.stepper` steps a Transformer.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from attnlab.errors import ConfigError, ModelInputError, TimeLimitError
-from attnlab.model.cache import KVCache
-from attnlab.model.kernels import top_k
+from attnlab.decode.stepper import TransformerStepper, ranked_moves
+from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model.transformer import Transformer
 from attnlab.record.trace import whole_number
 
@@ -50,6 +46,9 @@ def scored(tokens: list[int], steps: list[float], alpha: float) -> Hypothesis:
 
 
 class Stepper(Protocol):
+    """What the search drives. A stepper may also offer `ranked(tokens, k, eos)`: what the
+    search reads of a step (`moves`), computed its own, faster way."""
+
     def start(self, rows: Tensor) -> None:
         """Begin decoding; `rows[i]` is the sentence index of decoder row i."""
 
@@ -60,118 +59,12 @@ class Stepper(Protocol):
         """Row i continues old row index[i] (beams reordered, finished sentences dropped)."""
 
 
-# (monotonic time at which decoding stops, the limit in seconds), per thread and asyncio task
-DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("attnlab_decode_deadline", default=None)
-
-
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Decoding in this block (in this thread or task only) stops with a one-line
-    `TimeLimitError` once it has run for `seconds` (None or 0: no limit). A served explorer
-    decodes one request at a time, so one 1,000-piece input at beam 32 (minutes) would hold up
-    every other session; the limit is checked before each decoding step."""
-    if seconds is not None and not (math.isfinite(seconds) and seconds >= 0):
-        raise ConfigError(f"the time limit must be a number of seconds ≥ 0 (0: none), got {seconds!r}")
-    token = DEADLINE.set((time.monotonic() + seconds, seconds) if seconds else None)
-    try:
-        yield
-    finally:
-        DEADLINE.reset(token)
-
-
-def check_time() -> None:
-    """Raise `TimeLimitError` if the `time_limit` around this call has run out."""
-    deadline = DEADLINE.get()
-    if deadline is not None and time.monotonic() > deadline[0]:
-        raise TimeLimitError(
-            f"decoding stopped after {deadline[1]:g} s, its time limit: try a shorter text or a smaller beam"
-        )
-
-
-class TransformerStepper:
-    """Steps a Transformer; with `cache`, only the newest position is computed each step.
-
-    The encoder output (and, in the cache, the encoder-decoder K/V) is kept once per sentence
-    while a sentence's rows are consecutive and equally many per sentence, which is how
-    `beam_search` and `greedy_search` lay them out; any other layout falls back to one copy per
-    row. Beams then cost no copies of the source side, only of their own prefixes.
-    """
-
-    def __init__(self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = ()) -> None:
-        self.model, self.use_cache = model, cache
-        masked = sorted({model.config.pad_id, model.config.bos_id, *mask_tokens})
-        self.mask_tokens = torch.tensor(masked, device=src.device)
-        self.src_mask = model.src_mask(src)
-        self.encoded = model.encode(src, self.src_mask)  # (B, Ls, d_model), once per source
-
-    def start(self, rows: Tensor) -> None:
-        self.memory, self.mask = self.encoded, self.src_mask
-        self.row_memory = torch.arange(self.encoded.size(0))  # memory entry each row reads
-        self.cache = KVCache() if self.use_cache else None
-        self.buffer: Tensor | None = None  # fp32 log-probabilities of a bf16 model
-        self.reorder(rows)
-
-    def step(self, tokens: Tensor) -> Tensor:
-        check_time()
-        new = tokens[:, -1:] if self.cache is not None else tokens
-        hidden = self.model.decode(new, self.memory, self.mask, self.cache)[:, -1]  # (N, d_model)
-        lprobs = self._log_softmax(hidden)
-        lprobs.index_fill_(1, self.mask_tokens, float("-inf"))  # never produce pad or a second <s>
-        return lprobs
-
-    def _log_softmax(self, hidden: Tensor) -> Tensor:
-        """fp32 log-probabilities over the vocabulary, normalised in place: one (N, V) tensor
-        read and written, not two (1,200 rows × 8,000: 2 ms instead of 6.7 ms, the same numbers).
-        In other dtypes the logits are copied into an fp32 buffer kept across steps: freshly
-        allocated, an (N, V) fp32 tensor costs more in page faults than in arithmetic."""
-        logits = self.model.logits(hidden)
-        if logits.dtype == torch.float32:
-            lprobs = logits
-        else:
-            if self.buffer is None or self.buffer.size(0) < logits.size(0):
-                self.buffer = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
-            lprobs = self.buffer[: logits.size(0)]
-            lprobs.copy_(logits)  # (log_softmax's own dtype= is ~9x slower on the CPU)
-        return torch.log_softmax(lprobs, dim=-1, out=lprobs)
-
-    def reorder(self, index: Tensor) -> None:
-        wanted = self.row_memory.index_select(0, index)  # the memory entry of each new row
-        groups = wanted.numel() // torch.unique_consecutive(wanted).numel()
-        if not torch.equal(wanted, wanted[::groups].repeat_interleave(groups)):
-            groups = 1  # not consecutive equal blocks: one copy per row
-        keep = wanted[::groups]  # the memory entries that stay, in their new order
-        if not torch.equal(keep, torch.arange(self.memory.size(0))):
-            self.memory = self.memory.index_select(0, keep.to(self.memory.device))
-            self.mask = None if self.mask is None else self.mask.index_select(0, keep.to(self.mask.device))
-        self.row_memory = torch.arange(keep.numel()).repeat_interleave(groups)
-        if self.cache is not None:
-            self.cache.reorder(index, keep)
-
-
-def top_moves(lprobs: Tensor, k: int, chunk: int = 64) -> tuple[Tensor, Tensor]:
-    """`lprobs.topk(k, dim=1)` over a large vocabulary, in a quarter of its time on the CPU.
-
-    A row's k best entries lie in the k chunks (of `chunk` columns) with the highest maxima:
-    each chunk holding one of them has a maximum at least the k-th best value, and at most k
-    chunks can. So one cheap max over every column, then `topk` over k · chunk candidates
-    instead of V (8,000 columns: 7.7 ms -> 3.4 ms a step for 1,000 rows). Same values; among
-    exact ties the indices may differ, as they may between `topk` implementations. Where the
-    compiled kernel applies (fp32 on the CPU), one pass per row instead (`kernels.top_k`:
-    400 rows, one thread, 1.7 ms against 2.6 ms for the chunks).
-    """
-    found = top_k(lprobs, k)  # the compiled one-pass kernel, where it applies
-    if found is not None:
-        return found
-    rows, vocab = lprobs.shape
-    if vocab < 4 * k * chunk:  # too few chunks to skip: plain topk
-        return lprobs.topk(min(k, vocab), dim=1)
-    whole = vocab // chunk * chunk
-    best_chunks = lprobs[:, :whole].reshape(rows, -1, chunk).amax(2).topk(k, dim=1).indices  # (N, k)
-    columns = (best_chunks[:, :, None] * chunk + torch.arange(chunk, device=lprobs.device)).view(rows, -1)
-    if whole < vocab:  # the ragged last chunk is always a candidate
-        columns = torch.cat([columns, torch.arange(whole, vocab, device=lprobs.device).expand(rows, -1)], 1)
-    values, picked = lprobs.gather(1, columns).topk(k, dim=1)
-    return values, columns.gather(1, picked)
+def moves(stepper: Stepper, tokens: Tensor, k: int, eos: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Each row's k best moves (log-probabilities and tokens, (N, k), best first) and its
+    log-probability of </s> (N,): the stepper's own `ranked` where it has one (one pass over
+    the logits, `TransformerStepper`), else read off `step`'s log-probabilities."""
+    ranked = getattr(stepper, "ranked", None)
+    return ranked(tokens, k, eos) if ranked is not None else ranked_moves(stepper.step(tokens).cpu(), k, eos)
 
 
 def _settled(finished: list[Hypothesis], best_live: float, max_len: int, alpha: float) -> bool:
@@ -209,17 +102,16 @@ def beam_search(
     t = 0
     while active:
         t += 1
-        lprobs = stepper.step(tokens).cpu()  # (N, V)
-        for i, sent in enumerate(active):
-            if t >= max_lens[sent]:  # out of room: the only move left is </s>
-                rows = lprobs[i * width : (i + 1) * width]
-                end = rows[:, eos].clamp(min=-1e4)  # finite: always an answer
-                rows.fill_(float("-inf"))
-                rows[:, eos] = end
         # A sentence's best 2·beam moves are among the best 2·beam moves of each of its rows:
         # rank those, not all width × V of them.
-        k = min(2 * beam, lprobs.size(1))
-        row_lps, row_tokens = top_moves(lprobs, k)  # (N, k)
+        row_lps, row_tokens, end_lps = moves(stepper, tokens, 2 * beam, eos)  # (N, k), (N, k), (N,)
+        k = row_lps.size(1)  # 2·beam, or V where smaller
+        for i, sent in enumerate(active):
+            if t >= max_lens[sent]:  # out of room: the only move left is </s>
+                rows = slice(i * width, (i + 1) * width)
+                row_lps[rows] = float("-inf")
+                row_lps[rows, 0] = end_lps[rows].clamp(min=-1e4)  # finite: always an answer
+                row_tokens[rows, 0] = eos
         candidates = (scores[:, :, None] + row_lps.view(len(active), width, k)).view(len(active), width * k)
         top_scores, top = candidates.topk(min(2 * beam, width * k), dim=1)  # (A, M), best first
         top_tokens = row_tokens.view(len(active), width * k).gather(1, top)
@@ -288,12 +180,12 @@ def greedy_search(
     t = 0
     while active:
         t += 1
-        lprobs = stepper.step(tokens).cpu()
-        best = lprobs.argmax(-1)
+        lps, best, end_lps = moves(stepper, tokens, 1, eos)  # (N, 1), (N, 1), (N,)
+        best = best[:, 0]
         keep = []
         for i, sent in enumerate(active):
             token = eos if t >= max_lens[sent] else int(best[i])
-            steps[sent].append(float(lprobs[i, token]))
+            steps[sent].append(float(end_lps[i] if token == eos else lps[i, 0]))
             if token == eos:
                 results[sent] = scored([*tokens[i, 1:].tolist(), eos], steps[sent], alpha)
             else:

@@ -39,7 +39,7 @@ from attnlab.model.attention import attention
 from attnlab.model.cpu import cpu_signature
 
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
-HEADER = Path(__file__).with_name("csrc") / "kernels.h"
+HEADERS = sorted(Path(__file__).with_name("csrc").glob("*.h"))
 _built: dict[str, ModuleType | None] = {}
 _NO_LENGTHS = torch.empty(0, dtype=torch.int32)  # the kernel's "every row sees every position"
 
@@ -55,7 +55,7 @@ def build_name(cpu: str) -> str:
     never load each other's build, and a home directory shared by machines with other CPUs
     never loads another CPU's (compiled with -march=native, a build made where AMX is may use it,
     and an illegal instruction kills a process on a CPU without it)."""
-    digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, HEADER]) + cpu.encode())
+    digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, *HEADERS]) + cpu.encode())
     version = re.sub(r"\W", "_", torch.__version__)
     return f"attnlab_kernels_{version}_{digest.hexdigest()[:10]}"
 
@@ -153,6 +153,18 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
     equal values the earlier column is kept, where `torch.topk` promises no order."""
     module = compiled(x) if x.dtype == torch.float32 and x.dim() == 2 and 0 < k <= x.size(1) else None
     return None if module is None else module.top_k(x.contiguous(), k)
+
+
+def log_softmax_top_k(logits: Tensor, k: int, skip: Tensor, column: int) -> tuple[Tensor, Tensor, Tensor] | None:
+    """For (rows, V) logits (fp32 or bf16): each row's k most likely columns under
+    `log_softmax`, never one in `skip` (which still count in the normaliser), as fp32
+    log-probabilities (best first) and columns, and column `column`'s log-probability (rows,):
+    one pass a row, the (rows, V) log-softmax never written. None where the kernel does not
+    apply (the caller's `log_softmax` and `top_moves` then). The same numbers to rounding: its
+    e^x and its sum's order are its own (tests/test_kernels.py)."""
+    usable = logits.dim() == 2 and 0 < k <= logits.size(1) and 0 <= column < logits.size(1)
+    module = compiled(logits) if usable else None
+    return None if module is None else module.log_softmax_top_k(logits.contiguous(), k, skip.cpu(), column)
 
 
 def dropout_keep(x: Tensor, p: float) -> Tensor | None:

@@ -16,7 +16,7 @@ from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.decode.ablation import ablation
-from attnlab.decode.search import time_limit
+from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace
 

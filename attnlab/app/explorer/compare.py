@@ -26,7 +26,7 @@ from attnlab.app.explorer.output import CSS
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
-from attnlab.decode.search import time_limit
+from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 
 log = logging.getLogger("attnlab.explorer")

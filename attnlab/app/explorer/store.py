@@ -28,7 +28,7 @@ from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.data.treebank import parse_tree
 from attnlab.decode.api import DEFAULTS, Result
-from attnlab.decode.search import time_limit
+from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace

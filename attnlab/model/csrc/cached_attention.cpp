@@ -1,5 +1,4 @@
-// Eq. (1) for one new query per row over a beam search's key/value store, read in place; and the
-// search's top-k per row.
+// Eq. (1) for one new query per row over a beam search's key/value store, read in place.
 //
 // Beam search reorders its rows every step: row i continues some old row. Copying every layer's
 // keys and values into the new order (what a plain cache does) reads and writes the whole prefix
@@ -8,6 +7,7 @@
 // small (rows, length) table of slots. The kernel gathers while it reads (FasterTransformer's
 // "cache indirection"), in one pass: scores, softmax and the weighted sum of values.
 #include "kernels.h"
+#include "vec.h"
 
 #include <ATen/Parallel.h>
 
@@ -18,41 +18,6 @@
 #include <vector>
 
 namespace attnlab {
-
-// 16 floats as one value: GCC and Clang lower it to one AVX-512 register, two AVX2 ones or four
-// SSE ones, whatever the machine (-march=native) has.
-typedef float f16x __attribute__((vector_size(64)));
-typedef uint16_t u16x __attribute__((vector_size(32)));
-typedef uint32_t u32x __attribute__((vector_size(64)));
-constexpr int64_t W = 16;
-
-inline f16x load(const float* p) {
-  f16x x;
-  std::memcpy(&x, p, sizeof x);
-  return x;
-}
-inline f16x load(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: widen and shift
-  u16x half;
-  std::memcpy(&half, p, sizeof half);
-  u32x wide = __builtin_convertvector(half, u32x) << 16;
-  f16x x;
-  std::memcpy(&x, &wide, sizeof x);
-  return x;
-}
-inline float widen(float x) { return x; }
-inline float widen(c10::BFloat16 x) { return static_cast<float>(x); }
-
-template <typename T>
-inline void prefetch(const T* p, int64_t n) {  // the cache lines of n values
-  const char* bytes = reinterpret_cast<const char*>(p);
-  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(T)); i += 64) __builtin_prefetch(bytes + i);
-}
-
-inline float sum(f16x x) {
-  float s = 0.f;
-  for (int64_t i = 0; i < W; ++i) s += x[i];
-  return s;
-}
 
 // Where everything is, in elements: position t of slot s of head h starts at
 // k + t * k_t + s * k_s + h * d_k (v likewise); row i's slot for position t is
@@ -162,57 +127,6 @@ torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v
                                  out.data_ptr<T>(), lay);
                      }));
   return out;
-}
-
-// Each row's k largest values, largest first, and their columns, in one pass over the row (x:
-// (rows, columns) fp32, contiguous, k <= columns). The first k columns seed a sorted list; after
-// that a block of 64 values is looked at one by one only if its maximum beats the list's last.
-// Among equal values the earlier column is kept, where `torch.topk` promises no order.
-std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k) {
-  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kFloat, "top_k: (rows, columns) fp32");
-  TORCH_CHECK(0 < k && k <= x.size(1), "top_k: k must be in [1, columns]");
-  const int64_t rows = x.size(0), columns = x.size(1);
-  auto values = torch::empty({rows, k}, x.options());
-  auto indices = torch::empty({rows, k}, x.options().dtype(at::kLong));
-  const float* data = x.data_ptr<float>();
-  float* best = values.data_ptr<float>();
-  int64_t* where = indices.data_ptr<int64_t>();
-  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const float* r = data + row * columns;
-      float* vals = best + row * k;
-      int64_t* idx = where + row * k;
-      int64_t filled = 0;
-      auto offer = [&](int64_t c) {  // insert column c if it beats the k-th (or the list is short)
-        const float value = r[c];
-        if (filled == k && !(value > vals[k - 1])) return;
-        int64_t place = filled < k ? filled++ : k - 1;
-        while (place > 0 && value > vals[place - 1]) {
-          vals[place] = vals[place - 1];
-          idx[place] = idx[place - 1];
-          --place;
-        }
-        vals[place] = value;
-        idx[place] = c;
-      };
-      int64_t c = 0;
-      for (; c < k; ++c) offer(c);  // seed: the first k, whatever they are (-inf included)
-      for (; c < columns && c % W; ++c) offer(c);
-      for (; c + 4 * W <= columns; c += 4 * W) {  // 64 values: their maximum against the k-th
-        f16x top = load(r + c);
-        for (int64_t b = 1; b < 4; ++b) {
-          const f16x block = load(r + c + b * W);
-          top = block > top ? block : top;
-        }
-        float most = top[0];
-        for (int64_t i = 1; i < W; ++i) most = top[i] > most ? top[i] : most;
-        if (most > vals[k - 1])
-          for (int64_t i = 0; i < 4 * W; ++i) offer(c + i);
-      }
-      for (; c < columns; ++c) offer(c);
-    }
-  });
-  return {values, indices};
 }
 
 }  // namespace attnlab

@@ -11,8 +11,13 @@ namespace attnlab {
 torch::Tensor cached_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor slots,
                                torch::Tensor lengths, int64_t first, int64_t length);
 
-// cached_attention.cpp: each row's k largest values and their columns, in one pass.
+// top_k.cpp: each row's k largest values and their columns, in one pass.
 std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k);
+
+// top_k.cpp: each row's k most likely columns under log_softmax (never those in `skip`), their
+// log-probabilities, and column `column`'s, without writing the log-softmax.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> log_softmax_top_k(torch::Tensor logits, int64_t k,
+                                                                          torch::Tensor skip, int64_t column);
 
 // dropout_mask.cpp: dropout's 0/1 keep mask in x's dtype, from a counter-based generator.
 torch::Tensor dropout_keep(const torch::Tensor& like, int64_t seed, int64_t threshold);

@@ -4,5 +4,7 @@
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cached_attention", &attnlab::cached_attention, "Eq. (1), one query per row, over a slot-indexed key/value store");
   m.def("top_k", &attnlab::top_k, "each row's k largest values and their columns, in one pass");
+  m.def("log_softmax_top_k", &attnlab::log_softmax_top_k,
+        "each row's k most likely columns under log_softmax, their log-probabilities, and one column's");
   m.def("dropout_keep", &attnlab::dropout_keep, "dropout's keep mask (0 or 1 in x's dtype) from a seed");
 }
