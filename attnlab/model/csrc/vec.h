@@ -44,7 +44,6 @@ inline float sum(f16x x) {
   return s;
 }
 
-
 typedef int32_t i32x __attribute__((vector_size(64)));
 
 // The largest of 16 values, in four halvings (a scalar loop over the lanes is 15 dependent steps).
