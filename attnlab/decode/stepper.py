@@ -29,8 +29,8 @@ class TransformerStepper:
 
     def __init__(self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = ()) -> None:
         self.model, self.use_cache = model, cache
-        masked = sorted({model.config.pad_id, model.config.bos_id, *mask_tokens})
-        self.mask_tokens = torch.tensor(masked, device=src.device)
+        self.masked = sorted({model.config.pad_id, model.config.bos_id, *mask_tokens})
+        self.mask_tokens = torch.tensor(self.masked, device=src.device)
         self.src_mask = model.src_mask(src)
         self.encoded = model.encode(src, self.src_mask)  # (B, Ls, d_model), once per source
 
@@ -53,7 +53,7 @@ class TransformerStepper:
         found = log_softmax_top_k(logits, min(k, logits.size(1)), self.mask_tokens, eos)
         if found is None:
             return ranked_moves(self._log_probs(logits).cpu(), k, eos)
-        if eos in self.mask_tokens:  # as `step` fills it: a row out of room then gets -1e4 too
+        if eos in self.masked:  # as `step` fills it: a row out of room then gets -1e4 too
             found[2].fill_(float("-inf"))
         return found
 
