@@ -30,9 +30,9 @@ With random weights the systems would stop at different lengths, so every senten
 produce `--tgt-len` tokens: attnlab's search runs to its maximum length behind a stepper that
 forbids </s> before it; Marian runs with `min_new_tokens = max_new_tokens`, CTranslate2 with
 `min_decoding_length = max_decoding_length` (checked). The sources are random ids of Multi30k-like
-lengths (10-20 tokens). Systems are timed in turn, `--repeats` rounds, median per system.
-Every process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does. `bf16`
-converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32` and
+lengths (10-20 tokens). Systems are warmed twice, then timed in turn, `--repeats` rounds, median
+per system. Every process keeps freed memory (`keep_freed_memory`), as `attnlab translate` does.
+`bf16` converts every torch system's weights to bf16 (no autocast); CTranslate2 runs `float32` and
 `int8` (its fast CPU precisions). CTranslate2 always, and each attnlab precision on real
 sentences (test2016, latency; there attnlab also runs `int8`, `load(dtype="int8")`: int8 linear
 layers, dynamically quantized activations), runs in a process of its own (`Worker`), as users run
@@ -391,11 +391,15 @@ def timed(
     now: Callable[[], float],
     **extra: object,
 ) -> list[dict[str, object]]:
-    """Warm every system once, then time them in turn, `repeats` rounds; one row each (median,
-    and every round's time for the paired ratios)."""
+    """Warm every system twice, then time them in turn, `repeats` rounds; one row each (median,
+    and every round's time for the paired ratios). Twice: a process's heap settles only on its
+    second decode (attnlab fp32 still took ~30k page faults there on test2016), and with one
+    warm-up that fell in the first timed round."""
     times: dict[tuple[str, str], list[float]] = {key: [] for key in systems}
     with torch.inference_mode():
         tokens = {key: run() for key, run in systems.items()}
+        for run in systems.values():
+            run()
         for _ in range(repeats):
             for key, run in systems.items():
                 times[key].append(_seconds(run, now))

@@ -185,7 +185,11 @@ def measure_case(
         "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile=args.compile_modes[dtype]),
         "peer": make_step(peer, batch, dtype == "bf16", device, ours=False),
     }
-    for step in steps.values():  # first steps allocate Adam's moments and autocast's weight casts
+    # The first steps allocate Adam's moments and autocast's weight casts, and a process's heap
+    # settles only after two steps (the second still takes ~170k page faults on base), so each
+    # system gets two untimed steps by default; with one, whichever side was timed first after the
+    # other's warm-up paid seconds of page faults in its first timing.
+    for step in steps.values():
         for _ in range(args.warmup):
             step()
     times: dict[str, list[float]] = {"attnlab": [], "peer": []}
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="alternating timings per system")
     parser.add_argument("--min-seconds", type=float, default=2.0, help="each timing runs steps for at least this")
     parser.add_argument("--min-steps", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per system first")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per system first")
     add_clock_argument(parser)
     parser.add_argument(
         "--compile",
