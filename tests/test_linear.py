@@ -103,7 +103,7 @@ def test_fp32_layers_take_mkl_where_it_runs_its_avx512_kernels(intel: bool, monk
     layer is then `F.linear` itself and packs nothing; bf16 layers stay on oneDNN (AMX) either way."""
     monkeypatch.setattr(linear_module, "MKL_AVX512", intel)
     torch.manual_seed(0)
-    layer, x = for_inference(nn.Linear(32, 48)), torch.randn(4, 32)
+    layer, x = for_inference(nn.Linear(32, 48)), torch.randn(8, 32)  # 8: more than `FEW_ROWS`
     with torch.no_grad():
         ops = _ops(lambda: layer(x))
         assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
@@ -137,35 +137,61 @@ def test_packed_weight_is_f_linear_for_any_number_of_rows(dtype: torch.dtype) ->
         made = packed.made
         ops = _ops(lambda: linear(x, weight, bias, packed))
     assert "mkldnn::_linear_pointwise" in ops and "mkldnn::_reorder_linear_weight" not in ops
-    assert packed.made is made
+    assert packed.made is made and sorted(made[2]) == ["onednn", "tiles"]  # 1 and 4 rows: the tiles
 
 
-def test_packed_weight_follows_its_weight() -> None:
+# fp32: sums of up to 256 products of size ~1, rounded in another order (~1e-5 off where they cancel)
+@pytest.mark.parametrize("dtype, rtol, atol", [(torch.float32, 1e-5, 1e-4), (torch.bfloat16, 2**-8, 1e-3)])
+@pytest.mark.parametrize("shape", [(1, 64), (4, 256), (2, 2, 33), (0, 16)])  # 33: not whole vectors
+@pytest.mark.parametrize("out_features", [300, 64, 5])  # 300, 5: a tile only partly filled
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_few_rows_take_attnlabs_kernel(
+    dtype: torch.dtype, rtol: float, atol: float, shape: tuple[int, ...], out_features: int, with_bias: bool
+) -> None:
+    """Up to `FEW_ROWS` rows (one sentence's beam) a packed product runs attnlab's kernel on
+    column tiles, not oneDNN, and gives F.linear's numbers: to fp32 rounding, or to bf16's
+    rounding of the output (its sums are fp32)."""
+    torch.manual_seed(0)
+    x, weight = torch.randn(*shape, dtype=dtype), torch.randn(out_features, shape[-1], dtype=dtype)
+    bias = torch.randn(out_features, dtype=dtype) if with_bias else None
+    packed = PackedWeight()
+    with torch.no_grad():
+        ops = _ops(lambda: linear(x, weight, bias, packed))
+        out = linear(x, weight, bias, packed)
+    exact = F.linear(x.double(), weight.double(), None if bias is None else bias.double())
+    assert "mkldnn::_linear_pointwise" not in ops and sorted(packed.made[2]) == ["tiles"]
+    assert out.dtype == dtype and out.shape == exact.shape
+    torch.testing.assert_close(out.double(), exact, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("rows", [2, 5])  # attnlab's tiles, oneDNN's copy
+def test_packed_weight_follows_its_weight(rows: int) -> None:
     """A weight changed in place (an edit, `load_state_dict`) or replaced (`.to()`) is packed
     anew: a stale copy would silently compute with the old numbers."""
     torch.manual_seed(0)
     layer = for_inference(nn.Linear(16, 8))
-    x = torch.randn(5, 16)
+    x = torch.randn(rows, 16)
     with torch.no_grad():
         before = layer(x)
         layer.weight.mul_(2)
         assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
         layer.load_state_dict({"weight": torch.zeros(8, 16), "bias": torch.ones(8)})
-        assert torch.equal(layer(x), torch.ones(5, 8))
+        assert torch.equal(layer(x), torch.ones(rows, 8))
         layer.to(torch.bfloat16)
         assert layer(x.bfloat16()).dtype == torch.bfloat16 and torch.equal(
-            layer(x.bfloat16()).float(), torch.ones(5, 8)
+            layer(x.bfloat16()).float(), torch.ones(rows, 8)
         )
-    assert not torch.allclose(before, torch.ones(5, 8))
+    assert not torch.allclose(before, torch.ones(rows, 8))
 
 
-def test_an_optimizer_step_repacks_even_without_a_version_bump() -> None:
+@pytest.mark.parametrize("rows", [2, 5])
+def test_an_optimizer_step_repacks_even_without_a_version_bump(rows: int) -> None:
     """Fused Adam updates parameters in place without bumping their version counter; a loaded
     model still trains, and what it decodes between updates uses the updated weights."""
     torch.manual_seed(0)
     layer = for_inference(nn.Linear(16, 8))
     optimizer = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
-    x = torch.randn(5, 16)
+    x = torch.randn(rows, 16)
     for _ in range(2):
         with torch.no_grad():
             assert torch.allclose(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
@@ -196,7 +222,7 @@ def test_models_with_packed_weights_copy_and_pickle() -> None:
     """oneDNN's packed tensors cannot be copied or pickled; a decoded-with model still can."""
     model = attnlab.load(BUNDLED).model
     with torch.no_grad():
-        model.logits(torch.randn(2, model.config.d_model))
+        model.logits(torch.randn(8, model.config.d_model))  # 8 rows: oneDNN's opaque copy
     assert model.packed_output.made is not None
     twin = copy.deepcopy(model)
     assert twin.packed_output.made is None

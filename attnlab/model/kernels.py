@@ -5,7 +5,9 @@
 cache into the beams' new order every step (csrc/cached_attention.cpp says how). PyTorch has no
 operation that attends through an index, and the copy it would need is what the kernel saves: on
 test2016 it makes fp32 decoding 1.1x faster (docs/BENCHMARKS.md, round eight). `top_k` is the
-search's per-row top-k in one pass, and `dropout_keep` dropout's mask from a counter-based
+search's per-row top-k in one pass, `few_rows_linear` a layer's product for one sentence's few
+rows (4 a step with beam 4), where oneDNN's per-call cost is most of the time (decoding round
+twelve), and `dropout_keep` dropout's mask from a counter-based
 generator that any thread can compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU
 generator draws serially (training round seven).
 
@@ -165,6 +167,30 @@ def log_softmax_top_k(logits: Tensor, k: int, skip: Tensor, column: int) -> tupl
     usable = logits.dim() == 2 and 0 < k <= logits.size(1) and 0 <= column < logits.size(1)
     module = compiled(logits) if usable else None
     return None if module is None else module.log_softmax_top_k(logits.contiguous(), k, skip.cpu(), column)
+
+
+FEW_ROWS = 4  # up to here the kernel beats oneDNN's packed product at every layer shape measured
+TILE = 64  # output columns per tile (csrc/few_rows.cpp)
+
+
+def column_tiles(weight: Tensor) -> Tensor:
+    """An (N, K) weight as `few_rows_linear` reads it: (⌈N / 64⌉, K, 64), tile t holding
+    columns [64t, 64t + 64) of Wᵀ contiguously (zeros past N)."""
+    n, k = weight.shape
+    padded = torch.nn.functional.pad(weight.detach(), (0, 0, 0, -n % TILE))
+    return padded.view(-1, TILE, k).transpose(1, 2).contiguous()
+
+
+def few_rows_linear(x: Tensor, tiles: Tensor, bias: Tensor | None, out_features: int) -> Tensor | None:
+    """`F.linear(x, W, bias)` for x with at most `FEW_ROWS` rows (any leading shape), W given as
+    `column_tiles(W)`, in x's dtype (fp32 or bf16; sums in fp32); None where the kernel does not
+    apply (the caller's product then)."""
+    module = compiled(x)
+    if module is None:
+        return None
+    rows = x.reshape(-1, x.size(-1)).contiguous()
+    bias = None if bias is None else bias.contiguous()
+    return module.few_rows_linear(rows, tiles, bias, out_features).view(*x.shape[:-1], out_features)
 
 
 def dropout_keep(x: Tensor, p: float) -> Tensor | None:

@@ -12,7 +12,10 @@ thread, the (256 × 8,000) output projection of 64 rows takes 2.8 ms instead of 
 unpacked) or 4.1 ms (MKL), of 4 rows 0.19 ms instead of 0.43 or 0.70 (docs/BENCHMARKS.md,
 decoding round four). `linear` takes that path where it applies (fp32 or bf16 on the CPU, no
 gradient kept, not compiled) and `F.linear` everywhere else, so training and every other path
-are unchanged. `quantized` is the other inference form, int8 (`attnlab.load(dtype="int8")`).
+are unchanged. One sentence at a time a step multiplies four rows, and there oneDNN's ~20 µs a
+call is most of the time: up to `kernels.FEW_ROWS` rows `linear` takes attnlab's own kernel on
+another copy of the weight, laid out for it (decoding round twelve). `quantized` is the other
+inference form, int8 (`attnlab.load(dtype="int8")`).
 
 MKL chooses its kernels by the CPU's vendor: on Intel's own CPUs it runs AVX-512 ones, and there
 its fp32 products beat oneDNN's packed ones at the layers' shapes (a Xeon with AMX, one thread:
@@ -32,6 +35,7 @@ from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from attnlab.errors import AttnlabError
+from attnlab.model import kernels
 from attnlab.model.cpu import cpu_vendor
 
 ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -48,7 +52,9 @@ MKL_AVX512 = mkl_runs_avx512(cpu_vendor())
 
 
 class PackedWeight:
-    """A weight's copy in oneDNN's blocked layout, remade whenever it may no longer match: the
+    """A weight's copies laid out for the products that read it (`form`: oneDNN's blocked layout,
+    or the column tiles of `kernels.few_rows_linear`), each made on first use and all remade
+    whenever they may no longer match: the
     weight is another tensor (checked by identity, not by address, which a new tensor can
     reuse), its storage moved (`.to()`, `.data = ...`), it was changed in place (its version
     counter: `load_state_dict`, an edit under `no_grad`), or any optimizer has taken a step
@@ -56,24 +62,28 @@ class PackedWeight:
     change made through `.data` bumps nothing and is not seen: the one way to fool it."""
 
     def __init__(self) -> None:
-        self.made: tuple[weakref.ref[Tensor], tuple[int, int, int], Tensor] | None = None
+        self.made: tuple[weakref.ref[Tensor], tuple[int, int, int], dict[str, Tensor]] | None = None
 
-    def of(self, weight: Tensor) -> Tensor | None:
-        """The packed copy, or None where there is none to use."""
+    def of(self, weight: Tensor, form: str = "onednn") -> Tensor | None:
+        """The copy in `form` ("onednn" or "tiles"), or None where there is none to use."""
         if weight.is_inference() or weight.dtype not in (torch.float32, torch.bfloat16):
             return None  # (inference tensors keep no version counter)
         key = (weight.data_ptr(), weight._version, _updates[0])
         made = self.made
         if made is None or made[0]() is not weight or made[1] != key:
-            made = (weakref.ref(weight), key, torch.ops.mkldnn._reorder_linear_weight(weight.detach()))
+            made = (weakref.ref(weight), key, {})
             self.made = made  # one tuple: a thread-safe swap
-        return made[2]
+        copies = made[2]
+        if form not in copies:
+            copies[form] = _PACKERS[form](weight.detach())
+        return copies[form]
 
     def __getstate__(self) -> dict[str, None]:
         """Copies and pickles start empty: oneDNN's opaque tensor has no storage to copy."""
         return {"made": None}
 
 
+_PACKERS = {"onednn": lambda weight: torch.ops.mkldnn._reorder_linear_weight(weight), "tiles": kernels.column_tiles}
 _updates = [0]  # optimizer steps taken in this process, the part of a pack's key that fused steps move
 
 
@@ -87,10 +97,16 @@ register_optimizer_step_post_hook(_count_update)
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: PackedWeight | None = None) -> Tensor:
     """`F.linear(x, weight, bias)`, through oneDNN on the CPU when no gradient is kept and the
     call runs eagerly: on the packed copy where `packed` has one (fp32, bf16), else on the
-    weight as it is (fp32)."""
+    weight as it is (fp32). Up to `kernels.FEW_ROWS` rows with a `packed`, attnlab's own kernel
+    on column tiles instead (one sentence's beam: 4-5x faster than oneDNN for a 256 × 256 layer)."""
     if torch.compiler.is_compiling():  # a compiled graph chooses its own kernels (and packs for itself)
         return F.linear(x, weight, bias)
     if ONEDNN and not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype == weight.dtype:
+        if packed is not None and x.numel() <= kernels.FEW_ROWS * x.size(-1) and kernels.compiled(x) is not None:
+            tiles = packed.of(weight, "tiles")
+            out = None if tiles is None else kernels.few_rows_linear(x, tiles, bias, weight.size(0))
+            if out is not None:
+                return out
         blocked = None if packed is None else packed.of(weight)
         if blocked is not None or x.dtype == torch.float32:
             return torch.ops.mkldnn._linear_pointwise(x, weight if blocked is None else blocked, bias, "none", [], "")

@@ -19,6 +19,10 @@ std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k);
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> log_softmax_top_k(torch::Tensor logits, int64_t k,
                                                                           torch::Tensor skip, int64_t column);
 
+// few_rows.cpp: x · Wᵀ + b for a few rows, W given as column tiles (N / 64, K, 64).
+torch::Tensor few_rows_linear(torch::Tensor x, torch::Tensor tiles, c10::optional<torch::Tensor> bias,
+                              int64_t out_features);
+
 // dropout_mask.cpp: dropout's 0/1 keep mask in x's dtype, from a counter-based generator.
 torch::Tensor dropout_keep(const torch::Tensor& like, int64_t seed, int64_t threshold);
 

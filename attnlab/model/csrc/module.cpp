@@ -6,5 +6,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("top_k", &attnlab::top_k, "each row's k largest values and their columns, in one pass");
   m.def("log_softmax_top_k", &attnlab::log_softmax_top_k,
         "each row's k most likely columns under log_softmax, their log-probabilities, and one column's");
+  m.def("few_rows_linear", &attnlab::few_rows_linear, "x · Wᵀ + b for a few rows, W as column tiles");
   m.def("dropout_keep", &attnlab::dropout_keep, "dropout's keep mask (0 or 1 in x's dtype) from a seed");
 }
