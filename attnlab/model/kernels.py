@@ -7,19 +7,21 @@ operation that attends through an index, and the copy it would need is what the 
 test2016 it makes fp32 decoding 1.1x faster (docs/BENCHMARKS.md, round eight). `top_k` is the
 search's per-row top-k in one pass, `few_rows_linear` a layer's product for one sentence's few
 rows (4 a step with beam 4), where oneDNN's per-call cost is most of the time (decoding round
-twelve), and `dropout_keep` dropout's mask from a counter-based
-generator that any thread can compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU
-generator draws serially (training round seven).
+twelve), and `dropout_keep` dropout's mask from a counter-based generator that any thread can
+compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU generator draws serially
+(training round seven).
 
 The kernels are compiled with the machine's own compiler the first time one is needed (about
 30-45 s on two cores, said in one line; `make setup` does it ahead), for this CPU's vector
 instructions, and cached on disk per PyTorch version, source and CPU (`build_name`;
 `TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no
 library offers them: PyTorch has no gather-while-attending operation nor a parallel CPU
-generator, and CTranslate2's own kernels are not callable on PyTorch tensors. Where they cannot be built (no C++ compiler), attnlab warns
-once, in one line, and runs the twins, the same maths in PyTorch operations (tested equal; the
-twin of `dropout_keep` draws its masks from PyTorch's generator instead) and slower;
-`ATTNLAB_KERNELS=0` chooses that path.
+generator, its products (oneDNN, MKL) spend ~20 µs a call before four rows' worth of work, and
+CTranslate2's own kernels are not callable on PyTorch tensors. Where they cannot be built (no C++
+compiler), attnlab warns once, in one line, and runs the twins, the same maths in PyTorch
+operations (tested equal; the twin of `dropout_keep` draws its masks from PyTorch's generator
+instead; `few_rows_linear`'s is oneDNN's product) and slower; `ATTNLAB_KERNELS=0` chooses that
+path.
 """
 
 from __future__ import annotations
