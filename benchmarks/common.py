@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import math
 import os
 import platform
 import shutil
@@ -24,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from attnlab.model.flops import measure_matmul_peak
 
 
 def cpu_model() -> str:
@@ -80,25 +81,14 @@ def clock(kind: str) -> Callable[[], float]:
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device, now: Callable[[], float], size: int = 2048) -> float:
-    """FLOP/s of the fastest of a second's square matrix multiplies: the MFU denominator. The
-    fastest, not their mean: a peak is what the machine can do, and on a shared machine a burst
-    from a neighbour during that second once made the mean 265 GFLOP/s in bf16 while the same
-    run's base training step sustained 293 of model FLOPs, an MFU of 110% (training round eleven).
-    `attnlab.model.flops.measure_matmul_peak` measures the same on the wall clock; this one reads
-    the benchmark's own clock, so that on a busy machine the "cpu" clock depresses neither the
-    peak nor the figures divided by it."""
-    generator = torch.Generator(device).manual_seed(0)
-    a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-    b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
-    a @ b  # warm-up: thread pool, packing buffers
-    synchronize(device)
-    fastest, start = math.inf, now()
-    while now() - start < 1.0:
-        begun = now()
-        a @ b
-        synchronize(device)
-        fastest = min(fastest, now() - begun)
-    return 2 * size**3 / fastest
+    """FLOP/s of the fastest of a second's square matrix multiplies: the MFU denominator, as
+    `attnlab.model.flops.measure_matmul_peak` measures it for the trainer. The fastest, not their
+    mean: a peak is what the machine can do, and on a shared machine a burst from a neighbour
+    during that second once made the mean 265 GFLOP/s in bf16 while the same run's base training
+    step sustained 293 of model FLOPs, an MFU of 110% (training round eleven). The benchmark's own
+    clock is read, so that on a busy machine the "cpu" clock depresses neither the peak nor the
+    figures divided by it."""
+    return measure_matmul_peak(dtype, size, 1.0, device, now)
 
 
 def median(values: list[float]) -> float:
