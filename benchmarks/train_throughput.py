@@ -19,8 +19,8 @@ process keeps freed memory as `attnlab train` does (`keep_freed_memory`); being 
 setting holds for the peer's steps too, so the ratio compares code, not allocators.
 
 Model FLOP utilisation (MFU) is `tokens/s × attnlab.model.flops.train_flops_per_target_token` over the
-matrix-multiply peak in the same precision: the fastest 2048³ product, measured at the start of
-the run and again before each case, the highest kept (`common.matmul_peak`).
+matrix-multiply peak in the same precision: the fastest 2048³ product, measured before each
+case, the highest so far kept (`common.matmul_peak`).
 
     .venv/bin/python benchmarks/train_throughput.py --presets small base --dtypes fp32 bf16
     .venv/bin/python benchmarks/train_throughput.py --device cuda --max-tokens 8192 --json
@@ -276,15 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     def peak(dtype: str) -> float:
         return matmul_peak(torch.bfloat16 if dtype == "bf16" else torch.float32, device, clock(args.clock))
 
-    peaks = {dtype: peak(dtype) for dtype in args.dtypes}
-    for dtype, value in peaks.items():
-        print(f"# measured {dtype} matmul peak: {value / 1e9:,.0f} GFLOP/s", file=sys.stderr)
+    peaks: dict[str, float] = {}
     for name in args.presets:
         for dtype in args.dtypes:
-            # measured again before each case, the highest so far kept: a neighbour's load can
+            # measured before each case, the highest so far kept: a neighbour's load can
             # depress a whole second of products (bf16: 214 GFLOP/s against 380-398 moments
             # apart, training round eleven), and MFU over a depressed peak flatters both sides
-            peaks[dtype] = max(peaks[dtype], peak(dtype))
+            peaks[dtype] = max(peaks.get(dtype, 0.0), peak(dtype))
+            print(f"# {dtype} matmul peak so far: {peaks[dtype] / 1e9:,.0f} GFLOP/s", file=sys.stderr)
             result = measure_case(name, dtype, batch, device, args, peaks[dtype])
             if args.json:
                 print(json.dumps(result), flush=True)
