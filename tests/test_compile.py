@@ -211,3 +211,20 @@ def test_compiled_dropout_without_kernels_traces_the_twin(monkeypatch: pytest.Mo
     dynamo.reset()
     kept = torch.compile(dropout, backend="eager")(x)
     assert 0.3 < kept.ne(0).float().mean() < 0.7 and set(kept.unique().tolist()) == {0.0, 2.0}
+
+
+def test_kernels_first_loaded_while_tracing_break_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine where the kernels are not built yet, the first compiled training step builds
+    them while dynamo traces dropout: `kernels._built_for` runs outside the graph and its answer
+    is kept as a constant, so that build (which dynamo cannot trace) breaks nothing."""
+    from attnlab.model import kernels
+    from attnlab.model.dropout import Dropout
+
+    real = kernels.compiled
+
+    def first_build(x: torch.Tensor):  # stands for `cpp_extension.load`, which dynamo cannot trace
+        torch._dynamo.graph_break()
+        return real(x)
+
+    monkeypatch.setattr(kernels, "compiled", first_build)
+    assert _breaks(Dropout(0.5).train(), torch.ones(4, 64)) == []

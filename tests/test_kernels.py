@@ -118,6 +118,22 @@ def test_builds_are_named_per_cpu() -> None:
     assert kernels.build_name(intel).startswith("attnlab_kernels_")
 
 
+def test_two_checkouts_of_the_same_source_keep_their_own_builds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same source text in another folder (a second clone, a git worktree) gets a build of
+    its own: sharing one name, each checkout's first use rebuilt the other's (80 s a time)."""
+    here = kernels.build_name(cpu_signature())
+    copies = []
+    for path in [*kernels.SOURCES, *kernels.HEADERS]:
+        copies.append(tmp_path / "csrc" / path.name)
+        copies[-1].parent.mkdir(exist_ok=True)
+        copies[-1].write_bytes(path.read_bytes())
+    monkeypatch.setattr(kernels, "SOURCES", copies[: len(kernels.SOURCES)])
+    monkeypatch.setattr(kernels, "HEADERS", copies[len(kernels.SOURCES) :])
+    assert kernels.build_name(cpu_signature()) != here
+
+
 @pytest.fixture(params=["kernel", "pytorch"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "pytorch":

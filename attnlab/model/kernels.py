@@ -13,7 +13,7 @@ compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU generator draws
 
 The kernels are compiled with the machine's own compiler the first time one is needed (about
 30-45 s on two cores, said in one line; `make setup` does it ahead), for this CPU's vector
-instructions, and cached on disk per PyTorch version, source and CPU (`build_name`;
+instructions, and cached on disk per PyTorch version, source, checkout and CPU (`build_name`;
 `TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no
 library offers them: PyTorch has no gather-while-attending operation nor a parallel CPU
 generator, its products (oneDNN, MKL) spend ~20 µs a call before four rows' worth of work, and
@@ -55,11 +55,14 @@ def enabled() -> bool:
 
 
 def build_name(cpu: str) -> str:
-    """The extension's name, one per PyTorch version, source text and CPU: two attnlab checkouts
-    never load each other's build, and a home directory shared by machines with other CPUs
-    never loads another CPU's (compiled with -march=native, a build made where AMX is may use it,
-    and an illegal instruction kills a process on a CPU without it)."""
-    digest = hashlib.sha1(b"".join(path.read_bytes() for path in [*SOURCES, *HEADERS]) + cpu.encode())
+    """The extension's name, one per PyTorch version, source text, source folder and CPU: two
+    attnlab checkouts never load each other's build, nor rebuild it (with the same text at
+    another path, PyTorch's ninja file changes and the whole build ran again, 80 s, each time
+    the other checkout ran), and a home directory shared by machines with other CPUs never
+    loads another CPU's (compiled with -march=native, a build made where AMX is may use it, and
+    an illegal instruction kills a process on a CPU without it)."""
+    text = b"".join(path.read_bytes() for path in [*SOURCES, *HEADERS])
+    digest = hashlib.sha1(text + str(SOURCES[0].parent.resolve()).encode() + cpu.encode())
     version = re.sub(r"\W", "_", torch.__version__)
     return f"attnlab_kernels_{version}_{digest.hexdigest()[:10]}"
 
@@ -215,10 +218,17 @@ def _draw_mask(module: ModuleType, x: Tensor, threshold: int) -> Tensor:
     return module.dropout_keep(x, seed, threshold)
 
 
-@torch.compiler.assume_constant_result
 def _built_for(device_type: str, dtype: torch.dtype) -> bool:
     """`compiled` for a graph being traced, answered once then (building the kernels if needed)."""
     return compiled(torch.empty(0, dtype=dtype, device=device_type)) is not None
+
+
+# Dynamo calls it once while tracing and keeps the answer as a constant, rather than tracing into
+# `extension()` (a graph break). This attribute is all `torch.compiler.assume_constant_result`
+# sets, but the decorator imports torch._dynamo, which made every `import attnlab` (each CLI
+# command) 1.5 s slower. tests/test_compile.py (`..._first_loaded_while_tracing_...`) fails if the
+# attribute stops working, tests/test_layout.py if `import attnlab` imports dynamo again.
+_built_for._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 @torch.library.custom_op("attnlab::dropout_keep", mutates_args=(), tags=torch.Tag.nondeterministic_seeded)
