@@ -222,7 +222,7 @@ def test_kernels_first_loaded_while_tracing_break_nothing(monkeypatch: pytest.Mo
 
     real = kernels.compiled
 
-    def first_build(x: torch.Tensor):  # stands for `cpp_extension.load`, which dynamo cannot trace
+    def first_build(x: torch.Tensor) -> object:  # stands for `cpp_extension.load`, which dynamo cannot trace
         torch._dynamo.graph_break()
         return real(x)
 

@@ -124,13 +124,11 @@ def test_two_checkouts_of_the_same_source_keep_their_own_builds(
     """The same source text in another folder (a second clone, a git worktree) gets a build of
     its own: sharing one name, each checkout's first use rebuilt the other's (80 s a time)."""
     here = kernels.build_name(cpu_signature())
-    copies = []
-    for path in [*kernels.SOURCES, *kernels.HEADERS]:
-        copies.append(tmp_path / "csrc" / path.name)
-        copies[-1].parent.mkdir(exist_ok=True)
-        copies[-1].write_bytes(path.read_bytes())
-    monkeypatch.setattr(kernels, "SOURCES", copies[: len(kernels.SOURCES)])
-    monkeypatch.setattr(kernels, "HEADERS", copies[len(kernels.SOURCES) :])
+    for name in ("SOURCES", "HEADERS"):
+        copies = [tmp_path / path.name for path in getattr(kernels, name)]
+        for path, copy in zip(getattr(kernels, name), copies, strict=True):
+            copy.write_bytes(path.read_bytes())
+        monkeypatch.setattr(kernels, name, copies)
     assert kernels.build_name(cpu_signature()) != here
 
 

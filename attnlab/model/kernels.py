@@ -225,9 +225,10 @@ def _built_for(device_type: str, dtype: torch.dtype) -> bool:
 
 # Dynamo calls it once while tracing and keeps the answer as a constant, rather than tracing into
 # `extension()` (a graph break). This attribute is all `torch.compiler.assume_constant_result`
-# sets, but the decorator imports torch._dynamo, which made every `import attnlab` (each CLI
-# command) 1.5 s slower. tests/test_compile.py (`..._first_loaded_while_tracing_...`) fails if the
-# attribute stops working, tests/test_layout.py if `import attnlab` imports dynamo again.
+# sets, but the decorator imports torch._dynamo, which made `import attnlab` 2 s slower (every
+# command that loads no checkpoint: `attnlab --help` 4.1 s, now 2.1). tests/test_compile.py
+# (`..._first_loaded_while_tracing_...`) fails if the attribute stops working, and
+# tests/test_layout.py if `import attnlab` imports dynamo again.
 _built_for._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
