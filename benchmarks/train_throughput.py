@@ -44,9 +44,10 @@ from torch import Tensor, nn
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
 from attnlab.data.prepared import ParallelData
 from attnlab.model.config import ModelConfig, preset
+from attnlab.model.embedding import sinusoidal_positions
 from attnlab.model.flops import train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
-from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
+from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import (
     COMPILE_MODES,
     COMPILE_PAYS_FROM,

@@ -178,6 +178,19 @@ def test_importing_attnlab_stays_light() -> None:
     assert "attnlab.model" in loaded and loaded.isdisjoint(heavy)
 
 
+def test_loading_a_checkpoint_and_translating_stay_off_the_compiler() -> None:
+    """Nor does loading the bundled model and translating with it: `load_model` checks the
+    weights' shapes on a model built on the meta device, where nn.Embedding's own draw and the
+    sinusoidal table's sin ran as decompositions that import torch._dynamo (1.4 s of every
+    `attnlab translate`)."""
+    checkpoint = ROOT / "checkpoints" / "multi30k-en-de"
+    code = (
+        f"import sys, attnlab; attnlab.load({str(checkpoint)!r}).translate('A dog runs.'); print(sorted(sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'attnlab.decode'" in loaded and "'torch._dynamo'" not in loaded
+
+
 # -- the checker itself can fail -------------------------------------------------------------------------
 def test_the_checker_catches_a_forbidden_import_a_cycle_and_a_hidden_import() -> None:
     sources = {

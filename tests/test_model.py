@@ -15,7 +15,8 @@ from attnlab import attention, preset
 from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model import transformer
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, resolve_device
-from attnlab.model.transformer import Transformer, count_parameters, sinusoidal_positions
+from attnlab.model.embedding import sinusoidal_positions
+from attnlab.model.transformer import Transformer, count_parameters
 
 BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
 

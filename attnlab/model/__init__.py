@@ -10,6 +10,7 @@ it knows no recorder, no data, no loop and no screen.
 from attnlab.model.attention import attention, local_attention, window_mask
 from attnlab.model.checkpoint import latest_valid, load_model, read_config, save_checkpoint, verify
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
+from attnlab.model.embedding import sinusoidal_positions
 from attnlab.model.transformer import (
     DecoderLayer,
     EncoderLayer,
@@ -19,7 +20,6 @@ from attnlab.model.transformer import (
     Residual,
     Transformer,
     count_parameters,
-    sinusoidal_positions,
 )
 
 __all__ = [

@@ -21,6 +21,7 @@ from attnlab.model.attention import BANDED_FROM, attention, local_attention, win
 from attnlab.model.cache import KVCache, cross_step, keep_cross, self_step
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
+from attnlab.model.embedding import embedding_table, sinusoidal_positions
 from attnlab.model.hooks import HEAD_MASKS, HOOKS, AttentionHook
 from attnlab.model.linear import PackedWeight, linear
 
@@ -31,24 +32,6 @@ def cast_once(x: Tensor) -> Tensor:
     output) is then cast once, not once per projection, and its gradient cast back once."""
     device = x.device.type
     return x.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else x
-
-
-def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
-    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
-
-    `layout="halves"` puts the same sines in the first half of the vector and the cosines in
-    the second (Marian's layout); the model is the same up to a permutation of its channels."""
-    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (L, 1)
-    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    sines, cosines = (slice(0, None, 2), slice(1, None, 2)) if layout == "interleaved" else _halves(d_model)
-    table[:, sines] = torch.sin(pos * inv_freq)
-    table[:, cosines] = torch.cos(pos * inv_freq)[:, : d_model // 2]
-    return table.float()
-
-
-def _halves(d_model: int) -> tuple[slice, slice]:
-    return slice(0, (d_model + 1) // 2), slice((d_model + 1) // 2, None)
 
 
 class MultiHeadAttention(nn.Module):
@@ -242,34 +225,35 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.embed = embedding_table(config.vocab_size, config.d_model, config.pad_id)
         if not config.share_embeddings:
-            self.tgt_embed = nn.Embedding(config.target_vocab, config.d_model, padding_idx=config.pad_id)
+            self.tgt_embed = embedding_table(config.target_vocab, config.d_model, config.pad_id)
         if not config.tie_output:
             self.out_proj = nn.Linear(config.d_model, config.target_vocab, bias=False)
         if config.logits_bias:
             self.register_buffer("logits_bias", torch.zeros(config.target_vocab))
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         if config.positional == "learned":
-            self.positions = nn.Embedding(config.max_len, config.d_model)
-        else:
-            table = sinusoidal_positions(config.max_len, config.d_model, config.pe_layout)
-            self.register_buffer("pe", table, persistent=False)
+            self.positions = embedding_table(config.max_len, config.d_model)
+        else:  # fixed, so no checkpoint stores it; `reset_parameters` computes it
+            self.register_buffer("pe", torch.empty(config.max_len, config.d_model), persistent=False)
         self.dropout = Dropout(config.p_drop)
         self.packed_output = PackedWeight()  # the output matrix in oneDNN's layout, made when decoding
         self.encoder = nn.ModuleDict({"layers": nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))})
         self.decoder = nn.ModuleDict({"layers": nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))})
         # Pre-norm stacks need a final LayerNorm; the paper's post-norm stacks already end in one.
         self.final_norms = nn.ModuleList(nn.LayerNorm(config.d_model) for _ in range(2 if config.norm == "pre" else 0))
-        self.reset_parameters()
+        if not self.embed.weight.is_meta:  # a model on the meta device has shapes only, nothing to fill
+            self.reset_parameters()
         for name, module in self.named_modules():
             if isinstance(module, MultiHeadAttention):
                 module.name = name
 
     def reset_parameters(self) -> None:
         """Embeddings ~ N(0, d_model^-1/2) so that after ×√d_model they have unit scale (the
-        tensor2tensor convention); Xavier-uniform projections."""
-        for table in {self.embed, self.target_embedding}:
+        tensor2tensor convention); Xavier-uniform projections; learned positions ~ N(0, 1)
+        (nn.Embedding's default); the sinusoidal table of §3.5."""
+        for table in dict.fromkeys((self.embed, self.target_embedding)):  # once if shared, in order
             nn.init.normal_(table.weight, 0.0, self.config.d_model**-0.5)
             with torch.no_grad():
                 table.weight[self.config.pad_id].zero_()
@@ -278,6 +262,11 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
+        if self.config.positional == "learned":
+            nn.init.normal_(self.positions.weight)
+        else:
+            with torch.no_grad():
+                self.pe.copy_(sinusoidal_positions(self.config.max_len, self.config.d_model, self.config.pe_layout))
 
     @property
     def target_embedding(self) -> nn.Embedding:
