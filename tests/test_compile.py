@@ -167,7 +167,8 @@ def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatc
 
 def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_train) -> None:
     """The same seed, batches and dropout masks: three updates compiled ("loss", then "model")
-    give the eager losses to rounding. A changed loss, a lost dropout mask or compiled dropout
+    give the eager losses to rounding (compiled sums run in another order: up to 1.1e-5 relative
+    by the third update, whose Adam step divides by still-small moments). A changed loss, a lost dropout mask or compiled dropout
     drawing its own random stream moves them by 1e-3 or more (the updates move them by ~0.1).
     A compiled model calls dropout's kernel as one opaque operation (`attnlab::dropout_keep`),
     so it draws eager training's masks."""
@@ -195,8 +196,8 @@ def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_trai
             losses[mode].append((trainer.acc["loss"] - total) / batch.n_tgt_tokens)  # this update's, per token
             total = trainer.acc["loss"]
     assert trainer.compile == "model"
-    assert losses["loss"] == pytest.approx(losses["off"], rel=1e-5)
-    assert losses["model"] == pytest.approx(losses["off"], rel=1e-5)
+    assert losses["loss"] == pytest.approx(losses["off"], rel=1e-4)
+    assert losses["model"] == pytest.approx(losses["off"], rel=1e-4)
 
 
 def test_compiled_dropout_without_kernels_traces_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
