@@ -238,6 +238,16 @@ def test_cli_translate_keeps_one_line_per_input(checkpoint: Path, tmp_path: Path
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
 
 
+def test_an_output_spelling_a_line_break_stays_one_line(checkpoint: Path) -> None:
+    """A model can emit the byte pieces of any character, U+001D or U+2028 as readily as a letter
+    (a random one did), and str.splitlines() splits on those: `translate` printed the output of
+    one input line as two."""
+    model = attnlab.load(checkpoint)
+    ids = model.target_tokenizer.encode("Ein\x1dHund\u2028läuft\r\n.")
+    assert model.target_tokenizer.decode(ids).count("\n") == 1  # byte fallback spells them all
+    assert model.detokenize(ids, "A dog runs.") == "Ein Hund läuft ."
+
+
 def test_cli_record_writes_loadable_traces(checkpoint: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [

@@ -263,10 +263,11 @@ def test_beam_is_capped_in_the_store(store: Store) -> None:
     for asked, used in ((10_000, MAX_BEAM), (0, 1), (-5, 1)):
         store.beam = asked
         assert store.submit(), store.error
-        assert len(store.result.hypotheses) == used and store.beam == used
+        # at most `used`: the search stops early once no live hypothesis can win (search.py)
+        assert 1 <= len(store.result.hypotheses) <= used and store.beam == used
         assert any(f"Beam size {asked:,} is outside 1–{MAX_BEAM}" in n for n in store.notices), store.notices
     store.beam = 3
-    assert store.submit() and store.notices == [] and len(store.result.hypotheses) == 3
+    assert store.submit() and store.notices == [] and 1 <= len(store.result.hypotheses) <= 3 and store.beam == 3
     for alpha in (math.nan, 1e9, -1.0):  # α's bounds refuse what a crafted request sets (NaN included)
         with pytest.raises(ValueError):
             store.alpha = alpha

@@ -342,6 +342,10 @@ def test_tree_figure_draws_every_word_and_label() -> None:
     assert sorted(text) == sorted(["S", "NP", "XX", "XX", "VP", "XX", "XX", "The", "dog", "barks", "."])
     segments = [r for r in fig.renderers if r.glyph.__class__.__name__ == "Segment"][0].data_source.data
     assert len(segments["x0"]) == len(text) - 1  # a tree: one edge into every node but the root
+    chain = viz.tree_figure("(S " * 40 + "(NP (XX The) (XX dog)) (VP (XX barks))" + ")" * 40)  # an untrained parser's
+    text = [r for r in chain.renderers if r.glyph.__class__.__name__ == "Text"][0].data_source.data["text"]
+    assert sorted(text) == sorted(["S ×40", "NP", "XX", "XX", "VP", "XX", "The", "dog", "barks"])
+    assert chain.height < 70 + 44 * 6  # four levels and the words' row, not 44
     with pytest.raises(AttnlabError, match="not a bracketed tree"):
         viz.tree_figure("no brackets here")
     with pytest.raises(AttnlabError):

@@ -125,6 +125,9 @@ class Model:
         text = self.target_tokenizer.decode(ids)
         if self.task == "parse":
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
+        # One line, as its source was: a line break spelled in byte pieces (an undertrained model
+        # emits them, U+001D as readily as a letter) split a `translate` output line in two.
+        text = " ".join(text.splitlines())
         return join_unspaced(text) if self.meta.get("data", {}).get("tgt_lang") in UNSPACED else text
 
     # -- decoding ----------------------------------------------------------------------------

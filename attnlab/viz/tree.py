@@ -22,6 +22,8 @@ from attnlab.viz.words import say
 
 def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | None = None) -> figure:
     """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span.
+    A chain of one label over itself is one node, "S ×43": an undertrained parser (a training
+    timeline's early steps) nests dozens, and drawn level by level they ran off the page.
     The title is `title`, else `words`' "tree.title" ("parse tree")."""
     if not isinstance(text, str):
         raise AttnlabError(f"a tree is drawn from its bracketed text, got {type(text).__name__}")
@@ -39,6 +41,9 @@ def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | 
 
     def place(node: Tree, depth: int) -> float:
         """Lay out `node` (children first); returns its x, the mean of its children's."""
+        label, chain = node.label or "ROOT", 1
+        while len(node.children) == 1 and isinstance(node.children[0], Tree) and node.children[0].label == node.label:
+            node, chain = node.children[0], chain + 1
         children: list[tuple[float, int]] = []  # (x, depth; -1 = the word row)
         for child in node.children:
             if isinstance(child, str):  # words hang on the bottom row, under their preterminal
@@ -48,7 +53,7 @@ def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | 
                 children.append((place(child, depth + 1), depth + 1))
         x = sum(cx for cx, _ in children) / len(children) if children else float(len(words))
         edges.extend((x, depth, cx, cd) for cx, cd in children)
-        nodes.append((x, depth, node.label or "ROOT"))
+        nodes.append((x, depth, f"{label} ×{chain}" if chain > 1 else label))
         return x
 
     place(root, 0)
