@@ -44,7 +44,7 @@ def test_translate_returns_text_tokens_score_and_trace(checkpoint: Path) -> None
     model = attnlab.load(checkpoint)
     result = model.translate("A man rides a bike.", beam=4, record=True, max_len_b=10)
     assert isinstance(result.text, str) and result.tokens[-1] == "</s>"
-    assert result.src_tokens[-1] == "</s>" and len(result.hypotheses) == 4
+    assert result.src_tokens[-1] == "</s>" and 1 <= len(result.hypotheses) <= 4  # fewer if the search stops early
     assert result.hypotheses[0] == dataclasses.replace(result, hypotheses=[])  # the best, without a cycle
     assert result.score >= result.hypotheses[-1].score
     trace = result.trace

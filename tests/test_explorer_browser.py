@@ -511,7 +511,9 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
         page.translate("The cat sits .")  # clears the error: each empty input must raise it anew
         error.filter(has_text="The input is empty").wait_for(state="hidden", timeout=10_000)
     page.shot("bad-empty")
-    page.translate("dog " * 2500)  # 10,000 characters
+    # 10,000 characters of different words: over one word repeated, every key is the same token
+    # and a random model's cross-attention is near uniform (1/256 a cell), white on the 0..1 scale
+    page.translate(("A small dog runs in the green park . " * 300)[:10_000])
     notice = page.page.locator(".attn-notice-text")
     assert "truncated" in notice.inner_text() and "10,000 characters" in notice.inner_text()
     assert drawn(page.figure_image("heatmap-cross"))
@@ -691,7 +693,7 @@ def test_crafted_requests_are_capped_on_the_server(page: Page) -> None:
     notice = crafted(10_000, "The dog runs .")
     assert "Beam size 10,000 is outside 1–32 on this server: decoded with 32" in notice, notice
     assert page.page.locator(".attn-beam input").input_value() == "32"
-    assert page.page.locator("table.attn-hyps tr").count() - 1 == 32
+    assert 1 <= page.page.locator("table.attn-hyps tr").count() - 1 <= 32  # fewer when the search stops early
     page.shot("crafted-beam")
     notice = crafted(1, "dog " * 62_500)  # 250,000 characters
     assert "The input has 250,000 characters; this server reads only the first 20,000" in notice, notice
