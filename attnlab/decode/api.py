@@ -121,13 +121,10 @@ class Model:
         return torch.tensor([r + [self.config.pad_id] * (width - len(r)) for r in rows])
 
     def detokenize(self, produced: list[int], source: str) -> str:
-        ids = [i for i in produced if i != self.config.eos_id]
-        text = self.target_tokenizer.decode(ids)
+        text = self.target_tokenizer.decode([i for i in produced if i != self.config.eos_id])
         if self.task == "parse":
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
-        # One line, as its source was: a line break spelled in byte pieces (an undertrained model
-        # emits them, U+001D as readily as a letter) split a `translate` output line in two.
-        text = " ".join(text.splitlines())
+        text = " ".join(text.splitlines())  # one line, as its source: byte pieces can spell U+001D or U+2028
         return join_unspaced(text) if self.meta.get("data", {}).get("tgt_lang") in UNSPACED else text
 
     # -- decoding ----------------------------------------------------------------------------
