@@ -625,6 +625,38 @@ def test_a_short_sentence_figure_is_as_wide_as_its_title(lang: str) -> None:
     )
 
 
+@pytest.mark.parametrize("lang", ["en", "es", "zh"])
+def test_grid_titles_wrap_inside_their_figure(lang: str) -> None:
+    """A model of four heads had its layers × heads grid and its corpus grids cut mid-title at the
+    canvas's edge ("… (click one to open i"), and the training timeline its AER curve's; a title
+    now wraps onto lines that fit, and the figure grows by the lines it adds."""
+    from attnlab.app.i18n import kind_title, text
+    from attnlab.app.words import figure_words
+    from attnlab.viz.axes import label_room
+
+    said = figure_words(lang)
+    room = label_room([said["grid.layer"].format(layer=layer) for layer in range(3)]) + 20  # the layers' names
+    four, eight = synthetic_trace(n_layers=3, n_heads=4), synthetic_trace(n_layers=3, n_heads=8)
+    wanted = {kind: said["grid.title"].format(kind_title=kind_title(kind, lang)) for kind in ("encoder", "cross")}
+    figures = {kind: viz.grid(four, kind, words=said) for kind in wanted}
+    wanted["corpus"] = text("corpus.grid_title", lang, kind=kind_title("decoder", lang), stat="eos")
+    figures["corpus"] = viz.profile_grid([0, 1, 2], np.zeros((3, 4)), title=wanted["corpus"], words=said)
+    stat = "AER % on enfr (cross layer 1)"  # the training timeline's longest statistic
+    wanted["timeline"] = said["timeline.title"].format(stat=stat)
+    figures["timeline"] = viz.timeline_curve([100, 200], {"head 0": [1.0, 2.0]}, stat=stat, words=said)
+    for name, fig in figures.items():
+        lines = fig.title.text.split("\n")
+        assert "".join(lines).replace(" ", "") == wanted[name].replace(" ", "")
+        for line in lines:
+            assert _bold_title_px(line) <= fig.width - room, (name, fig.width, line)
+    wrapped = figures["cross"]
+    assert "\n" in wrapped.title.text or lang == "zh"  # "编码器–解码器注意力：层 × 头（点击任意一个即可打开）" fits
+    wide = viz.grid(eight, "cross", words=said)
+    assert "\n" not in wide.title.text  # eight heads give the title room
+    lines_added = wrapped.title.text.count("\n")
+    assert wrapped.height == viz.grid(four, "cross", words=said).height == wide.height + 17 * lines_added
+
+
 def test_png_and_svg_of_a_short_sentence_hold_title_and_colour_bar() -> None:
     """The exports of a short sentence cut the title and ran the 200 px colour bar past the
     image's bottom, its "0.00" label never drawn."""

@@ -34,8 +34,8 @@ from attnlab.viz.colors import (
     hatch,
 )
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
-from attnlab.viz.head import head_title, title_px
-from attnlab.viz.labels import display_width, piece_label
+from attnlab.viz.head import head_title
+from attnlab.viz.labels import display_width, piece_label, title_px
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 

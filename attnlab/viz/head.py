@@ -30,7 +30,7 @@ from attnlab.viz.colors import (
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import display_width, piece_label
+from attnlab.viz.labels import piece_label, title_px
 from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.words import kind_title, say
 
@@ -46,14 +46,6 @@ const i = q - 1 - Math.floor(special_vars.y), j = Math.floor(special_vars.x);
 if (blocked.length && blocked.includes(i * k + j)) return masked;
 return value.toFixed(4);
 """
-# Pixels per column of a figure's title (bold, 13 px): DejaVu Sans Bold averages ~7.4 over a
-# title's letters and spaces; a CJK character counts two columns (~13 px drawn).
-TITLE_COLUMN_PX = 8.0
-
-
-def title_px(text: str, column_px: float = TITLE_COLUMN_PX) -> int:
-    """Pixels a title needs, estimated per column (a CJK character counts two), with no font."""
-    return math.ceil(column_px * display_width(text))
 
 
 def heatmap(

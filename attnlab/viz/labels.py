@@ -6,12 +6,17 @@ disturb the labels around them. Every view labels tokens through `piece_label`.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 
 ELLIPSIS = "…"
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
 DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
 LABEL_WIDTH = 14  # columns a label may take on an axis before it is cut
+# Pixels per column of a figure's title (bold, 13 px): DejaVu Sans Bold averages ~7.4 over a
+# title's letters and spaces; a CJK character counts two columns (~13 px drawn).
+TITLE_COLUMN_PX = 8.0
+TITLE_LINE_PX = 17  # the height one more line of a title takes
 
 
 def _joins_previous(char: str, previous: str) -> bool:
@@ -99,3 +104,31 @@ def piece_label(label: str, width: int | None = LABEL_WIDTH, *, isolate: bool = 
     if text and unicodedata.category(text[0]) in ("Mn", "Mc", "Me"):
         text = DOTTED_CIRCLE + text
     return FSI + text + PDI if isolate and is_rtl(text) else text
+
+
+def title_px(text: str, column_px: float = TITLE_COLUMN_PX) -> int:
+    """Pixels a title needs, estimated per column (a CJK character counts two), with no font."""
+    return math.ceil(column_px * display_width(text))
+
+
+def wrap_title(text: str, pixels: float) -> str:
+    """`text` broken into lines (bokeh draws a title's "\\n" as a new line) of at most `pixels`
+    by `title_px`: at spaces, and inside a run of wide characters (Chinese has no spaces), never
+    inside a cluster. A small figure's title is otherwise cut at the canvas's edge."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        joined = f"{line} {word}" if line else word
+        if title_px(joined) <= pixels or not line and title_px(word) <= pixels:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        line = ""
+        for cluster in clusters(word):  # a word wider than a line: cut between its clusters
+            closing = unicodedata.category(cluster[0]) in ("Pe", "Pf", "Po")  # "）", "。" end a line
+            if line and title_px(line + cluster) > pixels and not closing:
+                lines.append(line)
+                line = ""
+            line += cluster
+    return "\n".join([*lines, line])

@@ -17,6 +17,7 @@ from bokeh.plotting import figure
 
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.axes import label_room
 from attnlab.viz.colors import (
     color_scale,
     colorize,
@@ -25,6 +26,7 @@ from attnlab.viz.colors import (
     rgba,
 )
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.selection import head_ids
 from attnlab.viz.words import kind_title, say
 
@@ -114,13 +116,18 @@ def update_grid(
             frame.glyph.update(x=x, y=y)
     elif frame is not None:
         fig.renderers = [r for r in fig.renderers if r is not frame]
+    width = int(n_heads * cell_px * (1 + GAP)) + 80
+    layer_names = [said["grid.layer"].format(layer=layer) for layer in layers]
+    title = wrap_title(
+        said["grid.title"].format(kind_title=kind_title(kind, said)), width - label_room(layer_names) - 20
+    )
     fig.update(
-        width=int(n_heads * cell_px * (1 + GAP)) + 80,
-        height=int(len(layers) * cell_px * (1 + GAP)) + 60,
+        width=width,
+        height=int(len(layers) * cell_px * (1 + GAP)) + 60 + TITLE_LINE_PX * title.count("\n"),
         name=f"grid-{kind}",
         tags=[{"layers": layers, "heads": heads}],
     )
-    fig.title.text = said["grid.title"].format(kind_title=kind_title(kind, said))
+    fig.title.text = title
     fig.x_range.update(start=-GAP, end=n_heads * (1 + GAP))
     fig.y_range.update(start=-GAP, end=len(layers) * (1 + GAP))
     fig.xaxis.ticker.ticks = [c * (1 + GAP) + 0.5 for c in range(n_heads)]
@@ -129,8 +136,7 @@ def update_grid(
     }
     fig.yaxis.ticker.ticks = [(len(layers) - 1 - r) * (1 + GAP) + 0.5 for r in range(len(layers))]
     fig.yaxis.major_label_overrides = {
-        (len(layers) - 1 - r) * (1 + GAP) + 0.5: said["grid.layer"].format(layer=layer)
-        for r, layer in enumerate(layers)
+        (len(layers) - 1 - r) * (1 + GAP) + 0.5: name for r, name in enumerate(layer_names)
     }
     return fig
 

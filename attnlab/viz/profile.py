@@ -13,7 +13,9 @@ from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMa
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from attnlab.viz.axes import label_room
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.words import say
 
 CELL_PX = 56
@@ -56,9 +58,12 @@ def profile_grid(
             "head": heads.ravel().tolist(),
         }
     )
+    layer_names = [said["grid.layer"].format(layer=layer) for layer in layers]
+    width = n_heads * CELL_PX + 90
+    title = wrap_title(title, width - label_room(layer_names) - 20)
     fig = figure(
-        width=n_heads * CELL_PX + 90,
-        height=n_layers * CELL_PX + 70,
+        width=width,
+        height=n_layers * CELL_PX + 70 + TITLE_LINE_PX * title.count("\n"),
         x_range=Range1d(0, n_heads),
         y_range=Range1d(0, n_layers),
         tools="tap",
@@ -75,9 +80,7 @@ def profile_grid(
     fig.xaxis.ticker = FixedTicker(ticks=[h + 0.5 for h in range(n_heads)])
     fig.xaxis.major_label_overrides = {h + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
     fig.yaxis.ticker = FixedTicker(ticks=[r + 0.5 for r in range(n_layers)])
-    fig.yaxis.major_label_overrides = {
-        r + 0.5: said["grid.layer"].format(layer=layer) for r, layer in enumerate(layers)
-    }
+    fig.yaxis.major_label_overrides = {r + 0.5: name for r, name in enumerate(layer_names)}
     fig.grid.visible = False
     fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
     if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:

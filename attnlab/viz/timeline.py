@@ -19,6 +19,7 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
+from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
@@ -61,11 +62,12 @@ def timeline_curve(
     value per step}); a vertical line at `current`. `stat` names the statistic; `words` replaces
     the title's and the step axis's templates ("timeline.*" of `viz.words.WORDS`)."""
     said = say(words)
+    title = wrap_title(said["timeline.title"].format(stat=stat), 460 - 60)  # less the value axis
     fig = figure(
         width=460,
-        height=260,
+        height=260 + TITLE_LINE_PX * title.count("\n"),
         tools="save,reset,wheel_zoom",
-        title=said["timeline.title"].format(stat=stat),
+        title=title,
         name=name,
     )
     palette = Category10[10]
