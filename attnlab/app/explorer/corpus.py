@@ -98,7 +98,7 @@ class CorpusTab(pn.viewable.Viewer):
             f"<span class='attn-profile-info'>{html.escape(text('corpus.hint', lang))}</span>",
             css_classes=["attn-muted"],
         )
-        self.grids = pn.FlexBox(css_classes=["attn-profile-grids"])
+        self.grids = pn.FlexBox(css_classes=["attn-profile-grids"], align_items="flex-end")  # cells line up
         self.caption = pn.pane.HTML("", css_classes=["attn-profile-caption", "attn-muted"])
         self.table = pn.pane.Bokeh(None, css_classes=["attn-profile-sentences"])
         self.layout = pn.Column(
