@@ -564,6 +564,28 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.shot("ablation")
 
 
+def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:
+    """Visiting Masks & Eq. (1), the dashboard or the timeline and coming back left the Heads tab
+    broken until a reload: grid and heatmap without titles, token labels or toolbar, the colour bar
+    apart. BokehJS laid the hidden tab's figures out at zero size while another tab drew."""
+    page.translate("A young girl plays with the cat .")
+    before = {name: np.asarray(page.figure_image(name)).astype(int) for name in ("heatmap-cross", "grid-cross")}
+    heads = page.page.locator(".bk-tab").filter(has_text=re.compile("^Heads$"))
+    for other, figure in (("Masks & Eq. (1)", "mask-cross"), ("Heads dashboard", "stats-scatter"),
+                          ("Training timeline", "timeline-diff")):  # fmt: skip
+        page.page.locator(".bk-tab").filter(has_text=other).click()
+        page.figure_box(figure)  # that tab has drawn
+        page.settle()
+        heads.click()
+        page.page.wait_for_function(JS_UPDATED, arg=[page.run_number()], timeout=15_000)
+        page.settle()
+        for name, image in before.items():
+            after = np.asarray(page.figure_image(name)).astype(int)
+            assert after.shape == image.shape, (other, name, after.shape, image.shape)
+            assert np.abs(after - image).mean() < 1, (other, name, np.abs(after - image).mean())
+    page.shot("heads-after-tabs")
+
+
 def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path]) -> None:
     from attnlab.decode.api import load
 

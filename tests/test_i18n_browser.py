@@ -14,6 +14,7 @@ The glyphs themselves (fonts for Chinese, no tofu) are not checked here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -30,7 +31,7 @@ require_chromium()
 from test_explorer_browser import ARTIFACTS, Server, make_checkpoints  # noqa: E402  (needs Chromium)
 
 # Words every page shows once the first sentence is decoded (on the first tab or on the others,
-# which are in the page, hidden).
+# each put in the page when it is opened).
 SHOWN = [
     "page.title", "language", "page.checkpoint", "page.open_dir", "page.open", "page.source", "page.reference",
     "decoding.beam", "decoding.greedy", "page.beam_size", "page.translate", "output.translation", "output.score",
@@ -39,6 +40,8 @@ SHOWN = [
     "tab.dashboard", "tab.timeline", "tab.ablation", "equation.query", "dashboard.x", "timeline.step",
     "timeline.probe", "ablation.choice", "ablation.add", "ablation.go",
 ]  # fmt: skip
+# A word each tab past the first shows, by the tab's place: it is drawn once that is in the page.
+TAB_WORDS = {1: "equation.query", 2: "dashboard.x", 3: "timeline.step", 4: "ablation.go"}
 # Every text node of the page, through shadow roots (not <style>/<script>), and every placeholder.
 JS_TEXTS = """() => {
   const out = [];
@@ -113,8 +116,18 @@ class Session:
         """Until the first sentence is decoded and every view drawn (the status carries the run)."""
         self.page.locator(f".attn-run[data-run='{run}']").wait_for(timeout=90_000)
 
-    def texts(self) -> list[str]:
-        return self.page.evaluate(JS_TEXTS)
+    def texts(self, lang: str) -> list[str]:
+        """The page's texts with each tab open in turn (only the open tab is in the page); the
+        first tab is open again at the end."""
+        texts = self.page.evaluate(JS_TEXTS)
+        tabs = self.page.locator(".bk-tab")
+        for index, key in TAB_WORDS.items():
+            tabs.nth(index).click()
+            joined = f'() => ({JS_TEXTS})().join(" ").includes({json.dumps(text(key, lang))})'
+            self.page.wait_for_function(joined, timeout=15_000)
+            texts += self.page.evaluate(JS_TEXTS)
+        tabs.nth(0).click()
+        return texts
 
     def switch(self, name: str, lang: str) -> None:
         """Choose a language in the header's switch; the page reloads with ?lang=."""
@@ -131,7 +144,7 @@ class Session:
 def assert_speaks(session: Session, lang: str) -> None:
     """The page is in `lang`: the catalogue's words for it are shown, no English one is left,
     the switch and the window title say so."""
-    texts = session.texts()
+    texts = session.texts(lang)
     joined = "\n".join(texts)
     missing = [key for key in SHOWN if text(key, lang) not in joined]
     assert missing == [], f"not shown in {lang}: {[(k, text(k, lang)) for k in missing]}"

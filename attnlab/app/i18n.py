@@ -261,7 +261,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "corpus.info": {"en": "{name}: {sentences:,} sentences · {mode} · model {checkpoint}", "es": "{name}: {sentences:,} frases · {mode} · modelo {checkpoint}", "zh": "{name}：{sentences:,} 个句子 · {mode} · 模型 {checkpoint}"},
     "corpus.mode_translate": {"en": "the model's own outputs", "es": "las salidas del propio modelo", "zh": "模型自己的输出"},
     "corpus.mode_reference": {"en": "references, teacher-forced", "es": "referencias con teacher forcing", "zh": "参考文本（教师强制）"},
-    "corpus.grid_title": {"en": "{kind}: mean {stat} per head (click one)", "es": "{kind}: {stat} medio por cabeza (haz clic en una)", "zh": "{kind}：各头的平均 {stat}（点击查看）"},
+    "corpus.grid_title": {"en": "{kind}: mean {stat} per head (click one)", "es": "{kind}: media de {stat} por cabeza (haz clic en una)", "zh": "{kind}：各头的平均 {stat}（点击查看）"},
     "corpus.extremes_largest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the largest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con mayor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最大的句子（点击打开）"},
     "corpus.extremes_smallest": {"en": "{kind} · layer {layer} · head {head}: the sentences with the smallest {stat} (click one to open it)", "es": "{kind} · capa {layer} · cabeza {head}: las frases con menor {stat} (haz clic en una para abrirla)", "zh": "{kind} · 第 {layer} 层 · 头 {head}：{stat} 最小的句子（点击打开）"},
     "corpus.sentence": {"en": "sentence", "es": "frase", "zh": "句子"},

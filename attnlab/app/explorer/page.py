@@ -135,7 +135,7 @@ class Explorer(pn.viewable.Viewer):
             (text("tab.ablation", lang), self.ablation),
             (self.compare.title, self.compare),
             (text("corpus.tab", lang), self.corpus),
-            dynamic=False,
+            dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
         self._views: dict[str, tuple[int, Callable[[], None]]] = {
