@@ -166,3 +166,26 @@ def test_decomposed_text_is_read_as_the_composed_text() -> None:
     assert theirs.src_tokens == ours.src_tokens and theirs.text == ours.text
     assert unknown_characters(model.tokenizer, decomposed) == []
     assert model.score(text, "El café.").tokens == model.score(text, unicodedata.normalize("NFD", "El café.")).tokens
+
+
+def test_whitespace_inside_a_line_is_read_as_one_space() -> None:
+    """Tabs, no-break spaces, doubled spaces, a line separator, a byte-order mark or NUL inside a
+    line (a file joined with `cat`, a spreadsheet's column) became byte pieces the model never saw
+    between words: "A\\tman\\tis\\triding\\ta\\tbike." came back as "Ein Quuarterback verste …"."""
+    from attnlab.data.tokenizer import unknown_characters
+
+    model = _open("multi30k-en-de")
+    plain = model.translate("A man is riding a bike.")
+    for spaced in (
+        "A\tman\tis\triding\ta\tbike.",
+        "A\u00a0man\u00a0is\u00a0riding\u00a0a\u00a0bike.",
+        "A  man  is   riding a bike. ",
+        "A man is\u2028riding a bike.",
+        "\ufeffA man\x00 is riding\r a bike.",
+    ):
+        read = model.translate(spaced)
+        assert (read.src_tokens, read.text) == (plain.src_tokens, plain.text), spaced
+        assert unknown_characters(model.tokenizer, spaced) == []
+    assert (
+        model.score(plain.text, "Ein\tMann  fährt\u00a0Fahrrad.").tokens == model.score(plain.text, plain.text).tokens
+    )

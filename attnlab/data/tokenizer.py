@@ -182,6 +182,16 @@ def composed(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def as_read(text: str) -> str:
+    """`text` as a model reads it: composed (`composed`), every run of whitespace one space
+    (tabs, no-break spaces, line separators, doubled spaces), control characters and byte-order
+    marks dropped. The tokenizer keeps all of them as pieces of their own (a tab is the byte piece
+    <0x09>, a no-break space two), which a model never saw between words: "A\tman\tis\triding"
+    came back as "Ein Quuarterback verste Henna-…" where "A man is riding" gives "Ein Mann fährt"."""
+    kept = "".join(c for c in text if c != "\ufeff" and (c.isspace() or unicodedata.category(c) != "Cc"))
+    return " ".join(composed(kept).split())
+
+
 def is_blank(text: str) -> bool:
     """Whether `text` has nothing to read: only whitespace and invisible characters (controls
     and format characters such as U+200B, a BOM, NUL). The tokenizer keeps those, so a text of
@@ -203,10 +213,10 @@ def check_text(text: str, what: str) -> None:
 
 def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:
     """Characters the vocabulary has no piece for (sentencepiece spells them as UTF-8 byte pieces
-    or maps them to <unk>), in the composed form the model reads."""
+    or maps them to <unk>), in the form the model reads (`as_read`)."""
     unk = tokenizer.unk_id()
     missing = []
-    for char in dict.fromkeys(composed(text)):
+    for char in dict.fromkeys(as_read(text)):
         if char.isspace():
             continue
         ids = tokenizer.encode(char)

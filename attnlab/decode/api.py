@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, check_text, composed, join_unspaced, load_tokenizer
+from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, load_tokenizer
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
@@ -101,7 +101,7 @@ class Model:
         if not isinstance(text, str):
             raise ModelInputError(f"expected text, got {type(text).__name__}")
         check_text(text, "input")
-        ids = self.tokenizer.encode(composed(self._source_text(text)))
+        ids = self.tokenizer.encode(as_read(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room:
             if not truncate:
@@ -268,7 +268,7 @@ class Model:
             if self.task == "parse" and not target_is_linear:
                 target = " ".join(linearize(parse_tree(target), self.spelled))
             check_text(target, "target")
-            pieces = self.target_tokenizer.encode(composed(target.strip()))
+            pieces = self.target_tokenizer.encode(as_read(target))
         room = self.config.max_len - 1
         if len(pieces) <= room:
             return pieces, False
