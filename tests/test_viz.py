@@ -330,6 +330,10 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     source = viz.stats_source(head_stats(trace))
     assert len(source.data["label"]) == 3 * 2 * 3
     assert viz.stats_table(source).sortable
+    from attnlab.app.words import figure_words  # Spanish names the eos column "</s>": a tag to BokehJS
+
+    headers = [c.title for c in viz.stats_table(source, words=figure_words("es")).columns]
+    assert "&lt;/s&gt;" in headers and "</s>" not in headers
     assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
     assert viz.diff_figure(trace, trace, "cross", 0, 1).name == "timeline-diff"
     assert viz.timeline_curve([1, 2, 3], {"head 0": [1.0, 0.5, 0.2]}, current=2).name == "timeline-curve"

@@ -5,6 +5,7 @@ that share one source: selecting a head in one selects it in the other.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from html import escape
 
 from bokeh.models import (
     ColumnDataSource,
@@ -44,13 +45,14 @@ def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -
 
 
 def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str, str] | None = None) -> DataTable:
-    """Sortable table (click a header), one row per head; its headers are `words`' "stats.*"."""
+    """Sortable table (click a header), one row per head; its headers are `words`' "stats.*",
+    escaped: BokehJS writes a header as HTML, and Spanish names the eos column "</s>", a tag."""
     said = say(words)
     number = NumberFormatter(format="0.000")
-    columns = [TableColumn(field="kind_name", title=said["stats.kind"], formatter=StringFormatter(), width=70)]
-    columns += [TableColumn(field=name, title=said[f"stats.{name}"], width=45) for name in ("layer", "head")]
+    columns = [TableColumn(field="kind_name", title=escape(said["stats.kind"]), formatter=StringFormatter(), width=70)]
+    columns += [TableColumn(field=name, title=escape(said[f"stats.{name}"]), width=45) for name in ("layer", "head")]
     columns += [
-        TableColumn(field=name, title=said.get(f"stats.{name}", name), formatter=number, width=65)
+        TableColumn(field=name, title=escape(said.get(f"stats.{name}", name)), formatter=number, width=65)
         for name in STAT_COLUMNS
     ]
     table = DataTable(

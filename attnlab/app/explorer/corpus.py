@@ -222,10 +222,11 @@ class CorpusTab(pn.viewable.Viewer):
         )
         source.selected.on_change("indices", self._clicked)
         columns = [
-            TableColumn(field="sentence", title=text("corpus.sentence", lang), width=60),
-            TableColumn(field="value", title=named, formatter=NumberFormatter(format="0.000"), width=70),
-            TableColumn(field="source", title=text("corpus.source", lang), width=420),
-            TableColumn(field="output", title=text("corpus.output", lang), width=420),
+            TableColumn(field="sentence", title=html.escape(text("corpus.sentence", lang)), width=60),
+            # headers are HTML in BokehJS: "</s>" (the eos statistic in Spanish) is a tag
+            TableColumn(field="value", title=html.escape(named), formatter=NumberFormatter(format="0.000"), width=70),
+            TableColumn(field="source", title=html.escape(text("corpus.source", lang)), width=420),
+            TableColumn(field="output", title=html.escape(text("corpus.output", lang)), width=420),
         ]
         table = DataTable(source=source, columns=columns, width=980, height=min(40 + 28 * len(self.rows), 380),
                           index_position=None, selectable=True, sortable=False, name="profile-sentences")  # fmt: skip
