@@ -136,6 +136,8 @@ def test_heatmap_is_one_image_with_token_labels_and_hover(trace: AttentionTrace)
     assert hover.formatters["$x"].args["labels"] == trace.src_tokens
     assert hover.formatters["$y"].args["labels"] == trace.tgt_tokens
     assert transparent_overlay(fig)  # cross attention of one sentence: nothing masked
+    # The title is above the keys; a toolbar there shares its row and ran over a long title (Compare).
+    assert fig.toolbar_location == "below" and fig.xaxis[0] in fig.above
 
 
 def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:

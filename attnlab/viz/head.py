@@ -147,7 +147,7 @@ def matrix_figure(
         x_range=Range1d(0, 1),
         y_range=Range1d(0, 1),
         tools=TOOLS,
-        toolbar_location="above",
+        toolbar_location="below",  # under the frame, where nothing else is: above, it ran over a long title
         name=name,
         x_axis_location="above",
     )
@@ -204,7 +204,7 @@ def update_matrix(
     room = label_room(list(q_labels) + list(k_labels)) + 16
     # The title starts above the frame (after the query labels) and bokeh clips it at the edge.
     width = max(int(k * cell_k) + 90, title_px(title) + 40) + room
-    fig.update(width=width, height=int(q * cell_q) + room + 70)
+    fig.update(width=width, height=int(q * cell_q) + room + 100)  # title above, toolbar below
     fig.title.text = title
     # Bounds before start/end: BokehJS clamps a new end to the old bounds.
     fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)
