@@ -520,6 +520,8 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
     page.shot("bad-long")
     page.translate("Der Schneemann ☃ und 漢字")
     assert "not in the vocabulary" in notice.inner_text() and "☃" in notice.inner_text()
+    text_box, alert_box = notice.bounding_box(), page.page.locator(".attn-notice").bounding_box()
+    assert text_box["x"] + text_box["width"] <= alert_box["x"] + alert_box["width"] - 10  # ran past the box
     run = page.run_number()
     page.page.locator(".attn-checkpoint select").select_option(label="not-a-checkpoint")
     error.filter(has_text="not an attnlab checkpoint").wait_for(timeout=10_000)

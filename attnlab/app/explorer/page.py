@@ -36,6 +36,9 @@ from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
+# An alert's text: inside the box's padding (Panel sizes it to the whole box, so a long notice
+# ran past the right edge), and wrapped anywhere when a run has no space (Chinese).
+ALERT_CSS = "div { width: auto !important; min-width: 0 !important; } p { overflow-wrap: anywhere; }"
 EXAMPLES = {
     "translate": "A little girl in a pink dress is climbing into a wooden playhouse.",
     "parse": "The old man saw the dog with a telescope .",
@@ -112,8 +115,9 @@ class Explorer(pn.viewable.Viewer):
         self.go = pn.widgets.Button(
             label=text("page.translate", lang), color="primary", width=320, css_classes=["attn-go"]
         )
-        self.error = pn.pane.Alert("", alert_type="danger", visible=False, width=320, css_classes=["attn-error"])
-        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, width=320, css_classes=["attn-notice"])
+        alert = {"visible": False, "width": 320, "stylesheets": [ALERT_CSS]}
+        self.error = pn.pane.Alert("", alert_type="danger", css_classes=["attn-error"], **alert)
+        self.notice = pn.pane.Alert("", alert_type="warning", css_classes=["attn-notice"], **alert)
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
 
         # views
