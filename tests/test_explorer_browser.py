@@ -714,6 +714,14 @@ def test_crafted_requests_are_capped_on_the_server(page: Page) -> None:
         page.wait_run(run + 1)
         return page.page.locator(".attn-notice-text").inner_text()
 
+    beam_box = page.page.locator(".attn-beam input")  # typed, not crafted: the widget put 99 back to 4 silently
+    beam_box.fill("99")
+    beam_box.press("Enter")
+    page.translate("The dog runs .")
+    assert (
+        "Beam size 99 is outside 1–32 on this server: decoded with 32"
+        in page.page.locator(".attn-notice-text").inner_text()
+    )
     notice = crafted(10_000, "The dog runs .")
     assert "Beam size 10,000 is outside 1–32 on this server: decoded with 32" in notice, notice
     assert page.page.locator(".attn-beam input").input_value() == "32"

@@ -100,8 +100,8 @@ class Explorer(pn.viewable.Viewer):
             store.param.beam,
             label=text("page.beam_size", lang),
             description=text("page.beam_help", lang, most=MAX_BEAM),
-            start=1,
-            end=MAX_BEAM,
+            # no start/end: the browser put a typed 99 back to the last value without a word; the
+            # store cuts it to 1..MAX_BEAM and says so
             width=75,
             css_classes=["attn-beam"],
         )
