@@ -532,9 +532,13 @@ def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Pat
     assert (first.store.time_limit, second.store.time_limit) == (TIME_LIMIT, 7.5)  # `attnlab explore --time-limit`
     assert first.store is not second.store and first.store.model is second.store.model  # sessions share the model only
     assert first.store.run == 1 and first.heads.heatmap.object is not None and first.heads.grid.object is not None
+    second.mode.value = "greedy"
+    second.translate()
+    assert "1 finished hypothesis (greedy)" in second.output.text.object  # not "1 finished hypotheses"
+    assert second.store.greedy and second.beam_input.disabled and second.alpha_input.disabled
     first.text_input.value = "The dog runs ."
     first.translate()
-    assert first.store.run == 2 and second.store.run == 1
+    assert first.store.run == 2 and second.store.run == 2
     assert first.store.trace.meta["text"] == "The dog runs ." != second.store.trace.meta["text"]
     first.store.select("decoder", 1, 3)
     assert first.heads.heatmap.object.name == "heatmap-decoder" and "layer 1 · head 3" in first.heads.caption.object

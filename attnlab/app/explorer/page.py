@@ -177,7 +177,7 @@ class Explorer(pn.viewable.Viewer):
         self.go.on_click(lambda _event: self.translate())
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
         self.checkpoint_select.param.watch(lambda event: self.open_listed(event.new), "value")
-        self.mode.param.watch(lambda event: store.param.update(greedy=event.new == "greedy"), "value")
+        self.mode.param.watch(self._on_mode, "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
         store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
         store.param.watch(self._on_error, ["error", "notices"])
@@ -292,6 +292,10 @@ class Explorer(pn.viewable.Viewer):
         self.export.enable()
         self.export.name_files()
         self._refresh(list(self._views))
+
+    def _on_mode(self, event: Any) -> None:
+        """Greedy search has no beam and no length penalty: their boxes are greyed out."""
+        self.store.greedy = self.beam_input.disabled = self.alpha_input.disabled = event.new == "greedy"
 
     def _on_selection(self, *_events: Any) -> None:
         if self.store.trace is not None:
