@@ -542,6 +542,8 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert hatch_pixels(page.figure_image("mask-decoder")) > 100
     assert drawn(page.figure_image("eq1-softmax"), 5)
     assert drawn(page.figure_image("eq1-values"))
+    width = page.page.evaluate("document.documentElement.scrollWidth")  # Eq. (1) beside the mask ran to 1,762 px
+    assert width <= 1500, width
     page.shot("masks-eq1")
     page.page.locator(".bk-tab").filter(has_text="Heads dashboard").click()
     assert drawn(page.figure_image("stats-scatter"), 5)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from bokeh.models import GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
+from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
 
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
@@ -314,7 +314,10 @@ def test_grid_pick_inverts_the_layout(trace: AttentionTrace) -> None:
 
 
 def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace) -> None:
-    assert "causal" in viz.mask_figure(trace, "decoder").title.text
+    mask = viz.mask_figure(trace, "decoder")
+    assert "causal" in mask.title.text
+    assert not [bar for bar in mask.select({"type": ColorBar}) if bar.visible]  # white or hatched, no scale
+    assert [bar for bar in viz.heatmap(trace, "decoder", 0, 0).select({"type": ColorBar}) if bar.visible]
     n = 4
     parts = {
         "scores": np.arange(n * n, dtype=float).reshape(n, n),

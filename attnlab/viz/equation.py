@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from bokeh.layouts import column, row
 from bokeh.models import (
+    ColorBar,
     ColumnDataSource,
     HoverTool,
     Range1d,
@@ -20,13 +21,13 @@ from bokeh.plotting import figure
 
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.axes import token_axis
+from attnlab.viz.axes import label_room, token_axis
 from attnlab.viz.colors import (
     DIFF_PALETTE,
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import piece_label
+from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
 from attnlab.viz.words import kind_name, say
 
 
@@ -41,11 +42,13 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapp
     window = None if kind == "cross" else trace.model.get("config", {}).get("attn_window")
     if window is not None and window < allowed.shape[1] - 1:  # restricted attention's band (Table 1), in the
         what += f" · {'i − j' if kind == 'decoder' else '|i − j|'} ≤ {window}"  # paper's notation, every language
-    return matrix_figure(  # matrix_figure sets the fonts
+    fig = matrix_figure(  # matrix_figure sets the fonts
         allowed.astype(np.float32), q_labels, k_labels, allowed=allowed, vmax=1.0, palette=("#ffffff", "#ffffff"),
         title=said["mask.title"].format(kind=kind_name(kind, said), what=what), budget=budget,
         value_name=said["mask.allowed"], name=f"mask-{kind}", words=said,
     )  # fmt: skip
+    fig.select_one(ColorBar).visible = False  # white or hatched: a 0..1 bar of white said nothing
+    return fig
 
 
 def computation_figure(
@@ -74,9 +77,11 @@ def computation_figure(
     pad = 0.1 * (high - low or 1.0)
 
     def bars(values: np.ndarray, name: str, color: str, y_range: Range1d, heading: str) -> figure:
+        heading = wrap_title(heading, width - 60)  # less the value axis
         fig = figure(
             width=width,
-            height=150,
+            # the bars' own 90 px, beside the keys' upright labels and the title's lines
+            height=130 + label_room(k_labels) + TITLE_LINE_PX * heading.count("\n"),
             x_range=x_range,
             y_range=y_range,
             tools="hover,save",
@@ -97,6 +102,7 @@ def computation_figure(
         token_axis(fig.xaxis[0], k_labels, width - 80, flip=False)
         fig.xaxis.major_label_orientation = math.pi / 2
         fig.xgrid.visible = False
+        fig.yaxis.ticker.desired_num_ticks = 4
         return fig
 
     score_range = Range1d(low - pad, high + pad)

@@ -24,7 +24,8 @@ class EquationTab(pn.viewable.Viewer):
             store.param.query, label=text("equation.query", store.lang), width=260
         )
         self.eq1 = pn.pane.Bokeh(None, css_classes=["attn-eq1"])
-        self.layout = pn.Column(pn.Row(self.mask, pn.Column(self.query, self.eq1)))
+        # a FlexBox: Eq. (1) goes under the mask when both do not fit the window (a Row ran past it)
+        self.layout = pn.FlexBox(self.mask, pn.Column(self.query, self.eq1), align_items="flex-start")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
