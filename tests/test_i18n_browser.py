@@ -42,6 +42,7 @@ SHOWN = [
 ]  # fmt: skip
 # A word each tab past the first shows, by the tab's place: it is drawn once that is in the page.
 TAB_WORDS = {1: "equation.query", 2: "dashboard.x", 3: "timeline.step", 4: "ablation.go"}
+JS_OPTIONS = "s => [...s.options].map(o => o.textContent)"
 # Every text node of the page, through shadow roots (not <style>/<script>), and every placeholder.
 JS_TEXTS = """() => {
   const out = [];
@@ -157,7 +158,7 @@ def assert_speaks(session: Session, lang: str) -> None:
     assert session.page.locator(".attn-language select").input_value() in (lang, LANGUAGES[lang])
     assert session.page.title() == text("page.title", lang)
     assert session.page.evaluate("document.documentElement.lang") == lang  # <html lang="...">
-    picker = session.page.locator(".attn-checkpoint select").evaluate("s => [...s.options].map(o => o.textContent)")
+    picker = session.page.locator(".attn-checkpoint select").evaluate(JS_OPTIONS)
     what = text("checkpoint.translator", lang, src=language_code("en", lang), tgt=language_code("zh", lang))
     assert f"{what} · tatoeba-en-zh" in picker, picker
     if lang != "en":  # the bundled checkpoints too, when there are any
@@ -184,10 +185,19 @@ def test_the_lang_parameter_sets_the_language(browser: object, server: Server, l
 
 
 def test_the_switch_reloads_the_page_in_spanish_then_chinese(browser: object, server: Server) -> None:
+    """Each switch reloads the page in the new language, with the typed text and the open model
+    carried over in the address (a switch once started the reader afresh, on the example)."""
     session = Session(browser, server.url)
     try:
         assert_speaks(session, "en")
+        picker = session.page.locator(".attn-checkpoint select")
+        picker.select_option(label=next(o for o in picker.evaluate(JS_OPTIONS) if o.endswith("· tatoeba-en-zh")))
+        session.ready(2)
+        session.page.locator(".attn-source textarea").fill("The cat sits on the red mat .")
         session.switch("Español", "es")
+        assert session.page.locator(".attn-source textarea").input_value() == "The cat sits on the red mat ."
+        assert picker.evaluate("s => s.options[s.selectedIndex].textContent").endswith("· tatoeba-en-zh")
+        assert "text=The+cat+sits" in session.page.url and "checkpoint=tatoeba-en-zh" in session.page.url
         assert_speaks(session, "es")
         session.switch("中文", "zh")
         assert_speaks(session, "zh")

@@ -10,7 +10,8 @@ the page in place: the views write their words when they draw, in many places (l
 titles, captions, notices, figure titles), and a reload draws all of them again in the new
 language by the same code that drew the first ones, so no view is ever half translated and the
 URL says what the page shows. What the reload costs: the session starts again (the model comes
-from the server's cache; the typed text is not kept).
+from the server's cache); the typed text and the open model ride along in the address (`?text=`,
+`?checkpoint=`, up to `CARRIED_CHARS`), so the same sentence is decoded again in the new language.
 
 The page itself says its language too (`<html lang="zh">`): browsers pick fonts by it (a Chinese
 page gets Chinese glyph shapes for the characters Chinese and Japanese share), and screen readers
@@ -20,6 +21,7 @@ session's document the same template with the session's language in its place.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,22 +34,42 @@ if TYPE_CHECKING:
 from attnlab.app.i18n import LANGUAGES, language, text
 
 # In the browser: the Select's value is the language's code (Panel sends {code: native name} as
-# (value, label) pairs); the page reloads at the same address with `lang` set.
+# (value, label) pairs); the page reloads at the same address with `lang` set, and with the text
+# typed and the model open (its directory's name, the part of a picker entry after " · ") carried
+# over as `text` and `checkpoint`, which `app` reads: a switch once started the reader afresh.
+# The two widgets are found in the document by their classes (passed as the callback's `args`,
+# Panel rendered them a second time, outside the session, with a stylesheet from its CDN).
 RELOAD = """
 const url = new URL(window.location.href);
 if (url.searchParams.get("lang") !== cb_obj.value) {
   url.searchParams.set("lang", cb_obj.value);
+  const find = (name) => [...cb_obj.document.all_models].find(m => (m.css_classes || []).includes(name));
+  const source = find("attn-source"), checkpoint = find("attn-checkpoint");
+  const typed = source ? source.value_input || source.value || "" : "";
+  if (typed.length <= MAX) url.searchParams.set("text", typed); else url.searchParams.delete("text");
+  if (checkpoint && checkpoint.value) url.searchParams.set("checkpoint", checkpoint.value.split(" · ").pop());
   window.location.assign(url.toString());
 }
 """
+CARRIED_CHARS = 2000  # longer texts are not carried in the address
+
+
+def requested(name: str) -> str:
+    """The session's `?name=` as text ("" when absent, or outside a server session)."""
+    value = ((pn.state.session_args or {}).get(name) or [b""])[0]
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def carried(names: Iterable[str]) -> tuple[list[str], str]:
+    """The picker entries whose directory is the session's `?checkpoint=`, and its `?text=`."""
+    wanted = requested("checkpoint")
+    return [n for n in names if wanted and n.split(" · ")[-1] == wanted], requested("text")
 
 
 def session_language() -> str:
     """The language of the session being built: its `?lang=`, else its Accept-Language header,
     else English (outside a server session, e.g. in a notebook: English)."""
-    requested = (pn.state.session_args or {}).get("lang") or [b""]
-    value = requested[0]
-    requested_text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    requested_text = requested("lang")
     headers = pn.state.headers or {}
     accept = headers.get("Accept-Language") or headers.get("accept-language") or ""
     if isinstance(accept, list):
@@ -79,7 +101,8 @@ def set_page_language(lang: str) -> None:
 
 def language_switch(lang: str) -> pn.widgets.Select:
     """The header's Select of the languages, each by its own name ("Español", "中文"); choosing
-    one reloads the page in it."""
+    one reloads the page in it, with the text of the `attn-source` box and the model the
+    `attn-checkpoint` picker shows."""
     switch = pn.widgets.Select(
         label=text("language", lang),
         options={name: code for code, name in LANGUAGES.items()},
@@ -87,5 +110,5 @@ def language_switch(lang: str) -> pn.widgets.Select:
         width=110,
         css_classes=["attn-language"],
     )
-    switch.jscallback(value=RELOAD)
+    switch.jscallback(value=RELOAD.replace("MAX", str(CARRIED_CHARS)))
     return switch

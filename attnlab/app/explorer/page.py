@@ -27,10 +27,10 @@ from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
-from attnlab.app.explorer.language import language_switch, session_language, set_page_language
+from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
-from attnlab.app.explorer.store import MAX_BEAM, TIME_LIMIT, Store
+from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, TIME_LIMIT, Store
 from attnlab.app.explorer.timeline import TimelineTab
 from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
@@ -79,15 +79,12 @@ class Explorer(pn.viewable.Viewer):
         )
         self.open_button = pn.widgets.Button(label=text("page.open", lang), width=70, align="end")
         self.model_info = pn.pane.HTML("", width=320, css_classes=["attn-muted"])
+        box = {"width": 320, "max_length": 200_000}
         self.text_input = pn.widgets.TextAreaInput(
-            css_classes=["attn-source"], label=text("page.source", lang), height=110, width=320, max_length=200_000
+            css_classes=["attn-source"], label=text("page.source", lang), height=110, **box
         )
         self.reference_input = pn.widgets.TextAreaInput(
-            css_classes=["attn-reference"],
-            label=text("page.reference", lang),
-            height=60,
-            width=320,
-            max_length=200_000,
+            css_classes=["attn-reference"], label=text("page.reference", lang), height=60, **box
         )
         self.mode = pn.widgets.RadioButtonGroup(
             label=text("page.decoding", lang),
@@ -100,8 +97,7 @@ class Explorer(pn.viewable.Viewer):
             store.param.beam,
             label=text("page.beam_size", lang),
             description=text("page.beam_help", lang, most=MAX_BEAM),
-            # no start/end: the browser put a typed 99 back to the last value without a word; the
-            # store cuts it to 1..MAX_BEAM and says so
+            # no start/end: the store cuts a typed 99 to MAX_BEAM and says so (the widget reset it, mute)
             width=75,
             css_classes=["attn-beam"],
         )
@@ -148,7 +144,9 @@ class Explorer(pn.viewable.Viewer):
             "mask": (1, self.equation.draw_mask),
             "eq1": (1, self.equation.draw_eq1),
             "stats": (2, self.dashboard.draw),
+            "setup": (3, self.timeline.setup),  # a new model's snapshots: before its first draw, after an open only
             "timeline": (3, self.timeline.draw),
+            "ablation": (4, lambda: self.ablation.reset(self.store.trace)),
             "compare": (5, self.compare.draw),  # decodes with the second model only when the run is new
         }
         self.layout = pn.Row(
@@ -238,7 +236,8 @@ class Explorer(pn.viewable.Viewer):
             self.reference_input.value = ""  # a reference translation is no reference tree
         if _typed(self.text_input).strip() in ("", *EXAMPLES.values()):
             self.text_input.value = self.text_input.value_input = EXAMPLES.get(model.task, EXAMPLES["translate"])
-        self.timeline.setup()
+        self._stale.add("setup")  # when its tab opens: Panel restyled a hidden tab's widgets from its CDN
+        self._refresh_stale()
         self.error.visible = False
         if model is not previous:
             self.translate()
@@ -288,13 +287,11 @@ class Explorer(pn.viewable.Viewer):
 
     def _update_after_run(self) -> None:
         self.output.show()
-        self.ablation.reset(self.store.trace)
         self.export.enable()
         self.export.name_files()
-        self._refresh(list(self._views))
+        self._refresh([name for name in self._views if name != "setup"])
 
-    def _on_mode(self, event: Any) -> None:
-        """Greedy search has no beam and no length penalty: their boxes are greyed out."""
+    def _on_mode(self, event: Any) -> None:  # greedy search has no beam and no length penalty: greyed out
         self.store.greedy = self.beam_input.disabled = self.alpha_input.disabled = event.new == "greedy"
 
     def _on_selection(self, *_events: Any) -> None:
@@ -322,7 +319,7 @@ class Explorer(pn.viewable.Viewer):
                 self._stale.add(name)
 
     def _refresh_stale(self) -> None:
-        visible = [name for name in self._stale if self._views[name][0] == self.tabs.active]
+        visible = [name for name in self._views if name in self._stale and self._views[name][0] == self.tabs.active]
         self._stale.difference_update(visible)
         for name in visible:
             self._draw(name)
@@ -387,7 +384,9 @@ def app(argv: list[str] | None = None) -> Explorer:
     explorer.store.time_limit = max(0.0, args.time_limit)
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
-        first = given[0] if given else next(iter(explorer.checkpoints))
+        named, typed = carried(explorer.checkpoints)  # over a switch of language, or in a shared link
+        first = (named + given + list(explorer.checkpoints))[0]
+        explorer.text_input.value = explorer.text_input.value_input = typed[:MAX_INPUT_CHARS]  # "": the example
 
         def start() -> None:
             explorer.open_listed(first)
