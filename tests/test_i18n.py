@@ -331,6 +331,8 @@ def test_the_explorer_speaks_the_language_it_was_built_in(paths: dict[str, Path]
     assert explorer.lang == explorer.store.lang == lang and explorer.language.value == lang
     explorer.open_listed("tiny")  # outside a server session: decodes and draws at once
     assert explorer.store.trace is not None and not explorer.store.error
+    explorer.tabs.active = 3  # a tab's widgets are set up when it opens (the timeline's note)
+    explorer.tabs.active = 4
     explorer.ablation.add_open_head()
     explorer.ablation.ablate()
     shown = panel_texts(explorer)
@@ -583,7 +585,9 @@ def test_the_explorer_draws_its_figures_in_its_language(
     explorer = Explorer({"tiny": str(with_probes)}, lang=lang)
     explorer.open_listed("tiny")
     store = explorer.store
+    explorer.tabs.active = 3  # the timeline finds its snapshots when its tab opens
     assert store.trace is not None and not store.error and explorer.timeline._snapshots
+    explorer.tabs.active = 4
     explorer.ablation.add_open_head()
     explorer.ablation.ablate()
     explorer.compare.second.value = ABLATED
