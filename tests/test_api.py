@@ -399,6 +399,28 @@ def test_a_length_limit_without_room_is_refused(checkpoint: Path, max_len_a: flo
     assert model.translate("A dog runs in the park.", max_len_a=0.0, max_len_b=2).tokens[-1] == "</s>"
 
 
+def test_a_huge_length_limit_is_as_long_as_the_model_allows(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--max-len-a 1e308` was an OverflowError traceback (a · input was infinity before the model's
+    cap): any limit past the model's max_len decodes as that limit does."""
+    from attnlab.cli import main
+
+    model = attnlab.load(checkpoint)
+    text = "A dog runs in the park."
+    capped = model.translate(text, beam=1, max_len_a=1e4)
+    assert model.translate(text, beam=1, max_len_a=1e308) == capped
+    assert (
+        model.translate([text, "Hi"], beam=2, max_len_a=1e308, max_len_b=10**9)[0].text
+        == model.translate(text, beam=2, max_len_a=1e4).text
+    )
+    source = tmp_path / "in.en"
+    source.write_text(text + "\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(source), "--beam", "1"]
+    assert main([*argv, "--max-len-a", "1e308"]) == 0
+    assert capsys.readouterr().out == capped.text + "\n"
+
+
 @pytest.mark.parametrize("alpha", [float("nan"), -1, "0.6", None])
 def test_score_checks_alpha_as_translate_does(checkpoint: Path, alpha: object) -> None:
     model = attnlab.load(checkpoint)

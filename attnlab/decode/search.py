@@ -274,8 +274,8 @@ def _generate(
     n_best: int | None,
     constrain: Callable[[Stepper, list[int]], Stepper] | None,
 ) -> list[list[Hypothesis]]:
-    limit = model.config.max_len - 1
-    max_lens = [min(limit, int(max_len_a * (n - 1) + max_len_b)) for n in src_lens]
+    limit = model.config.max_len - 1  # capped in float: int() of --max-len-a 1e308's infinity was an OverflowError
+    max_lens = [int(min(limit, max_len_a * (n - 1) + max_len_b)) for n in src_lens]
     if min(max_lens) < 2:  # (max_lens count the </s>) only </s> would fit: an empty output, not an answer
         pieces = src_lens[max_lens.index(min(max_lens))] - 1
         raise ConfigError(
