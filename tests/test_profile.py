@@ -20,7 +20,7 @@ from attnlab.decode.alignment import aer, align_lines, piece_words, reading, wor
 from attnlab.decode.api import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import profile, query, read_profile, write_profile
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -223,6 +223,38 @@ def test_bad_input_is_one_line_before_any_decoding(model, tmp_path: Path, capsys
     for sql in ("", "  ", "-- only a comment"):
         with pytest.raises(AttnlabError, match="no SQL statement to run"):
             query(written, sql)
+
+
+def test_a_line_too_long_is_refused_by_file_and_line_or_cut_with_truncate(
+    model, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A 1500-piece line was profiled over its first 1023 pieces, exit 0, not a word said; now it
+    is refused as `record` and `translate` refuse it, and `--truncate` cuts it and says so."""
+    long = " ".join(["dog"] * 1500)
+    src = tmp_path / "long.en"
+    src.write_text(f"{SOURCES[0]}\n{long}\n")
+    ref = tmp_path / "ref.de"
+    ref.write_text(f"{REFERENCES[0]}\n{REFERENCES[1]}\n")
+    out = tmp_path / "p.parquet"
+    argv = ["heads", "profile", "--checkpoint", str(BUNDLED), "--src", str(src), "--quiet", "--out", str(out)]
+    room = model.config.max_len - 1
+    assert main(argv) == 2  # before any decoding
+    error = f"attnlab heads: error: {src}:2: the input has 1500 pieces; this model takes at most {room}"
+    assert capsys.readouterr().err.strip() == error and not out.exists()
+    assert main([*argv, "--tgt", str(ref)]) == 2
+    assert capsys.readouterr().err.strip() == error
+    ref.write_text(f"{long}\n{REFERENCES[1]}\n")  # a reference too long names the reference file
+    src.write_text(f"{SOURCES[0]}\n{SOURCES[1]}\n")
+    assert main([*argv, "--tgt", str(ref)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"attnlab heads: error: {ref}:1: the target has 1500 pieces")
+    assert main([*argv, "--tgt", str(ref), "--truncate"]) == 0
+    notice = f"attnlab heads: warning: 1 of 2 lines cut to the {room} pieces this model takes (the first: line 1)"
+    assert notice in capsys.readouterr().err.splitlines()
+    assert read_profile(out).n_sentences == 2
+    with pytest.raises(
+        ModelInputError, match=f"^source:1: the input has 1500 pieces; this model takes at most {room}$"
+    ):
+        profile(model, [long])
 
 
 def test_what_is_not_a_list_of_lines_or_a_batch_size_is_one_line(model) -> None:

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,17 @@ import torch
 from tqdm import tqdm
 
 from attnlab.data.corpora import read_text
-from attnlab.data.tokenizer import is_blank
+from attnlab.data.tokenizer import is_blank, join_words
 from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result, load
-from attnlab.decode.commands import add_dtype_argument, add_search_arguments, check_out, search_settings
+from attnlab.decode.commands import (
+    add_dtype_argument,
+    add_search_arguments,
+    check_out,
+    cut_notice,
+    fit_lines,
+    search_settings,
+)
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
@@ -74,6 +82,8 @@ def profile(
     one_indexed: bool = False,
     reverse_gold: bool = False,
     gold_name: str = "gold",
+    names: tuple[str, str] = ("source", "target"),
+    truncate: bool = False,
     beam: int | None = None,
     alpha: float | None = None,
     batch: int = 64,
@@ -82,7 +92,8 @@ def profile(
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
     `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
     errors start with `gold_name`; `reverse_gold` for gold written target-source, as the shipped
-    zh-en gold is for an en→zh model)."""
+    zh-en gold is for an en→zh model). A line longer than the model takes is an error naming
+    `names` (the sources' and targets') and the line, or with `truncate` cut, with a warning."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
     sources = check_lines(sources, "source")
@@ -101,16 +112,27 @@ def profile(
             raise DataError("gold alignments link the words of references: give the references (--tgt) too")
         lengths = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets, strict=True)]
         links = read_pharaoh(gold, one_indexed=one_indexed, reverse=reverse_gold, lengths=lengths, name=gold_name)
+    if targets is None:
+        cut = fit_lines(model, sources, None, names, truncate)  # before minutes of decoding
+    else:  # each pair as `score_words` reads it: a Chinese side's words joined unspaced
+        langs = model.meta.get("data", {})
+        src_texts = [join_words(line.split(), langs.get("src_lang")) for line in sources]
+        tgt_texts = [join_words(line.split(), langs.get("tgt_lang")) for line in targets]
+        cut = fit_lines(model, src_texts, tgt_texts, names, truncate)
+    if cut:
+        warnings.warn(cut_notice(cut, len(sources), model), stacklevel=2)
     schema = SCHEMA if links is None else pa.schema([*SCHEMA, *(pa.field(n, pa.float32()) for n in ALIGNMENT)])
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
     for start in range(0, len(sources), batch):
         chunk = list(range(start, min(start + batch, len(sources))))
         if targets is None:
-            results = model.translate([sources[i] for i in chunk], beam=beam, alpha=alpha, record=True, truncate=True)
+            results = model.translate(
+                [sources[i] for i in chunk], beam=beam, alpha=alpha, record=True, truncate=truncate
+            )
             read = [(result, None) for result in results]
         else:
-            read = [_reference(model, sources[i], targets[i], i, None if links is None else links[i]) for i in chunk]
+            read = [_reference(model, sources[i], targets[i], i, links[i] if links else None, truncate) for i in chunk]
         for i, (result, scores) in zip(chunk, read, strict=True):
             _add_rows(columns, i, result, scores)
         bar.update(len(chunk))
@@ -119,14 +141,14 @@ def profile(
 
 
 def _reference(
-    model: Model, source: str, target: str, index: int, gold: tuple[set, set] | None
+    model: Model, source: str, target: str, index: int, gold: tuple[set, set] | None, truncate: bool
 ) -> tuple[Result, dict[tuple[int, int], dict] | None]:
     """The reference read teacher-forced as `attnlab align` reads it, and given its gold (sure,
     possible) links, {(layer, head): AER, precision, recall} of each cross-attention head's
     argmax links between the whitespace-separated words of the two lines (`align --method head`'s
     links, computed the same way). A target the model cannot take names its line."""
     try:
-        result, src_words, tgt_words = score_words(model, source.split(), target.split(), truncate=True)
+        result, src_words, tgt_words = score_words(model, source.split(), target.split(), truncate)
     except ModelInputError as error:
         raise ModelInputError(f"target line {index + 1}: {error}") from None
     if gold is None:
@@ -290,6 +312,11 @@ def cli_heads(argv: list[str]) -> int:
         default=1,
         help="torch threads (default 1: beside a training run on 2 shared cores, 2 threads were 13x slower)",
     )
+    run.add_argument(
+        "--truncate",
+        action="store_true",
+        help="cut lines longer than the model takes, saying how many (default: refuse them, naming the line)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     ask = commands.add_parser("query", help="run SQL (DuckDB) over a profile, which is called `profile`")
     ask.add_argument("profile")
@@ -326,6 +353,8 @@ def cli_heads(argv: list[str]) -> int:
         one_indexed=args.gold_one_indexed,
         reverse_gold=args.reverse_gold,
         gold_name=args.gold or "gold",
+        names=(args.src, args.tgt or ""),
+        truncate=args.truncate,
         beam=settings["beam"],
         alpha=settings["alpha"],
         batch=args.batch,
