@@ -421,6 +421,30 @@ def test_a_huge_length_limit_is_as_long_as_the_model_allows(
     assert capsys.readouterr().out == capped.text + "\n"
 
 
+def test_evaluate_refuses_a_source_too_long_or_cuts_it_with_truncate(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaluate --checkpoint --src` scored the translations of cut sources, exit 0, not a word
+    said: a line too long is refused as `translate` refuses it, or cut with --truncate, saying so."""
+    from attnlab.cli import main
+
+    room = attnlab.load(checkpoint).config.max_len - 1
+    src, ref = tmp_path / "src.en", tmp_path / "ref.de"
+    src.write_text("A dog runs.\n" + " ".join(["dog"] * (room + 50)) + "\n")
+    ref.write_text("Ein Hund rennt.\nHund\n")
+    argv = ["evaluate", "--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "1", "--json"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"attnlab evaluate: error: {src}:2: the input has ") and "\n" not in error
+    assert error.endswith(f" pieces; this model takes at most {room}")
+    assert main([*argv, "--truncate"]) == 0
+    captured = capsys.readouterr()
+    notice = f"attnlab evaluate: warning: 1 of 2 lines cut to the {room} pieces this model takes (the first: line 2)"
+    assert notice in captured.err.splitlines() and 0 <= json.loads(captured.out)["bleu"] <= 100
+    assert main(["evaluate", "--hyp", str(ref), "--ref", str(ref), "--truncate"]) == 2  # nothing decoded to cut
+    assert "--truncate is a decoding option" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("alpha", [float("nan"), -1, "0.6", None])
 def test_score_checks_alpha_as_translate_does(checkpoint: Path, alpha: object) -> None:
     model = attnlab.load(checkpoint)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from attnlab.decode.commands import (
     add_dtype_argument,
     add_search_arguments,
     check_out,
+    cut_notice,
+    fit_lines,
     write_out,
 )
 from attnlab.decode.pharaoh import read_pharaoh
@@ -137,6 +140,9 @@ def cli(argv: list[str]) -> int:
         choices=["bleu", "rouge"],
         help="bleu: sacreBLEU and chrF (the default); rouge: ROUGE-1/2/L (repeat the flag for both)",
     )
+    parser.add_argument(
+        "--truncate", action="store_true", help="cut --src lines longer than the model takes (default: refuse them)"
+    )
     parser.add_argument("--out", help="also write the outputs here")
     parser.add_argument("--json", action="store_true")
     add_dtype_argument(parser)
@@ -172,7 +178,10 @@ def cli(argv: list[str]) -> int:
         model = load(args.checkpoint, dtype=args.dtype or "fp32")
         task = args.task or model.task
         tgt_lang = model.meta.get("data", {}).get("tgt_lang")
-        outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=True)]
+        cut = fit_lines(model, sources, None, (args.src, ""), args.truncate)  # a BLEU of cut sources, said or refused
+        if cut:
+            warnings.warn(cut_notice(cut, len(sources), model), stacklevel=1)
+        outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=args.truncate)]
     if out:
         write_out(out, "".join(o + "\n" for o in outputs))
     if task == "parse":
@@ -307,6 +316,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
     if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
         raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
     given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
+    given += ["--truncate"] * args.truncate
     if args.task == "align":
         given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
         if given:
