@@ -97,6 +97,20 @@ def test_nothing_to_score_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "no lines to score" in error_of(capsys, ["--task", "parse", "--hyp", empty, "--ref", empty])
 
 
+def test_alignment_gold_without_sure_links_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Empty gold and hyp files, or gold of possible links only, scored AER 0.00, precision 100
+    and recall 100, exit 0: with no sure link AER is undefined."""
+    empty = write(tmp_path / "empty", [])
+    hyp = write(tmp_path / "hyp", ["0-0 1-1"])
+    assert "empty: no lines to score" in error_of(capsys, ["--task", "align", "--gold", empty, "--hyp", empty])
+    possible = write(tmp_path / "possible", ["0?0 1?1"])
+    assert f"{possible}: no sure links: AER is undefined" in error_of(
+        capsys, ["--task", "align", "--gold", possible, "--hyp", hyp]
+    )
+    assert main(["evaluate", "--task", "align", "--gold", write(tmp_path / "gold", ["0-0 1?1"]), "--hyp", hyp]) == 0
+    assert capsys.readouterr().out.startswith("AER = 0.00  precision 100.00  recall 100.00")
+
+
 def test_out_is_checked_before_decoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--out in a missing directory was a FileNotFoundError after all the decoding: now its
     directories are made, and what cannot be written (a directory, a path through a file) is

@@ -262,6 +262,10 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     lengths = [_word_counts(line) for line in lines] if lines is not None else None
     gold = read_pharaoh(args.gold, one_indexed=args.gold_one_indexed, reverse=args.reverse_gold, lengths=lengths)
     sures, possibles = [s for s, _ in gold], [p for _, p in gold]
+    if not any(sures):  # AER, precision and recall of nothing read 0.00, 100 and 100
+        raise AttnlabError(
+            f"{args.gold}: " + ("no sure links: AER is undefined without them" if gold else "no lines to score")
+        )
     if not args.all_heads:
         if not args.hyp:
             raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
