@@ -97,6 +97,16 @@ def test_nothing_to_score_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "no lines to score" in error_of(capsys, ["--task", "parse", "--hyp", empty, "--ref", empty])
 
 
+def test_parses_of_which_none_can_be_scored_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Parses whose words all differ from the references' printed F1 0.00 "(0 of 3 sentences
+    scored, 3 skipped ...)" with exit 0: a score of nothing."""
+    ref = write(tmp_path / "gold", GOLD)
+    hyp = write(tmp_path / "hyp", ["(S (NP (DT A) (JJ big) (NN dog)) (VP (VBD ran) (ADVP (RB away))) (. .))"] * 3)
+    error = error_of(capsys, ["--task", "parse", "--ref", ref, "--hyp", hyp])
+    assert error.endswith(f"{hyp}: no sentence to score: the words of each differ from its tree's in {ref}")
+    assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", write(tmp_path / "one", [*GOLD[:2], ""])]) == 0
+
+
 def test_alignment_gold_without_sure_links_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Empty gold and hyp files, or gold of possible links only, scored AER 0.00, precision 100
     and recall 100, exit 0: with no sure link AER is undefined."""

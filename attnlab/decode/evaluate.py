@@ -224,7 +224,8 @@ def parse_report(
     targets rebuilt over the words of `sources`. An empty output line is a failed parse (what
     `attnlab parse` writes for an input it could not take): scored as no brackets and counted in
     `failed`, since dropping it would flatter F1 and refusing the file would score nothing.
-    Anything else that is not a tree is an error naming FILE:LINE."""
+    Anything else that is not a tree is an error naming FILE:LINE, and so is a file where no
+    sentence can be scored (every one skipped: its words differ from the reference's)."""
     gold: list[Tree] = []
     predicted: list[Tree] = []
     for number, (ref, output) in enumerate(zip(refs, outputs, strict=True), 1):
@@ -236,7 +237,10 @@ def parse_report(
         else:
             gold.append(parse_tree(ref, where))
         predicted.append(parse_tree(output, f"{hyp_name}:{number}") if output.strip() else flat(gold[-1]))
-    return {**bracket_f1(gold, predicted), "failed": sum(not output.strip() for output in outputs)}
+    report = {**bracket_f1(gold, predicted), "failed": sum(not output.strip() for output in outputs)}
+    if not report["sentences"]:  # it printed F1 0.00 "(0 of 3 sentences scored, 3 skipped ...)", exit 0
+        raise AttnlabError(f"{hyp_name}: no sentence to score: the words of each differ from its tree's in {ref_name}")
+    return report
 
 
 def parse_line(report: dict[str, Any], total: int) -> str:
