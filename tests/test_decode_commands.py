@@ -274,3 +274,20 @@ def test_a_line_of_invisible_characters_is_an_empty_line(tmp_path: Path, capsys:
     captured = capsys.readouterr()
     assert captured.out.splitlines()[1] == "" and all(captured.out.splitlines()[::2])
     assert "line 2 is empty; writing an empty line" in captured.err and "the input is empty" not in captured.err
+
+
+def test_a_line_that_failed_makes_the_exit_status_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`translate`, `parse` and `align` exited 0 with every line failed ("0 of 2 lines" on stderr
+    only): a line left empty because the model could not take it now makes the status 1, and the
+    other lines are still answered, one output line per input line."""
+    source = write(tmp_path / "in.en", [SOURCES[0], " ".join(["dog"] * 1500)])
+    for task, checkpoint in (("translate", TRANSLATOR), ("parse", PARSER)):
+        assert main([task, "--checkpoint", str(bundled(checkpoint)), "--input", str(source), "--beam", "1"]) == 1
+        captured = capsys.readouterr()
+        assert [bool(line) for line in captured.out.split("\n")] == [True, False, False]  # two lines, the 2nd empty
+        assert f"attnlab {task}: line 2: the input has " in captured.err  # (the parser spells words: 3000)
+    pairs = write(tmp_path / "pairs", [f"{SOURCES[0]} ||| {REFERENCES[0]}", "no pair here"])
+    assert main(["align", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(pairs)]) == 1
+    assert capsys.readouterr().out.split("\n")[1:] == ["", ""]
+    pairs = write(tmp_path / "pairs", [f"{SOURCES[0]} ||| {REFERENCES[0]}"])
+    assert main(["align", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(pairs)]) == 0

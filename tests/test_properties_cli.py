@@ -1,5 +1,6 @@
 """Property: the commands on random input lines either answer one output line per input line
-(exit 0) or say what is wrong in one line (exit 2); never a traceback.
+(exit 0, or 1 when a line the model could not take is left empty and named on stderr) or say what
+is wrong in one line (exit 2); never a traceback.
 
 `attnlab translate | parse | record | evaluate` run in-process through `attnlab.cli.main` (what
 the `attnlab` script runs), on random-weight tiny checkpoints built here, with input files of
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -61,14 +63,18 @@ def _write(path: Path, lines: list[str]) -> Path:
 
 
 def _answered(command: str, status: int, stdout: str, stderr: str, n_lines: int, outcomes: Counter) -> list[str]:
-    """The output lines of a run that exited 0 (one per input line, none with a line break inside),
-    or [] after checking that a refusal is one line on stderr."""
+    """The output lines of a run that answered (one per input line, none with a line break inside;
+    status 1 exactly when stderr names a line that failed), or [] after checking that a refusal
+    is one line on stderr."""
     assert "Traceback" not in stderr
     if status == 2:
         assert one_line(stderr.rstrip("\n")) and stderr.startswith(f"attnlab {command}: error: "), stderr
         outcomes[f"{command}: refused"] += 1
         return []
-    assert status == 0, (status, stderr)
+    failed = [
+        line for line in stderr.splitlines() if re.match(rf"attnlab {command}: line \d+: .*; writing an empty", line)
+    ]
+    assert status == (1 if failed else 0), (status, stderr)
     outcomes[f"{command}: answered"] += 1
     assert stdout.endswith("\n") or n_lines == 0
     lines = stdout[:-1].split("\n") if stdout else []

@@ -23,6 +23,10 @@ from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
 
 _RECORDED = re.compile(r"\d{5,}\.trace")  # the names `record` gives its traces: 00000.trace, ...
+EXIT_STATUS = (  # so that a pipeline learns a line failed: with every line failed, the status was 0
+    "exit status: 0 when every line is answered; 1 when a line could not be (its output line is left empty "
+    "and stderr names it); 2 when the command refuses to run."
+)
 
 
 def _lines(source: str | None) -> list[str]:
@@ -175,7 +179,9 @@ def cut_notice(cut: list[int], total: int, model: Model) -> str:
 
 def _decode_cli(argv: list[str], task: str) -> int:
     parser = argparse.ArgumentParser(
-        prog=f"attnlab {task}", description=f"{task.capitalize()} lines (one output line per input line)."
+        prog=f"attnlab {task}",
+        description=f"{task.capitalize()} lines (one output line per input line).",
+        epilog=f"{EXIT_STATUS} An empty input line is answered with an empty line.",
     )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
@@ -212,7 +218,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
             print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
     write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
-    return 0
+    return 1 if failed else 0
 
 
 def cli_translate(argv: list[str]) -> int:
@@ -309,6 +315,7 @@ def cli_align(argv: list[str]) -> int:
         prog="attnlab align",
         description="One line of 0-indexed Pharaoh links `i-j` (i: word of the line's left side, j: of its "
         "right side) per `source ||| target` line, read off the model's teacher-forced cross-attention.",
+        epilog=EXIT_STATUS,
     )
     add_alignment_arguments(parser)
     parser.add_argument(
@@ -347,4 +354,4 @@ def cli_align(argv: list[str]) -> int:
         f"in {time.time() - start:.1f}s",
         file=sys.stderr,
     )
-    return 0
+    return 1 if failed else 0
