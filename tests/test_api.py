@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import subprocess
@@ -443,6 +444,21 @@ def test_evaluate_refuses_a_source_too_long_or_cuts_it_with_truncate(
     assert notice in captured.err.splitlines() and 0 <= json.loads(captured.out)["bleu"] <= 100
     assert main(["evaluate", "--hyp", str(ref), "--ref", str(ref), "--truncate"]) == 2  # nothing decoded to cut
     assert "--truncate is a decoding option" in capsys.readouterr().err
+
+
+def test_evaluate_decodes_sources_from_stdin(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evaluate --src -` failed with "cannot read -: No such file", where `translate` reads stdin."""
+    from attnlab.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"A dog runs.\nTwo cats.\n")))
+    ref, out = tmp_path / "ref.de", tmp_path / "out.de"
+    ref.write_text("Ein Hund rennt.\nZwei Katzen.\n")
+    argv = ["evaluate", "--checkpoint", str(checkpoint), "--src", "-", "--ref", str(ref), "--beam", "1"]
+    assert main([*argv, "--out", str(out), "--json"]) == 0
+    model = attnlab.load(checkpoint)
+    assert out.read_text() == "".join(model.translate(s, beam=1).text + "\n" for s in ("A dog runs.", "Two cats."))
 
 
 @pytest.mark.parametrize("alpha", [float("nan"), -1, "0.6", None])

@@ -3,6 +3,7 @@ parse score says how many sentences it covers. Hand-made trees and lines; no mod
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -119,6 +120,30 @@ def test_alignment_gold_without_sure_links_is_an_error(tmp_path: Path, capsys: p
     )
     assert main(["evaluate", "--task", "align", "--gold", write(tmp_path / "gold", ["0-0 1?1"]), "--hyp", hyp]) == 0
     assert capsys.readouterr().out.startswith("AER = 0.00  precision 100.00  recall 100.00")
+
+
+def test_stdin_is_read_for_a_dash_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evaluate --hyp -` failed with "cannot read -: No such file" where translate, parse, align
+    and record read stdin for '-'; two inputs on stdin are refused (the second read nothing)."""
+
+    def stdin(text: str) -> None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+    ref = write(tmp_path / "ref", ["A dog runs ."])
+    stdin("A dog runs .\n")
+    assert main(["evaluate", "--hyp", "-", "--ref", ref, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(100)
+    stdin(GOLD[0] + "\n")
+    assert main(["evaluate", "--task", "parse", "--hyp", "-", "--ref", write(tmp_path / "trees", GOLD[:1])]) == 0
+    assert "F1 100.00" in capsys.readouterr().out
+    stdin("0-0\n")
+    assert main(["evaluate", "--task", "align", "--hyp", "-", "--gold", write(tmp_path / "gold", ["0-0"])]) == 0
+    assert capsys.readouterr().out.startswith("AER = 0.00")
+    stdin("A dog runs .\n")
+    error = error_of(capsys, ["--hyp", "-", "--ref", "-"])
+    assert error.endswith("--ref and --hyp both read stdin (-), which can be read once: name a file")
 
 
 def test_out_is_checked_before_decoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ AER as `attnlab.decode.alignment` computes it; the explorer opens profiles under
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -255,6 +256,20 @@ def test_a_line_too_long_is_refused_by_file_and_line_or_cut_with_truncate(
         ModelInputError, match=f"^source:1: the input has 1500 pieces; this model takes at most {room}$"
     ):
         profile(model, [long])
+
+
+def test_sources_are_read_from_stdin_for_a_dash(
+    model, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`heads profile --src -` failed with "cannot read -: No such file", where `record` reads stdin."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(("\n".join(SOURCES[:2]) + "\n").encode())))
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES[:2]) + "\n")
+    out = tmp_path / "p.parquet"
+    argv = ["heads", "profile", "--checkpoint", str(BUNDLED), "--src", "-", "--tgt", str(tmp_path / "ref.de")]
+    assert main([*argv, "--quiet", "--out", str(out)]) == 0
+    assert read_profile(out).table.column("source").unique().to_pylist() == SOURCES[:2]
+    assert main([*argv[:-1], "-", "--out", str(out)]) == 2
+    assert "--src and --tgt both read stdin (-)" in capsys.readouterr().err
 
 
 def test_what_is_not_a_list_of_lines_or_a_batch_size_is_one_line(model) -> None:

@@ -29,14 +29,24 @@ EXIT_STATUS = (  # so that a pipeline learns a line failed: with every line fail
 )
 
 
-def _lines(source: str | None) -> list[str]:
-    """The input's lines, one answer each (`text_lines`: cut at "\\n" only)."""
+def read_input(source: str | None) -> list[str]:
+    """The lines of a file, or of stdin for "-" or None (`text_lines`: cut at "\\n" only); every
+    command reads its inputs here, so that each takes "-" (`evaluate --src -` and `heads profile
+    --src -` once failed with "cannot read -: No such file")."""
     if source not in (None, "-"):
         return read_text(source)
     try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
         return text_lines(sys.stdin.buffer.read().decode("utf-8"))
     except UnicodeDecodeError as error:
         raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+
+
+def one_stdin(inputs: dict[str, str | None]) -> None:
+    """Refuse two of `inputs` ({flag: path}) reading stdin: the second read nothing, and was
+    reported as a file of no lines."""
+    dashes = [flag for flag, path in inputs.items() if path == "-"]
+    if len(dashes) > 1:
+        raise AttnlabError(f"{dashes[0]} and {dashes[1]} both read stdin (-), which can be read once: name a file")
 
 
 def check_out(
@@ -196,7 +206,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
     if task == "translate" and model.task == "parse":  # refused rather than guessed: the command names the task
         raise AttnlabError(f"{args.checkpoint} is a parse model: use attnlab parse")
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b)
-    lines = _lines(args.input)
+    lines = read_input(args.input)
     start = time.time()
     good = [i for i, line in enumerate(lines) if not is_blank(line)]  # (a blank batch line fails them all)
     outputs = [""] * len(lines)
@@ -242,12 +252,12 @@ def cli_record(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the traces an earlier run left in --out")
     parser.add_argument("--beam", type=int)
     args = parser.parse_args(argv)
-    sentences = list(args.sentences) + (_lines(args.input) if args.input else [])
+    sentences = list(args.sentences) + (read_input(args.input) if args.input else [])
     if not sentences:
         raise AttnlabError("give sentences as arguments or --input FILE")
     names = [f"sentence {n}" for n in range(1, len(args.sentences) + 1)]
     names += [f"{args.input}:{n}" for n in range(1, len(sentences) - len(args.sentences) + 1)]
-    references = _lines(args.reference) if args.reference else None
+    references = read_input(args.reference) if args.reference else None
     if references is not None and len(references) != len(sentences):
         raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")
     for i, sentence in enumerate(sentences):  # before any trace is written: a run stopped halfway misleads
@@ -339,7 +349,7 @@ def cli_align(argv: list[str]) -> int:
     if method is None and (args.layer is not None or args.head is not None):
         method = "head" if args.head is not None else "layer"
     chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
-    lines = _lines(args.input)
+    lines = read_input(args.input)
     start = time.time()
     (found,), failed = align_lines(model, lines, [chosen], args.reverse_input, args.links, args.threshold)
     for number, reason in failed:

@@ -23,7 +23,6 @@ from typing import Any
 import sacrebleu
 from rouge_score import rouge_scorer
 
-from attnlab.data.corpora import read_text
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
@@ -35,6 +34,8 @@ from attnlab.decode.commands import (
     check_out,
     cut_notice,
     fit_lines,
+    one_stdin,
+    read_input,
     write_out,
 )
 from attnlab.decode.pharaoh import read_pharaoh
@@ -108,9 +109,9 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", help="source sentences, one per line")
-    parser.add_argument("--ref", help="references (translations, or one tree per line for parsing)")
-    parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links)")
+    parser.add_argument("--src", help="source sentences, one per line (- for stdin)")
+    parser.add_argument("--ref", help="references (translations, or one tree per line for parsing; - for stdin)")
+    parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links; - for stdin)")
     parser.add_argument("--task", choices=["translate", "parse", "align"], default=None)
     add_alignment_arguments(parser)  # --checkpoint (translate/parse --src with it, then score), --input, ...
     parser.add_argument("--gold", help="align: human links, `i-j` sure and `i?j`/`ipj` possible")
@@ -149,16 +150,17 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     inputs = {f"--{name}": getattr(args, name) for name in ("src", "ref", "hyp", "input", "gold")}
     out = check_out(args.out, inputs=inputs) if args.out else None  # before the decoding, which can take hours
+    one_stdin(inputs)
     _refuse_unused(args)
     if args.task == "align":
         return evaluate_alignment(args)
     if not args.ref:
         raise AttnlabError("give --ref (the references to score against)")
-    refs = read_text(args.ref)
+    refs = read_input(args.ref)
     if not refs:
         raise AttnlabError(f"{args.ref}: no lines to score")
-    sources = read_text(args.src) if args.src else None
-    outputs = read_text(args.hyp) if args.hyp else None
+    sources = read_input(args.src) if args.src else None
+    outputs = read_input(args.hyp) if args.hyp else None
     for name, lines in ((args.src, sources), (args.hyp, outputs)):
         if lines is not None and len(lines) != len(refs):
             raise AttnlabError(f"{name} has {len(lines)} lines but {args.ref} has {len(refs)}")
@@ -262,9 +264,15 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     Given --input, every gold link is checked against the words of its pair."""
     if not args.gold:
         raise AttnlabError("--task align needs --gold (human links)")
-    lines = read_text(args.input) if args.input else None
+    lines = read_input(args.input) if args.input else None
     lengths = [_word_counts(line) for line in lines] if lines is not None else None
-    gold = read_pharaoh(args.gold, one_indexed=args.gold_one_indexed, reverse=args.reverse_gold, lengths=lengths)
+    gold = read_pharaoh(
+        read_input(args.gold),
+        one_indexed=args.gold_one_indexed,
+        reverse=args.reverse_gold,
+        lengths=lengths,
+        name=args.gold,
+    )
     sures, possibles = [s for s, _ in gold], [p for _, p in gold]
     if not any(sures):  # AER, precision and recall of nothing read 0.00, 100 and 100
         raise AttnlabError(
@@ -273,7 +281,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not args.all_heads:
         if not args.hyp:
             raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
-        hyps = [p for _, p in read_pharaoh(args.hyp)]
+        hyps = [p for _, p in read_pharaoh(read_input(args.hyp), name=args.hyp)]
         report = corpus_aer(hyps, sures, possibles)
         if args.json:
             print(json.dumps(report))

@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
-from attnlab.data.corpora import read_text
 from attnlab.data.tokenizer import is_blank, join_words
 from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result, load
@@ -47,6 +46,8 @@ from attnlab.decode.commands import (
     check_out,
     cut_notice,
     fit_lines,
+    one_stdin,
+    read_input,
     search_settings,
 )
 from attnlab.decode.pharaoh import read_pharaoh
@@ -291,7 +292,7 @@ def cli_heads(argv: list[str]) -> int:
     commands = parser.add_subparsers(dest="action", required=True)
     run = commands.add_parser("profile", help="record a test set; per-sentence, per-head statistics as Parquet")
     run.add_argument("--checkpoint", required=True)
-    run.add_argument("--src", required=True, help="one source sentence per line")
+    run.add_argument("--src", required=True, help="one source sentence per line (- for stdin)")
     run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
     run.add_argument("--gold", help="gold links of the --tgt references (Pharaoh i-j / i?j lines): AER per head")
     run.add_argument("--gold-one-indexed", action="store_true", help="the gold links count words from 1")
@@ -338,9 +339,10 @@ def cli_heads(argv: list[str]) -> int:
         raise AttnlabError("--beam and --alpha set the search, and with --tgt the references are read, not searched")
     inputs = {"--src": args.src, "--tgt": args.tgt, "--gold": args.gold}
     out = check_out(args.out, inputs=inputs)  # before minutes of decoding; os.replace onto a directory failed last
-    sources = read_text(args.src)[: args.limit]
-    targets = read_text(args.tgt)[: args.limit] if args.tgt else None
-    gold = read_text(args.gold)[: args.limit] if args.gold else None
+    one_stdin(inputs)
+    sources = read_input(args.src)[: args.limit]
+    targets = read_input(args.tgt)[: args.limit] if args.tgt else None
+    gold = read_input(args.gold)[: args.limit] if args.gold else None
     torch.set_num_threads(max(1, args.threads))
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     settings = search_settings(model.task, args.beam, args.alpha)  # the model's task's, unless given
