@@ -198,6 +198,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "figure.weight": {"en": "weight", "es": "peso", "zh": "权重"},
     "figure.masked": {"en": "masked (score −∞, weight 0)", "es": "enmascarada (puntuación −∞, peso 0)", "zh": "被掩码（得分 −∞，权重 0）"},
     "figure.grid_title": {"en": "{kind_title}: layers × heads (click one to open it)", "es": "{kind_title}: capas × cabezas (haz clic en una para abrirla)", "zh": "{kind_title}：层 × 头（点击任意一个即可打开）"},
+    "figure.grid_title_page": {"en": "{kind_title}: layers × heads", "es": "{kind_title}: capas × cabezas", "zh": "{kind_title}：层 × 头"},
     "figure.grid_layer": {"en": "layer {layer}", "es": "capa {layer}", "zh": "第 {layer} 层"},
     "figure.grid_head": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
     "figure.grid_cell": {"en": "layer {layer} · head {head}", "es": "capa {layer} · cabeza {head}", "zh": "第 {layer} 层 · 头 {head}"},

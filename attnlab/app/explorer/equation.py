@@ -9,7 +9,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import kind_name, text
+from attnlab.app.i18n import text
 from attnlab.record.equation import attention_parts
 
 
@@ -39,6 +39,6 @@ class EquationTab(pn.viewable.Viewer):
         self.query.options = {f"{i}: {t}": i for i, t in enumerate(q_labels)}
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
         query = min(store.query, len(q_labels) - 1)
-        kind = kind_name(store.kind, store.lang)
-        title = text("head.short", store.lang, kind=kind, layer=store.layer, head=store.head)
-        self.eq1.object = viz.computation_figure(parts, query, q_labels, k_labels, title=title, words=store.words)
+        self.eq1.object = viz.computation_figure(
+            parts, query, q_labels, k_labels, title=store.open_head, words=store.words
+        )

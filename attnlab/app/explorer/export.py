@@ -101,17 +101,18 @@ class ExportBar(pn.viewable.Viewer):
         store, trace = self.store, self.store.trace
         if trace is None:
             return None
-        vmax, words = store.vmax, store.words
+        vmax, words, lang = store.vmax, store.words, store.lang
         source = viz.stats_source(store.stats, words=words)
         q_labels, k_labels = trace.labels(store.kind)
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
         query = min(store.query, len(q_labels) - 1)
+        static = {**words, "grid.title": text("figure.grid_title_page", lang)}  # a click opens nothing in a file
         layout = column(
             viz.summary_div(trace, words=words),
-            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=words),
+            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=static),
                 viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax, words=words)),
             row(viz.mask_figure(trace, store.kind, words=words),
-                viz.computation_figure(parts, query, q_labels, k_labels, words=words)),
+                viz.computation_figure(parts, query, q_labels, k_labels, title=store.open_head, words=words)),
             row(viz.stats_table(source, words=words), viz.stats_scatter(source, words=words)),
         )  # fmt: skip
         return io.StringIO(viz.standalone_html(layout, title=f"attnlab: {trace.meta.get('text', '')[:60]}"))

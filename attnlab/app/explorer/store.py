@@ -122,6 +122,11 @@ class Store(param.Parameterized):
         return figure_words(self.lang)
 
     @property
+    def open_head(self) -> str:
+        """The open head, named short ("cross L2 H0") in the page's language: the Eq. (1) titles."""
+        return text("head.short", self.lang, kind=kind_name(self.kind, self.lang), layer=self.layer, head=self.head)
+
+    @property
     def vmax(self) -> float | None:
         """The top of the colour scale: 1.0, or None to scale each map to its own maximum."""
         return None if self.scale_to_max else 1.0
