@@ -341,6 +341,9 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     assert "&lt;/s&gt;" in headers and "</s>" not in headers
     assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
     assert viz.diff_figure(trace, trace, "cross", 0, 1).name == "timeline-diff"
+    # the overlay follows "mask overlay" as the heatmap beside it does (it was always hatched)
+    assert not transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1))
+    assert transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1, mask=False))
     assert viz.timeline_curve([1, 2, 3], {"head 0": [1.0, 0.5, 0.2]}, current=2).name == "timeline-curve"
     assert viz.token_delta_figure(["a", "b"], [-1.0, -2.0], [-1.5, -3.0]).name == "ablation-tokens"
 

@@ -114,7 +114,9 @@ def compare_figures(
     else:
         title = said["compare.diff_title"].format(first=names[0], second=names[1], **fields)
         figures.append(
-            diff_figure(first, second, kind, layer, head, budget, title=title, name="compare-diff", words=said)
+            diff_figure(
+                first, second, kind, layer, head, budget, title=title, name="compare-diff", words=said, mask=mask
+            )
         )
     return figures
 

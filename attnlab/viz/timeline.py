@@ -34,17 +34,19 @@ def diff_figure(
     title: str | None = None,
     name: str = "timeline-diff",
     words: Mapping[str, str] | None = None,
+    mask: bool = True,
 ) -> figure:
     """weights(trace) − weights(reference) for one head (e.g. a training step minus the final
-    model, or one model minus another on the same sentence pair). `words` replaces any of
-    `viz.words.WORDS` (the title's "timeline.diff_title", the hover's "head.*")."""
+    model, or one model minus another on the same sentence pair), the forbidden cells hatched
+    with `mask` as the heatmap beside it. `words` replaces any of `viz.words.WORDS` (the title's
+    "timeline.diff_title", the hover's "head.*")."""
     said = say(words)
     now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
     if now.shape != final.shape:
         raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
     return matrix_figure(
-        now - final, q_labels, k_labels, allowed=trace.mask(kind), vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
+        now - final, q_labels, k_labels, allowed=trace.mask(kind) if mask else None, vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
         title=title or said["timeline.diff_title"].format(layer=layer, head=head), budget=budget,
         value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip

@@ -112,7 +112,9 @@ class TimelineTab(pn.viewable.Viewer):
                         words=store.words,
                     )
                 ),
-                pn.pane.Bokeh(viz.diff_figure(now, final, kind, layer, head, budget=380, words=store.words)),
+                pn.pane.Bokeh(
+                    viz.diff_figure(now, final, kind, layer, head, budget=380, words=store.words, mask=store.mask)
+                ),
             ),
             pn.pane.Bokeh(
                 viz.timeline_curve(
