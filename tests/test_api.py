@@ -301,6 +301,25 @@ def test_evaluate_bleu_equals_sacrebleu_command(data_dir: Path, tmp_path: Path) 
     assert "NOT sacreBLEU" in ours.stdout
 
 
+def test_a_task_attnlab_lacks_or_a_config_without_its_model_is_named(checkpoint: Path, tmp_path: Path) -> None:
+    """meta.task "summarize" was read as a translator; a config.json without "model" said
+    "not a usable attnlab config ('model')", a KeyError's repr."""
+    import shutil
+
+    from attnlab.model.checkpoint import read_config, update_meta
+
+    edited = Path(shutil.copytree(checkpoint, tmp_path / "edited"))
+    update_meta(edited, task="summarize")
+    with pytest.raises(CheckpointError, match="meta.task must be translate or parse, not 'summarize'"):
+        attnlab.load(edited)
+    bare = Path(shutil.copytree(checkpoint, tmp_path / "bare"))
+    (bare / "config.json").write_text(json.dumps({"meta": {}}))
+    with pytest.raises(
+        CheckpointError, match='config.json: not a usable attnlab config \\(it has no "model" section\\)'
+    ):
+        read_config(bare)  # (`load` names the edit first: the manifest's size and checksum)
+
+
 def test_a_translator_whose_meta_says_parse_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
     """An edited meta.task raised a ValueError (a traceback in every CLI) from the tree constraint."""
     import shutil

@@ -81,6 +81,8 @@ def test_explore_refuses_a_port_that_cannot_be(capsys: pytest.CaptureFixture[str
     """--port 70000 reached panel, which said "ERROR: ERROR: " and exited 1."""
     for port in ("70000", "-1"):
         assert "--port must be from 0" in refused(capsys, ["explore", "--port", port, "--dry-run"])
+    for threads in ("0", "-2"):  # (taken as 1 without a word)
+        assert "--threads must be ≥ 1" in refused(capsys, ["explore", "--threads", threads, "--dry-run"])
 
 
 def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:

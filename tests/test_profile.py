@@ -198,7 +198,7 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["heads", "query", str(out), "SELECT nope FROM profile"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     # so are a batch or a limit below 1 (--batch 0 was a ValueError, --limit -1 dropped the last sentence)
-    for bad in (["--batch", "0"], ["--limit", "-1"], ["--limit", "0"]):
+    for bad in (["--batch", "0"], ["--limit", "-1"], ["--limit", "0"], ["--threads", "0"]):
         assert main([*argv, "--out", str(tmp_path / "bad.parquet"), *bad]) == 2
         assert "must be ≥ 1" in capsys.readouterr().err and not (tmp_path / "bad.parquet").exists()
 

@@ -120,6 +120,8 @@ def cli(argv: list[str]) -> int:
         raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {args.time_limit:g}")
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
+    if args.threads < 1:  # (it was taken as 1 without a word)
+        raise ConfigError(f"--threads must be ≥ 1, got {args.threads}")
     for path in args.checkpoint:
         if not Path(path).expanduser().exists():
             raise CheckpointError(f"{path}: no such directory")

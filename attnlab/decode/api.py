@@ -374,8 +374,8 @@ def _open(path: Path, device: str, dtype: str) -> Model:
     model, meta = load_model(path, device, dtype=DTYPES[dtype])
     if not isinstance(meta, dict) or not all(isinstance(meta.get(k, {}), dict) for k in ("data", "imported_from")):
         raise CheckpointError(f"{path}/config.json: its meta is not a mapping (a damaged or edited checkpoint)")
-    if not isinstance(meta.get("task", "translate"), str):
-        raise CheckpointError(f"{path}/config.json: meta.task is not a name (a damaged or edited checkpoint)")
+    if not isinstance(task := meta.get("task", "translate"), str) or task not in DEFAULTS:  # "summarize": no
+        raise CheckpointError(f"{path}/config.json: meta.task must be translate or parse, not {task!r}")
     source, target = _tokenizers(path, meta)
     if meta.get("tokenizer") != "marian" and source.get_piece_size() != model.config.vocab_size:
         raise CheckpointError(

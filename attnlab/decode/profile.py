@@ -329,7 +329,7 @@ def cli_heads(argv: list[str]) -> int:
         for row in rows:
             print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
         return 0
-    for name in ("batch", "limit"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
+    for name in ("batch", "limit", "threads"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
@@ -343,7 +343,7 @@ def cli_heads(argv: list[str]) -> int:
     sources = read_input(args.src)[: args.limit]
     targets = read_input(args.tgt)[: args.limit] if args.tgt else None
     gold = read_input(args.gold)[: args.limit] if args.gold else None
-    torch.set_num_threads(max(1, args.threads))
+    torch.set_num_threads(args.threads)
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     settings = search_settings(model.task, args.beam, args.alpha)  # the model's task's, unless given
     started = time.perf_counter()

@@ -235,6 +235,8 @@ def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, An
     path = Path(directory) / "config.json"
     try:
         data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "model" not in data:  # (a KeyError read "not a usable config ('model')")
+            raise ValueError('it has no "model" section')
         return ModelConfig.from_dict(data["model"]), data.get("meta", {})
     except (OSError, ValueError, KeyError, TypeError, ConfigError) as error:
         raise CheckpointError(f"{path}: not a usable attnlab config ({error})") from None
