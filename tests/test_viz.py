@@ -162,6 +162,22 @@ def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:
     assert hover.formatters["@image"].args["blocked"] == np.flatnonzero(~np.tril(np.ones((n, n), bool))).tolist()
 
 
+def test_scale_to_max_leaves_out_a_query_with_one_key(trace: AttentionTrace) -> None:
+    """The decoder's first query sees only itself: its weight is 1.0 by construction, so "scale
+    to max" scaled every causal map to 1 and changed nothing; it now takes the rows with a choice."""
+    weights = trace.attention("decoder", 1)[0]
+    top = float(weights[1:].max())
+    assert weights[0, 0] == pytest.approx(1.0) and top < 0.99
+    fig = viz.heatmap(trace, "decoder", 1, 0, vmax=None)
+    assert fig.select_one({"name": "cells"}).glyph.color_mapper.high == pytest.approx(top)
+    assert viz.heatmap(trace, "cross", 1, 0, vmax=None).select_one({"name": "cells"}).glyph.color_mapper.high == (
+        pytest.approx(float(trace.attention("cross", 1)[0].max()))
+    )  # every cross-attention query has a choice: its own maximum, as before
+    same = viz.grid(trace, "decoder", vmax=1.0).select_one({"name": "thumbnails"}).data_source.data["image"]
+    scaled = viz.grid(trace, "decoder", vmax=None).select_one({"name": "thumbnails"}).data_source.data["image"]
+    assert any((a != b).any() for a, b in zip(same, scaled, strict=True))  # the thumbnails darken too
+
+
 def test_masked_cells_differ_from_real_zeros() -> None:
     weights = np.array([[1.0, 0.0], [0.0, 1.0]])
     allowed = np.array([[True, False], [True, True]])

@@ -29,6 +29,14 @@ def color_scale(weights: np.ndarray, vmax: float | None) -> float:
     return max(float(finite.max()), 1e-9) if finite.size else 1.0
 
 
+def choice_rows(weights: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The rows (queries) of `weights` that may attend to more than one key, for "scale to max":
+    a row with one key (the decoder's first query sees only itself) is 1.0 by construction, so
+    every causal map's maximum was 1 and the option changed nothing."""
+    rows = allowed.sum(-1) > 1
+    return weights[..., rows, :] if rows.any() else weights
+
+
 def downsample(array: np.ndarray, max_side: int) -> np.ndarray:
     """Block-average the last two axes so neither exceeds `max_side` (blocks of ceil(n / max_side))."""
     q, k = array.shape[-2:]

@@ -29,6 +29,7 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
     PALETTE,
+    choice_rows,
     color_scale,
     colorize,
     hatch,
@@ -77,7 +78,7 @@ def heatmap_png(
     # As wide as the title, as tall as the colour bar (200 px) with its lower label's half line.
     width = max(left + k * cell + bar, 12 + math.ceil(text_length(title, title_fonts)))
     height = top + max(q * cell, _BAR_PX) + 16
-    scale = color_scale(weights, vmax)
+    scale = color_scale(choice_rows(weights, trace.mask(kind)), vmax)  # as the heatmap on screen
     cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if mask else None, cell)
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
@@ -124,7 +125,7 @@ def heatmap_svg(
     # estimated per column where wider), as tall as the colour bar and its "0.00" below it.
     title_w = max(text_length(title, png_fonts(14)), title_px(title, 8.0))
     width, height = max(left + k * cell + 80, title_w + 12), top + max(q * cell, _BAR_PX) + 12
-    scale = color_scale(weights, vmax)
+    scale = color_scale(choice_rows(weights, trace.mask(kind)), vmax)  # as the heatmap on screen
     allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="{html.escape(FONT_STACK)}">',

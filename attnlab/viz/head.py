@@ -27,6 +27,8 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
     PALETTE,
+    choice_rows,
+    color_scale,
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
@@ -88,13 +90,14 @@ def update_heatmap(
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
     q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
+    weights, allowed = head_map(trace, kind, layer, head), trace.mask(kind)
     update_matrix(
         fig,
-        head_map(trace, kind, layer, head),
+        weights,
         q_labels,
         k_labels,
-        allowed=trace.mask(kind) if mask else None,
-        vmax=vmax,
+        allowed=allowed if mask else None,
+        vmax=color_scale(choice_rows(weights, allowed), vmax),
         title=title or head_title(trace, kind, layer, head, words),
         budget=budget,
     )

@@ -19,6 +19,7 @@ from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room
 from attnlab.viz.colors import (
+    choice_rows,
     color_scale,
     colorize,
     downsample,
@@ -99,7 +100,7 @@ def update_grid(
         weights = trace.attention(kind, layer)
         for column, head in enumerate(heads):
             small = downsample(weights[column], GRID_SIDE)
-            scale = color_scale(small, vmax)
+            scale = color_scale(downsample(choice_rows(weights[column], full_mask), GRID_SIDE), vmax)
             images.append(rgba(hatch(colorize(small, 0.0, scale), allowed, max(1, cell_px // max(small.shape)))))
             xs.append(column * (1 + GAP))
             ys.append((len(layers) - 1 - row_index) * (1 + GAP))
