@@ -301,6 +301,15 @@ def test_align_threshold_and_errors(capsys: pytest.CaptureFixture, pairs_file: P
         args = ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--links", "threshold"]
         assert main([*args, "--threshold", bad]) == 2
         assert "--threshold is a share of a word's attention" in capsys.readouterr().err
+    # a --threshold alone means --links threshold (it was ignored: argmax links came out)
+    assert _align(capsys, "--input", str(pairs_file), "--threshold", "0.0") == loose
+    assert (
+        main(
+            ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--links", "argmax", "--threshold", "0.2"]
+        )
+        == 2
+    )
+    assert "--threshold is for --links threshold" in capsys.readouterr().err
 
 
 def test_align_lines_takes_a_list_of_lines_only() -> None:

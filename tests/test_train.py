@@ -405,6 +405,9 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
         table = {"set": "enfr", "pairs": 1, "rows": [{"reading": "all", "aer": step / 100}]}
         (run / "probes" / f"step_{step}" / "alignment.json").write_text(json.dumps(table))
     out = average_run(run, 2, tmp_path / "avg", torch.bfloat16, snapshots=2)
+    from attnlab.cli import main  # --probes -1 copied none without a word
+
+    assert main(["average", str(run), "--last", "2", "--out", str(tmp_path / "none"), "--probes", "-1"]) == 2
     assert sorted(p.parent.name for p in (out / "probes").glob("step_*/probe_0.trace")) == ["step_10", "step_30"]
     assert {s: t["rows"][0]["aer"] for s, t in alignment_snapshots(out).items()} == {10: 0.1, 20: 0.2, 30: 0.3}
     model, meta = load_model(out)

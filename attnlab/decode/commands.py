@@ -315,8 +315,17 @@ def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the lines are `target ||| source` for this model; links stay in the file's order of sides",
     )
-    parser.add_argument("--links", choices=["argmax", "threshold"], default="argmax")
-    parser.add_argument("--threshold", type=float, default=0.1, help="with --links threshold (default 0.1)")
+    parser.add_argument("--links", choices=["argmax", "threshold"], help="default argmax; threshold with --threshold")
+    parser.add_argument("--threshold", type=float, help="link every weight ≥ this (--links threshold; default 0.1)")
+
+
+def link_rule(args: argparse.Namespace) -> tuple[str, float]:
+    """`--links` and `--threshold` as one rule: a `--threshold` alone means `--links threshold`
+    (it was ignored, and argmax links came out); with `--links argmax` it is refused."""
+    if args.threshold is not None and args.links == "argmax":
+        raise AttnlabError("--threshold is for --links threshold; --links argmax links each word to its top key")
+    links = args.links or ("threshold" if args.threshold is not None else "argmax")
+    return links, 0.1 if args.threshold is None else args.threshold
 
 
 def cli_align(argv: list[str]) -> int:
@@ -351,7 +360,8 @@ def cli_align(argv: list[str]) -> int:
     chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
     lines = read_input(args.input)
     start = time.time()
-    (found,), failed = align_lines(model, lines, [chosen], args.reverse_input, args.links, args.threshold)
+    links, threshold = link_rule(args)
+    (found,), failed = align_lines(model, lines, [chosen], args.reverse_input, links, threshold)
     for number, reason in failed:
         print(f"attnlab align: line {number}: {reason}; writing an empty line", file=sys.stderr)
     text = "".join(format_pharaoh(links) + "\n" for links in found)
@@ -360,7 +370,7 @@ def cli_align(argv: list[str]) -> int:
     else:
         write_stdout(text)
     print(
-        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen)}, {args.links}) "
+        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen)}, {links}) "
         f"in {time.time() - start:.1f}s",
         file=sys.stderr,
     )

@@ -34,6 +34,7 @@ from attnlab.decode.commands import (
     check_out,
     cut_notice,
     fit_lines,
+    link_rule,
     one_stdin,
     read_input,
     write_out,
@@ -295,7 +296,8 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     target = _save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
-    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, args.links, args.threshold)
+    links, threshold = link_rule(args)
+    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
     if target is not None:
@@ -305,7 +307,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"| reading | AER | precision | recall |  ({len(lines)} pairs, {args.links} links, %)")
+    print(f"| reading | AER | precision | recall |  ({len(lines)} pairs, {links} links, %)")
     print("|---|---:|---:|---:|")
     for row in rows:
         print(

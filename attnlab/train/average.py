@@ -115,6 +115,8 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
     parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
     args = parser.parse_args(argv)
+    if args.probes < 0:  # (it copied none without a word; `train --probes -1` is refused too)
+        raise ConfigError(f"--probes must be ≥ 0, got {args.probes}")
     if not step_dirs(args.run_dir):
         raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
     path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.probes)
