@@ -71,6 +71,11 @@ class AblationTab(pn.viewable.Viewer):
         self.choice.value = [v for v in self.choice.value if same and v in self.choice.options.values()]
         self.effect.objects = []
 
+    def picks(self) -> list[str]:
+        """The heads picked, while the model they were picked for is open (the Compare tab reads
+        them; `reset` drops another model's when this tab next opens)."""
+        return list(self.choice.value) if self.picked_for is self.store.model else []
+
     def add_open_head(self) -> None:
         label = _label(self.store.kind, self.store.layer, self.store.head)
         if label not in self.choice.value:

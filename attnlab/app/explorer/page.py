@@ -124,7 +124,7 @@ class Explorer(pn.viewable.Viewer):
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
         self.ablation = AblationTab(store)
-        self.compare = CompareTab(store, self.checkpoints, ablated=lambda: self.ablation.choice.value)
+        self.compare = CompareTab(store, self.checkpoints, ablated=self.ablation.picks)
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
