@@ -37,8 +37,7 @@ from attnlab.app.i18n import LANGUAGES, language, text
 # (value, label) pairs); the page reloads at the same address with `lang` set, and with the text
 # typed and the model open (its directory's name, the part of a picker entry after " · ") carried
 # over as `text` and `checkpoint`, which `app` reads: a switch once started the reader afresh.
-# The two widgets are found in the document by their classes (passed as the callback's `args`,
-# Panel rendered them a second time, outside the session, with a stylesheet from its CDN).
+# The two widgets are found in the document by their classes: the switch holds no reference to them.
 RELOAD = """
 const url = new URL(window.location.href);
 if (url.searchParams.get("lang") !== cb_obj.value) {
