@@ -113,6 +113,8 @@ def test_record_refuses_an_empty_reference_before_writing(tmp_path: Path, capsys
     argv = ["record", "--checkpoint", str(BUNDLED), "A dog.", "A cat.", "--reference", str(reference)]
     assert refused(capsys, [*argv, "--out", str(out)]).endswith(f"{reference}:2: the reference is empty")
     assert not out.exists()
+    both = ["record", "--checkpoint", str(BUNDLED), "--input", "-", "--reference", "-", "--out", str(out)]
+    assert "--input and --reference both read stdin" in refused(capsys, both)  # the second read nothing
     assert refused(capsys, ["record", "--checkpoint", str(BUNDLED), "A dog.", " ", "--out", str(out)]).endswith(
         "sentence 2: the sentence is empty"
     )

@@ -150,3 +150,15 @@ def test_export_replaces_only_a_ctranslate2_model_and_says_why_it_cannot_write(
         assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / "ct2"), *force]) == 0
         hint = capsys.readouterr().out
         assert f"{directory / 'source.spm'}'s pieces" in hint and "appends </s>" in hint, hint
+
+
+def test_exporting_the_parser_says_what_ctranslate2_leaves_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The parser exported without a word; CTranslate2 then decodes trees without the constraint
+    that keeps `attnlab parse`'s brackets balanced."""
+    parser = ROOT / "checkpoints" / "wsj-parser"
+    if not (parser / "manifest.json").is_file():
+        pytest.skip("the bundled parser is not in this checkout")
+    assert main(["export", "ctranslate2", str(parser), "--out", str(tmp_path / "ct2")]) == 0
+    assert "warning: CTranslate2 decodes freely" in capsys.readouterr().err
+    assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "ct2-de")]) == 0
+    assert "warning" not in capsys.readouterr().err

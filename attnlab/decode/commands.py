@@ -252,6 +252,7 @@ def cli_record(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the traces an earlier run left in --out")
     parser.add_argument("--beam", type=int)
     args = parser.parse_args(argv)
+    one_stdin({"--input": args.input, "--reference": args.reference})
     sentences = list(args.sentences) + (read_input(args.input) if args.input else [])
     if not sentences:
         raise AttnlabError("give sentences as arguments or --input FILE")

@@ -16,6 +16,7 @@ import argparse
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +274,9 @@ def cli_export(argv: list[str]) -> int:
         raise AttnlabError("exporting needs CTranslate2: pip install 'attnlab[serve]' (or ctranslate2)") from None
     loaded = load(args.checkpoint)
     path = export_ctranslate2(loaded, args.out, args.quantization, args.force)
+    if loaded.task == "parse":  # exported all the same: the weights are the model's
+        said = "CTranslate2 decodes freely: it applies neither the tree constraint nor the rescoring of `parse`"
+        warnings.warn(said, stacklevel=2)
     spm_file = Path(loaded.path or args.checkpoint) / (
         "source.spm" if loaded.meta.get("tokenizer") == "marian" else "spm.model"
     )
