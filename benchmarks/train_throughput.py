@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
 from attnlab.data.prepared import ParallelData
 from attnlab.model.config import ModelConfig, preset
+from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.embedding import sinusoidal_positions
 from attnlab.model.flops import train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
@@ -227,7 +228,12 @@ def measure_case(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presets", nargs="+", default=["small", "base"])
-    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        help="default: fp32 and bf16 (fp32 alone on a CPU without bf16 products, where bf16 is emulated)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data", help="a prepared Multi30k directory (default: prepare one into a temp dir)")
     parser.add_argument("--max-tokens", type=int, default=2048, help="token budget of the batch, each side")
@@ -250,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.presets, args.max_tokens, args.repeats, args.min_seconds, args.min_steps = ["tiny"], 256, 1, 0.0, 2
     device = torch.device(args.device)
+    if args.dtypes is None:
+        bf16 = device.type != "cpu" or bf16_products() or args.smoke  # (smoke: tiny, and checks the bf16 code runs)
+        args.dtypes = ["fp32", "bf16"] if bf16 else ["fp32"]
+        if not bf16:
+            print(f"# bf16 left out: {BF16_EMULATED} (--dtypes bf16 measures it anyway)", file=sys.stderr)
     # What `attnlab train` does on this device by default for a long run (the paper's 100k updates)
     steps = COMPILE_PAYS_FROM if args.smoke else 100_000
     decided = {dtype: compile_mode(args.compile, device.type, steps, bf16=dtype == "bf16") for dtype in args.dtypes}
@@ -275,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def peak(dtype: str) -> float:
-        return matmul_peak(torch.bfloat16 if dtype == "bf16" else torch.float32, device, clock(args.clock))
+        size = 256 if args.smoke else 2048  # (an emulated bf16 product of 2,048² takes 49 s)
+        return matmul_peak(torch.bfloat16 if dtype == "bf16" else torch.float32, device, clock(args.clock), size)
 
     peaks: dict[str, float] = {}
     for name in args.presets:

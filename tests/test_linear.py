@@ -18,7 +18,15 @@ import attnlab
 from attnlab import preset
 from attnlab.decode.search import generate
 from attnlab.model import linear as linear_module
-from attnlab.model.linear import ONEDNN, InferenceLinear, PackedWeight, for_inference, linear, mkl_runs_avx512
+from attnlab.model.linear import (
+    ONEDNN,
+    ONEDNN_BF16,
+    InferenceLinear,
+    PackedWeight,
+    for_inference,
+    linear,
+    mkl_runs_avx512,
+)
 from attnlab.model.transformer import Transformer
 
 pytestmark = pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN")
@@ -100,7 +108,8 @@ def test_load_inside_inference_mode_builds_ordinary_weights(dtype: str, monkeypa
 @pytest.mark.parametrize("intel", [True, False])
 def test_fp32_layers_take_mkl_where_it_runs_its_avx512_kernels(intel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """On Intel's CPUs MKL's fp32 products beat oneDNN's packed ones at the layers' shapes: a
-    layer is then `F.linear` itself and packs nothing; bf16 layers stay on oneDNN (AMX) either way."""
+    layer is then `F.linear` itself and packs nothing; bf16 layers stay on oneDNN (AMX) either way,
+    where oneDNN multiplies bf16 at all."""
     monkeypatch.setattr(linear_module, "MKL_AVX512", intel)
     torch.manual_seed(0)
     layer, x = for_inference(nn.Linear(32, 48)), torch.randn(8, 32)  # 8: more than `FEW_ROWS`
@@ -110,7 +119,37 @@ def test_fp32_layers_take_mkl_where_it_runs_its_avx512_kernels(intel: bool, monk
         assert ("mkldnn::_linear_pointwise" in ops) is not intel
         assert (layer.packed.made is None) is intel
         layer.to(torch.bfloat16)
-        assert "mkldnn::_linear_pointwise" in _ops(lambda: layer(x.bfloat16()))
+        assert ("mkldnn::_linear_pointwise" in _ops(lambda: layer(x.bfloat16()))) is ONEDNN_BF16
+
+
+def test_bf16_layers_take_f_linear_where_onednn_has_no_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an AVX2 CPU (no AVX-512, no AVX-NE-CONVERT) oneDNN refuses bf16 products: packing a
+    bf16 weight raised there, and every bf16 decode with it. Such a CPU is simulated here."""
+    monkeypatch.setattr(linear_module, "ONEDNN_BF16", False)
+    torch.manual_seed(0)
+    layer, x = for_inference(nn.Linear(32, 48)).to(torch.bfloat16), torch.randn(8, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        ops = _ops(lambda: layer(x))
+        assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert "mkldnn::_linear_pointwise" not in ops and "mkldnn::_reorder_linear_weight" not in ops
+
+
+@pytest.mark.parametrize("products", [True, False])
+def test_a_bf16_model_on_a_cpu_without_bf16_products_is_warned_about(
+    products: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """There a batch decodes ~4x slower in bf16 than in fp32: `attnlab.load(dtype="bf16")` says
+    so in one line (the command line prints it as `attnlab translate: warning: ...`)."""
+    import warnings
+
+    monkeypatch.setattr(linear_module, "ONEDNN_BF16", products)
+    for dtype in (torch.float32, torch.bfloat16):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for_inference(nn.Sequential(nn.Linear(8, 8)).to(dtype))
+        said = [str(w.message) for w in caught]
+        expected = dtype == torch.bfloat16 and not products
+        assert len(said) == expected and all("no bf16 matrix instructions" in line for line in said)
 
 
 def test_mkl_counts_as_avx512_on_intel_cpus_only() -> None:
@@ -136,8 +175,9 @@ def test_packed_weight_is_f_linear_for_any_number_of_rows(dtype: torch.dtype) ->
             )
         made = packed.made
         ops = _ops(lambda: linear(x, weight, bias, packed))
-    assert "mkldnn::_linear_pointwise" in ops and "mkldnn::_reorder_linear_weight" not in ops
-    assert packed.made is made and sorted(made[2]) == ["onednn", "tiles"]  # 1 and 4 rows: the tiles
+    onednn = dtype == torch.float32 or ONEDNN_BF16  # (an AVX2 CPU's oneDNN has no bf16 product)
+    assert ("mkldnn::_linear_pointwise" in ops) is onednn and "mkldnn::_reorder_linear_weight" not in ops
+    assert packed.made is made and sorted(made[2]) == ["onednn", "tiles"][not onednn :]  # 1 and 4 rows: the tiles
 
 
 # fp32: sums of up to 256 products of size ~1, rounded in another order (~1e-5 off where they cancel)

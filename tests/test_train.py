@@ -535,6 +535,23 @@ def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Pat
     ]
 
 
+@pytest.mark.parametrize("products", [True, False])
+def test_bf16_training_on_a_cpu_without_bf16_products_says_so(
+    products: bool, prepared: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recipes train in bf16; on an AVX2-only CPU PyTorch emulates its products and a step
+    takes ~30x as long as in fp32 (`attnlab.model.cpu.bf16_products`): one line says so, once."""
+    from attnlab.train import startup
+    from attnlab.train.loop import Trainer
+
+    monkeypatch.setattr(startup, "bf16_products", lambda: products)
+    settings = {"data": str(prepared), "preset": "tiny", "compile": "off", "eval_sentences": 0, "probes": 0}
+    Trainer(TrainConfig(**settings, out=str(tmp_path / "bf16"), dtype="bf16"))
+    Trainer(TrainConfig(**settings, out=str(tmp_path / "fp32"), dtype="fp32"))
+    warned = [line for line in capsys.readouterr().err.splitlines() if "no bf16 matrix instructions" in line]
+    assert len(warned) == (0 if products else 1) and all(line.endswith("pass --dtype fp32") for line in warned)
+
+
 def test_an_out_that_is_a_file_is_one_line(prepared: Path, tmp_path: Path) -> None:
     from attnlab.train.loop import Trainer
 

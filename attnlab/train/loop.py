@@ -44,7 +44,7 @@ from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, training_kernels
 from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries, resumable
-from attnlab.train.startup import build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
+from attnlab.train.startup import bf16_note, build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
 
 
 @dataclass
@@ -124,7 +124,7 @@ class Trainer:
         self.model, self.optimizer = build(self.config, self.device, params)
         self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps, bf16=self.autocast)
         if self.rank == 0:
-            print(note, file=sys.stderr)
+            print("\n".join(filter(None, (note, bf16_note(self.device, self.autocast)))), file=sys.stderr)
         if self.device.type == "cpu":
             keep_freed_memory()
         self.loss_fn = make_loss(self.compile != "off")

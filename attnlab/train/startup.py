@@ -16,6 +16,7 @@ from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.errors import ConfigError
 from attnlab.model.config import ModelConfig
+from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import make_optimizer
 
@@ -116,6 +117,14 @@ def check_fits(config: ModelConfig, device: torch.device) -> int:
             "choose a smaller preset or overrides"
         )
     return params
+
+
+def bf16_note(device: torch.device, bf16: bool) -> str | None:
+    """One line when bf16 is asked for on a CPU without bf16 products (`bf16_products`): the
+    recipes train in bf16, and there a `small` step takes ~30x as long as in fp32."""
+    if bf16 and device.type == "cpu" and not bf16_products():
+        return f"warning: {BF16_EMULATED}: a bf16 training step takes ~30x as long as in fp32 here; pass --dtype fp32"
+    return None
 
 
 def build(config: ModelConfig, device: torch.device, params: int) -> tuple[Transformer, torch.optim.Adam]:
