@@ -148,17 +148,20 @@ def test_explorer_load_smoke() -> None:
 def test_local_attention_runs_smoke(prepared_tiny: Path, tmp_path: Path) -> None:
     """Two two-step runs (r = 1 and global) go through the whole report: averaging, BLEU on the
     real test sets, training and decoding speed against global, head statistics per layer."""
-    for name, extra in (("r1", ["attn_window=1"]), ("global", [])):
-        done = subprocess.run(
+    runs = [  # side by side: one thread each, two cores
+        subprocess.Popen(
             [sys.executable, "-m", "attnlab.cli", "train", "--preset", "tiny", "--data", str(prepared_tiny)]
             + ["--out", str(tmp_path / name), "--max-steps", "2", "--save-every", "1", "--max-tokens", "500", *extra],
-            capture_output=True,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
             cwd=ROOT,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
-        assert done.returncode == 0, done.stderr[-2000:]
+        for name, extra in (("r1", ["attn_window=1"]), ("global", []))
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err[-2000:]
     rows = run_script("local_attention_runs", "--runs", str(tmp_path), "--prepared", str(prepared_tiny))
     assert [r["run"] for r in rows] == ["r1", "global"]
     for row in rows:

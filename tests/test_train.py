@@ -87,7 +87,7 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
     run = tmp_path / "run"
     args = [
         "--max-minutes",
-        "1.2",
+        "0.5",
         "--max-steps",
         "100000",
         "--save-every",
@@ -131,9 +131,8 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
 def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: str) -> None:
     """In fp32, and in bf16 (autocast, with the fp32 weights the checkpoint holds)."""
     common = ["--max-steps", "16", "--save-every", "4", "--keep-last", "0", "--dtype", dtype]
-    straight = tmp_path / "straight"
-    _finish(_train(prepared, straight, *common))
-    killed = tmp_path / "killed"
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    uninterrupted = _train(prepared, straight, *common)  # beside the killed run: one thread each, two cores
     proc = _train(prepared, killed, *common)
     deadline = time.time() + 240
     while time.time() < deadline and not (killed / "checkpoints" / "step_8").exists():
@@ -142,6 +141,7 @@ def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: 
     proc.wait()
     assert (killed / "checkpoints" / "step_8").exists()
     assert not (killed / "checkpoints" / "step_16").exists(), "the run finished before it could be killed"
+    _finish(uninterrupted)
     err = _finish(_train(prepared, killed, *common))
     assert "resumed from" in err
     a, b = _params(straight), _params(killed)
