@@ -780,19 +780,6 @@ def test_response_time_and_memory_on_bundled_model(browser: object) -> None:
     assert figures["median_s"] < 3.0  # goal 1 s; generous bound for a loaded shared CPU
 
 
-def test_memory_with_five_sessions(browser: object, server: Server) -> None:
-    pages = []
-    try:
-        for _ in range(5):
-            pages.append(Page(browser, server.url))
-        rss = server.rss_mb()
-    finally:
-        for p in pages:
-            p.close()
-    (ARTIFACTS / "explorer-rss-tiny.json").write_text(json.dumps({"server_rss_mb_5_sessions": rss}))
-    assert rss < 1536
-
-
 def test_a_server_started_with_threads_refuses_instead_of_mixing_a_sessions_events(
     browser: object, checkpoints: dict[str, Path]
 ) -> None:
