@@ -64,6 +64,7 @@ from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_s
 from attnlab.decode.search import beam_search
 from attnlab.decode.stepper import TransformerStepper
 from attnlab.model.config import ModelConfig, preset
+from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.linear import for_inference
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer
@@ -461,8 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     settings = ["test2016", "latency", "equal-work"]
     parser.add_argument("--setting", nargs="+", default=settings, choices=settings)
-    parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16", "int8"], choices=["fp32", "bf16", "int8"],
-                        help="torch systems run fp32/bf16 (attnlab on real sentences int8 too), CTranslate2 fp32/int8")  # fmt: skip
+    parser.add_argument("--dtype", nargs="+", choices=["fp32", "bf16", "int8"],
+                        help="torch systems run fp32/bf16 (attnlab on real sentences int8 too), CTranslate2 fp32/int8; "
+                        "default all three, bf16 left out on a CPU without bf16 products")  # fmt: skip
     parser.add_argument("--checkpoint", default=str(BUNDLED), help="test2016 and latency: the translator to measure")
     parser.add_argument("--data-dir", help="where multi30k/test2016.en is (default: $ATTNLAB_DATA, ../shared/data)")
     parser.add_argument("--test-sentences", type=int, default=1000, help="test2016: how many sentences")
@@ -484,6 +486,10 @@ def main(argv: list[str] | None = None) -> int:
         args.preset, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
         args.test_sentences, args.test_repeats, args.latency_sentences = 8, 1, 3
     print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
+    if args.dtype is None:  # (smoke: a few sentences, and checks the bf16 code runs)
+        args.dtype = ["fp32", "bf16", "int8"] if bf16_products() or args.smoke else ["fp32", "int8"]
+        if "bf16" not in args.dtype:
+            print(f"# bf16 left out: {BF16_EMULATED} (--dtype bf16 measures it anyway)", file=sys.stderr)
     if keep_freed_memory():  # as `attnlab translate` does; process-wide, so every peer gets it too
         print("# glibc malloc keeps freed memory (keep_freed_memory), for every system", file=sys.stderr)
     rows: list[dict[str, object]] = []
