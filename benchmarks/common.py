@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.flops import measure_matmul_peak
 
 
@@ -89,6 +91,16 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, now: Callable[[], floa
     clock is read, so that on a busy machine the "cpu" clock depresses neither the peak nor the
     figures divided by it."""
     return measure_matmul_peak(dtype, size, 1.0, device, now)
+
+
+def without_emulated_bf16(dtypes: list[str], device: torch.device, keep: bool = False) -> list[str]:
+    """`dtypes` less bf16 on a CPU that only emulates it (`attnlab.model.cpu.bf16_products`: a
+    2,048² bf16 product took 49 s there), said on stderr; `keep` (a smoke run: a few tiny steps
+    that check the bf16 code runs) keeps it."""
+    if keep or device.type != "cpu" or bf16_products() or "bf16" not in dtypes:
+        return dtypes
+    print(f"# bf16 left out: {BF16_EMULATED} (asking for bf16 measures it anyway)", file=sys.stderr)
+    return [dtype for dtype in dtypes if dtype != "bf16"]
 
 
 def median(values: list[float]) -> float:

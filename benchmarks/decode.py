@@ -55,7 +55,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
-from common import add_clock_argument, clock, machine, median
+from common import add_clock_argument, clock, machine, median, without_emulated_bf16
 from torch import Tensor
 
 import attnlab
@@ -64,7 +64,6 @@ from attnlab.decode.interop import ctranslate2_spec, export_ctranslate2, write_s
 from attnlab.decode.search import beam_search
 from attnlab.decode.stepper import TransformerStepper
 from attnlab.model.config import ModelConfig, preset
-from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.linear import for_inference
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import Transformer
@@ -486,10 +485,8 @@ def main(argv: list[str] | None = None) -> int:
         args.preset, args.sentences, args.tgt_len, args.repeats = "tiny", 4, 5, 1
         args.test_sentences, args.test_repeats, args.latency_sentences = 8, 1, 3
     print(f"# {machine(torch.device('cpu'), args.clock)}", file=sys.stderr)
-    if args.dtype is None:  # (smoke: a few sentences, and checks the bf16 code runs)
-        args.dtype = ["fp32", "bf16", "int8"] if bf16_products() or args.smoke else ["fp32", "int8"]
-        if "bf16" not in args.dtype:
-            print(f"# bf16 left out: {BF16_EMULATED} (--dtype bf16 measures it anyway)", file=sys.stderr)
+    if args.dtype is None:
+        args.dtype = without_emulated_bf16(["fp32", "bf16", "int8"], torch.device("cpu"), keep=args.smoke)
     if keep_freed_memory():  # as `attnlab translate` does; process-wide, so every peer gets it too
         print("# glibc malloc keeps freed memory (keep_freed_memory), for every system", file=sys.stderr)
     rows: list[dict[str, object]] = []

@@ -38,13 +38,21 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from common import add_clock_argument, clock, machine, matmul_peak, median, prepared_multi30k, synchronize
+from common import (
+    add_clock_argument,
+    clock,
+    machine,
+    matmul_peak,
+    median,
+    prepared_multi30k,
+    synchronize,
+    without_emulated_bf16,
+)
 from torch import Tensor, nn
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate
 from attnlab.data.prepared import ParallelData
 from attnlab.model.config import ModelConfig, preset
-from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.embedding import sinusoidal_positions
 from attnlab.model.flops import train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
@@ -257,10 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         args.presets, args.max_tokens, args.repeats, args.min_seconds, args.min_steps = ["tiny"], 256, 1, 0.0, 2
     device = torch.device(args.device)
     if args.dtypes is None:
-        bf16 = device.type != "cpu" or bf16_products() or args.smoke  # (smoke: tiny, and checks the bf16 code runs)
-        args.dtypes = ["fp32", "bf16"] if bf16 else ["fp32"]
-        if not bf16:
-            print(f"# bf16 left out: {BF16_EMULATED} (--dtypes bf16 measures it anyway)", file=sys.stderr)
+        args.dtypes = without_emulated_bf16(["fp32", "bf16"], device, keep=args.smoke)
     # What `attnlab train` does on this device by default for a long run (the paper's 100k updates)
     steps = COMPILE_PAYS_FROM if args.smoke else 100_000
     decided = {dtype: compile_mode(args.compile, device.type, steps, bf16=dtype == "bf16") for dtype in args.dtypes}

@@ -49,6 +49,22 @@ def test_train_throughput_smoke(prepared_tiny: Path) -> None:
         assert case["attnlab_mfu"] > 0 and case["peer_mfu"] > 0
 
 
+@pytest.mark.parametrize("products", [True, False])
+def test_emulated_bf16_is_left_out_of_the_default_rows(products: bool, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """On a CPU that only emulates bf16 its default rows would take minutes each (a 2,048² bf16
+    product: 49 s) and measure PyTorch's fallback loop: they are left out, in one line."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import common
+
+    monkeypatch.setattr(common, "bf16_products", lambda: products)
+    dtypes, cpu = ["fp32", "bf16", "int8"], torch.device("cpu")
+    assert common.without_emulated_bf16(dtypes, cpu) == (dtypes if products else ["fp32", "int8"])
+    assert common.without_emulated_bf16(dtypes, cpu, keep=True) == dtypes  # a smoke run checks the bf16 code
+    assert ("bf16 left out" in capsys.readouterr().err) is not products
+
+
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's eval fast path
 def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> None:
     """The nn.Transformer peer has attnlab's parameter count and, given attnlab's weights, its
