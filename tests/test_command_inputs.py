@@ -85,6 +85,15 @@ def test_explore_refuses_a_port_that_cannot_be(capsys: pytest.CaptureFixture[str
         assert "--threads must be ≥ 1" in refused(capsys, ["explore", "--threads", threads, "--dry-run"])
 
 
+def test_explore_port_0_names_the_port_it_serves_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """--port 0 reached panel as 0: the address printed said ":0", and the page's websocket
+    origin was allowed as 127.0.0.1:0, which no page has. A free port is chosen first."""
+    assert main(["explore", "--port", "0", "--dry-run"]) == 0
+    command = capsys.readouterr().out.split()
+    port = command[command.index("--port") + 1]
+    assert int(port) > 0 and f"127.0.0.1:{port}" in command and f"localhost:{port}" in command
+
+
 def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
     for limit in ("-1", "nan", "-inf"):
         assert "--time-limit must be a number of seconds" in refused(

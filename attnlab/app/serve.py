@@ -13,6 +13,7 @@ import argparse
 import math
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,16 @@ def close_component_route() -> None:
 
     parse_url_path.imported_only = True  # type: ignore[attr-defined]
     ComponentResourceHandler.parse_url_path = parse_url_path  # type: ignore[method-assign]
+
+
+def free_port(address: str) -> int:
+    """A TCP port free on `address` now (the kernel's choice for port 0)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+            probe.bind((address, 0))
+            return probe.getsockname()[1]
+    except OSError as error:
+        raise ConfigError(f"--address {address}: cannot listen there ({error.strerror or error})") from None
 
 
 def serve_command(
@@ -120,6 +131,8 @@ def cli(argv: list[str]) -> int:
         raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {args.time_limit:g}")
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
+    if args.port == 0:  # chosen here: panel's own choice is known only to its log, and the page's
+        args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
     if args.threads < 1:  # (it was taken as 1 without a word)
         raise ConfigError(f"--threads must be ≥ 1, got {args.threads}")
     for path in args.checkpoint:
