@@ -36,7 +36,6 @@ import json
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,7 +61,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from attnlab.app.checkpoints import BUNDLED, ROOT
-from attnlab.app.serve import serve_command
+from attnlab.app.serve import free_port, serve_command
 from attnlab.decode.api import load
 
 # Written for this benchmark (not from a corpus): short scenes of the kind Multi30k describes.
@@ -229,9 +228,7 @@ class Server:
     """`attnlab explore`'s command on a free port of 127.0.0.1; its RSS sampled in the background."""
 
     def __init__(self, checkpoint: Path, log: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port("127.0.0.1")
         self.url = f"http://127.0.0.1:{self.port}/explorer"
         command = serve_command([str(checkpoint)], self.port, "127.0.0.1")
         self.log = log.open("w")

@@ -22,7 +22,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import numpy as np
 import pytest
 import torch
 from browser import launched_chromium, require_chromium
+
+from attnlab.app.serve import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -107,19 +108,13 @@ def make_classroom(base: Path, translator: Path) -> dict[str, Path]:
     return paths
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
     """`panel serve apps/explorer.py` on 127.0.0.1 as a subprocess."""
 
     def __init__(
         self, checkpoints: list[Path], log: Path, extra: tuple[str, ...] = (), panel: tuple[str, ...] = ()
     ) -> None:
-        self.port = free_port()
+        self.port = free_port("127.0.0.1")
         self.url = f"http://127.0.0.1:{self.port}/explorer"
         command = [sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "explorer.py"), "--port", str(self.port)]
         command += ["--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}", *panel, "--args"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ import numpy as np
 import pytest
 from browser import CHROMIUM, LAUNCH_ARGS, require_chromium
 from test_notebooks import KERNEL, kernelspec, model_env
+
+from attnlab.app.serve import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -44,17 +45,11 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 require_chromium()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class JupyterLab:
     """`jupyter lab` on 127.0.0.1 over `root`, with its own data, config and settings directories."""
 
     def __init__(self, root: Path, home: Path, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
+        self.port = free_port("127.0.0.1")
         self.url = f"http://127.0.0.1:{self.port}"
         kernelspec(home / "data")
         for name, values in SETTINGS.items():
