@@ -30,14 +30,14 @@ struct Layout {
 };
 
 inline float dot(const float* a, const float* b, int64_t n, int64_t n_w) {
-  f16x partial = {};
+  fvec partial = {};
   for (int64_t d = 0; d < n_w; d += W) partial += load(a + d) * load(b + d);
   float s = sum(partial);
   for (int64_t d = n_w; d < n; ++d) s += a[d] * b[d];
   return s;
 }
 inline float dot(const float* a, const c10::BFloat16* b, int64_t n, int64_t n_w) {
-  f16x partial = {};
+  fvec partial = {};
   for (int64_t d = 0; d < n_w; d += W) partial += load(a + d) * load(b + d);
   float s = sum(partial);
   for (int64_t d = n_w; d < n; ++d) s += a[d] * widen(b[d]);
@@ -46,7 +46,7 @@ inline float dot(const float* a, const c10::BFloat16* b, int64_t n, int64_t n_w)
 template <typename T>
 inline void axpy(float p, const T* x, float* y, int64_t n, int64_t n_w) {  // y += p * x
   for (int64_t d = 0; d < n_w; d += W) {
-    f16x a = load(y + d) + p * load(x + d);
+    fvec a = load(y + d) + p * load(x + d);
     std::memcpy(y + d, &a, sizeof a);
   }
   for (int64_t d = n_w; d < n; ++d) y[d] += p * widen(x[d]);

@@ -5,7 +5,7 @@
 // (a 256 × 256 layer of four rows: 22-25 µs on the EPYC, two threads, where the arithmetic is
 // under 3). Here the weight is read once, in column tiles laid out for this loop (`column_tiles`
 // in attnlab/model/kernels.py: (N / 64, K, 64), each tile contiguous), and each tile's 64 outputs
-// for up to four rows stay in sixteen vector registers while it streams by: 5 µs for that layer.
+// for up to four rows stay in registers while it streams by (sixteen AVX-512 ones): 5 µs for that layer.
 // Tiles are shared among threads once a thread's share is at least 64 KB of weight.
 #include "kernels.h"
 #include "vec.h"
@@ -19,7 +19,8 @@
 namespace attnlab {
 namespace {
 
-constexpr int64_t TILE = 4 * W;                // output columns per tile
+constexpr int64_t TILE = 64;                   // output columns per tile (kernels.TILE)
+constexpr int64_t V = TILE / W;                // vectors per tile row
 constexpr int64_t SHARE_BYTES = 64 * 1024;     // the least weight worth handing to another thread
 
 inline void store(float* out, float value) { *out = value; }
@@ -29,18 +30,16 @@ inline void store(c10::BFloat16* out, float value) { *out = c10::BFloat16(value)
 // [n0, n0 + n) (row stride N).
 template <int R, typename T>
 void tile_rows(const T* x, int64_t K, const T* w, const T* bias, T* y, int64_t N, int64_t n0, int64_t n) {
-  f16x acc[R][4];
+  fvec acc[R][V];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = f16x{};
+    for (int j = 0; j < V; ++j) acc[r][j] = fvec{};
   for (int64_t k = 0; k < K; ++k) {
     const T* wk = w + k * TILE;
-    const f16x w0 = load(wk), w1 = load(wk + W), w2 = load(wk + 2 * W), w3 = load(wk + 3 * W);
+    fvec wv[V];
+    for (int j = 0; j < V; ++j) wv[j] = load(wk + j * W);
     for (int r = 0; r < R; ++r) {
       const float xv = widen(x[r * K + k]);
-      acc[r][0] += xv * w0;
-      acc[r][1] += xv * w1;
-      acc[r][2] += xv * w2;
-      acc[r][3] += xv * w3;
+      for (int j = 0; j < V; ++j) acc[r][j] += xv * wv[j];
     }
   }
   for (int r = 0; r < R; ++r) {

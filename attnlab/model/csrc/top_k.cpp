@@ -2,7 +2,7 @@
 //
 // A step's scores are (rows, vocabulary): 1,000 rows × 8,000 pieces on test2016. `torch.topk`
 // sorts far more than the 2·beam entries a row can contribute; here a short sorted list keeps
-// the k best so far, and a block of 64 values is looked at one by one only if its maximum beats
+// the k best so far, and a block of 4·W values (64 with AVX-512, 32 with AVX2) is looked at one by one only if its maximum beats
 // the list's last. `log_softmax_top_k` also normalises, in the same pass: the search needs the
 // log-probabilities of those k columns only (and of </s>), so the (rows, vocabulary) log-softmax
 // is never written, and the logits are read in their own dtype (bf16 models: no fp32 copy).
@@ -41,10 +41,10 @@ void rank_row(const T* r, int64_t columns, int64_t k, const uint8_t* skip, float
   };
   int64_t c = 0;
   for (; c + 4 * W <= columns; c += 4 * W) {
-    f16x block[4];
+    fvec block[4];
     for (int64_t b = 0; b < 4; ++b) block[b] = load(r + c + b * W);
     visit(block, c);
-    f16x top = block[0];
+    fvec top = block[0];
     for (int64_t b = 1; b < 4; ++b) top = block[b] > top ? block[b] : top;
     if (filled < k) {
       for (int64_t i = 0; i < 4 * W; ++i) offer(c + i);
@@ -70,13 +70,13 @@ void log_softmax_rank(const T* data, int64_t rows, int64_t columns, int64_t k, c
       float peak = -std::numeric_limits<float>::infinity();  // pass 1: the row's maximum
       int64_t c = 0;
       if (columns >= W) {
-        f16x top = load(r);
+        fvec top = load(r);
         for (c = W; c + W <= columns; c += W) top = load(r + c) > top ? load(r + c) : top;
         for (int64_t i = 0; i < W; ++i) peak = top[i] > peak ? top[i] : peak;
       }
       for (; c < columns; ++c) peak = widen(r[c]) > peak ? widen(r[c]) : peak;
-      f16x partial = {};  // pass 2: Σ e^(x - peak), while ranking
-      rank_row(r, columns, k, skip, best + row * k, where + row * k, [&](const f16x* block, int64_t) {
+      fvec partial = {};  // pass 2: Σ e^(x - peak), while ranking
+      rank_row(r, columns, k, skip, best + row * k, where + row * k, [&](const fvec* block, int64_t) {
         for (int64_t b = 0; b < 4; ++b) partial += exp(block[b] - peak);
       });
       float total = sum(partial);
@@ -102,7 +102,7 @@ std::tuple<torch::Tensor, torch::Tensor> top_k(torch::Tensor x, int64_t k) {
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row)
       rank_row(data + row * columns, columns, k, nullptr, best + row * k, where + row * k,
-               [](const f16x*, int64_t) {});
+               [](const fvec*, int64_t) {});
   });
   return {values, indices};
 }
