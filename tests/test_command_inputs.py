@@ -167,3 +167,36 @@ def test_translate_to_a_full_disk_is_one_line(tmp_path: Path) -> None:
         )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     assert done.stderr.strip() == "attnlab translate: error: cannot write to stdout: No space left on device"
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["presets", "--vocab", "100"], "unrecognized arguments: --vocab 100"),
+        (["flops", "--tgt", "5"], "override '--tgt' is not KEY=VALUE"),
+        (["data", "prepare", "multi30k", "--out", "x", "--vocab", "1000"], "unrecognized arguments: --vocab 1000"),
+        (["train", "--warm", "10"], "unrecognized option --warm (did you mean --warmup?); flags are spelled in full"),
+        (["average", "run", "--out", "x", "--prob"], "unrecognized arguments: --prob"),
+        (["translate", "--checkpoint", "x", "--trunc"], "unrecognized arguments: --trunc"),
+        (["parse", "--checkpoint", "x", "--trunc"], "unrecognized arguments: --trunc"),
+        (["record", "--checkpoint", "x", "--for"], "unrecognized arguments: --for"),
+        (["align", "--checkpoint", "x", "--thresh", "0.1"], "unrecognized arguments: --thresh 0.1"),
+        (["evaluate", "--hy", "x"], "unrecognized arguments: --hy x"),
+        (["heads", "query", "x", "--form", "json"], "unrecognized arguments: --form"),
+        (["explore", "--addr", "127.0.0.1"], "unrecognized arguments: --addr 127.0.0.1"),
+        (["import", "marian", "x", "--out", "y", "--for"], "unrecognized arguments: --for"),
+        (["export", "ctranslate2", "x", "--out", "y", "--quant", "int8"], "unrecognized arguments: --quant int8"),
+    ],
+)
+def test_an_abbreviated_flag_is_refused_not_guessed(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """argparse's default took `--vocab 1000` for --vocab-size and `--trunc` for --truncate without
+    a word: a typo of one flag silently set another, and `data prepare` ran on the guess."""
+    monkeypatch.chdir(tmp_path)  # where the guessing commands would write
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own refusals exit; attnlab's return
+        code = exit.code
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and said == f"attnlab {argv[0]}: error: {error}", said

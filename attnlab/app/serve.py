@@ -94,6 +94,7 @@ def cli(argv: list[str]) -> int:
     from attnlab.app.explorer.store import TIME_LIMIT  # lazy: imports panel, which `serve_command` needs not
 
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="attnlab explore",
         description="Open the explorer: translate or parse, and look at every attention head (works offline).",
     )

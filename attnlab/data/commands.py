@@ -12,9 +12,11 @@ from attnlab.data.prepared import prepare
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="attnlab data", description="prepare or download corpora")
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab data", description="prepare or download corpora")
     commands = parser.add_subparsers(dest="command", required=True)
-    prep = commands.add_parser("prepare", help="corpus -> shared BPE vocabulary + memory-mapped token ids")
+    prep = commands.add_parser(
+        "prepare", allow_abbrev=False, help="corpus -> shared BPE vocabulary + memory-mapped token ids"
+    )
     prep.add_argument("corpus", choices=CORPORA)
     prep.add_argument("--out", required=True, help="directory to write the prepared data into")
     prep.add_argument("--data-dir", help="corpus directory (default: $ATTNLAB_DATA, then ../shared/data)")
@@ -31,7 +33,9 @@ def cli(argv: list[str]) -> int:
     )
     for name in TEXT_SPLITS:
         prep.add_argument(f"--{name}", nargs=2, metavar=("SRC", "TGT"), help=f"text: the {name} split's parallel files")
-    down = commands.add_parser("download", help="fetch the public originals and verify their checksums")
+    down = commands.add_parser(
+        "download", allow_abbrev=False, help="fetch the public originals and verify their checksums"
+    )
     down.add_argument("corpus", choices=tuple(download.CORPORA))
     down.add_argument(
         "--out",

@@ -189,6 +189,7 @@ def cut_notice(cut: list[int], total: int, model: Model) -> str:
 
 def _decode_cli(argv: list[str], task: str) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog=f"attnlab {task}",
         description=f"{task.capitalize()} lines (one output line per input line).",
         epilog=f"{EXIT_STATUS} An empty input line is answered with an empty line.",
@@ -242,7 +243,7 @@ def cli_parse(argv: list[str]) -> int:
 def cli_record(argv: list[str]) -> int:
     """`attnlab record --checkpoint DIR "sentence" ... | --input FILE --out DIR`."""
     parser = argparse.ArgumentParser(
-        prog="attnlab record", description="Decode sentences and save their attention traces."
+        allow_abbrev=False, prog="attnlab record", description="Decode sentences and save their attention traces."
     )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("sentences", nargs="*")
@@ -332,6 +333,7 @@ def link_rule(args: argparse.Namespace) -> tuple[str, float]:
 def cli_align(argv: list[str]) -> int:
     """`attnlab align --checkpoint CKPT --input PAIRS`: word links from teacher-forced cross-attention."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="attnlab align",
         description="One line of 0-indexed Pharaoh links `i-j` (i: word of the line's left side, j: of its "
         "right side) per `source ||| target` line, read off the model's teacher-forced cross-attention.",

@@ -245,7 +245,7 @@ def write_spec(spec: Any, out: str | Path, quantization: str | None = None, forc
 # -- command line ---------------------------------------------------------------------------------------
 def cli_import(argv: list[str]) -> int:
     """`attnlab import marian DIR --out OUT`."""
-    parser = argparse.ArgumentParser(prog="attnlab import", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab import", description=__doc__.split("\n\n")[1])
     parser.add_argument("kind", choices=["marian"], help="what the directory holds")
     parser.add_argument("directory", help="a local Hugging Face MarianMTModel directory (no download)")
     parser.add_argument("--out", required=True, help="the attnlab checkpoint directory to write")
@@ -261,7 +261,7 @@ def cli_import(argv: list[str]) -> int:
 
 def cli_export(argv: list[str]) -> int:
     """`attnlab export ctranslate2 CHECKPOINT --out DIR [--quantization int8]`."""
-    parser = argparse.ArgumentParser(prog="attnlab export", description=__doc__.split("\n\n")[2])
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab export", description=__doc__.split("\n\n")[2])
     parser.add_argument("kind", choices=["ctranslate2"], help="the format to write")
     parser.add_argument("checkpoint", help="an attnlab checkpoint (or run, or Marian) directory")
     parser.add_argument("--out", required=True, help="the CTranslate2 model directory to write")

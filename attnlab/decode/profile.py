@@ -288,9 +288,13 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
 # -- the command ----------------------------------------------------------------------------------------------
 def cli_heads(argv: list[str]) -> int:
     """`attnlab heads profile ...` and `attnlab heads query PROFILE SQL`."""
-    parser = argparse.ArgumentParser(prog="attnlab heads", description="Head statistics over a whole corpus.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, prog="attnlab heads", description="Head statistics over a whole corpus."
+    )
     commands = parser.add_subparsers(dest="action", required=True)
-    run = commands.add_parser("profile", help="record a test set; per-sentence, per-head statistics as Parquet")
+    run = commands.add_parser(
+        "profile", allow_abbrev=False, help="record a test set; per-sentence, per-head statistics as Parquet"
+    )
     run.add_argument("--checkpoint", required=True)
     run.add_argument("--src", required=True, help="one source sentence per line (- for stdin)")
     run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
@@ -319,7 +323,9 @@ def cli_heads(argv: list[str]) -> int:
         help="cut lines longer than the model takes, saying how many (default: refuse them, naming the line)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    ask = commands.add_parser("query", help="run SQL (DuckDB) over a profile, which is called `profile`")
+    ask = commands.add_parser(
+        "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
+    )
     ask.add_argument("profile")
     ask.add_argument("sql")
     args = parser.parse_args(argv)

@@ -85,7 +85,7 @@ def measure_matmul_peak(
 
 def cli(argv: list[str]) -> int:
     """`attnlab flops --preset NAME [--src-len --tgt-len] [key=value ...]`."""
-    parser = argparse.ArgumentParser(prog="attnlab flops", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab flops", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="base", choices=list(PRESETS))
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)

@@ -106,7 +106,7 @@ def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
 
 def cli(argv: list[str]) -> int:
     """`attnlab average RUN_DIR --last K --out DIR`."""
-    parser = argparse.ArgumentParser(prog="attnlab average", description=average_run.__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
     parser.add_argument("run_dir")
     parser.add_argument(
         "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"

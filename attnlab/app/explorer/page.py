@@ -339,7 +339,7 @@ def _typed(widget: pn.widgets.TextAreaInput) -> str:
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     """The app's own options (`panel serve apps/explorer.py --args ...`); others are ignored."""
-    parser = argparse.ArgumentParser(prog="explorer.py")
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="explorer.py")
     parser.add_argument("--checkpoint", action="append", default=[])
     parser.add_argument("--checkpoint-root", action="append", default=[])
     parser.add_argument("--threads", type=int, default=1)
