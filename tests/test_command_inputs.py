@@ -173,7 +173,7 @@ def test_translate_to_a_full_disk_is_one_line(tmp_path: Path) -> None:
     "argv, error",
     [
         (["presets", "--vocab", "100"], "unrecognized arguments: --vocab 100"),
-        (["flops", "--tgt", "5"], "override '--tgt' is not KEY=VALUE"),
+        (["flops", "--tgt", "5"], "unrecognized option --tgt (did you mean --tgt-len?); flags are spelled in full"),
         (["data", "prepare", "multi30k", "--out", "x", "--vocab", "1000"], "unrecognized arguments: --vocab 1000"),
         (["train", "--warm", "10"], "unrecognized option --warm (did you mean --warmup?); flags are spelled in full"),
         (["average", "run", "--out", "x", "--prob"], "unrecognized arguments: --prob"),

@@ -9,8 +9,10 @@ row (`A-h1` ... `E-learned`), so an experiment from the paper is one `--preset` 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -220,13 +222,19 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
     return dataclasses.replace(config.replace(**overrides), paper=config.paper)
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`["d_model=256", "p_drop=0.3"]` -> typed overrides, typed by the field's default."""
+def parse_overrides(items: list[str], flags: Sequence[str] = ()) -> dict[str, Any]:
+    """`["d_model=256", "p_drop=0.3"]` -> typed overrides, typed by the field's default. A
+    command passes what its parser left over; an item there that looks like a flag (`--tgt`) is
+    a misspelt or shortened one of its `flags`, and the error names the nearest."""
     types = {f.name: f.type for f in fields(ModelConfig)}
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.lstrip("-").partition("=")
         key = key.replace("-", "_")
+        if not sep and item.startswith("-"):
+            close = [f for f in flags if f.startswith(item)] or difflib.get_close_matches(item, flags, 1)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ConfigError(f"unrecognized option {item}{hint}; flags are spelled in full")
         if not sep:
             raise ConfigError(f"override {item!r} is not KEY=VALUE")
         if key not in types or key == "paper":

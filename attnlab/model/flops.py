@@ -91,7 +91,7 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--json", action="store_true")
     args, rest = parser.parse_known_args(argv)
-    overrides = parse_overrides(rest)
+    overrides = parse_overrides(rest, ("--preset", "--src-len", "--tgt-len", "--json"))
     config = preset(args.preset, **overrides)
     fwd = forward_flops_per_target_token(config, args.src_len, args.tgt_len)
     report = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import signal
 import sys
 from pathlib import Path
@@ -66,14 +65,8 @@ def config_from_args(argv: list[str]) -> TrainConfig:
             file=sys.stderr,
         )
         overrides = {}
-    unknown = [item for item in rest if item.startswith("-") and "=" not in item]
-    if unknown:  # a misspelt or shortened flag, which parse_overrides would call "not KEY=VALUE"
-        names = ["recipe", *(f.name for f in dataclasses.fields(TrainConfig) if f.name != "overrides")]
-        flags = ["--" + name.replace("_", "-") for name in names]
-        close = [f for f in flags if f.startswith(unknown[0])] or difflib.get_close_matches(unknown[0], flags, 1)
-        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-        raise ConfigError(f"unrecognized option {unknown[0]}{hint}; flags are spelled in full")
-    overrides.update(parse_overrides(rest))
+    names = ["recipe", *(f.name for f in dataclasses.fields(TrainConfig) if f.name != "overrides")]
+    overrides.update(parse_overrides(rest, ["--" + name.replace("_", "-") for name in names]))
     for key, value in vars(args).items():
         if key != "recipe" and value is not None:
             values[key] = value
