@@ -215,6 +215,7 @@ class Trainer:
         path = None
         if self.rank == 0:
             path = self.save()
+            self.saved_step = self.step  # published: a rank lost from here on must name this one
             self.evaluate(path)
         if self.world > 1:
             dist.barrier()
