@@ -5,15 +5,15 @@
 The app is `attnlab.app.explorer`; `panel serve` runs this file once per browser session.
 """
 
-from attnlab.app.explorer import app, threaded_refusal
+from attnlab.app.explorer import app, refusal
 from attnlab.app.i18n import DEFAULT, text
 from attnlab.app.serve import close_component_route
 
 if __name__.startswith("bokeh"):
     close_component_route()  # (from the first session on, for a server started without apps/harden.py)
-    refusal = threaded_refusal()  # served with --num-threads: a page that says why, not wrong outputs
-    if refusal is not None:
-        refusal.servable(title=text("page.title", DEFAULT))
+    refused = refusal()  # unknown options, or --num-threads: a page that says why, not wrong outputs
+    if refused is not None:
+        refused.servable(title=text("page.title", DEFAULT))
     else:
         explorer = app()
         explorer.servable(title=text("page.title", explorer.lang))

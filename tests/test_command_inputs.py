@@ -103,6 +103,36 @@ def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.Capt
     assert "--args --threads 1 --time-limit 12.5" in capsys.readouterr().out
 
 
+def test_the_served_explorer_takes_what_explore_passes_and_refuses_anything_else(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`panel serve apps/explorer.py --args --chekpoint DIR` served the bundled model in DIR's
+    place without a word, and `--args --threads abc` stopped the whole server with argparse's
+    usage. Every session now gets a page that names the option, and the log one line."""
+    from attnlab.app.explorer import refusal
+    from attnlab.app.explorer.startup import arguments
+    from attnlab.app.serve import serve_command
+
+    command = serve_command(["ckpt"], 5006, "127.0.0.1", threads=2, roots=["runs"], time_limit=3)
+    passed = command[command.index("--args") + 1 :]
+    args = arguments(passed)
+    assert (args.checkpoint, args.checkpoint_root, args.threads, args.time_limit) == (["ckpt"], ["runs"], 2, 3.0)
+    assert refusal(passed) is None
+    for argv, named in (
+        (["--chekpoint", "x"], "unrecognized arguments: --chekpoint x"),
+        (["--checkpoint-r", "x"], "unrecognized arguments: --checkpoint-r x"),  # not guessed
+        (["--threads", "abc"], "argument --threads: invalid int value: 'abc'"),
+        (["--time-limit"], "argument --time-limit: expected one argument"),
+        (["-h"], "unrecognized arguments: -h"),  # argparse's help would have stopped the server
+    ):
+        page = refusal(argv)
+        assert page is not None and f"(`{named}`)" in page.object, argv
+        log = capsys.readouterr().err
+        assert (
+            log.startswith("explorer: refusing to serve: This server was started with options") and log.count("\n") == 1
+        ), log
+
+
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
     for size in ("0", "3"):

@@ -2,7 +2,8 @@
 tree), open every head. `store.py` holds one browser session's state (`Store`); each tab and bar
 is a small view in its own module that reads the store and draws with `attnlab.viz` (`output`,
 `selection`, `heads`, `equation`, `dashboard`, `timeline`, `ablation`, `export`); `page.py` lays
-them out, runs the actions and decides when views redraw (`Explorer`, `app`); `language.py` picks
+them out, runs the actions and decides when views redraw (`Explorer`, `app`); `startup.py` refuses to
+serve as it was not asked (unknown options, a threaded server); `language.py` picks
 the session's language (`?lang=`, else the browser's), draws the header's switch and tags the
 page with it (`<html lang>`), and every word a view shows, its figures' included
 (`Store.words`), comes from `attnlab.app.i18n` in that language. Served by `panel
@@ -15,7 +16,8 @@ May import: `attnlab.app.checkpoints`, `attnlab.app.i18n`, `attnlab.app.words`, 
 what they show is in the trace or comes from `attnlab.record` and `attnlab.decode`.
 """
 
-from attnlab.app.explorer.page import Explorer, app, threaded_refusal
+from attnlab.app.explorer.page import Explorer, app
+from attnlab.app.explorer.startup import refusal
 from attnlab.app.explorer.store import Store
 
-__all__ = ["Explorer", "Store", "app", "threaded_refusal"]
+__all__ = ["Explorer", "Store", "app", "refusal"]

@@ -9,7 +9,6 @@ Checkpoints are opened by name (the picker) or by a path relative to one of the 
 
 from __future__ import annotations
 
-import argparse
 import html
 import sys
 import time
@@ -30,7 +29,8 @@ from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.selection import Selection
-from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, TIME_LIMIT, Store
+from attnlab.app.explorer.startup import arguments
+from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, Store
 from attnlab.app.explorer.timeline import TimelineTab
 from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
@@ -335,32 +335,6 @@ class Explorer(pn.viewable.Viewer):
 def _typed(widget: pn.widgets.TextAreaInput) -> str:
     """What the box shows: `value_input` follows each keystroke, `value` only blur and code."""
     return widget.value_input or widget.value or ""
-
-
-def arguments(argv: list[str]) -> argparse.Namespace:
-    """The app's own options (`panel serve apps/explorer.py --args ...`); others are ignored."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="explorer.py")
-    parser.add_argument("--checkpoint", action="append", default=[])
-    parser.add_argument("--checkpoint-root", action="append", default=[])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT)
-    known, _ = parser.parse_known_args(argv)
-    return known
-
-
-def threaded_refusal() -> pn.pane.Alert | None:
-    """The page a server started with `--num-threads` (or $PANEL_NUM_THREADS) shows instead of
-    the explorer. Panel then hands each of a session's events to a thread pool on its own, so a
-    click can run before the text typed just before it reaches the session: measured with
-    `benchmarks/explorer_load.py` against such a server, 28 of one session's 84 clicks showed
-    the previous sentence's translation. Recording itself is per thread (`attnlab.model.hooks`);
-    the order of a session's events is what threads break."""
-    if not pn.config.nthreads:
-        return None
-    pn.extension(notifications=False)
-    lang = session_language()
-    print(f"explorer: refusing to serve: {text('error.threaded_server', DEFAULT)}", file=sys.stderr)
-    return pn.pane.Alert(text("error.threaded_server", lang), alert_type="danger", css_classes=["attn-refusal"])
 
 
 def app(argv: list[str] | None = None) -> Explorer:
