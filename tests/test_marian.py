@@ -9,6 +9,8 @@ import json
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,6 +144,7 @@ def edit_config(directory: Path, out: Path, **changes: object) -> Path:
         ({"activation_function": ["gelu"]}, "activation_function=['gelu'] is not supported"),
         ({"scale_embedding": "false"}, "scale_embedding='false' must be true or false"),  # bool("false") is True
         ({"encoder_attention_heads": 3, "decoder_attention_heads": 3}, "encoder_attention_heads=3 does not divide"),
+        ({"pad_token_id": None, "decoder_start_token_id": None}, "pad_id must be a whole number, got None"),  # '<'
     ],
 )
 def test_unsupported_settings_are_refused_in_one_line(
@@ -153,6 +156,20 @@ def test_unsupported_settings_are_refused_in_one_line(
     assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+
+
+def test_a_config_naming_a_huge_model_is_refused_before_anything_is_allocated(
+    marian: dict[str, Path], tmp_path: Path
+) -> None:
+    """d_model 131072 in an edited config.json: the model was built (30 GB) before its shapes were
+    compared with the weights'. Run under an 8 GB address-space limit, where building it fails."""
+    directory = edit_config(marian["swish-shared"], tmp_path / "huge", d_model=131072)
+    script = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30)); import attnlab\n"
+        "try: attnlab.load(sys.argv[1])\nexcept attnlab.errors.CheckpointError as error: print(error)"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(directory)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "weights do not match config.json" in done.stdout, done.stderr[-1000:]
 
 
 def edit_vocab(directory: Path, **changes: object) -> None:

@@ -65,11 +65,14 @@ def test_config_errors_are_one_line() -> None:
         (lambda: preset("tiny", max_len=2**40), "max_len must be from 2"),  # an edited config: 8 TB of positions
         (lambda: preset("base", d_k=0), "d_k must be a positive integer"),  # was replaced by d_model / h
         (lambda: ModelConfig.from_dict({"d_v": 0}), "d_v must be a positive integer"),
+        (lambda: ModelConfig.from_dict({"bos_id": True}), "bos_id must be a whole number, got True"),  # decoded from 1
+        (lambda: preset("tiny", pad_id=1.5), "pad_id must be a whole number, got 1.5"),  # was an IndexError
+        (lambda: preset("tiny", eos_id=3.0), "eos_id must be a whole number, got 3.0"),
     ):
         with pytest.raises(ConfigError, match=expected) as error:
             make()
         messages.append(str(error.value))
-    assert len(messages) == 10 and all(message and "\n" not in message for message in messages), messages
+    assert len(messages) == 13 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 

@@ -26,6 +26,11 @@ ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's 
 MAX_POSITIONS = 65_536  # an edited config.json once named 2^40 and the model tried to allocate 8 TB
 
 
+def _whole(value: object) -> bool:
+    """An int and not a bool: JSON's `true` and Python's True are ints to `isinstance`."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Hyperparameters of the Transformer (§3, Table 3 column names).
@@ -73,7 +78,7 @@ class ModelConfig:
                 object.__setattr__(self, item.name, float(value))
         for name in ("d_model", "n_heads"):  # checked before d_model % n_heads divides by them
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not _whole(value) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.d_k is None or self.d_v is None:
             if self.d_model % self.n_heads:
@@ -85,7 +90,7 @@ class ModelConfig:
                     object.__setattr__(self, name, self.d_model // self.n_heads)
         for name in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "vocab_size", "max_len"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not _whole(value) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not 2 <= self.max_len <= MAX_POSITIONS:
             raise ConfigError(
@@ -107,19 +112,16 @@ class ModelConfig:
         for name in ("scale_embedding", "share_embeddings", "tie_output", "logits_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.attn_window is not None and (
-            not isinstance(self.attn_window, int) or isinstance(self.attn_window, bool) or self.attn_window < 0
-        ):
+        if self.attn_window is not None and (not _whole(self.attn_window) or self.attn_window < 0):
             raise ConfigError(f"attn_window must be a non-negative integer or None, got {self.attn_window!r}")
         if self.tgt_vocab_size is not None:
-            if (
-                not isinstance(self.tgt_vocab_size, int)
-                or isinstance(self.tgt_vocab_size, bool)
-                or self.tgt_vocab_size < 1
-            ):
+            if not _whole(self.tgt_vocab_size) or self.tgt_vocab_size < 1:
                 raise ConfigError(f"tgt_vocab_size must be a positive integer or None, got {self.tgt_vocab_size!r}")
             if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
                 raise ConfigError("shared embeddings need one vocabulary: tgt_vocab_size must equal vocab_size")
+        for name in ("pad_id", "bos_id", "eos_id"):  # `true` decoded from id 1, silently, and 2.0 failed in a kernel
+            if not _whole(getattr(self, name)):
+                raise ConfigError(f"{name} must be a whole number, got {getattr(self, name)!r}")
         specials = (self.pad_id, self.bos_id, self.eos_id)
         if min(specials) < 0 or max(specials) >= min(self.vocab_size, self.target_vocab):
             raise ConfigError("pad_id, bos_id and eos_id must be ids inside the vocabulary")

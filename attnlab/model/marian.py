@@ -227,18 +227,19 @@ def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
     encoder, decoder = embedding_tables(hf_weights, config)
     if config.share_embeddings and encoder is not None and decoder is not None and not torch.equal(encoder, decoder):
         config = config.replace(share_embeddings=False)  # one vocabulary, a table per side
-    model = Transformer(config)
     weights = convert_weights(hf_weights, config)
-    expected = model.state_dict()
+    with torch.device("meta"):  # shapes only: a config.json naming d_model 131072 allocated 30 GB here
+        expected = {k: v.shape for k, v in Transformer(config).state_dict().items()}
     wrong = sorted(
         k
         for k in expected
-        if weights.get(k) is None or weights[k].shape != expected[k].shape or not weights[k].is_floating_point()
+        if weights.get(k) is None or weights[k].shape != expected[k] or not weights[k].is_floating_point()
     )
     if wrong:
         raise CheckpointError(
             f"{directory}: weights do not match config.json ({wrong[0]} missing, misshapen or not floating point)"
         )
+    model = Transformer(config)
     model.load_state_dict({k: weights[k].float() for k in expected})
     about = {
         "name_or_path": hf.get("_name_or_path", ""),
