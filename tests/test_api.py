@@ -108,6 +108,7 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
         ({"beam": 2.5}, "beam must be"),
         ({"alpha": float("nan")}, "alpha"),
         ({"alpha": -1.0}, "alpha"),
+        ({"alpha": 400}, "must be a number from 0 to 10"),  # was an OverflowError
         ({"max_len_b": -100}, "max_len_b"),
         ({"max_len_a": float("inf")}, "max_len_a"),
         ({"max_len_a": 0.0, "max_len_b": 0}, "not both 0"),
@@ -480,7 +481,7 @@ def test_evaluate_decodes_sources_from_stdin(
     assert out.read_text() == "".join(model.translate(s, beam=1).text + "\n" for s in ("A dog runs.", "Two cats."))
 
 
-@pytest.mark.parametrize("alpha", [float("nan"), -1, "0.6", None])
+@pytest.mark.parametrize("alpha", [float("nan"), -1, 1e6, "0.6", None])
 def test_score_checks_alpha_as_translate_does(checkpoint: Path, alpha: object) -> None:
     model = attnlab.load(checkpoint)
     if alpha is None:  # the task's own α is fine

@@ -204,11 +204,17 @@ def _finite(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_ALPHA = 10.0  # GNMT tuned α in [0, 1]; past ~70 the penalty of a long output overflows a float
+
+
 def check_alpha(alpha: object) -> None:
-    """α, the length penalty's exponent: finite and ≥ 0 (a negative α rewards short outputs,
-    where the early stop's bound of `_settled` no longer holds)."""
-    if not _finite(alpha) or alpha < 0:  # type: ignore[operator]
-        raise ConfigError(f"alpha (the length penalty's exponent) must be a finite number ≥ 0, got {alpha!r}")
+    """α, the length penalty's exponent: from 0 (a negative α rewards short outputs, where the
+    early stop's bound of `_settled` no longer holds) to `MAX_ALPHA` (α 400 was an OverflowError)."""
+    if not _finite(alpha) or not 0 <= alpha <= MAX_ALPHA:  # type: ignore[operator]
+        raise ConfigError(
+            f"alpha (the length penalty's exponent) must be a number from 0 to {MAX_ALPHA:g} (the paper: 0.6), "
+            f"got {alpha!r}"
+        )
 
 
 def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_best: int | None) -> None:
