@@ -9,6 +9,7 @@ is covered by test_jupyterlab_browser.py.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -319,6 +320,26 @@ def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Mode
     for same in (widgets.compare_models(translator, translator), widgets.compare_models(translator, heads_off={})):
         assert same.names == ("A", "B") and "the same model, with no head off" in same.output.value
         assert "head(s) off" not in same.output.value
+
+
+def test_what_is_not_a_trace_or_a_heads_dict_is_one_line(
+    translator: attnlab.decode.Model, trace: AttentionTrace
+) -> None:
+    """A `Result` or None given as a trace reached the views as an AttributeError ('kinds');
+    `heads_off={("cross", 0): 1}` was a TypeError and `{"cross": [0]}` a ValueError."""
+    result = translator.translate("A dog runs .", beam=1)
+    for make in (
+        lambda: widgets.TraceView(result),
+        lambda: widgets.show(result),
+        lambda: widgets.TraceView(trace).set_trace(None),
+    ):
+        with pytest.raises(
+            AttnlabError, match=r"takes an AttentionTrace or a saved \.trace file, not (Result|NoneType)$"
+        ):
+            make()
+    for heads, said in (({("cross", 0): 1}, "are a list of head indices, got 1"), ({"cross": [0]}, "is (kind, layer)")):
+        with pytest.raises(AttnlabError, match=re.escape(said)):
+            widgets.compare_models(translator, heads_off=heads)
 
 
 def test_a_failed_run_leaves_nothing_of_the_previous_sentence(translator: attnlab.decode.Model) -> None:

@@ -45,6 +45,7 @@ from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.compare import compare
 from attnlab.errors import AttnlabError, ConfigError
+from attnlab.record.ablation import heads_off as checked_heads
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -96,7 +97,9 @@ class TraceView(w.VBox):
         """The bokeh figures on show now, by role."""
         return {"grid": self.grid.figure, "head": self.head.figure, "mask": self.mask_figure.figure}
 
-    def set_trace(self, trace: AttentionTrace) -> None:
+    def set_trace(self, trace: AttentionTrace | str | Path) -> None:
+        """Show `trace` (or the .trace file at that path)."""
+        trace = _trace(trace, "TraceView", self.lang)
         self.trace = trace
         self.picker.configure(trace)
         self.picker.layout.display = None
@@ -138,12 +141,19 @@ def show(
 ) -> TraceView:
     """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head: the
     model's layer and head ids, a negative one counting from the last the trace holds."""
-    if not isinstance(trace, AttentionTrace):
-        trace = AttentionTrace.load(trace)
-    view = TraceView(trace, lang=lang)
+    view = TraceView(_trace(trace, "show", i18n.checked(lang)), lang=lang)
     if (kind, layer, head) != (None, None, None):
         view.picker.select(kind=kind, layer=layer, head=head)
     return view
+
+
+def _trace(trace: Any, caller: str, lang: str) -> AttentionTrace:
+    """A trace, or one loaded from a file; else one line (a `Result` was an AttributeError)."""
+    if isinstance(trace, (str, Path)):
+        return AttentionTrace.load(trace)
+    if not isinstance(trace, AttentionTrace):
+        raise AttnlabError(i18n.text("widgets.not_a_trace", lang, caller=caller, got=type(trace).__name__))
+    return trace
 
 
 # -- a model ---------------------------------------------------------------------------------------------
@@ -371,7 +381,8 @@ def compare_models(
     `heads_off` ({(kind, layer): [head, ...]}) switched off."""
     first = _model(first, "compare_models", i18n.checked(lang))
     second = first if second is None else _model(second, "compare_models", lang)
-    off = len(_heads_named(heads_off or {}, lang))
+    heads_off = checked_heads(second.config, heads_off or {})  # one line for a malformed dict, before it is named
+    off = len(_heads_named(heads_off, lang))
     ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
     names = ablated if second is first and off else ("A", "B")
     return Compare(first, second, text, heads_off, names, lang)
