@@ -4,6 +4,7 @@ the views something they crash on or draw as NaN."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 from collections.abc import Callable
@@ -140,6 +141,24 @@ def test_a_trace_without_maps_is_refused_when_made(maps: dict) -> None:
     """`repr`, `n_heads` and `attention` each raised their own IndexError, StopIteration or
     ValueError on such a trace; every accessor reads a kind's first map, so it is refused once."""
     _refused(lambda: AttentionTrace(["a"], ["b"], maps), AttnlabError, "a trace needs attention maps")
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"src_tokens": ["a"]}, r"encoder maps are not \(heads, 1, 1\)"),  # heatmap_png: IndexError
+        ({"heads": [0]}, r"maps are not \(heads,"),  # head_stats: zip() is longer
+        ({"heads": [1, 1]}, "head indices are not distinct integers"),  # it saved
+        ({"model": "x"}, "the model's description is not a mapping"),  # AttributeError: 'get'
+        ({"meta": [1]}, "meta is not a mapping"),
+        ({"masks": {"cross": np.ones((2, 2), bool)}}, "a mask does not match its maps"),  # boolean index
+    ],
+)
+def test_a_trace_made_by_hand_is_checked_when_made(model: Transformer, change: dict, match: str) -> None:
+    """Only `save`, `load` and the recorder checked a trace: one made by hand that did not fit
+    its own tokens reached the views, which raised IndexError, ValueError or AttributeError."""
+    fields = dataclasses.asdict(_trace(model)) | change
+    _refused(lambda: AttentionTrace(**fields), AttnlabError, match)
 
 
 def test_a_trace_file_without_maps_is_damaged(model: Transformer, tmp_path: Path) -> None:

@@ -135,22 +135,20 @@ class Recording:
                 q_len, k_len = {"encoder": (ls, ls), "decoder": (lt, lt), "cross": (lt, ls)}[kind]
                 maps[kind] = [full[(kind, layer)][b, :, :q_len, :k_len].numpy().copy() for layer in layers]
                 masks[kind] = self._mask(kind, b, q_len, k_len)
-            trace = AttentionTrace(
-                src_tokens=list(src_tokens[b]),
-                tgt_tokens=list(tgt_tokens[b]) if tgt_tokens is not None else [],
-                maps=maps,
-                masks=masks,
-                layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
-                heads=self.heads,
-                model=dict(model_info or {}),
-                meta={"heads_off": [[*point, head] for point, heads in sorted(self.off.items()) for head in heads]}
-                if self.off
-                else {},
-            )
-            # Labels that do not match the maps made the views and head_stats fail far from here.
-            damage = trace._damage()
-            if damage:
-                raise AttnlabError(f"sentence {b}'s tokens do not fit what was recorded: {damage}")
+            off = [[*point, head] for point, heads in sorted(self.off.items()) for head in heads]
+            try:  # labels that do not match the maps made the views and head_stats fail far from here
+                trace = AttentionTrace(
+                    src_tokens=list(src_tokens[b]),
+                    tgt_tokens=list(tgt_tokens[b]) if tgt_tokens is not None else [],
+                    maps=maps,
+                    masks=masks,
+                    layers={kind: sorted(layer for k, layer in full if k == kind) for kind in maps},
+                    heads=self.heads,
+                    model=dict(model_info or {}),
+                    meta={"heads_off": off} if off else {},
+                )
+            except AttnlabError as damage:
+                raise AttnlabError(f"sentence {b}'s tokens do not fit what was recorded: {damage}") from None
             traces.append(trace)
         return traces
 

@@ -56,6 +56,9 @@ class AttentionTrace:
         empty = [kind for kind, maps in self.maps.items() if len(maps) == 0]
         if not self.maps or empty:
             raise AttnlabError(f"a trace needs attention maps (none given for {', '.join(empty) or 'any kind'})")
+        damage = self._damage()  # a trace made by hand with 1 token for 3 maps' rows failed in the views
+        if damage:
+            raise AttnlabError(damage)
 
     # -- reading ------------------------------------------------------------------------------
     @property
@@ -249,8 +252,8 @@ class AttentionTrace:
         n_layers = self.model.get("config", {}).get("n_layers")  # None: a trace made by hand
         if not (n_layers is None or (listed([n_layers], int) and n_layers >= 1)) or not isinstance(self.meta, dict):
             return "the model's n_layers is not a positive integer, or meta is not a mapping"
-        if not (self.heads is None or listed(self.heads, int)):
-            return "head indices are not integers"
+        if not (self.heads is None or (listed(self.heads, int) and len(set(self.heads)) == len(self.heads))):
+            return "head indices are not distinct integers"
         if not self.maps or any(len(maps) == 0 for maps in self.maps.values()):  # emptied after construction
             return "no attention maps"
         source, target = len(self.src_tokens), len(self.tgt_tokens)
