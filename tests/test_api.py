@@ -98,6 +98,14 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
         attnlab.load(tmp_path)
     with pytest.raises(CheckpointError, match="expected a checkpoint directory's path, got NoneType"):
         attnlab.load(None)  # was a TypeError from pathlib
+    with pytest.raises(CheckpointError, match="got an empty one"):
+        attnlab.load("")  # was ".: a run directory without a valid checkpoint"
+
+
+def test_load_reads_a_home_relative_path(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`attnlab.load("~/runs/x")` said "~/runs/x: not a directory" of a directory that exists."""
+    monkeypatch.setenv("HOME", str(checkpoint.parent))
+    assert attnlab.load(f"~/{checkpoint.name}").translate("A dog runs.", beam=1).text
 
 
 @pytest.mark.parametrize(

@@ -352,11 +352,13 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if not isinstance(path, str | os.PathLike):
         raise CheckpointError(f"expected a checkpoint directory's path, got {type(path).__name__}")
+    if not str(path).strip():  # Path("") is "." and was searched as a run directory
+        raise CheckpointError("expected a checkpoint directory's path, got an empty one")
     # Made under `torch.inference_mode()` (a caller's block), the weights would be inference
     # tensors: no version counter (the trace's weights hash reads it, the packed oneDNN copies
     # key on it), and no training afterwards. A model is built as ordinary tensors either way.
     with torch.inference_mode(False):
-        return _open(Path(path), str(resolve_device(device)), dtype)
+        return _open(Path(path).expanduser(), str(resolve_device(device)), dtype)  # "~/runs/x" as a shell reads it
 
 
 def _open(path: Path, device: str, dtype: str) -> Model:
