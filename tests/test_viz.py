@@ -24,6 +24,7 @@ from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.selection import head_map, pick
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
@@ -410,6 +411,33 @@ def test_svg_export_is_valid_with_escaped_labels(trace: AttentionTrace) -> None:
     assert sum(r.get("fill") == "url(#masked)" for r in decoder.iter(f"{ns}rect")) == 5 * 4 // 2
     long = synthetic_trace(n_src=120, n_tgt=5)
     assert "data:image/png;base64," in viz.heatmap_svg(long, "encoder", 0, 0)  # 14,400 cells: one image
+
+
+def test_a_head_or_layer_given_as_true_is_refused_and_negative_ones_name_the_models(trace: AttentionTrace) -> None:
+    """`viz.heatmap(trace, "cross", True, True)` drew layer 1, head 1, titled "head True";
+    head -1 was refused by the views while `show(head=-1)` opened the last head."""
+    for layer, head, said in ((True, 0, "a layer is a whole number, got True"), (0, True, "head True does not exist")):
+        for view in (viz.heatmap, viz.heatmap_png, viz.heatmap_svg):
+            with pytest.raises(AttnlabError, match=re.escape(said)):
+                view(trace, "cross", layer, head)
+    with pytest.raises(AttnlabError, match=r"no layer True: choose from 0, 1"):
+        pick(True, [0, 1], "layer")
+    last = viz.heatmap(trace, "cross", -1, -1)
+    assert last.title.text.endswith("layer 1 · head 2")  # the model's ids, as show(head=-1) opens them
+    assert np.array_equal(head_map(trace, "cross", -1, -1), trace.attention("cross", 1)[2])
+
+
+@pytest.mark.parametrize("vmax", [0, -1.0, float("nan"), float("inf"), "1", True])
+def test_a_colour_scale_of_nothing_is_refused(trace: AttentionTrace, vmax: object) -> None:
+    """vmax 0, negative or NaN drew every cell in one colour without a word; "1" was a TypeError."""
+    for view in (
+        lambda: viz.heatmap(trace, "cross", 0, 0, vmax=vmax),
+        lambda: viz.grid(trace, "cross", vmax=vmax),
+        lambda: viz.heatmap_png(trace, "cross", 0, 0, vmax=vmax),
+        lambda: viz.heatmap_svg(trace, "cross", 0, 0, vmax=vmax),
+    ):
+        with pytest.raises(AttnlabError, match=r"^vmax \(the top of the colour scale\) must be a number > 0, or None"):
+            view()
 
 
 def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> None:

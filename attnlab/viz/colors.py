@@ -6,11 +6,13 @@ that marks the cells a mask forbade (never confused with a real zero, which is w
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 from bokeh.palettes import Blues256, Category10, RdBu11
 
+from attnlab.errors import AttnlabError
 from attnlab.viz.words import WORDS
 
 PALETTE = tuple(reversed(Blues256))  # 0 -> white, 1 -> dark blue
@@ -22,9 +24,12 @@ KIND_TITLES = {kind: WORDS[f"kind.{kind}"] for kind in KIND_COLORS}  # in Englis
 
 def color_scale(weights: np.ndarray, vmax: float | None) -> float:
     """The top of a map's colour scale: `vmax`, or with None its largest finite weight (a NaN
-    that a trace built in memory may hold would otherwise make the whole scale NaN)."""
+    that a trace built in memory may hold would otherwise make the whole scale NaN). A `vmax` of
+    0, below 0 or NaN drew a scale of nothing, silently; "1" was a TypeError deep in a view."""
     if vmax is not None:
-        return vmax
+        if isinstance(vmax, bool) or not isinstance(vmax, numbers.Real) or not 0 < vmax < math.inf:
+            raise AttnlabError(f"vmax (the top of the colour scale) must be a number > 0, or None, got {vmax!r}")
+        return float(vmax)
     finite = weights[np.isfinite(weights)]
     return max(float(finite.max()), 1e-9) if finite.size else 1.0
 

@@ -33,7 +33,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
-from attnlab.viz.selection import head_map, model_layer
+from attnlab.viz.selection import head_map, model_head, model_layer
 from attnlab.viz.words import kind_title, say
 
 _LABEL_JS = """
@@ -109,7 +109,11 @@ def head_title(trace: AttentionTrace, kind: str, layer: int, head: int, words: M
     """`words`' "head.title" for one head, naming the model's layer (2, where the caller may have
     said -1) and head; a template with other fields is a one-line error, not a KeyError."""
     said = say(words)
-    fields = {"kind_title": kind_title(kind, said), "layer": model_layer(trace, kind, layer), "head": head}
+    fields = {
+        "kind_title": kind_title(kind, said),
+        "layer": model_layer(trace, kind, layer),
+        "head": model_head(trace, head),
+    }
     try:
         return said["head.title"].format(**fields) + off_note(trace, kind, layer, head, said)
     except (KeyError, IndexError, ValueError) as error:
@@ -120,7 +124,7 @@ def off_note(trace: AttentionTrace, kind: str, layer: int, head: int, said: Mapp
     """`said["head.off"]` for a head that was switched off while the trace was recorded (its
     weights are still computed and drawn, but nothing it attends to reached the output), else ""."""
     off = trace.meta.get("heads_off", [])
-    return f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), head] in off else ""
+    return f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), model_head(trace, head)] in off else ""
 
 
 def matrix_figure(

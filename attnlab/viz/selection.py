@@ -27,26 +27,27 @@ def model_layer(trace: AttentionTrace, kind: str, layer: int) -> int:
     """The model's index of `layer` (a negative one counts from the model's top, as
     `AttentionTrace.attention` counts it), or a one-line error for a layer the trace lacks."""
     check_trace(trace, "the trace")
-    if not isinstance(layer, Integral):
-        raise AttnlabError(f"a layer is a whole number, got {layer!r}")
-    return trace.layer_index(kind, int(layer))
+    return trace.layer_index(kind, layer)  # (True was read as layer 1 here: `int(layer)` before the check)
+
+
+def model_head(trace: AttentionTrace, head: int) -> int:
+    """The model's id of `head` (a negative one counts from the model's last head, as
+    `AttentionTrace.head_row` counts it), or a one-line error for a head the trace lacks."""
+    return head_ids(trace)[trace.head_row(head)]
 
 
 def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndarray:
     """(q, k) weights of model head `head` (one of `head_ids`) at `layer` (as `model_layer`
     reads it), with a clear error for a layer or head the trace does not hold."""
     check_trace(trace, "the trace")
-    weights, heads = trace.attention(kind, model_layer(trace, kind, layer)), head_ids(trace)
-    if not isinstance(head, Integral) or head not in heads:
-        raise AttnlabError(f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, heads))}")
-    return weights[heads.index(head)]
+    return trace.attention(kind, model_layer(trace, kind, layer))[trace.head_row(head)]
 
 
 def pick(wanted: object, held: Sequence[int], what: str, from_end: bool = True) -> int:
     """`wanted` out of the ids there are (a trace's layers of a kind or its heads, a beam's
     ranks), a negative one counting from the end with `from_end` (-1: the last); anything else
     is a one-line error naming them, where a widget would raise traitlets' TraitError."""
-    if isinstance(wanted, Integral):
+    if isinstance(wanted, Integral) and not isinstance(wanted, bool):  # True was head 1
         if wanted in held:
             return int(wanted)
         if from_end and -len(held) <= wanted < 0:
