@@ -349,6 +349,14 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     masked = layout.select_one({"name": "eq1-masked"})
     texts = [r for r in masked.renderers if r.glyph.__class__.__name__ == "Text"]
     assert texts and list(texts[0].data_source.data["text"]) == ["−∞", "−∞"]  # keys 2, 3 of query 1
+    for query, labels, said in (  # an IndexError, a TypeError; labels first drew, with bokeh's warnings
+        (99, "abcd", "query 99 is not a row of this 4×4 map (0 to 3, or -1 for the last)"),
+        (None, "abcd", "query None is not a row"),
+        (True, "abcd", "query True is not a row"),
+        (0, "abc", "these parts are of a 4×4 map: they need 4 query and 4 key labels, got 3 and 3"),
+    ):
+        with pytest.raises(AttnlabError, match=re.escape(said)):
+            viz.computation_figure(parts, query, list(labels), list(labels))  # type: ignore[arg-type]
     source = viz.stats_source(head_stats(trace))
     assert len(source.data["label"]) == 3 * 2 * 3
     assert viz.stats_table(source).sortable

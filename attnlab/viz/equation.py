@@ -6,6 +6,7 @@ the values, all on one key axis. The numbers come from `attnlab.record.equation`
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room, token_axis
@@ -67,6 +69,14 @@ def computation_figure(
     ("eq1.*", and the hover's "head.*"); the paper's notation is the same in every language.
     """
     said = say(words)
+    q, k = np.shape(parts["scores"])  # checked first: 99 was an IndexError, and labels a bokeh warning
+    if (len(q_labels), len(k_labels)) != (q, k):
+        raise AttnlabError(
+            f"these parts are of a {q}×{k} map: they need {q} query and {k} key labels, "
+            f"got {len(q_labels)} and {len(k_labels)}"
+        )
+    if isinstance(query, bool) or not isinstance(query, numbers.Integral) or not -q <= query < q:
+        raise AttnlabError(f"query {query!r} is not a row of this {q}×{k} map (0 to {q - 1}, or -1 for the last)")
     scores, allowed, weights = parts["scores"][query], parts["allowed"][query], parts["weights"][query]
     k = len(k_labels)
     width = int(np.clip(k * 26, 360, 900)) + 80
