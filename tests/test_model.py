@@ -251,6 +251,13 @@ def test_bad_input_is_a_clear_error() -> None:
         model(torch.ones(1, 3), torch.tensor([[2]]))
     with pytest.raises(ModelInputError, match="batch"):
         model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
+    for src, tgt, what in (([[5, 3]], torch.tensor([[2]]), "source"), (torch.tensor([[5, 3]]), [[2]], "target")):
+        with pytest.raises(
+            ModelInputError, match=rf"^{what} must be a \(batch, length\) tensor of token ids, got list$"
+        ):
+            model(src, tgt)  # was an AttributeError
+    with pytest.raises(ConfigError, match="^Transformer takes a ModelConfig, e.g. attnlab.preset"):
+        Transformer("small")  # type: ignore[arg-type]
 
 
 def test_learned_positions_and_pre_norm_run() -> None:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.errors import ModelInputError
+from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
 from attnlab.model.cache import KVCache, cross_step, keep_cross, self_step
 from attnlab.model.config import ModelConfig
@@ -224,6 +224,8 @@ class Transformer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        if not isinstance(config, ModelConfig):  # Transformer("small") was an AttributeError
+            raise ConfigError(f"Transformer takes a ModelConfig, e.g. attnlab.preset('small'); got {config!r}")
         self.config = config
         self.embed = embedding_table(config.vocab_size, config.d_model, config.pad_id)
         if not config.share_embeddings:
@@ -285,6 +287,8 @@ class Transformer(nn.Module):
         batch on the host before the compiled step (`Trainer.train_step`)."""
         if torch.compiler.is_compiling():
             return
+        if not isinstance(ids, Tensor):  # a list was an AttributeError
+            raise ModelInputError(f"{what} must be a (batch, length) tensor of token ids, got {type(ids).__name__}")
         if ids.dim() != 2:
             raise ModelInputError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
         if ids.dtype not in (torch.int64, torch.int32):
@@ -373,9 +377,9 @@ class Transformer(nn.Module):
         (N, V): the trainer passes the non-pad targets, so padding costs no share of the
         pre-softmax projection and the loss over the vocabulary (7-9% of positions in
         Multi30k's token-budget batches; that projection is a quarter of base's step)."""
-        if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
-            raise ModelInputError(f"source batch {src.size(0)} and target batch {tgt.size(0)} differ")
         self.check_ids(src, "source")
+        if isinstance(tgt, Tensor) and tgt.dim() == 2 and src.size(0) != tgt.size(0):  # (else `decode` says why)
+            raise ModelInputError(f"source batch {src.size(0)} and target batch {tgt.size(0)} differ")
         mask = self.src_mask(src)
         memory = self.encode(src, mask)
         hidden = self.decode(tgt, memory, mask)
