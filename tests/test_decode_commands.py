@@ -122,6 +122,34 @@ def test_out_that_is_an_input_is_refused_before_anything_runs(
     assert refused(capsys, new) == f"{none}: not a directory"
 
 
+def test_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evaluate --checkpoint CK --out CK/model.safetensors` wrote BLEU lines over the weights and
+    exited 0; `align` and `heads profile` did the same to config.json and spm.model."""
+    src, ref = write(tmp_path / "s.en", SOURCES), write(tmp_path / "s.de", REFERENCES)
+    pairs = write(tmp_path / "p.txt", [f"{s} ||| {r}" for s, r in zip(SOURCES, REFERENCES, strict=True)])
+    model = tmp_path / "ck"
+    model.mkdir()
+    for name, text in (("manifest.json", "{}"), ("model.safetensors", "weights"), ("spm.model", "pieces")):
+        (model / name).write_text(text)
+    marian = tmp_path / "opus"
+    marian.mkdir()
+    (marian / "pytorch_model.bin").write_text("weights")
+    cases = [
+        ["evaluate", "--checkpoint", str(model), "--src", str(src), "--ref", str(ref), "--out", str(model / "model.safetensors")],
+        ["align", "--checkpoint", str(model), "--input", str(pairs), "--out", str(model / "config.json")],
+        ["heads", "profile", "--checkpoint", str(model), "--src", str(src), "--out", str(model / "sub" / "spm.model")],
+        ["evaluate", "--checkpoint", str(marian), "--src", str(src), "--ref", str(ref), "--out", str(marian / "vocab.json")],
+    ]  # fmt: skip
+    for argv in cases:
+        owner = marian if str(marian) in argv[-1] else model
+        assert refused(capsys, argv) == f"--out {argv[-1]} is inside the model directory {owner}; name a file elsewhere"
+    assert {p.name: p.read_text() for p in model.iterdir()} == {
+        "manifest.json": "{}",
+        "model.safetensors": "weights",
+        "spm.model": "pieces",
+    }
+
+
 # -- 3. `heads profile --reverse-gold` ----------------------------------------------------------------------
 def test_profile_reads_the_shared_zh_en_gold_with_an_en_zh_model(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]

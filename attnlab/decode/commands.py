@@ -49,6 +49,9 @@ def one_stdin(inputs: dict[str, str | None]) -> None:
         raise AttnlabError(f"{dashes[0]} and {dashes[1]} both read stdin (-), which can be read once: name a file")
 
 
+MODEL_FILES = ("manifest.json", "model.safetensors", "pytorch_model.bin")  # attnlab's, Hugging Face's
+
+
 def check_out(
     path: str | os.PathLike[str], flag: str = "--out", inputs: dict[str, str | os.PathLike[str] | None] | None = None
 ) -> Path:
@@ -62,6 +65,10 @@ def check_out(
     for name, source in (inputs or {}).items():
         if source is not None and str(source) != "-" and _same_file(path, Path(source)):
             raise AttnlabError(f"{flag} {path} is the {name} file; writing there would replace it (name another file)")
+    # `evaluate --out CKPT/model.safetensors` wrote BLEU lines over the weights and exited 0.
+    model_dir = next((d for d in path.absolute().parents if any((d / f).is_file() for f in MODEL_FILES)), None)
+    if model_dir is not None:
+        raise AttnlabError(f"{flag} {path} is inside the model directory {model_dir}; name a file elsewhere")
     if path.is_dir():
         raise AttnlabError(f"{flag} {path} is a directory; name the file to write")
     folder = path.parent
