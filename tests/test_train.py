@@ -429,13 +429,14 @@ def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) ->
         save_checkpoint(run / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm)
     (run / "metrics.jsonl").write_text('{"step": 2}\n')
     before = sorted(str(p.relative_to(tmp_path)) for p in run.rglob("*"))
-    for out, match in (
-        (run, "inside the run"),
-        (run / "checkpoints" / "step_1", "inside the run"),
-        (tmp_path, "not an attnlab checkpoint"),  # the run's parent
+    for out, force, match in (
+        (run, True, "is the run .* itself"),
+        (run / "checkpoints" / "step_1", True, "inside the run"),
+        (tmp_path, False, "already exists; choose another --out or pass --force"),  # the run's parent
+        (tmp_path, True, "not an attnlab checkpoint"),
     ):
         with pytest.raises(CheckpointError, match=match):
-            average_run(run, 1, out)
+            average_run(run, 1, out, force=force)
     for last in (0, -1):  # -1 was an IndexError, 0 averaged every checkpoint
         with pytest.raises(ConfigError, match="--last must be"):
             average_run(run, last, tmp_path / "avg")
@@ -452,6 +453,31 @@ def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) ->
     (tmp_path / "empty").mkdir()
     for out in (tmp_path / "empty", tmp_path / "empty"):  # an empty directory, then an older checkpoint
         assert (save_checkpoint(out, Transformer(preset("tiny")), spm) / "manifest.json").is_file()
+
+
+def test_average_replaces_a_checkpoint_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnlab average RUN --out checkpoints/multi30k-en-de` replaced the bundled model, its card
+    and probes, without a word (`import` and `export` asked for --force); an --out that is a file
+    was refused only after the averaging."""
+    from attnlab.cli import main
+
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    run, shipped = tmp_path / "run", tmp_path / "shipped"
+    for step in (1, 2):
+        save_checkpoint(run / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm)
+    save_checkpoint(shipped, Transformer(preset("tiny", n_layers=1)), spm)
+    (shipped / "README.md").write_text("the model card")
+    (tmp_path / "notes.txt").write_text("notes")
+    for out in (shipped, tmp_path / "notes.txt"):
+        assert main(["average", str(run), "--last", "2", "--out", str(out)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert (
+            error == f"attnlab average: error: {out} already exists; choose another --out or pass --force to replace it"
+        )
+    assert (shipped / "README.md").read_text() == "the model card" and load_model(shipped)[0].config.n_layers == 1
+    assert main(["average", str(run), "--last", "2", "--out", str(shipped), "--force"]) == 0
+    assert load_model(shipped)[1]["averaged"] == ["step_1", "step_2"]
 
 
 def test_every_recipe_is_a_valid_run_config() -> None:

@@ -5,6 +5,7 @@ data. Each test starts no training beyond one tiny step."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from attnlab.train.commands import build_parser, config_from_args
 from attnlab.train.loop import Trainer
 from attnlab.train.recipes import RECIPES
 from attnlab.train.resume import check_same_model
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = [
     *("--preset", "tiny", "--max-tokens", "600", "--max-steps", "1"),
@@ -149,6 +152,14 @@ def test_an_out_that_cannot_be_created_is_one_line_before_the_model(prepared: Pa
     (tmp_path / "notes.txt").write_text("mine")
     line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(tmp_path / "notes.txt" / "run")])
     assert "notes.txt/run cannot be created" in line
+    shipped = tmp_path / "shipped"  # a run grew inside a checkpoint, exit 0, and it kept its old model
+    shutil.copytree(ROOT / "checkpoints" / "multi30k-en-de", shipped, ignore=shutil.ignore_patterns("probes"))
+    before = sorted(p.name for p in shipped.iterdir())
+    line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(shipped)])
+    assert line.endswith(
+        f"--out {shipped} is a checkpoint, not a run; name a run directory (a new one, or a run to resume)"
+    )
+    assert sorted(p.name for p in shipped.iterdir()) == before
 
 
 def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -25,7 +25,7 @@ import torch
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
 from attnlab.errors import AttnlabError, ConfigError
-from attnlab.model.checkpoint import open_modes, save_checkpoint, temporary_sibling
+from attnlab.model.checkpoint import open_modes, refuse_existing, save_checkpoint, temporary_sibling
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 
@@ -77,17 +77,6 @@ def import_marian(
         card = Path(tmp) / "README.md"
         card.write_text(model_card(directory, model, about), encoding="utf-8")
         return save_checkpoint(out, model, {**files, "README.md": card}, meta=meta, dtype=dtype)
-
-
-def refuse_existing(out: Path, force: bool) -> None:
-    """Both commands replace `--out` only when told to (`--force`), and then only a directory:
-    a mistyped `--out checkpoints/multi30k-en-de` once replaced the bundled model."""
-    if not out.exists():
-        return
-    if not force:
-        raise AttnlabError(f"{out} already exists; choose another --out or pass --force to replace it")
-    if not out.is_dir():
-        raise AttnlabError(f"{out} is a file; --force replaces a directory only")
 
 
 # -- out: CTranslate2 ------------------------------------------------------------------------------------

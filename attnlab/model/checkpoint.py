@@ -59,6 +59,18 @@ def _umask() -> int:
     return umask
 
 
+def refuse_existing(out: Path, force: bool) -> None:
+    """`import`, `export` and `average` replace `--out` only when told to (`--force`), and then
+    only a directory: a mistyped `--out checkpoints/multi30k-en-de` once replaced the bundled
+    model (`average` did it without a word, its model card and probes gone)."""
+    if not out.exists():
+        return
+    if not force:
+        raise CheckpointError(f"{out} already exists; choose another --out or pass --force to replace it")
+    if not out.is_dir():
+        raise CheckpointError(f"{out} is a file; --force replaces a directory only")
+
+
 def temporary_sibling(target: Path, directory: bool = True) -> Path:
     """An empty directory (or file) beside `target` to assemble it in before the rename, with
     the mode `mkdir` (or `open`) would give: mkdtemp's 0700 and mkstemp's 0600 would survive the

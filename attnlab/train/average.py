@@ -20,6 +20,7 @@ from attnlab.model.checkpoint import (
     load_model,
     read_config,
     read_safetensors,
+    refuse_existing,
     save_checkpoint,
     step_dirs,
     verify,
@@ -67,14 +68,19 @@ def average_run(
     out: str | os.PathLike,
     dtype: torch.dtype = torch.float32,
     snapshots: int = 0,
+    force: bool = False,
 ) -> Path:
     """Average the last `last` checkpoints of a run into a new checkpoint directory (never into
-    the run itself: one of its checkpoints replaced by the average would resume another run)."""
+    the run itself: one of its checkpoints replaced by the average would resume another run);
+    an existing `out` is replaced only with `force`."""
     if isinstance(last, bool) or not isinstance(last, int) or last < 1:
         raise ConfigError(f"--last must be a whole number ≥ 1, got {last!r}")
     run, target = Path(run_dir).resolve(), Path(out).resolve()
-    if target == run or run in target.parents and (run / "checkpoints") in (target, *target.parents):
+    if target == run:
+        raise CheckpointError(f"{out} is the run {run_dir} itself; write the average elsewhere")
+    if run in target.parents and (run / "checkpoints") in (target, *target.parents):
         raise CheckpointError(f"{out} is inside the run {run_dir}'s checkpoints; write the average elsewhere")
+    refuse_existing(Path(out), force)  # before the averaging, not after it
     chosen = [p for _, p in step_dirs(run_dir)][-last:]
     if len(chosen) < last:
         warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
@@ -114,11 +120,13 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
     parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
+    parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
     args = parser.parse_args(argv)
     if args.probes < 0:  # (it copied none without a word; `train --probes -1` is refused too)
         raise ConfigError(f"--probes must be ≥ 0, got {args.probes}")
     if not step_dirs(args.run_dir):
         raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
-    path = average_run(args.run_dir, args.last, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.probes)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    path = average_run(args.run_dir, args.last, args.out, dtype, args.probes, args.force)
     print(f"averaged checkpoints written to {path}")
     return 0

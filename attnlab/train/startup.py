@@ -28,6 +28,10 @@ def check_out(out: Path) -> None:
     permission) failed only after the model was built (a FileNotFoundError traceback)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; name a run directory (a new one, or a run to resume)")
+    if (out / "manifest.json").is_file():  # a run grew inside a shipped checkpoint, which kept its old model
+        raise ConfigError(
+            f"--out {out} is a checkpoint, not a run; name a run directory (a new one, or a run to resume)"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
