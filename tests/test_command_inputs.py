@@ -133,6 +133,23 @@ def test_the_served_explorer_takes_what_explore_passes_and_refuses_anything_else
         ), log
 
 
+@needs_bundled
+def test_an_endless_input_is_refused_not_read_forever(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`translate --input /dev/zero` grew to 6 GB in 12 s and on; a text is read whole, up to 256 MiB."""
+    from attnlab.data import corpora
+
+    said = "/dev/zero holds over 256 MiB of text; split it into smaller files"
+    assert refused(capsys, ["translate", "--checkpoint", str(BUNDLED), "--input", "/dev/zero"]).endswith(said)
+    monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 10)
+    (tmp_path / "ten.txt").write_text("123456789\n")
+    assert corpora.read_text(tmp_path / "ten.txt") == ["123456789"]
+    (tmp_path / "eleven.txt").write_text("1234567890\n")
+    with pytest.raises(corpora.DataError, match="holds over 0 MiB of text"):
+        corpora.read_text(tmp_path / "eleven.txt")
+
+
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
     for size in ("0", "3"):

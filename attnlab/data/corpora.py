@@ -104,10 +104,23 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+MAX_TEXT_BYTES = 256 * 2**20  # a text read whole: WMT's test sets are 0.4 MB, and `--input /dev/zero` grew forever
+
+
+def read_whole(handle: IO[bytes], name: str) -> bytes:
+    """All of `handle`, up to `MAX_TEXT_BYTES`; more is one line (training corpora are streamed by
+    `data prepare`, never read whole)."""
+    data = handle.read(MAX_TEXT_BYTES + 1)
+    if len(data) > MAX_TEXT_BYTES:
+        raise DataError(f"{name} holds over {MAX_TEXT_BYTES >> 20} MiB of text; split it into smaller files")
+    return data
+
+
 def read_text(path: str | os.PathLike[str]) -> list[str]:
     """The lines of a UTF-8 text file (`text_lines`); an unreadable file is one line naming it."""
     try:  # bytes first: text mode would turn a lone "\r" into a line end of its own
-        return text_lines(Path(path).read_bytes().decode("utf-8"))
+        with open(path, "rb") as handle:
+            return text_lines(read_whole(handle, str(path)).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise DataError(f"cannot read {path}: {error}") from None
 
