@@ -507,6 +507,8 @@ def test_every_recipe_is_a_valid_run_config() -> None:
         ({"log_every": 0}, "log_every must be"),
         ({"max_minutes": -1.0}, "max_minutes must be ≥ 0"),
         ({"seed": -5}, "seed must be"),
+        ({"seed": 2**64}, "seed must be a whole number ≥ 0 and ≤ 18,446,744,073,709,551,615"),  # torch's 64 bits
+        ({"max_tokens": 2**31}, "max_tokens must be a whole number ≥ 1 and ≤ 2,147,483,647"),
         ({"max_steps": 0}, "max_steps must be"),
     ],
 )

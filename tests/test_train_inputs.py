@@ -162,6 +162,17 @@ def test_an_out_that_cannot_be_created_is_one_line_before_the_model(prepared: Pa
     assert sorted(p.name for p in shipped.iterdir()) == before
 
 
+@pytest.mark.parametrize("setting", [("--seed", "99999999999999999999999"), ("--max-tokens", "99999999999999999999")])
+def test_a_seed_or_budget_too_large_is_one_line_before_the_run_directory(
+    prepared: Path, tmp_path: Path, capsys, setting: tuple[str, str]
+) -> None:
+    """Both were OverflowError tracebacks (torch.manual_seed, the batcher) that left an empty run."""
+    line = _refused(capsys, [*TINY, *setting, "--data", str(prepared), "--out", str(tmp_path / "run")])
+    name = setting[0].removeprefix("--").replace("-", "_")
+    assert line.startswith(f"attnlab train: error: {name} must be a whole number ≥ "), line
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     line = _refused(capsys, ["--recipe", "multi30k-en-de"])

@@ -81,10 +81,14 @@ class TrainConfig:
         gradient ascent, a negative clip norm flips every gradient."""
         at_least = {"max_steps": 1, "save_every": 1, "log_every": 1, "warmup": 1, "max_tokens": 1, "update_freq": 1}
         at_least |= {"keep_last": 0, "seed": 0, "eval_sentences": 0, "probes": 0, "align_pairs": 0}
+        # Past these, an OverflowError after the run directory was made: torch.manual_seed takes 64 bits,
+        # the batcher divides by int64 sizes; and 2**31 tokens a micro-batch is TBs of activations anyway.
+        at_most = {"seed": 2**64 - 1, "max_tokens": 2**31 - 1}
         for name, low in at_least.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be a whole number ≥ {low}, got {value!r}")
+            value, high = getattr(self, name), at_most.get(name, math.inf)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                up_to = f" and ≤ {high:,}" if name in at_most else ""
+                raise ConfigError(f"{name} must be a whole number ≥ {low}{up_to}, got {value!r}")
         for name, positive in (("lr_scale", True), ("clip_norm", False), ("max_minutes", False)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -340,12 +344,8 @@ class Trainer:
                 if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
                     last_saved = self.checkpoint() or last_saved
                 out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
-                asked = [
-                    float(out_of_time),
-                    float(stop.requested == signal.SIGTERM),
-                    float(stop.requested == signal.SIGINT),
-                ]
-                late, terminated, interrupted = all_sum(asked, self.world, self.device)
+                asked = (out_of_time, stop.requested == signal.SIGTERM, stop.requested == signal.SIGINT)
+                late, terminated, interrupted = all_sum([float(a) for a in asked], self.world, self.device)
                 if late or terminated or interrupted:
                     if self.step != self.saved_step:
                         last_saved = self.checkpoint() or last_saved
