@@ -150,6 +150,27 @@ def test_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.
     }
 
 
+def test_inputs_with_nothing_to_work_on_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`heads profile` of an empty --src wrote a profile of no sentences and exited 0; `evaluate`
+    against references that are all blank printed BLEU 0.00 (ref_len 0) and exited 0; `record
+    --input EMPTY` said to give --input."""
+    empty, blank, hyp = (
+        tmp_path / "empty.txt",
+        write(tmp_path / "blank.txt", [" ", ""]),
+        write(tmp_path / "h.de", ["a", "b"]),
+    )
+    empty.write_text("")
+    none = str(tmp_path / "no-checkpoint")  # refused before it is read
+    cases = [
+        (["heads", "profile", "--checkpoint", none, "--src", str(empty), "--out", str(tmp_path / "p.parquet")], f"{empty}: no lines to profile"),
+        (["evaluate", "--hyp", str(hyp), "--ref", str(blank)], f"{blank}: no lines to score (every line is empty)"),
+        (["record", "--checkpoint", none, "--input", str(empty), "--out", str(tmp_path / "traces")], f"{empty}: no lines to record"),
+    ]  # fmt: skip
+    for argv, said in cases:
+        assert refused(capsys, argv) == said
+    assert not (tmp_path / "p.parquet").exists()
+
+
 # -- 3. `heads profile --reverse-gold` ----------------------------------------------------------------------
 def test_profile_reads_the_shared_zh_en_gold_with_an_en_zh_model(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]

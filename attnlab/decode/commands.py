@@ -262,8 +262,10 @@ def cli_record(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     one_stdin({"--input": args.input, "--reference": args.reference})
     sentences = list(args.sentences) + (read_input(args.input) if args.input else [])
-    if not sentences:
-        raise AttnlabError("give sentences as arguments or --input FILE")
+    if not sentences:  # (of an empty --input it said "give ... --input FILE")
+        raise AttnlabError(
+            f"{args.input}: no lines to record" if args.input else "give sentences as arguments or --input FILE"
+        )
     names = [f"sentence {n}" for n in range(1, len(args.sentences) + 1)]
     names += [f"{args.input}:{n}" for n in range(1, len(sentences) - len(args.sentences) + 1)]
     references = read_input(args.reference) if args.reference else None

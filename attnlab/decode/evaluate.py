@@ -158,8 +158,8 @@ def cli(argv: list[str]) -> int:
     if not args.ref:
         raise AttnlabError("give --ref (the references to score against)")
     refs = read_input(args.ref)
-    if not refs:
-        raise AttnlabError(f"{args.ref}: no lines to score")
+    if all(is_blank(line) for line in refs):  # blank ones scored BLEU 0.00 against ref_len 0, exit 0
+        raise AttnlabError(f"{args.ref}: no lines to score" + (" (every line is empty)" if refs else ""))
     sources = read_input(args.src) if args.src else None
     outputs = read_input(args.hyp) if args.hyp else None
     for name, lines in ((args.src, sources), (args.hyp, outputs)):

@@ -347,6 +347,8 @@ def cli_heads(argv: list[str]) -> int:
     out = check_out(args.out, inputs=inputs)  # before minutes of decoding; os.replace onto a directory failed last
     one_stdin(inputs)
     sources = read_input(args.src)[: args.limit]
+    if not sources:  # a profile of no sentences was written, exit 0
+        raise AttnlabError(f"{args.src}: no lines to profile")
     targets = read_input(args.tgt)[: args.limit] if args.tgt else None
     gold = read_input(args.gold)[: args.limit] if args.gold else None
     torch.set_num_threads(args.threads)
