@@ -571,6 +571,13 @@ def test_explore_command(checkpoints: dict[str, Path], capsys: pytest.CaptureFix
     assert f"--args --threads 1 --checkpoint {checkpoints['translate']}" in command
     assert main(["explore", "--checkpoint", "/no/such/dir", "--dry-run"]) == 2
     assert "no such directory" in capsys.readouterr().err
+    weights = checkpoints["translate"] / "model.safetensors"  # a file was listed as a checkpoint
+    assert main(["explore", "--checkpoint", str(weights), "--dry-run"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"{weights} is a file; --checkpoint names a checkpoint or run directory")
+    )
 
 
 # -- the app, driven from Python ----------------------------------------------------------------------------

@@ -136,9 +136,11 @@ def cli(argv: list[str]) -> int:
         args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
     if args.threads < 1:  # (it was taken as 1 without a word)
         raise ConfigError(f"--threads must be ≥ 1, got {args.threads}")
-    for path in args.checkpoint:
+    for path in args.checkpoint:  # (a directory that is no checkpoint is listed: the page says what is wrong)
         if not Path(path).expanduser().exists():
             raise CheckpointError(f"{path}: no such directory")
+        if not Path(path).expanduser().is_dir():  # a file was listed as a checkpoint
+            raise CheckpointError(f"{path} is a file; --checkpoint names a checkpoint or run directory")
     for path in args.checkpoint_root:
         if not Path(path).expanduser().is_dir():
             raise CheckpointError(f"--checkpoint-root {path}: no such directory")
