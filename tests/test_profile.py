@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,14 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     # bad SQL is one line on stderr and status 2, not a traceback
     assert main(["heads", "query", str(out), "SELECT nope FROM profile"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    # two statements showed the second's answer alone; another file, DuckDB's error with our view's SQL
+    with pytest.raises(AttnlabError, match="^one SQL statement at a time"):
+        query(out, "SELECT 1; SELECT count(*) FROM profile")
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1]}), other)
+    for path, said in ((tmp_path / "src.en", "not a readable profile"), (other, "not an attnlab profile")):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: {said}"):
+            query(path, "SELECT * FROM profile")
     # so are a batch or a limit below 1 (--batch 0 was a ValueError, --limit -1 dropped the last sentence)
     for bad in (["--batch", "0"], ["--limit", "-1"], ["--limit", "0"], ["--threads", "0"]):
         assert main([*argv, "--out", str(tmp_path / "bad.parquet"), *bad]) == 2

@@ -244,36 +244,49 @@ class Profile:
 
 
 def read_profile(path: str | os.PathLike) -> Profile:
-    """Read a profile file; anything else (not Parquet, another table, another version) is a
-    one-line error."""
+    """Read a profile file; anything else (not Parquet, another table or version) is one line."""
     path = Path(path)
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as error:
         raise CheckpointError(f"{path}: not a readable profile ({type(error).__name__})") from None
-    try:
-        meta = json.loads((table.schema.metadata or {}).get(b"attnlab", b"{}"))
-    except ValueError:
-        meta = {}
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an attnlab profile")
-    if meta.get("version") != VERSION:
-        raise CheckpointError(
-            f"{path}: profile version {meta.get('version')} is not supported (this attnlab reads {VERSION})"
-        )
+    meta = _profile_meta(path, table.schema.metadata)
     missing = [field.name for field in SCHEMA if field.name not in table.column_names]
     if missing:
         raise CheckpointError(f"{path}: damaged profile (no column {missing[0]!r})")
     return Profile(table, meta)
 
 
+def _profile_meta(path: Path, metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
+    """The attnlab entry of a Parquet schema's metadata, or one line: not a profile, another version."""
+    try:
+        meta = json.loads((metadata or {}).get(b"attnlab", b"{}"))
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an attnlab profile")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(
+            f"{path}: profile version {meta.get('version')} is not supported (this attnlab reads {VERSION})"
+        )
+    return meta
+
+
 def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
-    """(column names, rows) of DuckDB's answer to `sql`, where the profile file is `profile`."""
-    if not Path(path).is_file():
+    """(column names, rows) of one DuckDB statement over the profile file as `profile`; the file is
+    checked first (DuckDB's error quoted our view's SQL), and "A; B" is refused (it showed B only)."""
+    path = Path(path)
+    if not path.is_file():
         raise DataError(f"{path}: no such profile file")
+    try:
+        _profile_meta(path, pq.read_schema(path).metadata)
+    except (OSError, pa.ArrowException) as error:
+        raise CheckpointError(f"{path}: not a readable profile ({type(error).__name__})") from None
     quoted = "'" + str(path).replace("'", "''") + "'"
     with duckdb.connect() as con:
         try:
+            if len(con.extract_statements(sql)) > 1:
+                raise AttnlabError("one SQL statement at a time: its answer is the one shown")
             con.execute(f"CREATE VIEW profile AS SELECT * FROM read_parquet({quoted})")
             cursor = con.execute(sql)
             if cursor is None:  # DuckDB's answer to blank SQL, or to comments only
