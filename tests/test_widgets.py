@@ -337,6 +337,8 @@ def test_what_is_not_a_trace_or_a_heads_dict_is_one_line(
             AttnlabError, match=r"takes an AttentionTrace or a saved \.trace file, not (Result|NoneType)$"
         ):
             make()
+    with pytest.raises(AttnlabError, match=r"^plot\(\) takes a figure of attnlab.viz \(or a bokeh layout\), not str$"):
+        widgets.plot("x")  # a bare AssertionError
     for heads, said in (({("cross", 0): 1}, "are a list of head indices, got 1"), ({"cross": [0]}, "is (kind, layer)")):
         with pytest.raises(AttnlabError, match=re.escape(said)):
             widgets.compare_models(translator, heads_off=heads)

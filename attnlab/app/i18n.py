@@ -164,6 +164,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.step": {"en": "step", "es": "paso", "zh": "步数"},
     "widgets.step_title": {"en": "step {step} · {kind} · layer {layer} · head {head}", "es": "paso {step} · {kind} · capa {layer} · cabeza {head}", "zh": "第 {step} 步 · {kind} · 第 {layer} 层 · 头 {head}"},
     "widgets.not_a_trace": {"en": "{caller}() takes an AttentionTrace or a saved .trace file, not {got}", "es": "{caller}() recibe un AttentionTrace o un archivo .trace guardado, no {got}", "zh": "{caller}() 需要 AttentionTrace 或已保存的 .trace 文件，而不是 {got}"},
+    "widgets.not_a_figure": {"en": "plot() takes a figure of attnlab.viz (or a bokeh layout), not {got}", "es": "plot() recibe una figura de attnlab.viz (o un layout de bokeh), no {got}", "zh": "plot() 需要 attnlab.viz 的图（或 bokeh 布局），而不是 {got}"},
     "widgets.not_a_model": {"en": "{caller}() takes a checkpoint directory or attnlab.load(...), not {got}", "es": "{caller}() recibe una carpeta de modelo o attnlab.load(...), no {got}", "zh": "{caller}() 需要模型目录或 attnlab.load(...) 的结果，而不是 {got}"},
     "widgets.replay_path": {"en": "replay takes a run or checkpoint directory, got {got}", "es": "replay recibe el directorio de un entrenamiento o de un punto de control, no {got}", "zh": "replay 需要训练目录或检查点目录，而不是 {got}"},
     "widgets.no_probes": {"en": "{run}: no probe traces (probes/step_N/probe_K.trace); train with --probes N", "es": "{run}: no hay trazas de frases de prueba (probes/step_N/probe_K.trace); entrena con --probes N", "zh": "{run}：没有探针记录（probes/step_N/probe_K.trace）；训练时请加 --probes N"},

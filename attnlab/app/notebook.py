@@ -70,7 +70,10 @@ class BokehPane(w.Box):
 
 
 def plot(figure: LayoutDOM) -> BokehPane:
-    """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget."""
+    """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget; anything
+    else is one line (a bare AssertionError from jupyter_bokeh before)."""
+    if not isinstance(figure, LayoutDOM):
+        raise AttnlabError(text("widgets.not_a_figure", DEFAULT, got=type(figure).__name__))
     return BokehPane(figure)
 
 
