@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import gzip
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from attnlab import cli, data
-from attnlab.data.corpora import wmt14_splits
+from attnlab.data import prepared, staging
+from attnlab.data.corpora import Split, wmt14_splits
 from attnlab.errors import DataError
 
 
@@ -206,3 +210,106 @@ def test_a_rerun_removes_the_splits_an_earlier_run_left(tmp_path: Path, capsys: 
     before = Path(own["valid"][0]).read_bytes()
     meta = data.prepare("text", out, text_files=own, vocab_size=300, echo=quiet)
     assert Path(own["valid"][0]).read_bytes() == before and meta["splits"]["valid"]["pairs"] == 20
+
+
+# --- --out is replaced whole when the new preparation is, or not at all --------------------------------
+
+
+def files_in(directory: Path) -> dict[str, bytes | None]:
+    """Everything under `directory` by its relative path: a file's bytes, None for a directory."""
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None for p in directory.rglob("*")}
+
+
+def leftovers(parent: Path) -> list[str]:
+    """The temporaries a preparation left beside its --out (`.NAME.tmp-XXXX`)."""
+    return sorted(path.name for path in parent.iterdir() if ".tmp-" in path.name)
+
+
+def chinese_files(root: Path) -> dict[str, tuple[str, str]]:
+    """Parallel files of 120 distinct characters: --vocab-size 300 is refused by sentencepiece."""
+    chinese = [chr(0x4E00 + i) for i in range(120)]
+    lines = ["".join(chinese[(7 * i + j) % 120] for j in range(10)) for i in range(400)]
+    root.mkdir(parents=True)
+    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines)
+    return {name: (str(src), str(tgt)) for name in ("train", "valid")}
+
+
+def test_a_refused_run_leaves_out_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--vocab-size too small, found by sentencepiece half-way, deleted the earlier preparation's
+    meta.json (nothing could load it after), and into a new --out left an empty directory."""
+    good = tmp_path / "good"
+    splits = text_files(tmp_path / "text", ("train", "valid", "test"))
+    data.prepare("text", good, text_files=splits, vocab_size=300, echo=quiet)
+    before = files_in(good)
+    files = chinese_files(tmp_path / "zh")
+    argv = ["data", "prepare", "text", "--vocab-size", "300", "--train", *files["train"], "--valid", *files["valid"]]
+    assert "--vocab-size 300 is too small for this corpus" in refused(capsys, [*argv, "--out", str(good)])
+    assert files_in(good) == before and len(data.ParallelData(good, "test")) == 20
+    assert "--vocab-size 300 is too small" in refused(capsys, [*argv, "--out", str(tmp_path / "new" / "out")])
+    assert not (tmp_path / "new").exists() and leftovers(tmp_path) == []
+
+
+def test_an_interrupted_run_leaves_out_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C left a new --out holding spm.model alone, or an earlier one without meta.json and with
+    train files of the new vocabulary beside valid files of the old; during the tokenizer's
+    training it said "sentencepiece training failed: INTERNAL: KeyboardInterrupt"."""
+    files = text_files(tmp_path / "text")
+    good = tmp_path / "good"
+    data.prepare("text", good, text_files=files, vocab_size=300, echo=quiet)
+    before = files_in(good)
+    write_split, replace = prepared.write_split, staging.os.replace
+    interrupted: list[str] = []
+
+    def train_only(sp: Any, split: Split, *args: Any) -> dict[str, int]:
+        if split.name != "train":  # train written with the new vocabulary, valid not yet
+            raise KeyboardInterrupt
+        return write_split(sp, split, *args)
+
+    def sentences(split: Split) -> Iterator[str]:  # while sentencepiece reads the corpus
+        yield "a few words"
+        raise KeyboardInterrupt
+
+    def first_publish(source: Path, target: Path) -> None:  # the old --out set aside, the new one not yet in
+        if ".tmp-" in Path(source).name and Path(target).parent == tmp_path and not interrupted:
+            interrupted.append(str(target))
+            raise KeyboardInterrupt
+        replace(source, target)
+
+    argv = ["data", "prepare", "text", "--vocab-size", "400", "--train", *files["train"], "--valid", *files["valid"]]
+    for name, step in (("write_split", train_only), ("_training_sentences", sentences), ("replace", first_publish)):
+        with monkeypatch.context() as patch:
+            patch.setattr(staging.os if name == "replace" else prepared, name, step)
+            for out in (good, tmp_path / "new"):
+                interrupted.clear()
+                assert cli.main([*argv, "--out", str(out)]) == 130, name
+                assert capsys.readouterr().err == "attnlab data: interrupted\n", name
+                assert files_in(good) == before and not (tmp_path / "new").exists(), name
+                assert leftovers(tmp_path) == [], name
+    assert cli.main([*argv, "--out", str(good)]) == 0
+    assert data.ParallelData(good, "train").meta["vocab_size"] == 400
+
+
+def test_an_out_that_is_not_a_preparation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--out CHECKPOINT wrote its own spm.model over the checkpoint's and exited 0: the model then
+    decoded with another vocabulary. A run directory, or any directory with other files in it, is
+    refused as well; an empty one is prepared into."""
+    checkpoint = tmp_path / "model"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de", checkpoint)
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_10").mkdir(parents=True)
+    (run / "train.jsonl").write_text("{}\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    write_lines(other / "notes.txt", ["mine"])
+    files = text_files(tmp_path / "text")
+    argv = ["data", "prepare", "text", "--vocab-size", "300", "--train", *files["train"], "--valid", *files["valid"]]
+    for out, what in ((checkpoint, "an attnlab checkpoint"), (run, "a training run's directory"), (other, "not a")):
+        before = files_in(out)
+        assert f"--out {out} is {what}" in refused(capsys, [*argv, "--out", str(out)])
+        assert files_in(out) == before
+    assert leftovers(tmp_path) == []
+    (tmp_path / "empty").mkdir()
+    assert cli.main([*argv, "--out", str(tmp_path / "empty")]) == 0
+    assert (tmp_path / "empty" / "meta.json").is_file()

@@ -5,7 +5,7 @@ token-budget batches, and the Penn Treebank trees the parser reads and writes.
 May import: nothing of attnlab but `attnlab.errors`; it knows no model. Each corpus is a
 function in `corpora.py` returning its splits (Tatoeba's, with its hashed split and the Chinese
 script conversion, in `tatoeba.py`); `prepared.py` turns any of them into ids (`summary.py` is the
-table it prints), `commands.py` is `attnlab data`.
+table it prints, `staging.py` its --out directory), `commands.py` is `attnlab data`.
 """
 
 from attnlab.data.batching import Batch, TokenBatchSampler, collate

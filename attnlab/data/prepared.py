@@ -8,7 +8,8 @@ without BOS/EOS; the batcher adds them.
 
 Everything streams: the tokenizer is trained on a reservoir sample drawn by sentencepiece, and
 each split is encoded chunk by chunk straight into its files, so memory does not grow with the
-corpus (a full WMT14 run is 4.5M pairs).
+corpus (a full WMT14 run is 4.5M pairs). The directory is made beside --out and renamed into
+place when whole (`staging.py`): a run that fails or is interrupted leaves --out as it was.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from attnlab.data.corpora import (
     DEFAULT_VOCAB,
     PTB_FILES,
     PTB_LEAVES,
-    SPLIT_NAMES,
     Split,
     check_pair,
     check_parallel,
@@ -46,13 +46,13 @@ from attnlab.data.corpora import (
     text_splits,
     wmt14_splits,
 )
+from attnlab.data.staging import EXTS, check_out, publish, refuse_overwriting_inputs, staged
 from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, spm_settings, train_tokenizer
 from attnlab.errors import DataError
 
 CHUNK = 8192  # pairs encoded per sentencepiece call
-_EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
 REQUIRED_SPLITS = ("train", "valid")  # what `attnlab train` reads; a test split is optional
 
 
@@ -95,7 +95,7 @@ def write_split(
     limit = sys.maxsize if max_len is None else max_len
     with ExitStack() as files:
         src, tgt = (
-            _SideWriter(*(files.enter_context(open(out / f"{split.name}.{side}.{ext}", "wb")) for ext in _EXTS), dtype)
+            _SideWriter(*(files.enter_context(open(out / f"{split.name}.{side}.{ext}", "wb")) for ext in EXTS), dtype)
             for side in ("src", "tgt")
         )
         pairs = split.pairs()
@@ -111,53 +111,6 @@ def write_split(
             stats["dropped_empty"] += len(stripped) - len(texts)
             stats["dropped_long"] += len(texts) - len(keep)
     return {**stats, "src_tokens": src.tokens, "tgt_tokens": tgt.tokens}
-
-
-def _outputs(out: Path, splits: list[Split]) -> list[Path]:
-    """Every file `prepare` writes into `out`."""
-    names = ["meta.json", "spm.model", "spm.vocab"]
-    names += [f"{split.name}.{side}.{ext}" for split in splits for side in ("src", "tgt") for ext in _EXTS]
-    return [out / name for name in names]
-
-
-def _any_same(path: Path, others: list[Path]) -> Path | None:
-    """The first of `others` that is the file `path` (by identity: a link counts), if any."""
-    return next((other for other in others if os.path.samefile(path, other)), None)
-
-
-def _refuse_overwriting_inputs(out: Path, splits: list[Split]) -> None:
-    """Preparing from a prepared directory's own `.txt` files into that directory opened them for
-    writing before reading them: the corpus was truncated to nothing. Checked before anything is
-    written, by file identity (so a symbolic or hard link to an input counts too)."""
-    inputs = [path for split in splits for path in split.files or () if path.exists()]
-    for output in _outputs(out, splits):
-        if output.exists() and (source := _any_same(output, inputs)):
-            raise DataError(
-                f"--out {out}: writing {output.name} would overwrite the input {source}; prepare into another directory"
-            )
-
-
-def _clear_out(out: Path, splits: list[Split]) -> list[str]:
-    """Create `out` (one line if it cannot be) and remove what an earlier `prepare` left there that
-    this one will not write over: meta.json (written last: a failed run leaves no usable-looking
-    directory) and the files of splits this run lacks (a test split encoded with the old spm.model).
-    Only files by the names `prepare` writes, never an input. Returns the splits removed."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        file = next((path for path in out.parents if path.exists() and not path.is_dir()), None)
-        problem = f"{file} is a file, not a directory" if file else f"cannot create it ({error.strerror})"
-        raise DataError(f"--out {out}: {problem}") from None
-    inputs = [path for split in splits for path in split.files or () if path.exists()]
-    others = sorted(set(SPLIT_NAMES) - {split.name for split in splits})
-    files = {out / f"{name}.{side}.{ext}": name for name in others for side in ("src", "tgt") for ext in _EXTS}
-    try:
-        stale = {path: name for path, name in files.items() if path.is_file() and not _any_same(path, inputs)}
-        for path in [out / "meta.json", *stale]:
-            path.unlink(missing_ok=True)
-    except OSError as error:
-        raise DataError(f"--out {out}: cannot replace its earlier files ({error.strerror}: {error.filename})") from None
-    return list(dict.fromkeys(stale.values()))
 
 
 def _splits_for(
@@ -218,8 +171,8 @@ def prepare(
         raise DataError(f"--limit must be positive, got {limit}")
     if not 0 <= seed < 2**32:  # sentencepiece's seed is a uint32: outside, a raw TypeError
         raise DataError(f"--seed must be ≥ 0 and < 2**32, got {seed}")
-    if Path(out).exists() and not Path(out).is_dir():
-        raise DataError(f"--out {out} is a file; name a directory to write the prepared data into")
+    out = Path(out)
+    check_out(out)
     root = None if corpus == "text" else find_data_dir(data_dir)
     if leaves not in PTB_LEAVES:
         raise DataError(f"--leaves must be one of {', '.join(PTB_LEAVES)}, got {leaves!r}")
@@ -229,7 +182,7 @@ def prepare(
     for split in splits:
         if split.files:
             check_parallel(*split.files)
-    _refuse_overwriting_inputs(Path(out), splits)
+    refuse_overwriting_inputs(out, splits)
     for split in splits:
         if split.name in REQUIRED_SPLITS:
             refuse_empty(split, corpus, root)
@@ -237,42 +190,42 @@ def prepare(
         splits = [Split(s.name, lambda s=s: itertools.islice(s.pairs(), limit), s.files) for s in splits]
     src_lang, _, tgt_lang = pair.partition("-")
     settings = spm_settings((src_lang, tgt_lang))
-    out = Path(out)
-    removed = _clear_out(out, splits)
-    sp = train_tokenizer(_training_sentences(splits[0]), out / "spm", vocab_size, seed, symbols, settings)
-    dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
-    stats = {s.name: write_split(sp, s, out, max_len if s.name == "train" else None, dtype) for s in splits}
-    if not stats["train"]["pairs"]:  # every pair had a side over --max-len
-        raise DataError(f"no training pair has both sides within --max-len {max_len} tokens; raise --max-len")
-    meta = {
-        "corpus": corpus,
-        "src_lang": src_lang,
-        "tgt_lang": tgt_lang,
-        "task": "parse" if corpus == "ptb" else "translate",
-        "vocab_size": sp.get_piece_size(),
-        "spm": settings,
-        "dtype": dtype.name,
-        "specials": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
-        "splits": stats,
-        "max_len": max_len,
-        "seed": seed,
-        "limit": limit,
-        "data_dir": str(root) if root else None,
-        "seconds": round(time.perf_counter() - started, 2),
-    }
-    if corpus == "ptb":
-        files = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
-        meta.update(placeholder=treebank.PLACEHOLDER, leaves=leaves, split_files=files)
-    meta.update(about)
-    if "zh" in (src_lang, tgt_lang):
-        meta["chinese_pieces"] = chinese_share([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
-    if corpus == "wmt14":
-        meta["train_dir"] = str(train_dir or root / "opennmt_toy_ende")
-    if corpus == "text":
-        meta["files"] = {
-            name: [str(Path(path).resolve()) for path in pair] for name, pair in (text_files or {}).items()
+    with staged(out) as tmp:  # --out is untouched until `publish`: an error or Ctrl-C leaves it as it was
+        sp = train_tokenizer(_training_sentences(splits[0]), tmp / "spm", vocab_size, seed, symbols, settings)
+        dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
+        stats = {s.name: write_split(sp, s, tmp, max_len if s.name == "train" else None, dtype) for s in splits}
+        if not stats["train"]["pairs"]:  # every pair had a side over --max-len
+            raise DataError(f"no training pair has both sides within --max-len {max_len} tokens; raise --max-len")
+        meta = {
+            "corpus": corpus,
+            "src_lang": src_lang,
+            "tgt_lang": tgt_lang,
+            "task": "parse" if corpus == "ptb" else "translate",
+            "vocab_size": sp.get_piece_size(),
+            "spm": settings,
+            "dtype": dtype.name,
+            "specials": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+            "splits": stats,
+            "max_len": max_len,
+            "seed": seed,
+            "limit": limit,
+            "data_dir": str(root) if root else None,
+            "seconds": round(time.perf_counter() - started, 2),
         }
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        if corpus == "ptb":
+            files = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
+            meta.update(placeholder=treebank.PLACEHOLDER, leaves=leaves, split_files=files)
+        meta.update(about)
+        if "zh" in (src_lang, tgt_lang):
+            meta["chinese_pieces"] = chinese_share([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+        if corpus == "wmt14":
+            meta["train_dir"] = str(train_dir or root / "opennmt_toy_ende")
+        if corpus == "text":
+            meta["files"] = {
+                name: [str(Path(path).resolve()) for path in pair] for name, pair in (text_files or {}).items()
+            }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        removed = publish(tmp, out, splits)
     echo(summary(meta, out))
     if removed:
         echo(f"  removed the {', '.join(removed)} split files an earlier prepare left in {out}")

@@ -121,12 +121,12 @@ def train_tokenizer(
     if not 0 <= seed < 2**32:  # sentencepiece's seed is a uint32: outside, a raw TypeError
         raise DataError(f"--seed must be ≥ 0 and < 2**32, got {seed}")
     settings, symbols = settings or spm_settings(), list(symbols)
-    failed: list[Exception] = []
+    failed: list[BaseException] = []
 
-    def guarded() -> Iterator[str]:  # an error reading the corpus, kept whole (sentencepiece rewords it)
-        try:
+    def guarded() -> Iterator[str]:  # an error reading the corpus, kept whole (sentencepiece rewords it:
+        try:  # Ctrl-C was "sentencepiece training failed: INTERNAL: KeyboardInterrupt", not "interrupted")
             yield from sentences
-        except Exception as error:
+        except BaseException as error:
             failed.append(error)
             raise
 

@@ -1,0 +1,186 @@
+"""The --out directory of `attnlab data prepare`: checked before any work, prepared in a
+temporary sibling, and published by one rename at the end.
+
+It was written in place: Ctrl-C, a --vocab-size refused by sentencepiece, or any failure half-way
+left a new directory holding spm.model alone, or an earlier preparation without its meta.json and
+with its splits encoded by two vocabularies. Now --out is untouched until the new directory is
+whole; an earlier preparation is renamed aside, the new one renamed in, and only then is the old
+one deleted. What a user kept in it (notes, the inputs of this run) comes along into the new one.
+
+attnlab.data may not import attnlab.model (docs/ARCHITECTURE.md), so the temporary sibling is
+made here as `model.checkpoint.temporary_sibling` makes a checkpoint's: `.NAME.tmp-XXXX`, with
+the mode `mkdir` would give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from attnlab.data.corpora import SPLIT_NAMES, Split
+from attnlab.errors import DataError
+
+EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
+
+
+def _split_files(name: str) -> list[str]:
+    return [f"{name}.{side}.{ext}" for side in ("src", "tgt") for ext in EXTS]
+
+
+def _outputs(splits: list[Split]) -> list[str]:
+    """The name of every file `prepare` writes."""
+    return ["meta.json", "spm.model", "spm.vocab", *(name for split in splits for name in _split_files(split.name))]
+
+
+def _inputs(splits: list[Split]) -> list[Path]:
+    return [path for split in splits for path in split.files or () if path.exists()]
+
+
+def _any_same(path: Path, others: list[Path]) -> Path | None:
+    """The first of `others` that is the file `path` (by identity: a link counts), if any."""
+    return next((other for other in others if os.path.samefile(path, other)), None)
+
+
+def _is_prepared(out: Path) -> bool:
+    try:
+        meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and isinstance(meta.get("splits"), dict)
+
+
+def check_out(out: Path) -> None:
+    """Refuse, before any work, an --out that publishing would destroy: a file, an attnlab
+    checkpoint or training run (`--out CHECKPOINT` wrote over its spm.model and exited 0), or any
+    other directory that is neither empty nor an earlier preparation (known by its meta.json)."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {out} is a file; name a directory to write the prepared data into")
+    try:
+        if not out.is_dir() or not any(out.iterdir()):
+            return
+    except OSError as error:
+        raise DataError(f"--out {out}: cannot read it ({error.strerror})") from None
+    if (out / "manifest.json").exists():
+        what = "an attnlab checkpoint"
+    elif (out / "checkpoints").is_dir():
+        what = "a training run's directory"
+    elif not _is_prepared(out):
+        what = "not a prepared data directory (it has no meta.json)"
+    else:
+        return
+    raise DataError(
+        f"--out {out} is {what}; refusing to replace it with prepared data "
+        "(name a new or empty directory, or an earlier preparation)"
+    )
+
+
+def refuse_overwriting_inputs(out: Path, splits: list[Split]) -> None:
+    """Preparing from a prepared directory's own `.txt` files into that directory opened them for
+    writing before reading them: the corpus was truncated to nothing. Publishing would now replace
+    them instead; still refused, by file identity (so a symbolic or hard link to an input counts)."""
+    inputs = _inputs(splits)
+    for name in _outputs(splits):
+        if (out / name).exists() and (source := _any_same(out / name, inputs)):
+            raise DataError(
+                f"--out {out}: writing {name} would overwrite the input {source}; prepare into another directory"
+            )
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)  # (reading the umask means setting it)
+    os.umask(umask)
+    return umask
+
+
+def _sibling(target: Path) -> Path:
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would survive the rename
+    return tmp
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A new directory beside `out` to prepare into. If the block raises (an error, Ctrl-C), it is
+    removed, and so are the parents of `out` made for it: nothing is left of the run."""
+    target = Path(os.path.realpath(out))  # beside what a link names, and never inside `out` (`--out .`)
+    made = [parent for parent in target.parents if not parent.exists()]
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _sibling(target)
+    except OSError as error:
+        _remove_made(made)
+        file = next((path for path in out.parents if path.exists() and not path.is_dir()), None)
+        problem = f"{file} is a file, not a directory" if file else f"cannot create it ({error.strerror})"
+        raise DataError(f"--out {out}: {problem}") from None
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_made(made)
+        raise
+
+
+def _remove_made(made: list[Path]) -> None:
+    for parent in made:  # nearest first; one holding anything else stays
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+
+
+def publish(tmp: Path, out: Path, splits: list[Split]) -> list[str]:
+    """Make the whole preparation in `tmp` the directory `out` by one rename, bringing along what
+    an earlier preparation there holds besides the files this one writes and the files of splits
+    it lacks (encoded with the old spm.model), unless one is this run's input. Returns the names of
+    the splits dropped. On any failure `out` is as it was."""
+    target = Path(os.path.realpath(out))
+    inputs, others = _inputs(splits), sorted(set(SPLIT_NAMES) - {split.name for split in splits})
+    stale = {name: split for split in others for name in _split_files(split)}
+    written = set(_outputs(splits))
+    try:
+        for path in tmp.iterdir():  # the bytes durable before the rename publishes them
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+        dropped: list[str] = []
+        for entry in sorted(target.iterdir()) if target.is_dir() else ():
+            if entry.name in stale and entry.is_file() and not _any_same(entry, inputs):
+                dropped.append(stale[entry.name])
+            elif entry.name not in written:
+                _carry(entry, tmp / entry.name)
+        if target.exists():  # set the earlier one aside, put the new one in, then delete the old
+            aside = _sibling(target)
+            os.replace(target, aside)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                os.replace(aside, target)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except OSError as error:
+        raise DataError(f"--out {out}: cannot write it ({error.strerror or error}); it is as it was") from None
+    return list(dict.fromkeys(dropped))
+
+
+def _carry(entry: Path, into: Path) -> None:
+    """`entry` as `into`, by hard links: nothing is copied, and the earlier directory keeps its
+    own until the rename (a copy where a link is refused: another user's file, a FAT disk)."""
+    if entry.is_symlink():
+        os.symlink(os.readlink(entry), into)
+    elif entry.is_dir():
+        shutil.copytree(entry, into, symlinks=True, copy_function=_link)
+    else:
+        _link(entry, into)
+
+
+def _link(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
