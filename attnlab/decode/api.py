@@ -340,25 +340,23 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32} 
 def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     """Open a checkpoint directory (a bundled model, RUN_DIR/checkpoints/step_N, an average,
     one made by `attnlab import marian`), a run directory (its newest valid checkpoint), or a
-    Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded).
+    Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded); `~` is
+    the home directory, as a shell reads it.
 
     `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
-    instructions, at the BLEU measured in docs/BENCHMARKS.md; `dtype="int8"` quantizes the
-    linear layers' weights to int8 with dynamically quantized activations (CPU only), whose one
-    scale per product is set by every row in it: a sentence's int8 translation can change
-    slightly with the sentences batched beside it (fp32 and bf16 give the same output alone or
-    batched); fp32 is the default because the attention maps are then exact."""
+    instructions, at the BLEU of docs/BENCHMARKS.md; `dtype="int8"` quantizes the linear layers'
+    weights to int8 with dynamic activations (CPU only), one scale per product set by every row in
+    it: a sentence's int8 translation can change slightly with the sentences batched beside it
+    (not so in fp32 and bf16); fp32 is the default because the attention maps are then exact."""
     if dtype not in DTYPES:
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if not isinstance(path, str | os.PathLike):
         raise CheckpointError(f"expected a checkpoint directory's path, got {type(path).__name__}")
     if not str(path).strip():  # Path("") is "." and was searched as a run directory
         raise CheckpointError("expected a checkpoint directory's path, got an empty one")
-    # Made under `torch.inference_mode()` (a caller's block), the weights would be inference
-    # tensors: no version counter (the trace's weights hash reads it, the packed oneDNN copies
-    # key on it), and no training afterwards. A model is built as ordinary tensors either way.
+    # Ordinary tensors even in a caller's inference_mode: the weights hash and packs read versions.
     with torch.inference_mode(False):
-        return _open(Path(path).expanduser(), str(resolve_device(device)), dtype)  # "~/runs/x" as a shell reads it
+        return _open(Path(path).expanduser(), str(resolve_device(device)), dtype)
 
 
 def _open(path: Path, device: str, dtype: str) -> Model:
