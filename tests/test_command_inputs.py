@@ -151,8 +151,9 @@ def test_an_endless_input_is_refused_not_read_forever(
 
 
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    """ModelConfig's rule (the pad, bos and eos ids inside the vocabulary) said of --vocab-size."""
-    for size in ("0", "3"):
+    """ModelConfig's rules (the pad, bos and eos ids inside the vocabulary; at most 2**24 pieces,
+    where 2**63 was a 43-line overflow traceback from torch.empty) said of --vocab-size."""
+    for size in ("0", "3", "16777217", "9223372036854775808"):
         assert refused(capsys, ["presets", "--vocab-size", size]).startswith(
             f"attnlab presets: error: --vocab-size {size}: "
         )

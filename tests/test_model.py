@@ -68,11 +68,17 @@ def test_config_errors_are_one_line() -> None:
         (lambda: ModelConfig.from_dict({"bos_id": True}), "bos_id must be a whole number, got True"),  # decoded from 1
         (lambda: preset("tiny", pad_id=1.5), "pad_id must be a whole number, got 1.5"),  # was an IndexError
         (lambda: preset("tiny", eos_id=3.0), "eos_id must be a whole number, got 3.0"),
+        (lambda: preset("tiny", vocab_size=2**63), "vocab_size must be at most 16,777,216"),  # torch.empty overflowed
+        (lambda: preset("tiny", share_embeddings=False, tgt_vocab_size=2**62), "tgt_vocab_size must be at most"),
+        (lambda: preset("tiny", d_model=2**31), "d_model must be at most 1,048,576"),
+        (lambda: preset("tiny", d_ff=2**62), "d_ff must be at most"),
+        (lambda: preset("tiny", n_layers=10**9), "n_layers must be at most 1,024"),  # an endless build
+        (lambda: preset("tiny", n_heads=2**11, d_k=8, d_v=8), "n_heads must be at most 1,024"),
     ):
         with pytest.raises(ConfigError, match=expected) as error:
             make()
         messages.append(str(error.value))
-    assert len(messages) == 13 and all(message and "\n" not in message for message in messages), messages
+    assert len(messages) == 19 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 

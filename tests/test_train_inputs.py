@@ -118,14 +118,15 @@ def test_pairs_longer_than_the_model_takes_are_refused_at_start_up(
 
 def test_a_model_that_cannot_fit_is_one_line(prepared: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     """`d_ff=1000000000` was a DefaultCPUAllocator traceback; `n_layers=1000000` built layers for
-    minutes before the kernel killed the process."""
+    minutes before the kernel killed the process. (Both sizes are past ModelConfig's bounds, which
+    refuse them first; the sizes here are inside them.)"""
     run = [*TINY, "--data", str(prepared), "--out", str(tmp_path / "run")]
-    line = _refused(capsys, [*run, "d_ff=1000000000"])
-    assert "the model has 516,000,229,376 parameters: its weights, gradients and Adam's moments need" in line
+    line = _refused(capsys, [*run, "n_layers=1024", "d_ff=1000000"])
+    assert "the model has 264,244,032,512 parameters: its weights, gradients and Adam's moments need" in line
     assert not (tmp_path / "run").exists()  # refused before --out is created
-    monkeypatch.setattr(startup, "free_memory", lambda device: 8 * 2**30)
-    with pytest.raises(ConfigError, match="has 83,712,064,000 parameters.* more than the 8.0 GiB free on cpu"):
-        startup.check_fits(preset("tiny", n_layers=1_000_000), torch.device("cpu"))  # unbuilt, so safe unfixed
+    monkeypatch.setattr(startup, "free_memory", lambda device: 2**30)
+    with pytest.raises(ConfigError, match="has 85,785,088 parameters.* more than the 1.0 GiB free on cpu"):
+        startup.check_fits(preset("tiny", n_layers=1024), torch.device("cpu"))  # unbuilt, so safe unfixed
     base = preset("base")  # 63M parameters: 0.94 GiB for weights, gradients and Adam's moments
     monkeypatch.setattr(startup, "free_memory", lambda device: int(1.5 * 2**30))
     assert startup.check_fits(base, torch.device("cpu")) == startup.parameters_of(base)  # one process: fits

@@ -24,6 +24,11 @@ ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's 
 
 
 MAX_POSITIONS = 65_536  # an edited config.json once named 2^40 and the model tried to allocate 8 TB
+# Far past any published model (~128 layers and 128 heads, d_ff 73,728, vocabularies of ~256k
+# pieces), yet every product of two stays far inside torch's int64 sizes: vocab_size 2^63 was a
+# 40-line overflow traceback from torch.empty, and 10^9 layers an endless build.
+MAX_SIZES = {"n_layers": 1024, "n_heads": 1024, "d_model": 2**20, "d_ff": 2**20, "d_k": 2**20, "d_v": 2**20}
+MAX_SIZES |= {"vocab_size": 2**24, "tgt_vocab_size": 2**24}
 
 
 def _whole(value: object) -> bool:
@@ -92,6 +97,10 @@ class ModelConfig:
             value = getattr(self, name)
             if not _whole(value) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            if value > MAX_SIZES.get(name, value):
+                raise ConfigError(
+                    f"{name} must be at most {MAX_SIZES[name]:,}, far past any published model, got {value:,}"
+                )
         if not 2 <= self.max_len <= MAX_POSITIONS:
             raise ConfigError(
                 f"max_len must be from 2 (a token and </s>, or <s> and one output) to {MAX_POSITIONS:,} "
@@ -117,6 +126,11 @@ class ModelConfig:
         if self.tgt_vocab_size is not None:
             if not _whole(self.tgt_vocab_size) or self.tgt_vocab_size < 1:
                 raise ConfigError(f"tgt_vocab_size must be a positive integer or None, got {self.tgt_vocab_size!r}")
+            limit = MAX_SIZES["tgt_vocab_size"]
+            if self.tgt_vocab_size > limit:
+                raise ConfigError(
+                    f"tgt_vocab_size must be at most {limit:,}, far past any published model, got {self.tgt_vocab_size:,}"
+                )
             if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
                 raise ConfigError("shared embeddings need one vocabulary: tgt_vocab_size must equal vocab_size")
         for name in ("pad_id", "bos_id", "eos_id"):  # `true` decoded from id 1, silently, and 2.0 failed in a kernel
