@@ -88,6 +88,9 @@ def test_parse_errors_name_file_and_line(tmp_path: Path, capsys: pytest.CaptureF
     spaced = write(tmp_path / "spaced", ["(S (NP (NN Cats)) (VP (VBD sat) (ADVP (RB down) )) (. .))"])  # Penn, " ))"
     assert main(["evaluate", "--task", "parse", "--ref", spaced, "--hyp", spaced]) == 0
     assert "F1 100.00" in capsys.readouterr().out
+    deep = write(tmp_path / "deep", ["(S " * 500 + "a" + ")" * 500])  # a RecursionError of ~3000 lines
+    error = error_of(capsys, ["--task", "parse", "--ref", write(tmp_path / "g1", ["(S (NP a))"]), "--hyp", deep])
+    assert error.endswith(f"{deep}:1: a tree nested deeper than 200 levels (the WSJ sample's: 29)")
 
 
 def test_nothing_to_score_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

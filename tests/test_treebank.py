@@ -59,6 +59,33 @@ def test_unbalanced_treebank_text_is_a_data_error(bad):
         parse(bad, "test.mrg")
 
 
+def _depth(node: Tree) -> int:
+    return 1 + max((_depth(c) for c in node.children if isinstance(c, Tree)), default=0)
+
+
+def test_a_tree_past_the_depth_limit_is_one_line_naming_file_and_line():
+    """500 levels were a RecursionError of ~3000 lines in `clean` (`evaluate --task parse`, `data
+    prepare ptb`); a tree at the limit still goes through every recursive walk."""
+    deep = "(S " * (treebank.MAX_DEPTH + 1) + "a" + ")" * (treebank.MAX_DEPTH + 1)
+    with pytest.raises(DataError, match=r"^hyp\.txt:4: a tree nested deeper than 200 levels") as error:
+        parse(deep, "hyp.txt:4")  # one line: the caller names it
+    assert "\n" not in str(error.value)
+    with pytest.raises(DataError, match=r"^wsj_0002\.mrg:3: a tree nested deeper than 200 levels"):
+        parse("( (S (NN x) )\n)\n" + deep + "\n", "wsj_0002.mrg")  # a .mrg file: by line
+    (limit,) = parse("(S " * (treebank.MAX_DEPTH - 1) + "(NN a)" + ")" * (treebank.MAX_DEPTH - 1))
+    assert _depth(limit) == treebank.MAX_DEPTH and leaves(clean(limit)) == ["a"]
+    assert bracket_f1([limit], [limit])["f1"] == 100 and parse(to_string(mask_pos(limit))) and linearize(limit)
+
+
+def test_delinearize_skips_brackets_past_the_depth_limit():
+    """A model's (or a linearised reference's) 500 open brackets rebuilt a tree that no walk could
+    take; the brackets past the limit are skipped, with as many closing ones."""
+    tokens = ["(S"] * 500 + ["(NP", "XX", ")NP"] + [")S"] * 500 + ["(VP", "XX", ")VP"]
+    rebuilt = delinearize(tokens, ["a", "b"])
+    assert leaves(rebuilt) == ["a", "b"] and _depth(rebuilt) == treebank.MAX_DEPTH
+    assert parse(to_string(rebuilt)) and bracket_f1([rebuilt], [rebuilt])["f1"] == 100
+
+
 def test_clean_strips_function_tags_and_empty_elements_but_keeps_brackets_tags():
     raw = tree(
         "( (S (NP-SBJ-1 (-NONE- *)) (VP (VBD said) (SBAR (-NONE- 0) (S (NP-SBJ=2 (PRP it)) "
@@ -240,6 +267,16 @@ def test_prepare_ptb_keeps_each_bracket_one_piece_and_the_split_documented(tmp_p
         rebuilt = delinearize(target, test.src_text(i).split(), spelled=True)
         assert " ".join(linearize(rebuilt, spelled=True)) == target
         assert leaves(rebuilt) == test.src_text(i).split()
+
+
+def test_prepare_ptb_names_the_file_and_line_of_a_tree_too_deep(tmp_path):
+    """A .mrg tree 600 levels deep was a RecursionError of ~3000 lines."""
+    mrg = tmp_path / "data" / "ptb_wsj_sample" / "mrg" / "wsj_0001.mrg"
+    mrg.parent.mkdir(parents=True)
+    mrg.write_text("( (S (NN x) )\n)\n( " + "(S " * 600 + "(NN a)" + ")" * 600 + " )\n")
+    with pytest.raises(DataError, match=rf"^{mrg}:3: a tree nested deeper than 200 levels"):
+        data.prepare("ptb", tmp_path / "out", data_dir=tmp_path / "data", vocab_size=1000, echo=lambda _: None)
+    assert not (tmp_path / "out").exists()
 
 
 @needs_wsj

@@ -31,6 +31,9 @@ PUNCTUATION_WORDS = frozenset({",", ".", "?", "!", ":", ";", "--", "-", "...", "
 EQUAL_LABELS = {"PRT": "ADVP"}  # COLLINS.prm EQ_LABEL ADVP PRT
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+# Deepest tree read or rebuilt: the WSJ sample's deepest is 29 levels, and the recursive walks below (3
+# frames a level) hit Python's recursion limit near 300, a RecursionError of ~3000 lines.
+MAX_DEPTH = 200
 
 
 @dataclass
@@ -56,6 +59,10 @@ def parse(text: str, source: str = "<string>") -> list[Tree]:
     for match in _TOKEN.finditer(text):
         token = match.group()
         if token == "(":  # its label, if any, is the next token; "((" leaves the outer one unlabelled
+            if len(stack) == MAX_DEPTH:  # a text of several lines (a .mrg file) is named by line too
+                line = text.count("\n", 0, match.start()) + 1
+                where = f"{source}:{line}" if "\n" in text.rstrip("\n") else source
+                raise DataError(f"{where}: a tree nested deeper than {MAX_DEPTH} levels (the WSJ sample's: 29)")
             stack.append(Tree(""))
             expect_label = True
         elif token == ")":
@@ -198,12 +205,14 @@ def delinearize(tokens: Sequence[str] | str, words: Sequence[str], spelled: bool
     open constituent whatever its label, brackets left open are closed, constituents with no words
     are dropped, leaves beyond the words are dropped, words left over are attached to the last
     root, and several roots are wrapped in an unlabelled root (which EVALB does not count).
+    Brackets opened past MAX_DEPTH - 2 (room for the preterminals and an unlabelled root) are
+    skipped, with as many closing ones: the tree's walks recurse, and it must read back with `parse`.
     """
     if isinstance(tokens, str):
         tokens = tokens.split()
     stack: list[Tree] = []
     roots: list[Tree] = []
-    next_word = 0
+    next_word = skipped = 0
 
     def attach(node: Tree) -> None:
         if node.children:
@@ -214,8 +223,12 @@ def delinearize(tokens: Sequence[str] | str, words: Sequence[str], spelled: bool
             if next_word < len(words):
                 attach(Tree(PLACEHOLDER, [words[next_word]]))
                 next_word += 1
-        elif token.startswith("("):
+        elif token.startswith("(") and len(stack) < MAX_DEPTH - 2:
             stack.append(Tree(token[1:]))
+        elif token.startswith("("):
+            skipped += 1
+        elif token.startswith(")") and skipped:
+            skipped -= 1
         elif token.startswith(")") and stack:
             attach(stack.pop())
     while stack:
