@@ -161,6 +161,24 @@ def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -
 
 
 @needs_bundled
+@pytest.mark.parametrize("closed", ["at start", "later"])
+def test_a_closed_stdin_is_one_line(
+    closed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`translate <&-` and `evaluate --ref - <&-` were AttributeError tracebacks ('NoneType' object
+    has no attribute 'buffer'): Python leaves sys.stdin None when it starts with stdin closed."""
+    import io
+
+    gone = io.TextIOWrapper(io.BytesIO())
+    gone.close()
+    monkeypatch.setattr("sys.stdin", None if closed == "at start" else gone)
+    said = "stdin (-) is closed, so there is nothing to read: name an input file instead"
+    assert refused(capsys, ["translate", "--checkpoint", str(BUNDLED)]).endswith(said)
+    (tmp_path / "hyp").write_text("A dog runs .\n")
+    assert refused(capsys, ["evaluate", "--hyp", str(tmp_path / "hyp"), "--ref", "-"]).endswith(said)
+
+
+@needs_bundled
 def test_record_refuses_an_empty_reference_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An empty reference on line 2 was "the target is empty" (which line?) after 00000.trace was
     written."""

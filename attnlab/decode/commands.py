@@ -35,6 +35,8 @@ def read_input(source: str | None) -> list[str]:
     --src -` once failed with "cannot read -: No such file")."""
     if source not in (None, "-"):
         return read_text(source)
+    if sys.stdin is None or sys.stdin.closed:  # None: Python started with it closed (`<&-`); .buffer then raised
+        raise AttnlabError("stdin (-) is closed, so there is nothing to read: name an input file instead")
     try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
         return text_lines(sys.stdin.buffer.read().decode("utf-8"))
     except UnicodeDecodeError as error:
