@@ -142,6 +142,19 @@ def test_an_endless_input_is_refused_not_read_forever(
 
     said = "/dev/zero holds over 256 MiB of text; split it into smaller files"
     assert refused(capsys, ["translate", "--checkpoint", str(BUNDLED), "--input", "/dev/zero"]).endswith(said)
+    with open("/dev/zero", "rb") as zeros:  # and on stdin
+        done = subprocess.run(
+            [sys.executable, "-m", "attnlab", "translate", "--checkpoint", str(BUNDLED)],
+            stdin=zeros,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert (
+        done.returncode == 2
+        and done.stderr.strip()
+        == "attnlab translate: error: stdin holds over 256 MiB of text; split it into smaller files"
+    )
     monkeypatch.setattr(corpora, "MAX_TEXT_BYTES", 10)
     (tmp_path / "ten.txt").write_text("123456789\n")
     assert corpora.read_text(tmp_path / "ten.txt") == ["123456789"]

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab.data.corpora import read_text, text_lines
+from attnlab.data.corpora import read_text, read_whole, text_lines
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
@@ -38,7 +38,7 @@ def read_input(source: str | None) -> list[str]:
     if sys.stdin is None or sys.stdin.closed:  # None: Python started with it closed (`<&-`); .buffer then raised
         raise AttnlabError("stdin (-) is closed, so there is nothing to read: name an input file instead")
     try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
-        return text_lines(sys.stdin.buffer.read().decode("utf-8"))
+        return text_lines(read_whole(sys.stdin.buffer, "stdin").decode("utf-8"))  # (`< /dev/zero` grew forever)
     except UnicodeDecodeError as error:
         raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
 
