@@ -168,6 +168,7 @@ def test_evaluate_scores_or_refuses_in_one_line(examples: int, checkpoints: dict
         sources=st.lists(LINE.filter(str.strip), min_size=1, max_size=3) | LINES,
         more=st.lists(LINE, min_size=1, max_size=5),
     )
+    holds("decode", ["dog runs ."], ["Ein Hund ."])  # one sure to be scored: blank references are refused
     print(f"evaluate: {dict(outcomes)}")
     assert outcomes["evaluate: refused"] and outcomes["evaluate decode: answered"], outcomes
 
