@@ -5,7 +5,9 @@ of languages a corpus does not have, counts of data that was not prepared)."""
 
 from __future__ import annotations
 
+import errno
 import gzip
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -289,6 +291,18 @@ def test_an_interrupted_run_leaves_out_as_it_was(
                 assert leftovers(tmp_path) == [], name
     assert cli.main([*argv, "--out", str(good)]) == 0
     assert data.ParallelData(good, "train").meta["vocab_size"] == 400
+    after = files_in(good)
+
+    def full_disk(sp: Any, split: Split, where: Path, *args: Any) -> dict[str, int]:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where / f"{split.name}.src.bin"))
+
+    with monkeypatch.context() as patch:  # a full disk was a traceback
+        patch.setattr(prepared, "write_split", full_disk)
+        assert cli.main([*argv[:3], "--vocab-size", "300", *argv[5:], "--out", str(good)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("attnlab data: error: stopped: No space left on device (") and "\n" not in error
+    assert error.endswith(f"train.src.bin); --out {good} is as it was") and files_in(good) == after
+    assert leftovers(tmp_path) == []
 
 
 def test_an_out_that_is_not_a_preparation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

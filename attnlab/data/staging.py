@@ -119,9 +119,12 @@ def staged(out: Path) -> Iterator[Path]:
         raise DataError(f"--out {out}: {problem}") from None
     try:
         yield tmp
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_made(made)
+        if isinstance(error, OSError):  # a full disk was a traceback (its file named here, read or written)
+            where = f" ({error.filename})" if error.filename else ""
+            raise DataError(f"stopped: {error.strerror or error}{where}; --out {out} is as it was") from None
         raise
 
 
