@@ -36,6 +36,14 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _check_size(name: str, value: object) -> None:
+    """A positive whole number, at most `MAX_SIZES[name]` where there is one."""
+    if not _whole(value) or value < 1:  # type: ignore[operator]
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if value > MAX_SIZES.get(name, value):  # type: ignore[operator]
+        raise ConfigError(f"{name} must be at most {MAX_SIZES[name]:,}, far past any published model, got {value:,}")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Hyperparameters of the Transformer (§3, Table 3 column names).
@@ -82,9 +90,7 @@ class ModelConfig:
             elif isinstance(value, numbers.Real) and type(value) not in (bool, int, float):  # np.float64 too
                 object.__setattr__(self, item.name, float(value))
         for name in ("d_model", "n_heads"):  # checked before d_model % n_heads divides by them
-            value = getattr(self, name)
-            if not _whole(value) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            _check_size(name, getattr(self, name))
         if self.d_k is None or self.d_v is None:
             if self.d_model % self.n_heads:
                 raise ConfigError(
@@ -93,14 +99,8 @@ class ModelConfig:
             for name in ("d_k", "d_v"):  # None follows d_model / h; 0 is refused below, not replaced
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, self.d_model // self.n_heads)
-        for name in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "vocab_size", "max_len"):
-            value = getattr(self, name)
-            if not _whole(value) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-            if value > MAX_SIZES.get(name, value):
-                raise ConfigError(
-                    f"{name} must be at most {MAX_SIZES[name]:,}, far past any published model, got {value:,}"
-                )
+        for name in ("n_layers", "d_ff", "d_k", "d_v", "vocab_size", "max_len"):
+            _check_size(name, getattr(self, name))
         if not 2 <= self.max_len <= MAX_POSITIONS:
             raise ConfigError(
                 f"max_len must be from 2 (a token and </s>, or <s> and one output) to {MAX_POSITIONS:,} "
@@ -123,14 +123,8 @@ class ModelConfig:
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.attn_window is not None and (not _whole(self.attn_window) or self.attn_window < 0):
             raise ConfigError(f"attn_window must be a non-negative integer or None, got {self.attn_window!r}")
-        if self.tgt_vocab_size is not None:
-            if not _whole(self.tgt_vocab_size) or self.tgt_vocab_size < 1:
-                raise ConfigError(f"tgt_vocab_size must be a positive integer or None, got {self.tgt_vocab_size!r}")
-            limit = MAX_SIZES["tgt_vocab_size"]
-            if self.tgt_vocab_size > limit:
-                raise ConfigError(
-                    f"tgt_vocab_size must be at most {limit:,}, far past any published model, got {self.tgt_vocab_size:,}"
-                )
+        if self.tgt_vocab_size is not None:  # (None: the source's)
+            _check_size("tgt_vocab_size", self.tgt_vocab_size)
             if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
                 raise ConfigError("shared embeddings need one vocabulary: tgt_vocab_size must equal vocab_size")
         for name in ("pad_id", "bos_id", "eos_id"):  # `true` decoded from id 1, silently, and 2.0 failed in a kernel
