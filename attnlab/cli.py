@@ -58,10 +58,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(command: str, rest: list[str]) -> int:
-    module = importlib.import_module(COMMANDS[command][0])
-    runner = getattr(module, "cli_" + command, None) or module.cli
     stdout = sys.stdout = _Stdout(sys.stdout)
     try:
+        module = importlib.import_module(COMMANDS[command][0])  # (Ctrl-C while torch loads was a traceback)
+        runner = getattr(module, "cli_" + command, None) or module.cli
         code = int(runner(rest) or 0)
         sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is then one line
     except AttnlabError as error:

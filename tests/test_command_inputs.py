@@ -163,6 +163,20 @@ def test_an_endless_input_is_refused_not_read_forever(
         corpora.read_text(tmp_path / "eleven.txt")
 
 
+def test_ctrl_c_while_a_command_loads_is_interrupted_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first second or two of a command imports PyTorch; Ctrl-C then was a traceback."""
+    import attnlab.cli
+
+    def pressed(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(attnlab.cli.importlib, "import_module", pressed)
+    assert main(["presets"]) == 130
+    assert capsys.readouterr().err == "attnlab presets: interrupted\n"
+
+
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """ModelConfig's rules (the pad, bos and eos ids inside the vocabulary; at most 2**24 pieces,
     where 2**63 was a 43-line overflow traceback from torch.empty) said of --vocab-size."""
