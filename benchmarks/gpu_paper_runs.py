@@ -1,18 +1,24 @@
-"""The paper's base and big runs on one GPU: step time, tokens/s, memory, MFU, projected wall time.
+"""The paper's base and big runs on one GPU: step time, tokens/s, memory, MFU, projected wall time,
+and the same batch through `torch.nn.Transformer` for a ratio measured in the same run.
 
 §5.1-5.2: batches of about 25,000 source + 25,000 target tokens; base trained 100k steps in
 12 hours, big 300k steps in 3.5 days, both on 8 P100 GPUs. This script takes attnlab's training
-step as `attnlab train --compile --dtype bf16` takes it (bf16 autocast, `torch.compile` of the
-model, label-smoothed loss, Adam) at that batch size on one GPU, and projects how long the
-paper's runs would take there. It is meant for a short GPU rental: both presets, compilation
-included, finish in well under 8 minutes on a current GPU.
+step as `attnlab train` takes it on a GPU (`Trainer.train_step`: the model and the loss compiled
+as `--compile auto` compiles them there, bf16 autocast, logits for the scored positions only,
+label-smoothed loss, the gradient norm read back, fused Adam; ids checked on the host and each
+batch copied to the GPU every step) at that batch size on one GPU, and projects how long the
+paper's runs would take there. The peer is the same model built from `torch.nn.Transformer`
+(`train_throughput.TorchTransformerMT`), run as its users write it: eager, plain Adam, logits
+for every position. It is meant for a short GPU rental: both presets, compilation included,
+finish in a few minutes on a current GPU.
 
 The batch is synthetic — `--tokens // --seq-len` sentence pairs of `--seq-len` random ids on
 each side, without padding — because a step's cost depends on the shapes, not on the ids, and a
 GPU rental need not hold WMT14. `--update-freq N` splits the batch into N micro-batches with
 gradient accumulation (`attnlab train --update-freq`), for GPUs that cannot hold 25k tokens of
 32k-way logits at once. MFU is measured against the bf16 matrix-multiply peak measured in the
-same run.
+same run. `--profile DIR` writes where a step's GPU time goes (torch.profiler, per kernel and
+per kind of kernel) to DIR/profile_PRESET.txt.
 
     python benchmarks/gpu_paper_runs.py                  # on the GPU machine
     python benchmarks/gpu_paper_runs.py --smoke          # on the CPU: tiny model, checks the script
@@ -22,26 +28,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from common import clock, machine, matmul_peak, synchronize
 from torch import Tensor, nn
+from train_throughput import TorchTransformerMT
 
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import PAPER_RUNS, train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters
-from attnlab.train.regime import label_smoothed_loss
+from attnlab.train.regime import compile_model, label_smoothed_loss, make_loss, make_optimizer
 
 PAPER_STEPS = {"base": 100_000, "big": 300_000}  # §5.2
+Micro = tuple[Tensor, Tensor, Tensor]  # (src, tgt_in, tgt_out), on the host as the trainer's batches are
 
 
-def synthetic_batch(
-    config: ModelConfig, pairs: int, length: int, device: torch.device
-) -> tuple[Tensor, Tensor, Tensor]:
+def synthetic_batch(config: ModelConfig, pairs: int, length: int) -> Micro:
     """(src, tgt_in, tgt_out), each (pairs, length): random ids, </s> last, <s> first on tgt_in."""
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, config.vocab_size, (pairs, length), generator=generator)
@@ -50,16 +56,18 @@ def synthetic_batch(
     tgt_in = torch.cat([torch.full((pairs, 1), config.bos_id), tgt[:, :-1]], dim=1)
     tgt_out = tgt.clone()
     tgt_out[:, -1] = config.eos_id
-    return src.to(device), tgt_in.to(device), tgt_out.to(device)
+    return src, tgt_in, tgt_out
 
 
-def make_step(
-    model: Transformer, net: nn.Module, batches: list[tuple[Tensor, Tensor, Tensor]], device: torch.device
-) -> Callable[[], float]:
-    """One update over the micro-batches as `Trainer.train_step` takes it (`net` is `model` or its
-    compiled wrapper); returns the loss per target token."""
+def attnlab_step(model: Transformer, batches: list[Micro], device: torch.device, compiled: bool) -> Callable[[], float]:
+    """One update as `Trainer.train_step` takes it on one GPU; returns the loss per target token.
+    `compiled` (`--compile` on): the model and the loss compiled as `attnlab train` compiles them."""
     config = model.config
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    net = compile_model(model) if compiled else model
+    loss_fn = make_loss(compiled)
+    optimizer = make_optimizer(model)
+    for group in optimizer.param_groups:
+        group["lr"] = 1e-4
     total = sum(int(tgt_out.ne(config.pad_id).sum()) for _, _, tgt_out in batches)
 
     def step() -> float:
@@ -67,8 +75,39 @@ def make_step(
         optimizer.zero_grad(set_to_none=True)
         summed = 0.0
         for src, tgt_in, tgt_out in batches:
+            if compiled:  # the compiled graph skips the model's id checks: the trainer checks on the host
+                model.check_ids(src, "source")
+                model.check_ids(tgt_in, "target", config.target_vocab)
+            scored = torch.arange(tgt_out.numel())  # no padding: every position is scored
             with torch.autocast(device.type, torch.bfloat16):
-                loss, _ = label_smoothed_loss(net(src, tgt_in), tgt_out, config.eps_ls, config.pad_id)
+                logits = net(src.to(device), tgt_in.to(device), scored.to(device))
+                loss, nll = loss_fn(logits, tgt_out.flatten().to(device), config.eps_ls, config.pad_id)
+                (loss / total).backward()
+            summed += loss.item()
+            nll.item()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        float(torch.nn.utils.get_total_norm(grads))  # the trainer's finiteness check reads it back
+        optimizer.step()
+        return summed / total
+
+    return step
+
+
+def peer_step(model: nn.Module, batches: list[Micro], device: torch.device) -> Callable[[], float]:
+    """The same update for `nn.Transformer` as its users write it: eager, plain Adam, logits for
+    every position, the batch on the GPU once."""
+    config = model.config
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    on_device = [tuple(t.to(device) for t in micro) for micro in batches]
+    total = sum(int(tgt_out.ne(config.pad_id).sum()) for _, _, tgt_out in batches)
+
+    def step() -> float:
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        summed = 0.0
+        for src, tgt_in, tgt_out in on_device:
+            with torch.autocast(device.type, torch.bfloat16):
+                loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, config.eps_ls, config.pad_id)
                 (loss / total).backward()
             summed += loss.item()
         optimizer.step()
@@ -77,48 +116,110 @@ def make_step(
     return step
 
 
-def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> dict:
-    """Compile, warm up, time `--steps` updates; project the paper's step count."""
-    torch.manual_seed(0)
-    model = Transformer(config).to(device)
-    net: nn.Module = torch.compile(model, backend=args.compile_backend) if args.compile_backend != "none" else model
-    pairs = args.tokens // args.seq_len
-    micro = -(-pairs // args.update_freq)  # ceil: the last micro-batch may be smaller
-    full = synthetic_batch(config, pairs, args.seq_len, device)
-    batches = [tuple(t[i : i + micro] for t in full) for i in range(0, pairs, micro)]
-    step = make_step(model, net, batches, device)
+def timed(
+    step: Callable[[], float], device: torch.device, warmup: int, steps: int
+) -> tuple[float, float, float, float]:
+    """(warm-up seconds, seconds per timed step, last loss, peak memory GiB) of `steps` updates
+    after `warmup` untimed ones (the first compiles)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
-    for _ in range(args.warmup):  # the first call compiles
+    for _ in range(warmup):
         loss = step()
     synchronize(device)
     warmup_s = time.perf_counter() - started
     started = time.perf_counter()
-    for _ in range(args.steps):
+    for _ in range(steps):
         loss = step()
     synchronize(device)
-    step_s = (time.perf_counter() - started) / args.steps
+    step_s = (time.perf_counter() - started) / steps
+    memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    return warmup_s, step_s, loss, memory
+
+
+def profile(step: Callable[[], float], device: torch.device, path: Path, steps: int = 3) -> None:
+    """Where `steps` updates spend their time, per operator and per GPU kernel, written to `path`."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profiler(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronize(device)
+    averages = prof.key_averages()
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    kinds: dict[str, float] = {}
+    for event in averages:
+        spent = getattr(event, key, 0) or 0
+        name = event.key.lower()
+        kind = next(
+            (label for label, words in KERNEL_KINDS if any(w in name for w in words)),
+            "other",
+        )
+        kinds[kind] = kinds.get(kind, 0.0) + spent
+    spent_total = sum(kinds.values()) or 1.0
+    lines = [f"# {steps} updates; self {key.split('_')[1]} time by kind of kernel"]
+    lines += [
+        f"{kind:<12} {t / 1e3 / steps:9.2f} ms/step  {t / spent_total:6.1%}"
+        for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1])
+    ]
+    lines += ["", averages.table(sort_by=key, row_limit=40, max_name_column_width=90)]
+    path.write_text("\n".join(lines))
+
+
+# How a kernel's name says what it does (first match wins); self time summed per kind.
+KERNEL_KINDS = (
+    ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "aten::mm", "aten::addmm", "aten::bmm", "_tem_fused")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("triton", ("triton",)),
+    ("copy", ("memcpy", "memset", "copy_", "to_copy")),
+    ("elementwise", ("elementwise", "vectorized", "reduce", "softmax", "layer_norm", "dropout")),
+)
+
+
+def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> dict:
+    """attnlab's step and the peer's on the same batch; project the paper's step count."""
+    pairs = args.tokens // args.seq_len
+    micro = -(-pairs // args.update_freq)  # ceil: the last micro-batch may be smaller
+    full = synthetic_batch(config, pairs, args.seq_len)
+    batches = [tuple(t[i : i + micro] for t in full) for i in range(0, pairs, micro)]
+    torch.manual_seed(0)
+    model = Transformer(config).to(device)
+    step = attnlab_step(model, batches, device, compiled=args.compile == "on")
+    warmup_s, step_s, loss, memory = timed(step, device, args.warmup, args.steps)
+    if args.profile:
+        profile(step, device, Path(args.profile) / f"profile_{name}.txt")
+    params = count_parameters(model)
+    del model, step
+    torch.manual_seed(0)
+    peer = TorchTransformerMT(config).to(device)
+    _, peer_s, _, peer_memory = timed(peer_step(peer, batches, device), device, args.warmup, args.steps)
+    del peer
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     tokens_per_side = pairs * args.seq_len
-    tokens_per_s = tokens_per_side / step_s
     flops = train_flops_per_target_token(config, args.seq_len, args.seq_len)
     paper_s, paper_gpus, _, _ = PAPER_RUNS[name]
     projected_s = PAPER_STEPS[name] * step_s
-    if device.type == "cuda":
-        peak_memory = torch.cuda.max_memory_allocated(device) / 2**30
-    else:  # the process's peak resident memory (KiB on Linux), everything included
-        peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {
         "preset": name,
-        "params_millions": round(count_parameters(model) / 1e6, 1),
+        "params_millions": round(params / 1e6, 1),
         "src_tokens_per_step": tokens_per_side,
         "tgt_tokens_per_step": tokens_per_side,
         "update_freq": args.update_freq,
+        "compile": args.compile,
         "warmup_and_compile_s": round(warmup_s, 1),
         "step_s": round(step_s, 4),
-        "tgt_tokens_per_s": round(tokens_per_s),
-        "peak_memory_gib": round(peak_memory, 2),
-        "mfu": round(tokens_per_s * flops / peak, 3),
+        "tgt_tokens_per_s": round(tokens_per_side / step_s),
+        "peak_memory_gib": round(memory, 2),
+        "mfu": round(tokens_per_side / step_s * flops / peak, 3),
+        "peer_step_s": round(peer_s, 4),
+        "peer_tgt_tokens_per_s": round(tokens_per_side / peer_s),
+        "peer_peak_memory_gib": round(peer_memory, 2),
+        "peer_mfu": round(tokens_per_side / peer_s * flops / peak, 3),
+        "ratio": round(peer_s / step_s, 3),
         "matmul_peak_tflops": round(peak / 1e12, 1),
         "last_loss": round(loss, 3),
         "paper_steps": PAPER_STEPS[name],
@@ -136,19 +237,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=25_000, help="target (and source) tokens per step (§5.1)")
     parser.add_argument("--seq-len", type=int, default=32, help="tokens per sentence, each side")
     parser.add_argument("--update-freq", type=int, default=1, help="micro-batches per step (gradient accumulation)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per preset")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per preset and system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
-    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend, or 'none'")
+    parser.add_argument("--compile", default="on", choices=["on", "off"], help="attnlab's model and loss compiled")
+    parser.add_argument("--profile", metavar="DIR", help="write DIR/profile_PRESET.txt: where a step's time goes")
     parser.add_argument("--json", action="store_true", help="one JSON object per preset on stdout")
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="CPU, tiny model, 2 steps, compile with the eager backend: checks the script",
+        help="CPU, tiny model, 2 steps, eager (a CPU compile takes minutes): checks the script",
     )
     args = parser.parse_args(argv)
     if args.smoke:
         device = torch.device("cpu")
-        args.tokens, args.seq_len, args.steps, args.warmup, args.compile_backend = 256, 16, 2, 1, "eager"
+        args.tokens, args.seq_len, args.steps, args.warmup, args.compile = 256, 16, 2, 1, "off"
     elif not torch.cuda.is_available():
         raise SystemExit("no CUDA device: this script measures a GPU (use --smoke to check it on the CPU)")
     else:
@@ -174,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['tgt_tokens_per_step']:,} tokens/step, step {result['step_s'] * 1e3:,.0f} ms, "
             f"{result['tgt_tokens_per_s']:,} target tokens/s, MFU {result['mfu']:.0%}, "
             f"peak memory {result['peak_memory_gib']:.1f} GiB, compile + warm-up {result['warmup_and_compile_s']} s\n"
+            f"  nn.Transformer: step {result['peer_step_s'] * 1e3:,.0f} ms, MFU {result['peer_mfu']:.0%}: "
+            f"attnlab {result['ratio']:.2f}x\n"
             f"  {result['paper_steps']:,} steps here: {result['projected_hours']:,.1f} h on this device vs the paper's "
             f"{result['paper_hours']:g} h on {result['paper_gpus']} P100 ({result['speedup_vs_paper_wall']}x the "
             f"wall-clock speed, {result['speedup_vs_paper_per_gpu']}x per GPU)",
