@@ -139,6 +139,7 @@ def timed(
 
 def profile(step: Callable[[], float], device: torch.device, path: Path, steps: int = 3) -> None:
     """Where `steps` updates spend their time, per operator and per GPU kernel, written to `path`."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
 
@@ -151,6 +152,9 @@ def profile(step: Callable[[], float], device: torch.device, path: Path, steps: 
     key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     kinds: dict[str, float] = {}
     for event in averages:
+        # the kernels themselves: the operators that launched them and user ranges repeat their time
+        if device.type == "cuda" and (event.device_type != DeviceType.CUDA or event.is_user_annotation):
+            continue
         spent = getattr(event, key, 0) or 0
         name = event.key.lower()
         kind = next(

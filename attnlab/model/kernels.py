@@ -232,7 +232,7 @@ def _built_for(device_type: str, dtype: torch.dtype) -> bool:
 _built_for._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
-@torch.library.custom_op("attnlab::dropout_keep", mutates_args=(), tags=torch.Tag.nondeterministic_seeded)
+@torch.library.custom_op("attnlab::dropout_keep", mutates_args=(), tags=(torch.Tag.nondeterministic_seeded,))
 def _dropout_keep_op(x: Tensor, threshold: int) -> Tensor:
     module = compiled(x)
     assert module is not None  # (`_built_for` said so when the graph was traced)
