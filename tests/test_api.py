@@ -121,6 +121,7 @@ def test_load_reads_a_home_relative_path(checkpoint: Path, monkeypatch: pytest.M
         ({"max_len_a": float("inf")}, "max_len_a"),
         ({"max_len_a": 0.0, "max_len_b": 0}, "not both 0"),
         ({"n_best": 0}, "n_best"),
+        ({"n_best": 5, "beam": 4}, "n_best 5 > beam 4"),  # returned what the beam had finished, often fewer
         ({"batch_tokens": 0}, "batch_tokens"),
     ],
 )

@@ -232,6 +232,10 @@ def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_
         )
     if n_best is not None and (not whole_number(n_best) or n_best < 1):
         raise ConfigError(f"n_best must be a whole number ≥ 1, got {n_best!r}")
+    if n_best is not None and n_best > beam:  # (it returned whatever the beam had finished: often fewer)
+        raise ConfigError(
+            f"n_best {n_best} > beam {beam}: a beam of {beam} keeps at most {beam} translations; raise beam"
+        )
 
 
 def generate(

@@ -34,12 +34,27 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     x = logits.float()  # (B, L, V)
     log_z = torch.logsumexp(x, dim=-1)
     keep = target.ne(pad_id)
-    nll = log_z - x.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    nll = log_z - _target_logit(x, target)
     smooth = log_z - x.mean(-1)
     loss = (1.0 - eps) * nll + eps * smooth
     # where(), not loss[keep]: boolean indexing has a data-dependent shape (a graph break and a
     # host synchronisation when compiled); the masked sum adds the same terms.
     return torch.where(keep, loss, 0.0).sum(), torch.where(keep, nll, 0.0).sum()
+
+
+def _target_logit(x: Tensor, target: Tensor) -> Tensor:
+    """x[..., target]: eagerly a gather; compiled, the one non-zero term of a where()-sum over the
+    vocabulary, which Inductor folds into the pass that takes log Z, and whose backward joins the
+    softmax's in one pass over the (N, V) gradient. A gather's backward is a scatter into a new
+    zeroed (N, V) float table, written and read again. Compiled, base's 37,000-word loss over
+    1,924 positions in fp32, forward and backward on one CPU thread: 494 → 386 ms (about 2% of a
+    base step); on an H200 at 25k positions, as fast as before (5.0-5.2 ms) but the step's peak
+    memory 13.2 → 9.9 GiB (docs/BENCHMARKS.md, GPU paper runs). Same values: the sum adds exact
+    zeros to the one logit."""
+    if not torch.compiler.is_compiling():  # eagerly, the where() would write a whole (N, V) table
+        return x.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    vocab = torch.arange(x.size(-1), device=x.device)
+    return torch.where(vocab == target.unsqueeze(-1), x, 0.0).sum(-1)
 
 
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
