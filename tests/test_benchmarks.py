@@ -107,12 +107,19 @@ def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> N
         torch.testing.assert_close(peer(src, tgt), ours(src, tgt), atol=1e-4, rtol=1e-4)
 
 
-def test_gpu_paper_runs_smoke() -> None:
-    cases = run_script("gpu_paper_runs")
+def test_gpu_paper_runs_smoke(tmp_path: Path) -> None:
+    cases = run_script("gpu_paper_runs", "--profile", str(tmp_path))
     assert [c["preset"].split()[0] for c in cases] == ["base", "big"]
     for case in cases:
         assert case["step_s"] > 0 and case["tgt_tokens_per_s"] > 0 and case["projected_hours"] > 0
         assert case["paper_steps"] == {"base": 100_000, "big": 300_000}[case["preset"].split()[0]]
+        assert case["peer_step_s"] > 0 and case["ratio"] == pytest.approx(
+            case["peer_step_s"] / case["step_s"], rel=0.01
+        )
+    # where the time went: the kinds of kernel add up to the whole, the products among them
+    profile = (tmp_path / "profile_base.txt").read_text().split("\n\n")[0].splitlines()[1:]
+    shares = {line.split()[0]: float(line.split()[-1].rstrip("%")) for line in profile}
+    assert sum(shares.values()) == pytest.approx(100, abs=0.5) and shares["matmul"] > 10
 
 
 def test_record_overhead_smoke() -> None:
