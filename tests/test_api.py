@@ -122,6 +122,8 @@ def test_load_reads_a_home_relative_path(checkpoint: Path, monkeypatch: pytest.M
         ({"max_len_a": 0.0, "max_len_b": 0}, "not both 0"),
         ({"n_best": 0}, "n_best"),
         ({"n_best": 5, "beam": 4}, "n_best 5 > beam 4"),  # returned what the beam had finished, often fewer
+        ({"record": "no"}, "record must be True or False"),  # a true string: it recorded
+        ({"truncate": "no"}, "truncate must be True or False"),  # cut an over-long input without a word
         ({"batch_tokens": 0}, "batch_tokens"),
     ],
 )
@@ -147,6 +149,9 @@ def test_a_target_too_long_to_score_is_refused_or_cut_visibly(checkpoint: Path) 
     assert not model.score("A dog.", "Ein Hund.", record=False).truncated
     with pytest.raises(ModelInputError, match="expected a target text, got NoneType"):
         model.score("A dog.", None)
+    with pytest.raises(ConfigError, match="truncate must be True or False, got 'no'"):
+        model.score("A dog.", long, record=False, truncate="no")  # cut it, as truncate=True
+    assert model.score("A dog.", "Ein Hund.", record=np.bool_(False)).trace is None
 
 
 @pytest.mark.parametrize(

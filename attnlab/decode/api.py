@@ -23,7 +23,7 @@ from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced,
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
-from attnlab.decode.search import Hypothesis, check_alpha, check_settings, generate, length_penalty, scored
+from attnlab.decode.search import Hypothesis, check_alpha, check_flags, check_settings, generate, length_penalty, scored
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.model.checkpoint import latest_valid, load_model
 from attnlab.model.config import resolve_device
@@ -150,6 +150,7 @@ class Model:
         alpha = self._alpha(alpha)
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
         check_settings(beam, alpha, max_len_a, max_len_b, n_best)
+        check_flags(record=record, record_hypotheses=record_hypotheses, truncate=truncate)
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
         if not isinstance(text, str | list | tuple):
@@ -304,6 +305,7 @@ class Model:
         hypotheses, so a reference and the beam's outputs can be ranked together."""
         alpha = self._alpha(alpha)
         check_alpha(alpha)
+        check_flags(record=record, truncate=truncate, target_is_linear=target_is_linear)
         src_ids, truncated = self.encode_source(source, truncate)
         pieces, cut = self.encode_target(target, truncate, target_is_linear)
         if self.task == "parse":
@@ -325,12 +327,8 @@ class Model:
             truncated=truncated,
         )
         if record:
-            meta = {
-                "text": source,
-                "output": target if isinstance(target, str) else result.text,
-                "teacher_forced": True,
-            }
-            result.trace = self._trace(src_ids, produced, meta)
+            output = target if isinstance(target, str) else result.text
+            result.trace = self._trace(src_ids, produced, {"text": source, "output": output, "teacher_forced": True})
         return result
 
 

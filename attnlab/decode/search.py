@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -236,6 +237,14 @@ def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_
         raise ConfigError(
             f"n_best {n_best} > beam {beam}: a beam of {beam} keeps at most {beam} translations; raise beam"
         )
+
+
+def check_flags(**flags: object) -> None:
+    """Each flag is True or False (NumPy's bools too): `record="no"` is a true string, and
+    recorded; `truncate="no"` cut an over-long input without a word."""
+    for name, value in flags.items():
+        if not isinstance(value, bool | np.bool_):
+            raise ConfigError(f"{name} must be True or False, got {value!r}")
 
 
 def generate(
