@@ -3,7 +3,8 @@
 when its command runs, so `attnlab --help` starts fast.
 
 This file only dispatches and turns `AttnlabError` into a one-line message and exit status 2,
-so that a user never sees a traceback for bad input. Every command's parser is built with
+so that a user never sees a traceback for bad input (nor argparse's usage block above the line:
+every command's parser is an `attnlab.errors.ArgumentParser`). Every command's parser is built with
 `allow_abbrev=False`: a shortened or misspelt flag is refused, never taken for the flag it
 begins (argparse's default, under which `--vocab 1000` quietly set --vocab-size).
 """

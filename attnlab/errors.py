@@ -4,6 +4,11 @@ The CLI, the explorer and the widgets catch `AttnlabError` and show its message 
 traceback; anything else is a bug and keeps its traceback.
 """
 
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
 
 class AttnlabError(Exception):
     """Base class: bad input, bad files, impossible configurations."""
@@ -27,3 +32,16 @@ class DataError(AttnlabError):
 
 class CheckpointError(AttnlabError):
     """A checkpoint or trace file that is missing, truncated, foreign or unsafe."""
+
+
+class UsageError(AttnlabError):
+    """A command line argparse refused: a missing, unknown or ill-typed option."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a refused command line as one line (`attnlab X: error: ...`) instead of
+    the usage block above argparse's own: the block pushed the one line that says what is wrong
+    below half a screen of options. `--help` still prints the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} ({self.prog} --help lists the options)")

@@ -9,7 +9,6 @@ characters of a text anyway).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shlex
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.app.checkpoints import ROOT, find_checkpoints
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError
+from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError
 
 APP = ROOT / "apps" / "explorer.py"
 HARDEN = ROOT / "apps" / "harden.py"  # run by `panel serve --setup`: `close_component_route`
@@ -93,7 +92,7 @@ def cli(argv: list[str]) -> int:
     """`attnlab explore [--checkpoint DIR ...] [--checkpoint-root DIR ...] [--port N]`: serve the explorer."""
     from attnlab.app.explorer.store import TIME_LIMIT  # lazy: imports panel, which `serve_command` needs not
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         allow_abbrev=False,
         prog="attnlab explore",
         description="Open the explorer: translate or parse, and look at every attention head (works offline).",

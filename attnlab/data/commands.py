@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from attnlab.data import download
 from attnlab.data.corpora import CORPORA, DEFAULT_PAIR, DEFAULT_VOCAB, PTB_LEAVES, TEXT_SPLITS
 from attnlab.data.prepared import prepare
+from attnlab.errors import ArgumentParser
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab data", description="prepare or download corpora")
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab data", description="prepare or download corpora")
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser(
         "prepare", allow_abbrev=False, help="corpus -> shared BPE vocabulary + memory-mapped token ids"

@@ -19,7 +19,7 @@ from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
 from attnlab.decode.pharaoh import format_pharaoh
-from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
 
 _RECORDED = re.compile(r"\d{5,}\.trace")  # the names `record` gives its traces: 00000.trace, ...
@@ -197,7 +197,7 @@ def cut_notice(cut: list[int], total: int, model: Model) -> str:
 
 
 def _decode_cli(argv: list[str], task: str) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         allow_abbrev=False,
         prog=f"attnlab {task}",
         description=f"{task.capitalize()} lines (one output line per input line).",
@@ -251,7 +251,7 @@ def cli_parse(argv: list[str]) -> int:
 
 def cli_record(argv: list[str]) -> int:
     """`attnlab record --checkpoint DIR "sentence" ... | --input FILE --out DIR`."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         allow_abbrev=False, prog="attnlab record", description="Decode sentences and save their attention traces."
     )
     parser.add_argument("--checkpoint", required=True)
@@ -343,7 +343,7 @@ def link_rule(args: argparse.Namespace) -> tuple[str, float]:
 
 def cli_align(argv: list[str]) -> int:
     """`attnlab align --checkpoint CKPT --input PAIRS`: word links from teacher-forced cross-attention."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         allow_abbrev=False,
         prog="attnlab align",
         description="One line of 0-indexed Pharaoh links `i-j` (i: word of the line's left side, j: of its "

@@ -40,7 +40,7 @@ from attnlab.decode.commands import (
     write_out,
 )
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
+from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import update_meta, verify
 from attnlab.model.memory import keep_freed_memory
 
@@ -109,7 +109,7 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", help="source sentences, one per line (- for stdin)")
     parser.add_argument("--ref", help="references (translations, or one tree per line for parsing; - for stdin)")
     parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links; - for stdin)")

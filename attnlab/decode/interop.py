@@ -12,7 +12,6 @@ CTranslate2's own specification API, for serving with the inference engine users
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -24,7 +23,7 @@ import torch
 
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
-from attnlab.errors import AttnlabError, ConfigError
+from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import open_modes, refuse_existing, save_checkpoint, temporary_sibling
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
@@ -234,7 +233,7 @@ def write_spec(spec: Any, out: str | Path, quantization: str | None = None, forc
 # -- command line ---------------------------------------------------------------------------------------
 def cli_import(argv: list[str]) -> int:
     """`attnlab import marian DIR --out OUT`."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab import", description=__doc__.split("\n\n")[1])
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab import", description=__doc__.split("\n\n")[1])
     parser.add_argument("kind", choices=["marian"], help="what the directory holds")
     parser.add_argument("directory", help="a local Hugging Face MarianMTModel directory (no download)")
     parser.add_argument("--out", required=True, help="the attnlab checkpoint directory to write")
@@ -250,7 +249,7 @@ def cli_import(argv: list[str]) -> int:
 
 def cli_export(argv: list[str]) -> int:
     """`attnlab export ctranslate2 CHECKPOINT --out DIR [--quantization int8]`."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab export", description=__doc__.split("\n\n")[2])
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab export", description=__doc__.split("\n\n")[2])
     parser.add_argument("kind", choices=["ctranslate2"], help="the format to write")
     parser.add_argument("checkpoint", help="an attnlab checkpoint (or run, or Marian) directory")
     parser.add_argument("--out", required=True, help="the CTranslate2 model directory to write")

@@ -20,7 +20,6 @@ sentences (a layers × heads grid per kind) and the sentences where one head is 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -51,7 +50,7 @@ from attnlab.decode.commands import (
     search_settings,
 )
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
 from attnlab.record.stats import COLUMNS, sentence_stats
 
@@ -301,7 +300,7 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
 # -- the command ----------------------------------------------------------------------------------------------
 def cli_heads(argv: list[str]) -> int:
     """`attnlab heads profile ...` and `attnlab heads query PROFILE SQL`."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         allow_abbrev=False, prog="attnlab heads", description="Head statistics over a whole corpus."
     )
     commands = parser.add_subparsers(dest="action", required=True)

@@ -9,7 +9,6 @@ P100 = 9.5 TFLOPS), which is what `paper_estimate` reproduces.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -17,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from attnlab.errors import ConfigError
+from attnlab.errors import ArgumentParser, ConfigError
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
 
 PAPER_RUNS = {"base": (12 * 3600, 8, 9.5e12, 3.3e18), "big": (3.5 * 24 * 3600, 8, 9.5e12, 2.3e19)}
@@ -85,7 +84,7 @@ def measure_matmul_peak(
 
 def cli(argv: list[str]) -> int:
     """`attnlab flops --preset NAME [--src-len --tgt-len] [key=value ...]`."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab flops", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab flops", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="base", choices=list(PRESETS))
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)

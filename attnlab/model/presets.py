@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
-from attnlab.errors import ConfigError
+from attnlab.errors import ArgumentParser, ConfigError
 from attnlab.model.config import PRESETS
 from attnlab.model.transformer import Transformer, count_parameters
 
@@ -28,7 +27,7 @@ def table(vocab_size: int) -> list[dict]:
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab presets", description=__doc__)
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab presets", description=__doc__)
     parser.add_argument("--vocab-size", type=int, default=37000, help="shared BPE vocabulary (paper: about 37000)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
     args = parser.parse_args(argv)

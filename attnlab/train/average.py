@@ -5,7 +5,6 @@ the averaged checkpoint for the explorer's training timeline.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import warnings
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import ArgumentParser, CheckpointError, ConfigError
 from attnlab.model.checkpoint import (
     MANIFEST,
     STEP_DIR,
@@ -112,7 +111,7 @@ def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
 
 def cli(argv: list[str]) -> int:
     """`attnlab average RUN_DIR --last K --out DIR`."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
+    parser = ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
     parser.add_argument("run_dir")
     parser.add_argument(
         "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import ConfigError, DataError
+from attnlab.errors import ArgumentParser, ConfigError, DataError
 from attnlab.model.config import PRESETS, parse_overrides
 from attnlab.train.guard import lost_rank
 from attnlab.train.loop import TrainConfig, Trainer
@@ -27,7 +27,7 @@ HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="attnlab train",
         description="`attnlab train`: the training regime of §5, as one explicit loop.",
         epilog="Extra KEY=VALUE arguments override the preset (e.g. p_drop=0.3 n_layers=3).",
