@@ -107,6 +107,26 @@ def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> N
         torch.testing.assert_close(peer(src, tgt), ours(src, tgt), atol=1e-4, rtol=1e-4)
 
 
+def test_gpu_paper_runs_imports_with_what_a_gpu_image_holds() -> None:
+    """A GPU rental's image has PyTorch, NumPy, sentencepiece, safetensors, sacrebleu and tqdm but
+    not the app's or the text tasks' packages, and nothing can be installed there: the first GPU
+    run (docs/BENCHMARKS.md, GPU round one) stopped at `import opencc`, then `rouge_score`. The
+    trainer and this script import without them."""
+    absent = ["opencc", "rouge_score", "panel", "bokeh", "ipywidgets", "duckdb", "pyarrow", "ctranslate2", "tornado"]
+    code = (
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {absent!r}:\n"
+        "            raise ImportError(f'no module named {name}')\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "sys.path.insert(0, 'benchmarks')\n"
+        "import gpu_paper_runs, attnlab.train.commands\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_gpu_paper_runs_smoke(tmp_path: Path) -> None:
     cases = run_script("gpu_paper_runs", "--profile", str(tmp_path))
     assert [c["preset"].split()[0] for c in cases] == ["base", "big"]

@@ -23,8 +23,6 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import opencc
-
 from attnlab.data.corpora import Split, _corpus_file, _languages, read_pairs
 
 FOLDERS = {"de": "tatoeba_deu_eng", "es": "tatoeba_spa_eng", "zh": "tatoeba_cmn_eng"}
@@ -56,6 +54,8 @@ def tatoeba_side(english: str, seed: int, heldout: float = HELDOUT["de"]) -> str
 
 def to_simplified(lines: list[str]) -> list[str]:
     """Chinese lines in simplified script (OpenCC t2s; simplified text passes unchanged)."""
+    import opencc  # lazy: Chinese data only; a training machine's own image (a GPU's) may lack it
+
     converter = opencc.OpenCC(f"{SCRIPT['zh']}.json")
     return [converter.convert(line).translate(INVISIBLE) for line in lines]
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import sacrebleu
-from rouge_score import rouge_scorer
 
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
@@ -88,6 +87,8 @@ def rouge(hypotheses: list[str], references: list[str], by_character: bool = Fal
     alphanumeric tokens (English and other Latin-script text); `by_character` for Chinese."""
     if len(hypotheses) != len(references):
         raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    from rouge_score import rouge_scorer  # lazy: text tasks only; `attnlab train` imports this module
+
     tokenizer = _CharacterTokens() if by_character else None
     scorer = rouge_scorer.RougeScorer(list(ROUGE), use_stemmer=True, tokenizer=tokenizer)
     scores = [scorer.score(ref, hyp) for hyp, ref in zip(hypotheses, references, strict=True)]
