@@ -36,6 +36,9 @@ from pathlib import Path
 import torch
 from common import clock, machine, matmul_peak, synchronize
 from torch import Tensor, nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as profiler
 from train_throughput import TorchTransformerMT
 
 from attnlab.model.config import ModelConfig, preset
@@ -137,12 +140,19 @@ def timed(
     return warmup_s, step_s, loss, memory
 
 
+# How a kernel's name says what it does (first match wins); self time summed per kind.
+KERNEL_KINDS = (
+    ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "aten::mm", "aten::addmm", "aten::bmm", "_tem_fused")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("triton", ("triton",)),
+    ("copy", ("memcpy", "memset", "copy_", "to_copy")),
+    ("elementwise", ("elementwise", "vectorized", "reduce", "softmax", "layer_norm", "dropout")),
+)
+
+
 def profile(step: Callable[[], float], device: torch.device, path: Path, steps: int = 3) -> None:
     """Where `steps` updates spend their time, per operator and per GPU kernel, written to `path`."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as profiler
-
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profiler(activities=activities) as prof:
         for _ in range(steps):
@@ -170,17 +180,6 @@ def profile(step: Callable[[], float], device: torch.device, path: Path, steps: 
     ]
     lines += ["", averages.table(sort_by=key, row_limit=40, max_name_column_width=90)]
     path.write_text("\n".join(lines))
-
-
-# How a kernel's name says what it does (first match wins); self time summed per kind.
-KERNEL_KINDS = (
-    ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
-    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "aten::mm", "aten::addmm", "aten::bmm", "_tem_fused")),
-    ("optimizer", ("adam", "multi_tensor", "foreach")),
-    ("triton", ("triton",)),
-    ("copy", ("memcpy", "memset", "copy_", "to_copy")),
-    ("elementwise", ("elementwise", "vectorized", "reduce", "softmax", "layer_norm", "dropout")),
-)
 
 
 def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> dict:
