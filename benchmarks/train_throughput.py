@@ -291,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def peak(dtype: str) -> float:
-        size = 256 if args.smoke else 2048  # (an emulated bf16 product of 2,048² takes 49 s)
+        # (an emulated bf16 product of 2,048² takes 49 s); a GPU needs larger ones to reach its
+        # peak: on an H200, 455 TFLOP/s at 2,048³, 789 at 8,192³ (docs/BENCHMARKS.md, GPU round one)
+        size = 256 if args.smoke else 8192 if device.type == "cuda" else 2048
         return matmul_peak(torch.bfloat16 if dtype == "bf16" else torch.float32, device, clock(args.clock), size)
 
     peaks: dict[str, float] = {}
