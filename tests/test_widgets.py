@@ -25,7 +25,7 @@ import attnlab
 from attnlab import widgets
 from attnlab.app import notebook
 from attnlab.app.replay import Timeline
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 
 GAP = 1.12  # viz.grid: thumbnails are 1 unit wide with 0.12 between them
@@ -379,3 +379,21 @@ def test_the_hypothesis_chooser_is_not_labelled_like_the_beam_field(translator: 
     for lang, label in (("en", "hypothesis"), ("es", "hipótesis"), ("zh", "假设")):
         explorer = widgets.explore(translator, text="A dog .", beam=2, lang=lang)
         assert explorer.hypotheses.description == label != explorer.beam.description
+
+
+@pytest.mark.parametrize("text", [123, ["A dog ."], b"A dog ."])
+def test_a_text_that_is_not_a_string_is_one_line(translator: attnlab.decode.Model, text: object) -> None:
+    """It was traitlets' TraitError from the text box; bytes, which the box decoded, are refused
+    as `translate` refuses them."""
+    explorer = widgets.explore(translator, text="A dog .", beam=1)
+    compared = widgets.compare_models(translator, text="A dog .")
+    for make in (
+        lambda: widgets.explore(translator, text=text),
+        lambda: widgets.compare_models(translator, text=text),
+        lambda: widgets.Compare(translator, translator, text),
+        lambda: explorer.run(text),
+        lambda: compared.run(text),
+    ):
+        with pytest.raises(ModelInputError, match=rf"^the text must be a string, not {type(text).__name__}$"):
+            make()
+    assert explorer.text.value == compared.text.value == "A dog ."  # and the boxes keep what they had

@@ -1,6 +1,7 @@
 """The building blocks of the notebook widgets: BokehJS put into the page once per kernel (no
-CDN), a live bokeh figure as an ipywidget, a box that shows a callback's error next to its
-control, and the kind / layer / head picker. The last two speak `lang` (`attnlab.app.i18n`).
+CDN), a live bokeh figure as an ipywidget, the checks of what a widget is given (a trace, a
+model, a text: one line each), a box that shows a callback's error next to its control, and the
+kind / layer / head picker. The last three speak `lang` (`attnlab.app.i18n`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import html
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
@@ -18,8 +20,9 @@ from bokeh.resources import Resources
 from IPython import get_ipython
 from jupyter_bokeh import BokehModel
 
+from attnlab.app.checkpoints import open_model
 from attnlab.app.i18n import DEFAULT, error_message, kind_name, kind_title, text
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz import head_ids, selection
 
@@ -75,6 +78,33 @@ def plot(figure: LayoutDOM) -> BokehPane:
     if not isinstance(figure, LayoutDOM):
         raise AttnlabError(text("widgets.not_a_figure", DEFAULT, got=type(figure).__name__))
     return BokehPane(figure)
+
+
+def checked_trace(trace: Any, caller: str, lang: str = DEFAULT) -> AttentionTrace:
+    """A trace, or one loaded from a file; else one line (a `Result` was an AttributeError)."""
+    if isinstance(trace, (str, Path)):
+        return AttentionTrace.load(trace)
+    if not isinstance(trace, AttentionTrace):
+        raise AttnlabError(text("widgets.not_a_trace", lang, caller=caller, got=type(trace).__name__))
+    return trace
+
+
+def checked_model(checkpoint_or_model: Any, caller: str, lang: str = DEFAULT) -> Any:
+    """A checkpoint directory (loaded once per kernel) or a model from `attnlab.load`."""
+    model = checkpoint_or_model
+    if isinstance(model, (str, Path)):
+        model = open_model(model)
+    if not hasattr(model, "translate") or not hasattr(model, "task"):
+        raise AttnlabError(text("widgets.not_a_model", lang, caller=caller, got=type(model).__name__))
+    return model
+
+
+def checked_text(value: Any, lang: str = DEFAULT) -> str:
+    """The text a widget decodes: a string, else one line (the text box's TraitError before;
+    bytes, which the box decoded, are refused as `translate` refuses them)."""
+    if not isinstance(value, str):
+        raise ModelInputError(text("widgets.not_a_text", lang, got=type(value).__name__))
+    return value
 
 
 class ErrorBox(w.HTML):

@@ -37,14 +37,24 @@ from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
-from attnlab.app.checkpoints import open_model
-from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, plot, reporting, setup, trace_caption
+from attnlab.app.notebook import (
+    BokehPane,
+    ErrorBox,
+    HeadPicker,
+    checked_model,
+    checked_text,
+    checked_trace,
+    plot,
+    reporting,
+    setup,
+    trace_caption,
+)
 from attnlab.app.replay import Timeline, replay
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.compare import compare
-from attnlab.errors import AttnlabError, ConfigError
+from attnlab.errors import ConfigError
 from attnlab.record.ablation import heads_off as checked_heads
 from attnlab.record.trace import AttentionTrace
 
@@ -99,7 +109,7 @@ class TraceView(w.VBox):
 
     def set_trace(self, trace: AttentionTrace | str | Path) -> None:
         """Show `trace` (or the .trace file at that path)."""
-        trace = _trace(trace, "TraceView", self.lang)
+        trace = checked_trace(trace, "TraceView", self.lang)
         self.trace = trace
         self.picker.configure(trace)
         self.picker.layout.display = None
@@ -141,19 +151,10 @@ def show(
 ) -> TraceView:
     """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head: the
     model's layer and head ids, a negative one counting from the last the trace holds."""
-    view = TraceView(_trace(trace, "show", i18n.checked(lang)), lang=lang)
+    view = TraceView(checked_trace(trace, "show", i18n.checked(lang)), lang=lang)
     if (kind, layer, head) != (None, None, None):
         view.picker.select(kind=kind, layer=layer, head=head)
     return view
-
-
-def _trace(trace: Any, caller: str, lang: str) -> AttentionTrace:
-    """A trace, or one loaded from a file; else one line (a `Result` was an AttributeError)."""
-    if isinstance(trace, (str, Path)):
-        return AttentionTrace.load(trace)
-    if not isinstance(trace, AttentionTrace):
-        raise AttnlabError(i18n.text("widgets.not_a_trace", lang, caller=caller, got=type(trace).__name__))
-    return trace
 
 
 # -- a model ---------------------------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class Explorer(w.VBox):
         self.model, self.lang = model, i18n.checked(lang)
         self.verb = i18n.text("page.parse" if model.task == "parse" else "page.translate", lang)
         self.text = w.Textarea(
-            value=text if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),
+            value=checked_text(text, lang) if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),
             layout=w.Layout(width="95%", height="4.5em"),
         )
         if beam is None:
@@ -199,7 +200,7 @@ class Explorer(w.VBox):
     def run(self, text: str | None = None) -> Any:
         """Decode the text box (or `text`); returns the `attnlab.decode.api.Result`, or None on error."""
         if text is not None:
-            self.text.value = text
+            self.text.value = checked_text(text, self.lang)
         self.errors.clear()
         self.button.disabled = True
         lang = self.lang
@@ -276,22 +277,12 @@ class Explorer(w.VBox):
         self.view.set_trace(hyp.trace)
 
 
-def _model(checkpoint_or_model: Any, caller: str, lang: str) -> Any:
-    """A checkpoint directory (loaded once per kernel) or a model from `attnlab.load`."""
-    model = checkpoint_or_model
-    if isinstance(model, (str, Path)):
-        model = open_model(model)
-    if not hasattr(model, "translate") or not hasattr(model, "task"):
-        raise AttnlabError(i18n.text("widgets.not_a_model", lang, caller=caller, got=type(model).__name__))
-    return model
-
-
 def explore(
     checkpoint_or_model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT
 ) -> Explorer:
     """The explorer in a notebook: a checkpoint directory or a model from `attnlab.load`, and
     optionally the first sentence; `lang`: "en", "es" or "zh"."""
-    model = _model(checkpoint_or_model, "explore", i18n.checked(lang))
+    model = checked_model(checkpoint_or_model, "explore", i18n.checked(lang))
     return Explorer(model, text, beam, lang)
 
 
@@ -312,7 +303,7 @@ class Compare(w.VBox):
     ) -> None:
         self.first, self.second, self.heads_off, self.names = first, second, heads_off or {}, names
         self.lang = i18n.checked(lang)
-        self.text = w.Textarea(value=text, layout=w.Layout(width="95%", height="3.5em"))
+        self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
         self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
         self.button.on_click(lambda _button: self.run())
         self.output = w.HTML()
@@ -331,7 +322,7 @@ class Compare(w.VBox):
     def run(self, text: str | None = None) -> Any:
         """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
         if text is not None:
-            self.text.value = text
+            self.text.value = checked_text(text, self.lang)
         self.errors.clear()
         with reporting(self.errors):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
@@ -379,8 +370,8 @@ def compare_models(
 ) -> Compare:
     """Two checkpoints (or models) on the same sentence; with no second model, the first one with
     `heads_off` ({(kind, layer): [head, ...]}) switched off."""
-    first = _model(first, "compare_models", i18n.checked(lang))
-    second = first if second is None else _model(second, "compare_models", lang)
+    first = checked_model(first, "compare_models", i18n.checked(lang))
+    second = first if second is None else checked_model(second, "compare_models", lang)
     heads_off = checked_heads(second.config, heads_off or {})  # one line for a malformed dict, before it is named
     off = len(_heads_named(heads_off, lang))
     ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
