@@ -263,6 +263,13 @@ def test_compare_notes_a_head_the_trace_lacks(trace: AttentionTrace) -> None:
     assert [viz.has_head(some, "cross", 0, head) for head in (0, 1, 2, 3)] == [False, True, True, False]
 
 
+@pytest.mark.parametrize("names", [("A",), ("A", "B", "C"), None, (1, 2), "AB"])
+def test_compare_names_that_are_not_two_strings_are_one_line(trace: AttentionTrace, names: object) -> None:
+    """("A",) was a ValueError from zip and None a TypeError; (1, 2) and "AB" drew, named by accident."""
+    with pytest.raises(AttnlabError, match=r"^names are two strings, one per trace, not "):
+        viz.compare_figures(trace, trace, "cross", 0, 0, names)
+
+
 def test_200_tokens_render_fast_with_thinned_labels() -> None:
     long = synthetic_trace(n_src=200, n_tgt=210, n_layers=6, n_heads=8)
     started = time.perf_counter()

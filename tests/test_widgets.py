@@ -397,3 +397,23 @@ def test_a_text_that_is_not_a_string_is_one_line(translator: attnlab.decode.Mode
         with pytest.raises(ModelInputError, match=rf"^the text must be a string, not {type(text).__name__}$"):
             make()
     assert explorer.text.value == compared.text.value == "A dog ."  # and the boxes keep what they had
+
+
+def test_compare_refuses_names_or_models_it_cannot_use_before_decoding(
+    paths: dict[str, Path], translator: attnlab.decode.Model
+) -> None:
+    """names=("A",) was a ValueError in the error box, a model given as 123 an AttributeError
+    there ('task'), both after decoding; a checkpoint directory opens, as `compare_models` takes it."""
+    for names in (("A",), ("A", "B", "C"), None, (1, 2), "AB"):
+        with pytest.raises(ConfigError, match=r"^names must be two strings, one per model, not "):
+            widgets.Compare(translator, translator, "A dog .", names=names)
+    with pytest.raises(
+        AttnlabError, match=r"^Compare\(\) takes a checkpoint directory or attnlab.load\(...\), not int$"
+    ):
+        widgets.Compare(translator, 123, "A dog .")
+    with pytest.raises(ConfigError, match="names debe ser un par de cadenas"):
+        widgets.Compare(translator, translator, "A dog .", names=["A"], lang="es")
+    named = widgets.Compare(translator, translator, "A dog .", names=["first", "second"])
+    assert named.errors.message == "" and named.names == ("first", "second") and "<b>second</b>" in named.output.value
+    opened = widgets.Compare(paths["translate"], translator, "A dog .")  # an AttributeError ('task') before
+    assert opened.errors.message == "" and opened.comparison is not None

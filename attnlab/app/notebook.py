@@ -1,6 +1,6 @@
 """The building blocks of the notebook widgets: BokehJS put into the page once per kernel (no
 CDN), a live bokeh figure as an ipywidget, the checks of what a widget is given (a trace, a
-model, a text: one line each), a box that shows a callback's error next to its control, and the
+model, a text, two names: one line each), a box that shows a callback's error next to its control, and the
 kind / layer / head picker. The last three speak `lang` (`attnlab.app.i18n`).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from jupyter_bokeh import BokehModel
 
 from attnlab.app.checkpoints import open_model
 from attnlab.app.i18n import DEFAULT, error_message, kind_name, kind_title, text
-from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.errors import AttnlabError, ConfigError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz import head_ids, selection
 
@@ -105,6 +105,15 @@ def checked_text(value: Any, lang: str = DEFAULT) -> str:
     if not isinstance(value, str):
         raise ModelInputError(text("widgets.not_a_text", lang, got=type(value).__name__))
     return value
+
+
+def checked_names(names: Any, lang: str = DEFAULT) -> tuple[str, str]:
+    """What `Compare` calls its two models: two strings, else one line (a ValueError or an
+    AttributeError in its error box, after both models had decoded)."""
+    pair = not isinstance(names, str) and isinstance(names, Sequence) and len(names) == 2
+    if not pair or not all(isinstance(name, str) for name in names):
+        raise ConfigError(text("widgets.bad_names", lang, got=repr(names)))
+    return names[0], names[1]
 
 
 class ErrorBox(w.HTML):

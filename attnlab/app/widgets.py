@@ -42,6 +42,7 @@ from attnlab.app.notebook import (
     ErrorBox,
     HeadPicker,
     checked_model,
+    checked_names,
     checked_text,
     checked_trace,
     plot,
@@ -301,8 +302,9 @@ class Compare(w.VBox):
         names: tuple = ("A", "B"),
         lang: str = i18n.DEFAULT,
     ) -> None:
-        self.first, self.second, self.heads_off, self.names = first, second, heads_off or {}, names
         self.lang = i18n.checked(lang)
+        self.first, self.second = checked_model(first, "Compare", lang), checked_model(second, "Compare", lang)
+        self.heads_off, self.names = heads_off or {}, checked_names(names, lang)
         self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
         self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
         self.button.on_click(lambda _button: self.run())

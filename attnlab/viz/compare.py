@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bokeh.models import Div
@@ -82,6 +82,9 @@ def compare_figures(
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
     check_trace(first, "the first trace"), check_trace(second, "the second trace")
+    pair = not isinstance(names, str) and isinstance(names, Sequence) and len(names) == 2
+    if not pair or not all(isinstance(name, str) for name in names):  # ("A",) was a ValueError from zip
+        raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
     figures: list[Any] = []
