@@ -270,6 +270,26 @@ def test_compare_names_that_are_not_two_strings_are_one_line(trace: AttentionTra
         viz.compare_figures(trace, trace, "cross", 0, 0, names)
 
 
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        ("es", r"^words must map template names \(viz.WORDS\) to strings, got str$"),
+        (["head.title"], r"^words must map template names \(viz.WORDS\) to strings, got list$"),
+        ({"head.title": 123}, r"^words\['head.title'\] must be a string \(a template\), got int$"),
+        ({"grid.title": None}, r"^words\['grid.title'\] must be a string \(a template\), got NoneType$"),
+    ],
+)
+def test_words_that_are_not_a_mapping_of_strings_are_one_line(trace: AttentionTrace, words: object, said: str) -> None:
+    """A string or a list was a TypeError deep in `say`, a number an AttributeError in a title."""
+    for draw in (
+        lambda: viz.heatmap(trace, "cross", 0, 0, words=words),
+        lambda: viz.grid(trace, "cross", words=words),
+        lambda: viz.heatmap_png(trace, "cross", 0, 0, words=words),
+    ):
+        with pytest.raises(AttnlabError, match=said):
+            draw()
+
+
 def test_200_tokens_render_fast_with_thinned_labels() -> None:
     long = synthetic_trace(n_src=200, n_tgt=210, n_layers=6, n_heads=8)
     started = time.perf_counter()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from attnlab.errors import AttnlabError
+
 # fmt: off
 WORDS: dict[str, str] = {
     # the kinds of attention: in full (titles) and short (legends, table cells)
@@ -91,8 +93,16 @@ WORDS: dict[str, str] = {
 
 
 def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The templates a view writes with: English, with `words`' replacements."""
-    return {**WORDS, **(words or {})}
+    """The templates a view writes with: English, with `words`' replacements. `words` that are
+    not a mapping of strings are one line (a TypeError, or an AttributeError in a title)."""
+    if words is None:
+        return dict(WORDS)
+    if not isinstance(words, Mapping):
+        raise AttnlabError(f"words must map template names (viz.WORDS) to strings, got {type(words).__name__}")
+    for key, value in words.items():
+        if not isinstance(value, str):
+            raise AttnlabError(f"words[{key!r}] must be a string (a template), got {type(value).__name__}")
+    return {**WORDS, **words}
 
 
 def kind_title(kind: str, words: Mapping[str, str]) -> str:
