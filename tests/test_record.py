@@ -384,6 +384,17 @@ def test_one_kind_layer_or_head_may_be_given_alone(model: Transformer) -> None:
             pass
 
 
+@pytest.mark.parametrize("selection", ["kinds", "layers", "heads"])
+def test_an_empty_selection_is_one_line(model: Transformer, selection: str) -> None:
+    """`kinds=[]` or `layers=[]` recorded nothing and then said "run the model itself inside the
+    block"; `heads=[]` made a trace of no heads, which `widgets.show` opened as an IndexError."""
+    with (
+        pytest.raises(AttnlabError, match=rf"^{selection}=\[\] records nothing: name at least one, or leave"),
+        record(model, **{selection: []}),
+    ):
+        pass
+
+
 def test_trace_layers_are_whole_numbers(model: Transformer) -> None:
     """ "1" and None were TypeErrors; True and 1.0 silently answered for layer 1."""
     src, tgt = _batch()

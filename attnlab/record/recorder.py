@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -199,6 +199,13 @@ def _listed(value: object) -> list:
     return list(value)
 
 
+def _some(chosen: Collection | None, what: str) -> None:
+    """An empty selection is one line: it recorded nothing, then said "run the model itself
+    inside the block", or (`heads=[]`) made a trace of no heads that no view could open."""
+    if chosen is not None and not chosen:
+        raise AttnlabError(f"{what}=[] records nothing: name at least one, or leave {what}=None for all")
+
+
 def _selected(
     model: Transformer, kinds: str | Iterable[str] | None, layers: int | Iterable[int] | None
 ) -> list[MultiHeadAttention]:
@@ -208,6 +215,8 @@ def _selected(
         raise AttnlabError(f"unknown attention kind(s) {unknown}; choose from {KINDS}")
     n = model.config.n_layers
     wanted = None if layers is None else {index_in(layer, n, "layer") for layer in _listed(layers)}
+    _some(kinds, "kinds")
+    _some(wanted, "layers")
     chosen = []
     for module in model.attention_modules():
         kind, layer = hook_point(module)
@@ -235,6 +244,7 @@ def record(
     modules = _selected(model, kinds, layers)
     if heads is not None:
         heads = sorted({index_in(head, model.config.n_heads, "head") for head in _listed(heads)})
+    _some(heads, "heads")
     busy = [m.name for m in modules if m.hook is not None]
     if busy:
         raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")
