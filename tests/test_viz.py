@@ -290,6 +290,14 @@ def test_words_that_are_not_a_mapping_of_strings_are_one_line(trace: AttentionTr
             draw()
 
 
+@pytest.mark.parametrize("selected", [(0,), 0, (0, 1, 2), "01"])
+def test_a_grid_selection_that_is_not_a_layer_and_head_is_one_line(trace: AttentionTrace, selected: object) -> None:
+    """(0,) was an IndexError and 0 a TypeError; a pair the trace lacks frames nothing, as before."""
+    with pytest.raises(AttnlabError, match=r"^selected is \(layer, head\), got "):
+        viz.grid(trace, "cross", selected=selected)
+    assert viz.grid(trace, "cross", selected=(9, 9)).select_one({"name": "selected"}) is None
+
+
 def test_200_tokens_render_fast_with_thinned_labels() -> None:
     long = synthetic_trace(n_src=200, n_tgt=210, n_layers=6, n_heads=8)
     started = time.perf_counter()

@@ -15,6 +15,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room
@@ -89,6 +90,8 @@ def update_grid(
     """Show another kind (or trace, or selection) in a figure made by `grid`, in place; `selected`
     is (layer, the model's head id)."""
     said = say(words)
+    if selected is not None and (isinstance(selected, str) or not isinstance(selected, Sequence) or len(selected) != 2):
+        raise AttnlabError(f"selected is (layer, head), got {selected!r}")  # (0,) was an IndexError, 0 a TypeError
     full_mask = check_trace(trace, "the trace").mask(
         kind
     )  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
