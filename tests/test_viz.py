@@ -523,6 +523,13 @@ def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
     assert "&lt;b&gt;" in page  # the source text is escaped
 
 
+def test_standalone_html_of_what_is_not_a_figure_is_one_line(trace: AttentionTrace) -> None:
+    """A list of figures, a trace or None was an AttributeError ('references') from `use_fonts`."""
+    for layout in ([viz.heatmap(trace, "cross", 0, 0)], trace, None):
+        with pytest.raises(AttnlabError, match=r"^standalone_html takes a figure of attnlab.viz or a bokeh layout"):
+            viz.standalone_html(layout)
+
+
 # -- the explorer's model side ------------------------------------------------------------------------------
 @pytest.mark.parametrize("which", ["translate", "restricted"])
 def test_attention_parts_reproduce_the_recorded_weights(checkpoints: dict[str, Path], which: str) -> None:

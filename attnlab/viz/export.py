@@ -20,10 +20,12 @@ import numpy as np
 from bokeh.embed import file_html
 from bokeh.models import (
     Div,
+    LayoutDOM,
 )
 from bokeh.resources import INLINE
 from PIL import Image, ImageDraw
 
+from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_stride
@@ -185,7 +187,11 @@ def standalone_html(layout: Any, title: str = "attnlab") -> str:
     """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere. Its
     text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout. Files linked
     rather than inlined are dropped: a file opened from a disk reaches none of them, and the page
-    draws bokeh's own models only, whose code is inline."""
+    draws bokeh's own models only, whose code is inline. What is not a bokeh figure or layout
+    (a list of figures, a trace) is one line, not an AttributeError from `use_fonts`."""
+    if not isinstance(layout, LayoutDOM):
+        kind = type(layout).__name__
+        raise AttnlabError(f"standalone_html takes a figure of attnlab.viz or a bokeh layout (column(...)), not {kind}")
     return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
 
 
