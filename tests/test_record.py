@@ -395,6 +395,15 @@ def test_an_empty_selection_is_one_line(model: Transformer, selection: str) -> N
         pass
 
 
+def test_keep_values_is_true_or_false(model: Transformer) -> None:
+    """keep_values="no" is a true string: it kept the values."""
+    with (
+        pytest.raises(AttnlabError, match="^keep_values must be True or False, got 'no'$"),
+        record(model, keep_values="no"),
+    ):
+        pass
+
+
 def test_trace_layers_are_whole_numbers(model: Transformer) -> None:
     """ "1" and None were TypeErrors; True and 1.0 silently answered for layer 1."""
     src, tgt = _batch()

@@ -483,6 +483,21 @@ def test_a_colour_scale_of_nothing_is_refused(trace: AttentionTrace, vmax: objec
             view()
 
 
+def test_mask_is_true_or_false_in_every_view(trace: AttentionTrace) -> None:
+    """mask="no" is a true string: every view drew the mask it was asked to leave out."""
+    for mask in ("no", None, 0):
+        for view in (
+            lambda: viz.heatmap(trace, "cross", 0, 0, mask=mask),
+            lambda: viz.grid(trace, "cross", mask=mask),
+            lambda: viz.heatmap_png(trace, "cross", 0, 0, mask=mask),
+            lambda: viz.heatmap_svg(trace, "cross", 0, 0, mask=mask),
+            lambda: viz.diff_figure(trace, trace, "cross", 0, 0, mask=mask),
+        ):
+            with pytest.raises(AttnlabError, match=rf"^mask must be True or False, got {mask!r}$"):
+                view()
+    assert viz.heatmap(trace, "cross", 0, 0, mask=np.bool_(False)) is not None  # NumPy's bools are bools
+
+
 def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> None:
     """A Result (or None, the .trace of one made without record=True) where a trace belongs was
     an AttributeError from deep inside every view."""

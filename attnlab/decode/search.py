@@ -18,14 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from attnlab.decode.stepper import TransformerStepper, ranked_moves
 from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model.transformer import Transformer
-from attnlab.record.trace import whole_number
+from attnlab.record.trace import check_flag, whole_number
 
 
 @dataclass
@@ -243,8 +242,7 @@ def check_flags(**flags: object) -> None:
     """Each flag is True or False (NumPy's bools too): `record="no"` is a true string, and
     recorded; `truncate="no"` cut an over-long input without a word."""
     for name, value in flags.items():
-        if not isinstance(value, bool | np.bool_):
-            raise ConfigError(f"{name} must be True or False, got {value!r}")
+        check_flag(value, name)
 
 
 def generate(

@@ -27,7 +27,7 @@ from torch import Tensor
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HOOKS, attached
 from attnlab.model.transformer import MultiHeadAttention, Transformer
-from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.record.trace import KINDS, AttentionTrace, check_flag
 
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)$")
 
@@ -248,7 +248,7 @@ def record(
     busy = [m.name for m in modules if m.hook is not None]
     if busy:
         raise AttnlabError(f"already recording at {busy[0]}; recordings do not nest")
-    recording = Recording(model.config.n_layers, heads, keep_values)
+    recording = Recording(model.config.n_layers, heads, check_flag(keep_values, "keep_values"))
     with attached(HOOKS, dict.fromkeys(modules, recording.hook)):
         yield recording
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load, save
 
-from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 from attnlab.model.checkpoint import temporary_sibling
 
 KINDS = ("encoder", "decoder", "cross")
@@ -292,6 +292,14 @@ def whole_number(value: object) -> bool:
     """An integer of any kind (Python's, NumPy's), not a bool, a float or a string: what an index
     or a count may be (decoding settings use it too)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """`value` when it is True or False (NumPy's bools too); anything else is one line: a string
+    such as "no" is true, and `mask="no"` drew the mask, `record="no"` recorded."""
+    if not isinstance(value, bool | np.bool_):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.axes import label_stride
 from attnlab.viz.colors import (
     PALETTE,
@@ -81,7 +81,7 @@ def heatmap_png(
     width = max(left + k * cell + bar, 12 + math.ceil(text_length(title, title_fonts)))
     height = top + max(q * cell, _BAR_PX) + 16
     scale = color_scale(choice_rows(weights, trace.mask(kind)), vmax)  # as the heatmap on screen
-    cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if mask else None, cell)
+    cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if check_flag(mask, "mask") else None, cell)
     image = Image.new("RGB", (width, height), "white")
     image.paste(Image.fromarray(cells), (left, top))
     draw = ImageDraw.Draw(image)
@@ -128,7 +128,7 @@ def heatmap_svg(
     title_w = max(text_length(title, png_fonts(14)), title_px(title, 8.0))
     width, height = max(left + k * cell + 80, title_w + 12), top + max(q * cell, _BAR_PX) + 12
     scale = color_scale(choice_rows(weights, trace.mask(kind)), vmax)  # as the heatmap on screen
-    allowed = trace.mask(kind) if mask else np.ones((q, k), bool)
+    allowed = trace.mask(kind) if check_flag(mask, "mask") else np.ones((q, k), bool)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="{html.escape(FONT_STACK)}">',
         '<defs><pattern id="masked" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'

@@ -23,7 +23,7 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
 from attnlab.viz.colors import (
     PALETTE,
@@ -96,7 +96,7 @@ def update_heatmap(
         weights,
         q_labels,
         k_labels,
-        allowed=allowed if mask else None,
+        allowed=allowed if check_flag(mask, "mask") else None,
         vmax=color_scale(choice_rows(weights, allowed), vmax),
         title=title or head_title(trace, kind, layer, head, words),
         budget=budget,

@@ -17,7 +17,7 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.axes import label_room
 from attnlab.viz.colors import (
     choice_rows,
@@ -97,7 +97,7 @@ def update_grid(
     )  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
     layers, heads = list(trace.layers[kind]), head_ids(trace)
     n_heads = len(heads)
-    allowed = downsample(full_mask.astype(float), GRID_SIDE) > 0 if mask else None
+    allowed = downsample(full_mask.astype(float), GRID_SIDE) > 0 if check_flag(mask, "mask") else None
     images, xs, ys, names = [], [], [], []
     for row_index, layer in enumerate(layers):
         weights = trace.attention(kind, layer)

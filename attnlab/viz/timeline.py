@@ -15,7 +15,7 @@ from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
@@ -45,8 +45,9 @@ def diff_figure(
     if now.shape != final.shape:
         raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
+    allowed = trace.mask(kind) if check_flag(mask, "mask") else None
     return matrix_figure(
-        now - final, q_labels, k_labels, allowed=trace.mask(kind) if mask else None, vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
+        now - final, q_labels, k_labels, allowed=allowed, vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
         title=title or said["timeline.diff_title"].format(layer=layer, head=head), budget=budget,
         value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip
