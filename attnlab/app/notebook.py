@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from bokeh.resources import Resources
 from IPython import get_ipython
 from jupyter_bokeh import BokehModel
 
+from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.i18n import DEFAULT, error_message, kind_name, kind_title, text
 from attnlab.errors import AttnlabError, ConfigError, ModelInputError
@@ -110,8 +111,7 @@ def checked_text(value: Any, lang: str = DEFAULT) -> str:
 def checked_names(names: Any, lang: str = DEFAULT) -> tuple[str, str]:
     """What `Compare` calls its two models: two strings, else one line (a ValueError or an
     AttributeError in its error box, after both models had decoded)."""
-    pair = not isinstance(names, str) and isinstance(names, Sequence) and len(names) == 2
-    if not pair or not all(isinstance(name, str) for name in names):
+    if not viz.two_names(names):
         raise ConfigError(text("widgets.bad_names", lang, got=repr(names)))
     return names[0], names[1]
 

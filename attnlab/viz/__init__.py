@@ -38,7 +38,7 @@ from attnlab.viz.colors import (
     downsample,
     hatch,
 )
-from attnlab.viz.compare import compare_figures, has_head, word_diff
+from attnlab.viz.compare import compare_figures, has_head, two_names, word_diff
 from attnlab.viz.equation import computation_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
 from attnlab.viz.fonts import FONT_STACK, use_fonts
@@ -94,6 +94,7 @@ __all__ = [
     "timeline_curve",
     "token_delta_figure",
     "tree_figure",
+    "two_names",
     "update_grid",
     "update_heatmap",
     "update_matrix",

@@ -62,6 +62,12 @@ def has_head(trace: AttentionTrace, kind: str, layer: int, head: int) -> bool:
     return True
 
 
+def two_names(names: object) -> bool:
+    """Whether `names` can label a comparison: two strings ("AB" is not two names, ("A",) is one)."""
+    pair = not isinstance(names, str) and isinstance(names, Sequence) and len(names) == 2
+    return pair and all(isinstance(name, str) for name in names)
+
+
 def compare_figures(
     first: AttentionTrace,
     second: AttentionTrace,
@@ -82,8 +88,7 @@ def compare_figures(
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
     check_trace(first, "the first trace"), check_trace(second, "the second trace")
-    pair = not isinstance(names, str) and isinstance(names, Sequence) and len(names) == 2
-    if not pair or not all(isinstance(name, str) for name in names):  # ("A",) was a ValueError from zip
+    if not two_names(names):  # ("A",) was a ValueError from zip
         raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
