@@ -23,7 +23,7 @@ from test_viz import some_heads
 
 import attnlab
 from attnlab import widgets
-from attnlab.app import notebook
+from attnlab.app import i18n, notebook
 from attnlab.app.replay import Timeline
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
 from attnlab.record.trace import AttentionTrace
@@ -142,6 +142,19 @@ def test_a_selection_the_trace_lacks_is_a_one_line_error(trace: AttentionTrace) 
     view.select(5, 0)  # what a click does, from code
     assert view.errors.message == "no cross layer 5: choose from 0, 1 (-1: the last)"
     assert "traceback" not in view.errors.value and view.picker.value == ("cross", 1, 2)  # nothing changed
+
+
+def test_selecting_before_any_trace_is_shown_says_there_is_none() -> None:
+    """`TraceView().select(0, 0)` put an AttributeError ('NoneType' object has no attribute
+    'kinds') in the error box, and `picker.select` raised it."""
+    for lang in ("en", "es", "zh"):
+        view = widgets.TraceView(lang=lang)
+        view.select(0, 0)
+        said = i18n.text("widgets.no_trace", lang)
+        assert view.errors.message == i18n.error_message(AttnlabError(said), lang)
+        assert "traceback" not in view.errors.value and "\n" not in view.errors.message
+        with pytest.raises(AttnlabError, match=re.escape(said)):
+            view.picker.select(kind="cross")
 
 
 def test_a_trace_of_some_heads_is_labelled_with_the_model_heads(trace: AttentionTrace) -> None:

@@ -210,7 +210,10 @@ class HeadPicker(w.HBox):
 
     def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Change the selection from code (one redraw): the model's layer and head, a negative one
-        counting from the last the trace holds; one it lacks is a one-line error (`viz.selection`)."""
+        counting from the last the trace holds; one it lacks is a one-line error (`viz.selection`),
+        and so is a selection before any trace is shown (an AttributeError of None before)."""
+        if self.trace is None:
+            raise AttnlabError(text("widgets.no_trace", self.lang))
         kind, layer, head = selection(self.trace, self.kind.value if kind is None else kind, layer, head)
         with self.quiet():  # everything checked first: a refused selection changes nothing
             self.kind.value = kind
