@@ -408,6 +408,24 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     assert viz.token_delta_figure(["a", "b"], [-1.0, -2.0], [-1.5, -3.0]).name == "ablation-tokens"
 
 
+@pytest.mark.parametrize(
+    ("tokens", "before", "after", "said"),
+    [
+        (["a", "b", "c"], [-1.0, -2.0], [-1.5, -3.0, -0.5], "got 3 tokens, 2 before and 3 after"),
+        (["a", "b"], [-1.0, -2.0], [-1.5], "got 2 tokens, 2 before and 1 after"),
+        (["a"], [-1.0, -2.0], [-1.5, -3.0], "got 1 token, 2 before and 2 after"),
+    ],
+)
+def test_an_ablation_figure_of_mismatched_lengths_is_one_line(
+    tokens: list[str], before: list[float], after: list[float], said: str
+) -> None:
+    """Three tokens with two bars before drew a figure without a word: each pair of bars must be
+    one token's."""
+    with pytest.raises(AttnlabError, match=re.escape(said)) as error:
+        viz.token_delta_figure(tokens, before, after)
+    assert "\n" not in str(error.value)
+
+
 def test_tree_figure_draws_every_word_and_label() -> None:
     fig = viz.tree_figure("(S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .))")
     text = [r for r in fig.renderers if r.glyph.__class__.__name__ == "Text"][0].data_source.data["text"]

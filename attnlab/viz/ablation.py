@@ -17,6 +17,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from attnlab.errors import AttnlabError
 from attnlab.viz.axes import token_axis
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label
@@ -27,7 +28,11 @@ def token_delta_figure(
     tokens: Sequence[str], before: Sequence[float], after: Sequence[float], words: Mapping[str, str] | None = None
 ) -> figure:
     """Per-token log-probability of the original output, with all heads and with heads switched
-    off; `words` replaces the title's, the legend's and the hover's ("ablation.*" of `viz.words.WORDS`)."""
+    off; `words` replaces the title's, the legend's and the hover's ("ablation.*" of `viz.words.WORDS`).
+    Lengths that differ are one line (bars were drawn against the wrong tokens, without a word)."""
+    if not len(tokens) == len(before) == len(after):
+        counted = f"{len(tokens)} token{'' if len(tokens) == 1 else 's'}, {len(before)} before and {len(after)} after"
+        raise AttnlabError(f"token_delta_figure needs one log-probability per token, before and after: got {counted}")
     said = say(words)
     n = len(tokens)
     width = int(np.clip(n * 30, 360, 900)) + 80
