@@ -267,6 +267,14 @@ def test_head_stats_on_known_patterns() -> None:
     assert set(COLUMNS) <= set(both[0])
 
 
+@pytest.mark.parametrize("nothing", [[], (), iter([])])
+def test_head_stats_of_no_traces_is_one_line(nothing: object) -> None:
+    """An empty list gave an empty table without a word (a profile of nothing, which a table or
+    a scatter then drew empty)."""
+    with pytest.raises(AttnlabError, match=r"^head_stats needs at least one trace: none given$"):
+        head_stats(nothing)
+
+
 def test_head_stats_pool_heads_by_their_model_index_and_one_model_only(model: Transformer) -> None:
     """Traces of heads [2, 3] and of heads [0, 1] were summed position by position and labelled
     heads 2 and 3; a full trace with a subset one was numpy's broadcast ValueError; traces of

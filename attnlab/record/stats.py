@@ -112,13 +112,15 @@ def sentence_stats(trace: AttentionTrace) -> list[dict]:
 
 def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
     """One row per (kind, layer, head) recorded in any of the traces, in the model's order: the
-    columns above plus `kind`, `layer`, `head`, `rows` (the query rows pooled for that head)."""
+    columns above plus `kind`, `layer`, `head`, `rows` (the query rows pooled for that head).
+    No traces at all is one line (an empty table, without a word, before)."""
     if isinstance(traces, str) or not isinstance(traces, AttentionTrace | Iterable):
         raise AttnlabError(f"expected an AttentionTrace or a list of them, got {type(traces).__name__}")
     traces = [traces] if isinstance(traces, AttentionTrace) else list(traces)
     traces = [check_trace(trace, f"trace {n}") for n, trace in enumerate(traces, 1)]
-    if traces:
-        _check_one_model(traces)
+    if not traces:
+        raise AttnlabError("head_stats needs at least one trace: none given")
+    _check_one_model(traces)
     sums: dict[tuple[str, int, int], np.ndarray] = {}
     rows: dict[tuple[str, int, int], int] = {}
     for trace in traces:
