@@ -516,6 +516,53 @@ def test_mask_is_true_or_false_in_every_view(trace: AttentionTrace) -> None:
     assert viz.heatmap(trace, "cross", 0, 0, mask=np.bool_(False)) is not None  # NumPy's bools are bools
 
 
+def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: AttentionTrace) -> None:
+    """`title=123` was a TypeError from measuring it (an AttributeError in the profile grid, a
+    bokeh validation error in the tree, and `standalone_html` wrote `<title>123</title>`);
+    `budget="500"` a TypeError from dividing by it; `budget=0` or -5 was clamped without a word.
+    Every public view that takes `title=` or `budget=` is here (found by its signature)."""
+    import inspect
+
+    q, k = trace.attention("cross", 0).shape[1:]
+    labels = trace.labels("cross")
+    weights = trace.attention("cross", 0)[0]
+    parts = {"scores": weights, "allowed": np.ones((q, k), bool), "weights": weights, "v": np.ones((k, 2)),
+             "out": np.ones((q, 2))}  # fmt: skip
+    views = {
+        "heatmap": lambda **o: viz.heatmap(trace, "cross", 0, 0, **o),
+        "update_heatmap": lambda **o: viz.update_heatmap(viz.heatmap(trace, "cross", 0, 0), trace, "cross", 0, 0, **o),
+        "matrix_figure": lambda **o: viz.matrix_figure(weights, *labels, **o),
+        "update_matrix": lambda **o: viz.update_matrix(viz.matrix_figure(weights, *labels), weights, *labels, **o),
+        "mask_figure": lambda **o: viz.mask_figure(trace, "decoder", **o),
+        "computation_figure": lambda **o: viz.computation_figure(parts, 0, *labels, **o),
+        "compare_figures": lambda **o: viz.compare_figures(trace, trace, "cross", 0, 0, **o),
+        "diff_figure": lambda **o: viz.diff_figure(trace, trace, "cross", 0, 0, **o),
+        "profile_grid": lambda **o: viz.profile_grid([0, 1], np.zeros((2, 3)), **o),
+        "standalone_html": lambda **o: viz.standalone_html(viz.heatmap(trace, "cross", 0, 0), **o),
+        "tree_figure": lambda **o: viz.tree_figure("(S (NP (XX The) (XX dog)))", **o),
+    }
+    takes = {
+        name: {"title", "budget"} & set(inspect.signature(getattr(viz, name)).parameters)
+        for name in viz.__all__
+        if callable(getattr(viz, name)) and not isinstance(getattr(viz, name), type)
+    }
+    assert {name for name, options in takes.items() if options} == set(views), "a view is missing here"
+    for name, view in views.items():
+        refused = {"title": (123, b"title", ["a"])} if "title" in takes[name] else {}
+        if "budget" in takes[name]:
+            refused["budget"] = ("500", 0, -5, 2.5, True, None)
+        for option, values in refused.items():
+            for value in values:
+                with pytest.raises(
+                    AttnlabError, match=rf"^{option} .*must be .*, got {re.escape(repr(value))}"
+                ) as error:
+                    view(**{option: value})
+                assert "\n" not in str(error.value), (name, option, value)
+        for option, value in (("title", "a title"), ("title", None), ("budget", np.int64(300))):
+            if option in takes[name]:
+                assert view(**{option: value}) is not None, (name, option, value)  # what is right still draws
+
+
 def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> None:
     """A Result (or None, the .trace of one made without record=True) where a trace belongs was
     an AttributeError from deep inside every view."""

@@ -14,7 +14,8 @@ are named by their ids in the model, not by a map's row (`selection.py`: a trace
 subset of them), and a negative layer is titled with the model's index. Cells a mask forbade
 (the causal mask, padding) are hatched grey, never confused with a real zero, which is white.
 Long inputs stay cheap: a heatmap is one `image` glyph, the grid one figure of RGBA thumbnails,
-and axis labels are thinned to what fits.
+and axis labels are thinned to what fits. Every view that takes `title=` (a string; None: its own)
+or `budget=` (pixels, a whole number > 0) checks them one way (`options.check_options`).
 
 Text in any script: every view writes in `FONT_STACK` (Latin and accented, CJK, Hebrew, Arabic;
 `fonts.use_fonts` sets it on a layout), a piece longer than 14 columns (a CJK character is two)

@@ -20,6 +20,7 @@ from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, off_note
+from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.timeline import diff_figure
 from attnlab.viz.words import kind_name, kind_title, say
@@ -88,6 +89,7 @@ def compare_figures(
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
     check_trace(first, "the first trace"), check_trace(second, "the second trace")
+    check_options(budget=budget)
     if not two_names(names):  # ("A",) was a ValueError from zip
         raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
     said = say(words)

@@ -30,12 +30,14 @@ from attnlab.viz.colors import (
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
+from attnlab.viz.options import check_options
 from attnlab.viz.words import kind_name, say
 
 
 def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapping[str, str] | None = None) -> figure:
     """The mask that shaped `kind`: allowed cells white, forbidden ones hatched; `words` replaces
     any of `viz.words.WORDS` ("mask.*", and the hover's "head.*")."""
+    check_options(budget=budget)
     said = say(words)
     q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     allowed = trace.mask(kind)
@@ -58,7 +60,7 @@ def computation_figure(
     query: int,
     q_labels: Sequence[str],
     k_labels: Sequence[str],
-    title: str = "",
+    title: str | None = "",
     words: Mapping[str, str] | None = None,
 ) -> Any:
     """Eq. (1) for one query row: QKᵀ/√d_k, the masked scores (−∞ shown as such), the softmax,
@@ -67,7 +69,10 @@ def computation_figure(
     `parts` holds (q, k) `scores`, `allowed`, `weights` and (k, d_v) `v`, (q, d_v) `out` (see
     `attnlab.record.equation.attention_parts`). `words` replaces any of `viz.words.WORDS`
     ("eq1.*", and the hover's "head.*"); the paper's notation is the same in every language.
+    `title` (None: none) leads the first figure's title.
     """
+    check_options(title=title)
+    title = title or ""
     said = say(words)
     q, k = np.shape(parts["scores"])  # checked first: 99 was an IndexError, and labels a bokeh warning
     if (len(q_labels), len(k_labels)) != (q, k):

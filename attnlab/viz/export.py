@@ -39,6 +39,7 @@ from attnlab.viz.colors import (
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
 from attnlab.viz.head import head_title
 from attnlab.viz.labels import display_width, piece_label, title_px
+from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
@@ -183,7 +184,7 @@ def _svg_label(piece: str) -> str:
 _LINKED = re.compile(r"<script [^>]*src=\"[^\"]*\"[^>]*></script>\s*|<link [^>]*href=\"[^\"]*\"[^>]*>\s*")
 
 
-def standalone_html(layout: Any, title: str = "attnlab") -> str:
+def standalone_html(layout: Any, title: str | None = "attnlab") -> str:
     """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere. Its
     text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout. Files linked
     rather than inlined are dropped: a file opened from a disk reaches none of them, and the page
@@ -192,6 +193,8 @@ def standalone_html(layout: Any, title: str = "attnlab") -> str:
     if not isinstance(layout, LayoutDOM):
         kind = type(layout).__name__
         raise AttnlabError(f"standalone_html takes a figure of attnlab.viz or a bokeh layout (column(...)), not {kind}")
+    check_options(title=title)
+    title = "attnlab" if title is None else title  # bokeh's own was "Bokeh Application"
     return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
 
 

@@ -33,6 +33,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
+from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map, model_head, model_layer
 from attnlab.viz.words import kind_title, say
 
@@ -66,6 +67,7 @@ def heatmap(
     """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
     and (with `mask`) the forbidden cells hatched. `words` replaces any of `viz.words.WORDS`
     (the title's "head.title", the hover's "head.*"), e.g. in a screen's language."""
+    check_options(title=title, budget=budget)
     fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}", words=words)
     update_heatmap(
         fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name, words=words
@@ -89,6 +91,7 @@ def update_heatmap(
 ) -> figure:
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
+    check_options(title=title, budget=budget)
     q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     weights, allowed = head_map(trace, kind, layer, head), trace.mask(kind)
     update_matrix(
@@ -136,7 +139,7 @@ def matrix_figure(
     vmin: float = 0.0,
     vmax: float | None = 1.0,
     palette: Sequence[str] = PALETTE,
-    title: str = "",
+    title: str | None = "",
     budget: int = 560,
     value_name: str | None = None,
     name: str = "heatmap",
@@ -147,6 +150,7 @@ def matrix_figure(
     transparent RGBA overlay that hatches the cells `allowed` forbids. The hover names the query,
     the key and `value_name` (default: "weight"); the axes read `axis_labels` (default: key,
     query), all in `words` ("head.*" of `viz.words.WORDS`)."""
+    check_options(title=title, budget=budget)
     said = say(words)
     value_name = said["head.weight"] if value_name is None else value_name
     query, key = said["head.query"], said["head.key"]
@@ -200,10 +204,13 @@ def update_matrix(
     allowed: np.ndarray | None = None,
     vmin: float = 0.0,
     vmax: float | None = 1.0,
-    title: str = "",
+    title: str | None = "",
     budget: int = 560,
 ) -> figure:
-    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours)."""
+    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours);
+    `title` None is none."""
+    check_options(title=title, budget=budget)
+    title = title or ""
     q, k = values.shape
     if (q, k) != (len(q_labels), len(k_labels)):
         raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")

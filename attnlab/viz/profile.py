@@ -16,6 +16,7 @@ from bokeh.plotting import figure
 from attnlab.viz.axes import label_room
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
+from attnlab.viz.options import check_options
 from attnlab.viz.words import say
 
 CELL_PX = 56
@@ -25,7 +26,7 @@ def profile_grid(
     layers: Sequence[int],
     values: np.ndarray,
     *,
-    title: str = "",
+    title: str | None = "",
     selected: tuple[int, int] | None = None,
     on_select: Callable[[int, int], None] | None = None,
     name: str = "profile-grid",
@@ -35,7 +36,9 @@ def profile_grid(
     bottom; NaN cells (a head without the statistic, e.g. AER off cross-attention) are grey.
     `on_select(layer, head)` is called when a cell is tapped (in a Bokeh server or Panel session).
     The layers and heads are named as the overview grid names them ("grid.*" of `viz.words.WORDS`,
-    replaced by `words`)."""
+    replaced by `words`); `title` None is none."""
+    check_options(title=title)
+    title = title or ""
     said = say(words)
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] != len(layers):

@@ -20,6 +20,7 @@ from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
+from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
@@ -40,6 +41,7 @@ def diff_figure(
     model, or one model minus another on the same sentence pair), the forbidden cells hatched
     with `mask` as the heatmap beside it. `words` replaces any of `viz.words.WORDS` (the title's
     "timeline.diff_title", the hover's "head.*")."""
+    check_options(title=title, budget=budget)
     said = say(words)
     now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
     if now.shape != final.shape:

@@ -17,6 +17,7 @@ from attnlab.data.treebank import Tree, parse
 from attnlab.errors import AttnlabError
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import short_label
+from attnlab.viz.options import check_options
 from attnlab.viz.words import say
 
 
@@ -27,6 +28,7 @@ def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | 
     The title is `title`, else `words`' "tree.title" ("parse tree")."""
     if not isinstance(text, str):
         raise AttnlabError(f"a tree is drawn from its bracketed text, got {type(text).__name__}")
+    check_options(title=title)
     title = say(words)["tree.title"] if title is None else title
     try:
         trees = parse(text)
