@@ -168,7 +168,7 @@ def test_compiled_trainer_checks_ids_on_the_host(tmp_path, prepared_tiny_train) 
     batch = next(trainer.batches())
     batch.src[0, 0] = trainer.config.vocab_size + 7
     with pytest.raises(ModelInputError, match="outside the vocabulary"):
-        trainer.train_step([batch])
+        trainer.staged(batch)
 
 
 def test_compile_mode_auto_compiles_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,7 +225,7 @@ def test_compiled_training_follows_the_eager_losses(tmp_path, prepared_tiny_trai
         losses[mode] = []
         for _ in range(3):
             batch = next(batches)
-            trainer.train_step([batch])
+            trainer.train_step([trainer.staged(batch)])
             losses[mode].append((trainer.acc["loss"] - total) / batch.n_tgt_tokens)  # this update's, per token
             total = trainer.acc["loss"]
     assert trainer.compile == "model"

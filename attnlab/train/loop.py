@@ -11,7 +11,6 @@ and faults survived (attnlab.train.guard): SIGTERM, a full disk, a non-finite lo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import math
@@ -19,10 +18,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -42,9 +41,12 @@ from attnlab.train.dev import dev_report
 from attnlab.train.guard import SKIPS_IN_A_ROW, DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
-from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss, training_kernels
+from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss
 from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries, resumable
 from attnlab.train.startup import bf16_note, build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
+from attnlab.train.update import DeviceBatch, Update, stage
+
+Next = TypeVar("Next")
 
 
 @dataclass
@@ -149,6 +151,7 @@ class Trainer:
         self.window_start, self.window_tokens = time.time(), 0.0  # for tokens/s since the last log line
         self.acc = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "batches": 0}  # since the last log line (all ranks)
         self.metrics = MetricsLog(self.out)
+        self.position: dict[str, Any] | None = None  # the data position before the staged batches
         self.resumed_from = self._resume()
         self.origin = time.time() - self.wall_before  # run() sets it again; save() before run() needs it
         self.net: torch.nn.Module = self.model
@@ -156,6 +159,9 @@ class Trainer:
             self.net = torch.nn.parallel.DistributedDataParallel(self.model)
         if self.compile == "model":
             self.net = compile_model(self.net)
+        self.update = Update(
+            self.net, self.model, self.optimizer, self.loss_fn, self.autocast, self.world, cfg.clip_norm
+        )
         # FLOPs at the corpus's mean lengths (+1 for </s> and <s>): attention grows with them
         src_len, tgt_len = (round(float(lens.mean())) + 1 for lens in (self.data.src_lens, self.data.tgt_lens))
         self.flops_per_token = train_flops_per_target_token(self.config, src_len, tgt_len)
@@ -172,7 +178,7 @@ class Trainer:
                 tensors[f"adam.{index}.{key}"] = value
         info = {
             "step": self.step,
-            "sampler": self.sampler.state_dict(),
+            "sampler": self.position if self.position is not None else self.sampler.state_dict(),
             "acc": self.acc,
             "skipped": self.skipped,
             "wall_s": time.time() - self.origin,
@@ -245,67 +251,51 @@ class Trainer:
                 yield collate(self.data, indices, self.config.pad_id, self.config.bos_id, self.config.eos_id)
             self.sampler.set_epoch(self.sampler.epoch + 1)
 
-    def train_step(self, micro: list[Batch]) -> bool:
-        """One update from this rank's micro-batches; False when it was skipped (non-finite).
+    def staged(self, batch: Batch) -> DeviceBatch:
+        """`batch` checked (here, when the compiled graph skips the model's checks) and on its way
+        to the device."""
+        return stage(batch, self.model, self.device, check_ids=self.compile == "model")
+
+    def next_update(self, stream: Iterator[Batch]) -> list[DeviceBatch]:
+        """The next update's micro-batches, staged while the device still runs the last one. A
+        checkpoint written before they are trained must resume at them: the position comes first."""
+        self.position = self.sampler.state_dict()
+        return [self.staged(next(stream)) for _ in range(self.cfg.update_freq)]
+
+    def train_step(self, micro: list[DeviceBatch], then: Callable[[], Next] | None = None) -> tuple[bool, Next | None]:
+        """One update from this rank's micro-batches (`Update`); (False, …) when it was skipped
+        (non-finite), and what `then` made while the device worked.
 
         The gradient is Σ loss / (target tokens of all W·F micro-batches of the update), as one
-        process with update_freq W·F computes it: DDP averages gradients over the W ranks, so
-        each rank scales its loss by W. Micro-batch i of rank r is the update's global micro-batch
-        g = i·W + r (see TokenBatchSampler), and its dropout masks come from `micro_seed(g)`.
+        process with update_freq W·F computes it. Micro-batch i of rank r is the update's global
+        micro-batch g = i·W + r (see TokenBatchSampler), and its dropout masks come from
+        `micro_seed(g)`.
         """
         cfg = self.cfg
-        (total_tokens,) = all_sum([float(sum(b.n_tgt_tokens for b in micro))], self.world, self.device)
+        (total_tokens,) = all_sum([float(sum(b.tokens for b in micro))], self.world, self.device)
         lr = learning_rate(self.step + 1, self.config.d_model, cfg.warmup, cfg.lr_scale)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum = nll_sum = 0.0  # this rank's, over its micro-batches
-        for i, batch in enumerate(micro):
-            if self.compile == "model":  # the compiled graph skips the model's id checks: one host check per batch
-                self.model.check_ids(batch.src, "source")
-                self.model.check_ids(batch.tgt_in, "target", self.config.target_vocab)
-            torch.manual_seed(micro_seed(cfg.seed, self.step, i * self.world + self.rank))
-            sync = i == len(micro) - 1 or self.world == 1
-            context = contextlib.nullcontext() if sync else self.net.no_sync()
-            with (
-                context,
-                training_kernels(self.device.type, self.autocast),
-                torch.autocast(self.device.type, torch.bfloat16, enabled=self.autocast),
-            ):
-                scored = batch.scored.to(self.device)  # non-pad targets only: padding gets no logits
-                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device), scored)
-                target = batch.scored_targets.to(self.device)
-                loss, nll = self.loss_fn(logits, target, self.config.eps_ls, self.config.pad_id)
-                (loss * self.world / total_tokens).backward()
-            loss_sum += loss.item()
-            nll_sum += nll.item()
-        loss_sum, nll_sum = all_sum([loss_sum, nll_sum], self.world, self.device)  # the whole update's, on every rank
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        total_norm = torch.nn.utils.get_total_norm(grads)  # of all-reduced gradients: the same on every rank
-        norm = float(total_norm)
-        if not (math.isfinite(loss_sum) and math.isfinite(norm)):
-            self.optimizer.zero_grad(set_to_none=True)
+        seeds = [micro_seed(cfg.seed, self.step, i * self.world + self.rank) for i in range(len(micro))]
+        out = self.update(micro, total_tokens, seeds, then)
+        if not out.finite:  # the device left weights and Adam's state as they were
             self.skipped, self.in_a_row = self.skipped + 1, self.in_a_row + 1
             if not cfg.skip_nonfinite or self.in_a_row >= SKIPS_IN_A_ROW:
                 last = f"step_{self.saved_step}" if self.saved_step is not None else "none yet"
                 raise TrainingError(
-                    f"step {self.step + 1}: loss {loss_sum} and gradient norm {norm} are not finite"
+                    f"step {self.step + 1}: loss {out.loss} and gradient norm {out.norm} are not finite"
                     + (f" for {self.in_a_row} updates in a row, all skipped" if cfg.skip_nonfinite else "")
                     + f"; stopped before updating (last checkpoint: {last}, untouched); lower --lr-scale"
                     + ("" if cfg.skip_nonfinite else ", or pass --skip-nonfinite to skip such updates")
                 )
-            return False
+            return False, out.then
         self.in_a_row = 0
-        if cfg.clip_norm > 0:
-            torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), cfg.clip_norm, total_norm)
-        self.optimizer.step()
         self.step += 1
-        self.acc["loss"] += loss_sum
-        self.acc["nll"] += nll_sum
+        self.acc["loss"] += out.loss
+        self.acc["nll"] += out.nll
         self.acc["tokens"] += total_tokens
         self.acc["batches"] += len(micro) * self.world
-        return True
+        return True, out.then
 
     def run(self) -> Path | None:
         """Train until --max-steps, --max-minutes or SIGTERM, saving every --save-every steps and
@@ -332,10 +322,10 @@ class Trainer:
         self.window_start, self.window_tokens = time.time(), 0.0
         last_saved = None
         with bar, DeferredStop() as stop:  # the bar ends its line also on an error, which then starts its own
+            staged = self.next_update(stream)
             while self.step < cfg.max_steps:
-                micro = [next(stream) for _ in range(cfg.update_freq)]
                 tokens_before = self.acc["tokens"]
-                applied = self.train_step(micro)
+                applied, staged = self.train_step(staged, lambda: self.next_update(stream))
                 self.window_tokens += self.acc["tokens"] - tokens_before
                 if applied:
                     bar.update(1)
@@ -355,7 +345,7 @@ class Trainer:
             # DDP's reducer holds the process group and its last work: let them go now, not at
             # interpreter exit, where freeing them aborted rank 0 in 2 of 6 runs of the DDP tests
             # here (SIGABRT, "terminate called without an active exception"; none in 4 since)
-            self.net = self.model
+            self.net = self.update.net = self.model
             gc.collect()
             dist.destroy_process_group()
         return last_saved
