@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -298,6 +299,46 @@ def test_tiny_model_learns_to_reverse() -> None:
         for _ in range(6):
             ys = torch.cat([ys, model(src, ys)[:, -1:].argmax(-1)], 1)
     assert ys[0, 1:6].tolist() == body.flip(1)[0].tolist() and ys[0, 6].item() == 3
+
+
+@pytest.mark.parametrize(
+    ("q", "k", "v", "mask"),
+    [
+        ((2, 4, 5, 16), (2, 4, 7, 8), (2, 4, 7, 16), None),  # d_k of q and k differ
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 6, 16), None),  # k and v hold different numbers of keys
+        ((2, 4, 5, 16), (3, 4, 7, 16), (3, 4, 7, 16), None),  # batches that do not broadcast
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 3, 7, 16), None),  # heads of k and v differ
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16), (2, 1, 1, 6)),  # a mask over 6 keys, not 7
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16), (2, 1, 3, 7)),  # a mask over 3 queries, not 5
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16), (3, 1, 1, 7)),  # a mask of another batch
+        ((2, 4, 5, 16), (2, 4, 7, 16), (2, 4, 7, 16), (1, 2, 4, 5, 7)),  # a mask of more dimensions
+        ((16,), (7, 16), (7, 16), None),  # q without a query axis
+    ],
+)
+def test_attention_of_shapes_that_do_not_fit_is_one_line_naming_them(
+    q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...], mask: tuple[int, ...] | None
+) -> None:
+    """attnlab.attention called with tensors that do not fit Eq. (1) raised PyTorch's own error from
+    inside the matrix product or masked_fill (or broadcast a mask it should not have); the check
+    compares shapes only (no tensor operation, nothing read from the device)."""
+    tensors = [torch.randn(shape) for shape in (q, k, v)]
+    allowed = None if mask is None else torch.ones(mask, dtype=torch.bool)
+    said = f"q {tuple(q)}, k {tuple(k)}, v {tuple(v)}" + ("" if mask is None else f", mask {tuple(mask)}")
+    with pytest.raises(ModelInputError, match=re.escape(said)) as error:
+        attention(*tensors, allowed)
+    assert "\n" not in str(error.value)
+
+
+def test_attention_takes_every_shape_that_fits() -> None:
+    """What the model passes (equal batches; a padding mask (B, 1, 1, Lk); a causal one (Lq, Lk))
+    and what broadcasts (one K/V for every batch row, one head's mask for all), unchanged."""
+    q, k, v = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 7, 16), torch.randn(2, 4, 7, 8)
+    for mask in (None, torch.ones(2, 1, 1, 7, dtype=torch.bool), torch.ones(5, 7, dtype=torch.bool)):
+        out, weights = attention(q, k, v, mask)
+        assert out.shape == (2, 4, 5, 8) and weights.shape == (2, 4, 5, 7)
+    out, weights = attention(q, k[:1], v[:1], torch.ones(1, 1, 5, 7, dtype=torch.bool))
+    assert out.shape == (2, 4, 5, 8)
+    assert attention(torch.randn(5, 16), torch.randn(7, 16), torch.randn(7, 8))[0].shape == (5, 8)
 
 
 def test_attention_takes_a_bool_mask_and_zeroes_only_rows_with_no_key() -> None:

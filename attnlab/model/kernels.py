@@ -39,7 +39,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from attnlab.model.attention import attention
+from attnlab.model.attention import explicit_attention
 from attnlab.model.cpu import cpu_signature
 
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
@@ -151,7 +151,7 @@ def gathered_attention(
     mask = None
     if lengths is not None:  # (N, 1, 1, L): the positions each row sees
         mask = (torch.arange(first, length, device=q.device) < lengths.to(q.device)[:, None])[:, None, None, :]
-    return attention(q[:, :, None], keys, values, mask)[0][:, :, 0]
+    return explicit_attention(q[:, :, None], keys, values, mask)[0][:, :, 0]
 
 
 def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor] | None:

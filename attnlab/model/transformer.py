@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.errors import ConfigError, ModelInputError
-from attnlab.model.attention import BANDED_FROM, attention, local_attention, window_mask
+from attnlab.model.attention import BANDED_FROM, explicit_attention, local_attention, window_mask
 from attnlab.model.cache import KVCache, cross_step, keep_cross, self_step
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
@@ -134,7 +134,7 @@ class MultiHeadAttention(nn.Module):
         hook = self.hook  # (a context-variable lookup: read once per call)
         if hook is None and not (cpu and (decoding or q.dtype == torch.bfloat16)):
             return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
-        out, weights = attention(q, k, v, mask)
+        out, weights = explicit_attention(q, k, v, mask)
         if hook is not None:
             rows = (lambda t: t.repeat_interleave(groups, 0)) if groups > 1 else (lambda t: t)
             hook(self, self._ungroup(weights, groups), None if mask is None else rows(mask), rows(v))
