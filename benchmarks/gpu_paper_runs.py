@@ -3,10 +3,11 @@ and the same batch through `torch.nn.Transformer` for a ratio measured in the sa
 
 §5.1-5.2: batches of about 25,000 source + 25,000 target tokens; base trained 100k steps in
 12 hours, big 300k steps in 3.5 days, both on 8 P100 GPUs. This script takes attnlab's training
-step as `attnlab train` takes it on a GPU (`Trainer.train_step`: the model and the loss compiled
-as `--compile auto` compiles them there, bf16 autocast, logits for the scored positions only,
-label-smoothed loss, the gradient norm read back, fused Adam; ids checked on the host and each
-batch copied to the GPU every step) at that batch size on one GPU, and projects how long the
+step as `attnlab train` takes it on a GPU (`attnlab.train.update.Update`, the trainer's own: the
+model and the loss compiled as `--compile auto` compiles them there, bf16 autocast, logits for the
+scored positions only, label-smoothed loss, the finiteness check on the GPU, fused Adam, one read
+back per step; the next step's batch checked on the host, pinned and copied while the GPU works)
+at that batch size on one GPU, and projects how long the
 paper's runs would take there. The peer is the same model built from `torch.nn.Transformer`
 (`train_throughput.TorchTransformerMT`), run as its users write it: eager, plain Adam, logits
 for every position. It is meant for a short GPU rental: both presets, compilation included,
@@ -33,25 +34,28 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 from common import clock, machine, matmul_peak, synchronize
-from torch import Tensor, nn
+from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as profiler
 from train_throughput import TorchTransformerMT
 
+from attnlab.data.batching import Batch
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import PAPER_RUNS, train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import compile_model, label_smoothed_loss, make_loss, make_optimizer
+from attnlab.train.update import DeviceBatch, Update, stage
 
 PAPER_STEPS = {"base": 100_000, "big": 300_000}  # §5.2
-Micro = tuple[Tensor, Tensor, Tensor]  # (src, tgt_in, tgt_out), on the host as the trainer's batches are
 
 
-def synthetic_batch(config: ModelConfig, pairs: int, length: int) -> Micro:
-    """(src, tgt_in, tgt_out), each (pairs, length): random ids, </s> last, <s> first on tgt_in."""
+def synthetic_batch(config: ModelConfig, pairs: int, length: int) -> Batch:
+    """`pairs` pairs of `length` random ids a side, </s> last, <s> first on tgt_in; no padding, so
+    every target position is scored."""
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, config.vocab_size, (pairs, length), generator=generator)
     tgt = torch.randint(4, config.vocab_size, (pairs, length), generator=generator)
@@ -59,50 +63,55 @@ def synthetic_batch(config: ModelConfig, pairs: int, length: int) -> Micro:
     tgt_in = torch.cat([torch.full((pairs, 1), config.bos_id), tgt[:, :-1]], dim=1)
     tgt_out = tgt.clone()
     tgt_out[:, -1] = config.eos_id
-    return src, tgt_in, tgt_out
+    return Batch(src, tgt_in, tgt_out, tgt_out.numel(), np.arange(pairs), torch.arange(tgt_out.numel()))
 
 
-def attnlab_step(model: Transformer, batches: list[Micro], device: torch.device, compiled: bool) -> Callable[[], float]:
-    """One update as `Trainer.train_step` takes it on one GPU; returns the loss per target token.
-    `compiled` (`--compile` on): the model and the loss compiled as `attnlab train` compiles them."""
-    config = model.config
-    net = compile_model(model) if compiled else model
-    loss_fn = make_loss(compiled)
+def split(batch: Batch, parts: int) -> list[Batch]:
+    """`batch` as `parts` micro-batches of whole pairs (the last may be smaller)."""
+    rows = -(-len(batch.indices) // parts)
+    out = []
+    for i in range(0, len(batch.indices), rows):
+        src, tgt_in, tgt_out = (t[i : i + rows] for t in (batch.src, batch.tgt_in, batch.tgt_out))
+        out.append(
+            Batch(src, tgt_in, tgt_out, tgt_out.numel(), batch.indices[i : i + rows], torch.arange(tgt_out.numel()))
+        )
+    return out
+
+
+def attnlab_step(model: Transformer, batches: list[Batch], device: torch.device, compiled: bool) -> Callable[[], float]:
+    """One update as `Trainer.train_step` takes it (`attnlab.train.update.Update`); returns the
+    loss per target token. Each step stages the next update's batches (ids checked, pinned,
+    copied) while the device works, as the trainer does; `compiled` (`--compile on`): the model
+    and the loss compiled as `attnlab train` compiles them on a GPU."""
     optimizer = make_optimizer(model)
     for group in optimizer.param_groups:
         group["lr"] = 1e-4
-    total = sum(int(tgt_out.ne(config.pad_id).sum()) for _, _, tgt_out in batches)
+    net = compile_model(model) if compiled else model
+    update = Update(net, model, optimizer, make_loss(compiled), autocast=True)
+    total = sum(b.n_tgt_tokens for b in batches)
+    seeds = list(range(len(batches)))
+
+    def staged() -> list[DeviceBatch]:
+        return [stage(b, model, device, check_ids=compiled) for b in batches]
+
+    upcoming = staged()
 
     def step() -> float:
-        net.train()
-        optimizer.zero_grad(set_to_none=True)
-        summed = 0.0
-        for src, tgt_in, tgt_out in batches:
-            if compiled:  # the compiled graph skips the model's id checks: the trainer checks on the host
-                model.check_ids(src, "source")
-                model.check_ids(tgt_in, "target", config.target_vocab)
-            scored = torch.arange(tgt_out.numel())  # no padding: every position is scored
-            with torch.autocast(device.type, torch.bfloat16):
-                logits = net(src.to(device), tgt_in.to(device), scored.to(device))
-                loss, nll = loss_fn(logits, tgt_out.flatten().to(device), config.eps_ls, config.pad_id)
-                (loss / total).backward()
-            summed += loss.item()
-            nll.item()
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        float(torch.nn.utils.get_total_norm(grads))  # the trainer's finiteness check reads it back
-        optimizer.step()
-        return summed / total
+        nonlocal upcoming
+        out = update(upcoming, total, seeds, staged)
+        upcoming = out.then
+        return out.loss / total
 
     return step
 
 
-def peer_step(model: nn.Module, batches: list[Micro], device: torch.device) -> Callable[[], float]:
+def peer_step(model: nn.Module, batches: list[Batch], device: torch.device) -> Callable[[], float]:
     """The same update for `nn.Transformer` as its users write it: eager, plain Adam, logits for
     every position, the batch on the GPU once."""
     config = model.config
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    on_device = [tuple(t.to(device) for t in micro) for micro in batches]
-    total = sum(int(tgt_out.ne(config.pad_id).sum()) for _, _, tgt_out in batches)
+    on_device = [(b.src.to(device), b.tgt_in.to(device), b.tgt_out.to(device)) for b in batches]
+    total = sum(b.n_tgt_tokens for b in batches)
 
     def step() -> float:
         model.train()
@@ -185,9 +194,7 @@ def profile(step: Callable[[], float], device: torch.device, path: Path, steps: 
 def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> dict:
     """attnlab's step and the peer's on the same batch; project the paper's step count."""
     pairs = args.tokens // args.seq_len
-    micro = -(-pairs // args.update_freq)  # ceil: the last micro-batch may be smaller
-    full = synthetic_batch(config, pairs, args.seq_len)
-    batches = [tuple(t[i : i + micro] for t in full) for i in range(0, pairs, micro)]
+    batches = split(synthetic_batch(config, pairs, args.seq_len), args.update_freq)
     torch.manual_seed(0)
     model = Transformer(config).to(device)
     step = attnlab_step(model, batches, device, compiled=args.compile == "on")

@@ -8,9 +8,10 @@ positions, embedding dropout. The peer is made mathematically identical to attnl
 attention-weight dropout and its dropout inside the feed-forward block (neither is in the paper)
 are switched off, and the extra final LayerNorms `nn.Transformer` adds after its post-norm stacks
 are removed; the script checks that both have the same number of parameters. Both call the same
-`attnlab.train.label_smoothed_loss` and take the same step as `Trainer.train_step` (minus
-gradient accumulation and DDP). The two are timed alternately in one process, so a load burst
-from another job hits both; the figure to quote is the ratio.
+`attnlab.train.label_smoothed_loss`; attnlab's side takes the trainer's own update
+(`attnlab.train.update.Update`, without gradient accumulation and DDP). The two are timed
+alternately in one process, so a load burst from another job hits both; the figure to quote is
+the ratio.
 
 attnlab's side runs what `attnlab train` runs by default on the device for a long run
 (`--compile auto`: on a CPU the compiled loss, and the compiled model too in bf16, see
@@ -29,7 +30,6 @@ case, the highest so far kept (`common.matmul_peak`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import sys
@@ -65,8 +65,8 @@ from attnlab.train.regime import (
     label_smoothed_loss,
     make_loss,
     make_optimizer,
-    training_kernels,
 )
+from attnlab.train.update import Update, stage
 
 
 class TorchTransformerMT(nn.Module):
@@ -130,35 +130,33 @@ def median_batch(data_dir: Path, max_tokens: int) -> Batch:
 def make_step(
     model: nn.Module, batch: Batch, bf16: bool, device: torch.device, ours: bool, compile: str = "off"
 ) -> Callable[[], None]:
-    """One update as `Trainer.train_step` takes it: zero grads, forward and loss under autocast,
-    backward of the loss per target token, read the loss (a sync, as the trainer logs it), Adam.
-    attnlab's side (`ours`) runs with the trainer's own optimizer, kernels, loss function and
-    compile mode ("off", "loss" or "model", see `regime.compile_mode`); the peer with a plain Adam
-    and the eager loss, as a user of nn.Transformer would write it."""
+    """One update on `batch`. attnlab's side (`ours`) is the trainer's own update
+    (`attnlab.train.update.Update`: its optimizer, kernels, loss function and compile mode "off",
+    "loss" or "model", see `regime.compile_mode`; the gradient norm and the finiteness check,
+    one read back), on the batch staged once; the peer: zero grads, forward (logits for every
+    position, padding masked in the loss) and the eager loss under autocast, backward of the loss per target token, the loss read back (as a training loop
+    logs it), a plain Adam, as a user of nn.Transformer would write it."""
+    config = model.config
     if ours:
         optimizer = make_optimizer(model)
-        loss_fn = make_loss(compile != "off")
-        model = compile_model(model) if compile == "model" else model
-    else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        loss_fn = label_smoothed_loss
-    for group in optimizer.param_groups:
-        group["lr"] = 1e-4
-    config = model.config
+        for group in optimizer.param_groups:
+            group["lr"] = 1e-4
+        net = compile_model(model) if compile == "model" else model
+        update = Update(net, model, optimizer, make_loss(compile != "off"), autocast=bf16)
+        staged = [stage(batch, model, device, check_ids=compile == "model")]
+
+        def update_step() -> None:
+            update(staged, batch.n_tgt_tokens, [0])
+
+        return update_step
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     src, tgt_in, tgt_out = batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device)
-    kernels = training_kernels if ours else (lambda *_: contextlib.nullcontext())
-    # attnlab's trainer gets logits for the non-pad targets only (`Batch.scored`); the peer, as
-    # nn.Transformer's users write it, for every position, padding masked in the loss
-    scored = batch.scored.to(device) if ours else None
-    if ours:
-        tgt_out = batch.scored_targets.to(device)
 
     def step() -> None:
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        with kernels(device.type, bf16), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in, scored) if ours else model(src, tgt_in)
-            loss, nll = loss_fn(logits, tgt_out, config.eps_ls, config.pad_id)
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            loss, nll = label_smoothed_loss(model(src, tgt_in), tgt_out, config.eps_ls, config.pad_id)
             (loss / batch.n_tgt_tokens).backward()
         loss.item()
         nll.item()
