@@ -272,7 +272,7 @@ class Trainer:
         `micro_seed(g)`.
         """
         cfg = self.cfg
-        (total_tokens,) = all_sum([float(sum(b.tokens for b in micro))], self.world, self.device)
+        (total_tokens,) = all_sum([float(sum(b.tokens for b in micro))], self.world)
         lr = learning_rate(self.step + 1, self.config.d_model, cfg.warmup, cfg.lr_scale)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -335,7 +335,7 @@ class Trainer:
                     last_saved = self.checkpoint() or last_saved
                 out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
                 asked = (out_of_time, stop.requested == signal.SIGTERM, stop.requested == signal.SIGINT)
-                late, terminated, interrupted = all_sum([float(a) for a in asked], self.world, self.device)
+                late, terminated, interrupted = all_sum([float(a) for a in asked], self.world)
                 if late or terminated or interrupted:
                     if self.step != self.saved_step:
                         last_saved = self.checkpoint() or last_saved

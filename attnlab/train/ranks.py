@@ -16,12 +16,18 @@ import torch.distributed as dist
 
 from attnlab.errors import ConfigError
 
+_host_group: dist.ProcessGroup | None = None  # set once by `distributed`; see `all_sum`
+
 
 def distributed() -> tuple[int, int]:
-    """(rank, world size); initialises the process group when run under torchrun."""
+    """(rank, world size); initialises the process group when run under torchrun, and a gloo
+    group over the same ranks for the host's own numbers (`all_sum`), beside NCCL on GPUs (and
+    beside the default gloo group on CPUs, so that the tests run the GPU's code path)."""
+    global _host_group
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        _host_group = dist.new_group(backend="gloo")
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
@@ -43,13 +49,14 @@ def agree(settings: dict[str, Any], world: int) -> None:
             raise ConfigError(f"rank {rank} was started with other settings than rank 0: {differ}")
 
 
-def all_sum(values: list[float], world: int, device: torch.device) -> list[float]:
-    """Element-wise sums over the ranks, in float64 so token counts stay exact. The tensor lives
-    on the training device because NCCL reduces only CUDA tensors."""
+def all_sum(values: list[float], world: int) -> list[float]:
+    """Element-wise sums over the ranks of numbers the host holds (token counts, stop flags), in
+    float64 so token counts stay exact. On the host, through gloo: NCCL reduces only GPU tensors,
+    and reading one back would wait for the GPU's queue to drain, twice an update."""
     if world == 1:
         return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
+    tensor = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(tensor, group=_host_group)
     return tensor.tolist()
 
 
