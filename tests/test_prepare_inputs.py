@@ -10,6 +10,10 @@ import gzip
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -327,3 +331,35 @@ def test_an_out_that_is_not_a_preparation_is_refused(tmp_path: Path, capsys: pyt
     (tmp_path / "empty").mkdir()
     assert cli.main([*argv, "--out", str(tmp_path / "empty")]) == 0
     assert (tmp_path / "empty" / "meta.json").is_file()
+
+
+def test_what_a_killed_run_left_beside_out_is_removed_by_the_next(tmp_path: Path) -> None:
+    """SIGKILL (or a power cut) runs no handler: the temporary, up to a whole preparation, stayed
+    beside --out forever. The next run removes it once it is STALE_AFTER_S old, and only it: not a
+    temporary a live run holds, nor a fresh one (made a moment ago by a run not yet holding it)."""
+    files = text_files(tmp_path / "text")
+    good = tmp_path / "good"
+    argv = ["data", "prepare", "text", "--vocab-size", "300", "--train", *files["train"], "--valid", *files["valid"]]
+    assert cli.main([*argv, "--out", str(good)]) == 0
+    killed = "import os, signal, sys\nfrom attnlab.data.staging import staged\nfrom pathlib import Path\n"
+    killed += "with staged(Path(sys.argv[1])) as tmp:\n    (tmp / 'spm.model').write_bytes(b'half')\n"
+    killed += "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    assert subprocess.run([sys.executable, "-c", killed, str(good)], check=False).returncode == -signal.SIGKILL
+    (left,) = leftovers(tmp_path)
+    assert cli.main([*argv, "--out", str(good)]) == 0
+    assert leftovers(tmp_path) == [left]  # fresh: perhaps a run about to take it
+    old = time.time() - 2 * staging.STALE_AFTER_S
+    with staging.staged(good) as live:  # a run preparing now, as old
+        for name in (left, live.name):
+            os.utime(tmp_path / name, (old, old))
+        assert cli.main([*argv, "--out", str(good)]) == 0
+        assert leftovers(tmp_path) == [live.name]
+    assert data.ParallelData(good, "train").meta["vocab_size"] == 300
+    # without --out, a temporary may be the earlier preparation, set aside by a run killed between
+    # its two renames: kept
+    shutil.rmtree(tmp_path / live.name)
+    aside = tmp_path / ".fresh.tmp-aside"
+    aside.mkdir()
+    os.utime(aside, (old, old))
+    assert cli.main([*argv, "--out", str(tmp_path / "fresh")]) == 0
+    assert leftovers(tmp_path) == [aside.name]

@@ -14,10 +14,13 @@ the mode `mkdir` would give.
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +29,7 @@ from attnlab.data.corpora import SPLIT_NAMES, Split
 from attnlab.errors import DataError
 
 EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
+STALE_AFTER_S = 10.0  # a temporary no run holds, unchanged this long, was left by a killed run
 
 
 def _split_files(name: str) -> list[str]:
@@ -106,12 +110,16 @@ def _sibling(target: Path) -> Path:
 @contextmanager
 def staged(out: Path) -> Iterator[Path]:
     """A new directory beside `out` to prepare into. If the block raises (an error, Ctrl-C), it is
-    removed, and so are the parents of `out` made for it: nothing is left of the run."""
+    removed, and so are the parents of `out` made for it: nothing is left of the run. What a
+    killed run (SIGKILL, a power cut: no handler ran) left beside `out` is removed first
+    (`_sweep`)."""
     target = Path(os.path.realpath(out))  # beside what a link names, and never inside `out` (`--out .`)
     made = [parent for parent in target.parents if not parent.exists()]
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _sweep(target)
         tmp = _sibling(target)
+        held = _hold(tmp)
     except OSError as error:
         _remove_made(made)
         file = next((path for path in out.parents if path.exists() and not path.is_dir()), None)
@@ -126,6 +134,39 @@ def staged(out: Path) -> Iterator[Path]:
             where = f" ({error.filename})" if error.filename else ""
             raise DataError(f"stopped: {error.strerror or error}{where}; --out {out} is as it was") from None
         raise
+    finally:
+        os.close(held)
+
+
+def _hold(tmp: Path) -> int:
+    """A descriptor of `tmp` holding an exclusive lock on it while this process prepares into it:
+    the kernel lets go when the process ends, however it ends, so a temporary no one holds is a
+    killed run's."""
+    fd = os.open(tmp, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _sweep(target: Path) -> None:
+    """Remove the temporaries of killed preparations of `target` (`.NAME.tmp-XXXX`, up to a whole
+    preparation each): those no process holds (`_hold`) and unchanged for STALE_AFTER_S (one just
+    made by another run is not locked yet). Only while `target` exists: a run killed between
+    `publish`'s two renames left the earlier preparation set aside as its only copy."""
+    if not target.is_dir():
+        return
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.tmp-*"):
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live run holds it
+            if time.time() - tmp.stat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _remove_made(made: list[Path]) -> None:
