@@ -374,21 +374,28 @@ def _rank_pid(launcher: int, rank: int) -> int | None:
 
 
 @pytest.mark.slow
-def test_a_rank_that_dies_is_one_line_on_the_others(prepared: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_rank_that_dies_is_one_line_on_the_others(prepared: Path, tmp_path: Path, victim: int) -> None:
     """Rank 1 killed: rank 0 printed gloo's RuntimeError as a traceback through the backward
-    pass; it now says it lost a rank, which checkpoint is the last, and how to go on."""
-    ddp = _train(prepared, tmp_path / "ddp", "--max-steps", "400", "--save-every", "4", launcher=_ddp(29521))
+    pass; it now says it lost a rank, which checkpoint is the last, and how to go on. Rank 0
+    killed while it evaluates the checkpoint it has just published (rank 1 waits at the barrier):
+    rank 1 named the checkpoint before it."""
+    port = 29521 + victim
+    # rank 0 evaluates each checkpoint after publishing it, while rank 1 waits at the barrier
+    run = ("--max-steps", "400", "--save-every", "4", "--eval-sentences", "20")
+    ddp = _train(prepared, tmp_path / "ddp", *run, launcher=_ddp(port))
     deadline = time.time() + 240
     while time.time() < deadline and not (tmp_path / "ddp" / "checkpoints" / "step_8").exists():
-        time.sleep(0.05)
-    victim = _rank_pid(ddp.pid, 1)
-    assert victim is not None
-    os.kill(victim, signal.SIGKILL)
+        time.sleep(0.01)
+    pid = _rank_pid(ddp.pid, victim)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
     _, err = ddp.communicate(timeout=120)
     saved = max(step for step, _ in step_dirs(tmp_path / "ddp"))
-    assert "[rank0]: Traceback" not in err, err[-2000:]
+    survivor = 1 - victim
+    assert f"[rank{survivor}]: Traceback" not in err, err[-2000:]
     lines = [line for line in err.splitlines() if line.startswith("attnlab train: error:")]
-    assert len(lines) == 1 and "rank 0 lost another rank of the run (" in lines[0], err[-2000:]
+    assert len(lines) == 1 and f"rank {survivor} lost another rank of the run (" in lines[0], err[-2000:]
     assert lines[0].endswith(f"the last checkpoint is step_{saved}; run the same command to resume"), lines
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import ArgumentParser, ConfigError, DataError
+from attnlab.model.checkpoint import step_dirs
 from attnlab.model.config import PRESETS, parse_overrides
 from attnlab.train.guard import lost_rank
 from attnlab.train.loop import TrainConfig, Trainer
@@ -100,9 +101,15 @@ def cli(argv: list[str]) -> int:
     try:
         last = trainer.run()
     except RuntimeError as error:
-        lost = lost_rank(error, trainer.rank, trainer.saved_step) if trainer.world > 1 else None
+        # the newest on disk: rank 0 publishes a checkpoint before the others pass the barrier
+        # after it, and a survivor of rank 0 would name the one before (where the same run dir is
+        # shared; a rank of another machine without it names what it knows)
+        saved = max((step for step, _ in step_dirs(trainer.out)), default=trainer.saved_step)
+        lost = lost_rank(error, trainer.rank, saved) if trainer.world > 1 else None
         if lost is None:
             raise
+        if trainer.rank != 0:  # rank 0's progress bar died with it, mid-line: the error starts its own
+            print(file=sys.stderr)
         raise lost from None
     said = {
         signal.SIGTERM: "by SIGTERM",
