@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="8 sentences, 1 checkpoint, short timings")
     add_clock_argument(parser)
     args = parser.parse_args(argv)
+    if args.stats_pairs < 1:  # the table compares the runs' heads: it needs one pair at least
+        parser.error(f"--stats-pairs must be at least 1, got {args.stats_pairs}")
     if args.smoke:
         args.limit, args.last, args.stats_pairs, args.repeats, args.min_seconds = 8, 1, 2, 1, 0.1
     now = clock(args.clock)

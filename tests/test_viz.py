@@ -426,6 +426,13 @@ def test_an_ablation_figure_of_mismatched_lengths_is_one_line(
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("values", [np.zeros((3, 4)), np.zeros(2), np.zeros((2, 4, 1))])
+def test_a_profile_grid_whose_table_does_not_fit_its_layers_is_one_line(values: np.ndarray) -> None:
+    """Rows for other layers than named were a bare ValueError; a 1-D table, one from unpacking."""
+    with pytest.raises(AttnlabError, match=re.escape(f"each of the 2 layers named, got shape {values.shape}")):
+        viz.profile_grid([0, 1], values)
+
+
 def test_tree_figure_draws_every_word_and_label() -> None:
     fig = viz.tree_figure("(S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .))")
     text = [r for r in fig.renderers if r.glyph.__class__.__name__ == "Text"][0].data_source.data["text"]

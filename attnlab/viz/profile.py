@@ -13,6 +13,7 @@ from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMa
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from attnlab.errors import AttnlabError
 from attnlab.viz.axes import label_room
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
@@ -41,8 +42,11 @@ def profile_grid(
     title = title or ""
     said = say(words)
     values = np.asarray(values, dtype=np.float64)
-    if values.shape[0] != len(layers):
-        raise ValueError(f"values have {values.shape[0]} rows but {len(layers)} layers are named")
+    if values.ndim != 2 or values.shape[0] != len(layers):
+        raise AttnlabError(
+            f"values must be a (layers, heads) table with a row for each of the {len(layers)} layers named, "
+            f"got shape {values.shape}"
+        )
     n_layers, n_heads = values.shape
     rows, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     finite = values[np.isfinite(values)]
