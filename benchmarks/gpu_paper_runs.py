@@ -31,6 +31,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,6 +150,23 @@ def timed(
     return warmup_s, step_s, loss, memory
 
 
+def host_waits(step: Callable[[], float], device: torch.device, steps: int = 3) -> float | None:
+    """Operations per step that made the host wait for the GPU (`torch.cuda.set_sync_debug_mode`
+    warns at each: `.item()`, `.tolist()`, a copy to pageable memory, `nonzero`...): 1 is the
+    step's one read-back (`attnlab.train.update`). None off a GPU, where nothing waits."""
+    if device.type != "cuda":
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(steps):
+                step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught) / steps
+
+
 # How a kernel's name says what it does (first match wins); self time summed per kind.
 KERNEL_KINDS = (
     ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
@@ -199,6 +217,7 @@ def run_case(name: str, config: ModelConfig, device: torch.device, args: argpars
     model = Transformer(config).to(device)
     step = attnlab_step(model, batches, device, compiled=args.compile == "on")
     warmup_s, step_s, loss, memory = timed(step, device, args.warmup, args.steps)
+    syncs = host_waits(step, device)
     if args.profile:
         profile(step, device, Path(args.profile) / f"profile_{name}.txt")
     params = count_parameters(model)
@@ -221,6 +240,7 @@ def run_case(name: str, config: ModelConfig, device: torch.device, args: argpars
         "update_freq": args.update_freq,
         "compile": args.compile,
         "warmup_and_compile_s": round(warmup_s, 1),
+        "host_waits_per_step": syncs,
         "step_s": round(step_s, 4),
         "tgt_tokens_per_s": round(tokens_per_side / step_s),
         "peak_memory_gib": round(memory, 2),
@@ -285,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['preset']}: {result['params_millions']}M params, {result['tgt_tokens_per_step']:,}+"
             f"{result['tgt_tokens_per_step']:,} tokens/step, step {result['step_s'] * 1e3:,.0f} ms, "
             f"{result['tgt_tokens_per_s']:,} target tokens/s, MFU {result['mfu']:.0%}, "
-            f"peak memory {result['peak_memory_gib']:.1f} GiB, compile + warm-up {result['warmup_and_compile_s']} s\n"
+            f"peak memory {result['peak_memory_gib']:.1f} GiB, compile + warm-up {result['warmup_and_compile_s']} s"
+            + (f", {result['host_waits_per_step']:g} host waits a step" if device.type == "cuda" else "")
+            + "\n"
             f"  nn.Transformer: step {result['peer_step_s'] * 1e3:,.0f} ms, MFU {result['peer_mfu']:.0%}: "
             f"attnlab {result['ratio']:.2f}x\n"
             f"  {result['paper_steps']:,} steps here: {result['projected_hours']:,.1f} h on this device vs the paper's "
