@@ -2,10 +2,11 @@
 
 `attention` is the explicit softmax(QKᵀ/√d_k)·V that returns its weights (what recording reads);
 the model runs PyTorch's fused kernel instead when nothing is recorded. Called directly, it checks
-that the shapes fit first; the model calls `explicit_attention`, the same without that check. `local_attention` lets
-each query meet only the keys within distance r, in O(n·r·d) time and memory, which is what
-makes restricted self-attention cheaper than global attention for long sequences; it equals
-`attention` under `window_mask` (tested), so recording a restricted model stays exact.
+that the shapes fit first; the model calls `explicit_attention`, the same without that check.
+`local_attention` lets each query meet only the keys within distance r, in O(n·r·d) time and
+memory, which is what makes restricted self-attention cheaper than global attention for long
+sequences; it equals `attention` under `window_mask` (tested), so recording a restricted model
+stays exact.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -44,9 +44,7 @@ from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss
 from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries, resumable
 from attnlab.train.startup import bf16_note, build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
-from attnlab.train.update import DeviceBatch, Update, stage
-
-Next = TypeVar("Next")
+from attnlab.train.update import DeviceBatch, Next, Update, stage
 
 
 @dataclass

@@ -67,7 +67,6 @@ def heatmap(
     """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
     and (with `mask`) the forbidden cells hatched. `words` replaces any of `viz.words.WORDS`
     (the title's "head.title", the hover's "head.*"), e.g. in a screen's language."""
-    check_options(title=title, budget=budget)
     fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}", words=words)
     update_heatmap(
         fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name, words=words
