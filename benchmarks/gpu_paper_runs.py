@@ -48,7 +48,7 @@ from attnlab.data.batching import Batch
 from attnlab.model.config import ModelConfig, preset
 from attnlab.model.flops import PAPER_RUNS, train_flops_per_target_token
 from attnlab.model.transformer import Transformer, count_parameters
-from attnlab.train.regime import compile_model, label_smoothed_loss, make_loss, make_optimizer
+from attnlab.train.regime import COMPILE_SHAPES, compile_model, label_smoothed_loss, make_loss, make_optimizer
 from attnlab.train.update import DeviceBatch, Update, stage
 
 PAPER_STEPS = {"base": 100_000, "big": 300_000}  # §5.2
@@ -79,16 +79,19 @@ def split(batch: Batch, parts: int) -> list[Batch]:
     return out
 
 
-def attnlab_step(model: Transformer, batches: list[Batch], device: torch.device, compiled: bool) -> Callable[[], float]:
+def attnlab_step(
+    model: Transformer, batches: list[Batch], device: torch.device, compiled: bool, shapes: str = "dynamic"
+) -> Callable[[], float]:
     """One update as `Trainer.train_step` takes it (`attnlab.train.update.Update`); returns the
     loss per target token. Each step stages the next update's batches (ids checked, pinned,
     copied) while the device works, as the trainer does; `compiled` (`--compile on`): the model
-    and the loss compiled as `attnlab train` compiles them on a GPU."""
+    and the loss compiled as `attnlab train` compiles them on a GPU, or as `shapes` says
+    (`regime.COMPILE_SHAPES`: the `--variants` measured against the trainer's "dynamic")."""
     optimizer = make_optimizer(model)
     for group in optimizer.param_groups:
         group["lr"] = 1e-4
-    net = compile_model(model) if compiled else model
-    update = Update(net, model, optimizer, make_loss(compiled), autocast=True)
+    net = compile_model(model, shapes) if compiled else model
+    update = Update(net, model, optimizer, make_loss(compiled, shapes), autocast=True)
     total = sum(b.n_tgt_tokens for b in batches)
     seeds = list(range(len(batches)))
 
@@ -209,31 +212,70 @@ def profile(step: Callable[[], float], device: torch.device, path: Path, steps: 
     path.write_text("\n".join(lines))
 
 
-def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> dict:
-    """attnlab's step and the peer's on the same batch; project the paper's step count."""
-    pairs = args.tokens // args.seq_len
-    batches = split(synthetic_batch(config, pairs, args.seq_len), args.update_freq)
+def attnlab_case(
+    name: str, variant: str, config: ModelConfig, batches: list[Batch], device: torch.device, args: argparse.Namespace
+) -> dict:
+    """attnlab's step compiled as `variant` says, on a fresh model: its timings and profile."""
+    torch._dynamo.reset()  # each variant compiles afresh, not as a recompilation of the last
     torch.manual_seed(0)
     model = Transformer(config).to(device)
-    step = attnlab_step(model, batches, device, compiled=args.compile == "on")
+    step = attnlab_step(model, batches, device, compiled=args.compile == "on", shapes=variant)
     warmup_s, step_s, loss, memory = timed(step, device, args.warmup, args.steps)
     syncs = host_waits(step, device)
     if args.profile:
-        profile(step, device, Path(args.profile) / f"profile_{name}.txt")
+        suffix = "" if variant == "dynamic" else f"_{variant}"
+        profile(step, device, Path(args.profile) / f"profile_{name}{suffix}.txt")
     params = count_parameters(model)
     del model, step
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"params": params, "warmup_s": warmup_s, "step_s": step_s, "loss": loss, "memory": memory, "syncs": syncs}
+
+
+def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> list[dict]:
+    """attnlab's step (once per `--variants`) and the peer's on the same batch; project the
+    paper's step count. One row per variant."""
+    pairs = args.tokens // args.seq_len
+    batches = split(synthetic_batch(config, pairs, args.seq_len), args.update_freq)
+    ours = {}
+    for variant in args.variants:
+        try:
+            ours[variant] = attnlab_case(name, variant, config, batches, device, args)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as error:  # a rental is short: one variant that fails must not cost the others
+            print(f"{name} ({variant}): failed, {type(error).__name__}: {error}".splitlines()[0], file=sys.stderr)
     torch.manual_seed(0)
     peer = TorchTransformerMT(config).to(device)
     _, peer_s, _, peer_memory = timed(peer_step(peer, batches, device), device, args.warmup, args.steps)
     del peer
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return [row(name, variant, config, pairs, args, peak, case, peer_s, peer_memory) for variant, case in ours.items()]
+
+
+def row(
+    name: str,
+    variant: str,
+    config: ModelConfig,
+    pairs: int,
+    args: argparse.Namespace,
+    peak: float,
+    case: dict,
+    peer_s: float,
+    peer_memory: float,
+) -> dict:
+    """One variant's figures, as ratios to the peer's and the paper's."""
+    params, warmup_s, step_s, loss, memory, syncs = (
+        case[k] for k in ("params", "warmup_s", "step_s", "loss", "memory", "syncs")
+    )
     tokens_per_side = pairs * args.seq_len
     flops = train_flops_per_target_token(config, args.seq_len, args.seq_len)
     paper_s, paper_gpus, _, _ = PAPER_RUNS[name]
     projected_s = PAPER_STEPS[name] * step_s
     return {
         "preset": name,
+        "variant": variant,
         "params_millions": round(params / 1e6, 1),
         "src_tokens_per_step": tokens_per_side,
         "tgt_tokens_per_step": tokens_per_side,
@@ -270,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per preset and system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--compile", default="on", choices=["on", "off"], help="attnlab's model and loss compiled")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["dynamic"],
+        choices=list(COMPILE_SHAPES),
+        help="how attnlab's step is compiled, each measured (regime.COMPILE_SHAPES; dynamic: attnlab train's)",
+    )
     parser.add_argument("--profile", metavar="DIR", help="write DIR/profile_PRESET.txt: where a step's time goes")
     parser.add_argument("--json", action="store_true", help="one JSON object per preset on stdout")
     parser.add_argument(
@@ -291,31 +340,38 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.presets:
         config = preset("tiny") if args.smoke else preset(name)
         try:
-            result = run_case(name, config, device, args, peak)
+            results = run_case(name, config, device, args, peak)
         except torch.cuda.OutOfMemoryError:
             print(f"{name}: out of GPU memory at {args.tokens} tokens; rerun with --update-freq 2", file=sys.stderr)
             torch.cuda.empty_cache()
             continue
-        if args.smoke:
-            result["preset"] = f"{name} (smoke: tiny model)"
-        if args.json:
-            print(json.dumps(result), flush=True)
-            continue
-        print(
-            f"{result['preset']}: {result['params_millions']}M params, {result['tgt_tokens_per_step']:,}+"
-            f"{result['tgt_tokens_per_step']:,} tokens/step, step {result['step_s'] * 1e3:,.0f} ms, "
-            f"{result['tgt_tokens_per_s']:,} target tokens/s, MFU {result['mfu']:.0%}, "
-            f"peak memory {result['peak_memory_gib']:.1f} GiB, compile + warm-up {result['warmup_and_compile_s']} s"
-            + (f", {result['host_waits_per_step']:g} host waits a step" if device.type == "cuda" else "")
-            + "\n"
-            f"  nn.Transformer: step {result['peer_step_s'] * 1e3:,.0f} ms, MFU {result['peer_mfu']:.0%}: "
-            f"attnlab {result['ratio']:.2f}x\n"
-            f"  {result['paper_steps']:,} steps here: {result['projected_hours']:,.1f} h on this device vs the paper's "
-            f"{result['paper_hours']:g} h on {result['paper_gpus']} P100 ({result['speedup_vs_paper_wall']}x the "
-            f"wall-clock speed, {result['speedup_vs_paper_per_gpu']}x per GPU)",
-            flush=True,
-        )
+        for result in results:
+            report(result, args, device)
     return 0
+
+
+def report(result: dict, args: argparse.Namespace, device: torch.device) -> None:
+    """One row on stdout: a JSON object (`--json`) or three lines of prose."""
+    if args.smoke:
+        result["preset"] = f"{result['preset']} (smoke: tiny model)"
+    if args.json:
+        print(json.dumps(result), flush=True)
+        return
+    print(
+        f"{result['preset']} ({result['variant']}): {result['params_millions']}M params, "
+        f"{result['tgt_tokens_per_step']:,}+{result['tgt_tokens_per_step']:,} tokens/step, "
+        f"step {result['step_s'] * 1e3:,.0f} ms, "
+        f"{result['tgt_tokens_per_s']:,} target tokens/s, MFU {result['mfu']:.0%}, "
+        f"peak memory {result['peak_memory_gib']:.1f} GiB, compile + warm-up {result['warmup_and_compile_s']} s"
+        + (f", {result['host_waits_per_step']:g} host waits a step" if device.type == "cuda" else "")
+        + "\n"
+        f"  nn.Transformer: step {result['peer_step_s'] * 1e3:,.0f} ms, MFU {result['peer_mfu']:.0%}: "
+        f"attnlab {result['ratio']:.2f}x\n"
+        f"  {result['paper_steps']:,} steps here: {result['projected_hours']:,.1f} h on this device vs the paper's "
+        f"{result['paper_hours']:g} h on {result['paper_gpus']} P100 ({result['speedup_vs_paper_wall']}x the "
+        f"wall-clock speed, {result['speedup_vs_paper_per_gpu']}x per GPU)",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -63,10 +63,11 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
-def make_loss(compile: bool = False):
+def make_loss(compile: bool = False, shapes: str = "dynamic"):
     """The loss function to train with. Compiled, log-softmax, gather and mean over the
-    vocabulary fuse into one pass (3× faster on CPU) at ~20 s of compilation."""
-    return torch.compile(label_smoothed_loss, dynamic=True) if compile else label_smoothed_loss
+    vocabulary fuse into one pass (3× faster on CPU) at ~20 s of compilation; `shapes` as
+    `compile_model`'s."""
+    return torch.compile(label_smoothed_loss, **COMPILE_SHAPES[shapes]) if compile else label_smoothed_loss
 
 
 COMPILE_MODES = ("auto", "off", "loss", "model")
@@ -117,13 +118,27 @@ def _missing_compiler(device_type: str) -> str:
     return ""
 
 
-def compile_model(model: torch.nn.Module) -> torch.nn.Module:
+# How a compiled graph treats shapes. "dynamic", what `attnlab train` compiles: one graph for
+# every batch shape, as token-budget batches vary in width. "static": a graph per shape, whose
+# kernels know their sizes (reductions over a known width). "graphs": static, and each graph
+# replayed as a CUDA graph (mode "reduce-overhead": one launch instead of hundreds). The last two
+# are measured against the first by benchmarks/gpu_paper_runs.py --variants.
+COMPILE_SHAPES: dict[str, dict] = {
+    "dynamic": {"dynamic": True},
+    "static": {"dynamic": False},
+    "graphs": {"dynamic": False, "options": {"triton.cudagraphs": True}},
+}
+
+
+def compile_model(model: torch.nn.Module, shapes: str = "dynamic") -> torch.nn.Module:
     """The whole model compiled for training: shapes vary with every token-budget batch, so
-    dynamic from the start. Dropout's masks are drawn as eagerly: on a CPU by attnlab's kernel,
-    one opaque operation in the graph (`kernels.dropout_keep`), elsewhere by PyTorch's kernels
-    (`fallback_random`), so a compiled run follows the same random stream (and losses) as an
-    eager one."""
-    return torch.compile(model, dynamic=True, options={"fallback_random": True})
+    dynamic from the start (`COMPILE_SHAPES`). Dropout's masks are drawn as eagerly: on a CPU by
+    attnlab's kernel, one opaque operation in the graph (`kernels.dropout_keep`), elsewhere by
+    PyTorch's kernels (`fallback_random`), so a compiled run follows the same random stream (and
+    losses) as an eager one."""
+    how = COMPILE_SHAPES[shapes]
+    options = {"fallback_random": True, **how.get("options", {})}
+    return torch.compile(model, dynamic=how["dynamic"], options=options)
 
 
 def training_kernels(device_type: str, autocast: bool) -> contextlib.AbstractContextManager:
