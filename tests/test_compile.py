@@ -145,6 +145,35 @@ def test_compiled_loss_scatters_nothing_and_equals_the_eager_loss() -> None:
     torch.testing.assert_close(x.grad, y.grad, rtol=1e-5, atol=1e-7)  # entries ~1e-3
 
 
+def test_compiled_loss_keeps_the_vocabulary_a_constant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make_loss`'s graph serves every number of rows without recompiling, but knows the
+    vocabulary's width: with V symbolic, each index into the (N, V) table divides by an unknown,
+    and base's loss ran 2x slower on an H200 (docs/BENCHMARKS.md, GPU round three)."""
+    from attnlab.train import regime
+
+    shapes: list[tuple] = []
+
+    def keep(graph: torch.fx.GraphModule, _inputs):
+        values = [node.meta["example_value"] for node in graph.graph.nodes if node.op == "placeholder"]
+        shapes.append(tuple(next(v for v in values if isinstance(v, torch.Tensor)).shape))  # the logits
+        return graph.forward
+
+    compile_ = torch.compile
+    monkeypatch.setattr(regime.torch, "compile", lambda fn, **kw: compile_(fn, backend=keep, **kw))
+    dynamo.reset()
+    loss_fn = regime.make_loss(compile=True)
+    g = torch.Generator().manual_seed(3)
+    with dynamo.config.patch(error_on_recompile=True):
+        for rows in (7, 11, 30):
+            logits = torch.randn(rows, 50, generator=g, requires_grad=True)
+            target = torch.randint(1, 50, (rows,), generator=g)
+            loss, nll = loss_fn(logits, target, 0.1, 0)
+            torch.testing.assert_close((loss, nll), label_smoothed_loss(logits, target, 0.1, 0))
+    assert len(shapes) == 1, shapes  # one graph for 7, 11 and 30 rows
+    ((rows, vocab),) = shapes
+    assert isinstance(rows, torch.SymInt) and vocab == 50 and isinstance(vocab, int)
+
+
 @pytest.fixture(scope="module")
 def prepared_tiny_train(data_dir, tmp_path_factory: pytest.TempPathFactory):
     """Multi30k with a 1,000-piece vocabulary, the tiny preset's size."""
