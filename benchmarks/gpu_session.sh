@@ -1,8 +1,9 @@
 #!/bin/bash
 # Everything docs/BENCHMARKS.md quotes from a GPU, in one command sized for a short rental
-# (about 6 minutes on an H200, compilation included):
+# (about 7 minutes on an H200, compilation included; 10 with Multi30k):
 #   bash benchmarks/gpu_session.sh OUT [PREPARED_MULTI30K]
-# OUT gets paper_runs.jsonl, profile_base.txt, profile_big.txt and, given a prepared Multi30k
+# OUT gets paper_runs.jsonl (base and big, each compiled as `attnlab train` compiles it and with
+# CUDA graphs), profile_PRESET[_graphs].txt and, given a prepared Multi30k
 # directory (`attnlab data prepare multi30k --vocab-size 8000 --out DIR`), throughput.jsonl.
 # Runs under the machine's own python3 and PyTorch (no install): the repository on PYTHONPATH.
 set -u
@@ -13,7 +14,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.used,utilization.gpu,clocks.sm,clocks.max.sm --format=csv
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 start=$(date +%s)
-TORCH_LOGS=recompiles timeout 330 python3 benchmarks/gpu_paper_runs.py --json --profile "$out" \
+TORCH_LOGS=recompiles timeout 420 python3 benchmarks/gpu_paper_runs.py --json --variants dynamic graphs --profile "$out" \
   2> "$out/paper_runs.err" | tee "$out/paper_runs.jsonl"
 echo "paper runs: exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s"
 grep -v "^USDT" "$out/paper_runs.err" | tail -8
