@@ -32,6 +32,7 @@ import json
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,12 +154,13 @@ def timed(
     return warmup_s, step_s, loss, memory
 
 
-def host_waits(step: Callable[[], float], device: torch.device, steps: int = 3) -> float | None:
+def host_waits(step: Callable[[], float], device: torch.device, steps: int = 3) -> tuple[float | None, dict[str, int]]:
     """Operations per step that made the host wait for the GPU (`torch.cuda.set_sync_debug_mode`
-    warns at each: `.item()`, `.tolist()`, a copy to pageable memory, `nonzero`...): 1 is the
-    step's one read-back (`attnlab.train.update`). None off a GPU, where nothing waits."""
+    warns at each: `.item()`, `.tolist()`, a copy to pageable memory, `nonzero`...), and the
+    Python lines they came from ("file.py:line": count over `steps`): 1 a step is the step's one
+    read-back (`attnlab.train.update`). (None, {}) off a GPU, where nothing waits."""
     if device.type != "cuda":
-        return None
+        return None, {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
@@ -167,7 +169,8 @@ def host_waits(step: Callable[[], float], device: torch.device, steps: int = 3) 
                 step()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught) / steps
+    sites = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message))
+    return sum(sites.values()) / steps, dict(sites)
 
 
 # How a kernel's name says what it does (first match wins); self time summed per kind.
@@ -221,7 +224,7 @@ def attnlab_case(
     model = Transformer(config).to(device)
     step = attnlab_step(model, batches, device, compiled=args.compile == "on", shapes=variant)
     warmup_s, step_s, loss, memory = timed(step, device, args.warmup, args.steps)
-    syncs = host_waits(step, device)
+    syncs, sync_sites = host_waits(step, device)
     if args.profile:
         suffix = "" if variant == "dynamic" else f"_{variant}"
         profile(step, device, Path(args.profile) / f"profile_{name}{suffix}.txt")
@@ -229,7 +232,15 @@ def attnlab_case(
     del model, step
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return {"params": params, "warmup_s": warmup_s, "step_s": step_s, "loss": loss, "memory": memory, "syncs": syncs}
+    return {
+        "params": params,
+        "warmup_s": warmup_s,
+        "step_s": step_s,
+        "loss": loss,
+        "memory": memory,
+        "syncs": syncs,
+        "sync_sites": sync_sites,
+    }
 
 
 def run_case(name: str, config: ModelConfig, device: torch.device, args: argparse.Namespace, peak: float) -> list[dict]:
@@ -283,6 +294,7 @@ def row(
         "compile": args.compile,
         "warmup_and_compile_s": round(warmup_s, 1),
         "host_waits_per_step": syncs,
+        "host_wait_sites": case["sync_sites"],
         "step_s": round(step_s, 4),
         "tgt_tokens_per_s": round(tokens_per_side / step_s),
         "peak_memory_gib": round(memory, 2),

@@ -137,6 +137,7 @@ def test_gpu_paper_runs_smoke(tmp_path: Path) -> None:
             case["peer_step_s"] / case["step_s"], rel=0.01
         )
         assert case["host_waits_per_step"] is None  # counted on a GPU only: on a CPU nothing waits
+        assert case["host_wait_sites"] == {} and case["variant"] == "dynamic"
     # where the time went: the kinds of kernel add up to the whole, the products among them
     profile = (tmp_path / "profile_base.txt").read_text().split("\n\n")[0].splitlines()[1:]
     shares = {line.split()[0]: float(line.split()[-1].rstrip("%")) for line in profile}
