@@ -7,9 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as st
+from properties import examples, prove
 
 from attnlab import data
 from attnlab.data.batching import TokenBatchSampler, collate
+from attnlab.data.prepared import padded_rows
 from attnlab.errors import DataError
 
 
@@ -181,3 +184,40 @@ def test_collate_builds_shifted_padded_tensors_within_the_budget(multi30k):
         if step == 20:
             break
     assert step == 20  # 21 batches were checked
+
+
+class _Sentences:
+    """A split of the given id lists, served as a prepared split serves them (ids cut at offsets)."""
+
+    def __init__(self, src: list[list[int]], tgt: list[list[int]]) -> None:
+        self.sides = [(np.array(sum(s, []), np.uint16), np.cumsum([0] + [len(x) for x in s])) for s in (src, tgt)]
+
+    def src_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        return padded_rows(*self.sides[0], indices, pad)
+
+    def tgt_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        return padded_rows(*self.sides[1], indices, pad)
+
+
+@examples(200)
+def test_collate_frames_and_pads_each_sentence(examples: int) -> None:
+    """Each row is its sentence, framed (source + EOS, BOS + target, target + EOS) and padded to
+    the batch's longest, for any lengths, empty sentences and repeated indices included."""
+    sentence = st.lists(st.integers(4, 60_000), max_size=12)
+    pairs = st.lists(st.tuples(sentence, sentence), min_size=1, max_size=10)
+
+    def holds(pairs: list[tuple[list[int], list[int]]], picks: list[int]) -> None:
+        indices = [p % len(pairs) for p in picks]
+        batch = collate(_Sentences(*zip(*pairs, strict=True)), indices, pad_id=0, bos_id=2, eos_id=3)
+
+        def padded(rows: list[list[int]]) -> list[list[int]]:
+            return [row + [0] * (max(map(len, rows)) - len(row)) for row in rows]
+
+        chosen = [pairs[i] for i in indices]
+        assert batch.src.tolist() == padded([src + [3] for src, _ in chosen])
+        assert batch.tgt_in.tolist() == padded([[2] + tgt for _, tgt in chosen])
+        assert batch.tgt_out.tolist() == padded([tgt + [3] for _, tgt in chosen])
+        assert batch.src.dtype == batch.tgt_in.dtype == batch.tgt_out.dtype == torch.int64
+        assert batch.n_tgt_tokens == sum(len(tgt) + 1 for _, tgt in chosen)
+
+    prove(holds, examples, pairs=pairs, picks=st.lists(st.integers(0, 100), min_size=1, max_size=12))

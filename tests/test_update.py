@@ -8,11 +8,13 @@ host check before Adam.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from attnlab import Transformer, preset
 from attnlab.data.batching import collate
+from attnlab.data.prepared import padded_rows
 from attnlab.train.regime import compile_model, label_smoothed_loss, make_loss, make_optimizer
 from attnlab.train.update import DeviceBatch, Update, stage
 
@@ -22,13 +24,14 @@ READS = ("item", "tolist", "__float__", "__int__", "__bool__")  # what brings a 
 class _Split:
     """Two sentence pairs of ids, as a prepared split serves them to `collate`."""
 
-    pairs = ([5, 6, 7], [8, 9]), ([10, 11], [12, 13, 14, 15])
+    src_ids, tgt_ids = np.array([5, 6, 7, 10, 11]), np.array([8, 9, 12, 13, 14, 15])
+    src_offsets, tgt_offsets = np.array([0, 3, 5]), np.array([0, 2, 6])
 
-    def src(self, i: int) -> list[int]:
-        return self.pairs[i][0]
+    def src_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        return padded_rows(self.src_ids, self.src_offsets, indices, pad)
 
-    def tgt(self, i: int) -> list[int]:
-        return self.pairs[i][1]
+    def tgt_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        return padded_rows(self.tgt_ids, self.tgt_offsets, indices, pad)
 
 
 def _setup(loss_fn=label_smoothed_loss, p_drop: float = 0.1) -> tuple[Transformer, Update, list[DeviceBatch]]:

@@ -208,18 +208,19 @@ def collate(
 ) -> Batch:
     """Gather pairs `indices` of a prepared split into a padded `Batch`."""
     indices = np.asarray(indices, np.int64)
-    src = _pad([np.append(data.src(i), eos_id) for i in indices], pad_id)
-    targets = [data.tgt(i) for i in indices]
-    tgt_in = _pad([np.insert(t, 0, bos_id) for t in targets], pad_id)
-    tgt_out = _pad([np.append(t, eos_id) for t in targets], pad_id)
+    src_ids, src_lengths = data.src_rows(indices, pad_id)  # (B, longest), padded, without BOS/EOS
+    tgt_ids, tgt_lengths = data.tgt_rows(indices, pad_id)
+    src = _with_eos(src_ids, src_lengths, pad_id, eos_id)
+    tgt_in = torch.from_numpy(np.pad(tgt_ids, ((0, 0), (1, 0)), constant_values=bos_id))
+    tgt_out = _with_eos(tgt_ids, tgt_lengths, pad_id, eos_id)
     real = tgt_out.flatten().ne(pad_id)
     kept, pads = real.nonzero().squeeze(1), (~real).nonzero().squeeze(1)
     top_up = pads[: -len(kept) % SCORED_ROWS]
     return Batch(src, tgt_in, tgt_out, len(kept), indices, torch.cat([kept, top_up]).sort().values)
 
 
-def _pad(rows: list[np.ndarray], pad_id: int) -> torch.Tensor:
-    out = np.full((len(rows), max(map(len, rows), default=0)), pad_id, np.int64)  # (B, L)
-    for row, ids in zip(out, rows, strict=True):
-        row[: len(ids)] = ids
+def _with_eos(ids: np.ndarray, lengths: np.ndarray, pad_id: int, eos_id: int) -> torch.Tensor:
+    """(B, L) padded rows -> (B, L + 1) with EOS after each row's last id."""
+    out = np.pad(ids, ((0, 0), (0, 1)), constant_values=pad_id)
+    out[np.arange(len(out)), lengths] = eos_id
     return torch.from_numpy(out)

@@ -305,6 +305,23 @@ class _Side:
     def __getitem__(self, i: int) -> np.ndarray:
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
+    def rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        return padded_rows(self.ids, self.offsets, indices, pad)
+
+
+def padded_rows(ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sentences `indices` of a side stored as `ids` cut at `offsets`: one (B, longest) int64
+    array padded with `pad`, and their lengths. One gather from the memory map, not a slice and
+    a copy per sentence: collating the paper's 25k-token batch (1,785 Multi30k pairs) took 38 ms
+    of the host's time that way, which on a GPU must hide behind the device's step."""
+    starts = offsets[indices]
+    lengths = offsets[indices + 1] - starts
+    columns = np.arange(int(lengths.max(initial=0)))
+    inside = columns < lengths[:, None]
+    out = np.full(inside.shape, pad, np.int64)
+    out[inside] = ids[(starts[:, None] + columns)[inside]]
+    return out, lengths
+
 
 class ParallelData:
     """A prepared split: token ids of pair `i` by `src(i)`/`tgt(i)`, their text by `src_text(i)`.
@@ -345,6 +362,14 @@ class ParallelData:
 
     def tgt(self, i: int) -> np.ndarray:
         return self._tgt[i]
+
+    def src_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sources of pairs `indices`, (B, longest) padded with `pad`, and their lengths."""
+        return self._src.rows(indices, pad)
+
+    def tgt_rows(self, indices: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+        """Targets of pairs `indices`, (B, longest) padded with `pad`, and their lengths."""
+        return self._tgt.rows(indices, pad)
 
     def src_text(self, i: int) -> str:
         return self._src.line(i)
