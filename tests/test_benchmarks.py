@@ -144,6 +144,14 @@ def test_gpu_paper_runs_smoke(tmp_path: Path) -> None:
     assert sum(shares.values()) == pytest.approx(100, abs=0.5) and shares["matmul"] > 10
 
 
+def test_collate_smoke(prepared_tiny: Path) -> None:
+    rows = run_script("collate", "--data", str(prepared_tiny))  # the script checks both build the same tensors
+    assert [r["max_tokens"] for r in rows] == [25_000, 6_000]
+    for row in rows:
+        assert row["attnlab_ms"] > 0 and row["peer_ms"] > 0 and row["pairs_per_batch"] > 0
+        assert row["ratio"] == pytest.approx(row["peer_ms"] / row["attnlab_ms"], rel=0.02)
+
+
 def test_record_overhead_smoke() -> None:
     (result,) = run_script("record_overhead")
     assert result["recorded_ms"] > 0 and result["unrecorded_ms"] > 0 and result["plain_ms"] > 0
