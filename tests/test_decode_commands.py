@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -266,6 +268,19 @@ def test_tokenized_bleu_does_not_warn_about_tokenization(
         assert main(["evaluate", "--ref", str(ref), "--hyp", str(ref), "--tokenized"]) == 0
     err = capsys.readouterr().err + caplog.text
     assert "tokenized period" not in err and "detokenize" not in err
+
+
+def test_tokenized_bleu_whatever_the_tokenizer_or_metric(tmp_path: Path) -> None:
+    """`evaluate --tokenized` with `--tokenize zh` (a Chinese target's default), `intl`, `char`,
+    `none` or `--metric rouge` ended in an AttributeError traceback: the paper-style BLEU reached
+    sacreBLEU's 13a tokenizer as an attribute, there only once a 13a BLEU had imported it. A
+    fresh process each, as a user's: in this one an earlier test may have imported it."""
+    ref = write(tmp_path / "ref.de", REFERENCES)
+    for extra in (["--tokenize", "zh"], ["--tokenize", "none"], ["--metric", "rouge"]):
+        argv = [sys.executable, "-m", "attnlab", "evaluate", "--ref", str(ref), "--hyp", str(ref), "--tokenized"]
+        done = subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert "tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = 100.00" in done.stdout
 
 
 # -- 6. decoding options where nothing is decoded ------------------------------------------------------------

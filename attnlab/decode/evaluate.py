@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import sacrebleu
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
@@ -102,8 +103,10 @@ def _split_compounds(line: str) -> str:
 def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
     """The paper's style: tokenized (sacreBLEU's 13a tokenizer standing in for Moses) and
     compounds split at hyphens, then BLEU on the tokens. `force=True`: the text is tokenized on
-    purpose, so sacreBLEU's "you forgot to detokenize" warning would be wrong here."""
-    tok = sacrebleu.tokenizers.tokenizer_13a.Tokenizer13a()
+    purpose, so sacreBLEU's "you forgot to detokenize" warning would be wrong here. The tokenizer
+    is imported by name: as `sacrebleu.tokenizers.tokenizer_13a` it existed only once a 13a BLEU
+    had loaded it (`--tokenize zh --tokenized` was an AttributeError)."""
+    tok = Tokenizer13a()
     hyp = [_split_compounds(tok(h)) for h in hypotheses]
     ref = [_split_compounds(tok(r)) for r in references]
     return sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyp, [ref]).score
