@@ -4,11 +4,13 @@ mixed in one directory."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.cli import main
 
@@ -83,6 +85,26 @@ def test_explore_refuses_a_port_that_cannot_be(capsys: pytest.CaptureFixture[str
         assert "--port must be from 0" in refused(capsys, ["explore", "--port", port, "--dry-run"])
     for threads in ("0", "-2"):  # (taken as 1 without a word)
         assert "--threads must be ≥ 1" in refused(capsys, ["explore", "--threads", threads, "--dry-run"])
+
+
+def test_more_threads_than_cores_are_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`heads profile --threads 100000` died of a segmentation fault (libgomp: "Thread creation
+    failed") after reading its inputs and loading the model; `explore --threads 100000` started
+    a server that would die so at its first translation. More threads than cores only slow
+    torch down: refused in one line, before the model, the server or the page."""
+    from attnlab.app.explorer import refusal
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: pytest.fail(f"{n} threads were set"))
+    too_many = str((os.cpu_count() or 1) + 1)
+    said = f"--threads {too_many} is more than this machine's {os.cpu_count()} CPU cores"
+    profile = ["heads", "profile", "--checkpoint", str(tmp_path / "none"), "--src", str(tmp_path / "none.en")]
+    assert said in refused(capsys, [*profile, "--out", str(tmp_path / "p.parquet"), "--threads", too_many])
+    assert said in refused(capsys, ["explore", "--threads", too_many, "--dry-run"])
+    page = refusal(["--threads", too_many])  # `panel serve apps/explorer.py --args --threads N` by hand
+    assert page is not None and said in page.object
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_explore_port_0_names_the_port_it_serves_on(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attnlab.app.checkpoints import ROOT, find_checkpoints
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError
+from attnlab.model.cpu import check_threads
 
 APP = ROOT / "apps" / "explorer.py"
 HARDEN = ROOT / "apps" / "harden.py"  # run by `panel serve --setup`: `close_component_route`
@@ -133,8 +134,7 @@ def cli(argv: list[str]) -> int:
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
     if args.port == 0:  # chosen here: panel's own choice is known only to its log, and the page's
         args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
-    if args.threads < 1:  # (it was taken as 1 without a word)
-        raise ConfigError(f"--threads must be ≥ 1, got {args.threads}")
+    check_threads(args.threads)  # (< 1 was taken as 1 without a word; 100000 crashed the server)
     for path in args.checkpoint:  # (a directory that is no checkpoint is listed: the page says what is wrong)
         if not Path(path).expanduser().exists():
             raise CheckpointError(f"{path}: no such directory")

@@ -33,7 +33,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from tqdm import tqdm
 
 from attnlab.data.tokenizer import is_blank, join_words
@@ -52,6 +51,7 @@ from attnlab.decode.commands import (
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
+from attnlab.model.cpu import set_threads
 from attnlab.record.stats import COLUMNS, sentence_stats
 
 FORMAT, VERSION = "attnlab-profile", 1
@@ -347,10 +347,11 @@ def cli_heads(argv: list[str]) -> int:
         for row in rows:
             print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
         return 0
-    for name in ("batch", "limit", "threads"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
+    for name in ("batch", "limit"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
+    set_threads(args.threads)  # (--threads 100000 was a segmentation fault once the model was loaded)
     if args.reverse_gold and not args.gold:
         raise AttnlabError("--reverse-gold reads --gold: give the gold links too")
     if args.tgt and (args.beam is not None or args.alpha is not None):  # else ignored, as if searched so
@@ -363,7 +364,6 @@ def cli_heads(argv: list[str]) -> int:
         raise AttnlabError(f"{args.src}: no lines to profile")
     targets = read_input(args.tgt)[: args.limit] if args.tgt else None
     gold = read_input(args.gold)[: args.limit] if args.gold else None
-    torch.set_num_threads(args.threads)
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     settings = search_settings(model.task, args.beam, args.alpha)  # the model's task's, unless given
     started = time.perf_counter()

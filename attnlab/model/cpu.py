@@ -3,16 +3,20 @@
 Three choices depend on it: which library multiplies fp32 layers when decoding (MKL runs its
 AVX-512 kernels on Intel's CPUs only, `attnlab.model.linear`), which build of attnlab's C++
 kernels a process may load (they are compiled for the instructions of the CPU that built them,
-`attnlab.model.kernels`), and whether bf16 is worth computing in at all (`bf16_products`).
+`attnlab.model.kernels`), and whether bf16 is worth computing in at all (`bf16_products`). And
+how many threads a command may ask torch for (`check_threads`): no more than its cores.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 from functools import cache
 from pathlib import Path
 
 import torch
+
+from attnlab.errors import ConfigError
 
 # What a user who asked for bf16 on such a CPU is told, by the trainer and by `attnlab.load`
 BF16_EMULATED = (
@@ -59,3 +63,21 @@ def bf16_products() -> bool:
     EPYC of the Zen 3 family, many laptops) PyTorch falls back to a scalar loop: there a 2,048²
     bf16 product took 49 s against 0.1 s in fp32, a `small` training step 34 s against 1.1."""
     return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def check_threads(threads: int) -> None:
+    """`--threads` that torch can run here: from 1 to the machine's cores. Below 1 was taken as 1
+    without a word; far above, OpenMP could not create the threads at the first product
+    (`heads profile --threads 100000` died of a segmentation fault after loading the model, and an
+    explorer server would at its first translation); above the cores they only slow torch down."""
+    if threads < 1:
+        raise ConfigError(f"--threads must be ≥ 1, got {threads}")
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        raise ConfigError(f"--threads {threads} is more than this machine's {cores} CPU cores")
+
+
+def set_threads(threads: int) -> None:
+    """`torch.set_num_threads` of a `--threads` that `check_threads` takes."""
+    check_threads(threads)
+    torch.set_num_threads(threads)

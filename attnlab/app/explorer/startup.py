@@ -16,6 +16,7 @@ from attnlab.app.explorer.language import session_language
 from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.app.i18n import DEFAULT, text
 from attnlab.errors import AttnlabError
+from attnlab.model.cpu import check_threads
 
 
 class _Refusing(argparse.ArgumentParser):
@@ -35,7 +36,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint-root", action="append", default=[])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_threads(args.threads)  # (the server died of 100000 at its first translation)
+    return args
 
 
 def refusal(argv: list[str] | None = None) -> pn.pane.Alert | None:
