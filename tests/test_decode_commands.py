@@ -152,6 +152,26 @@ def test_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.
     }
 
 
+def test_record_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`record --checkpoint CK --out CK` (or `--out CK/probes`) wrote `00000.trace` among the
+    weights and the training probes, exit 0, as `evaluate --out CK/...` once did; refused before
+    the model is read, with or without --force."""
+    model = tmp_path / "ck"
+    (model / "probes").mkdir(parents=True)
+    for name, text in (("manifest.json", "{}"), ("model.safetensors", "weights"), ("probes/probe_0.trace", "p")):
+        (model / name).write_text(text)
+    for out, force in ((model, []), (model / "probes" / "step_300", ["--force"]), (model / "traces", [])):
+        argv = ["record", "--checkpoint", str(model), "--out", str(out), *force, "A dog runs ."]
+        where = "the" if out == model else "inside the"
+        assert refused(capsys, argv) == f"--out {out} is {where} model directory {model}; name a directory elsewhere"
+    assert sorted(str(p.relative_to(model)) for p in model.rglob("*")) == [
+        "manifest.json",
+        "model.safetensors",
+        "probes",
+        "probes/probe_0.trace",
+    ]
+
+
 def test_inputs_with_nothing_to_work_on_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`heads profile` of an empty --src wrote a profile of no sentences and exited 0; `evaluate`
     against references that are all blank printed BLEU 0.00 (ref_len 0) and exited 0; `record

@@ -54,6 +54,12 @@ def one_stdin(inputs: dict[str, str | None]) -> None:
 MODEL_FILES = ("manifest.json", "model.safetensors", "pytorch_model.bin")  # attnlab's, Hugging Face's
 
 
+def model_directory(path: Path) -> Path | None:
+    """The model directory (one holding a `MODEL_FILES` file) that `path` is or lies inside, if any."""
+    path = path.absolute()
+    return next((d for d in (path, *path.parents) if any((d / f).is_file() for f in MODEL_FILES)), None)
+
+
 def check_out(
     path: str | os.PathLike[str], flag: str = "--out", inputs: dict[str, str | os.PathLike[str] | None] | None = None
 ) -> Path:
@@ -68,7 +74,7 @@ def check_out(
         if source is not None and str(source) != "-" and _same_file(path, Path(source)):
             raise AttnlabError(f"{flag} {path} is the {name} file; writing there would replace it (name another file)")
     # `evaluate --out CKPT/model.safetensors` wrote BLEU lines over the weights and exited 0.
-    model_dir = next((d for d in path.absolute().parents if any((d / f).is_file() for f in MODEL_FILES)), None)
+    model_dir = model_directory(path)
     if model_dir is not None:
         raise AttnlabError(f"{flag} {path} is inside the model directory {model_dir}; name a file elsewhere")
     if path.is_dir():
@@ -263,6 +269,9 @@ def cli_record(argv: list[str]) -> int:
     parser.add_argument("--beam", type=int)
     args = parser.parse_args(argv)
     one_stdin({"--input": args.input, "--reference": args.reference})
+    if (model_dir := model_directory(Path(args.out))) is not None:  # `--out CK` wrote traces among the weights
+        where = "the" if model_dir == Path(args.out).absolute() else "inside the"
+        raise AttnlabError(f"--out {args.out} is {where} model directory {model_dir}; name a directory elsewhere")
     sentences = list(args.sentences) + (read_input(args.input) if args.input else [])
     if not sentences:  # (of an empty --input it said "give ... --input FILE")
         raise AttnlabError(
