@@ -330,6 +330,26 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     )
 
 
+def test_align_refuses_a_layer_or_head_its_method_does_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`align --method all --layer 0` printed the all-layer links (the status line said "all"),
+    `--method layer --head 1` the layer's head average, `--method shift --head 2` the all-layer
+    Shift-Att: the setting asked for was dropped without a word."""
+    pairs = write(tmp_path / "p.txt", [f"{s} ||| {r}" for s, r in zip(SOURCES, REFERENCES, strict=True)])
+    argv = ["align", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(pairs)]
+    for given, said in (
+        (["--method", "all", "--layer", "0"], "--method all takes no --layer 0"),
+        (["--method", "all", "--layer", "0", "--head", "1"], "--method all takes no --layer 0 or --head 1"),
+        (["--method", "layer", "--head", "1"], "--method layer takes no --head 1"),
+        (["--method", "shift", "--head", "2"], "--method shift takes no --head 2 without --layer"),
+    ):
+        assert refused(capsys, [*argv, *given]) == said
+    for given in (["--method", "shift", "--layer", "0", "--head", "2"], ["--method", "layer", "--layer", "0"]):
+        assert main([*argv, *given]) == 0  # what each method reads is taken
+    assert reading("shift", 0, 2) == {"method": "shift", "layer": 0, "head": 2}
+
+
 # -- 7. checkpoints found as decoding finds them; blank lines ------------------------------------------
 def test_scoring_outputs_reads_a_run_or_marian_checkpoint_as_decoding_does(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

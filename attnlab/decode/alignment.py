@@ -304,22 +304,24 @@ def score_words(
     return result, piece_words(trace.src_tokens, src), piece_words(trace.tgt_tokens, tgt)
 
 
-def reading(method: str, layer: int | None = None, head: int | None = None) -> dict[str, Any]:
-    """One way to read alignment off a trace, with only the settings its method uses."""
+def reading(method: str, layer: int | None = None, head: int | None = None, strict: bool = True) -> dict[str, Any]:
+    """One way to read alignment off a trace. A setting its method does not read is refused (`align
+    --method all --layer 0` printed the all-layer links without a word), or dropped if not `strict`."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
-    return {
-        "method": method,
-        "layer": None if method == "all" else layer,
-        "head": head if method in ("head", "shift") else None,
-    }
+    reads = {"head": "layer head", "layer": "layer", "all": "", "shift": "layer head" if layer is not None else "layer"}
+    unread = [f"--{n} {v}" for n, v in (("layer", layer), ("head", head)) if v is not None and n not in reads[method]]
+    if unread and strict:  # (Shift-Att reads a head of the --layer it is given; without one, the all-layer average)
+        said = " or ".join(unread) + " without --layer" * (method == "shift")
+        raise AttnlabError(f"--method {method} takes no {said}")
+    return {"method": method, **{n: v if n in reads[method] else None for n, v in (("layer", layer), ("head", head))}}
 
 
 def best_method(meta: dict[str, Any]) -> dict[str, Any]:
     """The reading a model card names as its best (`meta["alignment"]`), else the all-layer average."""
     best = meta.get("alignment")
     if isinstance(best, dict) and best.get("method") in METHODS:
-        return reading(best["method"], best.get("layer"), best.get("head"))
+        return reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
     return reading("all")
 
 
