@@ -490,3 +490,23 @@ def test_aer_refuses_what_is_not_links() -> None:
     with pytest.raises(AttnlabError, match="the sure links"):
         corpus_aer([[(0, 0)]], [None], [[]])
     assert aer([[0, 1]], {(0, 1)}, ())["aer"] == 0.0  # a pair written as a list is still a link
+
+
+def test_a_layer_or_head_the_method_does_not_read_is_refused() -> None:
+    """`trace_links(..., "layer", layer=0, head=1)` gave layer 0's head average, `"all"` with a
+    layer the all-layer links and `"shift"` with a head but no layer the all-layer Shift-Att,
+    without a word, as `align --method` once did; `align_lines` takes such readings too."""
+    a, b = [0.9, 0.05, 0.05], [0.05, 0.9, 0.05]
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"cross": [np.array([[a, b, a], [b, a, b]])]})
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
+    for method, layer, head, match in (
+        ("layer", 0, 1, "--method layer takes no --head 1"),
+        ("all", 0, None, "--method all takes no --layer 0"),
+        ("all", None, 1, "--method all takes no --head 1"),
+        ("shift", None, 1, "--method shift takes no --head 1 without --layer"),
+    ):
+        with pytest.raises(AttnlabError, match=f"^{match}$"):
+            trace_links(trace, src, tgt, method, layer=layer, head=head)
+    assert trace_links(trace, src, tgt, "layer", layer=0) == trace_links(trace, src, tgt, "all")  # one layer
+    with pytest.raises(AttnlabError, match="^--method layer takes no --head 3$"):
+        align_lines(load(CKPT), PAIRS[:1], readings=[{"method": "layer", "layer": 0, "head": 3}])

@@ -222,8 +222,7 @@ def attention_rows(
     average, or one layer's (or head's) with `layer` (and `head`). Layers and heads are the
     model's ids (negative: from its last), as the views name them: a trace recorded with
     `heads=[2, 3]` holds head 2 in its first row."""
-    if method not in METHODS:
-        raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
+    reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
     if method == "head" and (layer is None or head is None):
         raise AttnlabError("--method head needs --layer and --head")
     if method == "all" or (method == "shift" and layer is None):
