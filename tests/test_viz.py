@@ -599,6 +599,31 @@ def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> 
         viz.stats_source([trace])
 
 
+def test_a_stats_view_of_a_column_or_source_it_lacks_is_one_line(trace: AttentionTrace) -> None:
+    """`stats_scatter(source, "diagonal")` (a head_stats column the source does not carry) or a
+    typo drew an empty plot without a word; head_stats rows in place of the source, or a table
+    `height="320"`, were bokeh's errors; `height=0` an empty table."""
+    rows = head_stats(trace)
+    source = viz.stats_source(rows)
+    for x, y, said in (
+        ("diagonal", "distance", "x='diagonal' is not a column of the source; choose from layer, head, entropy"),
+        ("entropy", "entorpy", "y='entorpy' is not a column"),
+        ("entropy", "kind", "y='kind' is not a column"),  # text: nothing to place on an axis
+        (None, "max", "x=None is not a column"),
+    ):
+        with pytest.raises(AttnlabError, match=re.escape(f"stats_scatter: {said}")) as refused:
+            viz.stats_scatter(source, x, y)
+        assert "\n" not in str(refused.value)
+    assert viz.stats_scatter(source, "layer", "max").xaxis[0].axis_label == "layer"
+    for view in (viz.stats_scatter, viz.stats_table):
+        with pytest.raises(AttnlabError, match=rf"^{view.__name__} takes stats_source\(head_stats\(...\)\), got list$"):
+            view(rows)
+    for height in ("320", 0, -5, 2.5, True):
+        with pytest.raises(AttnlabError, match=r"^stats_table: height \(pixels\) must be a whole number > 0"):
+            viz.stats_table(source, height=height)
+    assert viz.stats_table(source, height=np.int64(200)).height == 200
+
+
 def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
     import panel as pn
     from bokeh.layouts import column

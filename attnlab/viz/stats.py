@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from html import escape
+from numbers import Real
 
 from bokeh.models import (
     ColumnDataSource,
@@ -18,6 +19,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
+from attnlab.record.trace import whole_number
 from attnlab.viz.colors import (
     KIND_COLORS,
 )
@@ -47,6 +49,9 @@ def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -
 def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str, str] | None = None) -> DataTable:
     """Sortable table (click a header), one row per head; its headers are `words`' "stats.*",
     escaped: BokehJS writes a header as HTML, and Spanish names the eos column "</s>", a tag."""
+    _check_source(source, "stats_table")
+    if not (whole_number(height) and height > 0):  # "320" was bokeh's validation error, 0 an empty table
+        raise AttnlabError(f"stats_table: height (pixels) must be a whole number > 0, got {height!r}")
     said = say(words)
     number = NumberFormatter(format="0.000")
     columns = [TableColumn(field="kind_name", title=escape(said["stats.kind"]), formatter=StringFormatter(), width=70)]
@@ -73,6 +78,13 @@ def stats_scatter(
 ) -> figure:
     """One dot per head, coloured by kind; tap a dot to select that head. `x` and `y` are columns
     (`STAT_COLUMNS`), named on the axes as `words`' "stats.*" name them."""
+    _check_source(source, "stats_scatter")
+    plottable = [name for name, values in source.data.items() if all(isinstance(v, Real) for v in values)]
+    for axis, column in (("x", x), ("y", y)):  # a column the source lacks ("diagonal") drew an empty plot
+        if not (isinstance(column, str) and column in plottable):
+            raise AttnlabError(
+                f"stats_scatter: {axis}={column!r} is not a column of the source; choose from {', '.join(plottable)}"
+            )
     said = say(words)
     x_name, y_name = said.get(f"stats.{x}", x), said.get(f"stats.{y}", y)
     fig = figure(
@@ -102,3 +114,10 @@ def stats_scatter(
     fig.xaxis.axis_label, fig.yaxis.axis_label = x_name, y_name
     fig.legend.location = "top_left"
     return use_fonts(fig)
+
+
+def _check_source(source: object, caller: str) -> None:
+    """The table and the scatter draw a `stats_source`; head_stats rows given in its place were
+    bokeh's "Failed to auto-convert" or validation error."""
+    if not isinstance(source, ColumnDataSource):
+        raise AttnlabError(f"{caller} takes stats_source(head_stats(...)), got {type(source).__name__}")
