@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +156,28 @@ def test_selecting_before_any_trace_is_shown_says_there_is_none() -> None:
         assert "traceback" not in view.errors.value and "\n" not in view.errors.message
         with pytest.raises(AttnlabError, match=re.escape(said)):
             view.picker.select(kind="cross")
+
+
+def test_a_timeline_of_snapshots_it_cannot_replay_is_one_line(trace: AttentionTrace) -> None:
+    """`Timeline([])` was an IndexError; a step given twice dropped a trace without a word; a
+    trace of other heads was a KeyError in the error box, with its traceback, when drawn."""
+    other = replace(trace, meta={**trace.meta, "step": 100})  # the same probe at another step
+    for lang in ("en", "es", "zh"):
+        for snapshots, key, fields in (
+            ([], "widgets.snapshots", {"got": "[]"}),
+            (None, "widgets.snapshots", {"got": "None"}),
+            ([trace], "widgets.snapshots", {"got": "[..., AttentionTrace, ...]"}),
+            ([(1, None)], "widgets.snapshots", {"got": "[..., (int, NoneType), ...]"}),
+            ([(100, trace), (100, other)], "widgets.snapshot_steps", {"steps": "100, 100"}),
+            ([(200, trace), (100, other)], "widgets.snapshot_steps", {"steps": "200, 100"}),
+            ([("a", trace)], "widgets.snapshot_steps", {"steps": "'a'"}),
+            ([(100, some_heads(trace, [0])), (200, trace)], "widgets.snapshot_other", {"step": 100, "last": 200}),
+        ):
+            with pytest.raises(AttnlabError) as refused:
+                Timeline(snapshots, lang=lang)  # type: ignore[arg-type]
+            assert str(refused.value) == i18n.text(key, lang, **fields) and "\n" not in str(refused.value)
+    timeline = Timeline([(np.int64(100), other), (200, trace)])
+    assert timeline.steps == [100, 200] and timeline.errors.message == ""
 
 
 def test_a_trace_of_some_heads_is_labelled_with_the_model_heads(trace: AttentionTrace) -> None:

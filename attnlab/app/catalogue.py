@@ -164,6 +164,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.replay_path": {"en": "replay takes a run or checkpoint directory, got {got}", "es": "replay recibe el directorio de un entrenamiento o de un punto de control, no {got}", "zh": "replay 需要训练目录或检查点目录，而不是 {got}"},
     "widgets.no_probes": {"en": "{run}: no probe traces (probes/step_N/probe_K.trace); train with --probes N", "es": "{run}: no hay trazas de frases de prueba (probes/step_N/probe_K.trace); entrena con --probes N", "zh": "{run}：没有探针记录（probes/step_N/probe_K.trace）；训练时请加 --probes N"},
     "widgets.probe_missing": {"en": "probe {probe} was not recorded at every step (the run records {count})", "es": "la frase de prueba {probe} no se guardó en todos los pasos (el entrenamiento guarda {count})", "zh": "探针 {probe} 并非每一步都有记录（该训练共记录 {count} 个）"},
+    "widgets.snapshots": {"en": "Timeline takes a non-empty list of (step, AttentionTrace) pairs, got {got}", "es": "Timeline recibe una lista no vacía de pares (paso, AttentionTrace), no {got}", "zh": "Timeline 需要由 (步数, AttentionTrace) 对组成的非空列表，而不是 {got}"},
+    "widgets.snapshot_steps": {"en": "the steps of a Timeline are whole numbers, each once, in increasing order; got {steps}", "es": "los pasos de un Timeline son números enteros, cada uno una vez, en orden creciente; no {steps}", "zh": "Timeline 的步数须为整数，各出现一次，并按递增顺序排列；而不是 {steps}"},
+    "widgets.snapshot_other": {"en": "the trace of step {step} is not of the sentence, layers and heads of step {last}'s: a Timeline follows one probe sentence through a run", "es": "la traza del paso {step} no tiene la frase, las capas ni las cabezas de la del paso {last}: un Timeline sigue una sola frase de prueba a lo largo del entrenamiento", "zh": "第 {step} 步的 trace 与第 {last} 步的句子、层或注意力头不同：Timeline 只跟踪同一个探针句子在训练中的变化"},
     "widgets.error": {"en": "error", "es": "error", "zh": "错误"},
     "widgets.traceback": {"en": "traceback", "es": "traza de la pila", "zh": "调用栈"},
     # --- compare mode (#17) ---

@@ -29,7 +29,9 @@ class Timeline(w.VBox):
     difference to the last step, and every head's entropy across steps."""
 
     def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
-        self.steps, self.lang = [step for step, _ in snapshots], i18n.checked(lang)
+        self.lang = i18n.checked(lang)
+        snapshots = _checked_snapshots(snapshots, lang)
+        self.steps = [step for step, _ in snapshots]
         self.traces = dict(snapshots)
         self.final = self.traces[self.steps[-1]]
         self._entropy = {  # step -> (kind, layer, head) -> mean row entropy
@@ -75,6 +77,34 @@ class Timeline(w.VBox):
             }
             stat = i18n.text("timeline.entropy", lang, kind=i18n.kind_name(kind, lang), layer=layer)
             self.curve.update(viz.timeline_curve(self.steps, curves, current=step, stat=stat, words=words))
+
+
+def _checked_snapshots(snapshots: object, lang: str) -> list[tuple[int, AttentionTrace]]:
+    """(step, trace) pairs of one probe, steps increasing; else one line in `lang`: none was an
+    IndexError, a step given twice dropped a trace without a word, and a trace of other heads (or
+    another sentence) a KeyError, or a difference map of two sentences, at the first redraw."""
+    pairs = list(snapshots) if isinstance(snapshots, list | tuple) else []
+    if not pairs:
+        raise AttnlabError(i18n.text("widgets.snapshots", lang, got=repr(snapshots)[:40]))
+    for pair in pairs:
+        a_pair = isinstance(pair, tuple | list) and len(pair) == 2
+        if not (a_pair and isinstance(pair[1], AttentionTrace)):
+            got = f"({type(pair[0]).__name__}, {type(pair[1]).__name__})" if a_pair else type(pair).__name__
+            raise AttnlabError(i18n.text("widgets.snapshots", lang, got=f"[..., {got}, ...]"))
+    steps = [step for step, _ in pairs]
+    whole = all(isinstance(step, numbers.Integral) and not isinstance(step, bool) for step in steps)
+    if not whole or steps != sorted(set(steps)):
+        raise AttnlabError(i18n.text("widgets.snapshot_steps", lang, steps=", ".join(map(repr, steps))))
+    last_step, last = pairs[-1]
+    for step, trace in pairs:
+        if _probe(trace) != _probe(last):
+            raise AttnlabError(i18n.text("widgets.snapshot_other", lang, step=step, last=last_step))
+    return [(int(step), trace) for step, trace in pairs]
+
+
+def _probe(trace: AttentionTrace) -> tuple:
+    """What the views of a Timeline read alike at every step: the sentence pair, kinds, layers, heads."""
+    return trace.src_tokens, trace.tgt_tokens, trace.layers, trace.heads or list(range(trace.n_heads))
 
 
 def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
