@@ -12,6 +12,7 @@ import random
 import re
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -622,6 +623,25 @@ def test_a_stats_view_of_a_column_or_source_it_lacks_is_one_line(trace: Attentio
         with pytest.raises(AttnlabError, match=r"^stats_table: height \(pixels\) must be a whole number > 0"):
             viz.stats_table(source, height=height)
     assert viz.stats_table(source, height=np.int64(200)).height == 200
+
+
+def test_a_difference_of_two_sentence_pairs_is_one_line(trace: AttentionTrace) -> None:
+    """`diff_figure` checked shapes only: "Two dogs play." minus "A dog runs." (five pieces
+    each) was drawn as a difference map, under the first one's labels, without a word."""
+    src = trace.src_tokens
+    other = replace(trace, src_tokens=[*src[:3], "▁other", *src[4:]])  # one piece of the source
+    for kind, said in (
+        ("encoder", "query 3: '▁w0' vs '▁other'"),
+        ("cross", "key 3: '▁w0' vs '▁other'"),
+    ):
+        with pytest.raises(
+            AttnlabError, match=f"^the traces read other pieces \\({said}\\): not the same sentence pair$"
+        ):
+            viz.diff_figure(trace, other, kind, 0, 0)
+    assert viz.diff_figure(trace, other, "decoder", 0, 0).name == "timeline-diff"  # the target's maps are alike
+    longer = synthetic_trace(n_src=8)
+    with pytest.raises(AttnlabError, match=r"\(query 6: '</s>' vs '▁w3'\): not the same sentence pair"):
+        viz.diff_figure(trace, longer, "encoder", 0, 0)
 
 
 def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:

@@ -44,8 +44,11 @@ def diff_figure(
     check_options(title=title, budget=budget)
     said = say(words)
     now, final = head_map(trace, kind, layer, head), head_map(reference, kind, layer, head)
-    if now.shape != final.shape:
-        raise AttnlabError(f"the traces differ in shape ({now.shape} vs {final.shape}): not the same sentence pair")
+    for axis, ours, theirs in zip(("query", "key"), trace.labels(kind), reference.labels(kind), strict=True):
+        if ours != theirs:  # (shapes alone were checked: two sentences of one length were subtracted)
+            n = _first_difference(ours, theirs)
+            a, b = (labels[n] if n < len(labels) else None for labels in (ours, theirs))
+            raise AttnlabError(f"the traces read other pieces ({axis} {n}: {a!r} vs {b!r}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
     allowed = trace.mask(kind) if check_flag(mask, "mask") else None
     return matrix_figure(
@@ -53,6 +56,14 @@ def diff_figure(
         title=title or said["timeline.diff_title"].format(layer=layer, head=head), budget=budget,
         value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip
+
+
+def _first_difference(ours: list[str], theirs: list[str]) -> int:
+    """The first position where two lists of pieces differ (one may be the other's start)."""
+    same = 0
+    while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
+        same += 1
+    return same
 
 
 def timeline_curve(
