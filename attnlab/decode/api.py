@@ -32,7 +32,7 @@ from attnlab.model.marian import check_vocabularies, is_marian, read_marian
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
 from attnlab.record.recorder import model_info, record
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, whole_number
 
 PTB_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"}
 DEFAULTS = {
@@ -87,6 +87,8 @@ class Model:
     def pieces(self, ids: list[int], source: bool = False) -> list[str]:
         """The pieces of output ids (or, with `source`, of input ids)."""
         table = self.piece_table(source)
+        if bad := [i for i in ids if not (whole_number(i) and 0 <= i < len(table))]:  # -1 read the last piece
+            raise ModelInputError(f"ids must be whole numbers in [0, {len(table)}), got {bad[0]!r}")
         return [table[i] for i in ids]
 
     def piece_table(self, source: bool = False) -> list[str]:
