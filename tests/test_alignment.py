@@ -245,6 +245,19 @@ def test_a_word_inside_another_words_piece_shares_its_attention() -> None:
     assert word_links(weights, src, unread, "threshold", 0.0) == {(s, t) for s in range(4) for t in (0, 2, 3)}
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 2.0, -0.1, "0.1", None])
+def test_word_links_refuses_a_threshold_outside_zero_to_one(bad: object) -> None:
+    """A word's attention lies in [0, 1]: `word_links(..., "threshold", nan)` (or 2.0) returned
+    no links without a word; only `align_lines` checked. Argmax reads no threshold."""
+    weights, src, tgt = np.full((2, 2), 0.5), [(0,), (1,)], [(0,), (1,)]
+    with pytest.raises(AttnlabError, match=r"is a share of a word's attention, in \[0, 1\]; got "):
+        word_links(weights, src, tgt, "threshold", bad)
+    assert (
+        word_links(weights, src, tgt, "threshold", 1) == set()
+        and len(word_links(weights, src, tgt, "argmax", bad)) == 2
+    )
+
+
 # -- commands -------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pairs_file(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -25,13 +25,13 @@ import codecs
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from numbers import Integral
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnlab.data.tokenizer import join_words
-from attnlab.decode.pharaoh import Links
+from attnlab.decode.pharaoh import Links, link_set
 from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 
@@ -44,26 +44,9 @@ _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 # -- alignment error rate ------------------------------------------------------------------------------
-def _link_set(links: object, what: str) -> Links:
-    """`links` as a set of (source_word, target_word) pairs, refused in one line unless it is
-    one (None, or a line of text in its place, was a TypeError from deep inside `set`)."""
-    if isinstance(links, str | bytes) or not isinstance(links, Iterable):
-        raise AttnlabError(f"the {what} links are (source_word, target_word) pairs, got {type(links).__name__}")
-    found = set()
-    for link in links:
-        if not (
-            isinstance(link, tuple | list)
-            and len(link) == 2
-            and all(isinstance(i, Integral) and not isinstance(i, bool) for i in link)
-        ):
-            raise AttnlabError(f"a {what} link is a (source_word, target_word) pair of word indices, got {link!r}")
-        found.add((int(link[0]), int(link[1])))
-    return found
-
-
 def _counts(hypothesis: Iterable, sure: Iterable, possible: Iterable) -> np.ndarray:
-    a, s = _link_set(hypothesis, "hypothesis"), _link_set(sure, "sure")
-    p = _link_set(possible, "possible") | s  # a sure link is also a possible one
+    a, s = link_set(hypothesis, "hypothesis"), link_set(sure, "sure")
+    p = link_set(possible, "possible") | s  # a sure link is also a possible one
     return np.array([len(a), len(s), len(a & s), len(a & p)])
 
 
@@ -190,6 +173,13 @@ def word_matrix(
     return from_tgt @ weights @ _membership(src_words_of_piece)
 
 
+def check_threshold(method: str, threshold: object) -> None:
+    """A word's attention mass lies in [0, 1]: a threshold above 1, or NaN (every comparison is
+    False), links nothing without a word. One check, for `word_links` and `align_lines`."""
+    if method == "threshold" and not (isinstance(threshold, Real) and 0.0 <= threshold <= 1.0):
+        raise AttnlabError(f"--threshold is a share of a word's attention, in [0, 1]; got {threshold!r}")
+
+
 def word_links(
     weights: np.ndarray,
     src_words_of_piece: Sequence[Sequence[int]],
@@ -201,6 +191,7 @@ def word_links(
     each target word to its most attended source word (`argmax`), or to every source word it
     gives at least `threshold` of its attention (`threshold`). A target word that no piece
     spells (cut off, or dropped by the tokenizer) has no attention, so no link."""
+    check_threshold(method, threshold)
     matrix = word_matrix(weights, src_words_of_piece, tgt_words_of_piece)
     read = {w for words in tgt_words_of_piece for w in words}
     if matrix.size == 0:
@@ -340,10 +331,7 @@ def align_lines(
     """Links of every `source ||| target` line under each reading (default: the model's best),
     in the input's order of sides, and the (line number, reason) of lines that could not be read
     (their links are empty). Each line is scored once, whatever the number of readings."""
-    if links == "threshold" and not 0.0 <= threshold <= 1.0:  # NaN too: every comparison is False
-        raise AttnlabError(  # a word's attention mass lies in [0, 1]: above 1 (or NaN) no link at all
-            f"--threshold is a share of a word's attention, in [0, 1]; got {threshold!r}"
-        )
+    check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
     out: list[list[Links]] = [[] for _ in readings]

@@ -4,7 +4,8 @@ its right side) per sentence pair, as human gold alignments and `attnlab align` 
 Gold marks sure links `i-j` and possible ones `i?j` or `ipj`; `read_pharaoh` returns both sets per
 line, 0-indexed whatever the file counts from. Given the pairs' word counts it also checks every
 link against them, so a gold file written from 1 and read as 0-indexed, or one that belongs to
-other sentences, is one line naming FILE:LINE instead of a silently wrong AER.
+other sentences, is one line naming FILE:LINE instead of a silently wrong AER. `link_set` checks
+links handed over in Python (what `aer` and `corpus_aer` score) as strictly.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from numbers import Integral
 
 from attnlab.data.corpora import read_text
 from attnlab.errors import AttnlabError
@@ -74,3 +76,20 @@ def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, on
 def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
     """One line of 0-indexed `i-j` links, sorted."""
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def link_set(links: object, what: str) -> Links:
+    """`links` as a set of (source_word, target_word) pairs, refused in one line unless it is
+    one (None, or a line of text in its place, was a TypeError from deep inside `set`)."""
+    if isinstance(links, str | bytes) or not isinstance(links, Iterable):
+        raise AttnlabError(f"the {what} links are (source_word, target_word) pairs, got {type(links).__name__}")
+    found = set()
+    for link in links:
+        if not (
+            isinstance(link, tuple | list)
+            and len(link) == 2
+            and all(isinstance(i, Integral) and not isinstance(i, bool) for i in link)
+        ):
+            raise AttnlabError(f"a {what} link is a (source_word, target_word) pair of word indices, got {link!r}")
+        found.add((int(link[0]), int(link[1])))
+    return found
