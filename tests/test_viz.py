@@ -410,6 +410,28 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
 
 
 @pytest.mark.parametrize(
+    ("steps", "values", "said"),
+    [
+        ([1, 2, 3], {"h": [1.0]}, r"values\['h'\] has 1 values for 3 steps: one per step"),  # drawn without a word
+        ([1, 2], {"h": [1.0, 2.0, 3.0]}, r"values\['h'\] has 3 values for 2 steps"),
+        (None, None, "steps is a sequence of numbers, got NoneType"),  # an AttributeError
+        ([1, 2], None, "values is \\{legend label: one value per step\\}, got NoneType"),
+        ("12", {"h": [1.0, 2.0]}, "steps is a sequence of numbers, got str"),
+        ([1, "2"], {"h": [1.0, 2.0]}, "steps is a sequence of numbers, got '2' in it"),
+        ([1, 2], {"h": [1.0, None]}, r"values\['h'\] is a sequence of numbers, got None in it"),
+        ([1, 2], {0: [1.0, 2.0]}, "legend labels are strings, got 0"),
+    ],
+)
+def test_a_timeline_curve_of_values_that_do_not_fit_its_steps_is_one_line(steps, values, said: str) -> None:
+    with pytest.raises(AttnlabError, match=said):
+        viz.timeline_curve(steps, values)
+    with pytest.raises(AttnlabError, match="current is a step"):
+        viz.timeline_curve([1, 2], {"h": [1.0, 2.0]}, current="2")
+    fig = viz.timeline_curve(np.array([1, 2]), {"h": (np.float32(1.0), float("nan"))}, current=np.int64(2))
+    assert fig.name == "timeline-curve"  # numpy numbers, tuples and NaN (a step without a value) are drawn
+
+
+@pytest.mark.parametrize(
     ("tokens", "before", "after", "said"),
     [
         (["a", "b", "c"], [-1.0, -2.0], [-1.5, -3.0, -0.5], "got 3 tokens, 2 before and 3 after"),

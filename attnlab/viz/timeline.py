@@ -4,7 +4,8 @@ statistic across the saved steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Real
 
 from bokeh.models import (
     Legend,
@@ -77,6 +78,18 @@ def timeline_curve(
     """A head statistic across training steps, one line per head (`values`: {legend label: one
     value per step}); a vertical line at `current`. `stat` names the statistic; `words` replaces
     the title's and the step axis's templates ("timeline.*" of `viz.words.WORDS`)."""
+    steps = _numbers(steps, "steps")
+    if not isinstance(values, Mapping):  # None was an AttributeError
+        raise AttnlabError(f"values is {{legend label: one value per step}}, got {type(values).__name__}")
+    for label in values:
+        if not isinstance(label, str):
+            raise AttnlabError(f"values' legend labels are strings, got {label!r}")
+    values = {label: _numbers(ys, f"values[{label!r}]") for label, ys in values.items()}
+    for label, ys in values.items():
+        if len(ys) != len(steps):  # a curve of other length was drawn against the steps without a word
+            raise AttnlabError(f"values[{label!r}] has {len(ys)} values for {len(steps)} steps: one per step")
+    if current is not None and not (isinstance(current, Real) and not isinstance(current, bool)):
+        raise AttnlabError(f"current is a step (a number) or None, got {current!r}")
     said = say(words)
     title = wrap_title(said["timeline.title"].format(stat=stat), 460 - 60)  # less the value axis
     fig = figure(
@@ -97,3 +110,14 @@ def timeline_curve(
         fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
     fig.xaxis.axis_label, fig.yaxis.axis_label = said["timeline.step"], stat
     return use_fonts(fig)
+
+
+def _numbers(values: object, name: str) -> list[float]:
+    """`values` as a list when it is a sequence of numbers (NaN too: a step without a value)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise AttnlabError(f"{name} is a sequence of numbers, got {type(values).__name__}")
+    listed = list(values)
+    for value in listed:
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise AttnlabError(f"{name} is a sequence of numbers, got {value!r} in it")
+    return listed
