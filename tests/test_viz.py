@@ -293,10 +293,30 @@ def test_words_that_are_not_a_mapping_of_strings_are_one_line(trace: AttentionTr
 
 @pytest.mark.parametrize("selected", [(0,), 0, (0, 1, 2), "01"])
 def test_a_grid_selection_that_is_not_a_layer_and_head_is_one_line(trace: AttentionTrace, selected: object) -> None:
-    """(0,) was an IndexError and 0 a TypeError; a pair the trace lacks frames nothing, as before."""
+    """(0,) was an IndexError and 0 a TypeError."""
     with pytest.raises(AttnlabError, match=r"^selected is \(layer, head\), got "):
         viz.grid(trace, "cross", selected=selected)
-    assert viz.grid(trace, "cross", selected=(9, 9)).select_one({"name": "selected"}) is None
+
+
+def test_a_grid_selection_outside_the_grid_or_a_tap_callback_that_is_not_one_is_one_line(
+    trace: AttentionTrace,
+) -> None:
+    """`selected=(9, 9)` drew no frame without a word, in `grid` and in `profile_grid`; `on_select=123`
+    was accepted and failed at the first tap. A negative layer or head counts from the last."""
+    draws = {
+        "grid": lambda **o: viz.grid(trace, "cross", **o),
+        "profile_grid": lambda **o: viz.profile_grid(trace.layers["cross"], np.zeros((2, 3)), **o),
+    }
+    for name, draw in draws.items():
+        for selected, said in [((9, 0), "selected: .*layer 9"), ((0, 9), "selected: .*head 9"), ((0, True), "True")]:
+            with pytest.raises(AttnlabError, match=said):
+                draw(selected=selected)
+        with pytest.raises(AttnlabError, match=r"on_select is a function of \(layer, head\) or None, got 123"):
+            draw(on_select=123)
+        frames = [
+            draw(selected=chosen, on_select=print).select_one({"name": "selected"}) for chosen in [(-1, -1), (1, 2)]
+        ]
+        assert (frames[0].glyph.x, frames[0].glyph.y) == (frames[1].glyph.x, frames[1].glyph.y), name
 
 
 def test_200_tokens_render_fast_with_thinned_labels() -> None:

@@ -29,7 +29,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
-from attnlab.viz.selection import head_ids
+from attnlab.viz.selection import check_on_select, head_ids, model_head, model_layer, within
 from attnlab.viz.words import kind_title, say
 
 GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
@@ -64,6 +64,7 @@ def grid(
     fig.axis.major_tick_line_color = None
     fig.axis.minor_tick_line_color = None
     fig.axis.axis_line_color = None
+    check_on_select(on_select)
     if on_select is not None:
 
         def tapped(event: Tap) -> None:
@@ -95,6 +96,8 @@ def update_grid(
     full_mask = check_trace(trace, "the trace").mask(
         kind
     )  # first: the trace's one-line error for a kind it lacks, as `heatmap` gives
+    if selected is not None:  # a layer or head the grid lacks was left unframed without a word
+        selected = within(lambda: (model_layer(trace, kind, selected[0]), model_head(trace, selected[1])))
     layers, heads = list(trace.layers[kind]), head_ids(trace)
     n_heads = len(heads)
     allowed = downsample(full_mask.astype(float), GRID_SIDE) > 0 if check_flag(mask, "mask") else None
@@ -110,7 +113,7 @@ def update_grid(
             names.append(said["grid.cell"].format(layer=layer, head=head))
     fig.select_one({"name": "thumbnails"}).data_source.data = {"image": images, "x": xs, "y": ys, "name": names}
     frame = fig.select_one({"name": "selected"})  # the red frame around the open head, when it is shown
-    if selected is not None and selected[0] in layers and selected[1] in heads:
+    if selected is not None:
         x = heads.index(selected[1]) * (1 + GAP) + 0.5
         y = (len(layers) - 1 - layers.index(selected[0])) * (1 + GAP) + 0.5
         if frame is None:

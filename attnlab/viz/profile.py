@@ -18,6 +18,7 @@ from attnlab.viz.axes import label_room
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.options import check_options
+from attnlab.viz.selection import check_on_select, pick, within
 from attnlab.viz.words import say
 
 CELL_PX = 56
@@ -48,6 +49,12 @@ def profile_grid(
             f"got shape {values.shape}"
         )
     n_layers, n_heads = values.shape
+    check_on_select(on_select)
+    if selected is not None:  # a layer or head the grid lacks was left unframed without a word
+        if isinstance(selected, str) or not isinstance(selected, Sequence) or len(selected) != 2:
+            raise AttnlabError(f"selected is (layer, head), got {selected!r}")
+        held = [int(layer) for layer in layers]
+        selected = within(lambda: (pick(selected[0], held, "layer"), pick(selected[1], range(n_heads), "head")))
     rows, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -90,8 +97,8 @@ def profile_grid(
     fig.yaxis.major_label_overrides = {r + 0.5: name for r, name in enumerate(layer_names)}
     fig.grid.visible = False
     fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
-    if selected is not None and selected[0] in layers and 0 <= selected[1] < n_heads:
-        fig.rect(x=selected[1] + 0.5, y=list(layers).index(selected[0]) + 0.5, width=1, height=1, fill_color=None,
+    if selected is not None:
+        fig.rect(x=selected[1] + 0.5, y=held.index(selected[0]) + 0.5, width=1, height=1, fill_color=None,
                  line_color="#d62728", line_width=3, name="selected")  # fmt: skip
     if on_select is not None:
 

@@ -6,7 +6,7 @@ trace holds, in English: the screens put their own lead line in the page's langu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from numbers import Integral
 
 import numpy as np
@@ -67,3 +67,18 @@ def selection(
     layer = None if layer is None else pick(layer, trace.layers[kind], f"{kind} layer")
     head = None if head is None else pick(head, head_ids(trace), "head")
     return kind, layer, head
+
+
+def within(resolve: Callable[[], tuple[int, int]]) -> tuple[int, int]:
+    """A grid's `selected` (layer, head) as `resolve` reads it among the layers and heads drawn,
+    its one-line error led by the argument's name."""
+    try:
+        return resolve()
+    except AttnlabError as error:
+        raise AttnlabError(f"selected: {error}") from None
+
+
+def check_on_select(on_select: object) -> None:
+    """A grid's tap callback is a function of (layer, head), or None (123 failed at the first tap)."""
+    if on_select is not None and not callable(on_select):
+        raise AttnlabError(f"on_select is a function of (layer, head) or None, got {on_select!r}")
