@@ -100,6 +100,9 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
         attnlab.load(None)  # was a TypeError from pathlib
     with pytest.raises(CheckpointError, match="got an empty one"):
         attnlab.load("")  # was ".: a run directory without a valid checkpoint"
+    for dtype in (["fp32"], {"fp32"}, None, 32):  # a list was "TypeError: unhashable type: 'list'"
+        with pytest.raises(AttnlabError, match=r"^dtype must be one of \['bf16', 'fp32', 'int8'\], got "):
+            attnlab.load(checkpoint, dtype=dtype)
 
 
 @pytest.mark.parametrize("bad", [-1, 99999, 1.0, True, "3", None])

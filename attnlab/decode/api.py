@@ -348,7 +348,7 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     weights to int8 with dynamic activations (CPU only), one scale per product set by every row in
     it: a sentence's int8 translation can change slightly with the sentences batched beside it
     (not so in fp32 and bf16); fp32 is the default because the attention maps are then exact."""
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # ["fp32"]: "unhashable type: 'list'"
         raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if not isinstance(path, str | os.PathLike):
         raise CheckpointError(f"expected a checkpoint directory's path, got {type(path).__name__}")
