@@ -188,6 +188,23 @@ def test_ablating_heads_the_model_lacks_is_one_line(checkpoint: Path, heads: dic
         attnlab.load(checkpoint).translate("A dog.", ablate_heads=heads)
 
 
+def test_an_ablation_of_what_is_not_a_model_or_trace_or_with_its_own_settings_is_one_line(checkpoint: Path) -> None:
+    """`ablation(m, t, heads, record=True)` was "multiple values for keyword argument 'record'";
+    a None model or trace an AttributeError from deep inside."""
+    from attnlab.decode.ablation import ablation
+
+    model, heads = attnlab.load(checkpoint), {("cross", 0): [0]}
+    trace = model.translate("A dog.", beam=1, max_len_b=5, record=True).trace
+    for setting in ("record", "truncate", "ablate_heads"):
+        with pytest.raises(AttnlabError, match=f"^ablation sets {setting} itself; pass search settings only"):
+            ablation(model, trace, heads, **{setting: True})
+    with pytest.raises(AttnlabError, match="the trace is a NoneType, not an AttentionTrace"):
+        ablation(model, None, heads)
+    with pytest.raises(AttnlabError, match=r"expected a model from attnlab.load\(...\), got NoneType"):
+        ablation(None, trace, heads)
+    assert ablation(model, trace, heads, beam=1, max_len_b=5).original_tokens == trace.tgt_tokens
+
+
 def test_a_head_named_twice_is_switched_off_once_whichever_its_names(checkpoint: Path) -> None:
     """("cross", 2) and ("cross", -1) are one layer of a 3-layer model: once only the first
     entry of the two was applied, without a word."""

@@ -10,8 +10,11 @@ from typing import Any
 
 import torch
 
+from attnlab.decode.api import Model
+from attnlab.errors import AttnlabError
 from attnlab.record import ablate
 from attnlab.record.equation import trace_ids
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 
 
@@ -42,7 +45,13 @@ def token_logprobs(model: Any, src_ids: list[int], produced: list[int], heads: d
 
 
 def ablation(model: Any, trace: AttentionTrace, heads: dict[tuple[str, int], list[int]], **decode: Any) -> Ablation:
-    """Re-decode the trace's source with `heads` switched off, and score the original output."""
+    """Re-decode the trace's source with `heads` switched off, and score the original output.
+    `decode` takes search settings (beam, alpha, ...): the rest is this function's to set."""
+    if not isinstance(model, Model):  # None was an AttributeError from deep inside
+        raise AttnlabError(f"expected a model from attnlab.load(...), got {type(model).__name__}")
+    check_trace(trace, "the trace")
+    if taken := sorted(set(decode) & {"record", "truncate", "ablate_heads"}):  # "multiple values for keyword"
+        raise AttnlabError(f"ablation sets {', '.join(taken)} itself; pass search settings only (beam, alpha, ...)")
     src_ids, produced = trace_ids(model, trace)
     text = trace.meta.get("text") or model.tokenizer.decode(src_ids[:-1])
     result = model.translate(text, record=False, truncate=True, ablate_heads=heads, **decode)
