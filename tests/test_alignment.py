@@ -491,7 +491,7 @@ def test_head_readings_name_the_models_heads() -> None:
 
 
 def test_aer_refuses_what_is_not_links() -> None:
-    """`aer(None, [], [])` was a TypeError from inside `set`."""
+    """`aer(None, [], [])` was a TypeError from inside `set`; `corpus_aer(None, ...)` one from len()."""
     for args, match in (
         ((None, [], []), "the hypothesis links are .* got NoneType"),
         (([(0, 1)], "0-1", []), "the sure links are .* got str"),
@@ -502,6 +502,14 @@ def test_aer_refuses_what_is_not_links() -> None:
         assert "\n" not in str(info.value)
     with pytest.raises(AttnlabError, match="the sure links"):
         corpus_aer([[(0, 0)]], [None], [[]])
+    for args, match in (  # `corpus_aer(None, [[]], [[]])` was a TypeError from len()
+        ((None, [[]], [[]]), "^hypotheses is a list of each sentence's links, got NoneType$"),
+        (([[]], "0-0", [[]]), "^sures is a list of each sentence's links, got str$"),
+        (([[]], [[]], 3), "^possibles is a list of each sentence's links, got int$"),
+        (([[]], [[]], []), "^1 hypothesis, 1 sure and 0 possible lines$"),
+    ):
+        with pytest.raises(AttnlabError, match=match):
+            corpus_aer(*args)
     assert aer([[0, 1]], {(0, 1)}, ())["aer"] == 0.0  # a pair written as a list is still a link
 
 

@@ -77,8 +77,11 @@ def corpus_aer(
     possibles: Sequence[Iterable[tuple[int, int]]],
 ) -> dict[str, Any]:
     """AER over a corpus: the counts summed over sentences, then one ratio (as published AERs)."""
+    for name, lines in (("hypotheses", hypotheses), ("sures", sures), ("possibles", possibles)):
+        if isinstance(lines, str | bytes) or not isinstance(lines, Sequence):  # None: a TypeError from len()
+            raise AttnlabError(f"{name} is a list of each sentence's links, got {type(lines).__name__}")
     if not len(hypotheses) == len(sures) == len(possibles):
-        raise AttnlabError(f"{len(hypotheses)} hypothesis lines but {len(sures)} gold lines")
+        raise AttnlabError(f"{len(hypotheses)} hypothesis, {len(sures)} sure and {len(possibles)} possible lines")
     total = np.zeros(4, dtype=np.int64)
     for a, s, p in zip(hypotheses, sures, possibles, strict=True):
         total += _counts(a, s, p)
