@@ -531,3 +531,17 @@ def test_a_layer_or_head_the_method_does_not_read_is_refused() -> None:
     assert trace_links(trace, src, tgt, "layer", layer=0) == trace_links(trace, src, tgt, "all")  # one layer
     with pytest.raises(AttnlabError, match="^--method layer takes no --head 3$"):
         align_lines(load(CKPT), PAIRS[:1], readings=[{"method": "layer", "layer": 0, "head": 3}])
+
+
+def test_piece_words_refuses_what_is_not_a_list_of_strings() -> None:
+    """`piece_words(None, ["a"])` was a TypeError from deep inside; `piece_words(["▁a"], None)`
+    mapped the piece to no word without a word, and a string of words was read a character a word."""
+    for args, match in (
+        ((None, ["a"]), "^piece_words takes pieces as a list of strings, got None$"),
+        ((["▁a"], None), "^piece_words takes words as a list of strings, got None$"),
+        ((["▁a"], "a"), "^piece_words takes words as a list of strings, got 'a'$"),
+        ((["▁a", 1], ["a"]), r"^piece_words takes pieces as a list of strings, got \['▁a', 1\]$"),
+    ):
+        with pytest.raises(AttnlabError, match=match):
+            piece_words(*args)
+    assert piece_words(("▁a", "</s>"), ("a",)) == [(0,), ()]  # any sequence of strings

@@ -107,6 +107,13 @@ def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[tuple[int, 
     the text the model read may have had spaces between the words or not (Chinese). A piece
     that is only a word boundary ("▁") belongs to the word after it. Characters the
     tokenizer changed are placed between their aligned neighbours."""
+    for name, texts in (("pieces", pieces), ("words", words)):  # None was a TypeError from deep inside
+        if (
+            isinstance(texts, str | bytes)
+            or not isinstance(texts, Sequence)
+            or not all(isinstance(t, str) for t in texts)
+        ):
+            raise AttnlabError(f"piece_words takes {name} as a list of strings, got {texts!r:.60}")
     if not words:
         return [()] * len(pieces)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
