@@ -219,5 +219,8 @@ def test_collate_frames_and_pads_each_sentence(examples: int) -> None:
         assert batch.tgt_out.tolist() == padded([tgt + [3] for _, tgt in chosen])
         assert batch.src.dtype == batch.tgt_in.dtype == batch.tgt_out.dtype == torch.int64
         assert batch.n_tgt_tokens == sum(len(tgt) + 1 for _, tgt in chosen)
+        flat = batch.tgt_out.flatten().tolist()  # scored: every target, then the first pads to a multiple of 16
+        real, pads = [i for i, t in enumerate(flat) if t], [i for i, t in enumerate(flat) if not t]
+        assert batch.scored.tolist() == sorted(real + pads[: -len(real) % 16])
 
     prove(holds, examples, pairs=pairs, picks=st.lists(st.integers(0, 100), min_size=1, max_size=12))
