@@ -667,6 +667,21 @@ def test_a_stats_view_of_a_column_or_source_it_lacks_is_one_line(trace: Attentio
     assert viz.stats_table(source, height=np.int64(200)).height == 200
 
 
+def test_stats_source_of_what_is_not_head_stats_rows_is_one_line(trace: AttentionTrace) -> None:
+    """`stats_source([{"a": 1}])` was a KeyError 'kind', `stats_source(None)` a TypeError."""
+    row = head_stats(trace)[0]
+    for rows, said in (
+        (None, "the list head_stats(trace) returns, got NoneType"),
+        ("rows", "the list head_stats(trace) returns, got str"),
+        ([{"a": 1}], "head_stats(trace) rows: row 1 lacks kind, layer, head, entropy"),
+        ([row, {**row, "kind": "self"}], "head_stats(trace) rows: row 2 has kind 'self', not one of encoder, decoder"),
+    ):
+        with pytest.raises(AttnlabError, match="^" + re.escape(f"stats_source takes {said}")) as refused:
+            viz.stats_source(rows)
+        assert "\n" not in str(refused.value)
+    assert viz.stats_source((row,)).data["kind"] == [row["kind"]]
+
+
 def test_a_difference_of_two_sentence_pairs_is_one_line(trace: AttentionTrace) -> None:
     """`diff_figure` checked shapes only: "Two dogs play." minus "A dog runs." (five pieces
     each) was drawn as a difference map, under the first one's labels, without a word."""

@@ -33,9 +33,20 @@ def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -
     """`attnlab.record.stats.head_stats` rows as one source that the table and the scatter share
     (selecting a head in one selects it in the other); the kinds' names (`kind_name`, shown in
     the table and the legend) and each head's hover label (`label`) are written in `words`."""
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):  # None was a TypeError
+        raise AttnlabError(f"stats_source takes the list head_stats(trace) returns, got {type(rows).__name__}")
     if not all(isinstance(row, Mapping) for row in rows):
         kinds = sorted({type(row).__name__ for row in rows if not isinstance(row, Mapping)})
         raise AttnlabError(f"stats_source takes head_stats(trace) rows (dicts), got {', '.join(kinds)}")
+    for n, row in enumerate(rows, 1):  # a row of other keys was a KeyError
+        lacks = [name for name in ("kind", "layer", "head", *STAT_COLUMNS) if name not in row]
+        if lacks or row["kind"] not in KIND_COLORS:
+            what = (
+                f"lacks {', '.join(lacks)}"
+                if lacks
+                else f"has kind {row['kind']!r}, not one of {', '.join(KIND_COLORS)}"
+            )
+            raise AttnlabError(f"stats_source takes head_stats(trace) rows: row {n} {what}")
     said = say(words)
     data: dict[str, list] = {name: [r[name] for r in rows] for name in ("kind", "layer", "head", *STAT_COLUMNS)}
     data["kind_name"] = [kind_name(r["kind"], said) for r in rows]
