@@ -349,7 +349,8 @@ def test_values_and_allowed_refuse_layers_as_weights_does(model: Transformer) ->
 
 
 def test_traces_refuse_tokens_that_do_not_fit_the_maps(model: Transformer) -> None:
-    """3 target labels for 4 rows made a trace that `head_stats` and the views failed on later."""
+    """3 target labels for 4 rows made a trace that `head_stats` and the views failed on later;
+    `rec.traces(src, tgt, None)` was a TypeError."""
     src, tgt = _batch()
     with torch.no_grad(), record(model) as rec:
         model(src, tgt)
@@ -358,6 +359,9 @@ def test_traces_refuse_tokens_that_do_not_fit_the_maps(model: Transformer) -> No
     for src_tokens, tgt_tokens, match in (
         (_tokens(src), short, r"sentence 1's tokens do not fit .*decoder maps are not \(heads, 6, 6\)"),
         (_tokens(src)[:2], _tokens(tgt), "2 source token lists for a batch of 3 sentences"),
+        (None, _tokens(tgt), "^src_tokens is a list of each sentence's source pieces, got None$"),  # a TypeError
+        (["a b", "c", "d"], _tokens(tgt), "^src_tokens is a list of each sentence's source pieces, got"),
+        (_tokens(src), "x y", "^tgt_tokens is a list of each sentence's target pieces, got 'x y'$"),
     ):
         with pytest.raises(AttnlabError, match=match) as info:
             rec.traces(src, tgt, src_tokens, tgt_tokens)

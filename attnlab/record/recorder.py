@@ -116,7 +116,11 @@ class Recording:
                 "nothing was recorded: run the model itself inside the block, in the thread that opened it "
                 "(a torch.compile'd model is not recorded)"
             )
-        for what, tokens in (("source", src_tokens), ("target", tgt_tokens)):
+        for what, side, tokens in (("source", "src", src_tokens), ("target", "tgt", tgt_tokens)):
+            if (tokens is not None or what == "source") and (  # None was a TypeError from indexing it
+                isinstance(tokens, str) or not isinstance(tokens, Sequence) or any(isinstance(t, str) for t in tokens)
+            ):
+                raise AttnlabError(f"{side}_tokens is a list of each sentence's {what} pieces, got {tokens!r:.60}")
             if tokens is not None and len(tokens) != src.size(0):
                 raise AttnlabError(f"{len(tokens)} {what} token lists for a batch of {src.size(0)} sentences")
         traces = []
