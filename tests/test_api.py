@@ -551,5 +551,6 @@ def test_numpy_numbers_are_numbers(checkpoint: Path) -> None:
         alpha=np.float64(0.5),
         max_len_a=np.float32(1),
         max_len_b=np.int64(5),
+        batch_tokens=np.int64(100),  # refused, while beam=np.int64(2) was taken
     )
     assert [h.tokens for h in numpy.hypotheses] == [h.tokens for h in plain.hypotheses]

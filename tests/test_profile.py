@@ -293,6 +293,7 @@ def test_what_is_not_a_list_of_lines_or_a_batch_size_is_one_line(model) -> None:
         profile(model, SOURCES[:1], [REFERENCES[0].encode()])
     with pytest.raises(DataError, match="^expected a list of source lines, got str$"):
         profile(model, SOURCES[0])
+    assert len(profile(model, SOURCES[:2], batch=np.int64(1))) == len(profile(model, SOURCES[:2], batch=2))
 
 
 def test_foreign_files_are_refused(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ class Model:
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
         check_settings(beam, alpha, max_len_a, max_len_b, n_best)
         check_flags(record=record, record_hypotheses=record_hypotheses, truncate=truncate)
-        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
+        if not whole_number(batch_tokens) or batch_tokens < 1:  # np.int64(100) too, as beam takes it
             raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
         if not isinstance(text, str | list | tuple):
             raise ModelInputError(f"expected a text or a list of texts, got {type(text).__name__}")

@@ -53,6 +53,7 @@ from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, Config
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
 from attnlab.model.cpu import set_threads
 from attnlab.record.stats import COLUMNS, sentence_stats
+from attnlab.record.trace import whole_number
 
 FORMAT, VERSION = "attnlab-profile", 1
 ALIGNMENT = ("aer", "precision", "recall")  # of cross-attention heads, with gold alignments; null elsewhere
@@ -94,7 +95,7 @@ def profile(
     errors start with `gold_name`; `reverse_gold` for gold written target-source, as the shipped
     zh-en gold is for an en→zh model). A line longer than the model takes is an error naming
     `names` (the sources' and targets') and the line, or with `truncate` cut, with a warning."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if not whole_number(batch) or batch < 1:  # np.int64(8) too
         raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
     sources = check_lines(sources, "source")
     targets = None if targets is None else check_lines(targets, "target")
