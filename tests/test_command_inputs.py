@@ -60,6 +60,15 @@ def test_flops_needs_sentences_of_at_least_one_token(capsys: pytest.CaptureFixtu
     assert main(["flops", "--tgt-len", "1", "--src-len", "1", "--json"]) == 0
 
 
+def test_flops_refuses_sentences_longer_than_any_model_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """--src-len 10^20 printed float rounding noise as if exact (and with attn_window set, it
+    would have counted keys for 10^20 positions, one at a time)."""
+    for flag, value in (("--src-len", "100000000000000000000"), ("--tgt-len", "65537")):
+        said = refused(capsys, ["flops", flag, value])
+        assert "sentence lengths must be at most 65,536 tokens, the most positions a model takes (max_len)" in said
+    assert main(["flops", "--src-len", "65536", "--tgt-len", "65536", "--json"]) == 0
+
+
 def test_flops_counts_restricted_attention_and_quotes_table_2_only_for_the_papers_model(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from attnlab.errors import ArgumentParser, ConfigError
-from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, preset
+from attnlab.model.config import MAX_POSITIONS, PRESETS, ModelConfig, parse_overrides, preset
 
 PAPER_RUNS = {"base": (12 * 3600, 8, 9.5e12, 3.3e18), "big": (3.5 * 24 * 3600, 8, 9.5e12, 2.3e19)}
 
@@ -26,6 +26,11 @@ def forward_flops_per_target_token(config: ModelConfig, src_len: int = 32, tgt_l
     """Forward FLOPs of one sentence pair divided by its target tokens."""
     if min(src_len, tgt_len) < 1:  # a target of 0 tokens divided by zero; a negative one gave negative FLOPs
         raise ConfigError(f"sentence lengths must be ≥ 1 token, got source {src_len} and target {tgt_len}")
+    if max(src_len, tgt_len) > MAX_POSITIONS:  # 10^20 printed float rounding noise as if exact
+        raise ConfigError(
+            f"sentence lengths must be at most {MAX_POSITIONS:,} tokens, the most positions a model takes "
+            f"(max_len), got source {src_len:,} and target {tgt_len:,}"
+        )
     d, h, dk, dv, ff = config.d_model, config.n_heads, config.d_k, config.d_v, config.d_ff
     attn_proj = 2 * d * h * dk + d * h * dv + h * dv * d  # W_Q, W_K, W_V, W_O
     ffn = 2 * d * ff
