@@ -87,7 +87,8 @@ class Model:
     def pieces(self, ids: list[int], source: bool = False) -> list[str]:
         """The pieces of output ids (or, with `source`, of input ids)."""
         table = self.piece_table(source)
-        if bad := [i for i in ids if not (whole_number(i) and 0 <= i < len(table))]:  # -1 read the last piece
+        fast = all(type(i) is int and 0 <= i < len(table) for i in ids)  # (`whole_number` on each: 1.4% of a decode)
+        if not fast and (bad := [i for i in ids if not (whole_number(i) and 0 <= i < len(table))]):  # -1: last piece
             raise ModelInputError(f"ids must be whole numbers in [0, {len(table)}), got {bad[0]!r}")
         return [table[i] for i in ids]
 
@@ -105,11 +106,9 @@ class Model:
         check_text(text, "input")
         ids = self.tokenizer.encode(as_read(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
-        if len(ids) > room:
-            if not truncate:
-                raise ModelInputError(f"the input has {len(ids)} pieces; this model takes at most {room}")
-            return ids[:room] + [self.config.eos_id], True
-        return ids + [self.config.eos_id], False
+        if len(ids) > room and not truncate:
+            raise ModelInputError(f"the input has {len(ids)} pieces; this model takes at most {room}")
+        return ids[:room] + [self.config.eos_id], len(ids) > room
 
     def _source_text(self, text: str) -> str:
         """Parsers read whitespace-separated words, brackets escaped as in the Penn Treebank
@@ -225,6 +224,7 @@ class Model:
         trace_all: bool,
     ) -> Result:
         src_ids, truncated = encoded
+        src_tokens = self.pieces(src_ids, source=True)
         results = []
         for rank, hyp in enumerate(hyps):
             results.append(
@@ -232,7 +232,7 @@ class Model:
                     source=source,
                     text=self.detokenize(hyp.tokens, source),
                     tokens=self.pieces(hyp.tokens),
-                    src_tokens=self.pieces(src_ids, source=True),
+                    src_tokens=list(src_tokens),  # its own list: a caller may edit one
                     score=hyp.score,
                     logprob=hyp.logprob,
                     token_logprobs=hyp.step_logprobs,
@@ -261,8 +261,7 @@ class Model:
         我有|空), and whether they were cut to the model's length."""
         if isinstance(target, Result):
             table = {piece: i for i, piece in enumerate(self.piece_table())}
-            unknown = [p for p in target.tokens if p not in table]
-            if unknown:
+            if unknown := [p for p in target.tokens if p not in table]:
                 raise ModelInputError(f"the result holds pieces this model lacks ({unknown[0]!r}, ...)")
             pieces = [table[p] for p in target.tokens if table[p] != self.config.eos_id]
         elif not isinstance(target, str):
