@@ -7,18 +7,16 @@ any decoding, and a stdout that cannot be written is one line.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
-from attnlab.data.corpora import read_text, read_whole, text_lines
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
 from attnlab.decode.pharaoh import format_pharaoh
+from attnlab.decode.streams import check_out, model_directory, one_stdin, read_input, write_out, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
 
@@ -27,96 +25,6 @@ EXIT_STATUS = (  # so that a pipeline learns a line failed: with every line fail
     "exit status: 0 when every line is answered; 1 when a line could not be (its output line is left empty "
     "and stderr names it); 2 when the command refuses to run."
 )
-
-
-def read_input(source: str | None) -> list[str]:
-    """The lines of a file, or of stdin for "-" or None (`text_lines`: cut at "\\n" only); every
-    command reads its inputs here, so that each takes "-" (`evaluate --src -` and `heads profile
-    --src -` once failed with "cannot read -: No such file")."""
-    if source not in (None, "-"):
-        return read_text(source)
-    if sys.stdin is None or sys.stdin.closed:  # None: Python started with it closed (`<&-`); .buffer then raised
-        raise AttnlabError("stdin (-) is closed, so there is nothing to read: name an input file instead")
-    try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
-        return text_lines(read_whole(sys.stdin.buffer, "stdin").decode("utf-8"))  # (`< /dev/zero` grew forever)
-    except UnicodeDecodeError as error:
-        raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
-
-
-def one_stdin(inputs: dict[str, str | None]) -> None:
-    """Refuse two of `inputs` ({flag: path}) reading stdin: the second read nothing, and was
-    reported as a file of no lines."""
-    dashes = [flag for flag, path in inputs.items() if path == "-"]
-    if len(dashes) > 1:
-        raise AttnlabError(f"{dashes[0]} and {dashes[1]} both read stdin (-), which can be read once: name a file")
-
-
-MODEL_FILES = ("manifest.json", "model.safetensors", "pytorch_model.bin")  # attnlab's, Hugging Face's
-
-
-def model_directory(path: Path) -> Path | None:
-    """The model directory (one holding a `MODEL_FILES` file) that `path` is or lies inside, if any."""
-    path = path.absolute()
-    return next((d for d in (path, *path.parents) if any((d / f).is_file() for f in MODEL_FILES)), None)
-
-
-def check_out(
-    path: str | os.PathLike[str], flag: str = "--out", inputs: dict[str, str | os.PathLike[str] | None] | None = None
-) -> Path:
-    """`path` as a file this command can write (missing directories are made when it is
-    written), checked before the decoding that fills it: a missing or read-only directory, or
-    a directory given as the file, used to fail only after all the work. `inputs` ({flag: path},
-    None or "-" for none) are the files the command reads: `evaluate --src s.en --out s.en`
-    replaced the sources with the outputs and exited 0, so an --out that is one of them (by
-    name, through a link, or a hard link) is refused."""
-    path = Path(path)
-    for name, source in (inputs or {}).items():
-        if source is not None and str(source) != "-" and _same_file(path, Path(source)):
-            raise AttnlabError(f"{flag} {path} is the {name} file; writing there would replace it (name another file)")
-    # `evaluate --out CKPT/model.safetensors` wrote BLEU lines over the weights and exited 0.
-    model_dir = model_directory(path)
-    if model_dir is not None:
-        raise AttnlabError(f"{flag} {path} is inside the model directory {model_dir}; name a file elsewhere")
-    if path.is_dir():
-        raise AttnlabError(f"{flag} {path} is a directory; name the file to write")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise AttnlabError(f"{flag} {path}: {folder} is a file, not a directory")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise AttnlabError(f"{flag} {path}: no permission to write there")
-    return path
-
-
-def _same_file(one: Path, other: Path) -> bool:
-    """Whether two paths name one file: the same inode where both exist (a symlink or a hard
-    link), else the same path once links and `..` are resolved."""
-    with contextlib.suppress(OSError):
-        if one.exists() and other.exists():
-            return os.path.samefile(one, other)
-    return one.resolve() == other.resolve()
-
-
-def write_out(path: Path, text: str) -> None:
-    """Write a `check_out` path, making its missing directories; a full disk is one line."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise AttnlabError(f"cannot write {path}: {error.strerror or error}") from None
-
-
-def write_stdout(text: str) -> None:
-    """Write and flush the answer, so that a closed pipe (`| head`) or a full disk is one line
-    here rather than a traceback, or a second one when Python flushes stdout at exit."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as error:
-        with contextlib.suppress(OSError, ValueError):  # a stdout with no file (a test's) has no rest to drop
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the unwritten rest goes nowhere
-        raise AttnlabError(f"cannot write to stdout: {error.strerror or error}") from None
 
 
 def add_dtype_argument(parser: argparse.ArgumentParser) -> None:

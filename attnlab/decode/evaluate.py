@@ -31,15 +31,12 @@ from attnlab.decode.commands import (
     add_alignment_arguments,
     add_dtype_argument,
     add_search_arguments,
-    check_out,
     cut_notice,
     fit_lines,
     link_rule,
-    one_stdin,
-    read_input,
-    write_out,
 )
 from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import update_meta, verify
 from attnlab.model.memory import keep_freed_memory

@@ -38,17 +38,9 @@ from tqdm import tqdm
 from attnlab.data.tokenizer import is_blank, join_words
 from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result, load
-from attnlab.decode.commands import (
-    add_dtype_argument,
-    add_search_arguments,
-    check_out,
-    cut_notice,
-    fit_lines,
-    one_stdin,
-    read_input,
-    search_settings,
-)
+from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines, search_settings
 from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.decode.streams import check_out, one_stdin, read_input
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling, weights_digest
 from attnlab.model.cpu import set_threads
