@@ -15,12 +15,13 @@ import argparse
 import atexit
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
@@ -121,3 +122,38 @@ def prepared_multi30k(data: str | None, vocab_size: int) -> Path:
     atexit.register(shutil.rmtree, out, ignore_errors=True)
     prepare("multi30k", out, vocab_size=vocab_size, echo=lambda _: None)
     return out
+
+
+def inductor_cache() -> Path:
+    """Where Inductor writes the code it generates ($TORCHINDUCTOR_CACHE_DIR, else its default)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # lazy: only a profile reads it
+
+        return Path(cache_dir())
+    except ImportError:  # an older torch: its default, /tmp/torchinductor_USER
+        user = os.environ.get("USER") or str(os.getuid())
+        return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or Path(tempfile.gettempdir()) / f"torchinductor_{user}")
+
+
+def kernel_sources(events: Iterable, key: str, out: Path, count: int = 6, cache: Path | None = None) -> list[str]:
+    """Copy the generated source of the `count` compiled kernels that took the most time (`events`:
+    a profile's `key_averages()`, ranked by their `key` time) from Inductor's cache into `out`, and
+    return their names. Why a fused kernel is slow is read in its source (its block sizes, what it
+    loads), and a rented GPU is gone before anyone looks: the profile names the kernels
+    (triton_per_fused_..., or graph_0_cpp_fused_... on a CPU with `cpp.enable_kernel_profile`), and
+    the cache's Python modules hold their code (Triton functions, or C++ in a string, with the
+    graph that launches them). A kernel in several modules (variants, earlier runs) gets the
+    newest three."""
+    ranked = sorted(events, key=lambda event: -(getattr(event, key, 0) or 0))
+    names = [re.sub(r"^graph_\d+_", "", event.key) for event in ranked]
+    names = list(dict.fromkeys(n for n in names if n.startswith(("triton_", "cpp_fused_"))))[:count]
+    if not names:
+        return []
+    modules = sorted((cache or inductor_cache()).rglob("*.py"), key=lambda path: -path.stat().st_mtime)
+    texts = {path: path.read_text(errors="replace") for path in modules}
+    out.mkdir(parents=True, exist_ok=True)
+    for rank, name in enumerate(names):
+        holding = [path for path, text in texts.items() if re.search(rf"\b{re.escape(name)}\b", text)][:3]
+        for copy, path in enumerate(holding):
+            shutil.copyfile(path, out / f"{rank:02d}_{name[:80]}_{copy}.py")
+    return names

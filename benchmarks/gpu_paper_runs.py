@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import clock, machine, matmul_peak, synchronize
+from common import clock, kernel_sources, machine, matmul_peak, synchronize
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
@@ -185,7 +185,8 @@ KERNEL_KINDS = (
 
 
 def profile(step: Callable[[], float], device: torch.device, path: Path, steps: int = 3) -> None:
-    """Where `steps` updates spend their time, per operator and per GPU kernel, written to `path`."""
+    """Where `steps` updates spend their time, per operator and per GPU kernel, written to `path`,
+    with the code of the slowest compiled kernels beside it (`kernel_sources`)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profiler(activities=activities) as prof:
         for _ in range(steps):
@@ -212,6 +213,9 @@ def profile(step: Callable[[], float], device: torch.device, path: Path, steps: 
         for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1])
     ]
     lines += ["", averages.table(sort_by=key, row_limit=40, max_name_column_width=90)]
+    sources = path.parent / path.stem.replace("profile_", "kernels_")
+    if copied := kernel_sources(averages, key, sources):  # the slowest compiled kernels' code, kept
+        lines += ["", f"# the code of the {len(copied)} slowest compiled kernels: {sources.name}/", *copied]
     path.write_text("\n".join(lines))
 
 

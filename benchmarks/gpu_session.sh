@@ -4,7 +4,8 @@
 # limited to 10 minutes, run the Multi30k part as a call of its own):
 #   bash benchmarks/gpu_session.sh OUT [PREPARED_MULTI30K]
 # OUT gets paper_runs.jsonl (base and big, each compiled as `attnlab train` compiles it and with
-# CUDA graphs), profile_PRESET[_graphs].txt and, given a prepared Multi30k
+# CUDA graphs), profile_PRESET[_graphs].txt, kernels_PRESET[_graphs]/ (the code of the slowest
+# compiled kernels, from Inductor's cache) and, given a prepared Multi30k
 # directory (`attnlab data prepare multi30k --vocab-size 8000 --out DIR`), throughput.jsonl.
 # Runs under the machine's own python3 and PyTorch (no install): the repository on PYTHONPATH.
 set -u

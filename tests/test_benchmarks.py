@@ -144,6 +144,34 @@ def test_gpu_paper_runs_smoke(tmp_path: Path) -> None:
     assert sum(shares.values()) == pytest.approx(100, abs=0.5) and shares["matmul"] > 10
 
 
+def test_a_profile_keeps_the_code_of_the_slowest_compiled_kernels(tmp_path: Path, monkeypatch) -> None:
+    """`gpu_paper_runs --profile` copies the code of the kernels that took the most time out of
+    Inductor's cache (GPU round three wanted the LayerNorm backward's Triton code, and the rental
+    was over). On a CPU Inductor's C++ kernels show in a profile with `cpp.enable_kernel_profile`."""
+    import torch
+    import torch._inductor.config as inductor
+    from torch.profiler import ProfilerActivity, profile
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import common
+
+    monkeypatch.setattr(inductor.cpp, "enable_kernel_profile", True)
+    torch._dynamo.reset()
+    try:
+        scaled_sums = torch.compile(lambda x: (x.relu() * 3).sum(1))
+        x = torch.randn(64, 128)
+        scaled_sums(x)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            scaled_sums(x)
+    finally:
+        torch._dynamo.reset()
+    names = common.kernel_sources(prof.key_averages(), "self_cpu_time_total", tmp_path / "kernels")
+    assert names and all(name.startswith("cpp_fused_") for name in names), names
+    copied = sorted((tmp_path / "kernels").glob("00_*.py"))
+    assert copied and all(names[0] in path.read_text() for path in copied)
+    assert common.kernel_sources([], "self_cpu_time_total", tmp_path / "none") == []  # eager: nothing to copy
+
+
 def test_collate_smoke(prepared_tiny: Path) -> None:
     rows = run_script("collate", "--data", str(prepared_tiny))  # the script checks both build the same tensors
     assert [r["max_tokens"] for r in rows] == [25_000, 6_000]
