@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -134,6 +136,15 @@ def test_save_expands_home_and_refuses_a_directory_path(
     _refused(lambda: trace.save("newdir/"), CheckpointError, "newdir/ names a directory")
     _refused(lambda: trace.save(None), CheckpointError, "expected a path to write the trace to, got NoneType")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+def test_save_never_replaces_what_is_not_a_regular_file(model: Transformer, tmp_path: Path) -> None:
+    """`save("/dev/null")` renamed the trace over the device (as root: /dev/null became a file
+    of attention weights); a pipe stands in for the device here."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    _refused(lambda: _trace(model).save(pipe), CheckpointError, "pipe is not a regular file")
+    assert stat.S_ISFIFO(pipe.stat().st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
 
 @pytest.mark.parametrize("maps", [{}, {"cross": []}])

@@ -148,6 +148,8 @@ class AttentionTrace:
             raise CheckpointError(
                 f"{given} names a directory: name the trace file to write (e.g. {path / 'trace.trace'})"
             )
+        if path.exists() and not path.is_file():  # the rename below put the trace in a device's place
+            raise CheckpointError(f"{given} is not a regular file (a device, a pipe?): name the trace file to write")
         damage = self._damage()
         if damage:
             raise CheckpointError(f"{path}: cannot save a damaged trace ({damage})")
