@@ -307,6 +307,16 @@ def test_download_from_a_file_url(tmp_path):
     assert [p.read_bytes() == (DATA / p.relative_to(tmp_path / "data")).read_bytes() for p in written] == [True] * 8
 
 
+def test_a_mirror_that_is_not_a_url_is_one_line(tmp_path: Path) -> None:
+    """`--url-base /srv/mirror` (a path, not file:///srv/mirror) was urllib's ValueError
+    traceback, "unknown url type"; now one line, naming the URL of a directory that exists."""
+    for given, hint in ((str(tmp_path), tmp_path.as_uri()), ("mirror.example.org", None)):
+        with pytest.raises(DataError, match="a mirror is a URL starting http://, https:// or file://") as error:
+            download.download("wmt14", tmp_path / "data", url_base=given, echo=quiet)
+        assert "\n" not in str(error.value) and (hint is None or hint in str(error.value))
+    assert not (tmp_path / "data").exists()
+
+
 def test_lines_end_at_newlines_only_and_a_damaged_gzip_is_named(tmp_path: Path) -> None:
     from attnlab.data.corpora import count_lines, read_lines, read_text, text_lines
 

@@ -17,6 +17,7 @@ import hashlib
 import io
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable
@@ -176,6 +177,9 @@ def download(
     if corpus not in CORPORA:
         raise DataError(f"no download for {corpus!r}; choose one of: {', '.join(CORPORA)}")
     out, base = Path(out), (url_base or GITHUB).rstrip("/")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https", "file"):  # a bare path was a ValueError traceback
+        hint = f" (that directory as a URL: {Path(base).resolve().as_uri()})" if Path(base).is_dir() else ""
+        raise DataError(f"--url-base {url_base}: a mirror is a URL starting http://, https:// or file://{hint}")
     written = []
     for fetch in CORPORA[corpus]:
         written += [out / name for name in fetch.outputs]
