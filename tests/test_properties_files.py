@@ -408,6 +408,27 @@ def test_a_tokenizer_smaller_than_the_model_is_refused(checkpoint: Path, tmp_pat
         attnlab.load(directory).translate("a dog", beam=1, max_len_b=20)
 
 
+def _with_weights(checkpoint: Path, tmp_path: Path, change) -> Path:
+    """A copy whose weights `change` edited, its manifest rewritten to match."""
+    directory = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, directory)
+    weights = load_file(str(directory / "model.safetensors"))
+    change(weights)
+    save_file(weights, str(directory / "model.safetensors"), metadata={"format": "attnlab-model"})
+    _rewrite_manifest(directory)
+    return directory
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.bool], ids=str)
+def test_weights_that_are_not_floating_point_are_refused(dtype: torch.dtype, checkpoint: Path, tmp_path: Path):
+    """They loaded, cast to float, and translated every sentence as a row of one piece."""
+    name = "encoder.layers.0.self_attn.w_q.weight"
+    directory = _with_weights(checkpoint, tmp_path, lambda weights: weights.update({name: weights[name].to(dtype)}))
+    with pytest.raises(AttnlabError, match=f"{name} holds {dtype} values") as error:
+        attnlab.load(directory)
+    assert one_line(str(error.value))
+
+
 def test_an_edited_config_does_not_make_attnlab_build_the_model_it_names(checkpoint: Path, tmp_path: Path) -> None:
     """A config naming 1,024 layers (or a huge d_model) is refused from the weights' header alone
     (past that, ModelConfig refuses it by itself)."""

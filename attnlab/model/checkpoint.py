@@ -272,9 +272,19 @@ def load_model(
         expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
     if expected != shapes:
         raise mismatch
+    weights = read_safetensors(directory / "model.safetensors")
+    check_weights(weights, directory / "model.safetensors")
     model = Transformer(config)
-    model.load_state_dict({k: v.float() for k, v in read_safetensors(directory / "model.safetensors").items()})
+    model.load_state_dict({k: v.float() for k, v in weights.items()})
     return model.to(device, dtype).eval(), meta
+
+
+def check_weights(weights: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Refuse weights no trained model has, naming the first tensor: integers or booleans, which
+    `.float()` turned into a model that translated every sentence as a row of one piece."""
+    for name, tensor in weights.items():
+        if not tensor.is_floating_point():
+            raise CheckpointError(f"{path}: {name} holds {tensor.dtype} values, not weights (a foreign or edited file)")
 
 
 def tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
