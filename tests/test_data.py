@@ -317,6 +317,32 @@ def test_a_mirror_that_is_not_a_url_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
+@needs_data
+def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """`--out FILE` fetched the first file, then failed in mkdir with a NotADirectoryError
+    traceback; now a file where a directory belongs (--out or one below it) is refused before
+    fetching, and a file that cannot be written is one line naming it, leaving no .part behind."""
+    root = tmp_path / "mirror"
+    for fetch in download.CORPORA["wmt14"]:
+        (local,) = fetch.outputs
+        (root / fetch.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(DATA / local, root / fetch.path)
+    (tmp_path / "file").touch()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "wmt14_en_de").touch()
+    (tmp_path / "dir" / "wmt14_en_de" / "newstest2013.en").mkdir(parents=True)  # a directory where a file belongs
+    for out, match in (
+        ("file", "file is a file where a directory belongs"),
+        ("file/data", "cannot create .*file/data: Not a directory"),
+        ("sub", "wmt14_en_de is a file where a directory belongs"),
+        ("dir", "cannot write .*newstest2013.en: Is a directory"),
+    ):
+        with pytest.raises(DataError, match=match) as error:
+            download.download("wmt14", tmp_path / out, url_base=root.as_uri(), echo=quiet)
+        assert "\n" not in str(error.value)
+    assert not list(tmp_path.rglob("*.part"))
+
+
 def test_lines_end_at_newlines_only_and_a_damaged_gzip_is_named(tmp_path: Path) -> None:
     from attnlab.data.corpora import count_lines, read_lines, read_text, text_lines
 

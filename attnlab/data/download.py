@@ -170,6 +170,16 @@ def fetch_bytes(url: str) -> bytes:
         raise DataError(f"could not fetch {url}: {reason}; check the network, or pass --url-base MIRROR") from None
 
 
+def _make(directory: Path) -> None:
+    """`directory` created if need be, or one line saying why it cannot be."""
+    if directory.exists() and not directory.is_dir():
+        raise DataError(f"{directory} is a file where a directory belongs; move it, or choose another --out")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"cannot create {directory}: {error.strerror or error}") from None
+
+
 def download(
     corpus: str, out: str | os.PathLike[str], url_base: str | None = None, echo: Callable[[str], object] = print
 ) -> list[Path]:
@@ -180,6 +190,7 @@ def download(
     if urllib.parse.urlsplit(base).scheme not in ("http", "https", "file"):  # a bare path was a ValueError traceback
         hint = f" (that directory as a URL: {Path(base).resolve().as_uri()})" if Path(base).is_dir() else ""
         raise DataError(f"--url-base {url_base}: a mirror is a URL starting http://, https:// or file://{hint}")
+    _make(out)  # before fetching: an --out that is a file failed after the first download, a traceback
     written = []
     for fetch in CORPORA[corpus]:
         written += [out / name for name in fetch.outputs]
@@ -193,10 +204,14 @@ def download(
         for name, content in zip(fetch.outputs, fetch.unpack(data), strict=True):
             _verify(f"{name} from {url}", content, SHA256[name])
             path = out / name
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _make(path.parent)
             partial = path.with_name(path.name + ".part")
-            partial.write_bytes(content)
-            partial.replace(path)  # never a half-written file under the real name
+            try:
+                partial.write_bytes(content)
+                partial.replace(path)  # never a half-written file under the real name
+            except OSError as error:  # a full disk, or a directory where the file belongs
+                partial.unlink(missing_ok=True)
+                raise DataError(f"cannot write {path}: {error.strerror or error}") from None
             echo(f"  fetched  {name}")
     echo(
         f"{corpus}: {len(written)} files in {out} verified; prepare with `attnlab data prepare {corpus} --data-dir {out}`"
