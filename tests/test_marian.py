@@ -182,6 +182,12 @@ def integer_weights(directory: Path) -> None:
     save_file({k: (v * 100).long() for k, v in weights.items()}, str(directory / "model.safetensors"))
 
 
+def nan_weights(directory: Path) -> None:
+    weights = load_file(str(directory / "model.safetensors"))
+    weights["model.decoder.layers.0.fc1.weight"][0, 0] = float("nan")  # translate: an IndexError
+    save_file(weights, str(directory / "model.safetensors"))
+
+
 DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "no target.spm": (lambda d: (d / "target.spm").unlink(), "a Marian model needs target.spm"),
     "ids not integers": (lambda d: edit_vocab(d, the="7"), "a vocabulary maps pieces to integer ids"),
@@ -191,6 +197,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "garbage source.spm": (lambda d: (d / "source.spm").write_bytes(b"xx"), "source.spm: not a sentencepiece model"),
     "ids past the vocabulary": (lambda d: edit_vocab(d, zzz=1000), "has ids up to 1,000 but config.json a vocabulary"),
     "integer weights": (integer_weights, "not floating point"),
+    "NaN weights": (nan_weights, "decoder.layers.0.ffn.w_1.weight holds NaN or infinite weights"),
     # loaded, it was "not an attnlab checkpoint (no manifest.json)"
     "config.json not UTF-8": (
         lambda d: (d / "config.json").write_bytes(b'{"model_type": "marian", "x": "\xff"}'),

@@ -34,6 +34,7 @@ from test_notebooks import make_checkpoints
 
 import attnlab
 from attnlab import preset
+from attnlab.cli import main
 from attnlab.data.tokenizer import train_tokenizer
 from attnlab.errors import AttnlabError
 from attnlab.model.checkpoint import load_model, verify
@@ -427,6 +428,17 @@ def test_weights_that_are_not_floating_point_are_refused(dtype: torch.dtype, che
     with pytest.raises(AttnlabError, match=f"{name} holds {dtype} values") as error:
         attnlab.load(directory)
     assert one_line(str(error.value))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_weights_that_are_not_finite_are_refused(bad: float, checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """They loaded; every hypothesis then died, and `translate` was an IndexError traceback."""
+    name = "decoder.layers.0.cross_attn.w_o.weight"
+    directory = _with_weights(checkpoint, tmp_path, lambda weights: weights[name].__setitem__((0, 0), bad))
+    (tmp_path / "in.txt").write_text("a dog\n")
+    assert main(["translate", "--checkpoint", str(directory), "--input", str(tmp_path / "in.txt")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"{name} holds NaN or infinite weights" in error and one_line(error)
 
 
 def test_an_edited_config_does_not_make_attnlab_build_the_model_it_names(checkpoint: Path, tmp_path: Path) -> None:

@@ -281,10 +281,13 @@ def load_model(
 
 def check_weights(weights: Mapping[str, torch.Tensor], path: Path) -> None:
     """Refuse weights no trained model has, naming the first tensor: integers or booleans, which
-    `.float()` turned into a model that translated every sentence as a row of one piece."""
+    `.float()` turned into a model that translated every sentence as a row of one piece, and NaN
+    or infinities, with which every hypothesis died and `translate` raised an IndexError."""
     for name, tensor in weights.items():
         if not tensor.is_floating_point():
             raise CheckpointError(f"{path}: {name} holds {tensor.dtype} values, not weights (a foreign or edited file)")
+        if not torch.isfinite(tensor).all():
+            raise CheckpointError(f"{path}: {name} holds NaN or infinite weights (a diverged or damaged model)")
 
 
 def tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:

@@ -23,6 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from attnlab.errors import CheckpointError, ConfigError
+from attnlab.model.checkpoint import check_weights
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import Transformer
 
@@ -239,6 +240,7 @@ def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
         raise CheckpointError(
             f"{directory}: weights do not match config.json ({wrong[0]} missing, misshapen or not floating point)"
         )
+    check_weights({k: weights[k] for k in expected}, directory)
     model = Transformer(config)
     model.load_state_dict({k: weights[k].float() for k in expected})
     about = {
