@@ -396,6 +396,22 @@ def test_one_kind_layer_or_head_may_be_given_alone(model: Transformer) -> None:
             pass
 
 
+def test_layers_and_heads_may_be_tensors_or_arrays_of_whole_numbers(model: Transformer) -> None:
+    """`heads=scores.argmax()` was "iteration over a 0-d tensor", and `heads=scores.topk(2).indices`
+    "head tensor(1) does not exist"; a float tensor is still no head."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model, layers=torch.tensor(-1), heads=torch.tensor([3, 1])) as rec:
+        model(src, tgt)
+    assert sorted(rec.captures) == [("cross", 2), ("decoder", 2), ("encoder", 2)] and rec.heads == [1, 3]
+    with torch.no_grad(), record(model, kinds="cross", layers=np.array([0, 2]), heads=np.array(2)) as rec:
+        model(src, tgt)
+    assert sorted(rec.captures) == [("cross", 0), ("cross", 2)] and rec.heads == [2]
+    with ablate(model, {("cross", torch.tensor(0)): torch.tensor([1, 2])}):
+        assert model.decoder["layers"][0].cross_attn.head_mask.tolist() == [1.0, 0.0, 0.0, 1.0]
+    with pytest.raises(AttnlabError, match=r"^head 1.0 does not exist"), record(model, heads=torch.tensor(1.0)):
+        pass
+
+
 @pytest.mark.parametrize("selection", ["kinds", "layers", "heads"])
 def test_an_empty_selection_is_one_line(model: Transformer, selection: str) -> None:
     """`kinds=[]` or `layers=[]` recorded nothing and then said "run the model itself inside the

@@ -187,7 +187,10 @@ def transformer_of(model: object) -> Transformer:
 def index_in(value: object, size: int, what: str) -> int:
     """`value` as an index into `size` things, counted from the end when negative (as Python
     does); a float, a bool or a value out of range is refused, where `% size` would wrap it
-    silently onto another layer or head."""
+    silently onto another layer or head. A tensor or array of one number (`scores.argmax()`)
+    is that number: it was refused as "head tensor(1) does not exist"."""
+    if isinstance(value, Tensor | np.ndarray) and value.ndim == 0:
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -size <= value < size:
         raise AttnlabError(
             f"{what} {value!r} does not exist: this model has {size} (0 to {size - 1}, or -1 from the top)"
@@ -197,8 +200,9 @@ def index_in(value: object, size: int, what: str) -> int:
 
 def _listed(value: object) -> list:
     """A selection as a list: one kind, layer or head given alone (`kinds="cross"`, `layers=1`)
-    is a list of one, where iterating it read "cross" a letter at a time and failed on 1."""
-    if isinstance(value, str | numbers.Integral) or not isinstance(value, Iterable):
+    is a list of one, where iterating it read "cross" a letter at a time and failed on 1 (and
+    on a tensor or array of one number: "iteration over a 0-d tensor")."""
+    if isinstance(value, str | numbers.Integral) or not isinstance(value, Iterable) or getattr(value, "ndim", 1) == 0:
         return [value]  # a float or None left in a list: `index_in` names it
     return list(value)
 
