@@ -101,6 +101,26 @@ def test_pair_is_checked_for_ptb_and_text(tmp_path: Path, capsys: pytest.Capture
     assert (meta["src_lang"], meta["tgt_lang"]) == ("de", "en")
 
 
+def test_an_option_the_corpus_does_not_read_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`prepare multi30k --train-dir MINE`, `--train A B --valid C D` or `--leaves XX` prepared
+    the shared Multi30k with exit 0, the option ignored; `text --data-dir D` did not look in D."""
+    files = text_files(tmp_path / "text")
+    pairs = ["--train", *files["train"], "--valid", *files["valid"]]
+    out = tmp_path / "out"
+    for corpus, extra, flag in (
+        ("multi30k", ["--train-dir", str(tmp_path)], "--train-dir (only wmt14 does)"),
+        ("tatoeba", pairs, "--train/--valid/--test (only text does)"),
+        ("wmt14", ["--leaves", "XX"], "--leaves (only ptb does)"),
+    ):
+        argv = ["data", "prepare", corpus, "--data-dir", str(tmp_path), "--out", str(out), *extra]
+        assert f"{corpus} does not read {flag}" in refused(capsys, argv)
+    argv = ["data", "prepare", "text", "--data-dir", str(tmp_path), "--out", str(out), *pairs]
+    assert "text reads the files --train, --valid and --test name, not --data-dir" in refused(capsys, argv)
+    assert not out.exists()
+    with pytest.raises(DataError, match="multi30k does not read --train/--valid/--test"):
+        data.prepare("multi30k", out, text_files=files, echo=quiet)
+
+
 # --- the run's own settings ---------------------------------------------------------------------------
 
 

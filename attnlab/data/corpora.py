@@ -199,6 +199,17 @@ def check_pair(corpus: str, pair: str) -> None:
         raise DataError(f"--pair {pair!r}: a text corpus needs SRC-TGT, two language codes such as en-de")
 
 
+def check_options(corpus: str, given: dict[str, bool]) -> None:
+    """Refuse an option `corpus` does not read, keyed by its flag in `given` (True: given):
+    `prepare multi30k --train-dir MINE` prepared the shared Multi30k and `--train A B` with a
+    corpus other than text ignored A and B, each with exit 0."""
+    for flag, reader in {"--train-dir": "wmt14", "--leaves": "ptb", "--train/--valid/--test": "text"}.items():
+        if given.get(flag) and corpus != reader:
+            raise DataError(f"{corpus} does not read {flag} (only {reader} does); leave it out")
+    if given.get("--data-dir") and corpus == "text":
+        raise DataError("text reads the files --train, --valid and --test name, not --data-dir; leave it out")
+
+
 def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
     """Multi30k task 1, official splits: train 29,000, valid 1,014, test2016 1,000, test2017 ..."""
     src, tgt = _languages(pair, {"en", "de", "fr", "cs"})

@@ -36,6 +36,7 @@ from attnlab.data.corpora import (
     PTB_FILES,
     PTB_LEAVES,
     Split,
+    check_options,
     check_pair,
     check_parallel,
     find_data_dir,
@@ -162,6 +163,8 @@ def prepare(
     started = time.perf_counter()
     if corpus not in CORPORA:
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
+    given = {"--train-dir": train_dir is not None, "--leaves": leaves != "words", "--data-dir": data_dir is not None}
+    check_options(corpus, given | {"--train/--valid/--test": bool(text_files)})
     pair = pair or DEFAULT_PAIR[corpus]
     check_pair(corpus, pair)
     vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
