@@ -148,6 +148,29 @@ def test_a_seed_sentencepiece_cannot_take_is_refused(tmp_path: Path, capsys: pyt
     assert cli.main([*argv, "--seed", str(2**32 - 1)]) == 0
 
 
+def test_a_vocabulary_or_limit_past_what_the_libraries_take_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--vocab-size past 2**31 - 1 was sentencepiece's ValueError traceback ("cannot parse ...
+    as int"), --limit past 2**63 - 1 itertools.islice's; a vocabulary is now capped where the
+    model's is (ModelConfig's 2**24)."""
+    from attnlab.model.config import MAX_SIZES
+
+    assert MAX_SIZES["vocab_size"] == prepared.MAX_VOCAB
+    files = text_files(tmp_path / "text")
+    argv = ["data", "prepare", "text", "--out", str(tmp_path / "out"), "--train", *files["train"]]
+    argv += ["--valid", *files["valid"]]
+    for flag, value, said in (
+        ("--vocab-size", 2**32 + 1, "--vocab-size must be at most 16,777,216, the most pieces a model takes"),
+        ("--vocab-size", 2**24 + 1, "--vocab-size must be at most 16,777,216"),
+        ("--limit", 2**63, "--limit must be from 1 to 9,223,372,036,854,775,807 pairs"),
+        ("--limit", 0, "--limit must be from 1"),
+    ):
+        assert said in refused(capsys, [*argv, flag, str(value)])
+    assert not (tmp_path / "out").exists()
+    assert cli.main([*argv, "--vocab-size", "300", "--limit", str(2**63 - 1)]) == 0
+
+
 # --- sentencepiece's failures, in attnlab's words -------------------------------------------------------
 
 

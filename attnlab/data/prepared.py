@@ -55,6 +55,7 @@ from attnlab.errors import DataError
 
 CHUNK = 8192  # pairs encoded per sentencepiece call
 REQUIRED_SPLITS = ("train", "valid")  # what `attnlab train` reads; a test split is optional
+MAX_VOCAB = 2**24  # ModelConfig's limit (attnlab.model.config.MAX_SIZES), which attnlab.data may not import
 
 
 def _training_sentences(split: Split) -> Iterator[str]:
@@ -170,8 +171,12 @@ def prepare(
     vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
     if max_len < 1 or vocab_size < 300:
         raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
-    if limit is not None and limit < 1:
-        raise DataError(f"--limit must be positive, got {limit}")
+    if vocab_size > MAX_VOCAB:  # past 2**31 - 1, sentencepiece's ValueError traceback
+        raise DataError(
+            f"--vocab-size must be at most {MAX_VOCAB:,}, the most pieces a model takes, got {vocab_size:,}"
+        )
+    if limit is not None and not 1 <= limit <= sys.maxsize:  # past it, itertools.islice's ValueError traceback
+        raise DataError(f"--limit must be from 1 to {sys.maxsize:,} pairs, got {limit:,}")
     if not 0 <= seed < 2**32:  # sentencepiece's seed is a uint32: outside, a raw TypeError
         raise DataError(f"--seed must be ≥ 0 and < 2**32, got {seed}")
     out = Path(out)
