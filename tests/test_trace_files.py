@@ -113,6 +113,24 @@ def test_hand_edited_layer_indices_are_refused(model: Transformer, tmp_path: Pat
     _refused(lambda: AttentionTrace.load(path), CheckpointError, match)
 
 
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda info: info.update(heads=[0, 1, 2, 9]), r"head indices \[0, 1, 2, 9\] are not within \[0, 4\)"),
+        (lambda info: info.update(heads=[-1, 0, 1, 2]), r"head indices \[-1, 0, 1, 2\] are not within"),
+        (lambda info: info["model"]["config"].update(n_heads=2), r"encoder maps are not \(heads, 4, 4\)"),
+        (lambda info: info["model"]["config"].update(n_heads="4"), "n_heads is not a positive integer, got '4'"),
+    ],
+    ids=["past-the-last", "negative", "rows-past-n_heads", "n_heads-string"],
+)
+def test_hand_edited_head_indices_are_refused(model: Transformer, tmp_path: Path, edit, match) -> None:
+    """Each loaded: views and head_stats named head 9 of a 4-head model, `head_row(-1)` of 4 rows
+    said to be of 2 heads opened head 1, and an n_heads of "4" made `head_row` a ValueError."""
+    path = _trace(model).save(tmp_path / "t.trace")
+    _rewrite(path, info=edit)
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, match)
+
+
 def test_traces_of_some_layers_and_heads_still_load(model: Transformer, tmp_path: Path) -> None:
     """The layer checks must not refuse what `record` makes of a selection."""
     trace = _trace(model, kinds=["cross", "encoder"], layers=[0, -1], heads=[1, 3])

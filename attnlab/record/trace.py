@@ -256,12 +256,19 @@ class AttentionTrace:
             return "the model's n_layers is not a positive integer, or meta is not a mapping"
         if not (self.heads is None or (listed(self.heads, int) and len(set(self.heads)) == len(self.heads))):
             return "head indices are not distinct integers"
+        # Heads the model lacks, or rows past its n_heads, were labelled and counted as its heads
+        # (`head_row(-1)` of a file saying n_heads 2 over 4 rows opened head 1, not head 3).
+        n_heads = self.model.get("config", {}).get("n_heads")  # None: a trace made by hand
+        if not (n_heads is None or (listed([n_heads], int) and n_heads >= 1)):
+            return f"the model's n_heads is not a positive integer, got {n_heads!r}"
+        if self.heads and (min(self.heads) < 0 or max(self.heads) >= (n_heads or max(self.heads) + 1)):
+            return f"head indices {self.heads} are not within [0, {n_heads or 'n_heads'})"
         if not self.maps or any(len(maps) == 0 for maps in self.maps.values()):  # emptied after construction
             return "no attention maps"
         source, target = len(self.src_tokens), len(self.tgt_tokens)
         sizes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
         first = np.shape(next(iter(self.maps.values()))[0])  # np.shape: `save` also sees maps made by hand
-        heads = len(self.heads) if self.heads is not None else (first[0] if first else -1)
+        heads = len(self.heads) if self.heads is not None else (n_heads or (first[0] if first else -1))
         for kind, maps in self.maps.items():
             layers = self.layers.get(kind)
             if not listed(layers, int) or len(layers) != len(maps):
