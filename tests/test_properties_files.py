@@ -397,6 +397,17 @@ def test_a_config_whose_meta_is_not_a_mapping_is_refused(meta: object, checkpoin
         attnlab.load(directory).translate("a dog", beam=1, max_len_b=4)
 
 
+@pytest.mark.parametrize("model", ["base", 5, [1], None], ids=repr)
+def test_a_config_whose_model_is_not_a_mapping_is_refused_naming_it(model: object, checkpoint: Path, tmp_path):
+    """ "base" was refused as "unknown config key(s): a, b, e, s", null as "'NoneType' object is
+    not iterable", [1] as "sequence item 0: expected str instance, int found"."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    directory = _copy(checkpoint, tmp_path, "config.json", json.dumps({**config, "model": model}).encode())
+    with pytest.raises(AttnlabError, match='its "model" section is not a mapping of settings, got') as error:
+        attnlab.load(directory)
+    assert one_line(str(error.value))
+
+
 def test_a_tokenizer_smaller_than_the_model_is_refused(checkpoint: Path, tmp_path: Path) -> None:
     sentences = [f"a dog {i} runs in the park" for i in range(200)]
     train_tokenizer(sentences, tmp_path / "small", 300, seed=1)

@@ -249,6 +249,8 @@ def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, An
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or "model" not in data:  # (a KeyError read "not a usable config ('model')")
             raise ValueError('it has no "model" section')
+        if not isinstance(data["model"], dict):  # "base" was read as the unknown keys a, b, e, s
+            raise ValueError(f'its "model" section is not a mapping of settings, got {data["model"]!r:.40}')
         return ModelConfig.from_dict(data["model"]), data.get("meta", {})
     except (OSError, ValueError, KeyError, TypeError, ConfigError) as error:
         raise CheckpointError(f"{path}: not a usable attnlab config ({error})") from None
