@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gzip
 import http.server
+import json
 import os
 import shutil
 import threading
@@ -218,6 +219,32 @@ def test_parallel_data_errors(tmp_path):
     data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, echo=quiet)
     with pytest.raises(DataError, match="no split 'test'; it has: train, valid, test2016"):
         data.ParallelData(tmp_path / "out", "test")
+
+
+def test_a_damaged_or_foreign_meta_json_is_one_line(tmp_path: Path) -> None:
+    """`attnlab train --data DIR` whose meta.json was cut, hand-edited or another tool's was a
+    JSONDecodeError, TypeError, KeyError or numpy's "data type not understood" traceback."""
+    root = fake_multi30k(tmp_path / "data")
+    out = tmp_path / "out"
+    meta = data.prepare("multi30k", out, data_dir=root, vocab_size=300, echo=quiet)
+    for text, said in (
+        ("{", "cannot read it as JSON"),
+        ("[]", "has no pair count for each split"),
+        ('{"splits": 3}', "has no pair count for each split"),
+        ('{"splits": {"train": {}}}', "has no pair count for each split"),
+        ('{"splits": {"train": {"pairs": true}}}', "has no pair count for each split"),
+        ('{"splits": {"train": {"pairs": 10}}}', "dtype None is not uint16 or int32"),
+        ('{"splits": {"train": {"pairs": 10}}, "dtype": "float99"}', "dtype 'float99' is not uint16 or int32"),
+    ):
+        (out / "meta.json").write_text(text)
+        with pytest.raises(DataError, match=f"meta.json:? {said}") as error:
+            data.ParallelData(out, "train")
+        assert "\n" not in str(error.value) and "prepare the data again" in str(error.value)
+    (out / "meta.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(DataError, match="cannot read it as JSON"):
+        data.ParallelData(out, "train")
+    (out / "meta.json").write_text(json.dumps(meta))
+    assert len(data.ParallelData(out, "train")) == meta["splits"]["train"]["pairs"]
 
 
 def test_prepare_is_deterministic_for_a_seed(tmp_path):

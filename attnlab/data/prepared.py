@@ -47,7 +47,7 @@ from attnlab.data.corpora import (
     text_splits,
     wmt14_splits,
 )
-from attnlab.data.staging import EXTS, check_out, publish, refuse_overwriting_inputs, staged
+from attnlab.data.staging import EXTS, check_out, publish, read_meta, refuse_overwriting_inputs, staged
 from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, spm_settings, train_tokenizer
@@ -343,7 +343,7 @@ class ParallelData:
         meta_path = self.dir / "meta.json"
         if not meta_path.is_file():
             raise DataError(f"{self.dir} is not a prepared data directory (no meta.json); run `attnlab data prepare`")
-        self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        self.meta: dict[str, Any] = read_meta(meta_path)
         if split not in self.meta["splits"]:
             raise DataError(f"{self.dir} has no split {split!r}; it has: {', '.join(self.meta['splits'])}")
         self.split = split

@@ -50,12 +50,30 @@ def _any_same(path: Path, others: list[Path]) -> Path | None:
     return next((other for other in others if os.path.samefile(path, other)), None)
 
 
+def read_meta(path: Path) -> dict:
+    """A preparation's meta.json, checked for what reading its splits needs: a damaged, hand-edited
+    or foreign one (not JSON, no "splits", a split without its pair count, an unknown dtype) was a
+    JSONDecodeError, TypeError or KeyError traceback from `attnlab train --data`."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # (a UnicodeDecodeError is a ValueError)
+        raise DataError(f"{path}: cannot read it as JSON ({error}); prepare the data again") from None
+    splits = meta.get("splits") if isinstance(meta, dict) else None
+    if not isinstance(splits, dict) or not all(
+        isinstance(split, dict) and type(split.get("pairs")) is int and split["pairs"] >= 0 for split in splits.values()
+    ):
+        raise DataError(f"{path} has no pair count for each split; prepare the data again")
+    if meta.get("dtype") not in ("uint16", "int32"):  # what `prepare` writes
+        raise DataError(f"{path}: dtype {meta.get('dtype')!r} is not uint16 or int32; prepare the data again")
+    return meta
+
+
 def _is_prepared(out: Path) -> bool:
     try:
-        meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        read_meta(out / "meta.json")
+    except DataError:
         return False
-    return isinstance(meta, dict) and isinstance(meta.get("splits"), dict)
+    return True
 
 
 def check_out(out: Path) -> None:
