@@ -183,6 +183,22 @@ def test_a_vocabulary_too_large_for_the_corpus_names_the_most_it_supports(tmp_pa
     assert re.fullmatch(r"--vocab-size 50000: this corpus supports at most \d+ pieces", str(error.value))
 
 
+def test_training_text_of_only_overlong_lines_says_why(tmp_path: Path) -> None:
+    """sentencepiece trains on lines of at most 4,192 bytes: files ended by a lone \\r (one line
+    each) or of long documents alone failed as "sentencepiece training failed: INTERNAL:
+    src/trainer_interface.cc(467) [!sentences_.empty()]"."""
+    files = text_files(tmp_path / "text")
+    for name, end, words in (("mac", "\r", 10), ("long", "\n", 1000)):
+        for path in (tmp_path / f"{name}.in", tmp_path / f"{name}.out"):
+            path.write_text("".join(f"line {i} " + "word " * words + end for i in range(200)), newline="")
+        files["train"] = (str(tmp_path / f"{name}.in"), str(tmp_path / f"{name}.out"))
+        with pytest.raises(DataError) as error:
+            data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300, echo=quiet)
+        assert str(error.value).startswith("no training line sentencepiece can learn from: every one is longer than")
+        assert "\n" not in str(error.value) and "trainer_interface" not in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_vocabulary_too_small_says_what_to_pass_instead(tmp_path: Path) -> None:
     """sentencepiece said "Increase vocab_size or decrease character_coverage with
     --character_coverage option", an option attnlab does not have."""

@@ -20,6 +20,7 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # the ids ModelConfig expects
 
 
 SAMPLE_SENTENCES = 1_000_000  # sentencepiece trains on at most this many sentences, drawn at random
+MAX_SENTENCE_BYTES = 4192  # sentencepiece's max_sentence_length: it skips longer lines when training
 UNSPACED = ("zh", "ja")  # written without spaces between words: every character of the training text gets a piece
 # Han, kana, CJK punctuation and full-width forms: the characters between which unspaced text
 # has no spaces.
@@ -143,6 +144,7 @@ def train_tokenizer(
             bos_id=BOS_ID,
             eos_id=EOS_ID,
             input_sentence_size=SAMPLE_SENTENCES,
+            max_sentence_length=MAX_SENTENCE_BYTES,
             shuffle_input_sentence=True,
             num_threads=min(os.cpu_count() or 1, 16),
             minloglevel=2,
@@ -166,6 +168,11 @@ def _training_failure(message: str, vocab_size: int, meta_pieces: int) -> str:
         return (
             f"--vocab-size {vocab_size} is too small for this corpus: {chars}the specials and the byte pieces "
             f"need {needed:,} pieces; pass --vocab-size {needed} or more"
+        )
+    if "[!sentences_.empty()]" in message:  # it trains on lines of at most MAX_SENTENCE_BYTES only
+        return (
+            f"no training line sentencepiece can learn from: every one is longer than {MAX_SENTENCE_BYTES:,} bytes "
+            "(lines end at \\n only: a file ended by \\r alone, as old Macs wrote it, is one line)"
         )
     return f"sentencepiece training failed: {message.splitlines()[0] if message else 'no reason given'}"
 
