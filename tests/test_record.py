@@ -17,7 +17,7 @@ from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate
 from attnlab.record.equation import attention_parts
-from attnlab.record.recorder import model_info, record
+from attnlab.record.recorder import model_info, record, weights_hash
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -475,3 +475,20 @@ def test_attention_parts_read_layers_and_heads_as_indices() -> None:
         with pytest.raises(AttnlabError, match=f"{match} does not exist") as info:
             attention_parts(model, trace, "cross", layer, head)
         assert "\n" not in str(info.value)
+
+
+def test_model_info_and_weights_hash_take_what_load_returns(tmp_path: Path) -> None:
+    """The recorder's own pattern, `record(m)` then `rec.traces(..., model_info(m))`, with `m` from
+    `attnlab.load` was an AttributeError ('parameters'); a Path as the checkpoint was refused only
+    when the trace was saved."""
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
+    model = load(path)
+    src, tgt = torch.tensor([[5, 6, 7, 3]]), torch.tensor([[2, 8, 9]])
+    with torch.no_grad(), record(model, kinds="cross") as rec:
+        model.model(src, tgt)
+    trace = rec.traces(src, tgt, [["a", "b", "c", "</s>"]], [["x", "y", "</s>"]], model_info(model, path))[0]
+    assert trace.model == model.info and weights_hash(model) == weights_hash(model.model)
+    assert AttentionTrace.load(trace.save(tmp_path / "t.trace")) == trace
+    for call in (lambda: model_info(None), lambda: weights_hash("model")):
+        with pytest.raises(AttnlabError, match="^expected an attnlab model"):
+            call()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import os
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -261,11 +262,13 @@ def record(
         yield recording
 
 
-def weights_hash(model: torch.nn.Module) -> str:
-    """sha256 over the parameters (names, shapes, bytes): the identity a trace carries.
+def weights_hash(model: object) -> str:
+    """sha256 over the parameters (names, shapes, bytes): the identity a trace carries. `model`
+    is a module or what `attnlab.load` returns (an AttributeError, 'parameters', before).
 
     Cached on the model and recomputed only when a parameter was modified in place since.
     """
+    model = model if isinstance(model, torch.nn.Module) else transformer_of(model)
     version = sum(p._version for p in model.parameters())
     cached = getattr(model, "_attnlab_hash", None)
     if cached is not None and cached[0] == version:
@@ -285,10 +288,15 @@ def weights_hash(model: torch.nn.Module) -> str:
     return value
 
 
-def model_info(model: Transformer, checkpoint: str | None = None) -> dict:
+def model_info(model: object, checkpoint: str | os.PathLike | None = None) -> dict:
     """What a trace says about the model that produced it: its config, its weights' identity,
     and the precision its maps were computed in (the bundled translator's maps of 20 test2016
-    sentences differ from fp32 by up to 0.016 in bf16 and 0.053 in int8, so a trace must say which)."""
+    sentences differ from fp32 by up to 0.016 in bf16 and 0.053 in int8, so a trace must say which).
+    `model` is a `Transformer` or what `attnlab.load` returns, as in `record` (the latter was an
+    AttributeError); a `checkpoint` given as a Path is stored as its string, which a trace file
+    can hold (`save` refused the Path, long after)."""
+    model = transformer_of(model)
+    checkpoint = os.fspath(checkpoint) if isinstance(checkpoint, os.PathLike) else checkpoint
     config = model.config.to_dict()
     config.pop("paper", None)
     info = {"config": config, "weights_sha256": weights_hash(model), "checkpoint": checkpoint}
