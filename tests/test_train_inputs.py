@@ -174,6 +174,24 @@ def test_a_seed_or_budget_too_large_is_one_line_before_the_run_directory(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        (("--max-tokens", "10"), "pairs need more than --max-tokens 10 on their own"),
+        (("--update-freq", "10000000"), "pairs cannot fill 1 ranks × 10000000 micro-batches per update"),
+    ],
+)
+def test_a_budget_too_small_for_the_data_is_one_line_before_the_model_and_run_directory(
+    prepared: Path, tmp_path: Path, capsys, monkeypatch, setting: tuple[str, str], said: str
+) -> None:
+    """Both were refused by the batcher after --out was made and the model built (minutes for a
+    big one), leaving an empty run directory behind."""
+    monkeypatch.setattr("attnlab.train.loop.build", lambda *_: pytest.fail("the model was built before the check"))
+    line = _refused(capsys, [*TINY, *setting, "--data", str(prepared), "--out", str(tmp_path / "run")])
+    assert said in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     line = _refused(capsys, ["--recipe", "multi30k-en-de"])

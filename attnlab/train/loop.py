@@ -121,6 +121,17 @@ class Trainer:
         if cfg.align_gold:
             check_align_gold(cfg.align_gold, self.meta)
         check_lengths(self.data, cfg, self.config)
+        # before --out and the model: a pair over --max-tokens, or too few pairs for the update's
+        # micro-batches, was refused after both (an empty run directory left behind)
+        self.sampler = TokenBatchSampler(
+            self.data.src_lens,
+            self.data.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world,
+            update_freq=cfg.update_freq,
+        )
         params = check_fits(self.config, self.device)
         if self.rank == 0:
             check_out(self.out)
@@ -132,15 +143,6 @@ class Trainer:
         if self.device.type == "cpu":
             keep_freed_memory()
         self.loss_fn = make_loss(self.compile != "off")
-        self.sampler = TokenBatchSampler(
-            self.data.src_lens,
-            self.data.tgt_lens,
-            cfg.max_tokens,
-            seed=cfg.seed,
-            rank=self.rank,
-            world_size=self.world,
-            update_freq=cfg.update_freq,
-        )
         self.step = 0
         self.saved_step: int | None = None  # step of the newest checkpoint on disk
         self.skipped = self.in_a_row = 0  # updates skipped for a non-finite loss (--skip-nonfinite); in a row
