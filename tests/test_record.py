@@ -369,6 +369,25 @@ def test_traces_refuse_tokens_that_do_not_fit_the_maps(model: Transformer) -> No
     assert len(rec.traces(src, tgt, _tokens(src), _tokens(tgt))) == 3
 
 
+def test_traces_refuse_ids_that_are_not_the_recorded_batch(model: Transformer) -> None:
+    """Ids of more sentences than were recorded, or a target of fewer, were IndexErrors, and ids
+    as a list an AttributeError, from deep inside."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+    four, four_tgt = torch.cat([src, src[:1]]), torch.cat([tgt, tgt[:1]])
+    for ids, where, got in (
+        ((four, four_tgt), "src", r"got shape \(4, 9\)"),
+        ((src.tolist(), tgt), "src", "got list"),
+        ((src, tgt[:2]), "tgt", r"got shape \(2, 7\)"),
+        ((src, tgt.float()), "tgt", r"got shape \(3, 7\)"),
+    ):
+        labels = _tokens(torch.as_tensor(ids[0])), _tokens(ids[1].long())
+        with pytest.raises(AttnlabError, match=rf"^{where} is the \(batch, length\) tensor of ids of the 3 .*{got}$"):
+            rec.traces(*ids, *labels)
+    assert len(rec.traces(src, tgt, _tokens(src), _tokens(tgt))) == 3
+
+
 def test_a_head_named_twice_is_recorded_once(model: Transformer) -> None:
     src, tgt = _batch()
     with torch.no_grad(), record(model, kinds=["cross"], heads=[3, 1, -3]) as rec:

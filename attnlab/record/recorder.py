@@ -117,6 +117,15 @@ class Recording:
                 "nothing was recorded: run the model itself inside the block, in the thread that opened it "
                 "(a torch.compile'd model is not recorded)"
             )
+        batch = next(iter(self.captures.values())).weights[0].size(0)
+        for side, ids in (("src", src), ("tgt", tgt)):  # another batch was an IndexError, a list an AttributeError
+            if (ids is not None or side == "src") and not (
+                isinstance(ids, Tensor) and ids.dim() == 2 and ids.size(0) == batch and not ids.is_floating_point()
+            ):
+                got = f"shape {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+                raise AttnlabError(
+                    f"{side} is the (batch, length) tensor of ids of the {batch} sentence(s) recorded, got {got}"
+                )
         for what, side, tokens in (("source", "src", src_tokens), ("target", "tgt", tgt_tokens)):
             if (tokens is not None or what == "source") and (  # None was a TypeError from indexing it
                 isinstance(tokens, str) or not isinstance(tokens, Sequence) or any(isinstance(t, str) for t in tokens)
