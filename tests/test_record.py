@@ -511,3 +511,19 @@ def test_model_info_and_weights_hash_take_what_load_returns(tmp_path: Path) -> N
     for call in (lambda: model_info(None), lambda: weights_hash("model")):
         with pytest.raises(AttnlabError, match="^expected an attnlab model"):
             call()
+
+
+def test_attention_parts_refuse_what_is_not_a_loaded_model_or_a_trace() -> None:
+    """A bare Transformer, None or a Result in place of the model or the trace were
+    AttributeErrors from inside."""
+    model = load(Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de")
+    result = model.score("A dog runs.", "Ein Hund läuft.", record=True)
+    for args, match in (
+        ((model.model, result.trace), "needs what attnlab.load returns .*got Transformer$"),
+        ((None, result.trace), "needs what attnlab.load returns .*got NoneType$"),
+        ((model, None), "^the trace is a NoneType, not an AttentionTrace"),
+        ((model, result), "^the trace is a Result, not an AttentionTrace"),
+    ):
+        with pytest.raises(AttnlabError, match=match) as info:
+            attention_parts(*args, "cross", 0, 0)
+        assert "\n" not in str(info.value)

@@ -14,7 +14,9 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.attention import window_mask
+from attnlab.model.transformer import Transformer
 from attnlab.record.recorder import computed_in, index_in, weights_hash
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 
 
@@ -61,8 +63,16 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
 
     Returns (q, k) `scores` = QKᵀ/√d_k, `allowed` (the mask), `masked` (−∞ where forbidden),
     `weights` = softmax, (k, d_v) `v`, (q, d_v) `out` = weights·V, and q/k vectors. A negative
-    layer or head counts from the model's last, as the widgets do; 1.0, 1.5 or None is refused.
+    layer or head counts from the model's last, as the widgets do; 1.0, 1.5 or None is refused,
+    and so are a model without its tokenizers (a bare `Transformer`) or what is not a trace
+    (each was an AttributeError from inside).
     """
+    check_trace(trace, "the trace")
+    if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
+        raise AttnlabError(
+            f"Eq. (1) step by step needs what attnlab.load returns (its tokenizers read the trace's pieces), "
+            f"got {type(model).__name__}"
+        )
     net = model.model
     layer_index = index_in(layer, net.config.n_layers, "layer")
     head = index_in(head, net.config.n_heads, "head")
