@@ -5,6 +5,7 @@ data. Each test starts no training beyond one tiny step."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from attnlab.errors import CheckpointError, ConfigError
 from attnlab.model.config import preset
 from attnlab.train import startup
 from attnlab.train.commands import build_parser, config_from_args
-from attnlab.train.loop import Trainer
+from attnlab.train.loop import TrainConfig, Trainer
 from attnlab.train.recipes import RECIPES
 from attnlab.train.resume import check_same_model
 
@@ -190,6 +191,36 @@ def test_a_budget_too_small_for_the_data_is_one_line_before_the_model_and_run_di
     line = _refused(capsys, [*TINY, *setting, "--data", str(prepared), "--out", str(tmp_path / "run")])
     assert said in line
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_config_of_paths_and_numpy_numbers_saves_and_other_types_are_one_line(
+    prepared: Path, tmp_path: Path
+) -> None:
+    """`TrainConfig(data=Path(...))`, a path as every other attnlab function takes one, trained
+    until its first checkpoint and then failed to write it (TypeError: PosixPath is not JSON
+    serializable), as NumPy numbers in `overrides` did; overrides=None was a TypeError when the
+    model was made, and skip_nonfinite="no" skipped non-finite updates."""
+    import numpy as np
+
+    cfg = TrainConfig(
+        data=prepared, out=tmp_path / "run", preset="tiny", max_tokens=np.int64(600), max_steps=1,
+        eval_sentences=0, probes=0, compile="off", overrides={"n_layers": np.int64(1)},
+    )  # fmt: skip
+    assert (cfg.data, cfg.out, type(cfg.max_tokens), type(cfg.overrides["n_layers"])) == (
+        str(prepared), str(tmp_path / "run"), int, int,
+    )  # fmt: skip
+    assert Trainer(cfg).run() == tmp_path / "run" / "checkpoints" / "step_1"
+    for setting, said in (
+        ({"data": None}, "data must be a path, got None"),
+        ({"overrides": None}, "overrides must be a dict of model config keys to values, got None"),
+        ({"overrides": ["n_layers=1"]}, "overrides must be a dict"),
+        ({"skip_nonfinite": "no"}, "skip_nonfinite must be True or False, got 'no'"),
+        ({"preset": ["tiny"]}, "preset must be a string"),
+        ({"dtype": None}, "dtype must be a string"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(said)) as error:
+            TrainConfig(**{"data": str(prepared), "out": str(tmp_path / "x"), **setting})
+        assert "\n" not in str(error.value)
 
 
 def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:

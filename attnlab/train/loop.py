@@ -37,6 +37,7 @@ from attnlab.model.config import ModelConfig, preset, resolve_device
 from attnlab.model.flops import measure_matmul_peak, train_flops_per_target_token
 from attnlab.model.memory import keep_freed_memory
 from attnlab.model.transformer import count_parameters
+from attnlab.train import startup
 from attnlab.train.dev import dev_report
 from attnlab.train.guard import SKIPS_IN_A_ROW, DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
@@ -79,6 +80,7 @@ class TrainConfig:
         """One line for a setting that would crash later (a ZeroDivisionError at the first log
         line) or train something else without a word: a negative learning-rate scale is
         gradient ascent, a negative clip norm flips every gradient."""
+        startup.check_settings(self)  # paths, strings, a dict of overrides: JSON a checkpoint can store
         at_least = {"max_steps": 1, "save_every": 1, "log_every": 1, "warmup": 1, "max_tokens": 1, "update_freq": 1}
         at_least |= {"keep_last": 0, "seed": 0, "eval_sentences": 0, "probes": 0, "align_pairs": 0}
         # Past these, an OverflowError after the run directory was made: torch.manual_seed takes 64 bits,

@@ -5,6 +5,8 @@ model was built) or measured something else without a word. Each check is one li
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,37 @@ from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import make_optimizer
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments, before any activation
+
+
+def check_settings(cfg: Any) -> None:
+    """A TrainConfig's fields made what its checkpoints store as JSON, or one line: `data=Path(...)`
+    (a path, as every other attnlab function takes) trained until the first checkpoint and then
+    failed to write it (TypeError: PosixPath is not JSON serializable), as NumPy numbers did;
+    `overrides=None` was a TypeError when the model was made; `skip_nonfinite="no"` skipped."""
+    for item in dataclasses.fields(cfg):  # NumPy's numbers as Python's, as ModelConfig takes them
+        setattr(cfg, item.name, _plain(getattr(cfg, item.name)))
+    for name in ("data", "out"):
+        if not isinstance(getattr(cfg, name), str | os.PathLike):
+            raise ConfigError(f"{name} must be a path, got {getattr(cfg, name)!r}")
+        setattr(cfg, name, os.fsdecode(getattr(cfg, name)))
+    strings = ("preset", "dtype", "device", "align_gold") + (() if isinstance(cfg.compile, bool) else ("compile",))
+    for name in strings:  # (compile may be a flag: run configs before 2026-12 stored one)
+        if not isinstance(getattr(cfg, name), str):
+            raise ConfigError(f"{name} must be a string, got {getattr(cfg, name)!r}")
+    if not isinstance(cfg.skip_nonfinite, bool):
+        raise ConfigError(f"skip_nonfinite must be True or False, got {cfg.skip_nonfinite!r}")
+    if not isinstance(cfg.overrides, dict) or not all(isinstance(key, str) for key in cfg.overrides):
+        raise ConfigError(f"overrides must be a dict of model config keys to values, got {cfg.overrides!r}")
+    cfg.overrides = {key: _plain(value) for key, value in cfg.overrides.items()}
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy integer or real number as Python's int or float; anything else as it is."""
+    if isinstance(value, numbers.Integral) and type(value) not in (bool, int):
+        return int(value)
+    if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
+        return float(value)
+    return value
 
 
 def check_out(out: Path) -> None:
