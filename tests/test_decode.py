@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from properties import examples, prove
 
 from attnlab import preset
+from attnlab.decode.api import DEFAULTS
 from attnlab.decode.deadline import time_limit
 from attnlab.decode.search import beam_search, generate, greedy_search, length_penalty
 from attnlab.decode.stepper import TransformerStepper, top_moves
@@ -110,12 +111,47 @@ def test_a_time_limit_stops_decoding_with_one_line(model: Transformer) -> None:
             pass
 
 
+class NoEnd:
+    """A stepper that never chooses </s> (id 3): every hypothesis runs to the length limit."""
+
+    def __init__(self, inner: TransformerStepper) -> None:
+        self.inner = inner
+
+    def start(self, rows: torch.Tensor) -> None:
+        self.inner.start(rows)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.inner.step(tokens).index_fill(1, torch.tensor([3]), float("-inf"))
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.inner.reorder(index)
+
+
 def test_max_length_is_input_plus_b(model: Transformer) -> None:
-    src = torch.randint(4, 1000, (1, 5))  # 4 pieces + one position that stands for </s>
-    hypotheses = generate(model, src, beam=4, max_len_b=3)[0]
-    assert hypotheses  # the loop below checks something
-    for hyp in hypotheses:
-        assert len(hyp.tokens) <= 4 + 3 and hyp.tokens[-1] == 3
+    """§6.1: at most input length + 50 tokens (</s> counted); a hypothesis that has not ended by
+    then ends there. A decoder that never ends shows the limit itself, not just a bound."""
+    src = torch.randint(4, 1000, (2, 6))  # 5 and 3 pieces + the position that stands for </s>
+    src[1, 4:] = 0
+    for b in (3, 50):
+        found = generate(model, src, beam=4, max_len_b=b, constrain=lambda stepper, _: NoEnd(stepper))
+        for pieces, hypotheses in zip((5, 3), found, strict=True):
+            assert hypotheses and {len(h.tokens) for h in hypotheses} == {pieces + b}
+            assert all(h.tokens[-1] == 3 and 3 not in h.tokens[:-1] for h in hypotheses)
+
+
+def test_the_tasks_decode_with_the_papers_settings() -> None:
+    """§6.1: beam 4, α 0.6, input + 50; §6.3 (parsing): beam 21, α 0.3, input + 300."""
+    assert DEFAULTS == {
+        "translate": {"beam": 4, "alpha": 0.6, "max_len_b": 50},
+        "parse": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
+    }
+
+
+def test_length_penalty_is_gnmts() -> None:
+    """Wu et al. (2016), as §6.1 uses it: lp(Y) = (5 + |Y|)^α / (5 + 1)^α."""
+    assert length_penalty(1, 0.6) == 1.0 and length_penalty(7, 1.0) == 2.0
+    assert length_penalty(10, 0.6) == pytest.approx(2.5**0.6, rel=1e-12)
+    assert length_penalty(25, 0.0) == 1.0
 
 
 class Scripted:

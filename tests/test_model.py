@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import attnlab
 from attnlab import attention, preset
@@ -17,7 +18,7 @@ from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model import transformer
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, resolve_device
 from attnlab.model.embedding import sinusoidal_positions
-from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.model.transformer import Residual, Transformer, count_parameters
 
 BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
 
@@ -82,6 +83,18 @@ def test_config_errors_are_one_line() -> None:
     assert len(messages) == 19 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
+
+
+def test_a_config_that_is_not_a_mapping_or_a_preset_name_is_one_line() -> None:
+    """`ModelConfig.from_dict(None)`, of a list or of {1: 2} was a TypeError from joining its keys;
+    `preset(["base"])` one from hashing the list."""
+    for data in (None, [1, 2], {1: 2}, "base"):
+        with pytest.raises(ConfigError, match="a model config is a mapping of field names to values") as error:
+            ModelConfig.from_dict(data)
+        assert "\n" not in str(error.value)
+    for name in (["base"], None, 1):
+        with pytest.raises(ConfigError, match="unknown preset .*; choose one of: base, big"):
+            preset(name)
 
 
 def test_numpy_numbers_make_a_config_of_python_numbers() -> None:
@@ -265,6 +278,26 @@ def test_bad_input_is_a_clear_error() -> None:
             model(src, tgt)  # was an AttributeError
     with pytest.raises(ConfigError, match="^Transformer takes a ModelConfig, e.g. attnlab.preset"):
         Transformer("small")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_residual_blocks_normalise_where_the_config_says(norm: str) -> None:
+    """§3.1 and §5.4: each sub-layer's output is LayerNorm(x + Dropout(Sublayer(x))), post-norm, as
+    the paper has it; `norm="pre"` is x + Dropout(Sublayer(LayerNorm(x))). (Swapping the two passed
+    every other test.)"""
+    torch.manual_seed(0)
+    config = preset("tiny", norm=norm)
+    block, sublayer = Residual(config).eval(), nn.Linear(config.d_model, config.d_model)
+    nn.init.normal_(block.norm.weight)
+    nn.init.normal_(block.norm.bias)
+    x = torch.randn(2, 5, config.d_model) * 3 + 1
+
+    def layer_norm(y: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(y, (config.d_model,), block.norm.weight, block.norm.bias)
+
+    expected = layer_norm(x + sublayer(x)) if norm == "post" else x + sublayer(layer_norm(x))
+    with torch.no_grad():
+        torch.testing.assert_close(block(x, sublayer), expected.detach())
 
 
 def test_learned_positions_and_pre_norm_run() -> None:

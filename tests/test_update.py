@@ -98,3 +98,13 @@ def test_the_outcome_is_the_loss_the_eager_step_computes() -> None:
         loss, nll = label_smoothed_loss(model(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0)
     out = update(micro, batch.tokens, [1])
     assert (out.loss, out.nll) == (float(loss), float(nll))
+
+
+def test_the_optimizer_is_the_papers_adam() -> None:
+    """§5.3: Adam with β1 = 0.9, β2 = 0.98 and ε = 10⁻⁹, no weight decay; Eq. (3) sets the
+    learning rate each step, so it starts at 0. (β2 0.99 passed every other test.)"""
+    optimizer = make_optimizer(Transformer(preset("tiny")))
+    assert type(optimizer) is torch.optim.Adam and len(optimizer.param_groups) == 1
+    group = optimizer.param_groups[0]
+    assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
+    assert group["weight_decay"] == 0 and group["lr"] == 0.0 and not group["amsgrad"]
