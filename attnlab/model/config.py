@@ -160,6 +160,10 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """The config `data` (config.json's object) describes; not a dict of field names is one
+        line (None or a list was a TypeError from joining its keys)."""
+        if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
+            raise ConfigError(f"a model config is a mapping of field names to values, got {data!r:.80}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -224,7 +228,7 @@ PRESETS |= {f"small-r{r}": _variant(PRESETS["small"], {}, attn_window=r) for r i
 
 def preset(name: str, **overrides: Any) -> ModelConfig:
     """The named preset with `overrides` applied (unknown names and keys are one-line errors)."""
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:  # (["base"] was a TypeError: unhashable type)
         raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
     config = PRESETS[name]
     if not overrides:
