@@ -181,6 +181,9 @@ def test_a_trace_without_maps_is_refused_when_made(maps: dict) -> None:
         ({"model": "x"}, "the model's description is not a mapping"),  # AttributeError: 'get'
         ({"meta": [1]}, "meta is not a mapping"),
         ({"masks": {"cross": np.ones((2, 2), bool)}}, "a mask does not match its maps"),  # boolean index
+        ({"maps": None}, "a trace's maps is a dict by attention kind, got NoneType"),  # AttributeError: 'items'
+        ({"masks": [np.ones((4, 4), bool)]}, "a trace's masks is a dict by attention kind, got list"),
+        ({"layers": None}, "a trace's layers is a dict by attention kind, got NoneType"),  # 'setdefault'
     ],
 )
 def test_a_trace_made_by_hand_is_checked_when_made(model: Transformer, change: dict, match: str) -> None:

@@ -47,6 +47,11 @@ class AttentionTrace:
     meta: dict[str, Any] = field(default_factory=dict)  # free: text, score, task, step, ...
 
     def __post_init__(self) -> None:
+        for name in ("maps", "masks", "layers"):  # None or a list was an AttributeError ('items', 'setdefault')
+            if not isinstance(getattr(self, name), dict):
+                raise AttnlabError(
+                    f"a trace's {name} is a dict by attention kind, got {type(getattr(self, name)).__name__}"
+                )
         for kind, maps in self.maps.items():
             if kind not in KINDS:
                 raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
