@@ -554,3 +554,23 @@ def test_numpy_numbers_are_numbers(checkpoint: Path) -> None:
         batch_tokens=np.int64(100),  # refused, while beam=np.int64(2) was taken
     )
     assert [h.tokens for h in numpy.hypotheses] == [h.tokens for h in plain.hypotheses]
+
+
+def test_a_home_directory_of_no_such_user_is_a_path_that_does_not_exist(tmp_path: Path) -> None:
+    """`~name` of an unknown user stays as written, as a shell leaves it: `Path.expanduser` raised
+    RuntimeError, so `translate --checkpoint '~nouser/x'` and `AttentionTrace.load` were tracebacks."""
+    with pytest.raises(CheckpointError, match=r"^~no-such-user-attnlab/x: not a directory$"):
+        attnlab.load("~no-such-user-attnlab/x")
+    with pytest.raises(CheckpointError, match=r"^~no-such-user-attnlab/x\.trace: no such trace file$"):
+        attnlab.AttentionTrace.load("~no-such-user-attnlab/x.trace")
+    done = subprocess.run(
+        [sys.executable, "-m", "attnlab", "translate", "--checkpoint", "~no-such-user-attnlab/x"],
+        input="a dog\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "attnlab translate: error: ~no-such-user-attnlab/x: not a directory"
+    ]

@@ -17,7 +17,7 @@ from typing import Any
 from attnlab.app.i18n import DEFAULT, language_code, language_name, text
 from attnlab.decode.api import load
 from attnlab.errors import CheckpointError
-from attnlab.model.checkpoint import STEP_DIR, step_dirs
+from attnlab.model.checkpoint import STEP_DIR, step_dirs, user_path
 
 ROOT = Path(__file__).resolve().parents[2]  # the source checkout: apps/, checkpoints/
 BUNDLED = ROOT / "checkpoints"
@@ -53,13 +53,13 @@ def find_checkpoints(
             if (path / "manifest.json").is_file():
                 add(path.name, path)
     for root in roots:
-        root = Path(root).expanduser()
+        root = user_path(root)
         if root.is_dir():
             for path in sorted(root.iterdir()):
                 if (path / "manifest.json").is_file() or (path / "checkpoints").is_dir():
                     add(f"{root.name}/{path.name}", path)
     for path in extra:
-        path = Path(path).expanduser()
+        path = user_path(path)
         add(path.name or "checkpoint", path)
     return found
 
@@ -110,7 +110,7 @@ def _regular(path: Path, most: int) -> bool:
 
 def same_directory(a: str | Path, b: str | Path) -> bool:
     """`a` and `b` name the same directory (relative or absolute, through symlinks or not)."""
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    return user_path(a).resolve() == user_path(b).resolve()
 
 
 _MODELS: dict[str, Any] = {}
@@ -119,7 +119,7 @@ _LOCK = threading.Lock()
 
 def open_model(path: str | Path) -> Any:
     """`attnlab.load(path)`, cached per server process: sessions share one read-only model."""
-    key = str(Path(path).expanduser().resolve())
+    key = str(user_path(path).resolve())
     with _LOCK:
         if key not in _MODELS:
             if not Path(key).exists():

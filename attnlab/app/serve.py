@@ -16,10 +16,10 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from attnlab.app.checkpoints import ROOT, find_checkpoints
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError
+from attnlab.model.checkpoint import user_path
 from attnlab.model.cpu import check_threads
 
 APP = ROOT / "apps" / "explorer.py"
@@ -136,12 +136,12 @@ def cli(argv: list[str]) -> int:
         args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
     check_threads(args.threads)  # (< 1 was taken as 1 without a word; 100000 crashed the server)
     for path in args.checkpoint:  # (a directory that is no checkpoint is listed: the page says what is wrong)
-        if not Path(path).expanduser().exists():
+        if not user_path(path).exists():
             raise CheckpointError(f"{path}: no such directory")
-        if not Path(path).expanduser().is_dir():  # a file was listed as a checkpoint
+        if not user_path(path).is_dir():  # a file was listed as a checkpoint
             raise CheckpointError(f"{path} is a file; --checkpoint names a checkpoint or run directory")
     for path in args.checkpoint_root:
-        if not Path(path).expanduser().is_dir():
+        if not user_path(path).is_dir():
             raise CheckpointError(f"--checkpoint-root {path}: no such directory")
     if not args.checkpoint and not find_checkpoints():
         print(

@@ -25,7 +25,7 @@ from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
 from attnlab.decode.search import Hypothesis, check_alpha, check_flags, check_settings, generate, length_penalty, scored
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
-from attnlab.model.checkpoint import latest_valid, load_model
+from attnlab.model.checkpoint import latest_valid, load_model, user_path
 from attnlab.model.config import resolve_device
 from attnlab.model.linear import for_inference, quantized
 from attnlab.model.marian import check_vocabularies, is_marian, read_marian
@@ -355,7 +355,7 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
         raise CheckpointError("expected a checkpoint directory's path, got an empty one")
     # Ordinary tensors even in a caller's inference_mode: the weights hash and packs read versions.
     with torch.inference_mode(False):
-        return _open(Path(path).expanduser(), str(resolve_device(device)), dtype)
+        return _open(user_path(path), str(resolve_device(device)), dtype)
 
 
 def _open(path: Path, device: str, dtype: str) -> Model:

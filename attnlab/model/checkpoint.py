@@ -71,6 +71,13 @@ def refuse_existing(out: Path, force: bool) -> None:
         raise CheckpointError(f"{out} is a file; --force replaces a directory only")
 
 
+def user_path(path: str | os.PathLike[str]) -> Path:
+    """`path` with a leading `~` or `~user` expanded as a shell expands it; `~name` of no such user
+    stays as written, to be reported as a path that does not exist (`Path.expanduser` raises a
+    RuntimeError there: `translate --checkpoint '~nouser/x'` was a traceback)."""
+    return Path(os.path.expanduser(path))
+
+
 def temporary_sibling(target: Path, directory: bool = True) -> Path:
     """An empty directory (or file) beside `target` to assemble it in before the rename, with
     the mode `mkdir` (or `open`) would give: mkdtemp's 0700 and mkstemp's 0600 would survive the

@@ -20,7 +20,7 @@ import numpy as np
 from safetensors.numpy import load, save
 
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError
-from attnlab.model.checkpoint import temporary_sibling
+from attnlab.model.checkpoint import temporary_sibling, user_path
 
 KINDS = ("encoder", "decoder", "cross")
 FORMAT = "attnlab-trace"
@@ -148,7 +148,7 @@ class AttentionTrace:
         if not isinstance(path, str | os.PathLike):  # e.g. `result.trace.save(None)`
             raise CheckpointError(f"expected a path to write the trace to, got {type(path).__name__}")
         given = os.fspath(path)
-        path = Path(given).expanduser()
+        path = user_path(given)
         if path.is_dir() or given.endswith(("/", os.sep)):  # Path() drops the trailing "/" of "newdir/"
             raise CheckpointError(
                 f"{given} names a directory: name the trace file to write (e.g. {path / 'trace.trace'})"
@@ -198,7 +198,7 @@ class AttentionTrace:
         """Read a trace file; anything else (damaged, foreign, another version) is a one-line error."""
         if not isinstance(path, str | os.PathLike):  # e.g. `show(None)` in a notebook
             raise CheckpointError(f"expected a trace or a .trace file's path, got {type(path).__name__}")
-        path = Path(path).expanduser()
+        path = user_path(path)
         if not path.is_file():
             raise CheckpointError(f"{path}: no such trace file")
         raw = path.read_bytes()
