@@ -370,6 +370,17 @@ def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path: Path) -> 
     assert not list(tmp_path.rglob("*.part"))
 
 
+def test_a_gzipped_file_without_the_gz_suffix_is_read_as_text(tmp_path: Path) -> None:
+    """A `train.en` saved gzipped under its plain name was read as a line or two of binary:
+    "train.en has 1 lines but train.de has 300; the files must be aligned", not what was wrong."""
+    lines = [f"sentence {i} of the corpus" for i in range(300)]
+    (tmp_path / "train.en").write_bytes(gzip.compress("".join(line + "\n" for line in lines).encode()))
+    (tmp_path / "train.de").write_text("".join(f"Satz {i}\n" for i in range(300)))
+    assert data.count_lines(tmp_path / "train.en") == 300 and raw_lines(tmp_path / "train.en") == lines
+    assert data.check_parallel(tmp_path / "train.en", tmp_path / "train.de") == 300
+    assert next(data.read_pairs(tmp_path / "train.en", tmp_path / "train.de")) == ("sentence 0 of the corpus", "Satz 0")
+
+
 def test_lines_end_at_newlines_only_and_a_damaged_gzip_is_named(tmp_path: Path) -> None:
     from attnlab.data.corpora import count_lines, read_lines, read_text, text_lines
 
