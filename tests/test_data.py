@@ -169,6 +169,21 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         data.prepare("multi30k", tmp_path / "out", data_dir=root, vocab_size=300, echo=quiet)
 
 
+def test_a_utf16_file_is_named_as_one(tmp_path: Path) -> None:
+    """A file saved as Notepad's "Unicode" (UTF-16 with its byte-order mark) was "invalid UTF-8
+    (invalid start byte at byte 0)" at line 1 in `data prepare`, and "'utf-8' codec can't decode
+    byte 0xff in position 0" from `translate --input`: neither said what the file is."""
+    from attnlab.data.corpora import read_text
+
+    for encoding in ("utf-16", "utf-16-be"):
+        path = tmp_path / f"{encoding}.en"
+        path.write_bytes(("\ufeff" if encoding.endswith("be") else "").encode(encoding) + "a\nb\n".encode(encoding))
+        for read in (raw_lines, read_text):
+            with pytest.raises(DataError, match="UTF-16 text .*; save it as UTF-8") as error:
+                read(path)
+            assert str(error.value).startswith(f"{path}: ") and "\n" not in str(error.value)
+
+
 def test_empty_and_overlong_pairs_are_dropped_and_counted(tmp_path):
     train_en = [f"sentence {i} has {i % 7} small words" for i in range(300)]
     train_de = list(train_en)

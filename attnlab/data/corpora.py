@@ -109,6 +109,10 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+# UTF-16's byte-order marks, little- and big-endian: what Windows Notepad's "Unicode" files begin
+# with. Read as UTF-8 such a file was "invalid UTF-8 (invalid start byte at byte 0)" at line 1.
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+UTF16_SAID = "UTF-16 text (it begins with UTF-16's byte-order mark, as Notepad's \"Unicode\"); save it as UTF-8"
 MAX_TEXT_BYTES = 256 * 2**20  # a text read whole: WMT's test sets are 0.4 MB, and `--input /dev/zero` grew forever
 
 
@@ -127,6 +131,8 @@ def read_text(path: str | os.PathLike[str]) -> list[str]:
         with open(path, "rb") as handle:
             return text_lines(read_whole(handle, str(path)).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as error:
+        if isinstance(error, UnicodeDecodeError) and error.object[:2] in UTF16_MARKS:
+            raise DataError(f"{path}: {UTF16_SAID}") from None
         raise DataError(f"cannot read {path}: {error}") from None
 
 
@@ -138,6 +144,8 @@ def read_lines(path: Path) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as error:
+                if number == 1 and raw[:2] in UTF16_MARKS:
+                    raise DataError(f"{path}: {UTF16_SAID}") from None
                 raise DataError(f"{path}:{number}: invalid UTF-8 ({error.reason} at byte {error.start})") from None
             yield line.removeprefix("\ufeff") if number == 1 else line
 
