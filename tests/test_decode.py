@@ -234,6 +234,16 @@ def test_length_penalty_changes_the_winner() -> None:
     assert winner.score == pytest.approx(math.log(0.45) / length_penalty(5, 1.0))
 
 
+def test_a_sentence_stops_once_beam_hypotheses_have_finished() -> None:
+    """fairseq's rule: once `beam` hypotheses have ended, the sentence stops, even where a live one
+    would have scored higher later (here [4, 7, 3] with α = 1); the n-best list is those `beam`.
+    (Waiting for one more passed every other test.)"""
+    table = {(): {4: 0.5, 5: 0.3, 6: 0.2}, (4,): {3: 0.52, 7: 0.48}, (5,): {3: 0.9, 7: 0.1}, (4, 7): {3: 1.0}}
+    found = beam_search(Scripted(table), [10], beam=2, alpha=1.0)[0]
+    assert [h.tokens for h in found] == [[5, 3], [4, 3]]
+    assert math.log(0.24) / length_penalty(3, 1.0) > found[0].score  # the one it did not wait for
+
+
 def test_early_stop_and_forced_end() -> None:
     table = {(): {4: 1.0}, (4,): {4: 1.0}, (4, 4): {4: 1.0}, (4, 4, 4): {4: 1.0}}
     hyp = beam_search(Scripted(table), [3], beam=2, alpha=0.6)[0][0]

@@ -8,6 +8,8 @@ host check before Adam.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -98,6 +100,22 @@ def test_the_outcome_is_the_loss_the_eager_step_computes() -> None:
         loss, nll = label_smoothed_loss(model(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0)
     out = update(micro, batch.tokens, [1])
     assert (out.loss, out.nll) == (float(loss), float(nll))
+
+
+def test_the_gradient_is_of_the_loss_per_target_token_of_the_whole_update() -> None:
+    """§5.1 batches by tokens: an update's gradient is of Σ loss / (the update's target tokens), its
+    micro-batches' summed, not each averaged on its own. Adam hardly sees a constant factor, so the
+    gradient norm the update reports pins it (dividing by one token more passed every other test)."""
+    model, update, micro = _setup(p_drop=0.0)  # no dropout: the same gradient every time
+    batch = micro[0]
+    reference = copy.deepcopy(model)
+    loss, _ = label_smoothed_loss(reference(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0)
+    (loss / batch.tokens).backward()
+    expected = float(torch.nn.utils.get_total_norm([p.grad for p in reference.parameters() if p.grad is not None]))
+    assert update(micro, batch.tokens, [1]).norm == pytest.approx(expected, rel=1e-5)
+    model.load_state_dict(reference.state_dict())  # undo that update's step
+    # the batch twice, as two micro-batches of one update of twice the tokens: the same gradient
+    assert update(micro * 2, 2 * batch.tokens, [1, 2]).norm == pytest.approx(expected, rel=1e-5)
 
 
 def test_the_optimizer_is_the_papers_adam() -> None:
