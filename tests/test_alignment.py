@@ -342,6 +342,8 @@ def test_best_method_from_the_model_card() -> None:
     }
     assert best_method({"alignment": {"method": "layer", "layer": 1, "head": 3}})["head"] is None
     assert best_method({}) == {"method": "all", "layer": None, "head": None}
+    with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
+        best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
     assert len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1
 
 

@@ -321,6 +321,8 @@ def best_method(meta: dict[str, Any]) -> dict[str, Any]:
     """The reading a model card names as its best (`meta["alignment"]`), else the all-layer average."""
     best = meta.get("alignment")
     if isinstance(best, dict) and best.get("method") in METHODS:
+        if best["method"] == "head" and None in (best.get("layer"), best.get("head")):
+            raise AttnlabError("the card's meta.alignment reads a head but names no layer and head: give --method")
         return reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
     return reading("all")
 
