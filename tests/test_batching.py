@@ -59,6 +59,10 @@ def test_each_pair_exactly_once_per_epoch_in_a_new_order_each_epoch():
         assert len(batches) == len(sampler)
     assert first != second
     assert first == epoch_batches(TokenBatchSampler(src, tgt, max_tokens=500, seed=3))  # seeded
+    # the batches come in random order, not shortest first (without the shuffle of the batches,
+    # the pairs' new order alone passed the lines above): no trend in size along the epoch
+    longest = [max(max(src[i], tgt[i]) for i in batch) for batch in first]
+    assert abs(np.corrcoef(np.arange(len(longest)), longest)[0, 1]) < 0.2
     assert first != epoch_batches(TokenBatchSampler(src, tgt, max_tokens=500, seed=4))
 
 

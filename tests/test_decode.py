@@ -244,6 +244,15 @@ def test_a_sentence_stops_once_beam_hypotheses_have_finished() -> None:
     assert math.log(0.24) / length_penalty(3, 1.0) > found[0].score  # the one it did not wait for
 
 
+def test_an_ending_move_leaves_beam_live_hypotheses() -> None:
+    """Each row offers its best 2·beam moves: when </s> takes one of a sentence's top `beam`
+    places, `beam` hypotheses still go on. With `beam` moves a row, the first step's one row kept
+    a single live hypothesis (and a dead copy), and [5, 3] was never found."""
+    table = {(): {3: 0.5, 4: 0.3, 5: 0.2}, (4,): {3: 0.1, 6: 0.9}, (5,): {3: 1.0}}
+    found = beam_search(Scripted(table), [10], beam=2, alpha=1.0)[0]
+    assert [h.tokens for h in found] == [[3], [5, 3]]
+
+
 def test_early_stop_and_forced_end() -> None:
     table = {(): {4: 1.0}, (4,): {4: 1.0}, (4, 4): {4: 1.0}, (4, 4, 4): {4: 1.0}}
     hyp = beam_search(Scripted(table), [3], beam=2, alpha=0.6)[0][0]
