@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from attnlab import Transformer, preset
 from attnlab.model.dropout import Dropout
 from attnlab.model.kernels import extension
 
@@ -139,3 +140,28 @@ def test_kernel_mask_keeps_shape_of_a_strided_input() -> None:
     x = torch.ones(64, 40).t()  # not contiguous
     y = Dropout(0.1).train()(x)
     assert y.shape == (40, 64) and set(y.unique().tolist()) == {0.0, torch.tensor(1.0 / 0.9).item()}
+
+
+def test_dropout_where_section_5_4_puts_it() -> None:
+    """§5.4: dropout on each sub-layer's output (before it is added to the sub-layer's input and
+    normalised) and on the sums of the embeddings and the positional encodings in both stacks,
+    nowhere else (no dropout on attention weights): 2 + n_layers × (2 + 3) calls a forward pass.
+    (Leaving the embeddings' dropout out passed every other test.)"""
+    torch.manual_seed(0)
+    config = preset("tiny", p_drop=0.5)
+    model = Transformer(config).train()
+    calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.register_forward_hook(lambda _, args, out: calls.append((args[0].detach(), out.detach())))
+    src, tgt = torch.randint(4, config.vocab_size, (2, 9)), torch.randint(4, config.vocab_size, (2, 7))
+    model(src, tgt)
+    assert len(calls) == 2 + config.n_layers * 5
+    for x, out in calls:  # each drops about half of what it is given and doubles the rest
+        dropped = (out == 0) & (x != 0)
+        assert 0.4 < dropped.float().mean() < 0.6
+        torch.testing.assert_close(out[~dropped], 2 * x[~dropped], rtol=0, atol=0)
+    with torch.no_grad():  # the first call of each stack: embeddings × √d_model + positions
+        for ids, call in ((src, calls[0]), (tgt, calls[1 + 2 * config.n_layers])):
+            summed = model.embed(ids) * config.d_model**0.5 + model.pe[: ids.size(1)]
+            torch.testing.assert_close(call[0], summed)
