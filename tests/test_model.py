@@ -35,6 +35,11 @@ def test_table3_params_column(name: str) -> None:
 
 
 def test_presets_mirror_table3() -> None:
+    rows = {name: preset(name) for name in ("base", "big")}  # N, d_model, d_ff, h, P_drop, ε_ls of Table 3
+    assert {n: (c.n_layers, c.d_model, c.d_ff, c.n_heads, c.p_drop, c.eps_ls) for n, c in rows.items()} == {
+        "base": (6, 512, 2048, 8, 0.1, 0.1),
+        "big": (6, 1024, 4096, 16, 0.3, 0.1),
+    }
     assert preset("base").d_k == 64 and preset("base").d_v == 64
     for heads, dk in ((1, 512), (4, 128), (16, 32), (32, 16)):
         c = preset(f"A-h{heads}")

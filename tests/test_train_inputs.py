@@ -247,6 +247,7 @@ def test_the_presets_run_as_long_and_keep_what_the_paper_averages() -> None:
     big = config_from_args([*base, "--preset", "big"])
     assert (big.max_steps, big.keep_last) == (300_000, 20)
     assert (config_from_args(base).max_steps, config_from_args(base).keep_last) == (100_000, 5)
+    assert config_from_args(base).warmup == big.warmup == 4000  # §5.3: warmup_steps = 4000
     mine = config_from_args([*base, "--preset", "big", "--max-steps", "7", "--keep-last", "2"])
     assert (mine.max_steps, mine.keep_last) == (7, 2)
     recipe = config_from_args(["--recipe", "multi30k-en-de", "--preset", "big"])
