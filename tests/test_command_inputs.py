@@ -164,6 +164,19 @@ def test_the_served_explorer_takes_what_explore_passes_and_refuses_anything_else
         ), log
 
 
+def test_the_served_explorer_refuses_a_time_limit_that_is_no_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    """`panel serve apps/explorer.py --args --time-limit -5` (or nan) served with no limit at
+    all: the app clamped the value to 0, which means none, so one request could hold the server
+    for good. Refused as `attnlab explore --time-limit -5` is, on the page and in one log line."""
+    from attnlab.app.explorer import app, refusal
+
+    for limit in ("-5", "nan", "inf"):
+        page = refusal(["--time-limit", limit])
+        assert page is not None and "--time-limit must be a number of seconds ≥ 0 (0: no limit)" in page.object
+        assert capsys.readouterr().err.count("\n") == 1
+    assert refusal(["--time-limit", "0"]) is None and app(["--time-limit", "2.5"]).store.time_limit == 2.5
+
+
 @needs_bundled
 def test_an_endless_input_is_refused_not_read_forever(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -62,6 +62,15 @@ def free_port(address: str) -> int:
         raise ConfigError(f"--address {address}: cannot listen there ({error.strerror or error})") from None
 
 
+def check_time_limit(seconds: float) -> float:
+    """`--time-limit` as `attnlab explore` and the served app (`panel serve ... --args`) take it:
+    finite seconds ≥ 0 (0: no limit), else one line. The app once clamped -5 and NaN to 0, which
+    is no limit at all, so a server started by hand let one request hold it for good."""
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {seconds:g}")
+    return seconds
+
+
 def serve_command(
     checkpoints: Sequence[str],
     port: int,
@@ -128,8 +137,8 @@ def cli(argv: list[str]) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the panel serve command instead of running it")
     args = parser.parse_args(argv)
-    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit >= 0):
-        raise ConfigError(f"--time-limit must be a number of seconds ≥ 0 (0: no limit), got {args.time_limit:g}")
+    if args.time_limit is not None:
+        check_time_limit(args.time_limit)
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
     if args.port == 0:  # chosen here: panel's own choice is known only to its log, and the page's

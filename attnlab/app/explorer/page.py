@@ -355,7 +355,7 @@ def app(argv: list[str] | None = None) -> Explorer:
     set_page_language(lang)  # <html lang="...">: browsers choose CJK fonts by it
     listed = find_checkpoints(args.checkpoint, roots=args.checkpoint_root, lang=lang)  # named in the page's language
     explorer = Explorer(listed, roots, lang=lang)
-    explorer.store.time_limit = max(0.0, args.time_limit)
+    explorer.store.time_limit = args.time_limit
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
         named, typed = carried(explorer.checkpoints)  # over a switch of language, or in a shared link
