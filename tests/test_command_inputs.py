@@ -125,6 +125,26 @@ def test_explore_port_0_names_the_port_it_serves_on(capsys: pytest.CaptureFixtur
     assert int(port) > 0 and f"127.0.0.1:{port}" in command and f"localhost:{port}" in command
 
 
+def test_explore_refuses_an_address_or_port_it_cannot_listen_on_before_the_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port in use, or an address not on this machine, reached panel: after the line giving
+    the explorer's address, as if it were served there, it said "Cannot start Bokeh server" (or
+    "ERROR: ERROR: -2" for a name that is no host) and exited 1. One line now, before panel."""
+    import socket
+
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"the server was started: {args}"))
+    monkeypatch.setattr(subprocess, "call", lambda *args: pytest.fail(f"the server was started: {args}"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        said = refused(capsys, ["explore", "--port", port])
+    assert said.endswith(f"--address 127.0.0.1 --port {port}: cannot listen there (Address already in use)")
+    said = refused(capsys, ["explore", "--address", "198.51.100.7"])  # TEST-NET-2: no machine's own
+    assert "--address 198.51.100.7 --port 5006: cannot listen there" in said
+
+
 def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
     for limit in ("-1", "nan", "-inf"):
         assert "--time-limit must be a number of seconds" in refused(

@@ -62,6 +62,22 @@ def free_port(address: str) -> int:
         raise ConfigError(f"--address {address}: cannot listen there ({error.strerror or error})") from None
 
 
+def check_listen(address: str, port: int) -> None:
+    """Bind `address`:`port` as the server will (tornado's `bind_sockets`: every address the name
+    resolves to, SO_REUSEADDR) and let go at once; one line when it cannot. Panel said "ERROR:
+    ERROR: -2" for an address that names no host, and both that and a port in use came after the
+    line that gave the explorer's address, as if it were served there."""
+    from tornado.netutil import bind_sockets  # lazy: tornado comes with panel, for the server only
+
+    try:
+        for bound in bind_sockets(port, address):
+            bound.close()
+    except OSError as error:
+        raise ConfigError(
+            f"--address {address} --port {port}: cannot listen there ({error.strerror or error})"
+        ) from None
+
+
 def check_time_limit(seconds: float) -> float:
     """`--time-limit` as `attnlab explore` and the served app (`panel serve ... --args`) take it:
     finite seconds ≥ 0 (0: no limit), else one line. The app once clamped -5 and NaN to 0, which
@@ -163,6 +179,7 @@ def cli(argv: list[str]) -> int:
     if args.dry_run:
         print(shlex.join(command))
         return 0
+    check_listen(args.address, args.port)
     print(f"attnlab explore: http://{args.address}:{args.port}/explorer", file=sys.stderr)
     sys.stderr.flush()
     if os.name == "posix":  # become the server: Ctrl-C and kill reach it directly, no orphan left
