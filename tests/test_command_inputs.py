@@ -145,6 +145,21 @@ def test_explore_refuses_an_address_or_port_it_cannot_listen_on_before_the_serve
     assert "--address 198.51.100.7 --port 5006: cannot listen there" in said
 
 
+def test_explore_refuses_an_empty_checkpoint_or_root(capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnlab explore --checkpoint "$CKPT"` with CKPT never set listed the working directory as
+    a checkpoint and made it a root: every visitor could open whatever lay below it (and
+    `--checkpoint-root ""` did the same). Refused, as `translate --checkpoint ''` is, by
+    `attnlab explore` and by the served app started by hand."""
+    from attnlab.app.explorer import refusal
+
+    for flag in ("--checkpoint", "--checkpoint-root"):
+        said = refused(capsys, ["explore", flag, str(BUNDLED), flag, " ", "--dry-run"])
+        assert said.endswith(f"{flag}: expected a directory's path, got an empty one")
+        page = refusal([flag, ""])
+        assert page is not None and f"{flag}: expected a directory's path, got an empty one" in page.object
+        assert capsys.readouterr().err.count("\n") == 1
+
+
 def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
     for limit in ("-1", "nan", "-inf"):
         assert "--time-limit must be a number of seconds" in refused(

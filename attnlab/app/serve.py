@@ -78,6 +78,15 @@ def check_listen(address: str, port: int) -> None:
         ) from None
 
 
+def check_directories_named(checkpoints: Sequence[str], roots: Sequence[str]) -> None:
+    """Refuse an empty `--checkpoint` or `--checkpoint-root` (a shell variable never set, as in
+    `--checkpoint "$CKPT"`), as `translate --checkpoint ''` is refused: "" is the working
+    directory, which the server listed as a checkpoint and made a root every visitor could open."""
+    for flag, paths in (("--checkpoint", checkpoints), ("--checkpoint-root", roots)):
+        if any(not path.strip() for path in paths):
+            raise CheckpointError(f"{flag}: expected a directory's path, got an empty one")
+
+
 def check_time_limit(seconds: float) -> float:
     """`--time-limit` as `attnlab explore` and the served app (`panel serve ... --args`) take it:
     finite seconds ≥ 0 (0: no limit), else one line. The app once clamped -5 and NaN to 0, which
@@ -160,6 +169,7 @@ def cli(argv: list[str]) -> int:
     if args.port == 0:  # chosen here: panel's own choice is known only to its log, and the page's
         args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
     check_threads(args.threads)  # (< 1 was taken as 1 without a word; 100000 crashed the server)
+    check_directories_named(args.checkpoint, args.checkpoint_root)
     for path in args.checkpoint:  # (a directory that is no checkpoint is listed: the page says what is wrong)
         if not user_path(path).exists():
             raise CheckpointError(f"{path}: no such directory")

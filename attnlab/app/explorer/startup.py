@@ -15,7 +15,7 @@ import panel as pn
 from attnlab.app.explorer.language import session_language
 from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.app.i18n import DEFAULT, text
-from attnlab.app.serve import check_time_limit
+from attnlab.app.serve import check_directories_named, check_time_limit
 from attnlab.errors import AttnlabError
 from attnlab.model.cpu import check_threads
 
@@ -40,6 +40,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     check_threads(args.threads)  # (the server died of 100000 at its first translation)
     check_time_limit(args.time_limit)  # (-5 and NaN were clamped to 0: no limit)
+    check_directories_named(args.checkpoint, args.checkpoint_root)  # ("": the working directory as a root)
     return args
 
 
