@@ -310,6 +310,20 @@ def test_replay_steps_through_the_probe_traces(
         widgets.replay(None)
 
 
+def test_replay_reads_a_path_as_a_shell_does_and_names_one_that_is_not_there(
+    paths: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay("~/runs/x")` found no probes in a run that had them (the path was not expanded,
+    as `attnlab.load` expands it), and a misspelt path said to train again with --probes N."""
+    trace = attnlab.load(paths["translate"]).score("A dog runs .", "Ein hund läuft .").trace
+    trace.save(tmp_path / "run" / "probes" / "step_10" / "probe_0.trace")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert widgets.replay("~/run").steps == [10]
+    for lang, said in (("en", "no such directory"), ("es", "no existe esa carpeta")):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path / 'rnu'))}: {said}$"):
+            widgets.replay(tmp_path / "rnu", lang=lang)
+
+
 def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import bokeh.io.notebook
     from bokeh.io import reset_output

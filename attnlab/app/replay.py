@@ -19,7 +19,8 @@ from attnlab.app import i18n
 from attnlab.app.checkpoints import probe_snapshots
 from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, reporting, trace_caption
 from attnlab.app.words import figure_words
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.model.checkpoint import user_path
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -108,10 +109,15 @@ def _probe(trace: AttentionTrace) -> tuple:
 
 
 def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAULT) -> Timeline:
-    """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`)."""
+    """Replay probe sentence `probe` over the checkpoints a run saved (`attnlab train --probes N`);
+    `~` is the home directory, as a shell (and `attnlab.load`) reads it."""
+    lang = i18n.checked(lang)
     if not isinstance(run_or_checkpoint, str | Path):
         raise AttnlabError(i18n.text("widgets.replay_path", lang, got=type(run_or_checkpoint).__name__))
-    snapshots = probe_snapshots(run_or_checkpoint)
+    directory = user_path(run_or_checkpoint)  # "~/runs/x" and a misspelt path said "train with --probes N"
+    if not directory.is_dir():
+        raise CheckpointError(i18n.text("widgets.no_run", lang, run=run_or_checkpoint))
+    snapshots = probe_snapshots(directory)
     if not snapshots:
         raise AttnlabError(i18n.text("widgets.no_probes", lang, run=run_or_checkpoint))
     recorded = min(len(files) for _, files in snapshots)  # every step must hold the probe
