@@ -350,6 +350,9 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
         widgets.explore(tmp_path / "missing")
     with pytest.raises(CheckpointError, match="no such trace file"):
         widgets.show(tmp_path / "missing.trace")
+    for empty in ("", "  "):  # it named the working directory: "/home/me: a run directory without a valid checkpoint"
+        with pytest.raises(CheckpointError, match="^expected a checkpoint directory's path, got an empty one$"):
+            widgets.explore(empty)
 
 
 def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:

@@ -119,6 +119,8 @@ _LOCK = threading.Lock()
 
 def open_model(path: str | Path) -> Any:
     """`attnlab.load(path)`, cached per server process: sessions share one read-only model."""
+    if not str(path).strip():  # as `load` refuses it: resolved first, "" named the working directory instead
+        raise CheckpointError("expected a checkpoint directory's path, got an empty one")
     key = str(user_path(path).resolve())
     with _LOCK:
         if key not in _MODELS:
