@@ -367,6 +367,29 @@ def test_picker_names_show_only_codes_corpora_and_catalogue_words(tmp_path: Path
         ]  # unique in every language
 
 
+def test_a_root_holding_a_directory_the_server_cannot_read_lists_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `--checkpoint-root` holding a directory another user keeps to themselves (mode 0700)
+    made the picker's scan raise PermissionError (`Path.is_file`, Python 3.11), so every session
+    of the server failed to build its page. It is left out; the others are listed."""
+    from attnlab.app.checkpoints import find_checkpoints
+
+    root = tmp_path / "shared"
+    for name in ("mine", "theirs"):
+        (root / name).mkdir(parents=True)
+        (root / name / "manifest.json").write_text("{}")
+    stat = Path.stat
+
+    def denied(path: Path, *, follow_symlinks: bool = True) -> os.stat_result:  # chmod 0700 as another user
+        if "theirs" in path.parts and path.name != "theirs":  # (root reads every directory, so it is simulated)
+            raise PermissionError(13, "Permission denied", str(path))
+        return stat(path, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(Path, "stat", denied)
+    assert list(find_checkpoints(roots=[root, tmp_path / "gone"], bundled=tmp_path / "none")) == ["shared/mine"]
+
+
 def test_the_component_route_reads_only_modules_the_server_imported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

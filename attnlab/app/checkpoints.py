@@ -54,13 +54,30 @@ def find_checkpoints(
                 add(path.name, path)
     for root in roots:
         root = user_path(root)
-        if root.is_dir():
-            for path in sorted(root.iterdir()):
-                if (path / "manifest.json").is_file() or (path / "checkpoints").is_dir():
-                    add(f"{root.name}/{path.name}", path)
+        for path in _inside(root):
+            add(f"{root.name}/{path.name}", path)
     for path in extra:
         path = user_path(path)
         add(path.name or "checkpoint", path)
+    return found
+
+
+def _inside(root: Path) -> list[Path]:
+    """The checkpoints and runs directly inside `root`, sorted, leaving out what the server cannot
+    read: a directory another user keeps to themselves (mode 0700) made `is_file` raise
+    PermissionError (Python 3.11), and every session of a server with such a root lost its page
+    to the traceback. It could not be opened anyway."""
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:  # not a directory (any more), or not readable
+        return []
+    found = []
+    for path in entries:
+        try:
+            if (path / "manifest.json").is_file() or (path / "checkpoints").is_dir():
+                found.append(path)
+        except OSError:
+            continue
     return found
 
 
