@@ -223,6 +223,23 @@ def test_probes_above_a_root_and_special_files_are_not_read(tmp_path: Path) -> N
     assert time.perf_counter() - started < 5
 
 
+def test_an_alignment_table_a_kill_cut_short_leaves_the_timeline_drawn(tmp_path: Path) -> None:
+    """A run killed while it wrote `probes/step_N/alignment.json` (written in place) left it cut
+    short, and opening the Training timeline of that run in the explorer was a JSONDecodeError
+    (a KeyError for a table of other fields): the tab stayed empty, the log held a traceback.
+    Such a table is not read; the other steps' are."""
+    import json
+
+    from attnlab.app.checkpoints import alignment_snapshots
+
+    row = {"reading": "head L0 H1", "aer": 0.25, "method": "head", "layer": 0, "head": 1}
+    whole = json.dumps({"set": "enfr", "pairs": 3, "rows": [row]})
+    for step, text in {10: whole, 20: whole[:40], 30: '{"rows": [{"aer": 0.1}]}', 40: "[]", 50: whole}.items():
+        (tmp_path / "probes" / f"step_{step}").mkdir(parents=True)
+        (tmp_path / "probes" / f"step_{step}" / "alignment.json").write_text(text)
+    assert {step: t["rows"][0]["aer"] for step, t in alignment_snapshots(tmp_path).items()} == {10: 0.25, 50: 0.25}
+
+
 def test_store_errors_name_the_checkpoint_not_the_server_path(store: Store, models: dict[str, Path]) -> None:
     empty = models["root"] / "empty"
     empty.mkdir(exist_ok=True)

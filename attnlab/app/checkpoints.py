@@ -182,8 +182,30 @@ def alignment_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambd
         tables = {}
         for table in root.glob("step_*/alignment.json"):
             match = STEP_DIR.match(table.parent.name)
-            if match and allows(table) and _regular(table, _TABLE_BYTES):
-                tables[int(match.group(1))] = json.loads(table.read_text(encoding="utf-8"))
+            read = _alignment_table(table) if match and allows(table) and _regular(table, _TABLE_BYTES) else None
+            if read is not None:
+                tables[int(match.group(1))] = read
         if tables:
             return dict(sorted(tables.items()))
     return {}
+
+
+def _alignment_table(path: Path) -> dict[str, Any] | None:
+    """An AER table as the timeline draws it ({"set": ..., "rows": [{"reading": str, "aer": number,
+    "method", "layer", "head"}, ...]}), or None for a file that is not one: the dev evaluation
+    writes it in place, so a run killed then left it cut short, and the timeline tab failed with
+    a JSONDecodeError (a KeyError for a table of other fields). Its step is then drawn without AER."""
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    rows = table.get("rows") if isinstance(table, dict) else None
+    if not isinstance(rows, list) or not rows:
+        return None
+    fields = {"reading", "aer", "method", "layer", "head"}
+    for row in rows:
+        if not (isinstance(row, dict) and fields <= row.keys() and isinstance(row["reading"], str)):
+            return None
+        if isinstance(row["aer"], bool) or not isinstance(row["aer"], int | float):
+            return None
+    return table
