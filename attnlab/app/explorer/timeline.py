@@ -136,9 +136,12 @@ class TimelineTab(pn.viewable.Viewer):
         lang, steps = self.store.lang, list(self._alignment)
         tables = [{row["reading"]: row["aer"] for row in t["rows"]} for t in self._alignment.values()]
         last = self._alignment[steps[-1]]
-        if layer is None:
-            layer = next((row["layer"] for row in last["rows"] if row["layer"] is not None), 0)
-        heads = sorted({row["head"] for row in last["rows"] if row["method"] == "head" and row["layer"] == layer})
+        if layer is None:  # (`alignment_snapshots` checked each row's reading and aer only)
+            layer = next((row["layer"] for row in last["rows"] if row.get("layer") is not None), 0)
+        heads = sorted(
+            {row.get("head") for row in last["rows"] if row.get("method") == "head" and row.get("layer") == layer}
+            - {None}
+        )
         curves = {
             text("timeline.curve", lang, head=h): [100 * t.get(f"head L{layer} H{h}", float("nan")) for t in tables]
             for h in heads
