@@ -305,6 +305,8 @@ def test_replay_steps_through_the_probe_traces(
     for probe in (1, -1, 1.5):  # -1 opened the last probe silently, 1.5 raised a TypeError
         with pytest.raises(AttnlabError, match=f"probe {probe} was not recorded"):
             widgets.replay(tmp_path, probe=probe)
+    with pytest.raises(AttnlabError, match="^probe '0' was not recorded"):  # "probe 0 was not recorded": it was
+        widgets.replay(tmp_path, probe="0")
     assert widgets.replay(tmp_path, probe=np.int64(0)).steps == [10, 20, 30]  # NumPy's 0 is probe 0 too
     with pytest.raises(AttnlabError, match="replay takes a run or checkpoint directory, got NoneType"):
         widgets.replay(None)

@@ -123,5 +123,6 @@ def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAU
     recorded = min(len(files) for _, files in snapshots)  # every step must hold the probe
     # a bool, a float or a negative number is no probe (-1 once opened the last one silently)
     if isinstance(probe, bool) or not isinstance(probe, numbers.Integral) or not 0 <= probe < recorded:
-        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=probe, count=recorded))
+        shown = probe if isinstance(probe, numbers.Real) else repr(probe)  # "0" read "probe 0 was not recorded"
+        raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=shown, count=recorded))
     return Timeline([(step, AttentionTrace.load(files[int(probe)])) for step, files in snapshots], lang)
