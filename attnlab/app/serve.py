@@ -78,6 +78,12 @@ def check_listen(address: str, port: int) -> None:
         ) from None
 
 
+def url_host(address: str) -> str:
+    """`address` as a URL names its host: an IPv6 address in brackets (`--address ::1` printed
+    `http://::1:5006/explorer`, which no browser opens)."""
+    return f"[{address}]" if ":" in address else address
+
+
 def check_directories_named(checkpoints: Sequence[str], roots: Sequence[str]) -> None:
     """Refuse an empty `--checkpoint` or `--checkpoint-root` (a shell variable never set, as in
     `--checkpoint "$CKPT"`), as `translate --checkpoint ''` is refused: "" is the working
@@ -109,7 +115,11 @@ def serve_command(
     if not APP.is_file():
         raise AttnlabError(f"the explorer app is missing ({APP}); attnlab explore runs from a source checkout")
     command = [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(port), "--address", address]
-    command += ["--allow-websocket-origin", f"{address}:{port}", "--allow-websocket-origin", f"localhost:{port}"]
+    # Bokeh takes no IPv6 origin ("ERROR: ERROR: Invalid host value: ::1:5006", and the server never
+    # started); none is needed: tornado lets a page's websocket from its own host and port through.
+    origins = [f"localhost:{port}"] if ":" in address else [f"{address}:{port}", f"localhost:{port}"]
+    for origin in origins:
+        command += ["--allow-websocket-origin", origin]
     command += ["--websocket-max-message-size", str(MAX_MESSAGE_BYTES), "--setup", str(HARDEN)]
     if show:
         command.append("--show")
@@ -190,7 +200,7 @@ def cli(argv: list[str]) -> int:
         print(shlex.join(command))
         return 0
     check_listen(args.address, args.port)
-    print(f"attnlab explore: http://{args.address}:{args.port}/explorer", file=sys.stderr)
+    print(f"attnlab explore: http://{url_host(args.address)}:{args.port}/explorer", file=sys.stderr)
     sys.stderr.flush()
     if os.name == "posix":  # become the server: Ctrl-C and kill reach it directly, no orphan left
         os.execv(command[0], command)
