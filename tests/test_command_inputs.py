@@ -143,6 +143,9 @@ def test_explore_refuses_an_address_or_port_it_cannot_listen_on_before_the_serve
     assert said.endswith(f"--address 127.0.0.1 --port {port}: cannot listen there (Address already in use)")
     said = refused(capsys, ["explore", "--address", "198.51.100.7"])  # TEST-NET-2: no machine's own
     assert "--address 198.51.100.7 --port 5006: cannot listen there" in said
+    for empty in ("", " "):  # (`--address "$HOST"`, HOST unset) panel: "ERROR: ERROR: Empty host value"
+        said = refused(capsys, ["explore", "--address", empty, "--dry-run"])
+        assert said.endswith("--address: expected an interface's address (0.0.0.0: every one), got an empty one")
 
 
 def test_explore_refuses_an_empty_checkpoint_or_root(capsys: pytest.CaptureFixture[str]) -> None:

@@ -174,6 +174,8 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.time_limit is not None:
         check_time_limit(args.time_limit)
+    if not args.address.strip():  # ("$HOST" unset) panel: "ERROR: ERROR: Empty host value", after the address line
+        raise ConfigError("--address: expected an interface's address (0.0.0.0: every one), got an empty one")
     if not 0 <= args.port <= 65535:  # panel said "ERROR: ERROR: " and exited 1
         raise ConfigError(f"--port must be from 0 (any free port) to 65535, got {args.port}")
     if args.port == 0:  # chosen here: panel's own choice is known only to its log, and the page's
