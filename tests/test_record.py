@@ -261,6 +261,11 @@ def test_head_stats_on_known_patterns() -> None:
     assert rows[0]["eos"] == pytest.approx(0.25) and rows[0]["distance"] == 0
     assert rows[1]["prev"] == pytest.approx(0.75) and rows[1]["first"] == pytest.approx(0.5)
     assert rows[1]["distance"] == pytest.approx(0.75)
+    # a distance is |i - j|, ahead as behind (an encoder's head that looks two keys ahead: 2, not -2)
+    ahead = np.zeros((1, 4, 4), np.float32)
+    ahead[0, np.arange(4), np.minimum(np.arange(4) + 2, 3)] = 1
+    looking = AttentionTrace(["a", "b", "c", "</s>"], [], {"encoder": [ahead]})
+    assert head_stats(looking)[0]["distance"] == pytest.approx((2 + 2 + 1 + 0) / 4)
     uniform = AttentionTrace(["a", "b"], [], {"encoder": [np.full((1, 2, 2), 0.5, np.float32)]})
     both = head_stats([uniform, uniform])
     assert both[0]["entropy"] == pytest.approx(np.log(2)) and both[0]["rows"] == 4
