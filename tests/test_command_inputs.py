@@ -161,6 +161,12 @@ def test_explore_refuses_an_empty_checkpoint_or_root(capsys: pytest.CaptureFixtu
         page = refusal([flag, ""])
         assert page is not None and f"{flag}: expected a directory's path, got an empty one" in page.object
         assert capsys.readouterr().err.count("\n") == 1
+    missing = str(BUNDLED / "no-such-root")  # the served app went on without it, without a word
+    assert refused(capsys, ["explore", "--checkpoint-root", missing, "--dry-run"]).endswith(
+        f"--checkpoint-root {missing}: no such directory"
+    )
+    page = refusal(["--checkpoint-root", missing])
+    assert page is not None and f"--checkpoint-root {missing}: no such directory" in page.object
 
 
 def test_explore_serves_on_an_ipv6_address(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +202,7 @@ def test_explore_passes_its_time_limit_and_refuses_a_bad_one(capsys: pytest.Capt
 
 
 def test_the_served_explorer_takes_what_explore_passes_and_refuses_anything_else(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`panel serve apps/explorer.py --args --chekpoint DIR` served the bundled model in DIR's
     place without a word, and `--args --threads abc` stopped the whole server with argparse's
@@ -205,10 +211,11 @@ def test_the_served_explorer_takes_what_explore_passes_and_refuses_anything_else
     from attnlab.app.explorer.startup import arguments
     from attnlab.app.serve import serve_command
 
-    command = serve_command(["ckpt"], 5006, "127.0.0.1", threads=2, roots=["runs"], time_limit=3)
+    runs = str(tmp_path)  # (a root must be a directory)
+    command = serve_command(["ckpt"], 5006, "127.0.0.1", threads=2, roots=[runs], time_limit=3)
     passed = command[command.index("--args") + 1 :]
     args = arguments(passed)
-    assert (args.checkpoint, args.checkpoint_root, args.threads, args.time_limit) == (["ckpt"], ["runs"], 2, 3.0)
+    assert (args.checkpoint, args.checkpoint_root, args.threads, args.time_limit) == (["ckpt"], [runs], 2, 3.0)
     assert refusal(passed) is None
     for argv, named in (
         (["--chekpoint", "x"], "unrecognized arguments: --chekpoint x"),

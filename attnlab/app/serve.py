@@ -87,10 +87,14 @@ def url_host(address: str) -> str:
 def check_directories_named(checkpoints: Sequence[str], roots: Sequence[str]) -> None:
     """Refuse an empty `--checkpoint` or `--checkpoint-root` (a shell variable never set, as in
     `--checkpoint "$CKPT"`), as `translate --checkpoint ''` is refused: "" is the working
-    directory, which the server listed as a checkpoint and made a root every visitor could open."""
+    directory, which the server listed as a checkpoint and made a root every visitor could open.
+    And a `--checkpoint-root` that is no directory: the app served without it, without a word."""
     for flag, paths in (("--checkpoint", checkpoints), ("--checkpoint-root", roots)):
         if any(not path.strip() for path in paths):
             raise CheckpointError(f"{flag}: expected a directory's path, got an empty one")
+    for path in roots:
+        if not user_path(path).is_dir():
+            raise CheckpointError(f"--checkpoint-root {path}: no such directory")
 
 
 def check_time_limit(seconds: float) -> float:
@@ -187,9 +191,6 @@ def cli(argv: list[str]) -> int:
             raise CheckpointError(f"{path}: no such directory")
         if not user_path(path).is_dir():  # a file was listed as a checkpoint
             raise CheckpointError(f"{path} is a file; --checkpoint names a checkpoint or run directory")
-    for path in args.checkpoint_root:
-        if not user_path(path).is_dir():
-            raise CheckpointError(f"--checkpoint-root {path}: no such directory")
     if not args.checkpoint and not find_checkpoints():
         print(
             "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR or --checkpoint-root DIR",
