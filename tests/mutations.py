@@ -1,6 +1,6 @@
 """Break each of the paper's rules on purpose and check that a test fails (a mutation audit).
 
-    .venv/bin/python tests/mutations.py            # every mutation, ~5 minutes on 2 cores
+    .venv/bin/python tests/mutations.py            # every mutation, ~7 minutes on 2 cores
     .venv/bin/python tests/mutations.py "post-norm" "Adam β2"
 
 A test that cannot fail proves nothing (β2 0.99 in place of 0.98 once passed the whole suite).
