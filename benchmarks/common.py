@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import multiprocessing
 import os
 import platform
 import re
@@ -22,12 +23,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
 
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.flops import measure_matmul_peak
+from attnlab.model.memory import keep_freed_memory
 
 
 def cpu_model() -> str:
@@ -157,3 +160,84 @@ def kernel_sources(events: Iterable, key: str, out: Path, count: int = 6, cache:
         for copy, path in enumerate(holding):
             shutil.copyfile(path, out / f"{rank:02d}_{name[:80]}_{copy}.py")
     return names
+
+
+class Worker:
+    """A system in a process of its own, called like the others; it times itself.
+
+    A user runs one system per process, and two systems sharing one process slow each other in
+    ways that belong to neither. Decoding: translating with CTranslate2 in this process left
+    PyTorch's products slower for the rest of it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's
+    bf16 decoding of test2016 4.2 -> 5.5 s), and attnlab's three precisions in one process kept
+    page-faulting 13-29k pages a round (5.7-6.5 s) where alone each settles at none (5.2-5.3 s;
+    decoding round ten). Training: base bf16 alternated with `nn.Transformer` in one process took
+    2.45-2.79 s a step against 2.30-2.50 s alone, the peer 3.61-3.82 s against 3.37-3.71 s, with
+    no page faults (training round sixteen). A spawned child inherits nothing of this process's
+    state, so `make(*args)`, a module-level function, builds the system there (the thread count and
+    `keep_freed_memory` set first, as attnlab's commands set them) and returns its call. The
+    constructor waits until the child has built it, so that one system's building (a compile,
+    warm-up steps) never overlaps another's timing. The child times each call on the parent's
+    clock kind, so `--clock cpu` counts the child's CPU seconds.
+    """
+
+    def __init__(self, make: Callable[..., Callable[[], object]], *args: object, clock_kind: str = "wall") -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        setup = (torch.get_num_threads(), clock_kind)
+        self.process = context.Process(target=_serve, args=(child, setup, make, args), daemon=True)
+        self.process.start()
+        self._answer()  # built
+
+    def timed(self) -> tuple[object, float]:
+        """Run the system once: what its call returned and the seconds it took."""
+        self.connection.send("run")
+        return self._answer()
+
+    def __call__(self) -> object:
+        return self.timed()[0]
+
+    def close(self) -> None:
+        """End the child (it stops when its end of the pipe closes) and wait for it."""
+        self.connection.close()
+        self.process.join(timeout=60)
+
+    def _answer(self) -> tuple[object, float]:
+        try:
+            ok, value = self.connection.recv()
+        except EOFError:
+            raise SystemExit(f"a benchmark process ended with exit code {self.process.exitcode}") from None
+        if not ok:
+            raise SystemExit(value)
+        return value
+
+
+def _serve(
+    connection: Connection, setup: tuple[int, str], make: Callable[..., Callable[[], object]], args: tuple[object, ...]
+) -> None:
+    """The child's loop: build the system, say so, then one timed call per "run" until the parent goes."""
+    threads, clock_kind = setup
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    now = clock(clock_kind)
+    try:
+        run = make(*args)
+    except SystemExit as error:
+        connection.send((False, str(error)))
+        return
+    connection.send((True, None))
+    while _next(connection) == "run":
+        start = now()
+        try:
+            value = run()
+        except SystemExit as error:
+            connection.send((False, str(error)))
+            return
+        connection.send((True, (value, now() - start)))
+
+
+def _next(connection: Connection) -> str:
+    """The parent's next request; "stop" once it has gone (its end of the pipe closed)."""
+    try:
+        return connection.recv()
+    except EOFError:
+        return "stop"

@@ -47,15 +47,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import multiprocessing
 import sys
 import tempfile
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
-from common import add_clock_argument, clock, machine, median, without_emulated_bf16
+from common import Worker, add_clock_argument, clock, machine, median, without_emulated_bf16
 from torch import Tensor
 
 import attnlab
@@ -166,72 +164,6 @@ def marian_decoder(config: ModelConfig, src: Tensor, tgt_len: int, dtype: torch.
         return tgt_len * src.size(0)
 
     return run
-
-
-class Worker:
-    """A system in a process of its own, called like the others; it times itself.
-
-    Every system of the real-sentence settings runs so, as users run each one: alone in its
-    process. Translating with CTranslate2 in this process left PyTorch's products slower for the
-    rest of it (fp32 `F.linear` 190 -> 135 GFLOP/s, attnlab's bf16 decoding of test2016 4.2 ->
-    5.5 s): CTranslate2 sets up the oneDNN and OpenMP it bundles (AVX2 on AMD CPUs), likely what
-    reaches PyTorch's copies (the effect was measured, not the mechanism). And attnlab's three
-    precisions sharing one process fragment its heap for each other: fp32 decoding of test2016
-    kept page-faulting 13-29k pages a round (5.7-6.5 s) where alone it settles at none (5.2-5.3
-    s; decoding round ten). A spawned child inherits nothing of this process's state, so
-    `make(*args)`, a module-level function, builds the system there (`keep_freed_memory` and the
-    thread count set first, as `attnlab translate` sets them) and returns its call; the child
-    times each call on the parent's clock kind, so `--clock cpu` counts the child's CPU seconds.
-    """
-
-    def __init__(self, make: Callable[..., Callable[[], int]], *args: object, clock_kind: str = "wall") -> None:
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        setup = (torch.get_num_threads(), clock_kind)
-        self.process = context.Process(target=_serve, args=(child, setup, make, args), daemon=True)
-        self.process.start()
-
-    def timed(self) -> tuple[int, float]:
-        """Run the system once: the target tokens produced (</s> included) and the seconds taken."""
-        self.connection.send("run")
-        ok, value = self.connection.recv()
-        if not ok:
-            raise SystemExit(value)
-        return value
-
-    def __call__(self) -> int:
-        return self.timed()[0]
-
-
-def _serve(
-    connection: Connection, setup: tuple[int, str], make: Callable[..., Callable[[], int]], args: tuple[object, ...]
-) -> None:
-    """The child's loop: build the system, then one timed call per "run" until the parent goes."""
-    threads, clock_kind = setup
-    torch.set_num_threads(threads)
-    keep_freed_memory()
-    now = clock(clock_kind)
-    try:
-        run = make(*args)
-    except SystemExit as error:
-        connection.send((False, str(error)))
-        return
-    while _next(connection) == "run":
-        start = now()
-        try:
-            tokens = run()
-        except SystemExit as error:
-            connection.send((False, str(error)))
-            return
-        connection.send((True, (tokens, now() - start)))
-
-
-def _next(connection: Connection) -> str:
-    """The parent's next request; "stop" once it has gone (its end of the pipe closed)."""
-    try:
-        return connection.recv()
-    except EOFError:
-        return "stop"
 
 
 def ctranslate2_translate(

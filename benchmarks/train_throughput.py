@@ -9,15 +9,16 @@ attention-weight dropout and its dropout inside the feed-forward block (neither 
 are switched off, and the extra final LayerNorms `nn.Transformer` adds after its post-norm stacks
 are removed; the script checks that both have the same number of parameters. Both call the same
 `attnlab.train.label_smoothed_loss`; attnlab's side takes the trainer's own update
-(`attnlab.train.update.Update`, without gradient accumulation and DDP). The two are timed
-alternately in one process, so a load burst from another job hits both; the figure to quote is
-the ratio.
+(`attnlab.train.update.Update`, without gradient accumulation and DDP). Each runs in a process
+of its own, as a user runs it (`common.Worker`: in one shared process each slowed the other, attnlab
+more than the peer), and the two are timed alternately, so a load burst from another job hits
+both; the figure to quote is the ratio.
 
 attnlab's side runs what `attnlab train` runs by default on the device for a long run
 (`--compile auto`: on a CPU the compiled loss, and the compiled model too in bf16, see
-`attnlab.train.regime.compile_mode`; `--smoke` compiles the loss only, to stay quick), and the
-process keeps freed memory as `attnlab train` does (`keep_freed_memory`); being process-wide, that
-setting holds for the peer's steps too, so the ratio compares code, not allocators.
+`attnlab.train.regime.compile_mode`; `--smoke` compiles the loss only, to stay quick), and each
+process keeps freed memory as `attnlab train` does (`keep_freed_memory`), the peer's too, so the
+ratio compares code, not allocators.
 
 Model FLOP utilisation (MFU) is `tokens/s × attnlab.model.flops.train_flops_per_target_token` over the
 matrix-multiply peak in the same precision: the fastest 2048³ product, measured before each
@@ -39,6 +40,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from common import (
+    Worker,
     add_clock_argument,
     clock,
     machine,
@@ -178,34 +180,48 @@ def seconds_per_step(
     return (now() - start) / steps
 
 
-def measure_case(
-    name: str, dtype: str, batch: Batch, device: torch.device, args: argparse.Namespace, peak: float
-) -> dict[str, object]:
-    """Both systems on one (preset, precision): warm-up, then `repeats` alternating timings."""
+def system_step(
+    name: str, dtype: str, data_dir: str, max_tokens: int, device: str, ours: bool, args: argparse.Namespace
+) -> Callable[[], float]:
+    """One system's update on the median batch, built in a `Worker`'s process and warmed up there
+    (`args.warmup` untimed steps: the first allocate Adam's moments and autocast's weight casts,
+    compile, and a process's heap settles only after two steps, ~170k page faults in the second
+    on base); each call then times steps for at least `args.min_seconds` and returns the mean
+    seconds a step."""
+    where = torch.device(device)
+    batch = median_batch(Path(data_dir), max_tokens)
+    torch.manual_seed(0)
+    model = (Transformer if ours else TorchTransformerMT)(preset(name)).to(where)
+    step = make_step(model, batch, dtype == "bf16", where, ours, args.compile_modes[dtype] if ours else "off")
+    for _ in range(args.warmup):
+        step()
     now = clock(args.clock)
+    return lambda: seconds_per_step(step, where, now, args.min_seconds, args.min_steps)
+
+
+def measure_case(
+    name: str, dtype: str, data_dir: Path, batch: Batch, device: torch.device, args: argparse.Namespace, peak: float
+) -> dict[str, object]:
+    """Both systems on one (preset, precision), each in a process of its own (`common.Worker`):
+    built and warmed one after the other, then `repeats` alternating timings."""
     config = preset(name)
-    torch.manual_seed(0)
-    ours = Transformer(config).to(device)
-    torch.manual_seed(0)
-    peer = TorchTransformerMT(config).to(device)
-    if count_parameters(ours) != count_parameters(peer):
-        raise SystemExit(f"{name}: attnlab has {count_parameters(ours)} parameters, the peer {count_parameters(peer)}")
-    steps = {
-        "attnlab": make_step(ours, batch, dtype == "bf16", device, ours=True, compile=args.compile_modes[dtype]),
-        "peer": make_step(peer, batch, dtype == "bf16", device, ours=False),
+    with torch.device("meta"):
+        counts = count_parameters(Transformer(config)), count_parameters(TorchTransformerMT(config))
+    if counts[0] != counts[1]:
+        raise SystemExit(f"{name}: attnlab has {counts[0]} parameters, the peer {counts[1]}")
+    systems = {
+        system: Worker(system_step, name, dtype, str(data_dir), args.max_tokens, str(device), system == "attnlab", args)
+        for system in ("attnlab", "peer")
     }
-    # The first steps allocate Adam's moments and autocast's weight casts, and a process's heap
-    # settles only after two steps (the second still takes ~170k page faults on base), so each
-    # system gets two untimed steps by default; with one, whichever side was timed first after the
-    # other's warm-up paid seconds of page faults in its first timing.
-    for step in steps.values():
-        for _ in range(args.warmup):
-            step()
     times: dict[str, list[float]] = {"attnlab": [], "peer": []}
-    for repeat in range(args.repeats):
-        order = ["attnlab", "peer"] if repeat % 2 == 0 else ["peer", "attnlab"]  # ABBA: no side always goes first
-        for system in order:
-            times[system].append(seconds_per_step(steps[system], device, now, args.min_seconds, args.min_steps))
+    try:
+        for repeat in range(args.repeats):
+            order = ["attnlab", "peer"] if repeat % 2 == 0 else ["peer", "attnlab"]  # ABBA: no side always goes first
+            for system in order:
+                times[system].append(systems[system]())
+    finally:
+        for worker in systems.values():
+            worker.close()
     src_len = batch.src.ne(config.pad_id).sum().item() / batch.src.size(0)
     tgt_len = batch.n_tgt_tokens / batch.src.size(0)
     flops_per_token = train_flops_per_target_token(config, round(src_len), round(tgt_len))
@@ -227,7 +243,7 @@ def measure_case(
         "attnlab_step_s": [round(t, 4) for t in times["attnlab"]],
         "peer_step_s": [round(t, 4) for t in times["peer"]],
         "batch": {"sentences": batch.src.size(0), "src_shape": list(batch.src.shape), "tgt_tokens": batch.n_tgt_tokens},
-        "params": count_parameters(ours),
+        "params": counts[0],
     }
 
 
@@ -269,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     decided = {dtype: compile_mode(args.compile, device.type, steps, bf16=dtype == "bf16") for dtype in args.dtypes}
     args.compile_modes = {dtype: mode for dtype, (mode, _) in decided.items()}
     note = "; ".join(f"{dtype}: {line}" for dtype, (_, line) in decided.items())
-    if device.type == "cpu" and keep_freed_memory():  # process-wide: the peer's steps get it too
-        note += "; glibc keeps freed memory (mallopt), for both systems"
+    if device.type == "cpu" and keep_freed_memory():  # each system's process sets it too (`Worker`)
+        note += "; glibc keeps freed memory (mallopt), for both systems; each system in a process of its own"
     if args.clock == "cpu" and device.type != "cpu":
         parser.error("--clock cpu times the host, not a GPU; use the wall clock with --device cuda")
     # Multi30k's bundled 8k BPE, smaller when a preset's embedding is smaller (tiny: 1,000 ids)
@@ -302,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             # apart, training round eleven), and MFU over a depressed peak flatters both sides
             peaks[dtype] = max(peaks.get(dtype, 0.0), peak(dtype))
             print(f"# {dtype} matmul peak so far: {peaks[dtype] / 1e9:,.0f} GFLOP/s", file=sys.stderr)
-            result = measure_case(name, dtype, batch, device, args, peaks[dtype])
+            result = measure_case(name, dtype, data_dir, batch, device, args, peaks[dtype])
             if args.json:
                 print(json.dumps(result), flush=True)
             else:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,33 @@ def test_a_profile_keeps_the_code_of_the_slowest_compiled_kernels(tmp_path: Path
     copied = sorted((tmp_path / "kernels").glob("00_*.py"))
     assert copied and all(names[0] in path.read_text() for path in copied)
     assert common.kernel_sources([], "self_cpu_time_total", tmp_path / "none") == []  # eager: nothing to copy
+
+
+def _process_id() -> Callable[[], int]:
+    """A `Worker`'s system whose call returns the id of the process it runs in."""
+    return os.getpid
+
+
+def _refused() -> Callable[[], int]:
+    raise SystemExit("no such system")
+
+
+def test_a_worker_runs_its_system_in_a_process_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoding and training benchmarks time each system in a process of its own (in one
+    shared process each slowed the other: training round sixteen, decoding round ten); a system
+    that cannot be built is its one line, at once."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import common
+
+    worker = common.Worker(_process_id)
+    try:
+        pid, seconds = worker.timed()
+        assert pid == worker.process.pid != os.getpid() and seconds >= 0
+    finally:
+        worker.close()
+    assert worker.process.exitcode == 0
+    with pytest.raises(SystemExit, match="^no such system$"):
+        common.Worker(_refused)
 
 
 def test_collate_smoke(prepared_tiny: Path) -> None:
