@@ -25,6 +25,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import strategies as st
@@ -40,7 +41,7 @@ from attnlab.errors import AttnlabError
 from attnlab.model.checkpoint import load_model, verify
 from attnlab.model.transformer import Transformer
 from attnlab.record import model_info, record
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import ROUNDING, AttentionTrace
 
 
 class Explodes:
@@ -245,7 +246,8 @@ def test_damaged_trace_files_give_one_line_errors(examples: int, trace_bytes: by
         _write(path, content, as_directory)
         outcomes[kind] += 1
         trace = _expect_attnlab_error(lambda: AttentionTrace.load(path), outcomes, "load")
-        if trace is not None:
+        if trace is not None:  # what loads is attention: weights a softmax gives, to bf16 rounding
+            assert all(np.all((m >= -ROUNDING) & (m <= 1 + ROUNDING)) for ms in trace.maps.values() for m in ms)
             _use(trace)
 
     prove(holds, examples, change=mutated(trace_bytes, "t.trace", no_unpickling), as_directory=st.booleans())

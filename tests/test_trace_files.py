@@ -1,6 +1,6 @@
 """Trace files: `save` writes only what `load` reads back, and `load` refuses hand-edited or
-damaged traces (non-finite weights, impossible layer indices) in one line instead of handing
-the views something they crash on or draw as NaN."""
+damaged traces (non-finite weights or weights outside [0, 1], impossible layer indices) in one
+line instead of handing the views something they crash on or draw as NaN."""
 
 from __future__ import annotations
 
@@ -66,17 +66,54 @@ def test_non_finite_weights_are_a_damaged_trace(model: Transformer, tmp_path: Pa
 
 
 @pytest.mark.parametrize(
+    "bad, selection, where",
+    [
+        (1.5, {}, "cross layer 1 head 2"),
+        (-0.25, {}, "cross layer 1 head 2"),
+        (2.0, {"heads": [1, 3]}, "cross layer 1 head 3"),
+    ],
+    ids=["above-1", "negative", "heads-by-model-index"],
+)
+def test_weights_outside_0_1_are_a_damaged_trace(
+    model: Transformer, tmp_path: Path, bad: float, selection: dict, where: str
+) -> None:
+    """An edited or foreign file's weight of 1.5 or -0.25 loaded and was drawn on the 0..1 scale
+    and pooled into head statistics; now it is one line naming the file and the head. bf16
+    rounding (a step past 1.0 or 0) still loads."""
+    path = _trace(model, **selection).save(tmp_path / "t.trace")
+    row = 1 if selection else 2  # the map's row of model head 3 (of the heads recorded), or of head 2
+
+    def edit(value: float) -> Callable[[dict], dict]:
+        def poison(tensors: dict) -> dict:
+            tensors["cross.1"][row, 1, 0] = value
+            return tensors
+
+        return poison
+
+    for rounded in (1 + 2**-7, -(2**-7)):
+        _rewrite(path, tensors=edit(rounded))
+        assert AttentionTrace.load(path).maps["cross"][1][row, 1, 0] == np.float32(rounded)
+    _rewrite(path, tensors=edit(bad))
+    _refused(
+        lambda: AttentionTrace.load(path),
+        CheckpointError,
+        rf"^{path}: damaged trace \({where} holds a weight of {bad:g}: attention weights lie in \[0, 1\]\)$",
+    )
+
+
+@pytest.mark.parametrize(
     "damage, match",
     [
         (lambda t: t.src_tokens.append("extra"), "encoder maps are not"),
         (lambda t: t.maps["decoder"][0].__setitem__((0, 0, 0), np.nan), "NaN or infinite"),
+        (lambda t: t.maps["cross"][2].__setitem__((3, 0, 0), 1.25), r"cross layer 2 head 3 holds a weight of 1.25"),
         (lambda t: t.maps.clear(), "no attention maps"),
         (lambda t: t.maps["cross"].clear(), "no attention maps"),
         (lambda t: t.meta.__setitem__("when", datetime.date(2024, 1, 2)), r"meta\['when'\].*got date"),
         (lambda t: t.meta.__setitem__("runs", {1: "a"}), r"meta\['runs'\].* key 1 is not a string"),
         (lambda t: t.meta.__setitem__("scores", [np.zeros(2)]), r"meta\['scores'\]\[0\].*got ndarray"),
     ],
-    ids=["shapes", "nan", "no-maps", "no-cross-maps", "date", "int-key", "array"],
+    ids=["shapes", "nan", "above-1", "no-maps", "no-cross-maps", "date", "int-key", "array"],
 )
 def test_save_writes_nothing_that_load_would_refuse(model: Transformer, tmp_path: Path, damage, match) -> None:
     """`save` wrote files `load` then refused (no maps, shapes that do not match the tokens) and

@@ -26,6 +26,11 @@ KINDS = ("encoder", "decoder", "cross")
 FORMAT = "attnlab-trace"
 VERSION = 1
 BOS, EOS = "<s>", "</s>"
+# How far past [0, 1] a stored weight may lie and still be a softmax's: one bf16 step above 1.0
+# (2^-7). Traces are stored in float32, but a model run in bf16 (or a foreign recorder) computes
+# them in bf16, where a row's rounding lands on the neighbouring value at worst; torch's own bf16,
+# fp16 and fp32 softmax stayed within [0, 1] exactly on 10,000 random rows. An edit is larger.
+ROUNDING = 2.0**-7
 
 
 @dataclass
@@ -246,8 +251,8 @@ class AttentionTrace:
     def _damage(self) -> str | None:
         """What would make the accessors fail, or the views draw nonsense, on a trace read from or
         written to a file (None: nothing), as the recorder writes traces: tokens are strings, each
-        kind's maps are finite (heads, q, k) with q and k the token counts, one model layer index
-        per map (increasing, within the model's n_layers), masks (q, k)."""
+        kind's maps are finite weights in [0, 1], (heads, q, k) with q and k the token counts, one
+        model layer index per map (increasing, within the model's n_layers), masks (q, k)."""
 
         def listed(items: Any, kind: type) -> bool:
             return isinstance(items, list) and all(isinstance(i, kind) and not isinstance(i, bool) for i in items)
@@ -285,6 +290,9 @@ class AttentionTrace:
                 return f"{kind} maps are not (heads, {sizes[kind][0]}, {sizes[kind][1]})"
             if not all(np.isfinite(m).all() for m in maps):
                 return f"{kind} maps hold NaN or infinite weights"
+            outside = _outside_softmax(kind, maps, layers, self.heads)
+            if outside:
+                return outside
         if any(kind not in self.maps or np.shape(mask) != sizes[kind] for kind, mask in self.masks.items()):
             return "a mask does not match its maps"
         return None
@@ -300,6 +308,21 @@ class AttentionTrace:
     def __repr__(self) -> str:
         shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
         return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"
+
+
+def _outside_softmax(kind: str, maps: list[np.ndarray], layers: list[int], heads: list[int] | None) -> str | None:
+    """The first head (model layer and head index) of `kind` holding a weight no softmax gives,
+    below 0 or above 1 past `ROUNDING`: an edited or foreign file's were drawn on the 0..1
+    colour scale and pooled into head statistics as if they were attention. None: all are."""
+    for layer, weights in zip(layers, maps, strict=True):
+        weights = np.asarray(weights)
+        rows = np.flatnonzero(((weights < -ROUNDING) | (weights > 1 + ROUNDING)).any(axis=(1, 2)))  # (heads,)
+        if rows.size:
+            row = weights[rows[0]]
+            worst = row.max() if row.max() > 1 + ROUNDING else row.min()
+            head = heads[rows[0]] if heads else int(rows[0])
+            return f"{kind} layer {layer} head {head} holds a weight of {worst:g}: attention weights lie in [0, 1]"
+    return None
 
 
 def whole_number(value: object) -> bool:
