@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from attnlab import cli, data
-from attnlab.data import prepared, staging
+from attnlab.data import prepared, staging, tokenizer
 from attnlab.data.corpora import Split, wmt14_splits
 from attnlab.errors import DataError
 
@@ -199,6 +199,41 @@ def test_training_text_of_only_overlong_lines_says_why(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_side_sentencepiece_mostly_skips_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Long documents opposite short sentences prepared without a word (with --max-len raised): the
+    vocabulary was learnt from the targets alone and a 900-word source line became ~5,000 byte
+    pieces. A side more than half of whose lines sentencepiece skips is refused in one line naming
+    it, its file and the limit; fewer skipped lines are said in the summary and meta.json."""
+    files = text_files(tmp_path / "text")
+    src, tgt = (Path(path) for path in files["train"])
+    short = src.read_text().splitlines()
+    document = [f"line {i} " + "word " * 1000 for i in range(200)]  # 5,000 bytes and more
+    argv = ["data", "prepare", "text", "--vocab-size", "300", "--max-len", "100000", "--valid", *files["valid"]]
+    argv += ["--train", str(src), str(tgt), "--out", str(tmp_path / "out")]
+    write_lines(src, document)
+    assert refused(capsys, argv) == (
+        f"attnlab data: error: every one of the 200 training lines of the source ({src}) is longer than the 4,192 "
+        "bytes sentencepiece learns from: the shared vocabulary would be learnt from the target alone, and the model "
+        "would read such lines as byte pieces; split them into sentences (a side is refused when more than half of "
+        "its lines are that long)"
+    )
+    write_lines(src, short)
+    write_lines(tgt, document[:101] + short[101:])  # a bare majority of the target's lines
+    error = refused(capsys, argv)
+    assert f"101 of the 200 training lines of the target ({tgt}) are longer than the 4,192 bytes" in error
+    assert "learnt from the source mostly" in error and not (tmp_path / "out").exists()
+    write_lines(tgt, document[:100] + short[100:])  # half is kept, and said
+    meta = data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300, max_len=100_000)
+    assert meta["spm_skipped_lines"] == {"src": 0, "tgt": 100}
+    assert "the vocabulary was learnt without 0 source and 100 target training lines longer than 4,192 bytes" in (
+        capsys.readouterr().out
+    )
+    write_lines(tgt, short)
+    assert "spm_skipped_lines" not in data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300)
+
+
 def test_a_vocabulary_too_small_says_what_to_pass_instead(tmp_path: Path) -> None:
     """sentencepiece said "Increase vocab_size or decrease character_coverage with
     --character_coverage option", an option attnlab does not have."""
@@ -332,7 +367,7 @@ def test_an_interrupted_run_leaves_out_as_it_was(
             raise KeyboardInterrupt
         return write_split(sp, split, *args)
 
-    def sentences(split: Split) -> Iterator[str]:  # while sentencepiece reads the corpus
+    def sentences(lines: tokenizer.TrainingLines, pairs: Any) -> Iterator[str]:  # while sentencepiece reads
         yield "a few words"
         raise KeyboardInterrupt
 
@@ -343,9 +378,10 @@ def test_an_interrupted_run_leaves_out_as_it_was(
         replace(source, target)
 
     argv = ["data", "prepare", "text", "--vocab-size", "400", "--train", *files["train"], "--valid", *files["valid"]]
-    for name, step in (("write_split", train_only), ("_training_sentences", sentences), ("replace", first_publish)):
+    owners = {"write_split": prepared, "sentences": tokenizer.TrainingLines, "replace": staging.os}
+    for name, step in (("write_split", train_only), ("sentences", sentences), ("replace", first_publish)):
         with monkeypatch.context() as patch:
-            patch.setattr(staging.os if name == "replace" else prepared, name, step)
+            patch.setattr(owners[name], name, step)
             for out in (good, tmp_path / "new"):
                 interrupted.clear()
                 assert cli.main([*argv, "--out", str(out)]) == 130, name

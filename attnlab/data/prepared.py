@@ -19,7 +19,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from functools import cached_property
 from pathlib import Path
@@ -50,17 +50,12 @@ from attnlab.data.corpora import (
 from attnlab.data.staging import EXTS, check_out, publish, read_meta, refuse_overwriting_inputs, staged
 from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
-from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, spm_settings, train_tokenizer
+from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, TrainingLines, spm_settings, train_tokenizer
 from attnlab.errors import DataError
 
 CHUNK = 8192  # pairs encoded per sentencepiece call
 REQUIRED_SPLITS = ("train", "valid")  # what `attnlab train` reads; a test split is optional
 MAX_VOCAB = 2**24  # ModelConfig's limit (attnlab.model.config.MAX_SIZES), which attnlab.data may not import
-
-
-def _training_sentences(split: Split) -> Iterator[str]:
-    for pair in split.pairs():
-        yield from (text for side in pair if (text := side.strip()))
 
 
 # --- writing prepared splits ----------------------------------------------------------------------
@@ -199,7 +194,11 @@ def prepare(
     src_lang, _, tgt_lang = pair.partition("-")
     settings = spm_settings((src_lang, tgt_lang))
     with staged(out) as tmp:  # --out is untouched until `publish`: an error or Ctrl-C leaves it as it was
-        sp = train_tokenizer(_training_sentences(splits[0]), tmp / "spm", vocab_size, seed, symbols, settings)
+        lines = TrainingLines(splits[0].files)
+        try:
+            sp = train_tokenizer(lines.sentences(splits[0].pairs()), tmp / "spm", vocab_size, seed, symbols, settings)
+        finally:  # a side sentencepiece mostly skipped is the reason, before its own ("--vocab-size 8000: this
+            skipped = lines.check()  # corpus supports at most 2000", of the other side alone) or --max-len's
         dtype = np.dtype(np.uint16 if sp.get_piece_size() < 2**16 else np.int32)
         stats = {s.name: write_split(sp, s, tmp, max_len if s.name == "train" else None, dtype) for s in splits}
         if not stats["train"]["pairs"]:  # every pair had a side over --max-len
@@ -224,6 +223,8 @@ def prepare(
             files = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}
             meta.update(placeholder=treebank.PLACEHOLDER, leaves=leaves, split_files=files)
         meta.update(about)
+        if any(skipped.values()):
+            meta["spm_skipped_lines"] = skipped
         if "zh" in (src_lang, tgt_lang):
             meta["chinese_pieces"] = chinese_share([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
         if corpus == "wmt14":

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.data.tokenizer import MAX_SENTENCE_BYTES
+
 
 def summary(meta: dict[str, Any], out: Path) -> str:
     """The table `prepare` prints: kept and dropped pairs and tokens per split."""
@@ -22,6 +24,11 @@ def summary(meta: dict[str, Any], out: Path) -> str:
     lines.append(f"  (pairs with a side over {meta['max_len']} tokens are dropped from train only)")
     if meta["corpus"] == "wmt14" and meta["train_dir"].endswith("opennmt_toy_ende"):
         lines.append("  note: the default 10k training sample is Moses-tokenized; newstest2013/2014 are raw text")
+    if skipped := meta.get("spm_skipped_lines"):
+        lines.append(
+            f"  the vocabulary was learnt without {skipped['src']:,} source and {skipped['tgt']:,} target training "
+            f"lines longer than {MAX_SENTENCE_BYTES:,} bytes (sentencepiece skips them; over half a side is refused)"
+        )
     if meta.get("limit"):
         lines.append(f"  (only the first {meta['limit']:,} pairs of each split: --limit)")
     if "tatoeba" in meta:

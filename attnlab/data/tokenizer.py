@@ -157,6 +157,62 @@ def train_tokenizer(
     return load_tokenizer(f"{prefix}.model")
 
 
+class TrainingLines:
+    """The lines sentencepiece learns the shared vocabulary from, counted side by side as they
+    pass, with those it skips for being over MAX_SENTENCE_BYTES (it says nothing of them).
+
+    A side it skips is learnt from the other side alone: long documents opposite short sentences
+    gave a vocabulary of the targets, and each 900-word source line became ~5,000 byte pieces,
+    without a word. So a side more than half of whose lines are skipped is refused (what is left
+    of it would be a minority of its own text, outweighed by the other side's); fewer skipped
+    lines are counted for the summary to say.
+    """
+
+    def __init__(self, files: tuple[Path, Path] | None = None) -> None:
+        self.files = files  # the sides' files, for the refusal to name (a corpus of many files has none)
+        self.lines, self.skipped, self.read = [0, 0], [0, 0], False  # read: every pair was counted
+
+    def sentences(self, pairs: Iterable[tuple[str, str]]) -> Iterator[str]:
+        """The stripped, non-empty lines of each pair, source then target."""
+        for pair in pairs:
+            for side, line in enumerate(pair):
+                if text := line.strip():
+                    self.lines[side] += 1  # a character is 1-4 bytes: encode only what may be over
+                    long = (
+                        len(text) > MAX_SENTENCE_BYTES // 4
+                        and len(text.encode("utf-8", "surrogatepass")) > MAX_SENTENCE_BYTES
+                    )
+                    self.skipped[side] += long
+                    yield text
+        self.read = True
+
+    def check(self) -> dict[str, int]:
+        """The lines skipped per side ("src", "tgt"); a refusal if more than half of a side's were.
+        Counts of a corpus not read to its end say nothing; with no line kept at all, sentencepiece's
+        own failure says why (`_training_failure`)."""
+        some_kept = self.read and self.lines != self.skipped
+        over = [side for side in (0, 1) if some_kept and 2 * self.skipped[side] > self.lines[side]]
+        if over:
+            sides, every = ("source", "target"), [self.skipped[s] == self.lines[s] for s in over]
+            shares = " and ".join(
+                f"{'every one' if all_ else f'{self.skipped[s]:,}'} of the {self.lines[s]:,} training lines of the "
+                f"{sides[s]}" + (f" ({self.files[s]})" if self.files else "")
+                for s, all_ in zip(over, every, strict=True)
+            )
+            verb = "is" if every == [True] else "are"
+            whence = (
+                f"from the {sides[1 - over[0]]} {'alone' if every[0] else 'mostly'}"
+                if len(over) == 1
+                else "from few lines"
+            )
+            raise DataError(
+                f"{shares} {verb} longer than the {MAX_SENTENCE_BYTES:,} bytes sentencepiece learns from: the shared "
+                f"vocabulary would be learnt {whence}, and the model would read such lines as byte pieces; split them "
+                "into sentences (a side is refused when more than half of its lines are that long)"
+            )
+        return dict(zip(("src", "tgt"), self.skipped, strict=True))
+
+
 def _training_failure(message: str, vocab_size: int, meta_pieces: int) -> str:
     """sentencepiece's reason in attnlab's terms: its messages name its own options
     (`--character_coverage`), which attnlab does not have, and its source lines."""
