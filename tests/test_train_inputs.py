@@ -91,6 +91,28 @@ def test_a_shortened_flag_is_refused_not_taken_for_another(flag: str, meant: str
     assert f"unrecognized option {flag}" in line
 
 
+def test_an_override_given_twice_is_refused_and_one_over_a_recipes_is_taken(capsys) -> None:
+    """`d_model=256 d_model=512` trained with d_model 512 without a word (the last one kept), and so
+    did `d_model=256 d-model=512`, one key however spelt. A key on the command line over a recipe's
+    own (tatoeba-en-zh's d_ff 512) is not twice: the command line wins."""
+    base = ["--data", "d", "--out", "o"]
+    for twice in (["d_model=256", "d_model=512"], ["--d_model=256", "d-model=512"]):
+        with pytest.raises(ConfigError) as error:
+            config_from_args([*base, *twice, "p_drop=0.3"])
+        assert str(error.value) == f"override d_model is given twice ({twice[0]} and {twice[1]}); give it once"
+        assert _refused(capsys, [*base, *twice]).endswith(f"({twice[0]} and {twice[1]}); give it once")
+    assert RECIPES["tatoeba-en-zh"]["overrides"] == {"d_ff": 512}
+    assert config_from_args(["--recipe", "tatoeba-en-zh"]).overrides == {"d_ff": 512}
+    assert config_from_args(["--recipe", "tatoeba-en-zh", "d_ff=1024", "p_drop=0.2"]).overrides == {
+        "d_ff": 1024,
+        "p_drop": 0.2,
+    }
+    with pytest.raises(ConfigError, match=r"override d_ff is given twice \(d_ff=1024 and d-ff=2048\)"):
+        config_from_args(["--recipe", "tatoeba-en-zh", "d_ff=1024", "d-ff=2048"])
+    assert main(["flops", "--preset", "tiny", "d_ff=64", "d_ff=128"]) == 2  # flops reads overrides alike
+    assert "override d_ff is given twice (d_ff=64 and d_ff=128)" in capsys.readouterr().err
+
+
 def test_alignment_gold_of_other_languages_is_refused(prepared: Path, tmp_path: Path, capsys) -> None:
     """Zh-En (or EN-FR) links read on an EN→DE model printed a dev_aer at every checkpoint."""
     for name in ("zhen_dev", "enfr"):

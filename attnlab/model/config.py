@@ -239,9 +239,12 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
 def parse_overrides(items: list[str], flags: Sequence[str] = ()) -> dict[str, Any]:
     """`["d_model=256", "p_drop=0.3"]` -> typed overrides, typed by the field's default. A
     command passes what its parser left over; an item there that looks like a flag (`--tgt`) is
-    a misspelt or shortened one of its `flags`, and the error names the nearest."""
+    a misspelt or shortened one of its `flags`, and the error names the nearest. A key given
+    twice (`d_model=256 d-model=512`, one key however spelt) is refused: the last one was kept
+    without a word. (A recipe's overrides are merged by the caller: a key here replaces one there.)"""
     types = {f.name: f.type for f in fields(ModelConfig)}
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # key -> the item that gave it
     for item in items:
         key, sep, raw = item.lstrip("-").partition("=")
         key = key.replace("-", "_")
@@ -253,6 +256,9 @@ def parse_overrides(items: list[str], flags: Sequence[str] = ()) -> dict[str, An
             raise ConfigError(f"override {item!r} is not KEY=VALUE")
         if key not in types or key == "paper":
             raise ConfigError(f"unknown config key {key!r} in override {item!r}")
+        if key in given:
+            raise ConfigError(f"override {key} is given twice ({given[key]} and {item}); give it once")
+        given[key] = item
         kind = types[key]
         try:
             if "bool" in str(kind):
