@@ -144,7 +144,19 @@ def edit_config(directory: Path, out: Path, **changes: object) -> Path:
         ({"activation_function": ["gelu"]}, "activation_function=['gelu'] is not supported"),
         ({"scale_embedding": "false"}, "scale_embedding='false' must be true or false"),  # bool("false") is True
         ({"encoder_attention_heads": 3, "decoder_attention_heads": 3}, "encoder_attention_heads=3 does not divide"),
-        ({"pad_token_id": None, "decoder_start_token_id": None}, "pad_id must be a whole number, got None"),  # '<'
+        # what ModelConfig refuses, named as config.json says it (they said pad_id, d_ff, max_len, n_layers)
+        ({"pad_token_id": None, "decoder_start_token_id": None}, "Marian setting pad_token_id=None must be a whole"),
+        (
+            {"encoder_ffn_dim": 2**21, "decoder_ffn_dim": 2**21},
+            "Marian setting encoder_ffn_dim=2097152 must be at most",
+        ),
+        ({"max_position_embeddings": 1}, "Marian setting max_position_embeddings=1 must be from 2 (a token and </s>"),
+        ({"encoder_layers": 0, "decoder_layers": 0}, "Marian setting encoder_layers=0 must be a positive integer"),
+        ({"d_model": 0}, "Marian setting d_model=0 must be a positive integer"),
+        ({"vocab_size": 2**25}, "Marian setting vocab_size=33554432 must be at most 16,777,216"),
+        ({"share_encoder_decoder_embeddings": False, "decoder_vocab_size": -5}, "decoder_vocab_size=-5 must be a posi"),
+        ({"eos_token_id": 10**6}, "and eos_token_id=1000000 must be ids inside the vocabulary (0 to"),
+        ({"eos_token_id": True}, "Marian setting eos_token_id=True must be a whole number"),  # JSON true
     ],
 )
 def test_unsupported_settings_are_refused_in_one_line(
@@ -156,6 +168,8 @@ def test_unsupported_settings_are_refused_in_one_line(
     assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+    assert not re.search(r"\b(n_layers|d_ff|n_heads|d_k|d_v|max_len|tgt_vocab_size|pad_id|bos_id|eos_id)\b", error)
+    assert ", got " not in error, error  # the value is said once, beside its key
 
 
 def test_a_config_naming_a_huge_model_is_refused_before_anything_is_allocated(

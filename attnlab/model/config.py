@@ -132,7 +132,8 @@ class ModelConfig:
                 raise ConfigError(f"{name} must be a whole number, got {getattr(self, name)!r}")
         specials = (self.pad_id, self.bos_id, self.eos_id)
         if min(specials) < 0 or max(specials) >= min(self.vocab_size, self.target_vocab):
-            raise ConfigError("pad_id, bos_id and eos_id must be ids inside the vocabulary")
+            last = min(self.vocab_size, self.target_vocab) - 1
+            raise ConfigError(f"pad_id, bos_id and eos_id must be ids inside the vocabulary (0 to {last:,})")
         if self.eos_id in (self.pad_id, self.bos_id):
             raise ConfigError("eos_id must differ from pad_id and bos_id (bos_id may equal pad_id, as in Marian)")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,22 @@ UNSUPPORTED = {
     "static_position_embeddings": True,
     "add_bias_logits": False,
 }
+# attnlab's field -> the config.json key it is read from, so that a refusal names what the user
+# can find in their file (ModelConfig's own checks speak of d_ff and pad_id, which Marian has not).
+# Encoder and decoder keys are equal by then; d_k and d_v follow from d_model and the heads.
+MARIAN_KEYS = {
+    "n_layers": "encoder_layers",
+    "d_model": "d_model",
+    "d_ff": "encoder_ffn_dim",
+    "n_heads": "encoder_attention_heads",
+    "vocab_size": "vocab_size",
+    "tgt_vocab_size": "decoder_vocab_size",
+    "max_len": "max_position_embeddings",
+    "pad_id": "pad_token_id",
+    "bos_id": "decoder_start_token_id",
+    "eos_id": "eos_token_id",
+}
+_FIELD = re.compile(rf"\b({'|'.join(MARIAN_KEYS)})\b(=[^\s,;]+)?")  # with its value, where it says one
 _LAYER = {  # Hugging Face name inside a layer -> attnlab name (encoder, decoder)
     "self_attn.q_proj": ("self_attn.w_q", "self_attn.w_q"),
     "self_attn.k_proj": ("self_attn.w_k", "self_attn.w_k"),
@@ -128,26 +145,45 @@ def marian_config(hf: dict[str, Any]) -> ModelConfig:
     heads, d_model = hf["encoder_attention_heads"], hf["d_model"]
     if isinstance(heads, int) and isinstance(d_model, int) and heads > 0 and d_model % heads:
         raise ConfigError(f"Marian setting encoder_attention_heads={heads} does not divide d_model={d_model}")
-    return ModelConfig(
-        n_layers=hf["encoder_layers"],
-        d_model=d_model,
-        d_ff=hf["encoder_ffn_dim"],
-        n_heads=heads,
-        p_drop=0.0,  # inference only; the original dropout stays in the model card
-        eps_ls=0.0,
-        vocab_size=vocab,
-        tgt_vocab_size=None if shared else target_vocab,
-        max_len=hf["max_position_embeddings"],
-        pad_id=pad,
-        bos_id=pad,
-        eos_id=hf["eos_token_id"],
-        activation=ACTIVATIONS[activation],
-        pe_layout="halves",
-        scale_embedding=flag(hf, "scale_embedding"),
-        share_embeddings=shared,
-        tie_output=flag(hf, "tie_word_embeddings"),
-        logits_bias=True,
-    )
+    scale, tie = flag(hf, "scale_embedding"), flag(hf, "tie_word_embeddings")
+    try:
+        return ModelConfig(
+            n_layers=hf["encoder_layers"],
+            d_model=d_model,
+            d_ff=hf["encoder_ffn_dim"],
+            n_heads=heads,
+            p_drop=0.0,  # inference only; the original dropout stays in the model card
+            eps_ls=0.0,
+            vocab_size=vocab,
+            tgt_vocab_size=None if shared else target_vocab,
+            max_len=hf["max_position_embeddings"],
+            pad_id=pad,
+            bos_id=start,
+            eos_id=hf["eos_token_id"],
+            activation=ACTIVATIONS[activation],
+            pe_layout="halves",
+            scale_embedding=scale,
+            share_embeddings=shared,
+            tie_output=tie,
+            logits_bias=True,
+        )
+    except ConfigError as error:
+        raise ConfigError(in_marian_terms(str(error), hf)) from None
+
+
+def in_marian_terms(message: str, hf: dict[str, Any]) -> str:
+    """ModelConfig's refusal `message` with each field it names said as the config.json key it was
+    read from, with its value at its first mention ("d_ff must be at most 1,048,576, ..., got
+    2,097,152" is "Marian setting encoder_ffn_dim=2097152 must be at most 1,048,576, ...")."""
+    named: list[str] = []
+
+    def key(field: re.Match[str]) -> str:
+        marian = MARIAN_KEYS[field[1]]
+        named.append(marian)
+        return marian if named.count(marian) > 1 else f"{marian}={hf[marian]!r}"
+
+    said = re.sub(r", got .*$", "", _FIELD.sub(key, message))  # the value is named beside its key already
+    return f"Marian setting{'s' if len(set(named)) > 1 else ''} {said}"
 
 
 def read_weights(directory: Path) -> dict[str, torch.Tensor]:
