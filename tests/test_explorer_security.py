@@ -12,8 +12,9 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_notebooks import make_checkpoints
@@ -389,22 +390,84 @@ def test_a_root_holding_a_directory_the_server_cannot_read_lists_the_others(
 ) -> None:
     """A `--checkpoint-root` holding a directory another user keeps to themselves (mode 0700)
     made the picker's scan raise PermissionError (`Path.is_file`, Python 3.11), so every session
-    of the server failed to build its page. It is left out; the others are listed."""
+    of the server failed to build its page. It is left out; the others are listed (a run whose
+    `checkpoints/` is theirs without a description: reading its newest config raised too)."""
     from attnlab.app.checkpoints import find_checkpoints
 
     root = tmp_path / "shared"
     for name in ("mine", "theirs"):
         (root / name).mkdir(parents=True)
         (root / name / "manifest.json").write_text("{}")
-    stat = Path.stat
+    (root / "run" / "checkpoints").mkdir(parents=True)  # a run whose checkpoints/ is theirs: not described
+    another_users(monkeypatch, root / "theirs", root / "run" / "checkpoints")
+    found = find_checkpoints(roots=[root, tmp_path / "gone"], bundled=tmp_path / "none")
+    assert list(found) == ["shared/mine", "shared/run"]
 
-    def denied(path: Path, *, follow_symlinks: bool = True) -> os.stat_result:  # chmod 0700 as another user
-        if "theirs" in path.parts and path.name != "theirs":  # (root reads every directory, so it is simulated)
-            raise PermissionError(13, "Permission denied", str(path))
+
+def test_probes_the_server_cannot_read_are_left_out_and_the_timeline_opens(
+    models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's `probes/`, or one `probes/step_N/`, that another user keeps to themselves (mode
+    0700) made the timeline's scan raise PermissionError: the Training tab stayed empty and the
+    log held the traceback. They are left out, as the picker leaves such runs out; a probe trace
+    the server cannot read (mode 0600) is one line in the error box."""
+    from attnlab.app.checkpoints import open_model
+    from attnlab.app.explorer import Explorer
+
+    run = tmp_path / "runs" / "tiny"
+    shutil.copytree(models["translate"], run)
+    trace = open_model(run).score("the dog runs .", "der hund läuft .", record=True).trace
+    for step in (10, 20, 30):
+        trace.save(run / "probes" / f"step_{step}" / "probe_0.trace")
+
+    def training_tab(*kept: Path) -> Explorer:
+        with monkeypatch.context() as patch:
+            another_users(patch, *kept)
+            explorer = Explorer({"tiny": str(run)}, CheckpointRoots([tmp_path / "runs"]))
+            explorer.open_listed("tiny")
+            explorer.tabs.active = 3  # the timeline finds its snapshots when its tab opens
+        return explorer
+
+    assert sorted(training_tab().timeline._snapshots) == [10, 20, 30]
+    explorer = training_tab(run / "probes" / "step_20")
+    assert sorted(explorer.timeline._snapshots) == [10, 30] and not explorer.store.error
+    explorer = training_tab(run / "probes")
+    assert explorer.timeline._snapshots == {} and "probes/step_N/" in explorer.timeline.note.object
+    assert not explorer.store.error
+    explorer = training_tab(run / "probes" / "step_30" / "probe_0.trace")
+    assert explorer.store.error == "runs/tiny/probes/step_30/probe_0.trace: cannot read the trace (Permission denied)."
+
+
+def another_users(monkeypatch: pytest.MonkeyPatch, *kept: Path) -> None:
+    """Make each of `kept` another user's, as mode 0700 (a directory) or 0600 (a file) keeps it
+    from the server: it is seen, but not listed nor read, and nothing in it is looked at. The
+    tests run as root, who reads everything, so it is simulated."""
+    stat, listdir, scandir, opened = Path.stat, os.listdir, os.scandir, Path.open
+
+    def hidden(path: object, itself: bool) -> bool:
+        where = Path(path) if isinstance(path, str | os.PathLike) else None
+        return where is not None and any(p in where.parents or (itself and p == where) for p in kept)
+
+    def denied(path: object) -> PermissionError:
+        return PermissionError(13, "Permission denied", str(path))
+
+    def checked_stat(path: Path, *, follow_symlinks: bool = True) -> os.stat_result:
+        if hidden(path, itself=False):
+            raise denied(path)
         return stat(path, follow_symlinks=follow_symlinks)
 
-    monkeypatch.setattr(Path, "stat", denied)
-    assert list(find_checkpoints(roots=[root, tmp_path / "gone"], bundled=tmp_path / "none")) == ["shared/mine"]
+    def checked(call: Callable) -> Callable:
+        def call_if_allowed(path: Any = ".", *args: Any, **kwargs: Any) -> Any:
+            if hidden(path, itself=True):
+                raise denied(path)
+            return call(path, *args, **kwargs)
+
+        return call_if_allowed
+
+    monkeypatch.setattr(Path, "stat", checked_stat)
+    monkeypatch.setattr(Path, "open", checked(opened))
+    monkeypatch.setattr(os, "listdir", checked(listdir))
+    monkeypatch.setattr(os, "scandir", checked(scandir))
 
 
 def test_the_component_route_reads_only_modules_the_server_imported(

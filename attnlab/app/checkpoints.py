@@ -67,18 +67,23 @@ def _inside(root: Path) -> list[Path]:
     read: a directory another user keeps to themselves (mode 0700) made `is_file` raise
     PermissionError (Python 3.11), and every session of a server with such a root lost its page
     to the traceback. It could not be opened anyway."""
-    try:
-        entries = sorted(root.iterdir())
-    except OSError:  # not a directory (any more), or not readable
-        return []
     found = []
-    for path in entries:
+    for path in _listing(root):
         try:
             if (path / "manifest.json").is_file() or (path / "checkpoints").is_dir():
                 found.append(path)
         except OSError:
             continue
     return found
+
+
+def _listing(directory: Path) -> list[Path]:
+    """What `directory` holds, sorted; [] for one that is not a directory (any more) or that the
+    server cannot read (another user's, mode 0700): `iterdir` raised PermissionError."""
+    try:
+        return sorted(directory.iterdir())
+    except OSError:
+        return []
 
 
 CORPORA = {"ptb": "WSJ", "wsj": "WSJ", "multi30k": "Multi30k", "wmt14": "WMT14", "iwslt": "IWSLT"}
@@ -93,9 +98,9 @@ def describe(path: str | Path, lang: str = DEFAULT) -> str:
     "" when the config does not say. Only the catalogue's words, language codes and known
     corpora are shown, so a name never carries anything else a config holds."""
     path = Path(path)
-    steps = step_dirs(path) if not (path / "config.json").is_file() else []
-    config = (steps[-1][1] if steps else path) / "config.json"
-    try:
+    try:  # a run whose checkpoints/ the server cannot read is listed without a description
+        steps = step_dirs(path) if not (path / "config.json").is_file() else []
+        config = (steps[-1][1] if steps else path) / "config.json"
         if not _regular(config, _CONFIG_BYTES):  # a FIFO there blocked the picker's scan for good
             return ""
         meta = json.loads(config.read_text()).get("meta", {})
@@ -153,25 +158,41 @@ def _probe_roots(path: str | Path, allows: Callable[[Path], bool]) -> list[Path]
     a served explorer passes `allows` (its roots'), so that nothing above a root is read."""
     path = Path(path)
     found = (path / "probes", path.parent / "probes", path.parent.parent / "probes")
-    return [c for c in found if c.is_dir() and allows(c)]
+    return [c for c in found if _is_directory(c) and allows(c)]
+
+
+def _is_directory(path: Path) -> bool:
+    """`path.is_dir()`, False where the server may not look (it raised PermissionError)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def probe_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> list[tuple[int, list[Path]]]:
     """(step, probe trace files `probes/step_N/probe_K.trace`) recorded during training, oldest
-    first; only files `allows` (a served explorer's roots)."""
+    first; only files `allows` (a served explorer's roots). A `probes/` or a step directory the
+    server cannot read (another user's, mode 0700) is left out as the picker leaves such runs
+    out: its PermissionError was a traceback, and the Training tab of that model never opened."""
     for root in _probe_roots(path, allows):
         steps = []
-        for step_dir in root.iterdir():
+        for step_dir in _listing(root):
             match = STEP_DIR.match(step_dir.name)
-            files = sorted(
-                (f for f in step_dir.glob("probe_*.trace") if allows(f) and f.is_file()),
-                key=lambda p: int(re.sub(r"\D", "", p.stem) or 0),
-            )
-            if match and files:
+            files = _probe_files(step_dir, allows) if match else []
+            if files:
                 steps.append((int(match.group(1)), files))
         if steps:
             return sorted(steps)
     return []
+
+
+def _probe_files(step_dir: Path, allows: Callable[[Path], bool]) -> list[Path]:
+    """A step's probe traces, by probe number; [] for a step directory the server cannot read."""
+    try:
+        files = [f for f in step_dir.glob("probe_*.trace") if allows(f) and f.is_file()]
+    except OSError:
+        return []
+    return sorted(files, key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
 
 
 def alignment_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> dict[int, dict[str, Any]]:

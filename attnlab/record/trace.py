@@ -204,9 +204,12 @@ class AttentionTrace:
         if not isinstance(path, str | os.PathLike):  # e.g. `show(None)` in a notebook
             raise CheckpointError(f"expected a trace or a .trace file's path, got {type(path).__name__}")
         path = user_path(path)
-        if not path.is_file():
-            raise CheckpointError(f"{path}: no such trace file")
-        raw = path.read_bytes()
+        try:
+            if not path.is_file():
+                raise CheckpointError(f"{path}: no such trace file")
+            raw = path.read_bytes()
+        except OSError as error:  # another user's file (mode 0600), or in a directory we may not enter
+            raise CheckpointError(f"{path}: cannot read the trace ({error.strerror or error})") from None
         try:
             tensors = load(raw)
             header_len = int.from_bytes(raw[:8], "little")
