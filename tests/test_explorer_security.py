@@ -292,6 +292,37 @@ def test_beam_is_capped_in_the_store(store: Store) -> None:
     assert store.alpha == 0.6
 
 
+def test_a_crafted_alpha_or_beam_that_is_not_finite_never_reaches_the_decoder(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a crafted websocket message does to the α and beam boxes (the page's own widgets
+    cannot send NaN or ±inf), as Panel applies a browser's change to them: NaN is an emptied box
+    (the task's α), ±inf and 1e9 are refused by the store's bounds (one ValueError, which the
+    server logs) and the last good value stays; the decode that follows uses a finite α."""
+    from attnlab.app.explorer import Explorer
+
+    explorer = Explorer({"tiny": str(models["translate"])}, CheckpointRoots([models["root"]]))
+    explorer.open_listed("tiny")
+    store, used = explorer.store, []
+    translate = store.model.translate  # shared by the server's sessions: restored by monkeypatch
+    monkeypatch.setattr(
+        store.model, "translate", lambda *args, **kw: used.append(kw["alpha"]) or translate(*args, **kw)
+    )
+    store.alpha = 0.9
+    for crafted in (math.inf, -math.inf, 1e9):
+        with pytest.raises(ValueError, match="Store.alpha"):
+            explorer.alpha_input._process_events({"value": crafted})
+        assert store.alpha == 0.9
+    for crafted in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match="must be an integer"):
+            explorer.beam_input._process_events({"value": crafted})
+        assert store.beam == 4
+    store.text = "the dog runs ."
+    assert store.submit() and used == [0.9]
+    explorer.alpha_input._process_events({"value": math.nan})
+    assert store.alpha is None and store.submit() and used == [0.9, 0.6]
+
+
 def test_text_and_reference_are_capped_in_the_store(store: Store) -> None:
     store.text, store.reference = "the dog runs . " * 14_000, "der hund . " * 20_000  # 210,000 and 220,000 characters
     started = time.perf_counter()
