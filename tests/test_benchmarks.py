@@ -156,14 +156,16 @@ def test_a_profile_keeps_the_code_of_the_slowest_compiled_kernels(tmp_path: Path
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import common
 
-    monkeypatch.setattr(inductor.cpp, "enable_kernel_profile", True)
     torch._dynamo.reset()
+    # config.patch, not monkeypatch.setattr: undoing that deleted the setting from Inductor's
+    # config, and every later compile in the session failed on "enable_kernel_profile does not exist"
     try:
-        scaled_sums = torch.compile(lambda x: (x.relu() * 3).sum(1))
-        x = torch.randn(64, 128)
-        scaled_sums(x)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with inductor.patch({"cpp.enable_kernel_profile": True}):
+            scaled_sums = torch.compile(lambda x: (x.relu() * 3).sum(1))
+            x = torch.randn(64, 128)
             scaled_sums(x)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                scaled_sums(x)
     finally:
         torch._dynamo.reset()
     names = common.kernel_sources(prof.key_averages(), "self_cpu_time_total", tmp_path / "kernels")
