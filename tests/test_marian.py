@@ -211,7 +211,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "garbage source.spm": (lambda d: (d / "source.spm").write_bytes(b"xx"), "source.spm: not a sentencepiece model"),
     "ids past the vocabulary": (lambda d: edit_vocab(d, zzz=1000), "has ids up to 1,000 but config.json a vocabulary"),
     "integer weights": (integer_weights, "not floating point"),
-    "NaN weights": (nan_weights, "decoder.layers.0.ffn.w_1.weight holds NaN or infinite weights"),
+    "NaN weights": (nan_weights, "model.decoder.layers.0.fc1.weight holds NaN or infinite weights"),
     # loaded, it was "not an attnlab checkpoint (no manifest.json)"
     "config.json not UTF-8": (
         lambda d: (d / "config.json").write_bytes(b'{"model_type": "marian", "x": "\xff"}'),
@@ -234,6 +234,62 @@ def test_import_refuses_a_directory_it_could_not_serve(
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error and not (tmp_path / "out").exists()
     with pytest.raises(AttnlabError, match=re.escape(message)):  # opened as it is, without importing
+        attnlab.load(directory)
+
+
+# (variant, the file's tensor, what is done to it): one of each kind the model reads
+WEIGHT_EDITS = [
+    ("swish-shared", "model.decoder.layers.1.fc1.weight", "cut"),
+    ("swish-shared", "model.encoder.layers.0.self_attn.q_proj.weight", "drop"),
+    ("swish-shared", "model.decoder.layers.0.encoder_attn_layer_norm.bias", "cut"),
+    ("swish-shared", "model.encoder.layers.1.final_layer_norm.weight", "drop"),
+    ("swish-shared", "model.shared.weight", "cut"),
+    ("swish-shared", "model.shared.weight", "drop"),
+    ("swish-shared", "final_logits_bias", "cut"),
+    ("swish-shared", "model.decoder.layers.0.fc2.bias", "integers"),
+    ("separate-untied", "model.decoder.embed_tokens.weight", "cut"),
+    ("separate-untied", "model.encoder.embed_tokens.weight", "drop"),
+    ("separate-untied", "lm_head.weight", "drop"),
+]
+
+
+@pytest.mark.parametrize(("variant", "name", "edit"), WEIGHT_EDITS)
+def test_weights_that_do_not_match_config_json_are_named_as_the_file_names_them(
+    marian: dict[str, Path], tmp_path: Path, variant: str, name: str, edit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal named attnlab's tensor (`decoder.layers.1.ffn.w_1.weight`), which the user's
+    file does not hold, and not the shapes; a tensor the model has no place for stays ignored."""
+    directory = tmp_path / "edited"
+    shutil.copytree(marian[variant], directory)
+    weights = load_file(str(directory / "model.safetensors"))
+    shape = ", ".join(map(str, weights[name].shape))
+    if edit == "drop":
+        del weights[name]
+        message = f"weights do not match config.json ({name} missing)"
+    elif edit == "cut":  # one column (or element) short
+        weights[name] = weights[name][..., :-1].contiguous()
+        cut = ", ".join(map(str, weights[name].shape))
+        message = f"weights do not match config.json ({name} has shape ({cut}), config.json implies ({shape}))"
+    else:
+        weights[name] = weights[name].long()
+        message = f"weights do not match config.json ({name} holds torch.int64 values, not floating point)"
+    weights["model.encoder.layers.9.fc1.weight"] = torch.zeros(3)  # no such layer: ignored, as before
+    save_file(weights, str(directory / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        attnlab.load(directory)
+    assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error and not (tmp_path / "out").exists()
+
+
+def test_a_legacy_file_with_a_tensor_under_a_number_is_refused(marian: dict[str, Path], tmp_path: Path) -> None:
+    """An extra tensor keyed 5, not a name, in `pytorch_model.bin` was an AttributeError traceback."""
+    directory = tmp_path / "legacy"
+    shutil.copytree(marian["swish-shared"], directory)
+    weights: dict = load_file(str(directory / "model.safetensors"))
+    (directory / "model.safetensors").unlink()
+    torch.save({**weights, 5: torch.zeros(2)}, directory / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="does not hold a dictionary of named tensors"):
         attnlab.load(directory)
 
 

@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "tie_word_embeddings": True,
 }
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TOP_LEVEL = ("final_logits_bias", "lm_head.weight")  # MarianMTModel's own; the rest are under `model.`
 # Settings a Marian config may carry that attnlab's model has no equivalent for, and the value
 # under which they are harmless.
 UNSUPPORTED = {
@@ -200,43 +201,69 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise CheckpointError(f"{legacy}: refused; it is not plain tensors ({first[:160]})") from None
-        if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
-            raise CheckpointError(f"{legacy}: refused; it does not hold a dictionary of tensors")
+        if not isinstance(weights, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+        ):  # a tensor under an integer key was an AttributeError traceback
+            raise CheckpointError(f"{legacy}: refused; it does not hold a dictionary of named tensors")
         return weights
     raise CheckpointError(f"{directory}: no {' or '.join(WEIGHT_FILES)}")
 
 
-def embedding_tables(hf: dict[str, torch.Tensor], config: ModelConfig) -> tuple[Any, Any]:
-    """(encoder's, decoder's) embedding tables, as transformers 5 reads them: with shared
-    embeddings and a tied output, both are `shared`; with `tie_word_embeddings` false, nothing is
-    tied and each side reads its own table, which may differ from `shared` and from the other
-    side's. Files of older versions, which tied both sides to `shared` whatever the output, hold
-    `shared` alone (the fallback here) or equal copies."""
-    common = hf.get("shared.weight")
-    if config.share_embeddings and config.tie_output and common is not None:
+def embedding_names(hf: dict[str, torch.Tensor], config: ModelConfig) -> tuple[str, str]:
+    """Names (`model.` dropped) of the (encoder's, decoder's) embedding tables, as transformers 5
+    reads them: with shared embeddings and a tied output, both are `shared`; with
+    `tie_word_embeddings` false, nothing is tied and each side reads its own table, which may
+    differ from `shared` and from the other side's. Files of older versions, which tied both sides
+    to `shared` whatever the output, hold `shared` alone (the fallback here) or equal copies."""
+    common, tied = "shared.weight", config.share_embeddings and config.tie_output
+    if tied and common in hf:
         return common, common
-    encoder, decoder = (hf.get(f"{side}.embed_tokens.weight") for side in ("encoder", "decoder"))
-    return (common if encoder is None else encoder), (common if decoder is None else decoder)
+    own = [f"{side}.embed_tokens.weight" for side in ("encoder", "decoder")]
+    encoder, decoder = (name if name in hf or (common not in hf and not tied) else common for name in own)
+    return encoder, decoder
+
+
+def embedding_tables(hf: dict[str, torch.Tensor], config: ModelConfig) -> tuple[Any, Any]:
+    """(encoder's, decoder's) embedding tables (see `embedding_names`), None where absent."""
+    encoder, decoder = embedding_names(hf, config)
+    return hf.get(encoder), hf.get(decoder)
+
+
+def weight_names(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, str]:
+    """attnlab's tensor name -> the Hugging Face name it is read from (`model.` prefixes dropped)."""
+    names = {"logits_bias": "final_logits_bias"}
+    names["embed.weight"], target = embedding_names(hf, config)
+    if not config.share_embeddings:
+        names["tgt_embed.weight"] = target
+    if not config.tie_output:
+        names["out_proj.weight"] = "lm_head.weight"
+    for side, column in (("encoder", 0), ("decoder", 1)):
+        for i in range(config.n_layers):
+            for hf_name, ours in _LAYER.items():
+                if ours[column] is None:
+                    continue
+                for param in ("weight", "bias"):
+                    names[f"{side}.layers.{i}.{ours[column]}.{param}"] = f"{side}.layers.{i}.{hf_name}.{param}"
+    return names
 
 
 def convert_weights(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """Hugging Face tensor names (`model.` prefixes dropped) -> attnlab's (positions recomputed)."""
-    out: dict[str, torch.Tensor] = {}
-    out["embed.weight"], target = embedding_tables(hf, config)
-    if not config.share_embeddings:
-        out["tgt_embed.weight"] = target
-    if not config.tie_output:
-        out["out_proj.weight"] = hf.get("lm_head.weight")
-    bias = hf.get("final_logits_bias")
+    out = {ours: hf.get(theirs) for ours, theirs in weight_names(hf, config).items()}
+    bias = out["logits_bias"]  # (1, target vocab) in the file
     out["logits_bias"] = torch.zeros(config.target_vocab) if bias is None else bias.reshape(-1)
-    for side, column in (("encoder", 0), ("decoder", 1)):
-        for i in range(config.n_layers):
-            for hf_name, names in _LAYER.items():
-                if names[column] is None:
-                    continue
-                for param in ("weight", "bias"):
-                    out[f"{side}.layers.{i}.{names[column]}.{param}"] = hf.get(f"{side}.layers.{i}.{hf_name}.{param}")
     return out
+
+
+def mismatch(name: str, tensor: torch.Tensor | None, shape: tuple[int, ...], fits: bool) -> str:
+    """What is wrong with the file's tensor `name`, whose place in the model has `shape` (in the
+    file's layout) and which `fits` that place or not."""
+    if tensor is None:
+        return f"{name} missing"
+    if not fits:
+        said = ", ".join(map(str, tensor.shape)), ", ".join(map(str, shape))
+        return f"{name} has shape ({said[0]}), config.json implies ({said[1]})"
+    return f"{name} holds {tensor.dtype} values, not floating point"
 
 
 def check_vocabularies(directory: Path, config: ModelConfig, source: Any, target: Any) -> None:
@@ -260,23 +287,28 @@ def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
     directory = Path(directory)
     hf = read_hf_config(directory)
     config = marian_config(hf)
-    hf_weights = {name.removeprefix("model."): tensor for name, tensor in read_weights(directory).items()}
+    files = read_weights(directory)
+    hf_weights = {name.removeprefix("model."): tensor for name, tensor in files.items()}
     encoder, decoder = embedding_tables(hf_weights, config)
     if config.share_embeddings and encoder is not None and decoder is not None and not torch.equal(encoder, decoder):
         config = config.replace(share_embeddings=False)  # one vocabulary, a table per side
-    weights = convert_weights(hf_weights, config)
+    weights, names = convert_weights(hf_weights, config), weight_names(hf_weights, config)
+    # Refusals name each tensor as the user's file does: `model.` where the file has it (a missing
+    # one where the file's others have it), never on the two that MarianMTModel keeps outside.
+    prefix = "model." if any(name.startswith("model.") for name in files) else ""
+    in_file = {name.removeprefix("model."): name for name in files}
+    named = {k: in_file.get(v) or f"{'' if v in TOP_LEVEL else prefix}{v}" for k, v in names.items()}
     with torch.device("meta"):  # shapes only: a config.json naming d_model 131072 allocated 30 GB here
         expected = {k: v.shape for k, v in Transformer(config).state_dict().items()}
-    wrong = sorted(
-        k
-        for k in expected
-        if weights.get(k) is None or weights[k].shape != expected[k] or not weights[k].is_floating_point()
-    )
+    fits = {k: weights.get(k) is not None and weights[k].shape == expected[k] for k in expected}
+    wrong = [k for k in expected if not fits[k] or not weights[k].is_floating_point()]  # in the model's order
     if wrong:
-        raise CheckpointError(
-            f"{directory}: weights do not match config.json ({wrong[0]} missing, misshapen or not floating point)"
-        )
-    check_weights({k: weights[k] for k in expected}, directory)
+        first, others = wrong[0], len({names[k] for k in wrong}) - 1
+        shape = (1, *expected[first]) if first == "logits_bias" else tuple(expected[first])
+        said = mismatch(named[first], hf_weights.get(names[first]), shape, fits[first])
+        more = f"; {others} more tensor{'s' if others > 1 else ''} differ{'' if others > 1 else 's'}" if others else ""
+        raise CheckpointError(f"{directory}: weights do not match config.json ({said}{more})")
+    check_weights({named[k]: weights[k] for k in expected}, directory)
     model = Transformer(config)
     model.load_state_dict({k: weights[k].float() for k in expected})
     about = {
