@@ -18,6 +18,7 @@ or an export. The same policy at the Python level is in tests/test_explorer_secu
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -699,9 +700,10 @@ def test_checkpoints_under_the_roots_open_and_nothing_shows_a_server_path(
     assert "classroom/tiny-copy" in files["HTML page"].read_text()
 
 
-def test_crafted_requests_are_capped_on_the_server(page: Page) -> None:
+def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -> None:
     """A client that ignores the widgets' limits (beam 10,000; 250,000 characters) is cut to the
-    server's limits, told so, and served."""
+    server's limits, told so, and served; a beam of Infinity is one notice and the box shows 4
+    again (it was "Callback failed" and a traceback in the server's log, and the box said NaN)."""
 
     def crafted(beam: int, text: str) -> str:
         assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", beam])
@@ -729,6 +731,15 @@ def test_crafted_requests_are_capped_on_the_server(page: Page) -> None:
     assert "truncated" in notice and "(20,000 characters)" in notice, notice  # what was decoded: the first 20,000
     assert page.page.locator("table.attn-hyps tr").count() - 1 == 1
     page.shot("crafted-text")
+    server.log.flush()
+    logged = Path(server.log.name).stat().st_size
+    assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", math.inf])  # Infinity in the browser
+    page.page.locator(".attn-notice-text", has_text="A beam size of inf is not a whole number").wait_for()
+    assert page.page.locator(".attn-beam input").input_value() == "1"  # the beam it kept, shown again
+    server.log.flush()
+    with Path(server.log.name).open() as log:
+        log.seek(logged)
+        assert "Callback failed" not in log.read()
 
 
 # -- response time and memory on the bundled model -----------------------------------------------------------

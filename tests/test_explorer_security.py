@@ -7,6 +7,7 @@ tests/test_explorer_browser.py (`test_paths_outside_the_roots_get_one_refusal`).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -293,14 +294,18 @@ def test_beam_is_capped_in_the_store(store: Store) -> None:
 
 
 def test_a_crafted_alpha_or_beam_that_is_not_finite_never_reaches_the_decoder(
-    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """What a crafted websocket message does to the α and beam boxes (the page's own widgets
-    cannot send NaN or ±inf), as Panel applies a browser's change to them: NaN is an emptied box
-    (the task's α), ±inf and 1e9 are refused by the store's bounds (one ValueError, which the
-    server logs) and the last good value stays; the decode that follows uses a finite α."""
+    cannot send NaN or ±inf), as Panel applies a browser's change to them: NaN in the α box is an
+    emptied box (the task's α); ±inf, or 1e9 for α, is one notice, the last good value stays and
+    the box shows it again; the decode that follows uses a finite α. Each was param's ValueError,
+    which Panel logged as "Callback failed" with a traceback while the box kept showing it."""
+    from bokeh.document import Document
+
     from attnlab.app.explorer import Explorer
 
+    monkeypatch.setattr(logging.getLogger("panel"), "propagate", True)  # Panel's log, where caplog reads it
     explorer = Explorer({"tiny": str(models["translate"])}, CheckpointRoots([models["root"]]))
     explorer.open_listed("tiny")
     store, used = explorer.store, []
@@ -309,18 +314,30 @@ def test_a_crafted_alpha_or_beam_that_is_not_finite_never_reaches_the_decoder(
         store.model, "translate", lambda *args, **kw: used.append(kw["alpha"]) or translate(*args, **kw)
     )
     store.alpha = 0.9
-    for crafted in (math.inf, -math.inf, 1e9):
-        with pytest.raises(ValueError, match="Store.alpha"):
-            explorer.alpha_input._process_events({"value": crafted})
-        assert store.alpha == 0.9
-    for crafted in (math.nan, math.inf, -math.inf):
-        with pytest.raises(ValueError, match="must be an integer"):
-            explorer.beam_input._process_events({"value": crafted})
-        assert store.beam == 4
+    shown = {box: box.get_root(Document()) for box in (explorer.alpha_input, explorer.beam_input)}  # the browser's
+    cases = [
+        (explorer.alpha_input, crafted, "α = {} is not a number from 0 to 5: α stays 0.9.")
+        for crafted in (math.inf, -math.inf, 1e9)
+    ]
+    cases += [
+        (explorer.beam_input, crafted, "A beam size of {} is not a whole number: the beam stays 4.")
+        for crafted in (math.nan, math.inf, -math.inf, 2.5)
+    ]
+    for box, crafted, said in cases:
+        shown[box].value = crafted
+        box._process_events({"value": crafted, "value_throttled": crafted})  # raised ValueError
+        assert (store.alpha, store.beam, box.value) == (0.9, 4, shown[box].value) and box.value in (0.9, 4)
+        assert store.notices[-1] == said.format(crafted) and store.error == ""
+        assert sum("is not" in n for n in store.notices) == 1  # the last refusal only
+    assert "Callback failed" not in caplog.text and "Traceback" not in caplog.text
+    explorer.beam_input._process_events({"value": 3.0})  # a JSON 3.0 is the whole number 3
+    assert store.beam == 3
     store.text = "the dog runs ."
-    assert store.submit() and used == [0.9]
+    assert store.submit() and used == [0.9] and not any("is not" in n for n in store.notices)
     explorer.alpha_input._process_events({"value": math.nan})
     assert store.alpha is None and store.submit() and used == [0.9, 0.6]
+    explorer.alpha_input._process_events({"value": math.inf})
+    assert store.alpha is None and store.notices[-1] == "α = inf is not a number from 0 to 5: α stays 0.6."
 
 
 def test_text_and_reference_are_capped_in_the_store(store: Store) -> None:

@@ -20,6 +20,7 @@ import torch
 
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
+from attnlab.app.explorer.boxes import AlphaInput, BeamInput, number_box
 from attnlab.app.explorer.compare import CompareTab
 from attnlab.app.explorer.corpus import CorpusTab
 from attnlab.app.explorer.dashboard import DashboardTab
@@ -93,16 +94,20 @@ class Explorer(pn.viewable.Viewer):
             width=130,
             align="end",
         )
-        self.beam_input = pn.widgets.IntInput.from_param(
-            store.param.beam,
+        self.beam_input = number_box(  # a value the store refuses (inf, NaN) never reaches param: a notice says so
+            BeamInput,
+            store,
+            "beam",
             label=text("page.beam_size", lang),
             description=text("page.beam_help", lang, most=MAX_BEAM),
             # no start/end: the store cuts a typed 99 to MAX_BEAM and says so (the widget reset it, mute)
             width=75,
             css_classes=["attn-beam"],
         )
-        self.alpha_input = pn.widgets.FloatInput.from_param(
-            store.param.alpha,
+        self.alpha_input = number_box(
+            AlphaInput,
+            store,
+            "alpha",
             label=text("page.alpha", lang),
             description=text("page.alpha_help", lang),
             step=0.1,

@@ -14,6 +14,7 @@ the model's name or an exported trace.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,6 +78,7 @@ class Store(param.Parameterized):
         `lang`: the language of the session's messages and of every view's words."""
         super().__init__(**params)
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
+        self._refused = ""  # the notice of the last value a number box refused (`takes`)
         self.param.kind.objects = self._kinds(list(self.param.kind.objects))
 
     @param.depends("kind", watch=True)
@@ -114,6 +116,39 @@ class Store(param.Parameterized):
     def _task_default(self, name: str) -> float:
         """The loaded model's task's search setting (§6.1, §6.3), for a box left empty."""
         return DEFAULTS.get(getattr(self.model, "task", "translate"), DEFAULTS["translate"])[name]
+
+    def takes(self, name: str, value: Any) -> bool:
+        """Whether the number box of `name` ("beam" or "alpha") may set it to what a browser sent:
+        None (an emptied box), or a finite number of the parameter's type within its bounds (the
+        beam is cut to 1..MAX_BEAM when decoding). Anything else -- ±inf or NaN, which a crafted
+        request can send, or 1e9 for α -- is refused with a notice and the setting stays as it
+        was: it reached param, whose ValueError Panel logged as "Callback failed" with a
+        traceback, while the box went on showing the value without a word."""
+        parameter = self.param[name]
+        if value is None and parameter.allow_None:
+            return True
+        low, high = parameter.bounds or (None, None)
+        number = int if isinstance(parameter, param.Integer) else (int, float)
+        if (
+            isinstance(value, number)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (low is None or value >= low)
+            and (high is None or value <= high)
+        ):
+            return True
+        kept = self._task_default(name) if getattr(self, name) is None else getattr(self, name)
+        said = text(
+            "notice.beam_refused" if name == "beam" else "notice.alpha_refused",
+            self.lang,
+            asked=str(value)[:24],
+            kept=kept,
+            low=f"{low:g}" if low is not None else low,
+            high=f"{high:g}" if high is not None else high,
+        )
+        self.notices = [*(n for n in self.notices if n != self._refused), said]  # the last decode's, and this
+        self._refused = said
+        return False
 
     @property
     def words(self) -> Mapping[str, str]:

@@ -1,0 +1,52 @@
+"""The decoding settings' number boxes (beam size, α), bound to the store's parameters.
+
+A browser sends what its box holds, and a crafted request what no box holds: ±inf or NaN in the
+beam box, ±inf or 1e9 for α. Panel's own boxes handed it to param, whose ValueError Panel logged
+as "Callback failed" with a traceback, and the box went on showing the value. These boxes ask the
+store first (`Store.takes`): a value it refuses never reaches param, the store says why in its
+notices, and the box shows the value the store kept.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import panel as pn
+
+from attnlab.app.explorer.store import Store
+
+
+class _Screened:
+    """A Panel number box whose browser values pass `Store.takes` before they are applied."""
+
+    _store: Store
+    _setting: str
+
+    def _process_property_change(self, props: dict[str, Any]) -> dict[str, Any]:
+        params = super()._process_property_change(props)  # type: ignore[misc]
+        sent = [key for key in ("value", "value_throttled") if key in params]
+        if isinstance(self, pn.widgets.IntInput):  # a JSON 3.0 is the whole number 3
+            for key in sent:
+                if isinstance(params[key], float) and math.isfinite(params[key]) and params[key].is_integer():
+                    params[key] = int(params[key])
+        if any(not self._store.takes(self._setting, params[key]) for key in sent):
+            for key in sent:
+                del params[key]
+            self.param.trigger("value")  # type: ignore[attr-defined]  # the browser shows the kept value again
+        return params
+
+
+class BeamInput(_Screened, pn.widgets.IntInput):
+    """The beam-size box."""
+
+
+class AlphaInput(_Screened, pn.widgets.FloatInput):
+    """The length-penalty (α) box."""
+
+
+def number_box(kind: type[BeamInput | AlphaInput], store: Store, setting: str, **params: Any) -> Any:
+    """A `kind` box bound to the store's parameter `setting` both ways (`from_param`)."""
+    box = kind.from_param(store.param[setting], **params)
+    box._store, box._setting = store, setting
+    return box
