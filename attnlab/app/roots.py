@@ -39,6 +39,19 @@ class Root:
     real: str  # with every symlink resolved
 
 
+def askable(request: str) -> bool:
+    """Whether a typed request may be looked up at all: not empty, at most `MAX_REQUEST_CHARS`,
+    no NUL, and a name the file system can be asked about (a lone surrogate such as U+D800, which
+    a crafted request can send, made every lookup raise UnicodeEncodeError: a traceback)."""
+    if not request or len(request) > MAX_REQUEST_CHARS or "\0" in request:
+        return False
+    try:
+        os.fsencode(request)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _inside(path: str, root: str) -> bool:
     """`path` is `root` or below it (both absolute and normalised): a string test, no disk access."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
@@ -85,7 +98,7 @@ class CheckpointRoots:
 
     def _resolve(self, request: str) -> Path | None:
         request = request.strip()
-        if not request or len(request) > MAX_REQUEST_CHARS or "\0" in request:
+        if not askable(request):
             return None
         request = os.path.expanduser(request)
         if os.path.isabs(request):

@@ -2,7 +2,8 @@
 tree), open every head. `store.py` holds one browser session's state (`Store`); each tab and bar
 is a small view in its own module that reads the store and draws with `attnlab.viz` (`output`,
 `selection`, `heads`, `equation`, `dashboard`, `timeline`, `ablation`, `export`); `page.py` lays
-them out, runs the actions and decides when views redraw (`Explorer`, `app`); `startup.py` refuses to
+them out, runs the actions and decides when views redraw (`Explorer`, `app`); `boxes.py` and
+`screen.py` make its widgets take only what they offer (a crafted message's value is a notice); `startup.py` refuses to
 serve as it was not asked (unknown options, a threaded server); `language.py` picks
 the session's language (`?lang=`, else the browser's), draws the header's switch and tags the
 page with it (`<html lang>`), and every word a view shows, its figures' included

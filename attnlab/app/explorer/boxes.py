@@ -4,7 +4,7 @@ A browser sends what its box holds, and a crafted request what no box holds: ±i
 beam box, ±inf or 1e9 for α. Panel's own boxes handed it to param, whose ValueError Panel logged
 as "Callback failed" with a traceback, and the box went on showing the value. These boxes ask the
 store first (`Store.takes`): a value it refuses never reaches param, the store says why in its
-notices, and the box shows the value the store kept.
+notices, and the box shows the value the store kept (`screen.kept`, as the menus do).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import panel as pn
 
+from attnlab.app.explorer.screen import kept
 from attnlab.app.explorer.store import Store
 
 
@@ -25,16 +26,11 @@ class _Screened:
 
     def _process_property_change(self, props: dict[str, Any]) -> dict[str, Any]:
         params = super()._process_property_change(props)  # type: ignore[misc]
-        sent = [key for key in ("value", "value_throttled") if key in params]
         if isinstance(self, pn.widgets.IntInput):  # a JSON 3.0 is the whole number 3
-            for key in sent:
-                if isinstance(params[key], float) and math.isfinite(params[key]) and params[key].is_integer():
+            for key in ("value", "value_throttled"):
+                if isinstance(params.get(key), float) and math.isfinite(params[key]) and params[key].is_integer():
                     params[key] = int(params[key])
-        if any(not self._store.takes(self._setting, params[key]) for key in sent):
-            for key in sent:
-                del params[key]
-            self.param.trigger("value")  # type: ignore[attr-defined]  # the browser shows the kept value again
-        return params
+        return kept(self, params, lambda sent: self._store.takes(self._setting, sent))  # type: ignore[arg-type]
 
 
 class BeamInput(_Screened, pn.widgets.IntInput):

@@ -25,7 +25,7 @@ from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, TableColu
 from attnlab import viz
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_title, text
-from attnlab.app.roots import MAX_REQUEST_CHARS, REFUSAL_SECONDS, CheckpointRoots
+from attnlab.app.roots import MAX_REQUEST_CHARS, REFUSAL_SECONDS, CheckpointRoots, askable
 from attnlab.decode.profile import Profile, read_profile
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.checkpoint import weights_digest
@@ -43,7 +43,7 @@ def resolve_profile(roots: CheckpointRoots, request: str) -> Path:
     started = time.perf_counter()
     request = (request or "").strip()
     found = None
-    if request and len(request) <= MAX_REQUEST_CHARS and "\0" not in request:
+    if askable(request):
         folder, name = os.path.split(request)
         if name.endswith(".parquet") and name != ".parquet":
             try:
@@ -90,6 +90,7 @@ class CorpusTab(pn.viewable.Viewer):
             label=text("corpus.statistic", lang), options=[], width=130, css_classes=["attn-profile-stat"]
         )
         self.order = pn.widgets.RadioButtonGroup(
+            label=text("corpus.order", lang),  # (not shown: a refused crafted choice names it)
             options={text("corpus.largest", lang): "largest", text("corpus.smallest", lang): "smallest"},
             value="largest",
             align="end",

@@ -29,6 +29,7 @@ from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
+from attnlab.app.explorer.screen import screen
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.startup import arguments
 from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, Store
@@ -173,6 +174,7 @@ class Explorer(pn.viewable.Viewer):
             ),
             pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
         )
+        screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
 
         # wiring
         for box in (self.text_input, self.reference_input):  # code that sets `value` must win over stale typing

@@ -78,7 +78,7 @@ class Store(param.Parameterized):
         `lang`: the language of the session's messages and of every view's words."""
         super().__init__(**params)
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
-        self._refused = ""  # the notice of the last value a number box refused (`takes`)
+        self._refused = ""  # the notice of the last value a widget refused (`refuse`)
         self.param.kind.objects = self._kinds(list(self.param.kind.objects))
 
     @param.depends("kind", watch=True)
@@ -146,9 +146,14 @@ class Store(param.Parameterized):
             low=f"{low:g}" if low is not None else low,
             high=f"{high:g}" if high is not None else high,
         )
-        self.notices = [*(n for n in self.notices if n != self._refused), said]  # the last decode's, and this
-        self._refused = said
+        self.refuse(said)
         return False
+
+    def refuse(self, said: str) -> None:
+        """Say why a value a browser sent was refused (`takes`, `screen.screen`): beside the last
+        decode's notices, in place of the last refusal's."""
+        self.notices = [*(n for n in self.notices if n != self._refused), said]
+        self._refused = said
 
     @property
     def words(self) -> Mapping[str, str]:

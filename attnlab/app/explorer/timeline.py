@@ -15,6 +15,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.checkpoints import alignment_snapshots, probe_snapshots
+from attnlab.app.explorer.screen import StepSlider
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
@@ -30,7 +31,8 @@ class TimelineTab(pn.viewable.Viewer):
         self.store = store
         lang = store.lang
         self.note = pn.pane.HTML("", css_classes=["attn-muted"])
-        self.step = pn.widgets.DiscreteSlider(label=text("timeline.step", lang), options=[0], width=420, visible=False)
+        # a crafted position (±inf, NaN, 99, -1) is a notice and the step stays (`screen`)
+        self.step = StepSlider(store, label=text("timeline.step", lang), options=[0], width=420, visible=False)
         self.probe = pn.widgets.Select(label=text("timeline.probe", lang), options={}, width=420, visible=False)
         self.figures = pn.Column(css_classes=["attn-timeline"])
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
@@ -62,9 +64,10 @@ class TimelineTab(pn.viewable.Viewer):
         )
         self.step.options = steps
         self.step.value = steps[0]
-        self.probe.options = {
+        probes = {
             f"{i}: {self._trace(path).meta.get('text', path.stem)[:60]}": i for i, path in enumerate(snapshots[-1][1])
         }
+        self.probe.param.update(options=probes, value=0)  # (a menu given options keeps the value None)
         self.step.visible = self.probe.visible = True
 
     def _trace(self, path: Path) -> AttentionTrace:

@@ -1,0 +1,118 @@
+"""What a browser may choose in the page's menus, button rows and the timeline's step slider:
+only a choice they offer.
+
+A crafted websocket message can send any widget any value its Bokeh model's type allows. Panel
+looks a menu's value up among its options, a button row's index and the step slider's position
+in theirs: a value they do not hold ("no such option", None, 7 for a menu; 99 for a button row;
+±inf, NaN or 99 for the slider) was a ValueError or IndexError that Panel logged as "Callback
+failed" with a traceback, and some picked a choice the visitor never made, without a word (""
+the first option, -1 the last button or the last step, 2.5 the third step; a heads list with an
+unknown head kept the others). Screened, such a value is one notice (`Store.refuse`), the choice
+stays as it was and the browser shows it again, as the number boxes do with what the store
+refuses (`boxes.py`). Text boxes, check boxes and download buttons need nothing here: Bokeh
+refuses a value of another type before Panel sees it, and the store caps what a text box holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+
+from attnlab.app.explorer.store import Store, sentence
+from attnlab.app.i18n import text
+
+SENT = ("value", "value_throttled", "active")  # the properties through which a browser chooses
+
+
+def kept(widget: pn.widgets.Widget, props: dict[str, Any], takes: Callable[[Any], bool]) -> dict[str, Any]:
+    """`props`, a browser's change to `widget`, less its choice when `takes` refuses it: the
+    widget then sends the browser the value it kept."""
+    sent = [key for key in SENT if key in props]
+    if all(takes(props[key]) for key in sent):
+        return props
+    widget.param.trigger("value")  # the browser shows the kept value again
+    return {key: value for key, value in props.items() if key not in sent}
+
+
+def screen(layout: pn.viewable.Viewable, store: Store) -> None:
+    """Have every menu and button row in `layout` take only a choice it offers (the step slider
+    screens itself: `StepSlider`); anything else is one notice in `store`."""
+    for widget in layout.select(pn.widgets.Widget):
+        if isinstance(widget, pn.widgets.Select | pn.widgets.RadioButtonGroup):
+            _screen(widget, store, lambda sent, w=widget: _is_choice(w, sent), lambda w=widget: _label(w, w.value))
+        elif isinstance(widget, pn.widgets.MultiChoice):  # sends the labels of the picked choices
+            _screen(
+                widget,
+                store,
+                lambda sent, w=widget: isinstance(sent, list) and all(_is_label(w, s) for s in sent),
+                lambda w=widget: ", ".join(_label(w, v) for v in w.value) or "—",
+            )
+
+
+class StepSlider(pn.widgets.DiscreteSlider):
+    """A DiscreteSlider whose inner slider (the browser's: it sends the position of a step, and
+    Panel builds a new one whenever the steps change) takes only the position of a step."""
+
+    def __init__(self, store: Store, **params: Any) -> None:
+        self._store = store
+        super().__init__(**params)
+
+    def _update_options(self, *events: Any) -> None:
+        super()._update_options(*events)
+        _screen(
+            self._slider,
+            self._store,
+            lambda sent: _whole(sent) and 0 <= sent < len(self.values),
+            lambda: str(self.value),  # (its labels hold the slider's own label and markup)
+            name=self.name,
+        )
+
+
+def _screen(
+    widget: pn.widgets.Widget,
+    store: Store,
+    offers: Callable[[Any], bool],
+    shown: Callable[[], str],
+    name: str = "",
+) -> None:
+    """Have `widget` drop a browser's choice that `offers` refuses, with a notice naming the
+    widget (`name`, else its own) and the choice `shown` it keeps."""
+    process = widget._process_property_change
+
+    def takes(sent: Any) -> bool:
+        if offers(sent):
+            return True
+        asked = repr(sent) if isinstance(sent, str) else str(sent)
+        said = text("notice.choice_refused", store.lang, widget=name or widget.name, asked=asked[:24], kept=shown())
+        store.refuse(sentence(said))
+        return False
+
+    widget._process_property_change = lambda props: process(kept(widget, props, takes))
+
+
+def _whole(sent: Any) -> bool:
+    """Whether a browser sent a whole number (a JSON 2.0 is the whole number 2)."""
+    return (isinstance(sent, int) and not isinstance(sent, bool)) or (
+        isinstance(sent, float) and math.isfinite(sent) and sent.is_integer()
+    )
+
+
+def _is_choice(widget: pn.widgets.Widget, sent: Any) -> bool:
+    """Whether `sent` names one of `widget`'s choices: a button row sends its index, a menu the
+    choice's value as text (or its label)."""
+    if isinstance(widget, pn.widgets.RadioButtonGroup):  # (Bokeh takes no 1.0 for an index)
+        return isinstance(sent, int) and not isinstance(sent, bool) and 0 <= sent < len(widget.values)
+    return isinstance(sent, str) and (sent in widget.unicode_values or _is_label(widget, sent))
+
+
+def _is_label(widget: pn.widgets.Widget, sent: Any) -> bool:
+    return isinstance(sent, str) and sent in widget.labels
+
+
+def _label(widget: pn.widgets.Widget, value: Any) -> str:
+    """The label `widget` shows for `value` ("—" for none)."""
+    values = list(widget.values)
+    return str(widget.labels[values.index(value)]) if value in values else "—"
