@@ -611,10 +611,16 @@ def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path])
 
 
 # -- what a visitor can open ------------------------------------------------------------------------------------
+# The last model of a class is the one shown: Panel builds a new slider when the timeline's
+# steps change, and the document keeps the first one.
 JS_SET_MODEL = """([cls, value]) => {  // what a crafted request does: set a widget's value past its client-side limits
-  for (const m of Bokeh.documents[0].all_models)
+  for (const m of [...Bokeh.documents[0].all_models].reverse())
     if (m.css_classes && m.css_classes.includes(cls) && "value" in m) { m.value = value; return true; }
   return false;
+}"""
+JS_MODEL_VALUE = """(cls) => {  // the value the browser's copy of a widget holds
+  for (const m of [...Bokeh.documents[0].all_models].reverse())
+    if (m.css_classes && m.css_classes.includes(cls) && "value" in m) return m.value;
 }"""
 JS_DOCUMENT = """() => {  // every property value of every model the server sent to this page, as text
   const plain = (key, x) => (typeof x === "function" || ArrayBuffer.isView(x)) ? undefined
@@ -703,7 +709,9 @@ def test_checkpoints_under_the_roots_open_and_nothing_shows_a_server_path(
 def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -> None:
     """A client that ignores the widgets' limits (beam 10,000; 250,000 characters) is cut to the
     server's limits, told so, and served; a beam of Infinity is one notice and the box shows 4
-    again (it was "Callback failed" and a traceback in the server's log, and the box said NaN)."""
+    again (it was "Callback failed" and a traceback in the server's log, and the box said NaN).
+    A layer the menu does not list, and the timeline's step slider sent Infinity or -1, are one
+    notice each and both show their choice again (the slider's -1 was the last step, silently)."""
 
     def crafted(beam: int, text: str) -> str:
         assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", beam])
@@ -736,6 +744,20 @@ def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -
     assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", math.inf])  # Infinity in the browser
     page.page.locator(".attn-notice-text", has_text="A beam size of inf is not a whole number").wait_for()
     assert page.page.locator(".attn-beam input").input_value() == "1"  # the beam it kept, shown again
+    page.page.locator(".bk-tab").filter(has_text="Training timeline").click()
+    page.page.get_by_text("3 snapshots").wait_for(timeout=10_000)
+    layer = page.page.locator(".attn-layer select").input_value()
+    for cls, crafted, said in (  # a menu's and the step slider's crafted choice: the choice stays, shown again
+        ("attn-layer", "no such option", f"Layer: 'no such option' is not one of its choices; it stays at {layer}."),
+        ("attn-step", math.inf, "Training step: inf is not one of its choices; it stays at 100."),
+        ("attn-step", -1, "Training step: -1 is not one of its choices; it stays at 100."),  # was step 300, silently
+    ):
+        assert page.page.evaluate(JS_SET_MODEL, [cls, crafted])
+        page.page.locator(".attn-notice-text", has_text=said).wait_for()
+        assert page.page.locator(".attn-layer select").input_value() == layer
+        assert page.page.evaluate(JS_MODEL_VALUE, "attn-step") == 0  # the first step's position, shown again
+    assert page.page.get_by_text("training step: 100").count() == 1
+    page.shot("crafted-choices")
     server.log.flush()
     with Path(server.log.name).open() as log:
         log.seek(logged)

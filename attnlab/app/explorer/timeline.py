@@ -32,7 +32,9 @@ class TimelineTab(pn.viewable.Viewer):
         lang = store.lang
         self.note = pn.pane.HTML("", css_classes=["attn-muted"])
         # a crafted position (±inf, NaN, 99, -1) is a notice and the step stays (`screen`)
-        self.step = StepSlider(store, label=text("timeline.step", lang), options=[0], width=420, visible=False)
+        self.step = StepSlider(
+            store, label=text("timeline.step", lang), options=[0], width=420, visible=False, css_classes=["attn-step"]
+        )
         self.probe = pn.widgets.Select(label=text("timeline.probe", lang), options={}, width=420, visible=False)
         self.figures = pn.Column(css_classes=["attn-timeline"])
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
