@@ -185,3 +185,25 @@ def test_a_crafted_value_for_any_widget_is_one_line_never_a_traceback(
     assert sent or kind in ("checkbox", "shown")  # Bokeh takes only True or False for a check box
     errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
     assert "Callback failed" not in caplog.text and "Traceback" not in caplog.text and errors == []
+
+
+def test_a_crafted_row_of_the_dashboard_or_corpus_table_is_one_notice(
+    lab: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The dashboard's and the corpus sentences' tables are Bokeh tables, not Panel widgets (the
+    sweep does not see them): a browser picks a row by its index. A crafted -1 opened the last
+    head or sentence without a word, and 999 in the dashboard was an IndexError traceback: each
+    is one notice, and the open head stays; a real row still opens."""
+    explorer = whole_page(lab)
+    store, opened = explorer.store, []
+    monkeypatch.setattr(explorer.corpus, "open_sentence", lambda *picked: opened.append(picked))
+    head = (store.kind, store.layer, store.head)
+    for table, pick in (("Heads dashboard", explorer.dashboard._selected), ("Corpus", explorer.corpus._clicked)):
+        for crafted in (-1, 999):
+            pick("indices", [], [crafted])
+            assert (store.kind, store.layer, store.head) == head and opened == []
+            assert store.notices[-1] == f"{table}: {crafted} is not one of its choices; it stays at {store.open_head}."
+    explorer.dashboard._selected("indices", [], [1])
+    explorer.corpus._clicked("indices", [], [1])
+    assert (store.kind, store.layer, store.head) == ("encoder", 0, 1) and len(opened) == 1
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -23,6 +23,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, TableColumn
 
 from attnlab import viz
+from attnlab.app.explorer.screen import picked_row
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_title, text
 from attnlab.app.roots import MAX_REQUEST_CHARS, REFUSAL_SECONDS, CheckpointRoots, askable
@@ -234,15 +235,18 @@ class CorpusTab(pn.viewable.Viewer):
         self.table.object = viz.use_fonts(table)
 
     def _clicked(self, _attr: str, _old: list[int], new: list[int]) -> None:
-        if not new or self.profile is None or self.selected is None or new[0] >= len(self.rows):
+        if self.profile is None or self.selected is None:
+            return
+        index = picked_row(self.store, text("corpus.tab", self.store.lang), new, len(self.rows))
+        if index is None:
             return
         refusal = self._other_model()
         if refusal:
             self.store.error = refusal
             return
-        row = self.rows[new[0]]
-        reference = row["output"] if self.profile.meta.get("mode") == "reference" else ""
-        self.open_sentence(row["source"], reference, self.selected)
+        picked = self.rows[index]
+        reference = picked["output"] if self.profile.meta.get("mode") == "reference" else ""
+        self.open_sentence(picked["source"], reference, self.selected)
 
     def _other_model(self) -> str:
         """Why the loaded model cannot open this profile's sentences, or '' when it can: the

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.screen import picked_row
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 
@@ -42,6 +43,7 @@ class DashboardTab(pn.viewable.Viewer):
         ]
 
     def _selected(self, _attr: str, _old: list[int], new: list[int]) -> None:
-        if new:
-            row = self.store.stats[new[0]]
-            self.store.select(row["kind"], row["layer"], row["head"])
+        index = picked_row(self.store, text("tab.dashboard", self.store.lang), new, len(self.store.stats))
+        if index is not None:
+            head = self.store.stats[index]
+            self.store.select(head["kind"], head["layer"], head["head"])

@@ -9,8 +9,10 @@ failed" with a traceback, and some picked a choice the visitor never made, witho
 the first option, -1 the last button or the last step, 2.5 the third step; a heads list with an
 unknown head kept the others). Screened, such a value is one notice (`Store.refuse`), the choice
 stays as it was and the browser shows it again, as the number boxes do with what the store
-refuses (`boxes.py`). Text boxes, check boxes and download buttons need nothing here: Bokeh
-refuses a value of another type before Panel sees it, and the store caps what a text box holds.
+refuses (`boxes.py`); so is a row a table does not have (`picked_row`: the dashboard's and the
+corpus sentences' Bokeh tables, where -1 opened the last row and 999 was an IndexError). Text
+boxes, check boxes and download buttons need nothing here: Bokeh refuses a value of another type
+before Panel sees it, and the store caps what a text box holds.
 """
 
 from __future__ import annotations
@@ -69,6 +71,19 @@ class StepSlider(pn.widgets.DiscreteSlider):
             lambda: str(self.value),  # (its labels hold the slider's own label and markup)
             name=self.name,
         )
+
+
+def picked_row(store: Store, table: str, new: list[int], rows: int) -> int | None:
+    """The row of a table (the dashboard's, the corpus sentences') a browser picked -- `new`, its
+    selection's indices -- or None: none picked, or a row the table does not have (a crafted -1
+    opened the last one, 999 was an IndexError traceback), which is a notice naming `table`."""
+    if not new:
+        return None
+    if _whole(new[0]) and 0 <= new[0] < rows:
+        return int(new[0])
+    said = text("notice.choice_refused", store.lang, widget=table, asked=str(new[0])[:24], kept=store.open_head)
+    store.refuse(sentence(said))
+    return None
 
 
 def _screen(
