@@ -279,12 +279,14 @@ def test_decoding_past_the_time_limit_is_one_line_and_keeps_the_views(store: Sto
 
 def test_beam_is_capped_in_the_store(store: Store) -> None:
     store.text = "the dog runs ."
-    for asked, used in ((10_000, MAX_BEAM), (0, 1), (-5, 1)):
+    # a crafted 1e300 is a whole number: cut like 10,000, and named in three digits, not 301
+    for asked, said, used in ((10_000, "10,000", MAX_BEAM), (0, "0", 1), (-5, "-5", 1), (10**300, "1e+300", MAX_BEAM)):
         store.beam = asked
         assert store.submit(), store.error
         # at most `used`: the search stops early once no live hypothesis can win (search.py)
         assert 1 <= len(store.result.hypotheses) <= used and store.beam == used
-        assert any(f"Beam size {asked:,} is outside 1–{MAX_BEAM}" in n for n in store.notices), store.notices
+        assert any(f"Beam size {said} is outside 1–{MAX_BEAM}" in n for n in store.notices), store.notices
+        assert all(len(n) < 200 for n in store.notices), store.notices
     store.beam = 3
     assert store.submit() and store.notices == [] and 1 <= len(store.result.hypotheses) <= 3 and store.beam == 3
     for alpha in (math.nan, 1e9, -1.0):  # α's bounds refuse what a crafted request sets (NaN included)

@@ -284,7 +284,9 @@ class Store(param.Parameterized):
         if len(self.reference) > MAX_INPUT_CHARS:
             notices.append(text("notice.reference_cut", self.lang, chars=len(self.reference), most=MAX_INPUT_CHARS))
         if not self.greedy and self.beam is not None and not 1 <= self.beam <= MAX_BEAM:
-            notices.append(text("notice.beam_cut", self.lang, asked=self.beam, most=MAX_BEAM, used=self.beam_size))
+            notices.append(
+                text("notice.beam_cut", self.lang, asked=_count(self.beam), most=MAX_BEAM, used=self.beam_size)
+            )
             self.beam = self.beam_size
         return notices
 
@@ -324,3 +326,9 @@ def sentence(message: str) -> str:
     Give it the message before its paths are named (`Store.explain`): a server path starts
     with "/", which has no capital, so the name that replaces it keeps its own case."""
     return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+
+
+def _count(number: int) -> str:
+    """A whole number as a notice shows it: 1,000 with separators, but 1e+300 (which a crafted
+    request can send as a beam size) in three digits, not three hundred."""
+    return f"{number:,}" if abs(number) < 10**12 else f"{float(number):.3g}"
