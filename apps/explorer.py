@@ -7,10 +7,11 @@ The app is `attnlab.app.explorer`; `panel serve` runs this file once per browser
 
 from attnlab.app.explorer import app, refusal
 from attnlab.app.i18n import DEFAULT, text
-from attnlab.app.serve import close_component_route
+from attnlab.app.serve import close_component_route, one_line_refusals
 
 if __name__.startswith("bokeh"):
     close_component_route()  # (from the first session on, for a server started without apps/harden.py)
+    one_line_refusals()
     refused = refusal()  # unknown options, or --num-threads: a page that says why, not wrong outputs
     if refused is not None:
         refused.servable(title=text("page.title", DEFAULT))

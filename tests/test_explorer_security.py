@@ -544,3 +544,39 @@ def test_the_component_route_reads_only_modules_the_server_imported(
         parse(None, "panel/NoSuchThing/__css__/a.css")
     command = serve_command([], 5006, "127.0.0.1")
     assert command[command.index("--setup") + 1] == str(HARDEN) and HARDEN.is_file()
+
+
+def test_a_message_bokeh_refuses_is_one_line_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A crafted message Bokeh's server cannot apply (None for a text box's value) fails in
+    Bokeh's own handler, before any of the app's code: it logged the whole message and a
+    traceback. Through Bokeh's real `ProtocolHandler.handle`, with the handler that raised."""
+    import asyncio
+
+    from bokeh.server.protocol_handler import ProtocolHandler
+
+    from attnlab.app.serve import one_line_refusals
+
+    class Message:
+        msgtype = "PATCH-DOC"
+
+        def __repr__(self) -> str:
+            return "Message(" + "x" * 100_000 + ")"  # a message is up to MAX_MESSAGE_BYTES
+
+    class Connection:
+        def error(self, message: Message, text: str) -> str:
+            return f"error reply: {text}"
+
+    async def refuse(message: Message, connection: Connection) -> None:
+        raise ValueError("failed to validate TextInput(id='p1').value: expected str, got None")
+
+    handler = ProtocolHandler()
+    handler._handlers["PATCH-DOC"] = refuse
+    one_line_refusals()
+    one_line_refusals()  # once is enough: a second call adds no second filter
+    with caplog.at_level(logging.ERROR, logger="bokeh.server.protocol_handler"):
+        reply = asyncio.run(handler.handle(Message(), Connection()))
+    assert reply.startswith("error reply: ValueError(")  # Bokeh still answers the browser
+    (record,) = caplog.records
+    line = record.getMessage()
+    assert line.startswith("refused a browser's message: ValueError(") and "expected str, got None" in line
+    assert len(line) < 300 and "\n" not in line and record.exc_info is None and not caplog.text.count("Traceback")

@@ -9,6 +9,7 @@ characters of a text anyway).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shlex
@@ -50,6 +51,28 @@ def close_component_route() -> None:
 
     parse_url_path.imported_only = True  # type: ignore[attr-defined]
     ComponentResourceHandler.parse_url_path = parse_url_path  # type: ignore[method-assign]
+
+
+class _OneLineRefusal(logging.Filter):
+    """Bokeh's own log record of a browser message it could not apply, as one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("error handling message") and record.args:
+            error = record.args[-1] if isinstance(record.args, tuple) else record.args
+            record.msg, record.args = "refused a browser's message: %s", (repr(error)[:200],)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def one_line_refusals() -> None:
+    """Log a browser message that Bokeh's server refuses before any of the app's code runs (a
+    crafted request sending None for a text box's value, a string for a check box) in one line.
+    Bokeh logged the whole message (up to `MAX_MESSAGE_BYTES`) and a traceback for each; the
+    session goes on either way (Bokeh answers the browser with an error). Run where
+    `close_component_route` runs."""
+    logger = logging.getLogger("bokeh.server.protocol_handler")
+    if not any(isinstance(f, _OneLineRefusal) for f in logger.filters):
+        logger.addFilter(_OneLineRefusal())
 
 
 def free_port(address: str) -> int:
