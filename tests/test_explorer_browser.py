@@ -618,6 +618,15 @@ JS_SET_MODEL = """([cls, value]) => {  // what a crafted request does: set a wid
     if (m.css_classes && m.css_classes.includes(cls) && "value" in m) { m.value = value; return true; }
   return false;
 }"""
+JS_SET_UNCHECKED = """([cls, value]) => {  // as JS_SET_MODEL, past BokehJS's own check of the value's type too
+  for (const m of [...Bokeh.documents[0].all_models].reverse())
+    if (m.css_classes && m.css_classes.includes(cls) && "value" in m) {
+      m.properties.value.validate = () => {};
+      m.value = value;
+      return true;
+    }
+  return false;
+}"""
 JS_MODEL_VALUE = """(cls) => {  // the value the browser's copy of a widget holds
   for (const m of [...Bokeh.documents[0].all_models].reverse())
     if (m.css_classes && m.css_classes.includes(cls) && "value" in m) return m.value;
@@ -758,10 +767,16 @@ def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -
         assert page.page.evaluate(JS_MODEL_VALUE, "attn-step") == 0  # the first step's position, shown again
     assert page.page.get_by_text("training step: 100").count() == 1
     page.shot("crafted-choices")
+    assert page.page.evaluate(JS_SET_UNCHECKED, ["attn-source", None])  # a type Bokeh's server refuses itself
+    deadline = time.monotonic() + 10
+    while "refused a browser's message" not in Path(server.log.name).read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
     server.log.flush()
     with Path(server.log.name).open() as log:
         log.seek(logged)
-        assert "Callback failed" not in log.read()
+        since = log.read()
+    assert "Callback failed" not in since and "Traceback" not in since, since[-3000:]
+    assert "refused a browser's message: ValueError(" in since, since[-3000:]  # one line, not the whole message
 
 
 # -- response time and memory on the bundled model -----------------------------------------------------------
