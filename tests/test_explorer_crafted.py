@@ -12,6 +12,11 @@ limits, a text box takes the text, and the page's buttons then read it without a
 A value the widget's Bokeh property does not take (a string for a check box, None for a text
 box) is refused by the Bokeh server when it applies the message, before Panel or attnlab see it:
 those are left out (`bokeh_takes`), and each kind's test says how many it left out.
+
+A crafted message can also set any other property of any Bokeh model of the page, and Panel
+applies each of a widget's `_linked_properties` to it (and the tabs' `tabs` and `active`): the
+last test sends every one of them crafted values, taps the grids at crafted points and under
+crafted `tags`, patches the tables' data, and clicks the downloads while they are off.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 import panel as pn
 import pytest
 from bokeh.document import Document
+from bokeh.events import Tap
 from test_notebooks import make_checkpoints
 
 from attnlab.app.checkpoints import open_model
@@ -207,3 +213,89 @@ def test_a_crafted_row_of_the_dashboard_or_corpus_table_is_one_notice(
     explorer.corpus._clicked("indices", [], [1])
     assert (store.kind, store.layer, store.head) == ("encoder", 0, 1) and len(opened) == 1
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+# what a page sends (`attnlab.app.explorer.screen.BROWSER`): every other linked property is crafted
+VISITORS = {"value", "value_input", "value_throttled", "active", "clicks"}
+OTHER = ["../../etc/passwd", "", ["../../etc/passwd", "x"], 99, -1, 1e300, True, False, None, {"x": 1}]
+
+
+def settings(explorer: Explorer) -> dict[str, Any]:
+    """What a crafted property must not change: every widget's and the tabs' parameters, the
+    store's choices and limits, and which checkpoint is open."""
+    store = explorer.store
+    said = {id(w): dict(w.param.values()) for w in [*explorer.layout.select(pn.widgets.Widget), explorer.tabs]}
+    limits = {name: (store.param[name].objects or store.param[name].bounds) for name in ("kind", "layer", "head")}
+    limits.update(beam=store.param.beam.bounds, alpha=store.param.alpha.bounds)
+    kept = ("checkpoint", "kind", "layer", "head", "beam", "alpha", "greedy", "time_limit", "trace", "lang")
+    return {"widgets": said, "limits": limits, "store": {name: getattr(store, name) for name in kept}}
+
+
+def test_a_crafted_change_of_another_property_is_dropped(
+    lab: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every property but a visitor's that Panel applies from a browser -- a menu's options, a
+    button row's labels (the kind buttons' "foo" was a ValueError that looped into a
+    RecursionError), a menu's disabled options (the open one's was a ValueError), a number box's
+    or slider's limits, a widget's name, `disabled`, a download's file name or `embed`, the tabs'
+    `tabs` (closed tabs) -- changes no widget, no choice, no limit of the store and no open
+    checkpoint, and logs nothing. The tabs take only a tab they have (99 was a ValueError, -1
+    showed none), with a notice. A tap on a grid at a crafted point ("0" was a TypeError), or
+    under crafted `tags` (a layer the grid lacks was a ValueError, [] an IndexError), opens a
+    head the grid has or none; a table whose data a browser patched still opens the row the
+    server listed; a download still off (no trace yet) takes no click and no `embed` (each was a
+    ValueError)."""
+    monkeypatch.setattr(logging.getLogger("panel"), "propagate", True)
+    caplog.set_level(logging.WARNING)
+    explorer = whole_page(lab)
+    store, sent = explorer.store, 0
+    for widget in [*explorer.layout.select(pn.widgets.Widget), explorer.tabs]:
+        model = widget.get_root(Document()) if widget._linked_properties else None
+        for prop in [p for p in widget._linked_properties if p not in VISITORS]:
+            for crafted in [*OTHER, [shown(model, "value")]]:  # (the open choice: a menu's disabled options)
+                if not bokeh_takes(model, prop, crafted):
+                    continue
+                before, sent = settings(explorer), sent + 1
+                widget._process_events({prop: crafted})
+                where = f"{type(widget).__name__} {widget.name!r} {prop}={str(crafted)[:30]}"
+                assert settings(explorer) == before, where
+    tabs = explorer.tabs  # a browser closing tabs: Panel hands `tabs` over as the kept tabs' panes
+    for crafted in ({"tabs": tabs.objects[:2]}, {"active": 99}, {"active": -1}):
+        before = settings(explorer)
+        tabs._process_events(crafted)
+        assert settings(explorer) == before, crafted
+    assert store.notices[-1] == "Tabs: -1 is not one of its choices; it stays at Training timeline."
+    print(f"{sent} crafted properties applied")
+
+    explorer.tabs.active = 0  # the Heads grid, then the corpus profile's grids and tables
+    grid, opened = explorer.heads.grid.object, []
+    for x, y in ((0.5, 0.5), ("0", 0.5), ([0], None), (math.nan, math.inf)):
+        grid._trigger_event(Tap(grid, x=x, y=y))
+    grid.tags = [{"layers": [99], "heads": [99]}]
+    grid._trigger_event(Tap(grid, x=0.5, y=0.5))
+    grid.tags = []
+    grid._trigger_event(Tap(grid, x=1.7, y=0.5))
+    assert (store.kind, store.layer, store.head) == ("cross", 1, 1)  # the grid's own head there
+    for profile_grid in explorer.corpus.grids.objects:
+        profile_grid.object._trigger_event(Tap(profile_grid.object, x="0", y=0.5))
+    monkeypatch.setattr(explorer.corpus, "open_sentence", lambda *picked: opened.append(picked))
+    explorer.tabs.active = 2
+    for table in (explorer.dashboard.figures.objects[0].object, explorer.corpus.table.object):
+        source = table.source
+        source.data = {name: ["../../etc/passwd"] * len(column) for name, column in source.data.items()}
+        source.selected.indices = [1]
+    assert (store.kind, store.layer, store.head) == (
+        store.stats[1]["kind"],
+        store.stats[1]["layer"],
+        store.stats[1]["head"],
+    )
+    assert [source for source, _, _ in opened] == [explorer.corpus.rows[1]["source"]]
+
+    fresh = Explorer({"run": str(lab / "run")}, CheckpointRoots([lab]))  # nothing decoded: the downloads are off
+    for download in fresh.export.layout.select(pn.widgets.FileDownload):
+        download.get_root(Document())
+        for crafted in ({"clicks": 1}, {"embed": True}, {"disabled": False}, {"clicks": 2}):
+            download._process_events(crafted)
+        assert download.disabled and download.data is None
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert "Callback failed" not in caplog.text and "Traceback" not in caplog.text and errors == []

@@ -38,6 +38,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "decoding.greedy": {"en": "greedy", "es": "voraz", "zh": "贪心"},
     "decoding.settings": {"en": "beam {beam}, α {alpha:g}", "es": "haz {beam}, α {alpha:g}", "zh": "束宽 {beam}，α {alpha:g}"},
     # the page: tabs and the status line
+    "page.tabs": {"en": "Tabs", "es": "Pestañas", "zh": "标签页"},
     "tab.heads": {"en": "Heads", "es": "Cabezas", "zh": "注意力头"},
     "tab.equation": {"en": "Masks & Eq. (1)", "es": "Máscaras y Ec. (1)", "zh": "掩码与公式 (1)"},
     "tab.dashboard": {"en": "Heads dashboard", "es": "Resumen de cabezas", "zh": "注意力头总览"},

@@ -4,7 +4,9 @@ block-averaged past `GRID_SIDE` tokens), the open head framed, a tap opening ano
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 
 from bokeh.events import Tap
 from bokeh.models import (
@@ -36,6 +38,10 @@ GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many r
 
 
 GAP = 0.12  # between thumbnails, in thumbnail widths
+# {grid figure: its layers and heads}, which a tap reads: kept on the server, since a browser can
+# set any property of a figure, its `tags` too (crafted ones picked a layer the grid lacks; [] was an
+# IndexError)
+_GEOMETRY: weakref.WeakKeyDictionary[figure, dict[str, list[int]]] = weakref.WeakKeyDictionary()
 
 
 def grid(
@@ -68,7 +74,7 @@ def grid(
     if on_select is not None:
 
         def tapped(event: Tap) -> None:
-            geometry = fig.tags[0]
+            geometry = _GEOMETRY[fig]
             picked = grid_pick(event.x, event.y, geometry["layers"], geometry["heads"])
             if picked is not None:
                 on_select(*picked)
@@ -128,6 +134,7 @@ def update_grid(
     title = wrap_title(
         said["grid.title"].format(kind_title=kind_title(kind, said)), width - label_room(layer_names) - 20
     )
+    _GEOMETRY[fig] = {"layers": layers, "heads": heads}
     fig.update(
         width=width,
         height=int(len(layers) * cell_px * (1 + GAP)) + 60 + TITLE_LINE_PX * title.count("\n"),
@@ -152,8 +159,9 @@ def grid_pick(
     x: float | None, y: float | None, layers: Sequence[int], heads: Sequence[int], gap: float = GAP
 ) -> tuple[int, int] | None:
     """(layer, head id) under data point (x, y) of a `grid` figure of `layers` × `heads` (its
-    tags), or None between thumbnails."""
-    if x is None or y is None:
+    tags), or None between thumbnails or off the grid: outside it, or not a point (a crafted tap
+    can send a string or a list as its x or y)."""
+    if not (isinstance(x, Real) and isinstance(y, Real)):
         return None
     column_index, fx = divmod(x, 1 + gap)
     row_from_bottom, fy = divmod(y, 1 + gap)

@@ -6,6 +6,7 @@ written in it, the open head framed, a tap opening another.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 
 import numpy as np
 from bokeh.events import Tap
@@ -112,7 +113,8 @@ def profile_grid(
 
 
 def profile_pick(x: float | None, y: float | None, layers: Sequence[int], n_heads: int) -> tuple[int, int] | None:
-    """(layer, head) under data point (x, y) of a `profile_grid` figure, or None outside it."""
-    if x is None or y is None or not (0 <= x < n_heads and 0 <= y < len(layers)):
+    """(layer, head) under data point (x, y) of a `profile_grid` figure, or None outside it (or
+    not a point: a crafted tap can send a string as its x or y)."""
+    if not (isinstance(x, Real) and isinstance(y, Real) and 0 <= x < n_heads and 0 <= y < len(layers)):
         return None
     return int(layers[int(y)]), int(x)

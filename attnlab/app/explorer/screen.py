@@ -13,6 +13,15 @@ refuses (`boxes.py`); so is a row a table does not have (`picked_row`: the dashb
 corpus sentences' Bokeh tables, where -1 opened the last row and 999 was an IndexError). Text
 boxes, check boxes and download buttons need nothing here: Bokeh refuses a value of another type
 before Panel sees it, and the store caps what a text box holds.
+
+A crafted message can also set any other property of a widget's Bokeh model, and Panel applied
+it to the widget: a button row's `labels` became its options (the kind buttons' "foo" was a
+ValueError that looped into a RecursionError; the decoding row took a mode it does not offer), a
+menu's `disabled_options` holding its choice was a ValueError, `title` or `label` renamed a
+widget (and the notices that name it), `clicks` or `embed` on a download still off without a
+trace was a ValueError, and the tabs' `tabs` closed tabs (`active` 99 was a ValueError, -1 showed
+none). A widget now takes from a browser only what a visitor changes in the page (`BROWSER`), and
+nothing while it is off (`_guard`); the tabs take only a tab they have.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from attnlab.app.explorer.store import Store, sentence
 from attnlab.app.i18n import text
 
 SENT = ("value", "value_throttled", "active")  # the properties through which a browser chooses
+BROWSER = (*SENT, "value_input", "clicks")  # all a visitor changes in the page (a download's click)
 
 
 def kept(widget: pn.widgets.Widget, props: dict[str, Any], takes: Callable[[Any], bool]) -> dict[str, Any]:
@@ -35,13 +45,24 @@ def kept(widget: pn.widgets.Widget, props: dict[str, Any], takes: Callable[[Any]
     sent = [key for key in SENT if key in props]
     if all(takes(props[key]) for key in sent):
         return props
-    widget.param.trigger("value")  # the browser shows the kept value again
+    widget.param.trigger("active" if isinstance(widget, pn.Tabs) else "value")  # the browser shows it again
     return {key: value for key, value in props.items() if key not in sent}
 
 
 def screen(layout: pn.viewable.Viewable, store: Store) -> None:
-    """Have every menu and button row in `layout` take only a choice it offers (the step slider
-    screens itself: `StepSlider`); anything else is one notice in `store`."""
+    """Have every menu, button row and the tabs in `layout` take only a choice they offer (the
+    step slider screens itself: `StepSlider`), anything else one notice in `store`; and every
+    widget take no property but those a visitor changes (`_guard`)."""
+    for tabs in layout.select(pn.Tabs):
+        name = text("page.tabs", store.lang)
+        _screen(
+            tabs,
+            store,
+            lambda sent, t=tabs: _whole(sent) and 0 <= sent < len(t),
+            lambda t=tabs: t._names[t.active],
+            name,
+        )
+        _guard(tabs)
     for widget in layout.select(pn.widgets.Widget):
         if isinstance(widget, pn.widgets.Select | pn.widgets.RadioButtonGroup):
             _screen(widget, store, lambda sent, w=widget: _is_choice(w, sent), lambda w=widget: _label(w, w.value))
@@ -52,6 +73,7 @@ def screen(layout: pn.viewable.Viewable, store: Store) -> None:
                 lambda sent, w=widget: isinstance(sent, list) and all(_is_label(w, s) for s in sent),
                 lambda w=widget: ", ".join(_label(w, v) for v in w.value) or "—",
             )
+        _guard(widget)
 
 
 class StepSlider(pn.widgets.DiscreteSlider):
@@ -71,6 +93,7 @@ class StepSlider(pn.widgets.DiscreteSlider):
             lambda: str(self.value),  # (its labels hold the slider's own label and markup)
             name=self.name,
         )
+        _guard(self._slider)
 
 
 def picked_row(store: Store, table: str, new: list[int], rows: int) -> int | None:
@@ -106,6 +129,20 @@ def _screen(
         return False
 
     widget._process_property_change = lambda props: process(kept(widget, props, takes))
+
+
+def _guard(widget: pn.viewable.Viewable) -> None:
+    """Have `widget` take from a browser only the properties a visitor changes in the page
+    (`BROWSER`), and none while it is off, as a browser sends none then: not its options, labels,
+    limits, name, file name or `disabled`, which a crafted message can set on its Bokeh model."""
+    process = widget._process_property_change
+
+    def visitors(props: dict[str, Any]) -> dict[str, Any]:
+        if getattr(widget, "disabled", False):
+            return {}
+        return {key: value for key, value in props.items() if key in BROWSER}
+
+    widget._process_property_change = lambda props: process(visitors(props))
 
 
 def _whole(sent: Any) -> bool:
