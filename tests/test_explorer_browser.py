@@ -627,6 +627,14 @@ JS_SET_UNCHECKED = """([cls, value]) => {  // as JS_SET_MODEL, past BokehJS's ow
     }
   return false;
 }"""
+JS_SET_PROPERTY = """([label, prop, value]) => {  // a crafted request's other property, on the model showing `label`
+  for (const m of [...Bokeh.documents[0].all_models].reverse())
+    if (prop in m && [...(m.labels || []), ...(m.tabs || []).map((t) => t.title)].includes(label)) {
+      m[prop] = value;
+      return true;
+    }
+  return false;
+}"""
 JS_MODEL_VALUE = """(cls) => {  // the value the browser's copy of a widget holds
   for (const m of [...Bokeh.documents[0].all_models].reverse())
     if (m.css_classes && m.css_classes.includes(cls) && "value" in m) return m.value;
@@ -720,7 +728,9 @@ def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -
     server's limits, told so, and served; a beam of Infinity is one notice and the box shows 4
     again (it was "Callback failed" and a traceback in the server's log, and the box said NaN).
     A layer the menu does not list, and the timeline's step slider sent Infinity or -1, are one
-    notice each and both show their choice again (the slider's -1 was the last step, silently)."""
+    notice each and both show their choice again (the slider's -1 was the last step, silently). Other
+    properties than a visitor's are dropped: the kind buttons' crafted labels were a ValueError that
+    looped into a RecursionError in the log, and the tabs' active 99 a ValueError; it is one notice."""
 
     def crafted(beam: int, text: str) -> str:
         assert page.page.evaluate(JS_SET_MODEL, ["attn-beam", beam])
@@ -767,6 +777,10 @@ def test_crafted_requests_are_capped_on_the_server(page: Page, server: Server) -
         assert page.page.evaluate(JS_MODEL_VALUE, "attn-step") == 0  # the first step's position, shown again
     assert page.page.get_by_text("training step: 100").count() == 1
     page.shot("crafted-choices")
+    assert page.page.evaluate(JS_SET_PROPERTY, ["encoder", "labels", ["foo", "bar", "baz"]])  # the kind buttons
+    assert page.page.evaluate(JS_SET_PROPERTY, ["Training timeline", "active", 99])
+    said = "Tabs: 99 is not one of its choices; it stays at Training timeline."
+    page.page.locator(".attn-notice-text", has_text=said).wait_for()
     assert page.page.evaluate(JS_SET_UNCHECKED, ["attn-source", None])  # a type Bokeh's server refuses itself
     deadline = time.monotonic() + 10
     while "refused a browser's message" not in Path(server.log.name).read_text() and time.monotonic() < deadline:
