@@ -9,12 +9,11 @@ notices, and the box shows the value the store kept (`screen.kept`, as the menus
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import panel as pn
 
-from attnlab.app.explorer.screen import kept
+from attnlab.app.explorer.screen import kept, whole
 from attnlab.app.explorer.store import Store
 
 
@@ -28,7 +27,7 @@ class _Screened:
         params = super()._process_property_change(props)  # type: ignore[misc]
         if isinstance(self, pn.widgets.IntInput):  # a JSON 3.0 is the whole number 3
             for key in ("value", "value_throttled"):
-                if isinstance(params.get(key), float) and math.isfinite(params[key]) and params[key].is_integer():
+                if isinstance(params.get(key), float) and whole(params[key]):
                     params[key] = int(params[key])
         return kept(self, params, lambda sent: self._store.takes(self._setting, sent))  # type: ignore[arg-type]
 

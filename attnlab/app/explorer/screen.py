@@ -58,7 +58,7 @@ def screen(layout: pn.viewable.Viewable, store: Store) -> None:
         _screen(
             tabs,
             store,
-            lambda sent, t=tabs: _whole(sent) and 0 <= sent < len(t),
+            lambda sent, t=tabs: whole(sent) and 0 <= sent < len(t),
             lambda t=tabs: t._names[t.active],
             name,
         )
@@ -89,7 +89,7 @@ class StepSlider(pn.widgets.DiscreteSlider):
         _screen(
             self._slider,
             self._store,
-            lambda sent: _whole(sent) and 0 <= sent < len(self.values),
+            lambda sent: whole(sent) and 0 <= sent < len(self.values),
             lambda: str(self.value),  # (its labels hold the slider's own label and markup)
             name=self.name,
         )
@@ -102,7 +102,7 @@ def picked_row(store: Store, table: str, new: list[int], rows: int) -> int | Non
     opened the last one, 999 was an IndexError traceback), which is a notice naming `table`."""
     if not new:
         return None
-    if _whole(new[0]) and 0 <= new[0] < rows:
+    if whole(new[0]) and 0 <= new[0] < rows:
         return int(new[0])
     said = text("notice.choice_refused", store.lang, widget=table, asked=str(new[0])[:24], kept=store.open_head)
     store.refuse(sentence(said))
@@ -145,7 +145,7 @@ def _guard(widget: pn.viewable.Viewable) -> None:
     widget._process_property_change = lambda props: process(visitors(props))
 
 
-def _whole(sent: Any) -> bool:
+def whole(sent: Any) -> bool:
     """Whether a browser sent a whole number (a JSON 2.0 is the whole number 2)."""
     return (isinstance(sent, int) and not isinstance(sent, bool)) or (
         isinstance(sent, float) and math.isfinite(sent) and sent.is_integer()
