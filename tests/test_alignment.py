@@ -13,12 +13,11 @@ import sentencepiece as spm
 
 from attnlab.cli import main
 from attnlab.data.tokenizer import join_words
+from attnlab.decode.aer import aer, corpus_aer
 from attnlab.decode.alignment import (
-    aer,
     align_lines,
     best_method,
     candidates,
-    corpus_aer,
     piece_words,
     score_words,
     trace_links,

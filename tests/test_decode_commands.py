@@ -17,7 +17,8 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.decode import evaluate
-from attnlab.decode.alignment import aer, align_lines, reading
+from attnlab.decode.aer import aer
+from attnlab.decode.alignment import align_lines, reading
 from attnlab.decode.api import DEFAULTS, load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import read_profile

@@ -25,7 +25,8 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
-from attnlab.decode.alignment import aer_grid, corpus_aer, split_pair
+from attnlab.decode.aer import corpus_aer
+from attnlab.decode.alignment import aer_grid, split_pair
 from attnlab.decode.api import load
 from attnlab.decode.commands import (
     add_alignment_arguments,

@@ -8,7 +8,7 @@ A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer
 sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
-head's AER, precision and recall (`attnlab.decode.alignment`). Without references the output is
+head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`). Without references the output is
 the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
 then recorded); with `--tgt` the references are read teacher-forced as `attnlab align` reads them
 (`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
@@ -36,7 +36,8 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from attnlab.data.tokenizer import is_blank, join_words
-from attnlab.decode.alignment import aer, check_lines, score_words, trace_links
+from attnlab.decode.aer import aer
+from attnlab.decode.alignment import check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result, load
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines, search_settings
 from attnlab.decode.pharaoh import read_pharaoh
