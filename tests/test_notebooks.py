@@ -7,10 +7,11 @@ random-weight tiny fixtures built here (notebooks never assert quality, only tha
 Notebooks that train or evaluate take small settings from $ATTNLAB_NB_* so the file stays quick
 on two cores. Executed copies are written to test-artifacts/notebooks/ for inspection.
 
-The quickstart also exists in Spanish and Chinese (`01_quickstart.es.ipynb`, `.zh.ipynb`): the
-same code (checked here, so that a change to the English one is not forgotten in the others), its
-words translated and its widgets called with `lang=`. They run like the others: the quickstart is
-the cheapest notebook (one sentence, no training), so each translation adds seconds.
+Each notebook also exists in Spanish and Chinese (`02_inside_attention.es.ipynb`, `.zh.ipynb`):
+the same code (checked here, so that a change to the English one is not forgotten in the others),
+its prose, comments and printed words translated, its widgets called with `lang=` and its figures
+drawn with `words=figure_words(lang=...)`. They run like the others, on the same small settings,
+so a translation whose code only matches in shape but fails when run is caught too.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ NEEDS_CORPORA = {  # notebook -> a file of the shared corpora it reads
     "04_training_dynamics.ipynb": "multi30k/train.en",
     "05_parsing.ipynb": "ptb_wsj_sample/mrg/wsj_0180.mrg",
 }
-TRANSLATIONS = {"01_quickstart.es.ipynb": "es", "01_quickstart.zh.ipynb": "zh"}  # of 01_quickstart.ipynb
+LANGUAGES = ("es", "zh")  # every notebook is also in these, as NAME.LANG.ipynb
+WIDGETS = ("show", "explore", "replay", "compare_models", "figure_words")  # what takes `lang=`
 KERNEL = "attnlab-test"
 
 # Word lists for the fixture tokenizer (written for these tests, not from a corpus).
@@ -134,10 +136,22 @@ def notebook_names() -> list[str]:
     return sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
 
 
-def test_there_are_six_notebooks_and_two_translations() -> None:
-    names = notebook_names()
-    assert [name[:3] for name in names if name not in TRANSLATIONS] == ["01_", "02_", "03_", "04_", "05_", "06_"]
-    assert sorted(set(names) & set(TRANSLATIONS)) == sorted(TRANSLATIONS)
+def original(name: str) -> str:
+    """The English notebook a translation (`NAME.LANG.ipynb`) translates; an English one's own name."""
+    stem, *lang, _ = name.split(".")
+    return f"{stem}.ipynb" if lang else name
+
+
+def translations() -> list[tuple[str, str]]:
+    """(file, language) of every translated notebook."""
+    return [(name, name.split(".")[1]) for name in notebook_names() if original(name) != name]
+
+
+def test_six_notebooks_each_in_english_spanish_and_chinese() -> None:
+    english = [name for name in notebook_names() if original(name) == name]
+    assert [name[:3] for name in english] == ["01_", "02_", "03_", "04_", "05_", "06_"]
+    expected = {f"{name[: -len('.ipynb')]}.{lang}.ipynb" for name in english for lang in LANGUAGES}
+    assert {name for name, _ in translations()} == expected
 
 
 class _Wordless(ast.NodeTransformer):
@@ -159,34 +173,39 @@ def code_cells(name: str) -> list[str]:
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
-@pytest.mark.parametrize(("name", "lang"), sorted(TRANSLATIONS.items()))
+def markdown_cells(name: str) -> list[str]:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
+
+
+def calls(cells: list[str]) -> list[ast.Call]:
+    return [node for cell in cells for node in ast.walk(ast.parse(cell)) if isinstance(node, ast.Call)]
+
+
+@pytest.mark.parametrize(("name", "lang"), translations())
 def test_a_translation_runs_the_same_code_in_its_language(name: str, lang: str) -> None:
-    english, translated = code_cells("01_quickstart.ipynb"), code_cells(name)
-    assert len(translated) == len(english)
-    for mine, theirs in zip(translated, english, strict=True):
-        assert ast.dump(_Wordless().visit(ast.parse(mine))) == ast.dump(_Wordless().visit(ast.parse(theirs)))
-    widget_calls = [
-        node
-        for cell in translated
-        for node in ast.walk(ast.parse(cell))
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("show", "explore", "figure_words")
-    ]
-    assert len({call.func.id for call in widget_calls}) == 3 and all(
+    english, translated = code_cells(original(name)), code_cells(name)
+    assert len(translated) == len(english), f"{name}: not the code cells of {original(name)}"
+    for number, (mine, theirs) in enumerate(zip(translated, english, strict=True)):
+        assert ast.dump(_Wordless().visit(ast.parse(mine))) == ast.dump(_Wordless().visit(ast.parse(theirs))), (
+            f"{name}: code cell {number} is not the code of {original(name)}'s"
+        )
+    widget_calls = [call for call in calls(translated) if getattr(call.func, "id", "") in WIDGETS]
+    assert widget_calls and all(
         any(k.arg == "lang" and getattr(k.value, "value", None) == lang for k in call.keywords) for call in widget_calls
     ), f"{name}: every widget, and the figures' words, is called with lang={lang!r}"
-    figures = [
-        node
-        for cell in translated
-        for node in ast.walk(ast.parse(cell))
-        if isinstance(node, ast.Call) and getattr(node.func, "value", None) is not None
-        if getattr(node.func.value, "id", "") == "viz"
-    ]
-    assert figures and all(any(k.arg == "words" for k in call.keywords) for call in figures), (
+    figures = [call for call in calls(translated) if getattr(getattr(call.func, "value", None), "id", "") == "viz"]
+    assert all(any(k.arg == "words" for k in call.keywords) for call in figures), (
         f"{name}: a figure is drawn with English words"
     )
-    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    prose = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
-    assert ("ñ" in prose or "ó" in prose) if lang == "es" else sum("\u4e00" <= c <= "\u9fff" for c in prose) > 200
+    prose, english_prose = markdown_cells(name), markdown_cells(original(name))
+    assert len(prose) == len(english_prose), f"{name}: not the text cells of {original(name)}"
+    untranslated = [
+        number for number, (mine, theirs) in enumerate(zip(prose, english_prose, strict=True)) if mine == theirs
+    ]
+    assert not untranslated, f"{name}: text cells {untranslated} are still in English"
+    text = " ".join(prose)
+    assert any(c in text for c in "ñóéáí¿") if lang == "es" else sum("\u4e00" <= c <= "\u9fff" for c in text) > 200
 
 
 @pytest.mark.parametrize("name", notebook_names())
@@ -208,8 +227,9 @@ def test_notebook_runs(
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    if name in NEEDS_CORPORA and not has_corpus_file(NEEDS_CORPORA[name]):
-        pytest.skip(f"needs {NEEDS_CORPORA[name]} of the shared corpora (../shared/data or $ATTNLAB_DATA)")
+    needed = NEEDS_CORPORA.get(original(name))
+    if needed and not has_corpus_file(needed):
+        pytest.skip(f"needs {needed} of the shared corpora (../shared/data or $ATTNLAB_DATA)")
     for key, value in notebook_env.items():  # the kernel inherits this process's environment
         monkeypatch.setenv(key, value)
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
