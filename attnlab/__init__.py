@@ -8,7 +8,7 @@ The package is laid out in rooms that follow the data's path (docs/ARCHITECTURE.
 
 from attnlab import _moved
 from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
-from attnlab.record import AttentionTrace, ablate, head_stats, record
+from attnlab.record import AttentionTrace, ablate, head_stats, record, rollout
 
 _moved.install()
 
@@ -31,5 +31,6 @@ __all__ = [
     "load",
     "preset",
     "record",
+    "rollout",
 ]
 __version__ = "0.1.0"

@@ -562,6 +562,9 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert "log P(original output)" in page.page.locator(".attn-ablation-result").inner_text()
     page.settle()
     page.shot("ablation")
+    page.page.locator(".bk-tab").filter(has_text="Attention rollout").click()  # the open head's kind and layer
+    assert drawn(page.figure_image("rollout-encoder"))
+    page.shot("rollout")
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:
@@ -572,7 +575,7 @@ def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> N
     before = {name: np.asarray(page.figure_image(name)).astype(int) for name in ("heatmap-cross", "grid-cross")}
     heads = page.page.locator(".bk-tab").filter(has_text=re.compile("^Heads$"))
     for other, figure in (("Masks & Eq. (1)", "mask-cross"), ("Heads dashboard", "stats-scatter"),
-                          ("Training timeline", "timeline-diff")):  # fmt: skip
+                          ("Training timeline", "timeline-diff"), ("Attention rollout", "rollout-cross")):  # fmt: skip
         page.page.locator(".bk-tab").filter(has_text=other).click()
         page.figure_box(figure)  # that tab has drawn
         page.settle()

@@ -223,3 +223,24 @@ def test_a_failed_decode_leaves_no_stale_notice(lab: dict[str, Path]) -> None:
     assert any("truncated" in notice for notice in shown.store.notices) and shown.notice.visible
     decode(shown, "   ")
     assert shown.store.error == "The input is empty." and shown.store.notices == [] and not shown.notice.visible
+
+
+def test_the_rollout_tab_follows_the_open_kind_and_layer(lab: dict[str, Path]) -> None:
+    """Drawn when its tab opens, redrawn for another kind or layer, and for a new sentence while
+    it is open; its figure is the rollout of the open kind up to the open layer."""
+    from attnlab.record.rollout import rollout
+
+    shown = explorer(lab, tiny="translate")
+    assert shown.rollout.figure.object is None  # a hidden tab draws nothing
+    shown.tabs.active = 7
+    assert shown.tabs._names[7] == text("tab.rollout")
+    store = shown.store
+    for kind, layer in (("cross", store.trace.layers["cross"][-1]), ("encoder", 0), ("decoder", 1)):
+        shown.selection.kind.value = kind
+        store.layer = layer
+        fig = shown.rollout.figure.object
+        assert fig.title.text.endswith(f"up to layer {layer}") and fig.name == f"rollout-{kind}"
+        image = fig.select_one({"name": "cells"}).data_source.data["image"][0]
+        assert image[::-1].tolist() == rollout(store.trace, kind)[layer].tolist()
+    decode(shown, "a girl sits on a red bike .")
+    assert shown.rollout.figure.object.title.text.endswith("up to layer 1") and not store.error

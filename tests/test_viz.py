@@ -590,6 +590,7 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "profile_grid": lambda **o: viz.profile_grid([0, 1], np.zeros((2, 3)), **o),
         "standalone_html": lambda **o: viz.standalone_html(viz.heatmap(trace, "cross", 0, 0), **o),
         "tree_figure": lambda **o: viz.tree_figure("(S (NP (XX The) (XX dog)))", **o),
+        "rollout_figure": lambda **o: viz.rollout_figure(trace, "cross", **o),
     }
     takes = {
         name: {"title", "budget"} & set(inspect.signature(getattr(viz, name)).parameters)
@@ -623,6 +624,7 @@ def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> 
         "svg": lambda t: viz.heatmap_svg(t, "cross", 0, 0),
         "grid": lambda t: viz.grid(t, "cross"),
         "mask": lambda t: viz.mask_figure(t, "cross"),
+        "rollout": lambda t: viz.rollout_figure(t, "cross"),
         "summary": viz.summary_div,
     }
     for name, view in views.items():

@@ -44,6 +44,12 @@ MESSAGES: dict[str, dict[str, str]] = {
     "tab.dashboard": {"en": "Heads dashboard", "es": "Resumen de cabezas", "zh": "注意力头总览"},
     "tab.timeline": {"en": "Training timeline", "es": "Evolución del entrenamiento", "zh": "训练过程"},
     "tab.ablation": {"en": "Head ablation", "es": "Ablación de cabezas", "zh": "注意力头消融"},
+    "tab.rollout": {"en": "Attention rollout", "es": "Rollout de la atención", "zh": "注意力展开"},
+    "rollout.about": {
+        "en": "A head's map says which positions of the layer below each query mixes; but those have mixed others in the layers under them, and the residual connection carries each position past every attention sub-layer. Attention rollout (Abnar & Zuidema, 2020) follows both: each layer's heads are averaged, blended half and half with the identity (the residual's path), and the layers multiplied from the bottom up to the open one. A row is then how much of each input token reaches that position. Cross attention is read through the encoder's full rollout. The feed-forward layers are left out: this is a reading of the attention, not an attribution.",
+        "es": "El mapa de una cabeza dice qué posiciones de la capa inferior mezcla cada consulta; pero esas ya mezclaron otras en las capas de debajo, y la conexión residual lleva cada posición más allá de cada subcapa de atención. El rollout de la atención (Abnar y Zuidema, 2020) sigue ambas cosas: promedia las cabezas de cada capa, las mezcla a partes iguales con la identidad (el camino residual) y multiplica las capas desde la primera hasta la abierta. Una fila dice entonces cuánto de cada token de entrada llega a esa posición. La atención cruzada se lee a través del rollout completo del codificador. Las capas feed-forward quedan fuera: es una lectura de la atención, no una atribución.",
+        "zh": "单个注意力头的图显示每个查询混合了下一层的哪些位置；但这些位置在更下面的层里已经混合过别的位置，而残差连接又让每个位置越过每个注意力子层。注意力展开（rollout，Abnar 与 Zuidema，2020）同时跟踪这两条路径：把每层的各个头取平均，与单位矩阵（残差路径）各占一半混合，再从第一层乘到当前打开的层。于是每一行表示每个输入词元有多少到达了该位置。交叉注意力通过编码器的完整展开来读取。前馈层不计入：这是对注意力的一种解读，而不是归因。",
+    },
     "status.done": {"en": "run {run} · decoded in {decode_ms:.0f} ms · all views in {views_ms:.0f} ms", "es": "ejecución {run} · decodificado en {decode_ms:.0f} ms · todas las vistas en {views_ms:.0f} ms", "zh": "第 {run} 次运行 · 解码用时 {decode_ms:.0f} ms · 全部视图用时 {views_ms:.0f} ms"},
     "status.not_decoded": {"en": "run {run} · last input not decoded", "es": "ejecución {run} · la última entrada no se decodificó", "zh": "第 {run} 次运行 · 最新输入未能解码"},
     # the session's notices and errors (attnlab.app.explorer.store)
@@ -238,6 +244,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "figure.key_j": {"en": "key j", "es": "clave j", "zh": "键 j"},
     "figure.dimension": {"en": "dimension of v", "es": "dimensión de v", "zh": "v 的维度"},
     "figure.value": {"en": "value", "es": "valor", "zh": "值"},
+    "figure.rollout_title": {"en": "attention rollout · {kind_title} · up to layer {layer}", "es": "rollout de la atención · {kind_title} · hasta la capa {layer}", "zh": "注意力展开（rollout）· {kind_title} · 至第 {layer} 层"},
+    "figure.rollout_share": {"en": "share", "es": "parte", "zh": "占比"},
+    "figure.rollout_input": {"en": "input token", "es": "token de entrada", "zh": "输入词元"},
     "figure.tree": {"en": "parse tree", "es": "árbol sintáctico", "zh": "句法树"},
     "figure.model": {"en": "model", "es": "modelo", "zh": "模型"},
     "figure.weights": {"en": "weights {sha}", "es": "pesos {sha}", "zh": "权重 {sha}"},

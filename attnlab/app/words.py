@@ -77,6 +77,10 @@ def _words(lang: str) -> Mapping[str, str]:
             "eq1.dimension": text("figure.dimension", lang),
             "eq1.value": text("figure.value", lang),
             "eq1.output": text("output.output", lang),
+            # attention rollout
+            "rollout.title": text("figure.rollout_title", lang),
+            "rollout.share": text("figure.rollout_share", lang),
+            "rollout.input": text("figure.rollout_input", lang),
             # a parse, the export, two models
             "tree.title": text("figure.tree", lang),
             "export.input": text("widgets.input", lang),

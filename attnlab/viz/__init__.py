@@ -47,6 +47,7 @@ from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matr
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.profile import profile_grid, profile_pick
+from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
@@ -85,6 +86,7 @@ __all__ = [
     "piece_label",
     "profile_grid",
     "profile_pick",
+    "rollout_figure",
     "selection",
     "standalone_html",
     "stat_name",

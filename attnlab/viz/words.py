@@ -76,6 +76,10 @@ WORDS: dict[str, str] = {
     "eq1.dimension": "dimension of v",
     "eq1.value": "value",
     "eq1.output": "output",
+    # attention rollout (rollout.py): the flow from the input tokens up to a layer
+    "rollout.title": "attention rollout · {kind_title} · up to layer {layer}",
+    "rollout.share": "share",
+    "rollout.input": "input token",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
     "export.input": "input",

@@ -29,6 +29,7 @@ from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
 from attnlab.app.explorer.output import Output
+from attnlab.app.explorer.rollout import RolloutTab
 from attnlab.app.explorer.screen import screen
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.startup import arguments
@@ -132,6 +133,7 @@ class Explorer(pn.viewable.Viewer):
         self.ablation = AblationTab(store)
         self.compare = CompareTab(store, self.checkpoints, ablated=self.ablation.picks)
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
+        self.rollout = RolloutTab(store)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
             (text("tab.heads", lang), self.heads),
@@ -141,6 +143,7 @@ class Explorer(pn.viewable.Viewer):
             (text("tab.ablation", lang), self.ablation),
             (self.compare.title, self.compare),
             (text("corpus.tab", lang), self.corpus),
+            (text("tab.rollout", lang), self.rollout),
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
@@ -154,6 +157,7 @@ class Explorer(pn.viewable.Viewer):
             "timeline": (3, self.timeline.draw),
             "ablation": (4, lambda: self.ablation.reset(self.store.trace)),
             "compare": (5, self.compare.draw),  # decodes with the second model only when the run is new
+            "rollout": (7, self.rollout.draw),
         }
         self.layout = pn.Row(
             pn.Column(
@@ -304,7 +308,7 @@ class Explorer(pn.viewable.Viewer):
     def _on_selection(self, *_events: Any) -> None:
         if self.store.trace is not None:
             self.export.name_files()
-            self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare"])
+            self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare", "rollout"])
 
     def _on_error(self, *_events: Any) -> None:
         self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"

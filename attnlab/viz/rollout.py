@@ -1,0 +1,44 @@
+"""Attention rollout as a heatmap: for one kind and layer, how much of each input token reaches
+each query position through every layer below it (`attnlab.record.rollout`), on the same axes as
+a head's map. Its colours run to the map's own largest share: shares spread over many tokens as
+they roll up, and on the heads' fixed 0..1 scale an upper layer's flow was near white.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bokeh.plotting import figure
+
+from attnlab.record.rollout import RESIDUAL, rollout
+from attnlab.record.stats import check_trace
+from attnlab.record.trace import AttentionTrace
+from attnlab.viz.colors import color_scale
+from attnlab.viz.head import matrix_figure
+from attnlab.viz.words import kind_title, say
+
+
+def rollout_figure(
+    trace: AttentionTrace,
+    kind: str,
+    layer: int = -1,
+    *,
+    residual: float = RESIDUAL,
+    budget: int = 560,
+    words: Mapping[str, str] | None = None,
+) -> figure:
+    """The rollout of `kind` up to `layer` (negative: from the top): rows are that layer's query
+    positions, columns the input tokens (the source for "encoder" and "cross", the decoder's input
+    for "decoder"); the causal mask's forbidden cells hatched. `words` replaces any of
+    `viz.words.WORDS` ("rollout.*", the hover's "head.*")."""
+    said = say(words)
+    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
+    index = trace.layer_index(kind, layer)
+    flow = rollout(trace, kind, residual)[index]
+    allowed = trace.mask(kind) if kind == "decoder" else None  # rolled-up self-attention keeps the causal band
+    return matrix_figure(  # matrix_figure sets the fonts
+        flow, q_labels, k_labels, allowed=allowed, vmax=color_scale(flow, None),
+        title=said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index), budget=budget,
+        value_name=said["rollout.share"], name=f"rollout-{kind}",
+        axis_labels=(said["rollout.input"], said["head.query"]), words=said,
+    )  # fmt: skip
