@@ -16,6 +16,7 @@ from attnlab.data.tokenizer import join_words
 from attnlab.decode.aer import aer, corpus_aer
 from attnlab.decode.alignment import (
     align_lines,
+    attention_rows,
     best_method,
     candidates,
     piece_words,
@@ -133,6 +134,21 @@ def test_methods_pick_the_right_rows() -> None:
     assert trace_links(trace, src, tgt, "head", layer=1, head=1) == {(1, 0), (0, 1)}
     assert trace_links(trace, src, tgt, "shift", layer=0, head=0) == {(1, 0), (0, 1)}  # x at row 1, y at row 2
     assert trace_links(trace, src, tgt, "shift", layer=0, head=1) == {(0, 0), (1, 1)}
+
+
+def test_rollout_reads_cross_attention_through_what_the_encoder_mixed() -> None:
+    """Encoder position 0 attends to token b (and position 1 to itself), so half of what encoder
+    output 0 holds is b. Target x attends 0.6 / 0.3 to outputs 0 and 1: raw, it aligns to a; read
+    through the encoder's rollout ([0.6, 0.3, 0.1] · Ã = [0.3, 0.6, 0.1]), to b."""
+    encoder = np.array([[[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+    cross = np.array([[[0.6, 0.3, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]])
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"encoder": [encoder], "cross": [cross]})
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
+    assert trace_links(trace, src, tgt, "layer", layer=0) == {(0, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "rollout") == {(1, 0), (1, 1)}
+    np.testing.assert_allclose(attention_rows(trace, "rollout", layer=0)[0][0], [0.3, 0.6, 0.1], rtol=1e-6)
+    with pytest.raises(AttnlabError, match="no encoder attention"):  # the encoder's maps are needed
+        trace_links(AttentionTrace(trace.src_tokens, trace.tgt_tokens, {"cross": [cross]}), src, tgt, "rollout")
 
 
 # -- pieces -> words ----------------------------------------------------------------------------------------
@@ -277,6 +293,8 @@ def _align(capsys: pytest.CaptureFixture, *args: str) -> list[set[tuple[int, int
         ["--method", "layer"],
         ["--method", "all"],
         ["--method", "shift"],
+        ["--method", "rollout"],
+        ["--method", "rollout", "--layer", "0"],
         [],
     ],
 )
@@ -343,7 +361,7 @@ def test_best_method_from_the_model_card() -> None:
     assert best_method({}) == {"method": "all", "layer": None, "head": None}
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
         best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
-    assert len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1
+    assert len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3  # heads, layers, all, shift per layer and all, rollouts
 
 
 def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
@@ -399,7 +417,7 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and "reading" not in line]
     assert out.rstrip().endswith("same relative position: AER 0.0")  # this gold is the diagonal
-    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1  # the bundled model: 3 layers × 4 heads
+    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3  # the bundled model: 3 layers × 4 heads
     aers = [float(line.split("|")[2]) for line in table]
     assert aers == sorted(aers)
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(
@@ -526,6 +544,7 @@ def test_a_layer_or_head_the_method_does_not_read_is_refused() -> None:
         ("all", 0, None, "--method all takes no --layer 0"),
         ("all", None, 1, "--method all takes no --head 1"),
         ("shift", None, 1, "--method shift takes no --head 1 without --layer"),
+        ("rollout", 0, 1, "--method rollout takes no --head 1"),
     ):
         with pytest.raises(AttnlabError, match=f"^{match}$"):
             trace_links(trace, src, tgt, method, layer=layer, head=head)

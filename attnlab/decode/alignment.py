@@ -31,12 +31,13 @@ from attnlab.data.tokenizer import join_words
 from attnlab.decode.aer import corpus_aer
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, DataError, ModelInputError
+from attnlab.record.rollout import rollout
 from attnlab.record.trace import AttentionTrace
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
 
-METHODS = ("head", "layer", "all", "shift")
+METHODS = ("head", "layer", "all", "shift", "rollout")
 SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -173,12 +174,16 @@ def attention_rows(
     the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
     last piece, </s>, then has no row). `head` needs `layer` and `head`; `layer` averages one
     layer's heads (default: the last layer); `all` every layer and head; `shift` the all-layer
-    average, or one layer's (or head's) with `layer` (and `head`). Layers and heads are the
-    model's ids (negative: from its last), as the views name them: a trace recorded with
-    `heads=[2, 3]` holds head 2 in its first row."""
+    average, or one layer's (or head's) with `layer` (and `head`); `rollout` one layer's (default:
+    the last) rollout through the encoder (`attnlab.record.rollout`: its head average read through
+    what each encoder output holds of each source token). Layers and heads are the model's ids
+    (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
+    head 2 in its first row."""
     reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
     if method == "head" and (layer is None or head is None):
         raise AttnlabError("--method head needs --layer and --head")
+    if method == "rollout":
+        return rollout(trace, "cross")[trace.layer_index("cross", -1 if layer is None else layer)], 0
     if method == "all" or (method == "shift" and layer is None):
         maps = [trace.attention("cross", n) for n in trace.layers["cross"]]
         weights = np.mean([m.mean(0) for m in maps], axis=0)
@@ -209,13 +214,15 @@ def trace_links(
 
 def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     """Every way to read alignment off a model's traces: each layer × head, each layer's average,
-    the all-layer average, and Shift-Att on each layer's average and on the all-layer average."""
+    the all-layer average, Shift-Att on each layer's average and on the all-layer average, and
+    each layer's rollout."""
     layers, heads = range(n_layers), n_heads
     out = [{"method": "head", "layer": n, "head": h} for n in layers for h in range(heads)]
     out += [{"method": "layer", "layer": n, "head": None} for n in layers]
     out += [{"method": "all", "layer": None, "head": None}]
     out += [{"method": "shift", "layer": n, "head": None} for n in layers]
-    return out + [{"method": "shift", "layer": None, "head": None}]
+    out += [{"method": "shift", "layer": None, "head": None}]
+    return out + [{"method": "rollout", "layer": n, "head": None} for n in layers]
 
 
 # -- a model reading word pairs --------------------------------------------------------------------------
@@ -262,7 +269,8 @@ def reading(method: str, layer: int | None = None, head: int | None = None, stri
     --method all --layer 0` printed the all-layer links without a word), or dropped if not `strict`."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
-    reads = {"head": "layer head", "layer": "layer", "all": "", "shift": "layer head" if layer is not None else "layer"}
+    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer"}
+    reads["shift"] = "layer head" if layer is not None else "layer"
     unread = [f"--{n} {v}" for n, v in (("layer", layer), ("head", head)) if v is not None and n not in reads[method]]
     if unread and strict:  # (Shift-Att reads a head of the --layer it is given; without one, the all-layer average)
         said = " or ".join(unread) + " without --layer" * (method == "shift")
@@ -321,7 +329,7 @@ def align_lines(
 
 
 def reading_name(reading: dict[str, Any]) -> str:
-    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`."""
+    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`."""
     parts = [reading["method"]]
     if reading.get("layer") is not None:
         parts.append(f"L{reading['layer']}")
