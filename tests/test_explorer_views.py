@@ -242,5 +242,7 @@ def test_the_rollout_tab_follows_the_open_kind_and_layer(lab: dict[str, Path]) -
         assert fig.title.text.endswith(f"up to layer {layer}") and fig.name == f"rollout-{kind}"
         image = fig.select_one({"name": "cells"}).data_source.data["image"][0]
         assert image[::-1].tolist() == rollout(store.trace, kind)[layer].tolist()
+    store.head = 3  # a head is no part of a rollout: nothing is redrawn
+    assert shown.rollout.figure.object is fig
     decode(shown, "a girl sits on a red bike .")
     assert shown.rollout.figure.object.title.text.endswith("up to layer 1") and not store.error

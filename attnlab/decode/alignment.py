@@ -1,11 +1,12 @@
 """Cross-attention read as word alignment, scored against human links by alignment error rate
 (`attnlab.decode.aer`).
 
-Links are sets of (source_word, target_word) pairs, 0-indexed. Attention is between pieces; gold links are between words. `piece_words` maps each piece to the
-words it spells by character offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces
-included, and their characters aligned to the words' characters), so Chinese fed without
-spaces, byte-fallback pieces and punctuation split off a word all land on the right word, and a
-piece that runs over a word boundary (Chinese "我爱" for the words 我 爱) counts for both.
+Links are sets of (source_word, target_word) pairs, 0-indexed. Attention is between pieces; gold
+links are between words. `piece_words` maps each piece to the words it spells by character
+offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces included, and their
+characters aligned to the words' characters), so Chinese fed without spaces, byte-fallback
+pieces and punctuation split off a word all land on the right word, and a piece that runs over a
+word boundary (Chinese "我爱" for the words 我 爱) counts for both.
 `word_links` then sums a target piece's attention over the pieces of each source word, averages
 over the pieces of a target word, and links each target word to its argmax source word (or to
 every source word above a threshold).

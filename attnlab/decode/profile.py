@@ -8,8 +8,8 @@ A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer
 sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
-head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`). Without references the output is
-the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
+head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`). Without
+references the output is the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
 then recorded); with `--tgt` the references are read teacher-forced as `attnlab align` reads them
 (`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
 was trained on unspaced). `query` runs DuckDB over the file, which it calls `profile`.

@@ -305,10 +305,11 @@ class Explorer(pn.viewable.Viewer):
     def _on_mode(self, event: Any) -> None:  # greedy search has no beam and no length penalty: greyed out
         self.store.greedy = self.beam_input.disabled = self.alpha_input.disabled = event.new == "greedy"
 
-    def _on_selection(self, *_events: Any) -> None:
+    def _on_selection(self, *events: Any) -> None:
         if self.store.trace is not None:
             self.export.name_files()
-            self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare", "rollout"])
+            rollout = ["rollout"] if {event.name for event in events} & {"kind", "layer"} else []  # no head in it
+            self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare", *rollout])
 
     def _on_error(self, *_events: Any) -> None:
         self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"
