@@ -673,12 +673,12 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     from attnlab import widgets
 
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2, lang=lang)
-    explorer.view.show_mask.value = True
+    explorer.view.show_mask.value = explorer.view.show_rollout.value = True
     explorer.view.picker.select(kind="decoder")
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     timeline = widgets.replay(with_probes, lang=lang)
     views = {**explorer.view.figures, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 9, views
+    assert None not in views.values() and len(views) == 10, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

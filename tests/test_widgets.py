@@ -213,6 +213,11 @@ def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
     view.show_mask.value = True
     assert view.figures["mask"].name == "mask-decoder"
     np.testing.assert_array_equal(shown(view.figures["mask"]) > 0, trace.mask("decoder"))
+    assert view.figures["rollout"] is None
+    view.show_rollout.value = True  # up to the open layer, following the picker
+    np.testing.assert_allclose(shown(view.figures["rollout"]), attnlab.rollout(trace, "decoder")[0], rtol=1e-6)
+    view.picker.select(kind="encoder", layer=1)
+    np.testing.assert_allclose(shown(view.figures["rollout"]), attnlab.rollout(trace, "encoder")[1], rtol=1e-6)
 
 
 def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.decode.Model) -> None:

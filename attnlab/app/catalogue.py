@@ -142,6 +142,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.hatch": {"en": "hatch masked cells", "es": "rayar las celdas enmascaradas", "zh": "为被掩码的格子加斜线"},
     "widgets.scale": {"en": "colour scale 0..max", "es": "escala de color 0..máx", "zh": "色阶 0..最大值"},
     "widgets.show_mask": {"en": "show the mask", "es": "mostrar la máscara", "zh": "显示掩码"},
+    "widgets.show_rollout": {"en": "show the rollout", "es": "mostrar el rollout", "zh": "显示注意力展开"},
     "widgets.beam": {"en": "beam", "es": "haz", "zh": "束宽"},
     "widgets.hypotheses": {"en": "hypothesis", "es": "hipótesis", "zh": "假设"},
     "widgets.bad_beam": {"en": "beam must be a whole number from 1 to {most} (the explorer's beam field), got {got}", "es": "beam debe ser un número entero de 1 a {most} (el campo del haz del explorador); se recibió {got}", "zh": "beam 必须是 1 到 {most} 之间的整数（浏览器中束宽字段的范围），收到的是 {got}"},

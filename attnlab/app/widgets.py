@@ -81,7 +81,8 @@ EXAMPLES = {  # written for attnlab, not taken from a corpus
 # -- one trace ------------------------------------------------------------------------------------------
 class TraceView(w.VBox):
     """Every head of one trace: the layers × heads grid (click a thumbnail to open it), the
-    selected head's heatmap, and, on request, the mask that shaped the kind."""
+    selected head's heatmap, and, on request, the mask that shaped the kind and the attention
+    rollout up to the selected layer (`attnlab.record.rollout`)."""
 
     def __init__(self, trace: AttentionTrace | None = None, caption: bool = True, lang: str = i18n.DEFAULT) -> None:
         self.trace: AttentionTrace | None = None
@@ -90,15 +91,15 @@ class TraceView(w.VBox):
         self.mask = w.Checkbox(value=True, description=i18n.text("widgets.hatch", lang), indent=False)
         self.scale = w.Checkbox(value=False, description=i18n.text("widgets.scale", lang), indent=False)
         self.show_mask = w.Checkbox(value=False, description=i18n.text("widgets.show_mask", lang), indent=False)
-        for box in (self.mask, self.scale, self.show_mask):
+        self.show_rollout = w.Checkbox(value=False, description=i18n.text("widgets.show_rollout", lang), indent=False)
+        for box in (self.mask, self.scale, self.show_mask, self.show_rollout):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
-        self.grid = BokehPane()
-        self.head = BokehPane()
-        self.mask_figure = BokehPane()
+        self.grid, self.head, self.mask_figure, self.rollout = BokehPane(), BokehPane(), BokehPane(), BokehPane()
+        self._panes = {"grid": self.grid, "head": self.head, "mask": self.mask_figure, "rollout": self.rollout}
         self.errors = ErrorBox(lang)
-        options = w.HBox([self.mask, self.scale, self.show_mask])
-        figures = w.HBox([self.grid, self.head, self.mask_figure], layout=w.Layout(flex_flow="row wrap"))
+        options = w.HBox([self.mask, self.scale, self.show_mask, self.show_rollout])
+        figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
         super().__init__([self.caption, self.picker, options, self.errors, figures])
         if trace is not None:
             self.set_trace(trace)
@@ -106,7 +107,7 @@ class TraceView(w.VBox):
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
         """The bokeh figures on show now, by role."""
-        return {"grid": self.grid.figure, "head": self.head.figure, "mask": self.mask_figure.figure}
+        return {role: pane.figure for role, pane in self._panes.items()}
 
     def set_trace(self, trace: AttentionTrace | str | Path) -> None:
         """Show `trace` (or the .trace file at that path)."""
@@ -122,7 +123,7 @@ class TraceView(w.VBox):
         self.trace = None
         self.caption.value = ""
         self.picker.layout.display = "none"
-        for pane in (self.grid, self.head, self.mask_figure):
+        for pane in self._panes.values():
             pane.update(None)
 
     def select(self, layer: int, head: int) -> None:
@@ -141,6 +142,8 @@ class TraceView(w.VBox):
             self.grid.update(viz.grid(self.trace, kind, mask=mask, vmax=vmax, words=words, **chosen))
             self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax, words=words))
             self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
+            rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
+            self.rollout.update(rolled)
 
 
 def show(
