@@ -247,6 +247,17 @@ class Page:
         )
         return Image.open(BytesIO(shot)).convert("RGB")
 
+    def painted(self, name: str, min_colours: int = 20, timeout: float = 10.0) -> bool:
+        """Whether figure `name` is `drawn` within `timeout` seconds: a figure the server redraws
+        after a click (Eq. (1) for another kind) can reach a loaded machine's browser after
+        `settle`, and one screenshot then caught it blank."""
+        deadline = time.perf_counter() + timeout
+        while not drawn(self.figure_image(name), min_colours):
+            if time.perf_counter() > deadline:
+                return False
+            self.page.wait_for_timeout(200)
+        return True
+
     def shot(self, name: str) -> Path:
         path = ARTIFACTS / f"explorer-{name}.png"
         self.page.screenshot(path=path, full_page=True)
@@ -536,8 +547,8 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.get_by_role("button", name="decoder", exact=True).click()
     page.settle()
     assert hatch_pixels(page.figure_image("mask-decoder")) > 100
-    assert drawn(page.figure_image("eq1-softmax"), 5)
-    assert drawn(page.figure_image("eq1-values"))
+    assert page.painted("eq1-softmax", 5)
+    assert page.painted("eq1-values")
     width = page.page.evaluate("document.documentElement.scrollWidth")  # Eq. (1) beside the mask ran to 1,762 px
     assert width <= 1500, width
     page.shot("masks-eq1")
@@ -563,7 +574,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.settle()
     page.shot("ablation")
     page.page.locator(".bk-tab").filter(has_text="Attention rollout").click()  # the open head's kind and layer
-    assert drawn(page.figure_image("rollout-encoder"))
+    assert page.painted("rollout-encoder")
     page.shot("rollout")
 
 
