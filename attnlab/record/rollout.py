@@ -42,8 +42,6 @@ def rollout(trace: AttentionTrace, kind: str, residual: float = RESIDUAL) -> np.
         encoder = rollout(trace, "encoder", residual)[-1]  # (src, src): what each encoder output holds
         cross = [_head_mean(trace, "cross", layer) @ encoder for layer in _all_layers(trace, "cross")]
         return np.stack(cross).astype(np.float32)
-    if kind not in ("encoder", "decoder"):
-        trace.labels(kind)  # an unknown kind: the trace's own one-line error
     flow, steps = None, []
     for layer in _all_layers(trace, kind):
         mean = _head_mean(trace, kind, layer)
