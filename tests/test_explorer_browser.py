@@ -576,6 +576,9 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.locator(".bk-tab").filter(has_text="Attention rollout").click()  # the open head's kind and layer
     assert page.painted("rollout-encoder")
     page.shot("rollout")
+    page.page.locator(".bk-tab").filter(has_text="Logit lens").click()  # every decoder layer read as output
+    assert page.painted("logit-lens")
+    page.shot("lens")
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:
@@ -586,7 +589,8 @@ def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> N
     before = {name: np.asarray(page.figure_image(name)).astype(int) for name in ("heatmap-cross", "grid-cross")}
     heads = page.page.locator(".bk-tab").filter(has_text=re.compile("^Heads$"))
     for other, figure in (("Masks & Eq. (1)", "mask-cross"), ("Heads dashboard", "stats-scatter"),
-                          ("Training timeline", "timeline-diff"), ("Attention rollout", "rollout-cross")):  # fmt: skip
+                          ("Training timeline", "timeline-diff"), ("Attention rollout", "rollout-cross"),
+                          ("Logit lens", "logit-lens")):  # fmt: skip
         page.page.locator(".bk-tab").filter(has_text=other).click()
         page.figure_box(figure)  # that tab has drawn
         page.settle()
@@ -621,6 +625,10 @@ def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path])
     assert f"{tokens}×{tokens}" in page.page.locator(".attn-caption").inner_text()
     assert drawn(page.figure_image("grid-encoder"))
     page.shot("long-200")
+    page.page.locator(".bk-tab").filter(has_text="Logit lens").click()  # 200 columns: they scroll in their pane
+    assert page.painted("logit-lens")
+    assert page.page.evaluate("document.documentElement.scrollWidth") <= 1600  # the page itself stays as wide
+    page.shot("long-200-lens")
     (ARTIFACTS / "explorer-long-input.json").write_text(json.dumps({"tokens": tokens, "click_to_views_s": seconds}))
 
 

@@ -39,9 +39,17 @@ SHOWN = [
     "selection.mask", "selection.scale", "export.title", "export.trace", "export.html", "tab.heads", "tab.equation",
     "tab.dashboard", "tab.timeline", "tab.ablation", "equation.query", "dashboard.x", "timeline.step",
     "timeline.probe", "ablation.choice", "ablation.add", "ablation.go", "tab.rollout", "rollout.about",
+    "tab.lens", "lens.about",
 ]  # fmt: skip
 # A word each tab past the first shows, by the tab's place: it is drawn once that is in the page.
-TAB_WORDS = {1: "equation.query", 2: "dashboard.x", 3: "timeline.step", 4: "ablation.go", 7: "rollout.about"}
+TAB_WORDS = {
+    1: "equation.query",
+    2: "dashboard.x",
+    3: "timeline.step",
+    4: "ablation.go",
+    7: "rollout.about",
+    8: "lens.about",
+}
 JS_OPTIONS = "s => [...s.options].map(o => o.textContent)"
 # Every text node of the page, through shadow roots (not <style>/<script>), and every placeholder.
 JS_TEXTS = """() => {

@@ -81,6 +81,15 @@ def _words(lang: str) -> Mapping[str, str]:
             "rollout.title": text("figure.rollout_title", lang),
             "rollout.share": text("figure.rollout_share", lang),
             "rollout.input": text("figure.rollout_input", lang),
+            # the logit lens
+            "lens.title": text("figure.lens_title", lang),
+            "lens.layer": text("figure.lens_layer", lang),
+            "lens.input": text("figure.lens_input", lang),
+            "lens.output": text("figure.lens_output", lang),
+            "lens.drag": text("figure.lens_drag", lang),
+            "lens.p": text("figure.lens_p", lang),
+            "lens.rank": text("figure.lens_rank", lang),
+            "lens.top": text("figure.lens_top", lang),
             # a parse, the export, two models
             "tree.title": text("figure.tree", lang),
             "export.input": text("widgets.input", lang),

@@ -38,7 +38,9 @@ def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
     return sides[0], sides[1]
 
 
-def check_same_model(net: Any, trace: AttentionTrace) -> None:
+def check_same_model(
+    net: Any, trace: AttentionTrace, why: str = "Eq. (1) recomputed with this one would not be the map the trace shows"
+) -> None:
     """A trace is recomputed only by the model that recorded it: the same weights (when both
     computed in one precision; bf16 and fp32 of one checkpoint hash differently) or at least the
     same config. The restricted model's trace recomputed by the global one came out up to 0.85
@@ -52,8 +54,7 @@ def check_same_model(net: Any, trace: AttentionTrace) -> None:
         same = not theirs or theirs == config
     if not same:
         raise AttnlabError(
-            "the trace was recorded by another model (other weights or config): Eq. (1) recomputed with "
-            "this one would not be the map the trace shows; open the model that recorded it"
+            f"the trace was recorded by another model (other weights or config): {why}; open the model that recorded it"
         )
 
 

@@ -80,6 +80,15 @@ WORDS: dict[str, str] = {
     "rollout.title": "attention rollout · {kind_title} · up to layer {layer}",
     "rollout.share": "share",
     "rollout.input": "input token",
+    # the logit lens (lens.py): what each decoder layer would output
+    "lens.title": "logit lens: what each decoder layer would output (red: not yet the final choice)",
+    "lens.layer": "decoder layer",
+    "lens.input": "decoder input",
+    "lens.output": "output",
+    "lens.drag": "{output}: drag sideways to see all {n} positions",
+    "lens.p": "P(output)",
+    "lens.rank": "rank of the output",
+    "lens.top": "likeliest",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
     "export.input": "input",

@@ -28,6 +28,7 @@ from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
+from attnlab.app.explorer.lens import LensTab
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.rollout import RolloutTab
 from attnlab.app.explorer.screen import screen
@@ -134,6 +135,7 @@ class Explorer(pn.viewable.Viewer):
         self.compare = CompareTab(store, self.checkpoints, ablated=self.ablation.picks)
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.rollout = RolloutTab(store)
+        self.lens = LensTab(store)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
             (text("tab.heads", lang), self.heads),
@@ -144,6 +146,7 @@ class Explorer(pn.viewable.Viewer):
             (self.compare.title, self.compare),
             (text("corpus.tab", lang), self.corpus),
             (text("tab.rollout", lang), self.rollout),
+            (text("tab.lens", lang), self.lens),
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
@@ -158,6 +161,7 @@ class Explorer(pn.viewable.Viewer):
             "ablation": (4, lambda: self.ablation.reset(self.store.trace)),
             "compare": (5, self.compare.draw),  # decodes with the second model only when the run is new
             "rollout": (7, self.rollout.draw),
+            "lens": (8, self.lens.draw),  # the run only: no kind, layer or head in it
         }
         self.layout = pn.Row(
             pn.Column(

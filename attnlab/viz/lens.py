@@ -1,0 +1,118 @@
+"""The logit lens as a grid (`attnlab.decode.lens`): decoder layers bottom to top, target positions
+left to right. Each cell is coloured by the probability that layer gives the piece the model
+finally output there and names the layer's own first choice: in the colour of the text when it is
+that piece, in red when the layer still prefers another. A column that turns dark low down was
+decided early; one that stays pale until the top was decided late. The hover gives the layer's
+likeliest pieces with their probabilities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+from bokeh.plotting import figure
+
+from attnlab.errors import AttnlabError
+from attnlab.viz.axes import label_room, token_axis
+from attnlab.viz.colors import PALETTE
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import piece_label, title_px
+from attnlab.viz.words import say
+
+if TYPE_CHECKING:
+    from attnlab.record.lens import Lens
+
+CELL_W, CELL_H = 64, 30  # pixels: room for a piece of ~8 columns in a cell
+VISIBLE = 16  # positions shown at once; a longer output is dragged sideways (cells never shrink)
+CELL_LABEL = 8  # columns of a cell's piece before it is cut
+OTHER = "#c0392b"  # a layer's first choice that is not the piece finally output
+DARK = 0.55  # from this probability up a cell is dark enough for white text
+
+
+def lens_figure(lens: Lens, *, words: Mapping[str, str] | None = None) -> figure:
+    """The lens of one sentence pair: rows are decoder layers (0 at the bottom), columns the
+    positions labelled by the piece output there, at most `VISIBLE` of them at once (drag sideways
+    for the rest). `words` replaces any of `viz.words.WORDS`
+    ("lens.*")."""
+    arrays = (getattr(lens, name, None) for name in ("p", "rank", "top_p"))
+    if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
+        raise AttnlabError(f"lens_figure draws what attnlab.logit_lens returns, got {type(lens).__name__}")
+    said = say(words)
+    n_layers, n = lens.p.shape
+    layer, position = np.meshgrid(np.arange(n_layers), np.arange(n), indexing="ij")
+    first = [cell[0] for row in lens.top for cell in row]
+    produced = [lens.produced[i] for i in position.ravel()]
+    p = lens.p.ravel()
+    chosen = lens.rank.ravel() == 0
+    source = ColumnDataSource(
+        {
+            "x": position.ravel() + 0.5,
+            "y": layer.ravel() + 0.5,
+            "p": p,
+            "rank": lens.rank.ravel() + 1,  # the hover counts from 1: "2nd choice"
+            "layer": layer.ravel(),
+            "label": [piece_label(piece, CELL_LABEL) for piece in first],
+            "text_color": [
+                ("white" if q >= DARK else "#222222") if c else OTHER for q, c in zip(p, chosen, strict=True)
+            ],
+            "input": [piece_label(lens.inputs[i], None) for i in position.ravel()],
+            "produced": [piece_label(piece, None) for piece in produced],
+            "top": [
+                ", ".join(f"{piece_label(piece, None)} {q:.2f}" for piece, q in zip(cell, probs, strict=True))
+                for row, row_p in zip(lens.top, lens.top_p, strict=True)
+                for cell, probs in zip(row, row_p, strict=True)
+            ],
+        }
+    )
+    title = said["lens.title"]
+    room = label_room(lens.produced) + 16
+    shown = min(n, VISIBLE)
+    fig = figure(
+        width=max(shown * CELL_W + 110, title_px(title) + 40),
+        height=n_layers * CELL_H + room + 110,
+        x_range=Range1d(0, shown, bounds=(0, n)),
+        y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
+        tools="xpan,xwheel_zoom,reset,save",
+        active_drag="xpan",
+        toolbar_location="below",
+        x_axis_location="above",
+        title=title,
+        name="logit-lens",
+    )
+    mapper = LinearColorMapper(palette=list(PALETTE), low=0.0, high=1.0)
+    cells = fig.rect(
+        x="x", y="y", width=1, height=1, source=source, line_color="white",
+        fill_color={"field": "p", "transform": mapper}, name="cells",
+    )  # fmt: skip
+    fig.text(
+        x="x", y="y", text="label", source=source, text_align="center", text_baseline="middle",
+        text_font_size="11px", text_color="text_color", name="first-choice",
+    )  # fmt: skip
+    fig.add_tools(
+        HoverTool(
+            renderers=[cells],
+            tooltips=[
+                (said["lens.layer"], "@layer"),
+                (said["lens.input"], "@input"),
+                (said["lens.output"], "@produced"),
+                (said["lens.p"], "@p{0.000}"),
+                (said["lens.rank"], "@rank"),
+                (said["lens.top"], "@top"),
+            ],
+        )
+    )
+    fig.add_layout(
+        ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=said["lens.p"]), "right"
+    )
+    token_axis(fig.xaxis[0], lens.produced, n * CELL_W, flip=False)
+    fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
+    fig.yaxis.major_label_overrides = {i + 0.5: str(i) for i in range(n_layers)}
+    fig.xaxis.axis_label = (
+        said["lens.output"] if n <= VISIBLE else said["lens.drag"].format(output=said["lens.output"], n=n)
+    )
+    fig.yaxis.axis_label = said["lens.layer"]
+    fig.grid.visible = False
+    return use_fonts(fig)

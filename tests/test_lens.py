@@ -1,0 +1,147 @@
+"""The logit lens (`attnlab.record.lens`), its figure (`attnlab.viz.lens_figure`) and the explorer's
+tab that shows it: the top layer read through the lens is the model's own distribution (with the
+heads that were off kept off, and a pre-norm stack's final LayerNorm applied), greedy output is
+the top layer's first choice, the refusals are one line, and the figure says what the lens holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module's fixture)
+
+import attnlab
+from attnlab import viz
+from attnlab.app.i18n import text
+from attnlab.app.words import figure_words
+from attnlab.decode.ablation import token_logprobs
+from attnlab.decode.api import Model, load
+from attnlab.errors import AttnlabError
+from attnlab.model.transformer import Transformer
+from attnlab.record.equation import trace_ids
+from attnlab.record.lens import Lens, logit_lens
+
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+@pytest.fixture(scope="module")
+def model() -> Model:
+    return load(CHECKPOINTS / "multi30k-en-de")
+
+
+def model_probabilities(model: Model, trace: attnlab.AttentionTrace, heads: dict | None = None) -> np.ndarray:
+    """P(produced piece) at each position from the model's own teacher-forced forward pass."""
+    return np.exp(token_logprobs(model, *trace_ids(model, trace), heads))
+
+
+def test_the_top_layer_is_the_models_own_distribution(model: Model) -> None:
+    """Each layer's row is read through the pre-softmax projection; the top one must then be what
+    `Model.score` computes. Reading any layer but the top there fails this (the layer below gives
+    the reference's pieces probabilities up to 0.9 apart here)."""
+    trace = model.score(
+        "A little girl climbs into a wooden playhouse.", "Ein kleines Mädchen klettert in ein Spielhaus."
+    ).trace
+    lens = logit_lens(model, trace)
+    assert lens.p.shape == lens.rank.shape == (model.config.n_layers, len(trace.tgt_tokens))
+    np.testing.assert_allclose(lens.p[-1], model_probabilities(model, trace), atol=1e-5)
+    assert np.abs(lens.p[-2] - lens.p[-1]).max() > 0.1  # the layers do differ: the check above can fail
+    assert lens.produced == trace.tgt_tokens and lens.inputs == trace.tgt_input_tokens
+    assert (np.diff(lens.top_p, axis=-1) <= 0).all() and lens.top_p.shape[-1] == 5  # likeliest first
+    for layer in range(lens.n_layers):  # a piece ranked first is the cell's first choice, and only then
+        firsts = [cell[0] for cell in lens.top[layer]]
+        assert [f == p for f, p in zip(firsts, lens.produced, strict=True)] == (lens.rank[layer] == 0).tolist()
+
+
+def test_greedy_output_is_the_top_layers_first_choice(model: Model) -> None:
+    result = model.translate("Two dogs play in the snow.", beam=1, record=True)
+    lens = logit_lens(model, result.trace, top=3)
+    assert (lens.rank[-1] == 0).all() and None not in lens.settled
+    assert [cell[0] for cell in lens.top[-1]] == result.tokens
+    assert min(lens.settled) < lens.n_layers - 1  # some word is decided below the top on a trained model
+
+
+def test_heads_that_were_off_stay_off(model: Model) -> None:
+    """A trace recorded with heads switched off is read with them off: its top layer is the
+    ablated model's distribution, which differs from the whole model's by up to ~0.3 here."""
+    heads = {("cross", -1): list(range(model.config.n_heads)), ("cross", -2): [0, 1]}
+    result = model.translate("A man rides a bike down the street.", record=True, ablate_heads=heads)
+    assert result.trace.meta["heads_off"]
+    lens = logit_lens(model, result.trace)
+    np.testing.assert_allclose(lens.p[-1], model_probabilities(model, result.trace, heads), atol=1e-5)
+    assert np.abs(lens.p[-1] - model_probabilities(model, result.trace)).max() > 0.05
+
+
+def test_a_pre_norm_stack_reads_every_layer_through_its_final_norm(model: Model) -> None:
+    """A pre-norm model's top layer reaches the projection through a final LayerNorm; without it
+    the lens's top row is not the model's distribution (a random model, so the norm's scale is far
+    from the layers' own)."""
+    torch.manual_seed(0)
+    config = replace(model.config, norm="pre", n_layers=2)
+    net = Transformer(config)
+    with torch.no_grad():
+        net.final_norms[1].weight.fill_(3.0)
+    pre = Model(net, model.tokenizer, model.meta)
+    trace = pre.score("A dog runs.", "Ein Hund läuft.").trace
+    lens = logit_lens(pre, trace)  # a random model's probabilities are ~1/V: compared as logarithms
+    np.testing.assert_allclose(np.log(lens.p[-1]), np.log(model_probabilities(pre, trace)), atol=1e-4)
+
+
+def test_settled_is_the_lowest_layer_from_which_the_output_stays_first() -> None:
+    rank = np.array([[1, 0, 0, 0], [0, 1, 0, 2], [0, 0, 0, 1]])  # (layers, positions)
+    lens = Lens(["<s>"] * 4, ["a"] * 4, [[["a"]] * 4] * 3, np.ones((3, 4, 1)), np.ones((3, 4)), rank)
+    assert lens.settled == [1, 2, 0, None]
+
+
+def test_what_the_lens_cannot_read_is_one_line(model: Model) -> None:
+    trace = model.score("A dog runs.", "Ein Hund läuft.").trace
+    restricted = load(CHECKPOINTS / "multi30k-en-de-r3")
+    for args, kwargs, match in (
+        ((model.model, trace), {}, "needs what attnlab.load returns, got Transformer$"),
+        ((None, trace), {}, "needs what attnlab.load returns, got NoneType$"),
+        ((model, None), {}, "^the trace is a NoneType"),
+        ((model, trace), {"top": 0}, "^top .* got 0$"),
+        ((model, trace), {"top": 1.5}, "^top .* got 1.5$"),
+        ((restricted, trace), {}, "recorded by another model"),
+    ):
+        with pytest.raises(AttnlabError, match=match) as info:
+            logit_lens(*args, **kwargs)
+        assert "\n" not in str(info.value)
+
+
+def test_the_figure_colours_by_the_outputs_probability_and_names_each_layers_choice(model: Model) -> None:
+    lens = logit_lens(model, model.score("A dog runs.", "Ein Hund rennt.").trace)
+    fig = viz.lens_figure(lens)
+    data = fig.select_one({"name": "cells"}).data_source.data
+    layers, n = lens.p.shape
+    assert len(data["p"]) == layers * n and fig.name == "logit-lens"
+    np.testing.assert_array_equal(data["p"], lens.p.ravel())
+    np.testing.assert_array_equal(np.asarray(data["y"]) - 0.5, np.repeat(np.arange(layers), n))  # layer 0 at the bottom
+    other = [i for i, r in enumerate(lens.rank.ravel()) if r]
+    assert other and all(data["text_color"][i] == "#c0392b" for i in other)  # the layer still prefers another piece
+    assert all(color != "#c0392b" for i, color in enumerate(data["text_color"]) if i not in other)
+    assert data["label"][-1] == lens.top[-1][-1][0] == "</s>"
+    spanish = viz.lens_figure(lens, words=figure_words("es"))
+    assert spanish.title.text == text("figure.lens_title", "es")
+    with pytest.raises(AttnlabError, match="^lens_figure draws what attnlab.logit_lens returns, got AttentionTrace$"):
+        viz.lens_figure(model.score("A dog runs.", "Ein Hund rennt.").trace)
+
+
+def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa: F811 (the fixture)
+    """Drawn when its tab opens and for a new sentence while it is open; another kind, layer or
+    head leaves it as it was (nothing in it depends on them)."""
+    shown = explorer(lab, tiny="translate")
+    assert shown.lens.figure.object is None  # a hidden tab draws nothing
+    shown.tabs.active = 8
+    assert shown.tabs._names[8] == text("tab.lens")
+    fig = shown.lens.figure.object
+    assert fig.name == "logit-lens" and len(fig.select_one({"name": "cells"}).data_source.data["p"]) == (
+        shown.store.model.config.n_layers * len(shown.store.trace.tgt_tokens)
+    )
+    shown.selection.kind.value, shown.store.layer, shown.store.head = "encoder", 0, 1
+    assert shown.lens.figure.object is fig
+    decode(shown, "a girl sits on a red bike .")
+    assert shown.lens.figure.object is not fig and not shown.store.error
