@@ -6,6 +6,7 @@ the top layer's first choice, the refusals are one line, and the figure says wha
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -145,3 +146,53 @@ def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa:
     assert shown.lens.figure.object is fig
     decode(shown, "a girl sits on a red bike .")
     assert shown.lens.figure.object is not fig and not shown.store.error
+
+
+# -- the command -------------------------------------------------------------------------------------------
+def test_the_command_says_where_each_piece_was_decided(
+    model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line per input line (`piece@layer`), an empty line for an empty one (status 1), and the
+    layers' shares over the file on stderr; `--json` carries the lens's numbers."""
+    from attnlab.cli import main
+
+    source = tmp_path / "in.en"
+    source.write_text("A dog runs.\n\nTwo men are working on a roof.\n", encoding="utf-8")
+    assert main(["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "--input", str(source)]) == 1
+    captured = capsys.readouterr()
+    first, empty, third = captured.out.splitlines()
+    lens = logit_lens(model, model.translate("A dog runs.", record=True).trace)
+    expected = [f"{p}@{'-' if layer is None else layer}" for p, layer in zip(lens.produced, lens.settled, strict=True)]
+    assert first.split() == expected and empty == "" and third.endswith("</s>@0")
+    assert "line 2: the line is empty; writing an empty line" in captured.err
+    pieces = len(first.split()) + len(third.split())
+    assert f"of {pieces} pieces, decided at layer 0: " in captured.err.splitlines()[-1]
+
+    reference = tmp_path / "ref.de"
+    reference.write_text("Ein Hund rennt.\n\nZwei Männer arbeiten auf einem Dach.\n", encoding="utf-8")
+    argv = ["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), "--json", "--top", "2"]
+    assert main([*argv, "--reference", str(reference)]) == 1
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    forced = logit_lens(model, model.score("A dog runs.", "Ein Hund rennt.").trace, top=2)
+    assert row["tokens"] == forced.produced and row["decided"] == forced.settled and row["top"] == forced.top
+    np.testing.assert_allclose(row["p"], forced.p, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--top", "0"], "--top is a whole number from 1 to 50, got 0"),
+        (["--reference", "{short}"], "3 input lines but 1 reference lines"),
+    ],
+)
+def test_the_command_refuses_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    from attnlab.cli import main
+
+    source, short = tmp_path / "in.en", tmp_path / "short.de"
+    source.write_text("a\nb\nc\n", encoding="utf-8")
+    short.write_text("x\n", encoding="utf-8")
+    extra = [arg.format(short=short) for arg in extra]
+    assert main(["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), *extra]) == 2
+    assert capsys.readouterr().err.strip() == f"attnlab lens: error: {message}"

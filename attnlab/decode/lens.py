@@ -1,0 +1,104 @@
+"""`attnlab lens`: the logit lens (`attnlab.record.lens`) of every input line, from the command line.
+Each line is decoded (or, with `--reference`, read teacher-forced on its reference) and every
+decoder layer read through the pre-softmax projection; one output line per input line says at
+which layer each output piece was decided, and stderr ends with how often each layer decided one,
+over the whole file: where in the stack a model makes up its mind.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+
+from attnlab.data.tokenizer import is_blank
+from attnlab.decode.api import load
+from attnlab.decode.commands import EXIT_STATUS, add_search_arguments, search_settings
+from attnlab.decode.streams import one_stdin, read_input, write_stdout
+from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
+from attnlab.record.lens import MAX_TOP, Lens, logit_lens
+
+NEVER = "-"  # a piece the top layer does not rank first (beam search looked ahead, or a given reference)
+
+
+def cli(argv: list[str]) -> int:
+    parser = ArgumentParser(
+        allow_abbrev=False,
+        prog="attnlab lens",
+        description="For each line, the output pieces, each with the decoder layer from which it stays the "
+        f"layer's first choice up to the top (`piece@layer`; @{NEVER}: not even the top layer's first choice). "
+        "The logit lens: every decoder layer read through the pre-softmax projection.",
+        epilog=f"{EXIT_STATUS} stderr ends with the share of pieces each layer decided.",
+    )
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
+    parser.add_argument("--reference", help="file of target lines: read teacher-forced on them instead of decoding")
+    add_search_arguments(parser, lengths=False)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line instead: pieces, decided layers, each layer's P(piece) and its --top "
+        "likeliest pieces",
+    )
+    parser.add_argument("--top", type=int, default=3, help="pieces per layer and position with --json (default 3)")
+    args = parser.parse_args(argv)
+    one_stdin({"--input": args.input, "--reference": args.reference})
+    if not 1 <= args.top <= MAX_TOP:
+        raise AttnlabError(f"--top is a whole number from 1 to {MAX_TOP}, got {args.top}")
+    lines = read_input(args.input)
+    references = read_input(args.reference) if args.reference else None
+    if references is not None and len(references) != len(lines):
+        raise AttnlabError(f"{len(lines)} input lines but {len(references)} reference lines")
+    model = load(args.checkpoint)
+    settings = search_settings(model.task, args.beam, args.alpha)
+    start, decided, failed = time.time(), Counter(), 0
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            if is_blank(line) or (references is not None and is_blank(references[i])):
+                raise ModelInputError("the line is empty" if is_blank(line) else "its reference is empty")
+            if references is not None:
+                result = model.score(line, references[i], record=True)
+            else:
+                result = model.translate(line, **settings, record=True)
+            lens = logit_lens(model, result.trace, top=args.top)
+        except ModelInputError as error:
+            failed += 1
+            print(f"attnlab lens: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
+            out.append("")
+            continue
+        decided.update(lens.settled)
+        out.append(_json(lens) if args.json else _pieces(lens))
+    write_stdout("".join(line + "\n" for line in out))
+    print(f"attnlab lens: {len(lines) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
+    if decided:
+        print(f"attnlab lens: {share_line(decided, model.config.n_layers)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def share_line(decided: Counter, n_layers: int) -> str:
+    """ "pieces decided at layer 0: 2.1%, ...": each layer's share of all pieces counted."""
+    total = sum(decided.values())
+    parts = [f"{layer}: {100 * decided[layer] / total:.1f}%" for layer in range(n_layers)]
+    never = f"; not the top layer's first choice: {100 * decided[None] / total:.1f}%" if decided[None] else ""
+    return f"of {total} pieces, decided at layer {', '.join(parts)}{never}"
+
+
+def _pieces(lens: Lens) -> str:
+    return " ".join(
+        f"{piece}@{NEVER if layer is None else layer}" for piece, layer in zip(lens.produced, lens.settled, strict=True)
+    )
+
+
+def _json(lens: Lens) -> str:
+    return json.dumps(
+        {
+            "tokens": lens.produced,
+            "decided": lens.settled,
+            "p": [[round(float(p), 4) for p in row] for row in lens.p],
+            "top": lens.top,
+            "top_p": [[[round(float(p), 4) for p in cell] for cell in row] for row in lens.top_p],
+        },
+        ensure_ascii=False,
+    )
