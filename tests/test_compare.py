@@ -153,3 +153,40 @@ def test_a_restricted_models_trace_is_recomputed_and_masked_as_restricted() -> N
         attention_parts(attnlab.load(TRANSLATOR), trace, "encoder", 0, 0)
     assert mask_figure(trace, "encoder").title.text.endswith("(one sentence: nothing padded) · |i − j| ≤ 3")
     assert mask_figure(trace, "decoder").title.text.endswith("· i − j ≤ 3")
+
+
+def test_rollouts_compare_a_restricted_model_with_a_global_one() -> None:
+    """The rollouts of the global model and the r = 3 one, up to the same layer, and their
+    difference: the restricted rollout is zero beyond r(l+1) positions (Table 1's longer path),
+    which the difference shows as the global one's own share there."""
+    restricted = ROOT / "checkpoints" / "multi30k-en-de-r3"
+    if not (restricted / "manifest.json").is_file():
+        pytest.skip("no bundled restricted translator")
+    result = compare(attnlab.load(TRANSLATOR), attnlab.load(restricted), TEXT)
+    first, second = result.first.trace, result.second_on_first.trace
+    figures = viz.compare_rollouts(first, second, "encoder", 0, names=("global", "r3"))
+    assert [f.name for f in figures] == ["compare-rollout-first", "compare-rollout-second", "compare-rollout-diff"]
+    assert figures[1].title.text == "r3 · attention rollout · encoder self-attention · up to layer 0"
+    image = figures[2].select_one({"name": "cells"}).data_source.data["image"][0][::-1]
+    np.testing.assert_allclose(
+        image, attnlab.rollout(first, "encoder")[0] - attnlab.rollout(second, "encoder")[0], atol=1e-6
+    )
+    far = np.abs(np.subtract.outer(np.arange(image.shape[0]), np.arange(image.shape[1]))) > 3
+    assert (attnlab.rollout(second, "encoder")[0][far] == 0).all() and (image[far] > 0).any()
+    assert figures[2].title.text == "global − r3 · attention rollout up to layer 0"
+
+
+def test_rollouts_of_models_of_different_sizes_say_what_is_missing(tmp_path: Path) -> None:
+    from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
+
+    save_checkpoint(
+        tmp_path / "one-layer", Transformer(preset("small", n_layers=1, vocab_size=8000)), TRANSLATOR / "spm.model"
+    )
+    result = compare(attnlab.load(TRANSLATOR), attnlab.load(tmp_path / "one-layer"), TEXT)
+    figures = viz.compare_rollouts(result.first.trace, result.second_on_first.trace, "cross", 2)
+    assert [f.name for f in figures] == ["compare-rollout-first", "compare-note-second", "compare-note-diff"]
+    assert "B has no cross layer 2 (1 layers)" in figures[1].text
+    with pytest.raises(AttnlabError, match="^names are two strings"):
+        viz.compare_rollouts(result.first.trace, result.second_on_first.trace, "cross", 0, names=("A",))

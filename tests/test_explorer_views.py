@@ -246,3 +246,19 @@ def test_the_rollout_tab_follows_the_open_kind_and_layer(lab: dict[str, Path]) -
     assert shown.rollout.figure.object is fig
     decode(shown, "a girl sits on a red bike .")
     assert shown.rollout.figure.object.title.text.endswith("up to layer 1") and not store.error
+
+
+def test_the_compare_tab_draws_both_rollouts_when_asked(lab: dict[str, Path]) -> None:
+    """Its box adds each model's rollout up to the open layer and their difference, follows the
+    open kind and layer, and clears them when unticked."""
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    shown.tabs.active = 5
+    shown.compare.second.value = "restricted"
+    assert shown.compare.comparison is not None and all(p.object is None for p in shown.compare.rollout_panes)
+    shown.compare.rollouts.value = True
+    names = [p.object.name for p in shown.compare.rollout_panes]
+    assert names == ["compare-rollout-first", "compare-rollout-second", "compare-rollout-diff"]
+    shown.selection.kind.value, shown.store.layer = "encoder", 0
+    assert shown.compare.rollout_panes[0].object.title.text.endswith("encoder self-attention · up to layer 0")
+    shown.compare.rollouts.value = False
+    assert all(p.object is None for p in shown.compare.rollout_panes) and not shown.store.error

@@ -586,6 +586,7 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "mask_figure": lambda **o: viz.mask_figure(trace, "decoder", **o),
         "computation_figure": lambda **o: viz.computation_figure(parts, 0, *labels, **o),
         "compare_figures": lambda **o: viz.compare_figures(trace, trace, "cross", 0, 0, **o),
+        "compare_rollouts": lambda **o: viz.compare_rollouts(trace, trace, "cross", 0, **o),
         "diff_figure": lambda **o: viz.diff_figure(trace, trace, "cross", 0, 0, **o),
         "profile_grid": lambda **o: viz.profile_grid([0, 1], np.zeros((2, 3)), **o),
         "standalone_html": lambda **o: viz.standalone_html(viz.heatmap(trace, "cross", 0, 0), **o),

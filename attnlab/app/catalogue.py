@@ -207,6 +207,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "compare.map_title": {"en": "{name} · {kind_title} · layer {layer} · head {head}", "es": "{name} · {kind_title} · capa {layer} · cabeza {head}", "zh": "{name} · {kind_title} · 第 {layer} 层 · 头 {head}"},
     "compare.diff_title": {"en": "{first} − {second} · layer {layer} · head {head}", "es": "{first} − {second} · capa {layer} · cabeza {head}", "zh": "{first} − {second} · 第 {layer} 层 · 头 {head}"},
     "compare.missing": {"en": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)", "es": "{name} no tiene la cabeza {head} de la capa {layer} de {kind} ({layers} capas × {heads} cabezas)", "zh": "{name} 没有 {kind} 第 {layer} 层的头 {head}（共 {layers} 层 × {heads} 个头）"},
+    "compare.rollouts": {"en": "also the attention rollouts up to the open layer", "es": "también los rollouts de la atención hasta la capa abierta", "zh": "同时对比到当前层为止的注意力展开"},
+    "compare.rollout_title": {"en": "{name} · attention rollout · {kind_title} · up to layer {layer}", "es": "{name} · rollout de la atención · {kind_title} · hasta la capa {layer}", "zh": "{name} · 注意力展开 · {kind_title} · 至第 {layer} 层"},
+    "compare.rollout_diff": {"en": "{first} − {second} · attention rollout up to layer {layer}", "es": "{first} − {second} · rollout de la atención hasta la capa {layer}", "zh": "{first} − {second} · 至第 {layer} 层的注意力展开"},
+    "compare.rollout_missing": {"en": "{name} has no {kind} layer {layer} ({layers} layers)", "es": "{name} no tiene la capa {layer} de {kind} ({layers} capas)", "zh": "{name} 没有 {kind} 第 {layer} 层（共 {layers} 层）"},
     "compare.sizes": {"en": "no difference map: the two models differ in size here", "es": "sin mapa de diferencias: aquí los dos modelos no tienen el mismo tamaño", "zh": "无差异图：两个模型在此处的规模不同"},
     "compare.pieces": {"en": "no difference map: the models read or wrote different pieces", "es": "sin mapa de diferencias: los modelos leyeron o escribieron piezas distintas", "zh": "无差异图：两个模型读取或生成的子词不同"},
     # --- the figures' own words (attnlab.viz's templates; attnlab.app.words hands them to every view) ---

@@ -99,6 +99,9 @@ def _words(lang: str) -> Mapping[str, str]:
             "compare.title": text("compare.map_title", lang),
             "compare.diff_title": text("compare.diff_title", lang),
             "compare.missing": text("compare.missing", lang),
+            "compare.rollout_title": text("compare.rollout_title", lang),
+            "compare.rollout_diff": text("compare.rollout_diff", lang),
+            "compare.rollout_missing": text("compare.rollout_missing", lang),
             "compare.sizes": text("compare.sizes", lang),
             "compare.pieces": text("compare.pieces", lang),
         }

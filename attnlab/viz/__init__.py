@@ -39,7 +39,7 @@ from attnlab.viz.colors import (
     downsample,
     hatch,
 )
-from attnlab.viz.compare import compare_figures, has_head, two_names, word_diff
+from attnlab.viz.compare import compare_figures, compare_rollouts, has_head, two_names, word_diff
 from attnlab.viz.equation import computation_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
 from attnlab.viz.fonts import FONT_STACK, use_fonts
@@ -68,6 +68,7 @@ __all__ = [
     "WORDS",
     "colorize",
     "compare_figures",
+    "compare_rollouts",
     "computation_figure",
     "diff_figure",
     "display_width",

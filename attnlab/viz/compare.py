@@ -1,5 +1,5 @@
 """Two models side by side: the same head of each on the same sentence, their difference, and a
-word diff of their outputs. Works for any two traces; where one model lacks the layer or head
+word diff of their outputs; or the attention rollouts of each up to the same layer, and theirs. Works for any two traces; where one model lacks the layer or head
 (models of different sizes) or the two read or wrote different pieces, the view says so instead
 of drawing a map it cannot compute.
 """
@@ -16,11 +16,14 @@ from bokeh.models import Div
 
 from attnlab.data.tokenizer import text_units
 from attnlab.errors import AttnlabError
+from attnlab.record.rollout import rollout
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.head import heatmap, off_note
+from attnlab.viz.head import heatmap, matrix_figure, off_note
 from attnlab.viz.options import check_options
+from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.timeline import diff_figure
 from attnlab.viz.words import kind_name, kind_title, say
@@ -129,6 +132,62 @@ def compare_figures(
             )
         )
     return figures
+
+
+def compare_rollouts(
+    first: AttentionTrace,
+    second: AttentionTrace,
+    kind: str,
+    layer: int,
+    names: tuple[str, str] = ("A", "B"),
+    budget: int = 380,
+    *,
+    words: Mapping[str, str] | None = None,
+) -> list[Any]:
+    """[A's rollout, B's rollout, A − B] of `kind` up to `layer` (`attnlab.rollout`): where a
+    restricted model's receptive field grows with depth beside a global one's, say. Notes where a
+    model lacks the layer or the two read or wrote different pieces, as `compare_figures` has."""
+    check_trace(first, "the first trace"), check_trace(second, "the second trace")
+    check_options(budget=budget)
+    if not two_names(names):
+        raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
+    said = say(words)
+    fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": ""}
+    figures: list[Any] = []
+    held = [_has_layer(trace, kind, layer) for trace in (first, second)]
+    for trace, name, role, has in zip((first, second), names, ("first", "second"), held, strict=True):
+        if has:
+            title = said["compare.rollout_title"].format(
+                name=name, **{**fields, "layer": trace.layer_index(kind, layer)}
+            )
+            figures.append(rollout_figure(
+                trace, kind, layer, budget=budget, title=title, name=f"compare-rollout-{role}", words=said
+            ))  # fmt: skip
+        else:
+            layers = len(trace.layers.get(kind, []))
+            figures.append(_note(said["compare.rollout_missing"].format(name=name, layers=layers, **fields), role))
+    if not all(held):
+        figures.append(_note(said["compare.sizes"].format(**fields), "diff"))
+    elif first.labels(kind) != second.labels(kind):
+        figures.append(_note(said["compare.pieces"].format(**fields), "diff"))
+    else:
+        a, b = (rollout(t, kind)[t.layers[kind].index(t.layer_index(kind, layer))] for t in (first, second))
+        q_labels, k_labels = first.labels(kind)
+        figures.append(matrix_figure(
+            a - b, q_labels, k_labels, allowed=first.mask(kind) if kind == "decoder" else None, vmin=-1.0, vmax=1.0,
+            palette=DIFF_PALETTE, budget=budget, value_name=said["timeline.diff_value"], name="compare-rollout-diff",
+            title=said["compare.rollout_diff"].format(first=names[0], second=names[1], layer=first.layer_index(kind, layer)),
+            words=said,
+        ))  # fmt: skip
+    return figures
+
+
+def _has_layer(trace: AttentionTrace, kind: str, layer: int) -> bool:
+    try:
+        trace.layer_index(kind, layer)
+    except AttnlabError:
+        return False
+    return True
 
 
 def _note(text: str, name: str) -> Div:

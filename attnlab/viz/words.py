@@ -99,6 +99,9 @@ WORDS: dict[str, str] = {
     "compare.title": "{name} · {kind_title} · layer {layer} · head {head}",
     "compare.diff_title": "{first} − {second} · layer {layer} · head {head}",
     "compare.missing": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)",
+    "compare.rollout_title": "{name} · attention rollout · {kind_title} · up to layer {layer}",
+    "compare.rollout_diff": "{first} − {second} · attention rollout up to layer {layer}",
+    "compare.rollout_missing": "{name} has no {kind} layer {layer} ({layers} layers)",
     "compare.sizes": "no difference map: the two models differ in size here",
     "compare.pieces": "no difference map: the models read or wrote different pieces",
 }

@@ -1,8 +1,10 @@
 """The Compare tab: a second model -- another checkpoint from the picker, or this one with the
 heads chosen in the Head ablation tab switched off -- decodes the same input; both outputs are
 shown with a word diff, and the open kind / layer / head of each side by side with their
-difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`). The second model's maps are
-recorded while it reads the first one's output, so that the two line up cell by cell.
+difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its box ticked, the
+attention rollouts of both up to the open layer and their difference too
+(`attnlab.viz.compare_rollouts`). The second model's maps are recorded while it reads the first
+one's output, so that the two line up cell by cell.
 
 Models of different sizes compare (each shows the heads it has); a translator and a parser, or two
 vocabularies, do not, and the tab says so in one line. The tab decodes when it is drawn after a
@@ -55,12 +57,24 @@ class CompareTab(pn.viewable.Viewer):
         )
         self.outputs = pn.pane.HTML("", width=900, stylesheets=[CSS], css_classes=["attn-compare-outputs"])
         self.panes = [pn.pane.Bokeh(None, css_classes=[f"attn-compare-{role}"]) for role in ("first", "second", "diff")]
-        self.layout = pn.Column(pn.Row(self.second, self.go), self.notice, self.outputs, pn.FlexBox(*self.panes))
+        self.rollouts = pn.widgets.Checkbox(label=text("compare.rollouts", lang), css_classes=["attn-compare-rollouts"])
+        self.rollout_panes = [
+            pn.pane.Bokeh(None, css_classes=[f"attn-compare-rollout-{role}"]) for role in ("first", "second", "diff")
+        ]
+        self.layout = pn.Column(
+            pn.Row(self.second, self.go),
+            self.notice,
+            self.outputs,
+            pn.FlexBox(*self.panes),
+            self.rollouts,
+            pn.FlexBox(*self.rollout_panes),
+        )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.names = ("A", "B")
         self._key: tuple | None = None  # (run, second model, ablated heads) the comparison was made for
         self._say(text("compare.hint", lang), hint=True)
         self.second.param.watch(lambda _event: self.draw(), "value")
+        self.rollouts.param.watch(lambda _event: self.draw(), "value")
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -180,6 +194,13 @@ class CompareTab(pn.viewable.Viewer):
         )
         for pane, figure in zip(self.panes, figures, strict=True):
             pane.object = figure
+        rollouts = [None] * 3
+        if self.rollouts.value:  # the receptive field of each model, layer by layer up to the open one
+            rollouts = viz.compare_rollouts(
+                c.first.trace, c.second_on_first.trace, store.kind, store.layer, names=self.names, words=store.words
+            )
+        for pane, figure in zip(self.rollout_panes, rollouts, strict=True):
+            pane.object = figure
 
     # -- helpers ------------------------------------------------------------------------------------
     def _options(self) -> dict[str, str]:
@@ -203,6 +224,6 @@ class CompareTab(pn.viewable.Viewer):
         """No comparison to show: say why in one line, and draw no stale maps."""
         self.comparison = None
         self.outputs.object = ""
-        for pane in self.panes:
+        for pane in (*self.panes, *self.rollout_panes):
             pane.object = None
         self._say(message, hint)
