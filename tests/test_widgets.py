@@ -253,6 +253,23 @@ def test_choosing_a_beam_hypothesis_shows_its_attention(translator: attnlab.deco
     assert "hypothesis 3 of 3" in explorer.output.value
 
 
+def test_the_explorer_draws_the_open_hypothesiss_logit_lens(translator: attnlab.decode.Model) -> None:
+    """Its box draws the lens of the hypothesis that is open, and follows the chooser; unticked,
+    nothing is drawn (it costs a forward pass)."""
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3, lang="es")
+    assert explorer.figures["lens"] is None
+    explorer.show_lens.value = True
+    hypotheses = explorer.result.hypotheses
+    for rank in (0, 2):
+        explorer.choose(rank)
+        lens = attnlab.logit_lens(translator, hypotheses[rank].trace)
+        data = explorer.figures["lens"].select_one({"name": "cells"}).data_source.data
+        np.testing.assert_array_equal(data["p"], lens.p.ravel())
+    assert explorer.figures["lens"].title.text.startswith("lente de logits") and not explorer.errors.message
+    explorer.show_lens.value = False
+    assert explorer.figures["lens"] is None
+
+
 def test_errors_are_shown_in_the_widget(translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch) -> None:
     explorer = widgets.explore(translator, text="A dog .", beam=1)
     before = explorer.view.trace

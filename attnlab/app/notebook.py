@@ -27,6 +27,10 @@ from attnlab.errors import AttnlabError, ConfigError, ModelInputError
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz import head_ids, selection
 
+EXAMPLES = {  # the first sentence a widget decodes: written for attnlab, not taken from a corpus
+    "translate": "A man in a blue shirt is playing the guitar on the street.",
+    "parse": "The old man saw the dog with a telescope .",
+}
 BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
 _bokehjs_loaded = False
 

@@ -37,12 +37,13 @@ from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
+from attnlab.app.compare_widget import Compare, compare_models
 from attnlab.app.notebook import (
+    EXAMPLES,
     BokehPane,
     ErrorBox,
     HeadPicker,
     checked_model,
-    checked_names,
     checked_text,
     checked_trace,
     plot,
@@ -54,9 +55,8 @@ from attnlab.app.replay import Timeline, replay
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
-from attnlab.decode.compare import compare
 from attnlab.errors import ConfigError
-from attnlab.record.ablation import heads_off as checked_heads
+from attnlab.record.lens import logit_lens
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -72,10 +72,6 @@ __all__ = [
     "show",
 ]
 MAX_BEAM = 50  # the explorer's beam field goes up to this
-EXAMPLES = {  # written for attnlab, not taken from a corpus
-    "translate": "A man in a blue shirt is playing the guitar on the street.",
-    "parse": "The old man saw the dog with a telescope .",
-}
 
 
 # -- one trace ------------------------------------------------------------------------------------------
@@ -164,7 +160,7 @@ def show(
 # -- a model ---------------------------------------------------------------------------------------------
 class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
-    hypotheses, and open any head of any of them."""
+    hypotheses, and open any head of any of them; a box adds the open hypothesis's logit lens."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
         self.model, self.lang = model, i18n.checked(lang)
@@ -191,15 +187,19 @@ class Explorer(w.VBox):
         self.hypotheses.observe(self._hypothesis_chosen, "value")
         self.errors = ErrorBox(lang)
         self.view = TraceView(caption=False, lang=lang)
+        self.show_lens = w.Checkbox(description=i18n.text("widgets.show_lens", lang), indent=False)
+        self.show_lens.observe(lambda _change: self._draw_lens(), "value")
+        self.lens = BokehPane()
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
-        super().__init__([self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view])
+        parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
+        super().__init__([*parts, self.show_lens, self.lens])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
-        return {**self.view.figures, "tree": self.tree.figure}
+        return {**self.view.figures, "tree": self.tree.figure, "lens": self.lens.figure}
 
     def run(self, text: str | None = None) -> Any:
         """Decode the text box (or `text`); returns the `attnlab.decode.api.Result`, or None on error."""
@@ -255,6 +255,7 @@ class Explorer(w.VBox):
         finally:
             self._listing = False
         self.tree.update(None)
+        self.lens.update(None)
         self.view.clear()
 
     def choose(self, rank: int) -> None:
@@ -279,6 +280,17 @@ class Explorer(w.VBox):
         parse = self.model.task == "parse"
         self.tree.update(viz.tree_figure(hyp.text, title=title, words=figure_words(lang)) if parse else None)
         self.view.set_trace(hyp.trace)
+        self._draw_lens()
+
+    def _draw_lens(self) -> None:
+        """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
+        rank = self.hypotheses.value
+        if not self.show_lens.value or self.result is None or rank is None:
+            self.lens.update(None)
+            return
+        with reporting(self.errors):
+            lens = logit_lens(self.model, self.result.hypotheses[rank].trace)
+            self.lens.update(viz.lens_figure(lens, words=figure_words(self.lang)))
 
 
 def explore(
@@ -288,109 +300,3 @@ def explore(
     optionally the first sentence; `lang`: "en", "es" or "zh"."""
     model = checked_model(checkpoint_or_model, "explore", i18n.checked(lang))
     return Explorer(model, text, beam, lang)
-
-
-# -- two models --------------------------------------------------------------------------------------------
-class Compare(w.VBox):
-    """Two models (or one with heads switched off) on the same sentence: both outputs with a word
-    diff, and the same kind / layer / head of each side by side with their difference (the
-    second model read teacher-forced on the first one's output, so the maps line up)."""
-
-    def __init__(
-        self,
-        first: Any,
-        second: Any,
-        text: str,
-        heads_off: dict | None = None,
-        names: tuple = ("A", "B"),
-        lang: str = i18n.DEFAULT,
-    ) -> None:
-        self.lang = i18n.checked(lang)
-        self.first, self.second = checked_model(first, "Compare", lang), checked_model(second, "Compare", lang)
-        self.heads_off, self.names = heads_off or {}, checked_names(names, lang)
-        self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
-        self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
-        self.button.on_click(lambda _button: self.run())
-        self.output = w.HTML()
-        self.picker = HeadPicker(self.redraw, lang)
-        self.panes = [BokehPane(), BokehPane(), BokehPane()]
-        self.errors = ErrorBox(lang)
-        self.comparison: Any = None
-        figures = w.HBox(self.panes, layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([self.text, self.button, self.errors, self.output, self.picker, figures])
-        self.run()
-
-    @property
-    def figures(self) -> dict[str, LayoutDOM | None]:
-        return dict(zip(("first", "second", "difference"), (pane.figure for pane in self.panes), strict=True))
-
-    def run(self, text: str | None = None) -> Any:
-        """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
-        if text is not None:
-            self.text.value = checked_text(text, self.lang)
-        self.errors.clear()
-        with reporting(self.errors):
-            self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
-            c, (a, b), lang = self.comparison, self.names, self.lang
-            verdict = i18n.text("widgets.same" if c.same_output else "widgets.different", lang)
-            notes = [i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)]
-            off = _heads_named(self.heads_off, lang)
-            if off:
-                notes.append(i18n.text("widgets.which_off", lang, name=b, n=len(off), heads=", ".join(off)))
-            elif self.second is self.first:
-                notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
-            self.output.value = (
-                f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
-                f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"
-                + "".join(f"<div style='color:#666'>{html.escape(note)}</div>" for note in notes)
-            )
-            self.picker.configure(c.first.trace)
-            self.picker.layout.display = None
-            self.redraw()
-            return self.comparison
-        # a failed run shows no output: the previous sentence's would read as this one's
-        self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
-        for pane in self.panes:
-            pane.update(None)
-        return None
-
-    def redraw(self) -> None:
-        if self.comparison is None:
-            return
-        self.errors.clear()
-        with reporting(self.errors):
-            c, (kind, layer, head) = self.comparison, self.picker.value
-            traces, words = (c.first.trace, c.second_on_first.trace), figure_words(self.lang)
-            figures = viz.compare_figures(*traces, kind, layer, head, self.names, words=words)
-            for pane, figure in zip(self.panes, figures, strict=True):
-                pane.update(figure)
-
-
-def compare_models(
-    first: Any,
-    second: Any | None = None,
-    text: str = EXAMPLES["translate"],
-    heads_off: dict | None = None,
-    lang: str = i18n.DEFAULT,
-) -> Compare:
-    """Two checkpoints (or models) on the same sentence; with no second model, the first one with
-    `heads_off` ({(kind, layer): [head, ...]}) switched off."""
-    first = checked_model(first, "compare_models", i18n.checked(lang))
-    second = first if second is None else checked_model(second, "compare_models", lang)
-    heads_off = checked_heads(second.config, heads_off or {})  # one line for a malformed dict, before it is named
-    off = len(_heads_named(heads_off, lang))
-    ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
-    names = ablated if second is first and off else ("A", "B")
-    return Compare(first, second, text, heads_off, names, lang)
-
-
-def _heads_named(heads_off: dict, lang: str) -> list[str]:
-    """The heads of {(kind, layer): [head, ...]} as the explorer names them ("encoder L0 H1");
-    anything else names none (`compare` refuses it in one line)."""
-    if not isinstance(heads_off, dict):
-        return []
-    return [
-        i18n.text("head.short", lang, kind=i18n.kind_name(kind, lang), layer=layer, head=head)
-        for (kind, layer), heads in heads_off.items()
-        for head in heads
-    ]

@@ -1,0 +1,133 @@
+"""Two models in a notebook (`attnlab.widgets.compare_models`): both outputs with a word diff, and
+the same kind / layer / head of each side by side with their difference, from the same
+`attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+from bokeh.models import LayoutDOM
+
+from attnlab import viz
+from attnlab.app import i18n
+from attnlab.app.notebook import (
+    EXAMPLES,
+    BokehPane,
+    ErrorBox,
+    HeadPicker,
+    checked_model,
+    checked_names,
+    checked_text,
+    reporting,
+)
+from attnlab.app.words import figure_words
+from attnlab.decode.compare import compare
+from attnlab.record.ablation import heads_off as checked_heads
+
+
+class Compare(w.VBox):
+    """Two models (or one with heads switched off) on the same sentence: both outputs with a word
+    diff, and the same kind / layer / head of each side by side with their difference (the
+    second model read teacher-forced on the first one's output, so the maps line up)."""
+
+    def __init__(
+        self,
+        first: Any,
+        second: Any,
+        text: str,
+        heads_off: dict | None = None,
+        names: tuple = ("A", "B"),
+        lang: str = i18n.DEFAULT,
+    ) -> None:
+        self.lang = i18n.checked(lang)
+        self.first, self.second = checked_model(first, "Compare", lang), checked_model(second, "Compare", lang)
+        self.heads_off, self.names = heads_off or {}, checked_names(names, lang)
+        self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
+        self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
+        self.button.on_click(lambda _button: self.run())
+        self.output = w.HTML()
+        self.picker = HeadPicker(self.redraw, lang)
+        self.panes = [BokehPane(), BokehPane(), BokehPane()]
+        self.errors = ErrorBox(lang)
+        self.comparison: Any = None
+        figures = w.HBox(self.panes, layout=w.Layout(flex_flow="row wrap"))
+        super().__init__([self.text, self.button, self.errors, self.output, self.picker, figures])
+        self.run()
+
+    @property
+    def figures(self) -> dict[str, LayoutDOM | None]:
+        return dict(zip(("first", "second", "difference"), (pane.figure for pane in self.panes), strict=True))
+
+    def run(self, text: str | None = None) -> Any:
+        """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
+        if text is not None:
+            self.text.value = checked_text(text, self.lang)
+        self.errors.clear()
+        with reporting(self.errors):
+            self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
+            c, (a, b), lang = self.comparison, self.names, self.lang
+            verdict = i18n.text("widgets.same" if c.same_output else "widgets.different", lang)
+            notes = [i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)]
+            off = _heads_named(self.heads_off, lang)
+            if off:
+                notes.append(i18n.text("widgets.which_off", lang, name=b, n=len(off), heads=", ".join(off)))
+            elif self.second is self.first:
+                notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
+            self.output.value = (
+                f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
+                f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"
+                + "".join(f"<div style='color:#666'>{html.escape(note)}</div>" for note in notes)
+            )
+            self.picker.configure(c.first.trace)
+            self.picker.layout.display = None
+            self.redraw()
+            return self.comparison
+        # a failed run shows no output: the previous sentence's would read as this one's
+        self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
+        for pane in self.panes:
+            pane.update(None)
+        return None
+
+    def redraw(self) -> None:
+        if self.comparison is None:
+            return
+        self.errors.clear()
+        with reporting(self.errors):
+            c, (kind, layer, head) = self.comparison, self.picker.value
+            traces, words = (c.first.trace, c.second_on_first.trace), figure_words(self.lang)
+            figures = viz.compare_figures(*traces, kind, layer, head, self.names, words=words)
+            for pane, figure in zip(self.panes, figures, strict=True):
+                pane.update(figure)
+
+
+def compare_models(
+    first: Any,
+    second: Any | None = None,
+    text: str = EXAMPLES["translate"],
+    heads_off: dict | None = None,
+    lang: str = i18n.DEFAULT,
+) -> Compare:
+    """Two checkpoints (or models) on the same sentence; with no second model, the first one with
+    `heads_off` ({(kind, layer): [head, ...]}) switched off."""
+    first = checked_model(first, "compare_models", i18n.checked(lang))
+    second = first if second is None else checked_model(second, "compare_models", lang)
+    heads_off = checked_heads(second.config, heads_off or {})  # one line for a malformed dict, before it is named
+    off = len(_heads_named(heads_off, lang))
+    ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
+    names = ablated if second is first and off else ("A", "B")
+    return Compare(first, second, text, heads_off, names, lang)
+
+
+def _heads_named(heads_off: dict, lang: str) -> list[str]:
+    """The heads of {(kind, layer): [head, ...]} as the explorer names them ("encoder L0 H1");
+    anything else names none (`compare` refuses it in one line)."""
+    if not isinstance(heads_off, dict):
+        return []
+    return [
+        i18n.text("head.short", lang, kind=i18n.kind_name(kind, lang), layer=layer, head=head)
+        for (kind, layer), heads in heads_off.items()
+        for head in heads
+    ]
