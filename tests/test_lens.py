@@ -91,6 +91,21 @@ def test_a_pre_norm_stack_reads_every_layer_through_its_final_norm(model: Model)
     np.testing.assert_allclose(np.log(lens.p[-1]), np.log(model_probabilities(pre, trace)), atol=1e-4)
 
 
+
+@pytest.mark.parametrize("variant", ["swish-shared", "separate-untied"])
+def test_an_imported_marian_model_is_read_through_its_own_output_layer(tmp_path: Path, variant: str) -> None:
+    """Marian's logits carry a bias, and with separate vocabularies the output matrix and the
+    pieces are the target side's: the lens's top row is still the model's own distribution, and
+    its pieces are the target vocabulary's."""
+    from marian_models import make_marian
+
+    marian = load(make_marian(tmp_path / variant, variant))
+    trace = marian.translate("the dog runs in the park", record=True).trace
+    lens = logit_lens(marian, trace)
+    np.testing.assert_allclose(np.log(lens.p[-1]), np.log(model_probabilities(marian, trace)), atol=1e-4)
+    table = set(marian.piece_table())
+    assert all(piece in table for layer in lens.top for cell in layer for piece in cell)
+
 def test_settled_is_the_lowest_layer_from_which_the_output_stays_first() -> None:
     rank = np.array([[1, 0, 0, 0], [0, 1, 0, 2], [0, 0, 0, 1]])  # (layers, positions)
     lens = Lens(["<s>"] * 4, ["a"] * 4, [[["a"]] * 4] * 3, np.ones((3, 4, 1)), np.ones((3, 4)), rank)
