@@ -91,10 +91,7 @@ def compare_figures(
     (a model), {first} and {second} (both), {kind}, {kind_title}, {layer}, {head}, and {layers}
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
-    check_trace(first, "the first trace"), check_trace(second, "the second trace")
-    check_options(budget=budget)
-    if not two_names(names):  # ("A",) was a ValueError from zip
-        raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
+    _check(first, second, names, budget)
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
     figures: list[Any] = []
@@ -147,10 +144,7 @@ def compare_rollouts(
     """[A's rollout, B's rollout, A − B] of `kind` up to `layer` (`attnlab.rollout`): where a
     restricted model's receptive field grows with depth beside a global one's, say. Notes where a
     model lacks the layer or the two read or wrote different pieces, as `compare_figures` has."""
-    check_trace(first, "the first trace"), check_trace(second, "the second trace")
-    check_options(budget=budget)
-    if not two_names(names):
-        raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
+    _check(first, second, names, budget)
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": ""}
     figures: list[Any] = []
@@ -180,6 +174,13 @@ def compare_rollouts(
             words=said,
         ))  # fmt: skip
     return figures
+
+
+def _check(first: object, second: object, names: object, budget: object) -> None:
+    check_trace(first, "the first trace"), check_trace(second, "the second trace")
+    check_options(budget=budget)
+    if not two_names(names):  # ("A",) was a ValueError from zip
+        raise AttnlabError(f"names are two strings, one per trace, not {names!r}")
 
 
 def _has_layer(trace: AttentionTrace, kind: str, layer: int) -> bool:
