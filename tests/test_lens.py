@@ -91,7 +91,6 @@ def test_a_pre_norm_stack_reads_every_layer_through_its_final_norm(model: Model)
     np.testing.assert_allclose(np.log(lens.p[-1]), np.log(model_probabilities(pre, trace)), atol=1e-4)
 
 
-
 @pytest.mark.parametrize("variant", ["swish-shared", "separate-untied"])
 def test_an_imported_marian_model_is_read_through_its_own_output_layer(tmp_path: Path, variant: str) -> None:
     """Marian's logits carry a bias, and with separate vocabularies the output matrix and the
@@ -106,6 +105,7 @@ def test_an_imported_marian_model_is_read_through_its_own_output_layer(tmp_path:
     table = set(marian.piece_table())
     assert all(piece in table for layer in lens.top for cell in layer for piece in cell)
 
+
 def test_settled_is_the_lowest_layer_from_which_the_output_stays_first() -> None:
     rank = np.array([[1, 0, 0, 0], [0, 1, 0, 2], [0, 0, 0, 1]])  # (layers, positions)
     lens = Lens(["<s>"] * 4, ["a"] * 4, [[["a"]] * 4] * 3, np.ones((3, 4, 1)), np.ones((3, 4)), rank)
@@ -115,6 +115,8 @@ def test_settled_is_the_lowest_layer_from_which_the_output_stays_first() -> None
 def test_what_the_lens_cannot_read_is_one_line(model: Model) -> None:
     trace = model.score("A dog runs.", "Ein Hund läuft.").trace
     restricted = load(CHECKPOINTS / "multi30k-en-de-r3")
+    malformed = model.score("A dog runs.", "Ein Hund läuft.").trace
+    malformed.meta["heads_off"] = [["cross", 0]]
     for args, kwargs, match in (
         ((model.model, trace), {}, "needs what attnlab.load returns, got Transformer$"),
         ((None, trace), {}, "needs what attnlab.load returns, got NoneType$"),
@@ -122,6 +124,7 @@ def test_what_the_lens_cannot_read_is_one_line(model: Model) -> None:
         ((model, trace), {"top": 0}, "^top .* got 0$"),
         ((model, trace), {"top": 1.5}, "^top .* got 1.5$"),
         ((restricted, trace), {}, "recorded by another model"),
+        ((model, malformed), {}, r"^the trace's heads_off is a list of \[kind, layer, head\], got \[\['cross', 0\]\]$"),
     ):
         with pytest.raises(AttnlabError, match=match) as info:
             logit_lens(*args, **kwargs)

@@ -65,7 +65,8 @@ class Lens:
 
 def logit_lens(model: Any, trace: AttentionTrace, top: int = TOP) -> Lens:
     """Read every decoder layer of `model` (what `attnlab.load` returns: a `Transformer` with its
-    tokenizers; the model that recorded `trace`) through its pre-softmax projection, teacher-forced on the trace's sentence pair."""
+    tokenizers; the model that recorded `trace`) through its pre-softmax projection,
+    teacher-forced on the trace's sentence pair."""
     if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
         raise AttnlabError(  # a bare Transformer has no tokenizers to read the trace's pieces with
             f"the logit lens needs what attnlab.load returns, got {type(model).__name__}"
@@ -81,8 +82,13 @@ def logit_lens(model: Any, trace: AttentionTrace, top: int = TOP) -> Lens:
     src = torch.tensor([src_ids])
     tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]])
     heads: dict[tuple[str, int], list[int]] = {}
-    for kind, layer, head in trace.meta.get("heads_off", []):
-        heads.setdefault((kind, layer), []).append(head)
+    try:
+        for kind, layer, head in trace.meta.get("heads_off", []):
+            heads.setdefault((kind, layer), []).append(head)
+    except (TypeError, ValueError):  # a trace written by hand: was "not enough values to unpack"
+        raise AttnlabError(
+            f"the trace's heads_off is a list of [kind, layer, head], got {trace.meta['heads_off']!r}"
+        ) from None
     target, k = torch.tensor(produced)[:, None], min(int(top), net.config.target_vocab)
     read = []
     with torch.no_grad(), ablate(net, heads):

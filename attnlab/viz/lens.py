@@ -1,4 +1,4 @@
-"""The logit lens as a grid (`attnlab.decode.lens`): decoder layers bottom to top, target positions
+"""The logit lens as a grid (`attnlab.record.lens`): decoder layers bottom to top, target positions
 left to right. Each cell is coloured by the probability that layer gives the piece the model
 finally output there and names the layer's own first choice: in the colour of the text when it is
 that piece, in red when the layer still prefers another. A column that turns dark low down was
@@ -35,8 +35,7 @@ DARK = 0.55  # from this probability up a cell is dark enough for white text
 def lens_figure(lens: Lens, *, words: Mapping[str, str] | None = None) -> figure:
     """The lens of one sentence pair: rows are decoder layers (0 at the bottom), columns the
     positions labelled by the piece output there, at most `VISIBLE` of them at once (drag sideways
-    for the rest). `words` replaces any of `viz.words.WORDS`
-    ("lens.*")."""
+    for the rest). `words` replaces any of `viz.words.WORDS` ("lens.*")."""
     arrays = (getattr(lens, name, None) for name in ("p", "rank", "top_p"))
     if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
         raise AttnlabError(f"lens_figure draws what attnlab.logit_lens returns, got {type(lens).__name__}")
