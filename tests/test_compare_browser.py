@@ -117,6 +117,13 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
             f"n => ({JS_TITLE})(n) === 'B · encoder self-attention · layer 0 · head 0'", arg="compare-second"
         )
         assert session.run_number() == run + 1  # a new head is only drawn, not decoded again
+        session.page.locator(".attn-compare-rollouts input").check()  # each model's flow up to encoder layer 0
+        session.page.locator(".attn-compare-lenses input").check()  # each model's decoder, layer by layer
+        for name in ("compare-rollout-first", "compare-rollout-second", "compare-rollout-diff"):
+            assert session.painted(name), f"{name} is blank"
+        for name in ("compare-lens-first", "compare-lens-second"):
+            assert session.painted(name, 5), f"{name} is blank"
+        session.page.screenshot(path=artifacts / "explorer-compare-rollouts-lenses.png", full_page=True)
 
         if (PARSER / "manifest.json").is_file():
             session.page.locator(".attn-compare-second select").select_option(label=picker_name(PARSER, []))

@@ -262,3 +262,26 @@ def test_the_compare_tab_draws_both_rollouts_when_asked(lab: dict[str, Path]) ->
     assert shown.compare.rollout_panes[0].object.title.text.endswith("encoder self-attention · up to layer 0")
     shown.compare.rollouts.value = False
     assert all(p.object is None for p in shown.compare.rollout_panes) and not shown.store.error
+
+
+def test_the_compare_tab_draws_both_logit_lenses_when_asked(lab: dict[str, Path]) -> None:
+    """Its box adds each model's lens on the same output, the second read on the first's (so
+    their columns line up), once per comparison: another head leaves them as they were."""
+    from attnlab.record.lens import logit_lens
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    shown.tabs.active = 5
+    shown.compare.second.value = "restricted"
+    assert all(p.object is None for p in shown.compare.lens_panes)
+    shown.compare.lenses.value = True
+    first, second = (p.object for p in shown.compare.lens_panes)
+    assert (first.name, second.name) == ("compare-lens-first", "compare-lens-second")
+    assert second.title.text.startswith("B · logit lens")
+    c = shown.compare.comparison
+    expected = logit_lens(shown.compare.second_model, c.second_on_first.trace).p.ravel()
+    assert second.select_one({"name": "cells"}).data_source.data["p"].tolist() == expected.tolist()
+    assert first.x_range.end == second.x_range.end  # the same output positions
+    shown.store.head = 1
+    assert shown.compare.lens_panes[0].object is first
+    shown.compare.lenses.value = False
+    assert all(p.object is None for p in shown.compare.lens_panes) and not shown.store.error

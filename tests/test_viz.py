@@ -23,6 +23,7 @@ from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, P
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
+from attnlab.record.lens import Lens
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.selection import head_map, pick
@@ -578,6 +579,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
     weights = trace.attention("cross", 0)[0]
     parts = {"scores": weights, "allowed": np.ones((q, k), bool), "weights": weights, "v": np.ones((k, 2)),
              "out": np.ones((q, 2))}  # fmt: skip
+    lens = Lens(
+        ["<s>", "a"], ["a", "</s>"], [[["a"], ["</s>"]]], np.ones((1, 2, 1)), np.ones((1, 2)), np.zeros((1, 2), int)
+    )
     views = {
         "heatmap": lambda **o: viz.heatmap(trace, "cross", 0, 0, **o),
         "update_heatmap": lambda **o: viz.update_heatmap(viz.heatmap(trace, "cross", 0, 0), trace, "cross", 0, 0, **o),
@@ -592,6 +596,7 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "standalone_html": lambda **o: viz.standalone_html(viz.heatmap(trace, "cross", 0, 0), **o),
         "tree_figure": lambda **o: viz.tree_figure("(S (NP (XX The) (XX dog)))", **o),
         "rollout_figure": lambda **o: viz.rollout_figure(trace, "cross", **o),
+        "lens_figure": lambda **o: viz.lens_figure(lens, **o),
     }
     takes = {
         name: {"title", "budget"} & set(inspect.signature(getattr(viz, name)).parameters)

@@ -20,6 +20,7 @@ from attnlab.viz.axes import label_room, token_axis
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
+from attnlab.viz.options import check_options
 from attnlab.viz.words import say
 
 if TYPE_CHECKING:
@@ -32,10 +33,13 @@ OTHER = "#c0392b"  # a layer's first choice that is not the piece finally output
 DARK = 0.55  # from this probability up a cell is dark enough for white text
 
 
-def lens_figure(lens: Lens, *, words: Mapping[str, str] | None = None) -> figure:
+def lens_figure(
+    lens: Lens, *, title: str | None = None, name: str = "logit-lens", words: Mapping[str, str] | None = None
+) -> figure:
     """The lens of one sentence pair: rows are decoder layers (0 at the bottom), columns the
     positions labelled by the piece output there, at most `VISIBLE` of them at once (drag sideways
-    for the rest). `words` replaces any of `viz.words.WORDS` ("lens.*")."""
+    for the rest). `title` None is its own; `words` replaces any of `viz.words.WORDS` ("lens.*")."""
+    check_options(title=title)
     arrays = (getattr(lens, name, None) for name in ("p", "rank", "top_p"))
     if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
         raise AttnlabError(f"lens_figure draws what attnlab.logit_lens returns, got {type(lens).__name__}")
@@ -66,7 +70,7 @@ def lens_figure(lens: Lens, *, words: Mapping[str, str] | None = None) -> figure
             ],
         }
     )
-    title = said["lens.title"]
+    title = title or said["lens.title"]
     room = label_room(lens.produced) + 16
     shown = min(n, VISIBLE)
     fig = figure(
@@ -79,7 +83,7 @@ def lens_figure(lens: Lens, *, words: Mapping[str, str] | None = None) -> figure
         toolbar_location="below",
         x_axis_location="above",
         title=title,
-        name="logit-lens",
+        name=name,
     )
     mapper = LinearColorMapper(palette=list(PALETTE), low=0.0, high=1.0)
     cells = fig.rect(

@@ -3,7 +3,7 @@ heads chosen in the Head ablation tab switched off -- decodes the same input; bo
 shown with a word diff, and the open kind / layer / head of each side by side with their
 difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its box ticked, the
 attention rollouts of both up to the open layer and their difference too
-(`attnlab.viz.compare_rollouts`). The second model's maps are recorded while it reads the first
+(`attnlab.viz.compare_rollouts`), and with another both logit lenses (`attnlab.record.lens`). The second model's maps are recorded while it reads the first
 one's output, so that the two line up cell by cell.
 
 Models of different sizes compare (each shows the heads it has); a translator and a parser, or two
@@ -30,9 +30,11 @@ from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
+from attnlab.record.lens import logit_lens
 
 log = logging.getLogger("attnlab.explorer")
 
+LENS_FIGURES = ("compare-lens-first", "compare-lens-second")  # the figures' Bokeh names, which tests find
 NONE, ABLATED = "", "\0ablated"  # the picker's values besides checkpoint names (never empty, never hold NUL)
 
 
@@ -61,6 +63,10 @@ class CompareTab(pn.viewable.Viewer):
         self.rollout_panes = [
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-rollout-{role}"]) for role in ("first", "second", "diff")
         ]
+        self.lenses = pn.widgets.Checkbox(label=text("compare.lenses", lang), css_classes=["attn-compare-lenses"])
+        self.lens_panes = [
+            pn.pane.Bokeh(None, css_classes=[f"attn-compare-lens-{role}"]) for role in ("first", "second")
+        ]
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -68,13 +74,17 @@ class CompareTab(pn.viewable.Viewer):
             pn.FlexBox(*self.panes),
             self.rollouts,
             pn.FlexBox(*self.rollout_panes),
+            self.lenses,
+            pn.FlexBox(*self.lens_panes),
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
+        self.second_model: Any = None  # the model that made its second side (for the logit lens)
         self.names = ("A", "B")
         self._key: tuple | None = None  # (run, second model, ablated heads) the comparison was made for
         self._say(text("compare.hint", lang), hint=True)
         self.second.param.watch(lambda _event: self.draw(), "value")
         self.rollouts.param.watch(lambda _event: self.draw(), "value")
+        self.lenses.param.watch(lambda _event: self._draw_lenses(), "value")
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -105,6 +115,7 @@ class CompareTab(pn.viewable.Viewer):
         if again or key != self._key:
             self._key = key
             self._compare(choice, labels)
+            self._draw_lenses()  # the run's, not the open head's: drawn once per comparison
         if self.comparison is not None:
             self._draw_maps()
 
@@ -162,7 +173,7 @@ class CompareTab(pn.viewable.Viewer):
             log.exception("comparing on %r", store.result.source[:80])
             self._clear(text("compare.internal", lang, error=type(error).__name__))
             return
-        self.names = names
+        self.names, self.second_model = names, second
         self.notice.visible = False
         self.outputs.object = self._html(first_name, second_name)
 
@@ -202,6 +213,24 @@ class CompareTab(pn.viewable.Viewer):
         for pane, figure in zip(self.rollout_panes, rollouts, strict=True):
             pane.object = figure
 
+    def _draw_lenses(self) -> None:
+        """Each model's logit lens on the same output (the second read teacher-forced on the
+        first's, its heads off kept off), while the box is ticked."""
+        c, figures = self.comparison, [None, None]
+        if self.lenses.value and c is not None:
+            sides = ((self.store.model, c.first.trace), (self.second_model, c.second_on_first.trace))
+            figures = [
+                viz.lens_figure(
+                    logit_lens(model, trace),
+                    title=text("compare.lens_title", self.lang, name=name),
+                    name=figure_name,
+                    words=self.store.words,
+                )
+                for (model, trace), name, figure_name in zip(sides, self.names, LENS_FIGURES, strict=True)
+            ]
+        for pane, figure in zip(self.lens_panes, figures, strict=True):
+            pane.object = figure
+
     # -- helpers ------------------------------------------------------------------------------------
     def _options(self) -> dict[str, str]:
         """{label: value}: none yet, this model with heads off, then every checkpoint by name."""
@@ -224,6 +253,6 @@ class CompareTab(pn.viewable.Viewer):
         """No comparison to show: say why in one line, and draw no stale maps."""
         self.comparison = None
         self.outputs.object = ""
-        for pane in (*self.panes, *self.rollout_panes):
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes):
             pane.object = None
         self._say(message, hint)
