@@ -214,3 +214,30 @@ def test_the_command_refuses_in_one_line(
     extra = [arg.format(short=short) for arg in extra]
     assert main(["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), *extra]) == 2
     assert capsys.readouterr().err.strip() == f"attnlab lens: error: {message}"
+
+
+def test_a_tap_on_a_cell_names_its_layer_and_position(model: Model) -> None:
+    """Whatever a crafted tap sends (a string, NaN, a point off the grid) picks nothing."""
+    from bokeh.events import Tap
+
+    lens = logit_lens(model, model.score("A dog runs.", "Ein Hund rennt.").trace)
+    picked: list[tuple[int, int]] = []
+    fig = viz.lens_figure(lens, on_select=lambda layer, position: picked.append((layer, position)))
+    for x, y in ((2.5, 1.2), ("1", 0.5), (float("nan"), 0.5), (-0.1, 0.5), (0.5, 3.0), (99.0, 0.5)):
+        fig._trigger_event(Tap(fig, x=x, y=y))
+    assert picked == [(1, 2)]
+    with pytest.raises(AttnlabError, match=r"^on_select is a function of \(layer, position\) or None, got 3$"):
+        viz.lens_figure(lens, on_select=3)
+
+
+def test_a_tap_on_the_lens_tab_opens_what_that_layer_read_there(lab: dict[str, Path]) -> None:  # noqa: F811
+    shown = explorer(lab, tiny="translate")
+    shown.tabs.active = 8
+    from bokeh.events import Tap
+
+    fig = shown.lens.figure.object
+    fig._trigger_event(Tap(fig, x=2.5, y=0.5))  # the cell of layer 0, position 2
+    store = shown.store
+    assert (store.kind, store.layer, store.query, shown.tabs.active) == ("cross", 0, 2, 1)
+    assert shown.equation.eq1.object is not None and "query 2" in shown.equation.eq1.object.children[0].title.text
+    assert shown.lens.figure.object is fig and not store.error

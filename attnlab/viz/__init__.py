@@ -45,7 +45,7 @@ from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summar
 from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
 from attnlab.viz.labels import display_width, piece_label
-from attnlab.viz.lens import lens_figure
+from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.rollout import rollout_figure
@@ -83,6 +83,7 @@ __all__ = [
     "heatmap_png",
     "heatmap_svg",
     "lens_figure",
+    "lens_pick",
     "mask_figure",
     "matrix_figure",
     "pick",

@@ -3,15 +3,18 @@ left to right. Each cell is coloured by the probability that layer gives the pie
 finally output there and names the layer's own first choice: in the colour of the text when it is
 that piece, in red when the layer still prefers another. A column that turns dark low down was
 decided early; one that stays pale until the top was decided late. The hover gives the layer's
-likeliest pieces with their probabilities.
+likeliest pieces with their probabilities; with `on_select`, a tap on a cell hands its (layer,
+position) to the caller (the explorer opens that layer's encoder–decoder attention there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from numbers import Real
 from typing import TYPE_CHECKING
 
 import numpy as np
+from bokeh.events import Tap
 from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
@@ -21,6 +24,7 @@ from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
 from attnlab.viz.options import check_options
+from attnlab.viz.selection import check_on_select
 from attnlab.viz.words import say
 
 if TYPE_CHECKING:
@@ -34,12 +38,19 @@ DARK = 0.55  # from this probability up a cell is dark enough for white text
 
 
 def lens_figure(
-    lens: Lens, *, title: str | None = None, name: str = "logit-lens", words: Mapping[str, str] | None = None
+    lens: Lens,
+    *,
+    title: str | None = None,
+    name: str = "logit-lens",
+    on_select: Callable[[int, int], None] | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> figure:
     """The lens of one sentence pair: rows are decoder layers (0 at the bottom), columns the
     positions labelled by the piece output there, at most `VISIBLE` of them at once (drag sideways
-    for the rest). `title` None is its own; `words` replaces any of `viz.words.WORDS` ("lens.*")."""
+    for the rest). `title` None is its own; `on_select(layer, position)` is called when a cell is
+    tapped (in a Bokeh server or Panel session); `words` replaces any of `viz.words.WORDS` ("lens.*")."""
     check_options(title=title)
+    check_on_select(on_select, "(layer, position)")
     arrays = (getattr(lens, name, None) for name in ("p", "rank", "top_p"))
     if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
         raise AttnlabError(f"lens_figure draws what attnlab.logit_lens returns, got {type(lens).__name__}")
@@ -78,7 +89,7 @@ def lens_figure(
         height=n_layers * CELL_H + room + 110,
         x_range=Range1d(0, shown, bounds=(0, n)),
         y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
-        tools="xpan,xwheel_zoom,reset,save",
+        tools="tap,xpan,xwheel_zoom,reset,save" if on_select else "xpan,xwheel_zoom,reset,save",
         active_drag="xpan",
         toolbar_location="below",
         x_axis_location="above",
@@ -118,4 +129,20 @@ def lens_figure(
     )
     fig.yaxis.axis_label = said["lens.layer"]
     fig.grid.visible = False
+    if on_select is not None:
+
+        def tapped(event: Tap) -> None:
+            cell = lens_pick(event.x, event.y, n_layers, n)
+            if cell is not None:
+                on_select(*cell)
+
+        fig.on_event(Tap, tapped)
     return use_fonts(fig)
+
+
+def lens_pick(x: object, y: object, n_layers: int, n: int) -> tuple[int, int] | None:
+    """(layer, position) of the cell under data point (x, y) of a `lens_figure` of `n_layers` ×
+    `n`, or None off the grid or for what is not a point (a crafted tap can send a string, NaN)."""
+    if not (isinstance(x, Real) and isinstance(y, Real) and 0 <= x < n and 0 <= y < n_layers):
+        return None
+    return int(y), int(x)

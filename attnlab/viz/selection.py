@@ -78,7 +78,8 @@ def within(resolve: Callable[[], tuple[int, int]]) -> tuple[int, int]:
         raise AttnlabError(f"selected: {error}") from None
 
 
-def check_on_select(on_select: object) -> None:
-    """A grid's tap callback is a function of (layer, head), or None (123 failed at the first tap)."""
+def check_on_select(on_select: object, of: str = "(layer, head)") -> None:
+    """A figure's tap callback is a function of `of` (a grid's: (layer, head)), or None (123
+    failed at the first tap)."""
     if on_select is not None and not callable(on_select):
-        raise AttnlabError(f"on_select is a function of (layer, head) or None, got {on_select!r}")
+        raise AttnlabError(f"on_select is a function of {of} or None, got {on_select!r}")

@@ -1,10 +1,12 @@
 """The Logit lens tab: what each decoder layer would output if the stack stopped there
 (`attnlab.record.lens`), as a grid of layers × output positions (`attnlab.viz.lens_figure`),
 beside a few lines on how to read it. It depends on the run only: another kind, layer or head
-leaves it as it is.
+leaves it as it is. A tap on a cell opens what that layer read there (`Explorer.open_lens_cell`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from bokeh.models import LayoutDOM
 
@@ -18,8 +20,11 @@ from attnlab.record.lens import logit_lens
 class LensTab(FigureTab):
     """The output taking shape through the decoder's layers."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, open_cell: Callable[[int, int], None]) -> None:
+        """`open_cell(layer, position)`: what a tap on a cell opens."""
         super().__init__(store, text("lens.about", store.lang), "attn-lens")
+        self.open_cell = open_cell
 
     def figure_for(self, store: Store) -> LayoutDOM:
-        return viz.lens_figure(logit_lens(store.model, store.trace), words=store.words)
+        lens = logit_lens(store.model, store.trace)
+        return viz.lens_figure(lens, on_select=self.open_cell, words=store.words)

@@ -135,7 +135,7 @@ class Explorer(pn.viewable.Viewer):
         self.compare = CompareTab(store, self.checkpoints, ablated=self.ablation.picks)
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.rollout = RolloutTab(store)
-        self.lens = LensTab(store)
+        self.lens = LensTab(store, open_cell=self.open_lens_cell)
         self.export = ExportBar(store)
         self.tabs = pn.Tabs(
             (text("tab.heads", lang), self.heads),
@@ -256,6 +256,13 @@ class Explorer(pn.viewable.Viewer):
         self.error.visible = False
         if model is not previous:
             self.translate()
+
+    def open_lens_cell(self, layer: int, position: int) -> None:
+        """A tap on the logit lens: that decoder layer's encoder–decoder attention, at that position's
+        query of Eq. (1) (what the layer read from the source there)."""
+        self.store.select(kind="cross", layer=layer)
+        self.store.query = position
+        self.tabs.active = 1
 
     def open_sentence(self, source: str, reference: str, head: tuple[str, int, int]) -> None:
         """A sentence picked in the Corpus tab: decode it (with its reference when the profile
