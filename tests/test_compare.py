@@ -120,7 +120,8 @@ def test_models_or_traces_of_another_vocabulary_are_refused() -> None:
 def test_the_notebook_widget_compares() -> None:
     widget = compare_models(str(TRANSLATOR), heads_off=OFF)
     assert widget.comparison is not None and "<del>" in widget.output.value
-    assert [f.name for f in widget.figures.values()] == ["compare-first", "compare-second", "compare-diff"]
+    shown = [f.name for f in widget.figures.values() if f is not None]  # (the rollouts and lenses: unticked)
+    assert shown == ["compare-first", "compare-second", "compare-diff"]
     widget.picker.select(kind="encoder", layer=0, head=2)
     assert widget.figures["first"].name == "compare-first" and "layer 0 · head 2" in widget.figures["first"].title.text
 

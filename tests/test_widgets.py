@@ -399,6 +399,25 @@ def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Mode
         assert "head(s) off" not in same.output.value
 
 
+def test_compare_models_draws_both_rollouts_and_both_lenses_when_asked(translator: attnlab.decode.Model) -> None:
+    """With heads off in the second, its lens is read with them off: its top row is the ablated
+    model's own distribution, not the whole model's. Unticked, nothing is drawn."""
+    heads = {("cross", 0): [0, 1, 2, 3], ("cross", 1): [0, 1, 2, 3]}
+    shown = widgets.compare_models(translator, text="A man sits on a bike .", heads_off=heads)
+    assert shown.figures["rollout_first"] is None and shown.figures["lens_second"] is None
+    shown.show_rollouts.value = shown.show_lenses.value = True
+    assert [shown.figures[f"rollout_{role}"].name for role in ("first", "second", "difference")] == [
+        "compare-rollout-first", "compare-rollout-second", "compare-rollout-diff",
+    ]  # fmt: skip
+    c = shown.comparison
+    for role, side in (("first", c.first), ("second", c.second_on_first)):
+        shown_p = shown.figures[f"lens_{role}"].select_one({"name": "cells"}).data_source.data["p"]
+        np.testing.assert_array_equal(shown_p, attnlab.logit_lens(translator, side.trace).p.ravel())
+    assert shown.figures["lens_second"].title.text.startswith("heads off · logit lens") and not shown.errors.message
+    shown.show_rollouts.value = shown.show_lenses.value = False
+    assert all(shown.figures[key] is None for key in shown.figures if key.startswith(("rollout", "lens")))
+
+
 def test_what_is_not_a_trace_or_a_heads_dict_is_one_line(
     translator: attnlab.decode.Model, trace: AttentionTrace
 ) -> None:

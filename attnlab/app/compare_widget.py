@@ -1,6 +1,7 @@
 """Two models in a notebook (`attnlab.widgets.compare_models`): both outputs with a word diff, and
 the same kind / layer / head of each side by side with their difference, from the same
-`attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab.
+`attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
+its two boxes do, both attention rollouts up to the picked layer and both logit lenses.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from attnlab.app.notebook import (
 from attnlab.app.words import figure_words
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
+from attnlab.record.lens import logit_lens
 
 
 class Compare(w.VBox):
@@ -51,15 +53,28 @@ class Compare(w.VBox):
         self.output = w.HTML()
         self.picker = HeadPicker(self.redraw, lang)
         self.panes = [BokehPane(), BokehPane(), BokehPane()]
+        self.show_rollouts = w.Checkbox(description=i18n.text("compare.rollouts", lang), indent=False)
+        self.rollout_panes = [BokehPane(), BokehPane(), BokehPane()]
+        self.show_lenses = w.Checkbox(description=i18n.text("compare.lenses", lang), indent=False)
+        self.lens_panes = [BokehPane(), BokehPane()]
+        self.show_rollouts.observe(lambda _change: self.redraw(), "value")
+        self.show_lenses.observe(lambda _change: self._draw_lenses(), "value")
         self.errors = ErrorBox(lang)
         self.comparison: Any = None
-        figures = w.HBox(self.panes, layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([self.text, self.button, self.errors, self.output, self.picker, figures])
+        rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
+        lenses = w.HBox(self.lens_panes, layout=w.Layout(flex_flow="row wrap"))
+        parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
+        super().__init__([*parts, self.show_rollouts, rows[1], self.show_lenses, lenses])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
-        return dict(zip(("first", "second", "difference"), (pane.figure for pane in self.panes), strict=True))
+        roles = ("first", "second", "difference")
+        return {
+            **{role: pane.figure for role, pane in zip(roles, self.panes, strict=True)},
+            **{f"rollout_{role}": pane.figure for role, pane in zip(roles, self.rollout_panes, strict=True)},
+            **{f"lens_{role}": pane.figure for role, pane in zip(roles[:2], self.lens_panes, strict=True)},
+        }
 
     def run(self, text: str | None = None) -> Any:
         """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
@@ -84,10 +99,11 @@ class Compare(w.VBox):
             self.picker.configure(c.first.trace)
             self.picker.layout.display = None
             self.redraw()
+            self._draw_lenses()
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
-        for pane in self.panes:
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes):
             pane.update(None)
         return None
 
@@ -99,8 +115,24 @@ class Compare(w.VBox):
             c, (kind, layer, head) = self.comparison, self.picker.value
             traces, words = (c.first.trace, c.second_on_first.trace), figure_words(self.lang)
             figures = viz.compare_figures(*traces, kind, layer, head, self.names, words=words)
-            for pane, figure in zip(self.panes, figures, strict=True):
+            rollouts = [None] * 3
+            if self.show_rollouts.value:  # each model's flow up to the picked layer, and the difference
+                rollouts = viz.compare_rollouts(*traces, kind, layer, self.names, words=words)
+            for pane, figure in zip((*self.panes, *self.rollout_panes), [*figures, *rollouts], strict=True):
                 pane.update(figure)
+
+    def _draw_lenses(self) -> None:
+        """Each model's logit lens on the same output, while its box is ticked (they depend on the
+        comparison only, not on the picked head)."""
+        c, sides = self.comparison, ((self.first, "first"), (self.second, "second_on_first"))
+        with reporting(self.errors):
+            for pane, (model, side), name in zip(self.lens_panes, sides, self.names, strict=True):
+                if not (self.show_lenses.value and c is not None):
+                    pane.update(None)
+                    continue
+                title = i18n.text("compare.lens_title", self.lang, name=name)
+                lens = logit_lens(model, getattr(c, side).trace)
+                pane.update(viz.lens_figure(lens, title=title, words=figure_words(self.lang)))
 
 
 def compare_models(
