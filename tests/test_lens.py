@@ -160,6 +160,11 @@ def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa:
     assert fig.name == "logit-lens" and len(fig.select_one({"name": "cells"}).data_source.data["p"]) == (
         shown.store.model.config.n_layers * len(shown.store.trace.tgt_tokens)
     )
+    lens = logit_lens(shown.store.model, shown.store.trace)
+    counts = " · ".join(f"{layer}: {lens.settled.count(layer)}" for layer in range(lens.n_layers))
+    assert f"decided at decoder layer {counts}; at none (beam search looked ahead): {lens.settled.count(None)}." in (
+        shown.lens.summary.object
+    )
     shown.selection.kind.value, shown.store.layer, shown.store.head = "encoder", 0, 1
     assert shown.lens.figure.object is fig
     decode(shown, "a girl sits on a red bike .")

@@ -1,13 +1,17 @@
 """The Logit lens tab: what each decoder layer would output if the stack stopped there
 (`attnlab.record.lens`), as a grid of layers × output positions (`attnlab.viz.lens_figure`),
 beside a few lines on how to read it. It depends on the run only: another kind, layer or head
-leaves it as it is. A tap on a cell opens what that layer read there (`Explorer.open_lens_cell`).
+leaves it as it is. A line above the grid counts the pieces each layer decided; a tap on a cell
+opens what that layer read there (`Explorer.open_lens_cell`).
 """
 
 from __future__ import annotations
 
+import html
+from collections import Counter
 from collections.abc import Callable
 
+import panel as pn
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
@@ -24,7 +28,13 @@ class LensTab(FigureTab):
         """`open_cell(layer, position)`: what a tap on a cell opens."""
         super().__init__(store, text("lens.about", store.lang), "attn-lens")
         self.open_cell = open_cell
+        self.summary = pn.pane.HTML("", css_classes=["attn-lens-summary", "attn-muted"])
+        self.layout[0] = pn.Column(self.summary, self.figure)
 
     def figure_for(self, store: Store) -> LayoutDOM:
         lens = logit_lens(store.model, store.trace)
+        decided = Counter(lens.settled)
+        counts = " · ".join(f"{layer}: {decided[layer]}" for layer in range(lens.n_layers))
+        said = text("lens.summary", store.lang, counts=counts, never=decided[None], total=len(lens.settled))
+        self.summary.object = f"<span>{html.escape(said)}</span>"
         return viz.lens_figure(lens, on_select=self.open_cell, words=store.words)
