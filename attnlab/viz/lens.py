@@ -14,7 +14,6 @@ from numbers import Real
 from typing import TYPE_CHECKING
 
 import numpy as np
-from bokeh.events import Tap
 from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
 from bokeh.plotting import figure
 
@@ -24,7 +23,7 @@ from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
 from attnlab.viz.options import check_options
-from attnlab.viz.selection import check_on_select
+from attnlab.viz.selection import check_on_select, on_tap
 from attnlab.viz.words import say
 
 if TYPE_CHECKING:
@@ -129,14 +128,7 @@ def lens_figure(
     )
     fig.yaxis.axis_label = said["lens.layer"]
     fig.grid.visible = False
-    if on_select is not None:
-
-        def tapped(event: Tap) -> None:
-            cell = lens_pick(event.x, event.y, n_layers, n)
-            if cell is not None:
-                on_select(*cell)
-
-        fig.on_event(Tap, tapped)
+    on_tap(fig, lambda x, y: lens_pick(x, y, n_layers, n), on_select)
     return use_fonts(fig)
 
 

@@ -8,7 +8,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 
-from bokeh.events import Tap
 from bokeh.models import (
     ColumnDataSource,
     FixedTicker,
@@ -31,7 +30,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
-from attnlab.viz.selection import check_on_select, head_ids, model_head, model_layer, within
+from attnlab.viz.selection import check_on_select, head_ids, model_head, model_layer, on_tap, within
 from attnlab.viz.words import kind_title, say
 
 GRID_SIDE = 48  # grid thumbnails are block-averaged down to at most this many rows/columns
@@ -71,15 +70,7 @@ def grid(
     fig.axis.minor_tick_line_color = None
     fig.axis.axis_line_color = None
     check_on_select(on_select)
-    if on_select is not None:
-
-        def tapped(event: Tap) -> None:
-            geometry = _GEOMETRY[fig]
-            picked = grid_pick(event.x, event.y, geometry["layers"], geometry["heads"])
-            if picked is not None:
-                on_select(*picked)
-
-        fig.on_event(Tap, tapped)
+    on_tap(fig, lambda x, y: grid_pick(x, y, _GEOMETRY[fig]["layers"], _GEOMETRY[fig]["heads"]), on_select)
     return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax, words=words))
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 
 import numpy as np
-from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
@@ -19,7 +18,7 @@ from attnlab.viz.axes import label_room
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.options import check_options
-from attnlab.viz.selection import check_on_select, pick, within
+from attnlab.viz.selection import check_on_select, on_tap, pick, within
 from attnlab.viz.words import say
 
 CELL_PX = 56
@@ -101,14 +100,7 @@ def profile_grid(
     if selected is not None:
         fig.rect(x=selected[1] + 0.5, y=held.index(selected[0]) + 0.5, width=1, height=1, fill_color=None,
                  line_color="#d62728", line_width=3, name="selected")  # fmt: skip
-    if on_select is not None:
-
-        def tapped(event: Tap) -> None:
-            picked = profile_pick(event.x, event.y, layers, n_heads)
-            if picked is not None:
-                on_select(*picked)
-
-        fig.on_event(Tap, tapped)
+    on_tap(fig, lambda x, y: profile_pick(x, y, layers, n_heads), on_select)
     return use_fonts(fig)
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from numbers import Integral
+from typing import Any
 
 import numpy as np
+from bokeh.events import Tap
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
@@ -76,6 +78,21 @@ def within(resolve: Callable[[], tuple[int, int]]) -> tuple[int, int]:
         return resolve()
     except AttnlabError as error:
         raise AttnlabError(f"selected: {error}") from None
+
+
+def on_tap(fig: Any, pick: Callable[[Any, Any], tuple[int, int] | None], on_select: Callable[..., None] | None) -> None:
+    """Call `on_select(*cell)` when `fig` is tapped on a cell, `pick(x, y)` finding which (in a
+    Bokeh server or Panel session); `pick` returns None off the cells and for what a crafted tap
+    sends that is not a point."""
+    if on_select is None:
+        return
+
+    def tapped(event: Tap) -> None:
+        cell = pick(event.x, event.y)
+        if cell is not None:
+            on_select(*cell)
+
+    fig.on_event(Tap, tapped)
 
 
 def check_on_select(on_select: object, of: str = "(layer, head)") -> None:
