@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_explorer_browser import ARTIFACTS, JS_HEATMAP_MODEL, ROOT, Page, Server, drawn
+from test_explorer_browser import ARTIFACTS, JS_HEATMAP_MODEL, JS_TITLE, ROOT, Page, Server, drawn
 
 import attnlab
 from attnlab.app.checkpoints import find_checkpoints, same_directory
@@ -22,17 +22,6 @@ FIRST = ROOT / "checkpoints" / "multi30k-en-de"
 PARSER = ROOT / "checkpoints" / "wsj-parser"
 SECOND = ROOT / "checkpoints" / "multi30k-en-de-r3"  # the bundled r = 3 translator (Table 1's last row)
 TEXT = "Two young children are playing with a big brown dog on the beach."
-JS_TITLE = """(name) => {
-  const stack = [...Bokeh.index], seen = new Set();
-  while (stack.length) {
-    const v = stack.pop();
-    if (!v || seen.has(v)) continue;
-    seen.add(v);
-    if (v.model && v.model.name === name && v.canvas_view) return v.model.title.text;
-    try { for (const c of v.children()) stack.push(c); } catch (e) {}
-  }
-  return null;
-}"""
 JS_READS = (  # both compare heatmaps are built and read these source pieces
     "(labels) => ['compare-first', 'compare-second'].every(n => { const h = ("
     + JS_HEATMAP_MODEL

@@ -269,6 +269,18 @@ class Page:
         self.context.close()
 
 
+# The title of the figure named `name`, as BokehJS shows it (null until that figure is drawn).
+JS_TITLE = """(name) => {
+  const stack = [...Bokeh.index], seen = new Set();
+  while (stack.length) {
+    const v = stack.pop();
+    if (!v || seen.has(v)) continue;
+    seen.add(v);
+    if (v.model && v.model.name === name && v.canvas_view) return v.model.title.text;
+    try { for (const c of v.children()) stack.push(c); } catch (e) {}
+  }
+  return null;
+}"""
 # Two animation frames: what BokehJS drew is on screen (a page in the background gets no frames: 300 ms at most).
 JS_PAINTED = "() => Promise.race([new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))), new Promise(r => setTimeout(r, 300))])"
 JS_VIEWS = """() => {
@@ -579,6 +591,23 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.locator(".bk-tab").filter(has_text="Logit lens").click()  # every decoder layer read as output
     assert page.painted("logit-lens")
     page.shot("lens")
+
+
+def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> None:
+    """A click on a cell of the lens opens that decoder layer's encoder-decoder attention at that
+    position, in Masks & Eq. (1)."""
+    page.translate("A young girl plays with the cat .")
+    page.page.locator(".bk-tab").filter(has_text="Logit lens").click()
+    assert page.painted("logit-lens")
+    box = page.figure_box("logit-lens")
+    x = box["left"] + box["x0"] + (box["x1"] - box["x0"]) * 2.5  # position 2
+    y = box["top"] + box["y0"] + (box["y1"] - box["y0"]) * 0.5  # the bottom row: layer 0
+    page.page.mouse.click(x, y)
+    page.page.wait_for_function(
+        f"n => (({JS_TITLE})(n) || '').includes('· query 2 (')", arg="eq1-scores", timeout=15_000
+    )
+    assert page.page.evaluate(JS_TITLE, "eq1-scores").startswith("cross L0 H")  # the page opened on the top layer
+    page.shot("lens-click")
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:
