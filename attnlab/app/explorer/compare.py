@@ -1,10 +1,11 @@
 """The Compare tab: a second model -- another checkpoint from the picker, or this one with the
 heads chosen in the Head ablation tab switched off -- decodes the same input; both outputs are
 shown with a word diff, and the open kind / layer / head of each side by side with their
-difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its box ticked, the
-attention rollouts of both up to the open layer and their difference too
-(`attnlab.viz.compare_rollouts`), and with another both logit lenses (`attnlab.record.lens`). The second model's maps are recorded while it reads the first
-one's output, so that the two line up cell by cell.
+difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its first box ticked,
+the attention rollouts of both up to the open layer and their difference too
+(`attnlab.viz.compare_rollouts`), and with its second both logit lenses (`attnlab.record.lens`).
+The second model's maps are recorded while it reads the first one's output, so that the two line
+up cell by cell.
 
 Models of different sizes compare (each shows the heads it has); a translator and a parser, or two
 vocabularies, do not, and the tab says so in one line. The tab decodes when it is drawn after a

@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable
 
 import panel as pn
-from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app.explorer.figure_tab import FigureTab
@@ -31,10 +30,12 @@ class LensTab(FigureTab):
         self.summary = pn.pane.HTML("", css_classes=["attn-lens-summary", "attn-muted"])
         self.layout[0] = pn.Column(self.summary, self.figure)
 
-    def figure_for(self, store: Store) -> LayoutDOM:
+    def draw(self) -> None:
+        """The lens of the store's run, and above it how many pieces each layer decided."""
+        store = self.store
         lens = logit_lens(store.model, store.trace)
         decided = Counter(lens.settled)
         counts = " · ".join(f"{layer}: {decided[layer]}" for layer in range(lens.n_layers))
         said = text("lens.summary", store.lang, counts=counts, never=decided[None], total=len(lens.settled))
         self.summary.object = f"<span>{html.escape(said)}</span>"
-        return viz.lens_figure(lens, on_select=self.open_cell, words=store.words)
+        self.figure.object = viz.lens_figure(lens, on_select=self.open_cell, words=store.words)

@@ -6,8 +6,6 @@ this one what the layers together carry up from the words themselves.
 
 from __future__ import annotations
 
-from bokeh.models import LayoutDOM
-
 from attnlab import viz
 from attnlab.app.explorer.figure_tab import FigureTab
 from attnlab.app.explorer.store import Store
@@ -20,5 +18,6 @@ class RolloutTab(FigureTab):
     def __init__(self, store: Store) -> None:
         super().__init__(store, text("rollout.about", store.lang), "attn-rollout")
 
-    def figure_for(self, store: Store) -> LayoutDOM:
-        return viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words)
+    def draw(self) -> None:
+        store = self.store
+        self.figure.object = viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words)
