@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +37,11 @@ from tqdm import tqdm
 from attnlab.data.tokenizer import is_blank, join_words
 from attnlab.decode.aer import aer
 from attnlab.decode.alignment import check_lines, score_words, trace_links
-from attnlab.decode.api import Model, Result, load
-from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines, search_settings
+from attnlab.decode.api import Model, Result
+from attnlab.decode.commands import cut_notice, fit_lines
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.decode.streams import check_out, one_stdin, read_input
-from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
-from attnlab.model.checkpoint import temporary_sibling, weights_digest
-from attnlab.model.cpu import set_threads
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.stats import COLUMNS, sentence_stats
 from attnlab.record.trace import whole_number
 
@@ -289,105 +286,3 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
             return [d[0] for d in cursor.description or []], cursor.fetchall()
         except duckdb.Error as error:
             raise AttnlabError(" ".join(str(error).split())) from None
-
-
-# -- the command ----------------------------------------------------------------------------------------------
-def cli_heads(argv: list[str]) -> int:
-    """`attnlab heads profile ...` and `attnlab heads query PROFILE SQL`."""
-    parser = ArgumentParser(
-        allow_abbrev=False, prog="attnlab heads", description="Head statistics over a whole corpus."
-    )
-    commands = parser.add_subparsers(dest="action", required=True)
-    run = commands.add_parser(
-        "profile", allow_abbrev=False, help="record a test set; per-sentence, per-head statistics as Parquet"
-    )
-    run.add_argument("--checkpoint", required=True)
-    run.add_argument("--src", required=True, help="one source sentence per line (- for stdin)")
-    run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
-    run.add_argument("--gold", help="gold links of the --tgt references (Pharaoh i-j / i?j lines): AER per head")
-    run.add_argument("--gold-one-indexed", action="store_true", help="the gold links count words from 1")
-    run.add_argument(
-        "--reverse-gold",
-        action="store_true",
-        help="the gold's links are target-source (i: a --tgt word, j: a --src word), as `evaluate --task align "
-        "--reverse-gold` reads them: e.g. the shared zh-en gold (alignment/zhen_dev.gold) with an en→zh model",
-    )
-    run.add_argument("--out", required=True, help="the profile file (.parquet)")
-    add_search_arguments(run, lengths=False)
-    run.add_argument("--batch", type=int, default=64, help="sentences decoded together (default 64)")
-    run.add_argument("--limit", type=int, help="only the first N sentences")
-    add_dtype_argument(run)
-    run.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads (default 1: beside a training run on 2 shared cores, 2 threads were 13x slower)",
-    )
-    run.add_argument(
-        "--truncate",
-        action="store_true",
-        help="cut lines longer than the model takes, saying how many (default: refuse them, naming the line)",
-    )
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    ask = commands.add_parser(
-        "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
-    )
-    ask.add_argument("profile")
-    ask.add_argument("sql")
-    args = parser.parse_args(argv)
-    if args.action == "query":
-        names, rows = query(args.profile, args.sql)
-        print("\t".join(names))
-        for row in rows:
-            print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
-        return 0
-    for name in ("batch", "limit"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name} must be ≥ 1, got {value}")
-    set_threads(args.threads)  # (--threads 100000 was a segmentation fault once the model was loaded)
-    if args.reverse_gold and not args.gold:
-        raise AttnlabError("--reverse-gold reads --gold: give the gold links too")
-    if args.tgt and (args.beam is not None or args.alpha is not None):  # else ignored, as if searched so
-        raise AttnlabError("--beam and --alpha set the search, and with --tgt the references are read, not searched")
-    inputs = {"--src": args.src, "--tgt": args.tgt, "--gold": args.gold}
-    out = check_out(args.out, inputs=inputs)  # before minutes of decoding; os.replace onto a directory failed last
-    one_stdin(inputs)
-    sources = read_input(args.src)[: args.limit]
-    if not sources:  # a profile of no sentences was written, exit 0
-        raise AttnlabError(f"{args.src}: no lines to profile")
-    targets = read_input(args.tgt)[: args.limit] if args.tgt else None
-    gold = read_input(args.gold)[: args.limit] if args.gold else None
-    model = load(args.checkpoint, dtype=args.dtype or "fp32")
-    settings = search_settings(model.task, args.beam, args.alpha)  # the model's task's, unless given
-    started = time.perf_counter()
-    table = profile(
-        model,
-        sources,
-        targets,
-        gold,
-        one_indexed=args.gold_one_indexed,
-        reverse_gold=args.reverse_gold,
-        gold_name=args.gold or "gold",
-        names=(args.src, args.tgt or ""),
-        truncate=args.truncate,
-        beam=settings["beam"],
-        alpha=settings["alpha"],
-        batch=args.batch,
-        progress=not args.quiet,
-    )
-    about = {
-        "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
-        "model_sha256": weights_digest(model.path),
-        "mode": "reference" if targets is not None else "translate",
-        "beam": settings["beam"] if targets is None else None,  # references are read, not searched
-        "alpha": settings["alpha"] if targets is None else None,
-        "src": os.path.basename(args.src),
-        "gold": os.path.basename(args.gold) if args.gold else None,
-        "reverse_gold": args.reverse_gold,
-        "sentences": len(sources),
-    }
-    path = write_profile(table, out, about)
-    seconds = time.perf_counter() - started
-    print(f"{path}: {table.num_rows:,} rows ({len(sources):,} sentences) in {seconds:.1f} s", file=sys.stderr)
-    return 0

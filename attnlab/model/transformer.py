@@ -60,8 +60,9 @@ class MultiHeadAttention(nn.Module):
 
     @property
     def head_mask(self) -> Tensor | None:
-        """(h,) 0/1 per head attached in this thread (`attnlab.ablate`); None: all heads on
-        (and in compiled graphs, as for `hook`)."""
+        """(h,) 0/1 per head attached in this thread (`attnlab.ablate`), or (B, h) one gate per
+        sentence (`attnlab.head_importance` differentiates through them); None: all heads on (and
+        in compiled graphs, as for `hook`)."""
         return None if torch.compiler.is_compiling() else HEAD_MASKS.get().get(self)
 
     def _split(self, x: Tensor, d: int) -> Tensor:
@@ -113,7 +114,7 @@ class MultiHeadAttention(nn.Module):
         """The heads' outputs (B, h, Lq, d_v), concatenated and projected by W^O."""
         head_mask = self.head_mask  # (a context-variable lookup: read once)
         if head_mask is not None:
-            out = out * head_mask.to(out.dtype)[None, :, None, None]  # switched-off heads give 0
+            out = out * head_mask.to(out.dtype).reshape(-1, self.n_heads, 1, 1)  # switched-off heads give 0
         batch, _, length, _ = out.shape
         out = out.reshape(batch, 1, -1) if length == 1 else out.transpose(1, 2).reshape(batch, length, -1)
         return self.w_o(out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -58,3 +59,19 @@ def heads_off(config: ModelConfig, heads: Mapping[tuple[str, int], Sequence[int]
         point = (kind, index_in(layer, config.n_layers, "layer"))
         merged.setdefault(point, set()).update(index_in(head, config.n_heads, "head") for head in off)
     return {point: sorted(off) for point, off in merged.items() if off}
+
+
+def trace_heads_off(trace: Any) -> dict[tuple[str, int], list[int]]:
+    """{(kind, layer): [heads]} that were switched off when `trace` was recorded (its
+    `meta["heads_off"]`, [[kind, layer, head], ...]): what reads a trace again with the model
+    (the logit lens, head importance) switches them off again, so that it reads the model the
+    trace shows."""
+    heads: dict[tuple[str, int], list[int]] = {}
+    try:
+        for kind, layer, head in trace.meta.get("heads_off", []):
+            heads.setdefault((kind, layer), []).append(head)
+    except (TypeError, ValueError):  # a trace written by hand: was "not enough values to unpack"
+        raise AttnlabError(
+            f"the trace's heads_off is a list of [kind, layer, head], got {trace.meta['heads_off']!r}"
+        ) from None
+    return heads

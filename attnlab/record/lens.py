@@ -24,7 +24,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.transformer import Transformer
-from attnlab.record.ablation import ablate
+from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace, whole_number
@@ -81,14 +81,7 @@ def logit_lens(model: Any, trace: AttentionTrace, top: int = TOP) -> Lens:
         raise AttnlabError("the trace has no target pieces: there is nothing the decoder output to read")
     src = torch.tensor([src_ids])
     tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]])
-    heads: dict[tuple[str, int], list[int]] = {}
-    try:
-        for kind, layer, head in trace.meta.get("heads_off", []):
-            heads.setdefault((kind, layer), []).append(head)
-    except (TypeError, ValueError):  # a trace written by hand: was "not enough values to unpack"
-        raise AttnlabError(
-            f"the trace's heads_off is a list of [kind, layer, head], got {trace.meta['heads_off']!r}"
-        ) from None
+    heads = trace_heads_off(trace)
     target, k = torch.tensor(produced)[:, None], min(int(top), net.config.target_vocab)
     read = []
     with torch.no_grad(), ablate(net, heads):
