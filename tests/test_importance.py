@@ -1,4 +1,4 @@
-"""Head importance (`attnlab.decode.importance`, Michel et al. 2019) and the pruning curve: the
+"""Head importance (`attnlab.record.importance`, `attnlab.decode.importance`; Michel et al. 2019) and the pruning curve: the
 gradient is the log-likelihood's derivative in each head's gate (checked by finite differences),
 one per sentence even in a batch, the exact measure is what switching the head off costs, the
 order is least important first after each layer's ℓ2 normalisation, the curve decodes with those
@@ -18,11 +18,12 @@ import torch
 
 from attnlab.decode.ablation import token_logprobs
 from attnlab.decode.api import Model, load
-from attnlab.decode.importance import HeadImportance, head_importance, pruning_curve, trace_importance
+from attnlab.decode.importance import head_importance, pruning_curve
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_MASKS, attached
 from attnlab.record import ablate
 from attnlab.record.equation import trace_ids
+from attnlab.record.importance import HeadImportance, trace_importance
 from attnlab.record.recorder import hook_point
 from attnlab.record.trace import KINDS
 

@@ -90,6 +90,13 @@ def _words(lang: str) -> Mapping[str, str]:
             "lens.p": text("figure.lens_p", lang),
             "lens.rank": text("figure.lens_rank", lang),
             "lens.top": text("figure.lens_top", lang),
+            # head importance
+            "importance.title_gradient": text("figure.importance_title_gradient", lang),
+            "importance.title_ablation": text("figure.importance_title_ablation", lang),
+            "importance.layer": text("figure.importance_layer", lang),
+            "importance.head": text("figure.importance_head", lang),
+            "importance.gradient": text("figure.importance_gradient", lang),
+            "importance.ablation": text("figure.importance_ablation", lang),
             # a parse, the export, two models
             "tree.title": text("figure.tree", lang),
             "export.input": text("widgets.input", lang),

@@ -19,12 +19,13 @@ import time
 
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, search_settings
-from attnlab.decode.importance import HeadImportance, head_importance, pruning_curve
+from attnlab.decode.importance import head_importance, pruning_curve
 from attnlab.decode.profile import profile, query, write_profile
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.model.cpu import set_threads
+from attnlab.record.importance import HeadImportance
 
 
 def cli_heads(argv: list[str]) -> int:

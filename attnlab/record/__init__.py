@@ -1,7 +1,7 @@
 """attnlab.record — what the model's heads did: the recorder that consumes the named hook points
 (`encoder.layers.3.self_attn`, ...), `AttentionTrace` (the one contract every view, the CLI and
 the notebooks read; saved and loaded losslessly), head statistics, attention rollout (the flow from the
-input tokens through the layers), the logit lens (what each decoder layer would output), ablation (heads switched off through the same hook points), and
+input tokens through the layers), the logit lens (what each decoder layer would output), head importance (how much an output depends on each head), ablation (heads switched off through the same hook points), and
 Eq. (1) recomputed step by step for one head.
 
 May import: `attnlab.model` and `attnlab.errors` only. Recording costs one flag check per
@@ -9,6 +9,7 @@ attention call when off.
 """
 
 from attnlab.record.ablation import ablate
+from attnlab.record.importance import HeadImportance, trace_importance
 from attnlab.record.lens import Lens, logit_lens
 from attnlab.record.recorder import Recording, hook_point, model_info, record, weights_hash
 from attnlab.record.rollout import rollout
@@ -19,6 +20,7 @@ __all__ = [
     "COLUMNS",
     "KINDS",
     "AttentionTrace",
+    "HeadImportance",
     "Lens",
     "Recording",
     "ablate",
@@ -29,5 +31,6 @@ __all__ = [
     "record",
     "rollout",
     "sentence_stats",
+    "trace_importance",
     "weights_hash",
 ]

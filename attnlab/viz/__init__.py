@@ -44,6 +44,7 @@ from attnlab.viz.equation import computation_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
 from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
+from attnlab.viz.importance import importance_figure, importance_pick
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
@@ -82,6 +83,8 @@ __all__ = [
     "heatmap",
     "heatmap_png",
     "heatmap_svg",
+    "importance_figure",
+    "importance_pick",
     "lens_figure",
     "lens_pick",
     "mask_figure",

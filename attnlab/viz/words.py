@@ -89,6 +89,13 @@ WORDS: dict[str, str] = {
     "lens.p": "P(output)",
     "lens.rank": "rank of the output",
     "lens.top": "likeliest",
+    # head importance (importance.py): how much the output depends on each head
+    "importance.title_gradient": "how much the output depends on each head: |∂ log P(output) / ∂ gate| (Michel et al., 2019)",
+    "importance.title_ablation": "log-probability of the output lost with each head alone switched off",
+    "importance.layer": "layer",
+    "importance.head": "head",
+    "importance.gradient": "|∂ log P / ∂ gate|",
+    "importance.ablation": "log P lost without it",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
     "export.input": "input",
