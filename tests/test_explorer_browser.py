@@ -579,6 +579,14 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert drawn(page.figure_image("timeline-aer"), 3)  # AER per head across the steps (`--align-gold`)
     page.shot("timeline")
     page.page.locator(".bk-tab").filter(has_text="Head ablation").click()
+    assert page.painted("head-importance")  # every head's importance for this output, a tap picks one
+    box = page.figure_box("head-importance")
+    x = box["left"] + box["x0"] + (box["x1"] - box["x0"]) * 1.5  # the encoder block's head 1
+    y = box["top"] + box["y0"] + (box["y1"] - box["y0"]) * 0.5  # layer 0
+    page.page.mouse.click(x, y)
+    page.page.locator(".choices__list--multiple .choices__item").filter(has_text="encoder L0 H1").wait_for(
+        timeout=10_000
+    )
     page.page.get_by_role("button", name="add the open head").click()
     page.page.get_by_role("button", name="Re-decode without them").click()
     page.page.locator(".attn-ablation-result").wait_for(timeout=30_000)

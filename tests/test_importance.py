@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_explorer_views import explorer, lab  # noqa: F401 (the module's fixture)
 
 from attnlab.decode.ablation import token_logprobs
 from attnlab.decode.api import Model, load
@@ -210,3 +211,72 @@ def test_the_command_prints_heads_and_the_curve(tmp_path: Path) -> None:
     assert report["sentences"] == 3 and len(report["heads"]) == 36 and report["heads"][0]["ablation"] is not None
     refused = subprocess.run([*common, "--order-by", "ablation"], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0 and "--exact" in refused.stderr
+
+
+# -- the figure and the explorer's Head ablation tab ----------------------------------------------------
+def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
+    from bokeh.events import Tap
+    from bokeh.models import TapTool
+
+    from attnlab import viz
+    from attnlab.app.i18n import text
+    from attnlab.app.words import figure_words
+    from attnlab.record.lens import logit_lens
+
+    importance = head_importance(model, SOURCES[:1], REFERENCES[:1], exact=True)
+    picked: list[tuple[str, int, int]] = []
+    fig = viz.importance_figure(importance, on_select=lambda *head: picked.append(head))
+    data = fig.select_one({"name": "cells"}).data_source.data
+    np.testing.assert_array_equal(data["value"], importance.gradient.ravel())
+    assert data["label"][0] == f"{importance.gradient[0, 0, 0]:.2f}" and fig.name == "head-importance"
+    assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
+    # cross-attention is the third block of 4 heads and a gap: x 10-14; layer 2 is y 2-3
+    for x, y in (
+        (12.5, 2.5),
+        (4.5, 0.5),
+        ("1", 0.5),
+        (float("nan"), 0.5),
+        (float("inf"), 0.5),
+        (-0.1, 0.5),
+        (0.5, 3.2),
+    ):
+        fig._trigger_event(Tap(fig, x=x, y=y))
+    assert picked == [("cross", 2, 2)]  # x 4.5 is the gap between encoder and decoder blocks
+    # a tap opens and does not select: a selection faded every other cell (and the logit lens's)
+    assert fig.select_one(TapTool).behavior == "inspect"
+    lens = viz.lens_figure(logit_lens(model, model.score(SOURCES[0], REFERENCES[0]).trace), on_select=print)
+    assert lens.select_one(TapTool).behavior == "inspect"
+    exact = viz.importance_figure(importance, measure="ablation", words=figure_words("zh"))
+    np.testing.assert_array_equal(
+        exact.select_one({"name": "cells"}).data_source.data["value"], importance.ablation.ravel()
+    )
+    assert exact.title.text == text("figure.importance_title_ablation", "zh")
+    with pytest.raises(
+        AttnlabError, match="^importance_figure draws what attnlab's head importance returns, got dict$"
+    ):
+        viz.importance_figure({})
+    with pytest.raises(AttnlabError, match="with exact=True"):
+        viz.importance_figure(head_importance(model, SOURCES[:1], REFERENCES[:1]), measure="ablation")
+
+
+def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Path]) -> None:  # noqa: F811
+    """Opening Head ablation draws the open output's importance; a tap on a cell adds that head to
+    the heads to switch off, once; an int8 model's tab says why it has none, in one line."""
+    from bokeh.events import Tap
+
+    shown = explorer(lab, tiny="translate")
+    assert shown.ablation.importance.object is None  # a hidden tab weighs nothing
+    shown.tabs.active = 4
+    fig = shown.ablation.importance.object
+    store = shown.store
+    expected = trace_importance(store.model, store.trace)
+    np.testing.assert_allclose(fig.select_one({"name": "cells"}).data_source.data["value"], expected.gradient.ravel())
+    assert "Most important here:" in shown.ablation.importance_note.object
+    heads = store.model.config.n_heads
+    for _ in range(2):
+        fig._trigger_event(Tap(fig, x=2 * (heads + 1) + 1.5, y=0.5))  # cross-attention, layer 0, head 1
+    assert shown.ablation.choice.value == ["cross L0 H1"]
+    shown.ablation.ablate()
+    assert shown.ablation.effect.objects and not store.error
+    with pytest.raises(AttnlabError, match="not int8"):
+        trace_importance(load(lab["translate"], dtype="int8"), store.trace)

@@ -23,6 +23,7 @@ from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, P
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
+from attnlab.record.importance import HeadImportance
 from attnlab.record.lens import Lens
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -597,6 +598,7 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "tree_figure": lambda **o: viz.tree_figure("(S (NP (XX The) (XX dog)))", **o),
         "rollout_figure": lambda **o: viz.rollout_figure(trace, "cross", **o),
         "lens_figure": lambda **o: viz.lens_figure(lens, **o),
+        "importance_figure": lambda **o: viz.importance_figure(HeadImportance(np.ones((3, 2, 2)), None, 1, 1), **o),
     }
     takes = {
         name: {"title", "budget"} & set(inspect.signature(getattr(viz, name)).parameters)

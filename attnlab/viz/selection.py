@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from bokeh.events import Tap
+from bokeh.models import TapTool
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
@@ -86,6 +87,8 @@ def on_tap(fig: Any, pick: Callable[[Any, Any], tuple[int, int] | None], on_sele
     sends that is not a point."""
     if on_select is None:
         return
+    for tool in fig.select({"type": TapTool}):  # a tap opens, it does not select: selecting a cell faded the rest
+        tool.behavior = "inspect"
 
     def tapped(event: Tap) -> None:
         cell = pick(event.x, event.y)

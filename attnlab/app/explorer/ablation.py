@@ -1,6 +1,8 @@
 """The Head ablation tab: switch chosen heads off, decode the same input again
 (`attnlab.decode.ablation`), and show whether the output changed and how much less likely the
-original output became, token by token. It tests what a head looks like it does.
+original output became, token by token. It tests what a head looks like it does. Below, every
+head's importance for the open output (`attnlab.record.importance`, Michel et al. 2019) says
+which heads are worth trying; a tap on one adds it to the heads to switch off.
 
 With a reference, the open trace is the reference read teacher-forced: the log-probabilities are
 the reference's (and say so), while "changed" still compares the re-decoded output with the
@@ -9,6 +11,9 @@ model's own, since both are decoded freely.
 
 from __future__ import annotations
 
+import html
+
+import numpy as np
 import panel as pn
 
 from attnlab import viz
@@ -18,7 +23,8 @@ from attnlab.app.i18n import kind_name, text
 from attnlab.decode.ablation import ablation
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.importance import trace_importance
+from attnlab.record.trace import KINDS, AttentionTrace
 
 
 def _label(kind: str, layer: int, head: int) -> str:
@@ -49,7 +55,11 @@ class AblationTab(pn.viewable.Viewer):
         self.effect = pn.Column(css_classes=["attn-ablation"])
         self.picked_for = None  # the model the picked heads are heads of: another model's picks are dropped
         self.said = ""  # the last error this tab put in the error box, cleared by a success
-        self.layout = pn.Column(pn.Row(self.choice, self.add, self.go), self.effect)
+        self.importance = pn.pane.Bokeh(None, css_classes=["attn-importance"])
+        self.importance_note = pn.pane.HTML("", css_classes=["attn-importance-note", "attn-muted"], width=900)
+        self.layout = pn.Column(
+            pn.Row(self.choice, self.add, self.go), self.effect, self.importance_note, self.importance
+        )
         self.add.on_click(lambda _event: self.add_open_head())
         self.go.on_click(lambda _event: self.ablate())
 
@@ -70,6 +80,30 @@ class AblationTab(pn.viewable.Viewer):
         self.picked_for = self.store.model
         self.choice.value = [v for v in self.choice.value if same and v in self.choice.options.values()]
         self.effect.objects = []
+        self.weigh(trace)
+
+    def weigh(self, trace: AttentionTrace) -> None:
+        """Every head's importance for the trace's output, or the one line why there is none (an
+        int8 model cannot be differentiated)."""
+        lang = self.store.lang
+        try:
+            importance = trace_importance(self.store.model, trace)  # one pass back and forth: no time limit
+        except AttnlabError as error:
+            self.importance.object = None
+            self.importance_note.object = f"<p>{html.escape(self.store.explain(error))}</p>"
+            return
+        gradient = importance.gradient
+        ends = [np.unravel_index(i, gradient.shape) for i in (gradient.argmax(), gradient.argmin())]
+        names = [
+            text("head.short", lang, kind=kind_name(KINDS[k], lang), layer=int(y), head=int(h)) for k, y, h in ends
+        ]
+        most = text(
+            "ablation.importance_most", lang, head=names[0], value=gradient[ends[0]], least=names[1],
+            least_value=gradient[ends[1]],
+        )  # fmt: skip
+        about = text("ablation.importance", lang)
+        self.importance_note.object = f"<p>{html.escape(about)}</p><p><b>{html.escape(most)}</b></p>"
+        self.importance.object = viz.importance_figure(importance, on_select=self.add_head, words=self.store.words)
 
     def picks(self) -> list[str]:
         """The heads picked, while the model they were picked for is open (the Compare tab reads
@@ -77,7 +111,11 @@ class AblationTab(pn.viewable.Viewer):
         return list(self.choice.value) if self.picked_for is self.store.model else []
 
     def add_open_head(self) -> None:
-        label = _label(self.store.kind, self.store.layer, self.store.head)
+        self.add_head(self.store.kind, self.store.layer, self.store.head)
+
+    def add_head(self, kind: str, layer: int, head: int) -> None:
+        """Add a head to those picked (the open one, or one tapped on the importance grid)."""
+        label = _label(kind, layer, head)
         if label not in self.choice.value:
             self.choice.value = [*self.choice.value, label]
 
