@@ -24,7 +24,7 @@ from attnlab.viz.selection import check_on_select, on_tap
 from attnlab.viz.words import kind_title, say
 
 if TYPE_CHECKING:
-    from attnlab.decode.importance import HeadImportance
+    from attnlab.record.importance import HeadImportance
 
 CELL = 44  # pixels a side
 GAP = 1  # cells between two kinds' blocks
