@@ -280,3 +280,15 @@ def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Pa
     assert shown.ablation.effect.objects and not store.error
     with pytest.raises(AttnlabError, match="not int8"):
         trace_importance(load(lab["translate"], dtype="int8"), store.trace)
+
+
+def test_a_parser_is_weighed_on_trees_or_on_prepared_targets(lab: dict[str, Path]) -> None:  # noqa: F811
+    """A parser's references are Penn trees, or linearised as `data prepare ptb` writes them
+    (`)NP` closing each phrase): both are the same target pieces, so the same importance."""
+    parser = load(lab["parse"])
+    tree = "(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))"
+    linear = parser.target_tokenizer.decode(parser.encode_target(tree)[0])
+    assert ")NP" in linear and linear != tree
+    by_tree = head_importance(parser, ["The dog barks ."], [tree])
+    np.testing.assert_allclose(head_importance(parser, ["The dog barks ."], [linear]).gradient, by_tree.gradient)
+    assert by_tree.gradient.max() > 0

@@ -45,7 +45,7 @@ from attnlab.model.memory import keep_freed_memory
 ROUGE = ("rouge1", "rouge2", "rougeL")
 BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
 TOKENIZERS = ("13a", "intl", "zh", "char", "none")  # sacreBLEU's tokenizers that need no download
-_LINEARISED = re.compile(r"(^|\s)\)[^\s()]")  # `)NP`: a prepared target closes each phrase with its label
+LINEARISED = re.compile(r"(^|\s)\)[^\s()]")  # `)NP`: a prepared target closes each phrase with its label
 
 
 def bleu_tokenize(tgt_lang: str | None) -> str:
@@ -235,7 +235,7 @@ def parse_report(
     predicted: list[Tree] = []
     for number, (ref, output) in enumerate(zip(refs, outputs, strict=True), 1):
         where = f"{ref_name}:{number}"
-        if _LINEARISED.search(ref):
+        if LINEARISED.search(ref):
             if sources is None:
                 raise AttnlabError(f"{where}: a linearised tree (as `data prepare ptb` writes) needs --src, its words")
             gold.append(delinearize(ref.split(), sources[number - 1].split(), is_spelled(ref)))

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from attnlab.decode.api import Model
-from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize, parse_report
+from attnlab.decode.evaluate import LINEARISED, bleu_chrf, bleu_tokenize, parse_report
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import HeadImportance, check_model, pair_importance
 
@@ -34,7 +34,8 @@ def head_importance(
         raise AttnlabError(f"{len(sources)} sources need as many references, got {_count(references)}")
     pairs = []
     for source, target in zip(sources, references, strict=True):
-        pieces, _ = model.encode_target(target, truncate)
+        linear = model.task == "parse" and isinstance(target, str) and bool(LINEARISED.search(target))
+        pieces, _ = model.encode_target(target, truncate, linear)  # a parser's: a tree, or as `data prepare` writes it
         pairs.append((model.encode_source(source, truncate)[0], [*pieces, model.config.eos_id]))
     return pair_importance(model.model, pairs, exact)
 
