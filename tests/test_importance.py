@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 import torch
 from test_explorer_views import explorer, lab  # noqa: F401 (the module's fixture)
@@ -292,3 +294,50 @@ def test_a_parser_is_weighed_on_trees_or_on_prepared_targets(lab: dict[str, Path
     by_tree = head_importance(parser, ["The dog barks ."], [tree])
     np.testing.assert_allclose(head_importance(parser, ["The dog barks ."], [linear]).gradient, by_tree.gradient)
     assert by_tree.gradient.max() > 0
+
+
+# -- a corpus profile's importance column and the Corpus tab ---------------------------------------------
+def test_a_profile_keeps_each_sentences_importance(model: Model, tmp_path: Path) -> None:
+    """`heads profile --importance`: each row is that sentence's |gradient| for that head, so the
+    Corpus tab's mean per head is the corpus importance (Michel et al.'s I_h); without it there is
+    no such column, and an int8 model is refused before any decoding."""
+    from attnlab.decode.profile import profile, read_profile, write_profile
+
+    table = profile(model, SOURCES, REFERENCES, importance=True)
+    write_profile(table, tmp_path / "p.parquet", {"checkpoint": "multi30k-en-de", "mode": "reference"})
+    read = read_profile(tmp_path / "p.parquet")
+    assert "importance" in read.stats
+    expected = head_importance(model, SOURCES, REFERENCES)  # the same pairs, as the profile reads them
+    for k, kind in enumerate(KINDS):
+        layers, grid = read.grid("importance", kind)
+        np.testing.assert_allclose(grid, expected.gradient[k], rtol=1e-4, atol=1e-5)
+    first = trace_importance(model, model.score(SOURCES[0], REFERENCES[0]).trace).gradient
+    rows = read.table.filter(pa.compute.equal(read.table["sentence"], 0)).to_pylist()
+    assert len(rows) == 36 and all(
+        r["importance"] == pytest.approx(first[KINDS.index(r["kind"]), r["layer"], r["head"]], rel=1e-4, abs=1e-5)
+        for r in rows
+    )
+    assert "importance" not in profile(model, SOURCES[:1]).column_names
+    with pytest.raises(AttnlabError, match="not int8"):
+        profile(load(CHECKPOINT, dtype="int8"), SOURCES, importance=True)
+    with pytest.raises(AttnlabError, match="importance must be True or False"):
+        profile(model, SOURCES, importance="yes")
+
+
+def test_the_corpus_tab_offers_a_profiles_importance(lab: dict[str, Path]) -> None:  # noqa: F811
+    """A profile written with importance offers it as a statistic, in the page's words, and its
+    grids are the mean importance per head."""
+    from attnlab.app.i18n import text
+    from attnlab.decode.profile import profile, write_profile
+
+    translator = load(lab["translate"])
+    table = profile(translator, ["the dog runs .", "a girl sits on a red bike ."], importance=True)
+    write_profile(
+        table, lab["root"] / "profiles" / "weighed.parquet", {"checkpoint": "tiny-translator", "mode": "translate"}
+    )
+    shown = explorer(lab, tiny="translate")
+    assert shown.corpus.open("profiles/weighed.parquet")
+    assert shown.corpus.stat.options[text("figure.importance")] == "importance"
+    shown.corpus.stat.value = "importance"
+    cross = shown.corpus.grids.objects[2].object
+    assert text("figure.importance") in cross.title.text and cross.name.endswith("cross")

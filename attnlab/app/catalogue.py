@@ -242,6 +242,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "figure.diagonal": {"en": "diagonal", "es": "diagonal", "zh": "对角线"},
     "figure.aer": {"en": "AER", "es": "AER", "zh": "AER"},
     "figure.precision": {"en": "precision", "es": "precisión", "zh": "精确率"},
+    "figure.importance": {"en": "importance", "es": "importancia", "zh": "重要性"},
     "figure.recall": {"en": "recall", "es": "cobertura", "zh": "召回率"},
     "figure.stats_title": {"en": "heads: {x} vs {y}", "es": "cabezas: {x} frente a {y}", "zh": "注意力头：{x} 与 {y}"},
     "figure.diff_title": {"en": "difference to the final model · layer {layer} · head {head}", "es": "diferencia con el modelo final · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · 第 {layer} 层 · 头 {head}"},

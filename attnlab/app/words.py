@@ -52,6 +52,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "stats.aer": text("figure.aer", lang),
             "stats.precision": text("figure.precision", lang),
             "stats.recall": text("figure.recall", lang),
+            "stats.importance": text("figure.importance", lang),
             "stats.label": text("head.short", lang),
             "stats.title": text("figure.stats_title", lang),
             # training, ablation

@@ -64,6 +64,11 @@ def cli_heads(argv: list[str]) -> int:
         action="store_true",
         help="cut lines longer than the model takes, saying how many (default: refuse them, naming the line)",
     )
+    run.add_argument(
+        "--importance",
+        action="store_true",
+        help="also each head's importance for each sentence's output: |d log P / d gate| (Michel et al., 2019)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     ask = commands.add_parser(
         "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
@@ -113,6 +118,7 @@ def cli_heads(argv: list[str]) -> int:
         beam=settings["beam"],
         alpha=settings["alpha"],
         batch=args.batch,
+        importance=args.importance,
         progress=not args.quiet,
     )
     about = {

@@ -8,7 +8,9 @@ A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer
 sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
-head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`). Without
+head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`); with
+`--importance`, each head's importance for the sentence's output (|∂ log P / ∂ gate|, Michel et al.
+2019; `attnlab.record.importance`: the Corpus tab's grid of it is their I_h). Without
 references the output is the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
 then recorded); with `--tgt` the references are read teacher-forced as `attnlab align` reads them
 (`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
@@ -42,11 +44,14 @@ from attnlab.decode.commands import cut_notice, fit_lines
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.model.checkpoint import temporary_sibling
+from attnlab.record.equation import trace_ids
+from attnlab.record.importance import check_model, sentence_importance
 from attnlab.record.stats import COLUMNS, sentence_stats
-from attnlab.record.trace import whole_number
+from attnlab.record.trace import KINDS, check_flag, whole_number
 
 FORMAT, VERSION = "attnlab-profile", 1
 ALIGNMENT = ("aer", "precision", "recall")  # of cross-attention heads, with gold alignments; null elsewhere
+IMPORTANCE = "importance"  # |∂ log P(output) / ∂ gate| of each head on each sentence (Michel et al. 2019), if asked
 SCHEMA = pa.schema(
     [
         ("sentence", pa.int32()),
@@ -78,15 +83,20 @@ def profile(
     beam: int | None = None,
     alpha: float | None = None,
     batch: int = 64,
+    importance: bool = False,
     progress: bool = False,
 ) -> pa.Table:
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
     `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
     errors start with `gold_name`; `reverse_gold` for gold written target-source, as the shipped
-    zh-en gold is for an en→zh model). A line longer than the model takes is an error naming
-    `names` (the sources' and targets') and the line, or with `truncate` cut, with a warning."""
+    zh-en gold is for an en→zh model). With `importance`, each head's importance for each
+    sentence's output too (`attnlab.record.importance`: one backward pass a batch). A line longer
+    than the model takes is an error naming `names` (the sources' and targets') and the line, or
+    with `truncate` cut, with a warning."""
     if not whole_number(batch) or batch < 1:  # np.int64(8) too
         raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
+    if check_flag(importance, "importance"):
+        check_model(model)  # an int8 model is refused before minutes of decoding
     sources = check_lines(sources, "source")
     targets = None if targets is None else check_lines(targets, "target")
     gold = None if gold is None else check_lines(gold, "gold")
@@ -112,7 +122,8 @@ def profile(
         cut = fit_lines(model, src_texts, tgt_texts, names, truncate)
     if cut:
         warnings.warn(cut_notice(cut, len(sources), model), stacklevel=2)
-    schema = SCHEMA if links is None else pa.schema([*SCHEMA, *(pa.field(n, pa.float32()) for n in ALIGNMENT)])
+    extra = [*(ALIGNMENT if links is not None else ()), *((IMPORTANCE,) if importance else ())]
+    schema = pa.schema([*SCHEMA, *(pa.field(name, pa.float32()) for name in extra)])
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
     for start in range(0, len(sources), batch):
@@ -124,8 +135,11 @@ def profile(
             read = [(result, None) for result in results]
         else:
             read = [_reference(model, sources[i], targets[i], i, links[i] if links else None, truncate) for i in chunk]
-        for i, (result, scores) in zip(chunk, read, strict=True):
-            _add_rows(columns, i, result, scores)
+        weighed = (
+            sentence_importance(model.model, [trace_ids(model, r.trace) for r, _ in read])[0] if importance else None
+        )
+        for j, (i, (result, scores)) in enumerate(zip(chunk, read, strict=True)):
+            _add_rows(columns, i, result, scores, None if weighed is None else weighed[j])
         bar.update(len(chunk))
     bar.close()
     return pa.table(columns, schema=schema)
@@ -152,12 +166,18 @@ def _reference(
     }
 
 
-def _add_rows(columns: dict[str, list], index: int, result: Result, scores: dict | None) -> None:
+def _add_rows(
+    columns: dict[str, list], index: int, result: Result, scores: dict | None, weighed: np.ndarray | None
+) -> None:
+    """One sentence's rows: its heads' statistics, alignment scores (`scores`, of cross-attention
+    heads) and importance (`weighed`, (kinds, layers, heads))."""
     for row in sentence_stats(result.trace):
         row.update(sentence=index, score=result.score, source=result.source, output=result.text)
         if scores is not None:
             found = scores.get((row["layer"], row["head"])) if row["kind"] == "cross" else None
             row.update({name: None if found is None else found[name] for name in ALIGNMENT})
+        if weighed is not None:
+            row[IMPORTANCE] = float(weighed[KINDS.index(row["kind"]), row["layer"], row["head"]])
         for name, values in columns.items():
             values.append(row[name])
 
@@ -188,8 +208,9 @@ class Profile:
 
     @property
     def stats(self) -> list[str]:
-        """The per-head statistics it holds (AER, precision, recall with gold alignments)."""
-        return [name for name in (*COLUMNS, *ALIGNMENT) if name in self.table.column_names]
+        """The per-head statistics it holds (AER, precision, recall with gold alignments; importance
+        if it was asked for)."""
+        return [name for name in (*COLUMNS, *ALIGNMENT, IMPORTANCE) if name in self.table.column_names]
 
     @property
     def kinds(self) -> list[str]:

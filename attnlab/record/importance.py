@@ -110,34 +110,44 @@ def check_model(model: Any) -> None:
 def pair_importance(net: Any, pairs: list[tuple[list[int], list[int]]], exact: bool = False) -> HeadImportance:
     """Every head's importance over (source ids, target ids ending in </s>) pairs, for `net`, a
     `Transformer`, in eval mode while it runs."""
+    gradient, ablation = sentence_importance(net, pairs, exact)
+    mean = None if ablation is None else ablation.mean(0)
+    return HeadImportance(gradient.mean(0), mean, len(pairs), sum(len(p) for _, p in pairs))
+
+
+def sentence_importance(
+    net: Any, pairs: list[tuple[list[int], list[int]]], exact: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each pair's |∂ log P(y|x) / ∂ξ_h| (and with `exact` its log P lost with each head off), as
+    (pairs, kinds, layers, heads) arrays in the pairs' order: what a corpus profile keeps per
+    sentence, and what `pair_importance` averages."""
     config = net.config
     points = [hook_point(m) for m in net.attention_modules()]
-    shape = (len(KINDS), config.n_layers, config.n_heads)
+    shape = (len(pairs), len(KINDS), config.n_layers, config.n_heads)
     gradient, ablation = np.zeros(shape), np.zeros(shape) if exact else None
     was_training = net.training
     net.eval()  # no dropout: the model as it decodes
     try:
         with torch.inference_mode(False):  # (a caller's inference mode would forbid the gradient)
-            for src, tgt_in, target in _batches(pairs, config):
+            for rows, (src, tgt_in, target) in _batches(pairs, config):
                 grads, base = _gate_gradients(net, src, tgt_in, target)
                 for (kind, layer), grad in zip(points, grads, strict=True):
-                    gradient[KINDS.index(kind), layer] += grad.abs().sum(0).double().numpy()
+                    gradient[rows, KINDS.index(kind), layer] = grad.abs().double().numpy()
                 if ablation is not None:
                     for (kind, layer), head in ((p, h) for p in points for h in range(config.n_heads)):
                         with torch.no_grad(), ablate(net, {(kind, layer): [head]}):
                             off = _log_likelihood(net, src, tgt_in, target)
-                        ablation[KINDS.index(kind), layer, head] += float((base - off).sum())
+                        ablation[rows, KINDS.index(kind), layer, head] = (base - off).double().numpy()
     finally:
         net.train(was_training)
-    n = len(pairs)
-    return HeadImportance(gradient / n, None if ablation is None else ablation / n, n, sum(len(p) for _, p in pairs))
+    return gradient, ablation
 
 
 def _batches(
     pairs: list[tuple[list[int], list[int]]], config: Any
-) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(source ids, decoder input, target) batches of similar lengths, padded, each at most
-    `BATCH_TOKENS` target positions (a longer sentence alone)."""
+) -> Iterator[tuple[list[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    """(indices into `pairs`, (source ids, decoder input, target)) batches of similar lengths,
+    padded, each at most `BATCH_TOKENS` target positions (a longer sentence alone)."""
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1]))
     start = 0
     while start < len(order):
@@ -150,7 +160,7 @@ def _batches(
         src = torch.tensor([s + [pad] * (width - len(s)) for s, _ in chunk])
         tgt_in = torch.tensor([[config.bos_id, *t[:-1]] + [pad] * (length - len(t)) for _, t in chunk])
         target = torch.tensor([t + [pad] * (length - len(t)) for _, t in chunk])
-        yield src, tgt_in, target
+        yield order[start:end], (src, tgt_in, target)
         start = end
 
 
