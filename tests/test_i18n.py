@@ -675,12 +675,13 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2, lang=lang)
     explorer.view.show_mask.value = explorer.view.show_rollout.value = True
     explorer.view.picker.select(kind="decoder")
-    explorer.show_lens.value = True
+    explorer.show_lens.value = explorer.show_importance.value = True
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     compared.show_rollouts.value = compared.show_lenses.value = True
     timeline = widgets.replay(with_probes, lang=lang)
-    views = {**explorer.view.figures, "lens": explorer.figures["lens"], **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 16, views
+    shown = {name: explorer.figures[name] for name in ("lens", "importance")}
+    views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
+    assert None not in views.values() and len(views) == 17, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

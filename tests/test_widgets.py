@@ -270,6 +270,24 @@ def test_the_explorer_draws_the_open_hypothesiss_logit_lens(translator: attnlab.
     assert explorer.figures["lens"] is None
 
 
+def test_the_explorer_weighs_the_heads_of_the_open_hypothesis(translator: attnlab.decode.Model) -> None:
+    """Its box draws every head's importance for the hypothesis that is open, following the
+    chooser; unticked, nothing (it costs a pass forward and back)."""
+    from attnlab.record.importance import trace_importance
+
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3, lang="zh")
+    assert explorer.figures["importance"] is None
+    explorer.show_importance.value = True
+    for rank in (0, 2):
+        explorer.choose(rank)
+        expected = trace_importance(translator, explorer.result.hypotheses[rank].trace).gradient.ravel()
+        data = explorer.figures["importance"].select_one({"name": "cells"}).data_source.data
+        np.testing.assert_allclose(data["value"], expected)
+    assert explorer.figures["importance"].title.text.startswith("输出对每个头") and not explorer.errors.message
+    explorer.show_importance.value = False
+    assert explorer.figures["importance"] is None
+
+
 def test_errors_are_shown_in_the_widget(translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch) -> None:
     explorer = widgets.explore(translator, text="A dog .", beam=1)
     before = explorer.view.trace

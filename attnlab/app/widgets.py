@@ -56,6 +56,7 @@ from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.errors import ConfigError
+from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 from attnlab.record.trace import AttentionTrace
 
@@ -160,7 +161,8 @@ def show(
 # -- a model ---------------------------------------------------------------------------------------------
 class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
-    hypotheses, and open any head of any of them; a box adds the open hypothesis's logit lens."""
+    hypotheses, and open any head of any of them; two boxes add the open hypothesis's logit lens
+    and every head's importance for it."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
         self.model, self.lang = model, i18n.checked(lang)
@@ -190,16 +192,20 @@ class Explorer(w.VBox):
         self.show_lens = w.Checkbox(description=i18n.text("widgets.show_lens", lang), indent=False)
         self.show_lens.observe(lambda _change: self._draw_lens(), "value")
         self.lens = BokehPane()
+        self.show_importance = w.Checkbox(description=i18n.text("widgets.show_importance", lang), indent=False)
+        self.show_importance.observe(lambda _change: self._draw_importance(), "value")
+        self.importance = BokehPane()
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
-        super().__init__([*parts, self.show_lens, self.lens])
+        super().__init__([*parts, self.show_lens, self.lens, self.show_importance, self.importance])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
-        return {**self.view.figures, "tree": self.tree.figure, "lens": self.lens.figure}
+        extra = {"tree": self.tree.figure, "lens": self.lens.figure, "importance": self.importance.figure}
+        return {**self.view.figures, **extra}
 
     def run(self, text: str | None = None) -> Any:
         """Decode the text box (or `text`); returns the `attnlab.decode.api.Result`, or None on error."""
@@ -256,6 +262,7 @@ class Explorer(w.VBox):
             self._listing = False
         self.tree.update(None)
         self.lens.update(None)
+        self.importance.update(None)
         self.view.clear()
 
     def choose(self, rank: int) -> None:
@@ -281,16 +288,31 @@ class Explorer(w.VBox):
         self.tree.update(viz.tree_figure(hyp.text, title=title, words=figure_words(lang)) if parse else None)
         self.view.set_trace(hyp.trace)
         self._draw_lens()
+        self._draw_importance()
 
     def _draw_lens(self) -> None:
         """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
+        words = figure_words(self.lang)
+        self._draw_reading(self.show_lens, self.lens, lambda t: viz.lens_figure(logit_lens(self.model, t), words=words))
+
+    def _draw_importance(self) -> None:
+        """Every head's importance for the open hypothesis (`attnlab.record.trace_importance`)."""
+        words = figure_words(self.lang)
+        self._draw_reading(
+            self.show_importance,
+            self.importance,
+            lambda trace: viz.importance_figure(trace_importance(self.model, trace), words=words),
+        )
+
+    def _draw_reading(self, box: w.Checkbox, pane: BokehPane, figure_of: Any) -> None:
+        """What `figure_of(trace)` draws from the model's reading of the open hypothesis, in `pane`
+        while `box` is ticked (each costs a pass through the model, so it is drawn only then)."""
         rank = self.hypotheses.value
-        if not self.show_lens.value or self.result is None or rank is None:
-            self.lens.update(None)
+        if not box.value or self.result is None or rank is None:
+            pane.update(None)
             return
         with reporting(self.errors):
-            lens = logit_lens(self.model, self.result.hypotheses[rank].trace)
-            self.lens.update(viz.lens_figure(lens, words=figure_words(self.lang)))
+            pane.update(figure_of(self.result.hypotheses[rank].trace))
 
 
 def explore(
