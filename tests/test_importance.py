@@ -341,3 +341,19 @@ def test_the_corpus_tab_offers_a_profiles_importance(lab: dict[str, Path]) -> No
     shown.corpus.stat.value = "importance"
     cross = shown.corpus.grids.objects[2].object
     assert text("figure.importance") in cross.title.text and cross.name.endswith("cross")
+
+
+def test_an_imported_marian_model_is_weighed_on_its_own_vocabularies(tmp_path: Path) -> None:
+    """Separate source and target vocabularies and a logits bias: the exact cost of a head is
+    still the log-likelihood its ablation loses on the trace's own output (reading the target
+    pieces through the source vocabulary would score other pieces)."""
+    from marian_models import make_marian
+
+    marian = load(make_marian(tmp_path / "separate", "separate-untied"))
+    trace = marian.translate("the dog runs in the park", record=True).trace
+    importance = trace_importance(marian, trace, exact=True)
+    ids = trace_ids(marian, trace)
+    full = sum(token_logprobs(marian, *ids))
+    off = sum(token_logprobs(marian, *ids, {("cross", 0): [1]}))
+    assert importance.ablation[2, 0, 1] == pytest.approx(full - off, abs=1e-4)
+    assert importance.gradient.shape == (3, marian.config.n_layers, marian.config.n_heads)
