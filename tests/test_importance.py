@@ -156,6 +156,8 @@ def test_order_is_least_important_first_after_layer_normalisation() -> None:
     assert order.index(("encoder", 0, 0)) < order.index(("encoder", 0, 1))
     with pytest.raises(AttnlabError, match="with exact=True"):
         importance.order("ablation")
+    across = importance.order(per_layer=False)  # as measured: encoder layer 1's heads (0.1, 0) are the least
+    assert across[:2] == [("encoder", 1, 1), ("encoder", 1, 0)] and across[-1] == ("encoder", 0, 1)
     assert len(importance.rows()) == 12 and {r["kind"] for r in importance.rows()} == set(KINDS)
 
 
@@ -197,7 +199,18 @@ def test_the_command_prints_heads_and_the_curve(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "attnlab", "heads", "importance", "--checkpoint", str(CHECKPOINT)]
     common = [*command, "--src", str(src), "--tgt", str(ref)]
     out = subprocess.run(
-        [*common, "--prune-src", str(src), "--prune-ref", str(ref), "--prune-every", "18", "--beam", "1"],
+        [
+            *common,
+            "--prune-src",
+            str(src),
+            "--prune-ref",
+            str(ref),
+            "--prune-every",
+            "18",
+            "--beam",
+            "1",
+            "--across-layers",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -213,6 +226,8 @@ def test_the_command_prints_heads_and_the_curve(tmp_path: Path) -> None:
     assert report["sentences"] == 3 and len(report["heads"]) == 36 and report["heads"][0]["ablation"] is not None
     refused = subprocess.run([*common, "--order-by", "ablation"], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0 and "--exact" in refused.stderr
+    refused = subprocess.run([*common, "--across-layers"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "give --prune-src and --prune-ref" in refused.stderr
 
 
 # -- the figure and the explorer's Head ablation tab ----------------------------------------------------

@@ -154,6 +154,12 @@ def _importance_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--limit", type=int, help="only the first N sentences of --src")
     run.add_argument("--exact", action="store_true", help="also switch each head off and measure the loss (slower)")
     run.add_argument("--order-by", choices=("gradient", "ablation"), default="gradient", help="the pruning order")
+    run.add_argument(
+        "--across-layers",
+        action="store_true",
+        help="order heads by their scores as measured, not normalised per layer as Michel et al. do "
+        "(keeps more BLEU once most heads are off: docs/EXPERIMENTS.md)",
+    )
     run.add_argument("--prune-src", help="a test set's sources, decoded as heads are switched off")
     run.add_argument("--prune-ref", help="its references")
     run.add_argument("--prune-every", type=int, help="heads switched off between two decodes (default: a tenth)")
@@ -173,9 +179,10 @@ def _importance(args: argparse.Namespace) -> int:
         raise AttnlabError("--prune-src and --prune-ref go together: the test set's sources and its references")
     if args.order_by == "ablation" and not args.exact:
         raise AttnlabError("--order-by ablation needs --exact, which measures it")
-    if args.prune_src is None and (args.beam is not None or args.alpha is not None or args.prune_every is not None):
+    pruning = (args.beam, args.alpha, args.prune_every) != (None, None, None) or args.across_layers
+    if args.prune_src is None and pruning:
         raise AttnlabError(
-            "--beam, --alpha and --prune-every set the pruning decodes: give --prune-src and --prune-ref"
+            "--beam, --alpha, --prune-every and --across-layers set the pruning: give --prune-src and --prune-ref"
         )
     inputs = {"--src": args.src, "--tgt": args.tgt, "--prune-src": args.prune_src, "--prune-ref": args.prune_ref}
     one_stdin(inputs)
@@ -200,7 +207,7 @@ def _importance(args: argparse.Namespace) -> int:
         total = importance.gradient.size
         every = args.prune_every or max(1, total // 10)
         settings = search_settings(model.task, args.beam, args.alpha)
-        order = importance.order(args.order_by)
+        order = importance.order(args.order_by, per_layer=not args.across_layers)
         curve = pruning_curve(model, order, *tests, range(0, total, every), truncate=args.truncate, **settings)
     write_stdout(_json(importance, curve, args, model.path) if args.json else _tables(importance, curve))
     return 0
@@ -214,6 +221,7 @@ def _json(importance: HeadImportance, curve: list[dict], args: argparse.Namespac
         "pieces": importance.tokens,
         "references": "given" if args.tgt else "the model's own outputs",
         "order_by": args.order_by,
+        "per_layer": not args.across_layers,
     }
     return json.dumps({**about, "heads": importance.rows(), "pruning": curve}, ensure_ascii=False) + "\n"
 

@@ -30,7 +30,7 @@ from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
-from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.record.trace import KINDS, AttentionTrace, check_flag
 
 BATCH_TOKENS = 2000  # target pieces scored together: (tokens × vocabulary) log-probabilities, 0.3 GB at 37k
 
@@ -51,10 +51,12 @@ class HeadImportance:
         norms = np.linalg.norm(scores, axis=-1, keepdims=True)
         return np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0)
 
-    def order(self, measure: str = "gradient") -> list[tuple[str, int, int]]:
-        """Every head as (kind, layer, head), least important first by the normalised scores; ties
-        keep KINDS, layer, head order."""
-        flat = self.normalized(measure).ravel()
+    def order(self, measure: str = "gradient", per_layer: bool = True) -> list[tuple[str, int, int]]:
+        """Every head as (kind, layer, head), least important first: by the scores normalised per
+        layer (Michel et al.), or with `per_layer=False` by the scores as measured, which compares
+        heads across layers and keeps more of a translator's BLEU once most heads are off
+        (docs/EXPERIMENTS.md). Ties keep KINDS, layer, head order."""
+        flat = (self.normalized(measure) if check_flag(per_layer, "per_layer") else self.scores(measure)).ravel()
         shape = self.gradient.shape
         return [_head(int(i), shape) for i in np.argsort(flat, kind="stable")]
 
