@@ -16,6 +16,7 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import KINDS
+from attnlab.viz.cells import labelled_cells
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import title_px
@@ -82,14 +83,7 @@ def importance_figure(
     )
     low = min(0.0, float(values.min()))  # the exact measure can be negative: a head that hurt this output
     mapper = LinearColorMapper(palette=list(PALETTE), low=low, high=top)
-    cells = fig.rect(
-        x="x", y="y", width=1, height=1, source=source, line_color="white",
-        fill_color={"field": "value", "transform": mapper}, name="cells",
-    )  # fmt: skip
-    fig.text(
-        x="x", y="y", text="label", source=source, text_align="center", text_baseline="middle",
-        text_font_size="10px", text_color="text_color", name="values",
-    )  # fmt: skip
+    cells = labelled_cells(fig, source, "value", mapper, "10px", "values")
     fig.text(  # each block's kind, above it
         x=[k * (n_heads + GAP) + n_heads / 2 for k in range(n_kinds)], y=[n_layers + 0.4] * n_kinds,
         text=[said[f"kind_name.{KINDS[k]}"] for k in range(n_kinds)], text_align="center",

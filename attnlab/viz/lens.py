@@ -19,6 +19,7 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.viz.axes import label_room, token_axis
+from attnlab.viz.cells import labelled_cells
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, title_px
@@ -96,14 +97,7 @@ def lens_figure(
         name=name,
     )
     mapper = LinearColorMapper(palette=list(PALETTE), low=0.0, high=1.0)
-    cells = fig.rect(
-        x="x", y="y", width=1, height=1, source=source, line_color="white",
-        fill_color={"field": "p", "transform": mapper}, name="cells",
-    )  # fmt: skip
-    fig.text(
-        x="x", y="y", text="label", source=source, text_align="center", text_baseline="middle",
-        text_font_size="11px", text_color="text_color", name="first-choice",
-    )  # fmt: skip
+    cells = labelled_cells(fig, source, "p", mapper, "11px", "first-choice")
     fig.add_tools(
         HoverTool(
             renderers=[cells],
