@@ -7,6 +7,7 @@ heads off, and bad input is one line.
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 import torch
-from test_explorer_views import explorer, lab  # noqa: F401 (the module's fixture)
+from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module's fixture)
 
 from attnlab.decode.ablation import token_logprobs
 from attnlab.decode.api import Model, load
@@ -278,6 +279,8 @@ def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Pa
     the heads to switch off, once; an int8 model's tab says why it has none, in one line."""
     from bokeh.events import Tap
 
+    from attnlab.app.i18n import text
+
     shown = explorer(lab, tiny="translate")
     assert shown.ablation.importance.object is None  # a hidden tab weighs nothing
     shown.tabs.active = 4
@@ -292,6 +295,9 @@ def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Pa
     assert shown.ablation.choice.value == ["cross L0 H1"]
     shown.ablation.ablate()
     assert shown.ablation.effect.objects and not store.error
+    decode(shown, "the dog runs .", "der hund läuft .")  # a reference: it is what is weighed, and said so
+    assert html.escape(text("ablation.importance_reference")) in shown.ablation.importance_note.object
+    assert shown.ablation.importance.object.title.text == text("figure.importance_title_reference")
     with pytest.raises(AttnlabError, match="not int8"):
         trace_importance(load(lab["translate"], dtype="int8"), store.trace)
 

@@ -101,9 +101,12 @@ class AblationTab(pn.viewable.Viewer):
             "ablation.importance_most", lang, head=names[0], value=gradient[ends[0]], least=names[1],
             least_value=gradient[ends[1]],
         )  # fmt: skip
-        about = text("ablation.importance", lang)
+        about, words = text("ablation.importance", lang), self.store.words
+        if self.store.scored is not None:  # the open trace is the reference, read teacher-forced
+            about = f"{about} {text('ablation.importance_reference', lang)}"
+            words = {**words, "importance.title_gradient": text("figure.importance_title_reference", lang)}
         self.importance_note.object = f"<p>{html.escape(about)}</p><p><b>{html.escape(most)}</b></p>"
-        self.importance.object = viz.importance_figure(importance, on_select=self.add_head, words=self.store.words)
+        self.importance.object = viz.importance_figure(importance, on_select=self.add_head, words=words)
 
     def picks(self) -> list[str]:
         """The heads picked, while the model they were picked for is open (the Compare tab reads
