@@ -31,7 +31,9 @@ from attnlab.record.importance import HeadImportance
 def cli_heads(argv: list[str]) -> int:
     """`attnlab heads profile ...`, `attnlab heads query PROFILE SQL` and `attnlab heads importance ...`."""
     parser = ArgumentParser(
-        allow_abbrev=False, prog="attnlab heads", description="Head statistics over a whole corpus."
+        allow_abbrev=False,
+        prog="attnlab heads",
+        description="Head statistics over a whole corpus, and which heads the model needs.",
     )
     commands = parser.add_subparsers(dest="action", required=True)
     run = commands.add_parser(
