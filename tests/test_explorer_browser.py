@@ -60,6 +60,8 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     from attnlab.data.tokenizer import train_tokenizer
     from attnlab.decode.api import load
     from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.record.equation import trace_ids
+    from attnlab.record.importance import pair_importance
 
     rng = random.Random(0)
     sentences = [
@@ -92,6 +94,10 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
         ]
         table = {"set": "enfr", "pairs": 2, "rows": sorted(rows, key=lambda r: r["aer"])}
         (paths["translate"] / "probes" / f"step_{step}" / "alignment.json").write_text(json.dumps(table))
+        weighed = pair_importance(model.model, [trace_ids(model, trace)]).gradient.tolist()  # as `train` writes it
+        (paths["translate"] / "probes" / f"step_{step}" / "importance.json").write_text(
+            json.dumps({"gradient": weighed})
+        )
     paths["bad"].mkdir()
     (paths["bad"] / "notes.txt").write_text("no model here")
     return paths
@@ -577,6 +583,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert drawn(page.figure_image("timeline-diff"))
     assert drawn(page.figure_image("timeline-curve"), 5)
     assert drawn(page.figure_image("timeline-aer"), 3)  # AER per head across the steps (`--align-gold`)
+    assert drawn(page.figure_image("timeline-importance"), 3)  # each head's importance across the steps
     page.shot("timeline")
     page.page.locator(".bk-tab").filter(has_text="Head ablation").click()
     assert page.painted("head-importance")  # every head's importance for this output, a tap picks one

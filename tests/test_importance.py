@@ -375,3 +375,26 @@ def test_an_imported_marian_model_is_weighed_on_its_own_vocabularies(tmp_path: P
     off = sum(token_logprobs(marian, *ids, {("cross", 0): [1]}))
     assert importance.ablation[2, 0, 1] == pytest.approx(full - off, abs=1e-4)
     assert importance.gradient.shape == (3, marian.config.n_layers, marian.config.n_heads)
+
+
+def test_importance_snapshots_read_only_whole_tables(tmp_path: Path) -> None:
+    """The training timeline reads `probes/step_N/importance.json`; a file cut short, of another
+    shape, with NaN, or not a regular file is left out (its step drawn without importance)."""
+    from attnlab.app.checkpoints import importance_snapshots
+
+    good = np.arange(24, dtype=float).reshape(3, 2, 4)
+    tables = {
+        1: json.dumps({"pairs": 2, "gradient": good.tolist()}),
+        2: json.dumps({"pairs": 2, "gradient": good.tolist()})[:30],  # a run killed while writing (it is not)
+        3: json.dumps({"gradient": good[:2].tolist()}),  # two kinds
+        4: json.dumps({"gradient": [[[float("nan")]]] * 3}),
+        5: json.dumps({"rows": []}),
+    }
+    for step, content in tables.items():
+        (tmp_path / "probes" / f"step_{step}").mkdir(parents=True)
+        (tmp_path / "probes" / f"step_{step}" / "importance.json").write_text(content)
+    (tmp_path / "probes" / "step_6").mkdir()
+    (tmp_path / "probes" / "step_6" / "importance.json").symlink_to("/dev/zero")
+    read = importance_snapshots(tmp_path)
+    assert list(read) == [1]
+    np.testing.assert_array_equal(read[1], good)

@@ -124,6 +124,20 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
     tiny = preset("tiny")
     assert len(rows) == len(candidates(tiny.n_layers, tiny.n_heads))
     assert [r["aer"] for r in rows] == sorted(r["aer"] for r in rows) and dev[-1]["dev_aer"] == rows[0]["aer"]
+    # every head's importance on the dev pairs at the checkpoint, as the model saved there gives it
+    from attnlab.app.checkpoints import importance_snapshots
+    from attnlab.data.prepared import ParallelData
+    from attnlab.decode.api import load
+    from attnlab.record.importance import pair_importance
+
+    weighed = importance_snapshots(run)
+    step = dev[-1]["step"]
+    assert list(weighed) == [step] and weighed[step].shape == (3, tiny.n_layers, tiny.n_heads)
+    saved = load(run / "checkpoints" / f"step_{step}")
+    data, eos = ParallelData(prepared, "valid"), saved.config.eos_id
+    pairs = [([*map(int, data.src(i)), eos], [*map(int, data.tgt(i)), eos]) for i in range(100)]
+    np.testing.assert_allclose(weighed[step], pair_importance(saved.model, pairs).gradient, rtol=1e-3, atol=1e-5)
+    assert dev[-1]["dev_importance"] == pytest.approx(weighed[step].max())
 
 
 @pytest.mark.slow

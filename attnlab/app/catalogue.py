@@ -125,6 +125,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "timeline.curve": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
     "timeline.entropy": {"en": "entropy ({kind} layer {layer})", "es": "entropía ({kind}, capa {layer})", "zh": "熵（{kind}，第 {layer} 层）"},
     "timeline.aer": {"en": "AER % on {set} ({kind} layer {layer})", "es": "AER % en {set} ({kind}, capa {layer})", "zh": "{set} 上的 AER %（{kind}，第 {layer} 层）"},
+    "timeline.importance": {"en": "importance ({kind} layer {layer})", "es": "importancia ({kind}, capa {layer})", "zh": "重要性（{kind}，第 {layer} 层）"},
     "timeline.aer_best": {"en": "best reading", "es": "mejor lectura", "zh": "最佳读法"},
     # head ablation
     "ablation.choice": {"en": "heads to switch off", "es": "cabezas que desactivar", "zh": "要关闭的注意力头"},

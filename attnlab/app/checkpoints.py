@@ -14,10 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attnlab.app.i18n import DEFAULT, language_code, language_name, text
 from attnlab.decode.api import load
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import STEP_DIR, step_dirs, user_path
+from attnlab.record.trace import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]  # the source checkout: apps/, checkpoints/
 BUNDLED = ROOT / "checkpoints"
@@ -197,18 +200,41 @@ def _probe_files(step_dir: Path, allows: Callable[[Path], bool]) -> list[Path]:
 
 def alignment_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> dict[int, dict[str, Any]]:
     """{step: the AER table a run with `align_gold` wrote at that checkpoint}, oldest first
-    (`probes/step_N/alignment.json`: the set's name, its pair count and every reading's row);
-    regular files of a sane size only (a FIFO or /dev/zero there hung or exhausted the server)."""
+    (`probes/step_N/alignment.json`: the set's name, its pair count and every reading's row)."""
+    return _step_tables(path, allows, "alignment.json", _alignment_table)
+
+
+def importance_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _: True) -> dict[int, np.ndarray]:
+    """{step: every head's importance on the dev pairs at that checkpoint, (kinds, layers, heads)},
+    oldest first (`probes/step_N/importance.json`, which `attnlab train` writes with its probes)."""
+    return _step_tables(path, allows, "importance.json", _importance_table)
+
+
+def _step_tables(path: str | Path, allows: Callable[[Path], bool], name: str, read: Callable[[Path], Any]) -> dict:
+    """{step: `read(probes/step_N/name)`} of the first probe root that has any, oldest first;
+    regular files of a sane size only (a FIFO or /dev/zero there hung or exhausted the server),
+    and a file `read` refuses (None) left out."""
     for root in _probe_roots(path, allows):
         tables = {}
-        for table in root.glob("step_*/alignment.json"):
+        for table in root.glob(f"step_*/{name}"):
             match = STEP_DIR.match(table.parent.name)
-            read = _alignment_table(table) if match and allows(table) and _regular(table, _TABLE_BYTES) else None
-            if read is not None:
-                tables[int(match.group(1))] = read
+            found = read(table) if match and allows(table) and _regular(table, _TABLE_BYTES) else None
+            if found is not None:
+                tables[int(match.group(1))] = found
         if tables:
             return dict(sorted(tables.items()))
     return {}
+
+
+def _importance_table(path: Path) -> np.ndarray | None:
+    """The (kinds, layers, heads) gradients of an importance.json, or None for what is not one."""
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+        values = np.asarray(table["gradient"], dtype=np.float64)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    good = values.ndim == 3 and values.shape[0] == len(KINDS) and values.size and np.isfinite(values).all()
+    return values if good else None
 
 
 def _alignment_table(path: Path) -> dict[str, Any] | None:

@@ -3,13 +3,15 @@ as `attnlab evaluate` does for the target language: `zh` for Chinese) or bracket
 on the first dev sentences, and the probe traces the explorer's training timeline replays
 (`RUN_DIR/probes/step_N/probe_K.trace`), and with `align_gold` every cross-attention head's
 alignment error rate on human links (`RUN_DIR/probes/step_N/alignment.json`), so the timeline
-shows when a head became an aligner.
+shows when a head became an aligner; with probes, every head's importance on the dev pairs
+(`RUN_DIR/probes/step_N/importance.json`), so it shows when a head became one the model needs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -23,6 +25,9 @@ from attnlab.decode.alignment import aer_grid
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
 from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.model.checkpoint import temporary_sibling
+from attnlab.record.importance import pair_importance
+from attnlab.record.trace import KINDS
 from attnlab.train.regime import label_smoothed_loss
 
 
@@ -71,12 +76,32 @@ def dev_report(model, data_dir: str, checkpoint_dir: Path, run_dir: Path, step: 
             if result.trace is not None:
                 result.trace.meta["step"] = step
                 result.trace.save(Path(run_dir) / "probes" / f"step_{step}" / f"probe_{i}.trace")
+        if cfg.probes > 0 and len(data):
+            folder = Path(run_dir) / "probes" / f"step_{step}"
+            report["dev_importance"] = importance_report(model, data, max(n, min(cfg.probes, len(data))), folder)
         if cfg.align_gold:
             report["dev_aer"] = alignment_report(
                 api, cfg.align_gold, Path(run_dir) / "probes" / f"step_{step}", cfg.align_pairs
             )
     model.train(was_training)
     return report
+
+
+def importance_report(model: torch.nn.Module, data: ParallelData, n: int, folder: Path) -> float:
+    """Every head's importance (`attnlab.record.importance`) on the first `n` dev pairs, saved as
+    FOLDER/importance.json ({"pairs", "gradient": [kind][layer][head]}, written whole or not at
+    all: the timeline reads it), so the timeline shows when each head became one the model needs;
+    the largest head's importance."""
+    eos = model.config.eos_id
+    pairs = [([*map(int, data.src(i)), eos], [*map(int, data.tgt(i)), eos]) for i in range(n)]
+    weighed = pair_importance(model, pairs)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = {"pairs": n, "kinds": list(KINDS), "gradient": weighed.gradient.tolist()}
+    path = folder / "importance.json"
+    partial = temporary_sibling(path, directory=False)
+    partial.write_text(json.dumps(table))
+    os.replace(partial, path)
+    return float(weighed.gradient.max())
 
 
 def alignment_report(api: Model, name: str, folder: Path, limit: int = 0) -> float:

@@ -3,6 +3,8 @@
 chosen step, how it differs from the last step, and every head's entropy over the steps: when a
 head settled on what it does. A run trained with `align_gold` also recorded every cross-attention
 head's alignment error rate at each checkpoint: its curves show when a head became an aligner.
+A run recorded with probes also weighed every head on its dev pairs at each checkpoint
+(`attnlab.record.importance`): those curves show when the model came to need a head.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import html
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.checkpoints import alignment_snapshots, probe_snapshots
+from attnlab.app.checkpoints import alignment_snapshots, importance_snapshots, probe_snapshots
 from attnlab.app.explorer.screen import StepSlider
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import KINDS, AttentionTrace
 
 
 class TimelineTab(pn.viewable.Viewer):
@@ -40,6 +43,7 @@ class TimelineTab(pn.viewable.Viewer):
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
         self._snapshots: dict[int, list[Path]] = {}  # step -> its probe trace files
         self._alignment: dict[int, dict] = {}  # step -> its AER table (`align_gold` runs)
+        self._importance: dict[int, np.ndarray] = {}  # step -> every head's importance on the dev pairs
         self._traces: dict[str, AttentionTrace] = {}  # loaded once per session: redraws only re-plot
         for widget in (self.step, self.probe):
             widget.param.watch(lambda _event: redraw(), "value")
@@ -53,6 +57,7 @@ class TimelineTab(pn.viewable.Viewer):
         snapshots = probe_snapshots(self.store.checkpoint, allows)
         self._snapshots = {step: files for step, files in snapshots}
         self._alignment = alignment_snapshots(self.store.checkpoint, allows)
+        self._importance = importance_snapshots(self.store.checkpoint, allows)
         lang = self.store.lang
         if not snapshots:
             folder, command = "<code>probes/step_N/</code>", "<code>attnlab train --probes K</code>"
@@ -130,7 +135,24 @@ class TimelineTab(pn.viewable.Viewer):
                     words=store.words,
                 )
             ),
+            *self._importance_curve(kind, layer, step),
             *self._aer_curve(layer if kind == "cross" else None, step),
+        ]
+
+    def _importance_curve(self, kind: str, layer: int, step: int) -> list[pn.viewable.Viewable]:
+        """Each head's importance on the dev pairs across the steps in the open kind and layer:
+        empty for a run without importance tables, or with tables of another shape."""
+        tables = {s: t for s, t in self._importance.items() if layer < t.shape[1]}
+        if not tables:
+            return []
+        lang, steps, k = self.store.lang, list(tables), KINDS.index(kind)
+        heads = min(t.shape[2] for t in tables.values())
+        curves = {
+            text("timeline.curve", lang, head=h): [float(tables[s][k, layer, h]) for s in steps] for h in range(heads)
+        }
+        stat = text("timeline.importance", lang, kind=kind_name(kind, lang), layer=layer)
+        return [
+            pn.pane.Bokeh(viz.timeline_curve(steps, curves, step, stat, self.store.words, name="timeline-importance"))
         ]
 
     def _aer_curve(self, layer: int | None, step: int) -> list[pn.viewable.Viewable]:
