@@ -126,7 +126,7 @@ def sentence_importance(
     config = net.config
     points = [hook_point(m) for m in net.attention_modules()]
     shape = (len(pairs), len(KINDS), config.n_layers, config.n_heads)
-    gradient, ablation = np.zeros(shape), np.zeros(shape) if exact else None
+    gradient, ablation = np.zeros(shape), np.zeros(shape) if check_flag(exact, "exact") else None
     was_training = net.training
     net.eval()  # no dropout: the model as it decodes
     try:
