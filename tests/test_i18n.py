@@ -556,7 +556,10 @@ def english_figure_words(texts: list[str], data: set[str], lang: str) -> list[st
 @pytest.fixture(scope="module")
 def with_probes(paths: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the tiny translator with probe traces at two steps (for the training timeline)."""
+    import json
     import shutil
+
+    import numpy as np
 
     from attnlab.app.checkpoints import open_model
 
@@ -566,6 +569,8 @@ def with_probes(paths: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     for step in (10, 20):
         trace = model.score("A dog runs .", "Ein hund läuft .", record=True).trace
         trace.save(path / "probes" / f"step_{step}" / "probe_0.trace")
+        weighed = np.full((3, model.config.n_layers, model.config.n_heads), step / 10).tolist()  # as `train` writes
+        (path / "probes" / f"step_{step}" / "importance.json").write_text(json.dumps({"gradient": weighed}))
     return path
 
 
@@ -681,7 +686,7 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     timeline = widgets.replay(with_probes, lang=lang)
     shown = {name: explorer.figures[name] for name in ("lens", "importance")}
     views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 17, views
+    assert None not in views.values() and len(views) == 18, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

@@ -340,6 +340,18 @@ def test_replay_steps_through_the_probe_traces(
     np.testing.assert_allclose(shown(timeline.figures["diff"]), now - final, atol=1e-6)
     lines = glyphs(timeline.figures["curve"], Line)
     assert len(lines) == traces[10].n_heads and list(lines[0].data_source.data["x"]) == [10, 20, 30]
+    assert timeline.figures["importance_curve"] is None  # a run that weighed no heads has no such curve
+    weighed = {
+        step: np.random.default_rng(step).random((3, model.config.n_layers, model.config.n_heads)) for step in (10, 30)
+    }
+    for step, table in weighed.items():  # as `attnlab train` writes it beside the probes
+        (tmp_path / "probes" / f"step_{step}" / "importance.json").write_text(json.dumps({"gradient": table.tolist()}))
+    timeline = widgets.replay(tmp_path)
+    timeline.picker.select(kind="cross", layer=1, head=0)
+    legend = timeline.figures["importance_curve"].legend[0].items
+    line = {item.label.value: item.renderers[0] for item in legend}["head 3"]  # each head's line, by its label
+    assert list(line.data_source.data["x"]) == [10, 30]
+    assert list(line.data_source.data["y"]) == [weighed[10][2, 1, 3], weighed[30][2, 1, 3]]
     with pytest.raises(AttnlabError, match="no probe traces"):
         widgets.replay(tmp_path_factory.mktemp("no-probes"))
     for probe in (1, -1, 1.5):  # -1 opened the last probe silently, 1.5 raised a TypeError

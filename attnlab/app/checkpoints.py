@@ -210,6 +210,22 @@ def importance_snapshots(path: str | Path, allows: Callable[[Path], bool] = lamb
     return _step_tables(path, allows, "importance.json", _importance_table)
 
 
+def importance_curves(
+    tables: dict[int, np.ndarray], kind: str, layer: int, lang: str
+) -> tuple[list[int], dict[str, list[float]]] | None:
+    """(steps, {each head's name in `lang`: its importance at each step}) of one kind and layer
+    from `importance_snapshots`' tables; None when no table has that layer (none at all, or
+    tables of another model's shape), which the timelines then leave out."""
+    tables = {step: table for step, table in tables.items() if layer < table.shape[1]}
+    if not tables:
+        return None
+    steps, k = list(tables), KINDS.index(kind)
+    heads = min(table.shape[2] for table in tables.values())
+    return steps, {
+        text("timeline.curve", lang, head=h): [float(tables[s][k, layer, h]) for s in steps] for h in range(heads)
+    }
+
+
 def _step_tables(path: str | Path, allows: Callable[[Path], bool], name: str, read: Callable[[Path], Any]) -> dict:
     """{step: `read(probes/step_N/name)`} of the first probe root that has any, oldest first;
     regular files of a sane size only (a FIFO or /dev/zero there hung or exhausted the server),

@@ -1,6 +1,7 @@
 """A training run in a notebook: the probe sentences `attnlab train --probes N` recorded at each
 checkpoint, replayed step by step (`replay`), for the head a `HeadPicker` opens: its map at the
-chosen step, its difference to the last step, and every head's entropy across the steps.
+chosen step, its difference to the last step, every head's entropy across the steps, and (for a
+run that weighed them) every head's importance on the dev pairs across the steps.
 
 Part of the notebook widgets (`attnlab.widgets` exports `replay` and `Timeline`); like them it
 speaks `lang` ("en", "es", "zh"), figures included (`attnlab.app.words`).
@@ -12,11 +13,12 @@ import numbers
 from pathlib import Path
 
 import ipywidgets as w
+import numpy as np
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
-from attnlab.app.checkpoints import probe_snapshots
+from attnlab.app.checkpoints import importance_curves, importance_snapshots, probe_snapshots
 from attnlab.app.notebook import BokehPane, ErrorBox, HeadPicker, reporting, trace_caption
 from attnlab.app.words import figure_words
 from attnlab.errors import AttnlabError, CheckpointError
@@ -27,11 +29,19 @@ from attnlab.record.trace import AttentionTrace
 
 class Timeline(w.VBox):
     """One probe sentence across a training run: the selected head at each saved step, its
-    difference to the last step, and every head's entropy across steps."""
+    difference to the last step, every head's entropy across steps, and with `importance`
+    ({step: (kinds, layers, heads)}, as `attnlab.app.checkpoints.importance_snapshots` reads a
+    run's) every head's importance across steps."""
 
-    def __init__(self, snapshots: list[tuple[int, AttentionTrace]], lang: str = i18n.DEFAULT) -> None:
+    def __init__(
+        self,
+        snapshots: list[tuple[int, AttentionTrace]],
+        lang: str = i18n.DEFAULT,
+        importance: dict[int, np.ndarray] | None = None,
+    ) -> None:
         self.lang = i18n.checked(lang)
         snapshots = _checked_snapshots(snapshots, lang)
+        self.importance = dict(importance or {})
         self.steps = [step for step, _ in snapshots]
         self.traces = dict(snapshots)
         self.final = self.traces[self.steps[-1]]
@@ -50,16 +60,22 @@ class Timeline(w.VBox):
         self.heatmap = BokehPane()
         self.diff = BokehPane()
         self.curve = BokehPane()
+        self.importance_curve = BokehPane()
         self.errors = ErrorBox(lang)
         figures = w.HBox([self.heatmap, self.diff], layout=w.Layout(flex_flow="row wrap"))
         header = w.HTML(trace_caption(self.final, lang))
-        super().__init__([header, self.picker, self.step, self.errors, figures, self.curve])
+        super().__init__([header, self.picker, self.step, self.errors, figures, self.curve, self.importance_curve])
         self.picker.configure(self.final)
         self.redraw()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
-        return {"heatmap": self.heatmap.figure, "diff": self.diff.figure, "curve": self.curve.figure}
+        return {
+            "heatmap": self.heatmap.figure,
+            "diff": self.diff.figure,
+            "curve": self.curve.figure,
+            "importance_curve": self.importance_curve.figure,
+        }
 
     def redraw(self) -> None:
         self.errors.clear()
@@ -78,6 +94,9 @@ class Timeline(w.VBox):
             }
             stat = i18n.text("timeline.entropy", lang, kind=i18n.kind_name(kind, lang), layer=layer)
             self.curve.update(viz.timeline_curve(self.steps, curves, current=step, stat=stat, words=words))
+            found = importance_curves(self.importance, kind, layer, lang)
+            stat = i18n.text("timeline.importance", lang, kind=i18n.kind_name(kind, lang), layer=layer)
+            self.importance_curve.update(None if found is None else viz.timeline_curve(*found, step, stat, words))
 
 
 def _checked_snapshots(snapshots: object, lang: str) -> list[tuple[int, AttentionTrace]]:
@@ -125,4 +144,5 @@ def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAU
     if isinstance(probe, bool) or not isinstance(probe, numbers.Integral) or not 0 <= probe < recorded:
         shown = probe if isinstance(probe, numbers.Real) else repr(probe)  # "0" read "probe 0 was not recorded"
         raise AttnlabError(i18n.text("widgets.probe_missing", lang, probe=shown, count=recorded))
-    return Timeline([(step, AttentionTrace.load(files[int(probe)])) for step, files in snapshots], lang)
+    chosen = [(step, AttentionTrace.load(files[int(probe)])) for step, files in snapshots]
+    return Timeline(chosen, lang, importance_snapshots(directory))

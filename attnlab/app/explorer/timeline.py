@@ -13,16 +13,15 @@ import html
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.checkpoints import alignment_snapshots, importance_snapshots, probe_snapshots
+from attnlab.app.checkpoints import alignment_snapshots, importance_curves, importance_snapshots, probe_snapshots
 from attnlab.app.explorer.screen import StepSlider
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
-from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.record.trace import AttentionTrace
 
 
 class TimelineTab(pn.viewable.Viewer):
@@ -43,7 +42,7 @@ class TimelineTab(pn.viewable.Viewer):
         self.layout = pn.Column(self.note, self.step, self.probe, self.figures)
         self._snapshots: dict[int, list[Path]] = {}  # step -> its probe trace files
         self._alignment: dict[int, dict] = {}  # step -> its AER table (`align_gold` runs)
-        self._importance: dict[int, np.ndarray] = {}  # step -> every head's importance on the dev pairs
+        self._importance: dict = {}  # step -> every head's importance on the dev pairs, (kinds, layers, heads)
         self._traces: dict[str, AttentionTrace] = {}  # loaded once per session: redraws only re-plot
         for widget in (self.step, self.probe):
             widget.param.watch(lambda _event: redraw(), "value")
@@ -142,18 +141,12 @@ class TimelineTab(pn.viewable.Viewer):
     def _importance_curve(self, kind: str, layer: int, step: int) -> list[pn.viewable.Viewable]:
         """Each head's importance on the dev pairs across the steps in the open kind and layer:
         empty for a run without importance tables, or with tables of another shape."""
-        tables = {s: t for s, t in self._importance.items() if layer < t.shape[1]}
-        if not tables:
+        found = importance_curves(self._importance, kind, layer, self.store.lang)
+        if found is None:
             return []
-        lang, steps, k = self.store.lang, list(tables), KINDS.index(kind)
-        heads = min(t.shape[2] for t in tables.values())
-        curves = {
-            text("timeline.curve", lang, head=h): [float(tables[s][k, layer, h]) for s in steps] for h in range(heads)
-        }
-        stat = text("timeline.importance", lang, kind=kind_name(kind, lang), layer=layer)
-        return [
-            pn.pane.Bokeh(viz.timeline_curve(steps, curves, step, stat, self.store.words, name="timeline-importance"))
-        ]
+        stat = text("timeline.importance", self.store.lang, kind=kind_name(kind, self.store.lang), layer=layer)
+        curve = viz.timeline_curve(*found, step, stat, self.store.words, name="timeline-importance")
+        return [pn.pane.Bokeh(curve)]
 
     def _aer_curve(self, layer: int | None, step: int) -> list[pn.viewable.Viewable]:
         """Each head's AER across the steps in a cross-attention layer (the open one, else the
