@@ -127,19 +127,20 @@ def sentence_importance(
     points = [hook_point(m) for m in net.attention_modules()]
     shape = (len(pairs), len(KINDS), config.n_layers, config.n_heads)
     gradient, ablation = np.zeros(shape), np.zeros(shape) if check_flag(exact, "exact") else None
-    was_training = net.training
+    was_training, device = net.training, next(net.parameters()).device
     net.eval()  # no dropout: the model as it decodes
     try:
         with torch.inference_mode(False):  # (a caller's inference mode would forbid the gradient)
-            for rows, (src, tgt_in, target) in _batches(pairs, config):
+            for rows, batch in _batches(pairs, config):
+                src, tgt_in, target = (t.to(device) for t in batch)  # (the trainer's model may be on a GPU)
                 grads, base = _gate_gradients(net, src, tgt_in, target)
                 for (kind, layer), grad in zip(points, grads, strict=True):
-                    gradient[rows, KINDS.index(kind), layer] = grad.abs().double().numpy()
+                    gradient[rows, KINDS.index(kind), layer] = grad.abs().double().cpu().numpy()
                 if ablation is not None:
                     for (kind, layer), head in ((p, h) for p in points for h in range(config.n_heads)):
                         with torch.no_grad(), ablate(net, {(kind, layer): [head]}):
                             off = _log_likelihood(net, src, tgt_in, target)
-                        ablation[rows, KINDS.index(kind), layer, head] = (base - off).double().numpy()
+                        ablation[rows, KINDS.index(kind), layer, head] = (base - off).double().cpu().numpy()
     finally:
         net.train(was_training)
     return gradient, ablation
@@ -181,7 +182,7 @@ def _gate_gradients(
     gradient is 0). Only the gates' gradients are taken: the weights' `.grad` is left untouched."""
     modules = net.attention_modules()
     enclosing = HEAD_MASKS.get()
-    gates = [torch.ones(src.size(0), net.config.n_heads, requires_grad=True) for _ in modules]
+    gates = [torch.ones(src.size(0), net.config.n_heads, device=src.device, requires_grad=True) for _ in modules]
     masks = {
         m: gate if enclosing.get(m) is None else gate * enclosing[m] for m, gate in zip(modules, gates, strict=True)
     }
