@@ -400,3 +400,50 @@ def test_importance_snapshots_read_only_whole_tables(tmp_path: Path) -> None:
     read = importance_snapshots(tmp_path)
     assert list(read) == [1]
     np.testing.assert_array_equal(read[1], good)
+
+
+# -- two models: the Compare tab and compare_models ------------------------------------------------------
+def test_the_compare_tab_weighs_both_models_heads_when_asked(lab: dict[str, Path]) -> None:  # noqa: F811
+    """Its third box adds each model's head importance on the same output, the second weighed on
+    the first's output; with this model's heads off as the second, those heads read 0 and the
+    others are the ablated model's, not the whole one's."""
+    from attnlab.app.explorer.compare import ABLATED
+    from attnlab.app.i18n import text
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    shown.tabs.active = 5
+    shown.compare.second.value = "restricted"
+    assert all(p.object is None for p in shown.compare.importance_panes)
+    shown.compare.importances.value = True
+    first, second = (p.object for p in shown.compare.importance_panes)
+    assert (first.name, second.name) == ("compare-importance-first", "compare-importance-second")
+    assert second.title.text == text("compare.importance_title", name="B")
+    c = shown.compare.comparison
+    expected = trace_importance(shown.compare.second_model, c.second_on_first.trace).gradient.ravel()
+    np.testing.assert_allclose(second.select_one({"name": "cells"}).data_source.data["value"], expected)
+    shown.tabs.active = 4  # pick a head to switch off, and compare this model without it
+    shown.ablation.add_head("cross", 1, 2)
+    shown.tabs.active = 5
+    shown.compare.second.value = ABLATED
+    ablated = shown.compare.importance_panes[1].object
+    values = np.asarray(ablated.select_one({"name": "cells"}).data_source.data["value"]).reshape(3, 2, 4)
+    assert values[2, 1, 2] == 0 and not shown.store.error
+    shown.compare.importances.value = False
+    assert all(p.object is None for p in shown.compare.importance_panes)
+
+
+def test_compare_models_weighs_both_models_heads(model: Model) -> None:
+    from attnlab import widgets
+
+    heads = {("cross", 2): [1, 2]}
+    shown = widgets.compare_models(model, text="A man sits on a bike .", heads_off=heads)
+    assert shown.figures["importance_second"] is None
+    shown.show_importances.value = True
+    c = shown.comparison
+    for role, side in (("first", c.first), ("second", c.second_on_first)):
+        data = shown.figures[f"importance_{role}"].select_one({"name": "cells"}).data_source.data["value"]
+        np.testing.assert_allclose(data, trace_importance(model, side.trace).gradient.ravel())
+    second = np.asarray(shown.figures["importance_second"].select_one({"name": "cells"}).data_source.data["value"])
+    assert (second.reshape(3, 3, 4)[2, 2, [1, 2]] == 0).all() and not shown.errors.message
+    shown.show_importances.value = False
+    assert shown.figures["importance_first"] is None

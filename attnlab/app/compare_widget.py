@@ -1,7 +1,8 @@
 """Two models in a notebook (`attnlab.widgets.compare_models`): both outputs with a word diff, and
 the same kind / layer / head of each side by side with their difference, from the same
 `attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
-its two boxes do, both attention rollouts up to the picked layer and both logit lenses.
+its three boxes do, both attention rollouts up to the picked layer, both logit lenses and every
+head's importance in both.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from attnlab.app.notebook import (
 from attnlab.app.words import figure_words
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
+from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 
 
@@ -58,13 +60,19 @@ class Compare(w.VBox):
         self.show_lenses = w.Checkbox(description=i18n.text("compare.lenses", lang), indent=False)
         self.lens_panes = [BokehPane(), BokehPane()]
         self.show_rollouts.observe(lambda _change: self.redraw(), "value")
-        self.show_lenses.observe(lambda _change: self._draw_lenses(), "value")
+        self.show_importances = w.Checkbox(description=i18n.text("compare.importances", lang), indent=False)
+        self.importance_panes = [BokehPane(), BokehPane()]
+        self.show_lenses.observe(lambda _change: self._draw_readings(), "value")
+        self.show_importances.observe(lambda _change: self._draw_readings(), "value")
         self.errors = ErrorBox(lang)
         self.comparison: Any = None
         rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
-        lenses = w.HBox(self.lens_panes, layout=w.Layout(flex_flow="row wrap"))
+        lenses, importances = (
+            w.HBox(p, layout=w.Layout(flex_flow="row wrap")) for p in (self.lens_panes, self.importance_panes)
+        )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
-        super().__init__([*parts, self.show_rollouts, rows[1], self.show_lenses, lenses])
+        readings = [self.show_lenses, lenses, self.show_importances, importances]
+        super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
     @property
@@ -74,6 +82,7 @@ class Compare(w.VBox):
             **{role: pane.figure for role, pane in zip(roles, self.panes, strict=True)},
             **{f"rollout_{role}": pane.figure for role, pane in zip(roles, self.rollout_panes, strict=True)},
             **{f"lens_{role}": pane.figure for role, pane in zip(roles[:2], self.lens_panes, strict=True)},
+            **{f"importance_{role}": pane.figure for role, pane in zip(roles[:2], self.importance_panes, strict=True)},
         }
 
     def run(self, text: str | None = None) -> Any:
@@ -99,11 +108,11 @@ class Compare(w.VBox):
             self.picker.configure(c.first.trace)
             self.picker.layout.display = None
             self.redraw()
-            self._draw_lenses()
+            self._draw_readings()
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
-        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes):
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes):
             pane.update(None)
         return None
 
@@ -121,18 +130,29 @@ class Compare(w.VBox):
             for pane, figure in zip((*self.panes, *self.rollout_panes), [*figures, *rollouts], strict=True):
                 pane.update(figure)
 
-    def _draw_lenses(self) -> None:
-        """Each model's logit lens on the same output, while its box is ticked (they depend on the
-        comparison only, not on the picked head)."""
+    def _draw_readings(self) -> None:
+        """Each model's logit lens, and every head's importance, on the same output while their
+        boxes are ticked (they depend on the comparison only, not on the picked head)."""
         c, sides = self.comparison, ((self.first, "first"), (self.second, "second_on_first"))
+        lang, words = self.lang, figure_words(self.lang)
+
+        def lens(model: Any, trace: Any, name: str) -> Any:
+            title = i18n.text("compare.lens_title", lang, name=name)
+            return viz.lens_figure(logit_lens(model, trace), title=title, words=words)
+
+        def importance(model: Any, trace: Any, name: str) -> Any:
+            title = i18n.text("compare.importance_title", lang, name=name)
+            return viz.importance_figure(trace_importance(model, trace), title=title, words=words)
+
+        readings = (
+            (self.show_lenses, self.lens_panes, lens),
+            (self.show_importances, self.importance_panes, importance),
+        )
         with reporting(self.errors):
-            for pane, (model, side), name in zip(self.lens_panes, sides, self.names, strict=True):
-                if not (self.show_lenses.value and c is not None):
-                    pane.update(None)
-                    continue
-                title = i18n.text("compare.lens_title", self.lang, name=name)
-                lens = logit_lens(model, getattr(c, side).trace)
-                pane.update(viz.lens_figure(lens, title=title, words=figure_words(self.lang)))
+            for box, panes, figure_of in readings:
+                for pane, (model, side), name in zip(panes, sides, self.names, strict=True):
+                    shown = box.value and c is not None
+                    pane.update(figure_of(model, getattr(c, side).trace, name) if shown else None)
 
 
 def compare_models(

@@ -3,7 +3,8 @@ heads chosen in the Head ablation tab switched off -- decodes the same input; bo
 shown with a word diff, and the open kind / layer / head of each side by side with their
 difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its first box ticked,
 the attention rollouts of both up to the open layer and their difference too
-(`attnlab.viz.compare_rollouts`), and with its second both logit lenses (`attnlab.record.lens`).
+(`attnlab.viz.compare_rollouts`), with its second both logit lenses (`attnlab.record.lens`), and with
+its third every head's importance in both (`attnlab.record.importance`).
 The second model's maps are recorded while it reads the first one's output, so that the two line
 up cell by cell.
 
@@ -31,11 +32,13 @@ from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
+from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 
 log = logging.getLogger("attnlab.explorer")
 
 LENS_FIGURES = ("compare-lens-first", "compare-lens-second")  # the figures' Bokeh names, which tests find
+IMPORTANCE_FIGURES = ("compare-importance-first", "compare-importance-second")
 NONE, ABLATED = "", "\0ablated"  # the picker's values besides checkpoint names (never empty, never hold NUL)
 
 
@@ -68,6 +71,12 @@ class CompareTab(pn.viewable.Viewer):
         self.lens_panes = [
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-lens-{role}"]) for role in ("first", "second")
         ]
+        self.importances = pn.widgets.Checkbox(
+            label=text("compare.importances", lang), css_classes=["attn-compare-importances"]
+        )
+        self.importance_panes = [
+            pn.pane.Bokeh(None, css_classes=[f"attn-compare-importance-{role}"]) for role in ("first", "second")
+        ]
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -77,15 +86,18 @@ class CompareTab(pn.viewable.Viewer):
             pn.FlexBox(*self.rollout_panes),
             self.lenses,
             pn.FlexBox(*self.lens_panes),
+            self.importances,
+            pn.FlexBox(*self.importance_panes),
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
-        self.second_model: Any = None  # the model that made its second side (for the logit lens)
+        self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
         self.names = ("A", "B")
         self._key: tuple | None = None  # (run, second model, ablated heads) the comparison was made for
         self._say(text("compare.hint", lang), hint=True)
         self.second.param.watch(lambda _event: self.draw(), "value")
         self.rollouts.param.watch(lambda _event: self.draw(), "value")
-        self.lenses.param.watch(lambda _event: self._draw_lenses(), "value")
+        self.lenses.param.watch(lambda _event: self._draw_readings(), "value")
+        self.importances.param.watch(lambda _event: self._draw_readings(), "value")
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -116,7 +128,7 @@ class CompareTab(pn.viewable.Viewer):
         if again or key != self._key:
             self._key = key
             self._compare(choice, labels)
-            self._draw_lenses()  # the run's, not the open head's: drawn once per comparison
+            self._draw_readings()  # the run's, not the open head's: drawn once per comparison
         if self.comparison is not None:
             self._draw_maps()
 
@@ -214,23 +226,35 @@ class CompareTab(pn.viewable.Viewer):
         for pane, figure in zip(self.rollout_panes, rollouts, strict=True):
             pane.object = figure
 
-    def _draw_lenses(self) -> None:
-        """Each model's logit lens on the same output (the second read teacher-forced on the
-        first's, its heads off kept off), while the box is ticked."""
-        c, figures = self.comparison, [None, None]
-        if self.lenses.value and c is not None:
-            sides = ((self.store.model, c.first.trace), (self.second_model, c.second_on_first.trace))
-            figures = [
-                viz.lens_figure(
-                    logit_lens(model, trace),
-                    title=text("compare.lens_title", self.lang, name=name),
-                    name=figure_name,
-                    words=self.store.words,
-                )
-                for (model, trace), name, figure_name in zip(sides, self.names, LENS_FIGURES, strict=True)
-            ]
-        for pane, figure in zip(self.lens_panes, figures, strict=True):
-            pane.object = figure
+    def _draw_readings(self) -> None:
+        """What each model's reading of the same output shows (the second read teacher-forced on
+        the first's, its heads off kept off), for each box that is ticked: the logit lenses, and
+        every head's importance (with heads off in the second, how the others' importance shifts)."""
+        c, store, lang = self.comparison, self.store, self.lang
+
+        def lens(model: Any, trace: Any, name: str, figure_name: str) -> Any:
+            title = text("compare.lens_title", lang, name=name)
+            return viz.lens_figure(logit_lens(model, trace), title=title, name=figure_name, words=store.words)
+
+        def importance(model: Any, trace: Any, name: str, figure_name: str) -> Any:
+            title = text("compare.importance_title", lang, name=name)
+            weighed = trace_importance(model, trace)
+            return viz.importance_figure(weighed, title=title, name=figure_name, words=store.words)
+
+        readings = (
+            (self.lenses, self.lens_panes, lens, LENS_FIGURES),
+            (self.importances, self.importance_panes, importance, IMPORTANCE_FIGURES),
+        )
+        for box, panes, figure_of, names in readings:
+            figures = [None, None]
+            if box.value and c is not None:
+                sides = ((store.model, c.first.trace), (self.second_model, c.second_on_first.trace))
+                figures = [
+                    figure_of(model, trace, name, figure_name)
+                    for (model, trace), name, figure_name in zip(sides, self.names, names, strict=True)
+                ]
+            for pane, figure in zip(panes, figures, strict=True):
+                pane.object = figure
 
     # -- helpers ------------------------------------------------------------------------------------
     def _options(self) -> dict[str, str]:
@@ -254,6 +278,6 @@ class CompareTab(pn.viewable.Viewer):
         """No comparison to show: say why in one line, and draw no stale maps."""
         self.comparison = None
         self.outputs.object = ""
-        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes):
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes):
             pane.object = None
         self._say(message, hint)
