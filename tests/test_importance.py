@@ -180,6 +180,10 @@ def test_pruning_decodes_with_the_first_heads_off(model: Model) -> None:
 def test_refusals_are_one_line(model: Model) -> None:
     with pytest.raises(AttnlabError, match="as many references"):
         head_importance(model, SOURCES, REFERENCES[:2])
+    with pytest.raises(AttnlabError, match="^line 2: the input has 2400 pieces"):  # which of the lines
+        head_importance(model, [SOURCES[0], " ".join(["word"] * 1200)], REFERENCES[:2])
+    with pytest.raises(AttnlabError, match="^line 1: "):
+        head_importance(model, SOURCES[:1], [""])
     with pytest.raises(AttnlabError, match="exact must be True or False"):
         head_importance(model, SOURCES, REFERENCES, exact="yes")
     with pytest.raises(AttnlabError, match="one or more source"):

@@ -11,7 +11,7 @@ from typing import Any
 
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import LINEARISED, bleu_chrf, bleu_tokenize, parse_report
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import HeadImportance, check_model, pair_importance
 
 
@@ -33,10 +33,13 @@ def head_importance(
     elif isinstance(references, str) or len(references) != len(sources):
         raise AttnlabError(f"{len(sources)} sources need as many references, got {_count(references)}")
     pairs = []
-    for source, target in zip(sources, references, strict=True):
+    for number, (source, target) in enumerate(zip(sources, references, strict=True), 1):
         linear = model.task == "parse" and isinstance(target, str) and bool(LINEARISED.search(target))
-        pieces, _ = model.encode_target(target, truncate, linear)  # a parser's: a tree, or as `data prepare` writes it
-        pairs.append((model.encode_source(source, truncate)[0], [*pieces, model.config.eos_id]))
+        try:  # a parser's target: a tree, or as `data prepare` writes it
+            pieces, _ = model.encode_target(target, truncate, linear)
+            pairs.append((model.encode_source(source, truncate)[0], [*pieces, model.config.eos_id]))
+        except ModelInputError as error:  # which line of a thousand, or the user cannot find it
+            raise ModelInputError(f"line {number}: {error}") from None
     return pair_importance(model.model, pairs, exact)
 
 
