@@ -1,11 +1,12 @@
 """Where recording and ablation attach to the attention sub-layers: per thread, not per module.
 
-What `attnlab.record` (a hook that receives each head's weights) and `attnlab.ablate` (a 0/1
-mask over the heads) attach lives in context variables, one value per thread and per asyncio
+What `attnlab.record` (a hook that receives each head's weights), `attnlab.ablate` (a 0/1
+mask over the heads) and activation patching (`attnlab.record.patching`: heads' outputs taken
+from another run) attach lives in context variables, one value per thread and per asyncio
 task, rather than on the modules: a model shared by a server's sessions (or a thread pool) is
 recorded or ablated for one caller while another caller's forward pass runs untouched, instead
 of handing that pass's weights to the recording (a crash, or a trace made of two sentences).
-`MultiHeadAttention.hook` and `.head_mask` read them.
+`MultiHeadAttention.hook`, `.head_mask` and `.head_patch` read them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ AttentionHook = Callable[[Any, Tensor, Tensor | None, Tensor], None]
 
 HOOKS: ContextVar[Mapping[Any, AttentionHook]] = ContextVar("attnlab_hooks", default=MappingProxyType({}))
 HEAD_MASKS: ContextVar[Mapping[Any, Tensor]] = ContextVar("attnlab_head_masks", default=MappingProxyType({}))
+# (gate (B, h), outputs (B or 1, h, Lq, d_v)): each head's output becomes out + gate·(outputs − out)
+HEAD_PATCHES: ContextVar[Mapping[Any, tuple[Tensor, Tensor]]] = ContextVar(
+    "attnlab_head_patches", default=MappingProxyType({})
+)
 
 
 @contextmanager

@@ -22,14 +22,13 @@ from attnlab.model.cache import KVCache, cross_step, keep_cross, self_step
 from attnlab.model.config import ModelConfig
 from attnlab.model.dropout import Dropout
 from attnlab.model.embedding import embedding_table, sinusoidal_positions
-from attnlab.model.hooks import HEAD_MASKS, HOOKS, AttentionHook
+from attnlab.model.hooks import HEAD_MASKS, HEAD_PATCHES, HOOKS, AttentionHook
 from attnlab.model.linear import PackedWeight, linear
 
 
 def cast_once(x: Tensor) -> Tensor:
-    """x in autocast's dtype when autocast is on, else x: an activation read by several
-    projections (the q, k, v of self-attention; every decoder layer's k and v of the encoder
-    output) is then cast once, not once per projection, and its gradient cast back once."""
+    """x in autocast's dtype when autocast is on, else x: an activation read by several projections (the
+    q, k, v of self-attention; the encoder output) is cast once, not once per projection, nor its gradient."""
     device = x.device.type
     return x.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else x
 
@@ -60,10 +59,15 @@ class MultiHeadAttention(nn.Module):
 
     @property
     def head_mask(self) -> Tensor | None:
-        """(h,) 0/1 per head attached in this thread (`attnlab.ablate`), or (B, h) one gate per
-        sentence (`attnlab.head_importance` differentiates through them); None: all heads on (and
-        in compiled graphs, as for `hook`)."""
+        """(h,) 0/1 per head attached in this thread (`attnlab.ablate`), or (B, h) one gate per sentence
+        (`attnlab.head_importance` differentiates through them); None: all on (and when compiled)."""
         return None if torch.compiler.is_compiling() else HEAD_MASKS.get().get(self)
+
+    @property
+    def head_patch(self) -> tuple[Tensor, Tensor] | None:
+        """(gate (B, h), outputs (B or 1, h, Lq, d_v)) from activation patching (`attnlab.record.patching`):
+        a gate of 1 replaces the head's output by the one given, before any head mask."""
+        return None if torch.compiler.is_compiling() else HEAD_PATCHES.get().get(self)
 
     def _split(self, x: Tensor, d: int) -> Tensor:
         batch, length, _ = x.shape  # -> (B, h, L, d); one position (decoding): a view, not a transpose
@@ -112,6 +116,8 @@ class MultiHeadAttention(nn.Module):
 
     def _project(self, out: Tensor) -> Tensor:
         """The heads' outputs (B, h, Lq, d_v), concatenated and projected by W^O."""
+        if (patch := self.head_patch) is not None:  # (gate, outputs)
+            out = out + patch[0].to(out.dtype).reshape(-1, self.n_heads, 1, 1) * (patch[1].to(out.dtype) - out)
         head_mask = self.head_mask  # (a context-variable lookup: read once)
         if head_mask is not None:
             out = out * head_mask.to(out.dtype).reshape(-1, self.n_heads, 1, 1)  # switched-off heads give 0

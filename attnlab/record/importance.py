@@ -169,8 +169,13 @@ def _batches(
 
 def _log_likelihood(net: Any, src: torch.Tensor, tgt_in: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(B,) log P(target | source) of each sentence, padding left out."""
+    return token_log_probs(net, src, tgt_in, target).sum(-1)
+
+
+def token_log_probs(net: Any, src: torch.Tensor, tgt_in: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(B, Lt) log P(target_t | target_<t, source), teacher-forced; 0 at padding."""
     lprobs = torch.log_softmax(net(src, tgt_in).float(), -1).gather(-1, target[..., None]).squeeze(-1)
-    return lprobs.masked_fill(target == net.config.pad_id, 0.0).sum(-1)
+    return lprobs.masked_fill(target == net.config.pad_id, 0.0)
 
 
 def _gate_gradients(

@@ -1,0 +1,209 @@
+"""Activation patching of heads (Vig et al., 2020; Meng et al., 2022; Wang et al., 2022; what
+TransformerLens calls `patching`): which heads carry what makes two inputs' outputs differ.
+
+Two sources, a clean one and a corrupted one ("the cat sat" / "the dog sat"), are read
+teacher-forced on one target, the clean source's output. One run of each keeps every head's output
+before W^O. Then, one head at a time, the corrupted run is repeated with that head's output taken
+from the clean run (*denoising*: can this head alone bring the clean output back?), or the clean
+run with that head's output taken from the corrupted one (*noising*: does this head alone carry the
+damage?). Gradients and ablation (`attnlab.record.importance`) say how much an output depends on a
+head; patching says which heads carry the difference one change of the input makes.
+
+The measure is the target's log-probability, or the sum over a few of its positions (the word
+that changes), as a share of the whole difference: 1 = this head alone moves it all the way, 0 =
+not at all, below 0 = the other way. Decoder heads (self and encoder-decoder attention) sit at
+target positions, which both runs share, so they are patched for any two sources; encoder heads sit
+at source positions and are patched only where both sources have as many pieces (elsewhere their
+shares are NaN and `patched` leaves "encoder" out). Every patched run is one row of a batch: a row
+replaces one head's output, through the hook points `attnlab.ablate` uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.errors import AttnlabError
+from attnlab.model.hooks import HEAD_PATCHES, HOOKS, attached
+from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.equation import check_same_model, trace_ids
+from attnlab.record.importance import BATCH_TOKENS, check_model, token_log_probs
+from attnlab.record.recorder import hook_point
+from attnlab.record.stats import check_trace
+from attnlab.record.trace import KINDS, AttentionTrace
+
+DIRECTIONS = ("denoise", "noise")
+MIN_DIFFERENCE = 0.01  # nats: two sources closer than this leave no difference for a head to carry
+
+
+@dataclass
+class HeadPatching:
+    """What patching each head did; arrays are (kinds, layers, heads), kinds in `KINDS` order."""
+
+    share: np.ndarray  # the share of the clean-corrupted difference this head alone moves; NaN: not patched
+    nats: np.ndarray  # the patched run's log-probability minus its unpatched run's
+    clean: float  # log P(target | clean source), summed over `positions`
+    corrupted: float  # log P(target | corrupted source), the same
+    direction: str  # "denoise": clean outputs into the corrupted run; "noise": the reverse
+    positions: list[int]  # the target positions the log-probability sums over
+    patched: tuple[str, ...]  # the kinds patched: "encoder" only where the sources are as long
+    pieces: list[str] = field(default_factory=list)  # the target's pieces, </s> last, when known
+    pairs: int = 1  # sentence pairs averaged (`attnlab.decode.patching.corpus_patching`)
+    skipped: int = 0  # pairs left out of the average: their corruption changed nothing
+
+    def order(self) -> list[tuple[str, int, int]]:
+        """The patched heads as (kind, layer, head), the largest share first."""
+        flat = np.nan_to_num(self.share.ravel(), nan=-np.inf)
+        picked = [int(i) for i in np.argsort(-flat, kind="stable") if np.isfinite(flat[i])]
+        return [_head(i, self.share.shape) for i in picked]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per head (kind, layer, head, share, nats; None where not patched), for JSON and tables."""
+        out = []
+        for index in range(self.share.size):
+            kind, layer, head = _head(index, self.share.shape)
+            share, nats = (float(a[KINDS.index(kind), layer, head]) for a in (self.share, self.nats))
+            row = {"kind": kind, "layer": layer, "head": head}
+            out.append(row | {"share": None if np.isnan(share) else share, "nats": None if np.isnan(nats) else nats})
+        return out
+
+
+class NoDifference(AttnlabError):
+    """The two sources give the target the same log-probability: there is nothing to patch."""
+
+
+def _head(index: int, shape: tuple[int, ...]) -> tuple[str, int, int]:
+    k, layer, head = np.unravel_index(index, shape)
+    return KINDS[int(k)], int(layer), int(head)
+
+
+def trace_patching(
+    model: Any,
+    trace: AttentionTrace,
+    corrupted: str,
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+) -> HeadPatching:
+    """Patch every head between the trace's sentence (clean) and `corrupted`, another source
+    sentence, on the output the trace shows, with the heads that were off when it was recorded
+    off again in both runs."""
+    check_model(model)
+    check_trace(trace, "the trace")
+    src_ids, produced = trace_ids(model, trace)
+    check_same_model(model.model, trace, "its heads would be patched on an output it did not produce")
+    if not produced:
+        raise AttnlabError("the trace has no target pieces: there is no output to patch the heads on")
+    corrupt_ids = model.encode_source(corrupted)[0]
+    with ablate(model.model, trace_heads_off(trace)):
+        result = pair_patching(model.model, src_ids, corrupt_ids, produced, positions, direction)
+    result.pieces = list(trace.tgt_tokens)
+    return result
+
+
+def pair_patching(
+    net: Any,
+    clean: list[int],
+    corrupted: list[int],
+    target: list[int],
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+) -> HeadPatching:
+    """Patch every head of `net` (a `Transformer`) between two sources' ids, on `target`'s ids
+    (ending in </s>), summing log-probabilities over `positions` (default: all of the target;
+    negative ones count from its end). The model runs in eval mode and no gradient is kept."""
+    if direction not in DIRECTIONS:
+        raise AttnlabError(f"patching runs in direction denoise or noise, not {direction!r}")
+    chosen = _positions(positions, len(target))
+    config, device = net.config, next(net.parameters()).device
+    modules = net.attention_modules()
+    patched = tuple(k for k in KINDS if k != "encoder" or len(clean) == len(corrupted))
+    was_training = net.training
+    net.eval()  # no dropout: the model as it decodes
+    try:
+        with torch.no_grad():
+            runs = [_kept_outputs(net, ids, target, chosen, device) for ids in (clean, corrupted)]
+            (clean_logp, clean_out), (corrupt_logp, corrupt_out) = runs
+            difference = clean_logp - corrupt_logp
+            if abs(difference) < MIN_DIFFERENCE:
+                raise NoDifference(
+                    f"the corrupted source changes the target's log-probability by only {difference:+.4f} nats "
+                    f"({corrupt_logp:.3f} against {clean_logp:.3f}): there is no difference for a head to carry; "
+                    "change a word the output depends on"
+                )
+            base, outputs, base_logp = (
+                (corrupted, clean_out, corrupt_logp) if direction == "denoise" else (clean, corrupt_out, clean_logp)
+            )
+            heads = [(m, h) for m in modules if hook_point(m)[0] in patched for h in range(config.n_heads)]
+            logp = _patched_runs(net, base, target, chosen, heads, outputs, device)
+    finally:
+        net.train(was_training)
+    nats = np.full((len(KINDS), config.n_layers, config.n_heads), np.nan)
+    for (module, head), value in zip(heads, logp, strict=True):
+        kind, layer = hook_point(module)
+        nats[KINDS.index(kind), layer, head] = value - base_logp
+    share = nats / difference if direction == "denoise" else -nats / difference
+    return HeadPatching(share, nats, clean_logp, corrupt_logp, direction, chosen, patched)
+
+
+def _positions(positions: Sequence[int] | None, length: int) -> list[int]:
+    if positions is None:
+        return list(range(length))
+    if isinstance(positions, str | bytes) or not isinstance(positions, Sequence) or not positions:
+        raise AttnlabError(f"positions are a list of target positions, e.g. [3]; got {positions!r}")
+    chosen = set()
+    for p in positions:
+        if isinstance(p, bool) or not isinstance(p, int | np.integer) or not -length <= p < length:
+            raise AttnlabError(f"target position {p!r} does not exist: the target has {length} pieces, </s> included")
+        chosen.add(int(p) % length)
+    return sorted(chosen)
+
+
+def _tensors(src: list[int], target: list[int], rows: int, net: Any, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """(source, decoder input, target) ids, `rows` copies of one sentence pair, on `device`."""
+    tgt_in = [net.config.bos_id, *target[:-1]]
+    return tuple(torch.tensor([ids] * rows, device=device) for ids in (src, tgt_in, target))
+
+
+def _kept_outputs(
+    net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device
+) -> tuple[float, dict[Any, torch.Tensor]]:
+    """The log-probability over `positions` and every head's output before W^O, (1, h, Lq, d_v)
+    per module, from one run (recorded: the explicit Eq. (1), whose weights times values are
+    the heads' outputs)."""
+    kept: dict[Any, torch.Tensor] = {}
+
+    def keep(module: Any, weights: torch.Tensor, mask: torch.Tensor | None, values: torch.Tensor) -> None:
+        kept[module] = weights @ values
+
+    with attached(HOOKS, dict.fromkeys(net.attention_modules(), keep)):
+        logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
+    return float(logp), kept
+
+
+def _patched_runs(
+    net: Any,
+    src: list[int],
+    target: list[int],
+    positions: list[int],
+    heads: list[tuple[Any, int]],
+    outputs: dict[Any, torch.Tensor],
+    device: torch.device,
+) -> list[float]:
+    """The log-probability over `positions` with each (module, head) of `heads` patched alone,
+    one row each, in batches of at most `BATCH_TOKENS` target positions."""
+    per_batch = max(1, BATCH_TOKENS // len(target))
+    logp: list[float] = []
+    for start in range(0, len(heads), per_batch):
+        chunk = heads[start : start + per_batch]
+        gates: dict[Any, torch.Tensor] = {}
+        for row, (module, head) in enumerate(chunk):
+            gates.setdefault(module, torch.zeros(len(chunk), net.config.n_heads, device=device))[row, head] = 1.0
+        patches = {module: (gate, outputs[module]) for module, gate in gates.items()}
+        with attached(HEAD_PATCHES, patches):
+            rows = token_log_probs(net, *_tensors(src, target, len(chunk), net, device))
+        logp += rows[:, positions].sum(-1).tolist()
+    return logp
