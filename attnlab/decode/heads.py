@@ -286,16 +286,17 @@ def _patch(args: argparse.Namespace) -> int:
         raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
     if args.positions is not None and args.files:
         raise AttnlabError("--positions picks pieces of one output: give one --clean and --corrupted, not --files")
-    model = load(args.checkpoint, dtype=args.dtype or "fp32")
-    started = time.perf_counter()
-    if args.files:
+    if args.files:  # read (and refused) before the model loads
         inputs = {"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target}
         one_stdin(inputs)
         clean, corrupted = read_input(args.clean)[: args.limit], read_input(args.corrupted)[: args.limit]
         targets = read_input(args.target)[: args.limit] if args.target else None
         if len(clean) != len(corrupted) or (targets is not None and len(targets) != len(clean)):
-            counts = f"{args.clean} has {len(clean)} lines, {args.corrupted} {len(corrupted)}"
-            raise AttnlabError(counts + ("" if targets is None else f", {args.target} {len(targets)}"))
+            counts = f"{args.clean} has {len(clean)} lines, {args.corrupted} has {len(corrupted)}"
+            raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
+    model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    started = time.perf_counter()
+    if args.files:
         result = corpus_patching(model, clean, corrupted, targets, direction=args.direction, truncate=args.truncate)
     else:
         result = patch_heads(
