@@ -25,6 +25,7 @@ from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import HeadImportance
 from attnlab.record.lens import Lens
+from attnlab.record.patching import HeadPatching
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.selection import head_map, pick
@@ -599,6 +600,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "rollout_figure": lambda **o: viz.rollout_figure(trace, "cross", **o),
         "lens_figure": lambda **o: viz.lens_figure(lens, **o),
         "importance_figure": lambda **o: viz.importance_figure(HeadImportance(np.ones((3, 2, 2)), None, 1, 1), **o),
+        "patching_figure": lambda **o: viz.patching_figure(
+            HeadPatching(np.ones((3, 2, 2)), np.ones((3, 2, 2)), 0.0, -1.0, "denoise", [0], ("decoder", "cross")), **o
+        ),
     }
     takes = {
         name: {"title", "budget"} & set(inspect.signature(getattr(viz, name)).parameters)

@@ -98,6 +98,14 @@ def _words(lang: str) -> Mapping[str, str]:
             "importance.head": text("figure.importance_head", lang),
             "importance.gradient": text("figure.importance_gradient", lang),
             "importance.ablation": text("figure.importance_ablation", lang),
+            # head patching
+            "patching.title_denoise": text("figure.patching_title_denoise", lang),
+            "patching.title_noise": text("figure.patching_title_noise", lang),
+            "patching.layer": text("figure.importance_layer", lang),
+            "patching.head": text("figure.importance_head", lang),
+            "patching.share": text("figure.patching_share", lang),
+            "patching.nats": text("figure.patching_nats", lang),
+            "patching.not_patched": text("figure.patching_not_patched", lang),
             # a parse, the export, two models
             "tree.title": text("figure.tree", lang),
             "export.input": text("widgets.input", lang),

@@ -48,6 +48,7 @@ from attnlab.viz.importance import importance_figure, importance_pick
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
+from attnlab.viz.patching import patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_ids, head_map, pick, selection
@@ -89,6 +90,7 @@ __all__ = [
     "lens_pick",
     "mask_figure",
     "matrix_figure",
+    "patching_figure",
     "pick",
     "piece_label",
     "profile_grid",

@@ -1,10 +1,35 @@
 """A grid of coloured cells, each labelled with a word or a number: the logit lens (a layer's
-first choice at each position) and head importance (each head's value) are drawn this way."""
+first choice at each position) is drawn this way, and so is every head of a model with one
+number each (`head_grid`: head importance, head patching), the three kinds of attention side by
+side, each a block of layers (0 at the bottom) × heads, a tap on a cell naming its head."""
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource, GlyphRenderer, LinearColorMapper
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
+from typing import Any
+
+import numpy as np
+from bokeh.models import (
+    BasicTicker,
+    ColorBar,
+    ColumnDataSource,
+    FixedTicker,
+    GlyphRenderer,
+    HoverTool,
+    LinearColorMapper,
+    Range1d,
+)
 from bokeh.plotting import figure
+
+from attnlab.record.trace import KINDS
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import title_px
+from attnlab.viz.selection import on_tap
+from attnlab.viz.words import kind_title
+
+CELL = 44  # pixels a side of a head's cell
+GAP = 1  # cells between two kinds' blocks
 
 
 def labelled_cells(
@@ -22,3 +47,86 @@ def labelled_cells(
         text_font_size=font_size, text_color="text_color", name=text_name,
     )  # fmt: skip
     return cells
+
+
+def head_grid(
+    values: np.ndarray,
+    labels: Sequence[str],
+    text_color: Sequence[str],
+    mapper: LinearColorMapper,
+    *,
+    title: str,
+    name: str,
+    words: Mapping[str, str],
+    axes: tuple[str, str],
+    tips: list[tuple[str, str]],
+    columns: Mapping[str, Sequence[Any]] | None = None,
+    on_select: Callable[[str, int, int], None] | None = None,
+) -> figure:
+    """Every head's number in `values` (kinds in `KINDS` order, layers, heads) as a cell coloured
+    through `mapper` and labelled with `labels` (flat, in `values`' order) in `text_color`. The
+    kinds' names from `words` (as `say` returns them) above their blocks, `axes` the (layer, head)
+    axis words, `tips` the hover's rows after the head's kind, layer and head (bokeh fields of
+    `value` or of `columns`, more flat source columns), a colour bar of `mapper` on the right, and
+    `on_select(kind, layer, head)` called when a cell is tapped (in a Bokeh server or Panel session)."""
+    n_kinds, n_layers, n_heads = values.shape
+    kind, layer, head = (a.ravel() for a in np.meshgrid(*map(np.arange, values.shape), indexing="ij"))
+    source = ColumnDataSource(
+        {
+            "x": kind * (n_heads + GAP) + head + 0.5,
+            "y": layer + 0.5,
+            "value": values.ravel(),
+            "label": list(labels),
+            "text_color": list(text_color),
+            "kind": [kind_title(KINDS[k], words) for k in kind],
+            "layer": layer,
+            "head": head,
+            **(columns or {}),
+        }
+    )
+    width = n_kinds * (n_heads + GAP) - GAP
+    fig = figure(
+        width=max(width * CELL + 130, title_px(title) + 40),
+        height=n_layers * CELL + 120,
+        x_range=Range1d(0, width),
+        y_range=Range1d(0, n_layers + 0.8),
+        tools="tap,save" if on_select else "save",
+        toolbar_location=None,
+        title=title,
+        name=name,
+    )
+    cells = labelled_cells(fig, source, "value", mapper, "10px", "values")
+    fig.text(  # each block's kind, above it
+        x=[k * (n_heads + GAP) + n_heads / 2 for k in range(n_kinds)], y=[n_layers + 0.4] * n_kinds,
+        text=[words[f"kind_name.{KINDS[k]}"] for k in range(n_kinds)], text_align="center",
+        text_baseline="middle", text_font_size="12px", name="kinds",
+    )  # fmt: skip
+    layer_word, head_word = axes
+    fig.add_tools(
+        HoverTool(renderers=[cells], tooltips=[("", "@kind"), (layer_word, "@layer"), (head_word, "@head"), *tips])
+    )
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5)), "right")
+    centres = [k * (n_heads + GAP) + h + 0.5 for k in range(n_kinds) for h in range(n_heads)]
+    fig.xaxis.ticker = FixedTicker(ticks=centres)
+    fig.xaxis.major_label_overrides = {x: str(h) for x, h in zip(centres, [*range(n_heads)] * n_kinds, strict=True)}
+    fig.xaxis.axis_label = head_word
+    fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
+    fig.yaxis.major_label_overrides = {i + 0.5: str(i) for i in range(n_layers)}
+    fig.yaxis.axis_label = layer_word
+    fig.grid.visible = False
+    on_tap(fig, lambda x, y: head_pick(x, y, n_layers, n_heads), on_select)
+    return use_fonts(fig)
+
+
+def head_pick(x: object, y: object, n_layers: int, n_heads: int) -> tuple[str, int, int] | None:
+    """(kind, layer, head) of the cell under data point (x, y) of a `head_grid` of `n_layers` ×
+    `n_heads` per kind, or None between blocks, off the grid, or for what is not a point (a
+    crafted tap can send a string, NaN)."""
+    if not (
+        isinstance(x, Real) and isinstance(y, Real) and 0 <= y < n_layers and 0 <= x < len(KINDS) * (n_heads + GAP)
+    ):
+        return None
+    block, column = divmod(int(x), n_heads + GAP)
+    if block >= len(KINDS) or column >= n_heads:
+        return None
+    return KINDS[block], int(y), column

@@ -97,6 +97,14 @@ WORDS: dict[str, str] = {
     "importance.head": "head",
     "importance.gradient": "|∂ log P / ∂ gate|",
     "importance.ablation": "log P lost without it",
+    # head patching (patching.py): the share of the clean/corrupted difference each head alone moves
+    "patching.title_denoise": "share of the difference each head alone restores: its clean output put into the corrupted run",
+    "patching.title_noise": "share of the difference each head alone causes: its corrupted output put into the clean run",
+    "patching.layer": "layer",
+    "patching.head": "head",
+    "patching.share": "share of the difference",
+    "patching.nats": "log P moved (nats)",
+    "patching.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
     "export.input": "input",

@@ -1,0 +1,110 @@
+"""Head patching's views: `viz.patching_figure` (every head's share of the clean/corrupted
+difference, a diverging scale around 0, heads not patched grey and labelled "–", a tap naming a
+head) and the explorer's Head ablation tab, whose patching box draws it for the open sentence and a
+corrupted one typed beside it, names the head that moves most, and says in one line why it cannot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab import viz
+from attnlab.decode.api import Model, load
+from attnlab.decode.patching import patch_heads
+from attnlab.errors import AttnlabError
+from attnlab.record.patching import HeadPatching
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINT = ROOT / "checkpoints" / "multi30k-en-de"
+CLEAN = "A man is riding a horse on the beach."
+LONGER = "A young woman is riding a horse on the beach."  # more pieces: the encoder's heads are not patched
+
+
+@pytest.fixture(scope="module")
+def model() -> Model:
+    return load(CHECKPOINT)
+
+
+def cell_colors(fig: object) -> list[str]:
+    """Each cell's fill as the browser paints it: the colour mapper applied to its value."""
+    cells = fig.select_one({"name": "cells"})
+    mapper = cells.glyph.fill_color.transform
+    palette, low, high = mapper.palette, mapper.low, mapper.high
+    colors = []
+    for value in cells.data_source.data["value"]:
+        if np.isnan(value):
+            colors.append(mapper.nan_color)
+            continue
+        index = int((min(max(value, low), high) - low) / (high - low) * len(palette))
+        colors.append(palette[min(index, len(palette) - 1)])
+    return colors
+
+
+# -- the figure -------------------------------------------------------------------------------------------
+def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
+    from bokeh.events import Tap
+    from bokeh.models import HoverTool, TapTool
+
+    from attnlab.app.i18n import text
+    from attnlab.app.words import figure_words
+
+    patching = patch_heads(model, CLEAN, LONGER)
+    assert patching.patched == ("decoder", "cross") and np.isnan(patching.share[0]).all()  # or the test shows nothing
+    picked: list[tuple[str, int, int]] = []
+    fig = viz.patching_figure(patching, on_select=lambda *head: picked.append(head))
+    data = fig.select_one({"name": "cells"}).data_source.data
+    np.testing.assert_array_equal(data["value"], patching.share.ravel())  # NaN where not patched, in place
+    share, heads = patching.share.ravel(), patching.share[0].size
+    assert data["label"][:heads] == ["–"] * heads  # the encoder block: not patched
+    assert data["label"][heads:] == [f"{v:.2f}" for v in share[heads:]]
+    assert fig.name == "head-patching" and fig.title.text == viz.WORDS["patching.title_denoise"]
+    assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
+    # grey where not patched, labelled in grey; a head that moved the output the other way has another colour
+    colors = cell_colors(fig)
+    assert set(colors[:heads]) == {"#e0e0e0"} and "#e0e0e0" not in colors[heads:]
+    negative, positive = int(np.nanargmin(share)), int(np.nanargmax(share))
+    assert share[negative] < 0 < share[positive] and colors[negative] != colors[positive]
+    mapper = fig.select_one({"name": "cells"}).glyph.fill_color.transform
+    assert mapper.low == -mapper.high == -min(np.nanmax(np.abs(share)), 1.0)  # centred on 0
+    assert colors[positive] == mapper.palette[-1] and colors[negative] != "#ffffff"
+    tips = dict(fig.select_one(HoverTool).tooltips)
+    assert tips[viz.WORDS["patching.share"]] == "@share_tip"
+    assert data["share_tip"][0] == viz.WORDS["patching.not_patched"] and data["share_tip"][-1] == f"{share[-1]:+.3f}"
+    # cross-attention is the third block of 4 heads and a gap: x 10-14; layer 2 is y 2-3
+    for x, y in ((12.5, 2.5), (4.5, 0.5), ("1", 0.5), (float("nan"), 0.5), (-0.1, 0.5), (0.5, 3.2), (0.5, 1.5)):
+        fig._trigger_event(Tap(fig, x=x, y=y))
+    assert picked == [("cross", 2, 2), ("encoder", 1, 0)]  # a grey head can still be picked to switch off
+    assert fig.select_one(TapTool).behavior == "inspect"
+    noised = viz.patching_figure(patch_heads(model, CLEAN, LONGER, direction="noise"), words=figure_words("zh"))
+    assert noised.title.text == text("figure.patching_title_noise", "zh")
+    assert noised.select_one({"name": "cells"}).data_source.data["share_tip"][0] == text(
+        "figure.patching_not_patched", "zh"
+    )
+    with pytest.raises(AttnlabError, match="^patching_figure draws what attnlab's head patching returns, got dict$"):
+        viz.patching_figure({})
+    flat = HeadPatching(np.zeros((2, 3)), np.zeros((2, 3)), 0.0, -1.0, "denoise", [0], ("cross",))
+    with pytest.raises(AttnlabError, match=r"shares of shape \(3 kinds, layers, heads\)"):
+        viz.patching_figure(flat)
+
+
+def test_the_colour_scale_stops_at_one() -> None:
+    """One head that overshoots (a share of 3) is drawn at the end of a ±1 scale, so the others
+    keep their colours; a figure whose largest share is 0.2 spreads its colours over ±0.2."""
+    share = np.full((3, 1, 2), 0.1)
+    share[2, 0, 1] = 3.0
+    overshoot = viz.patching_figure(
+        HeadPatching(share, share, 0.0, -1.0, "noise", [0], ("encoder", "decoder", "cross"))
+    )
+    mapper = overshoot.select_one({"name": "cells"}).glyph.fill_color.transform
+    assert (mapper.low, mapper.high) == (-1.0, 1.0)
+    assert overshoot.select_one({"name": "cells"}).data_source.data["label"][-1] == "3.00"
+    share[2, 0, 1], share[2, 0, 0] = -0.2, 0.2
+    small = viz.patching_figure(HeadPatching(share, share, 0.0, -1.0, "noise", [0], ("encoder", "decoder", "cross")))
+    mapper = small.select_one({"name": "cells"}).glyph.fill_color.transform
+    assert (mapper.low, mapper.high) == pytest.approx((-0.2, 0.2))
+    colors = cell_colors(small)
+    assert colors[-1] != colors[-2] and colors[-1] == mapper.palette[0]  # -0.2 and +0.2: the two ends
+    assert small.title.text == viz.WORDS["patching.title_noise"]
