@@ -598,6 +598,12 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.get_by_role("button", name="Re-decode without them").click()
     page.page.locator(".attn-ablation-result").wait_for(timeout=30_000)
     assert "log P(original output)" in page.page.locator(".attn-ablation-result").inner_text()
+    page.page.locator(".attn-patch-input input").fill("A young girl plays with the dog .")  # patching, under the grid
+    page.page.get_by_role("button", name="Patch each head").click()
+    assert page.painted("head-patching")  # every head's share of the difference the changed word makes
+    most = page.page.locator(".attn-patch-most")
+    most.wait_for(timeout=30_000)
+    assert re.search(r"layer \d head \d alone (restores|causes) -?\d+% of the difference", most.inner_text())
     page.settle()
     page.shot("ablation")
     page.page.locator(".bk-tab").filter(has_text="Attention rollout").click()  # the open head's kind and layer

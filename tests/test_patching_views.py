@@ -6,16 +6,18 @@ corrupted one typed beside it, names the head that moves most, and says in one l
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module's fixture)
 
 from attnlab import viz
 from attnlab.decode.api import Model, load
 from attnlab.decode.patching import patch_heads
 from attnlab.errors import AttnlabError
-from attnlab.record.patching import HeadPatching
+from attnlab.record.patching import HeadPatching, trace_patching
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "multi30k-en-de"
@@ -108,3 +110,52 @@ def test_the_colour_scale_stops_at_one() -> None:
     colors = cell_colors(small)
     assert colors[-1] != colors[-2] and colors[-1] == mapper.palette[0]  # -0.2 and +0.2: the two ends
     assert small.title.text == viz.WORDS["patching.title_noise"]
+
+
+# -- the explorer's Head ablation tab ---------------------------------------------------------------------
+def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: dict[str, Path]) -> None:  # noqa: F811
+    """Under the importance grid, a corrupted sentence and the button draw every head's share for
+    the open output, name the head that moves most, and a tap on a cell adds that head to the heads
+    to switch off; a corrupted sentence identical to the open one, an empty one and an int8 model are
+    each one line, the figure gone."""
+    from bokeh.events import Tap
+
+    from attnlab.app.i18n import kind_title, text
+
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs in the park .")  # (the example sentence is longer than the tiny model takes)
+    shown.tabs.active = 4
+    tab, store = shown.ablation.patching, shown.store
+    assert tab.figure.object is None and tab.corrupted.placeholder == text(
+        "ablation.patch_placeholder", sentence=store.text
+    )
+    tab.corrupted.value_input = "the cat runs in the park ."
+    tab.direction.value = "noise"
+    tab.run()
+    fig = tab.figure.object
+    expected = trace_patching(store.model, store.trace, "the cat runs in the park .", direction="noise")
+    np.testing.assert_allclose(fig.select_one({"name": "cells"}).data_source.data["value"], expected.share.ravel())
+    assert fig.title.text == text("figure.patching_title_noise")
+    kind, layer, head = expected.order()[0]
+    share = expected.share[("encoder", "decoder", "cross").index(kind), layer, head]
+    named = text("ablation.patch_head", kind=kind_title(kind), layer=layer, head=head)
+    assert html.escape(text("ablation.patch_most_noise", head=named, share=share)) in tab.note.object
+    assert "attn-patch-most" in tab.note.object and not store.error
+    heads = store.model.config.n_heads
+    for _ in range(2):
+        fig._trigger_event(Tap(fig, x=2 * (heads + 1) + 1.5, y=0.5))  # cross-attention, layer 0, head 1
+    assert shown.ablation.choice.value == ["cross L0 H1"]
+    refusals = {
+        store.text: "no difference for a head to carry",  # NoDifference
+        "": text("ablation.patch_none"),
+        "the dog runs . " * 200: "this model takes at most",  # a sentence the model cannot take
+    }
+    for corrupted, said in refusals.items():
+        tab.corrupted.value_input = corrupted
+        tab.run()
+        assert tab.figure.object is None and said in html.unescape(tab.note.object), tab.note.object
+        assert html.unescape(tab.note.object).count("\n") == 0 and "Traceback" not in tab.note.object
+    store.model = load(lab["translate"], dtype="int8")  # its trace is the float model's: the same weights
+    tab.corrupted.value_input = "the cat runs in the park ."
+    tab.run()
+    assert tab.figure.object is None and "int8" in tab.note.object, tab.note.object

@@ -98,8 +98,8 @@ WORDS: dict[str, str] = {
     "importance.gradient": "|∂ log P / ∂ gate|",
     "importance.ablation": "log P lost without it",
     # head patching (patching.py): the share of the clean/corrupted difference each head alone moves
-    "patching.title_denoise": "share of the difference each head alone restores: its clean output put into the corrupted run",
-    "patching.title_noise": "share of the difference each head alone causes: its corrupted output put into the clean run",
+    "patching.title_denoise": "share of the difference each head alone restores when the corrupted run takes its clean output",
+    "patching.title_noise": "share of the difference each head alone causes when the clean run takes its corrupted output",
     "patching.layer": "layer",
     "patching.head": "head",
     "patching.share": "share of the difference",

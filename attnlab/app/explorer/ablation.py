@@ -2,7 +2,8 @@
 (`attnlab.decode.ablation`), and show whether the output changed and how much less likely the
 original output became, token by token. It tests what a head looks like it does. Below, every
 head's importance for the open output (`attnlab.record.importance`, Michel et al. 2019) says
-which heads are worth trying; a tap on one adds it to the heads to switch off.
+which heads are worth trying; a tap on one adds it to the heads to switch off. Under it, patching
+(`patching.py`) says which heads carry what a change of the sentence does to the output.
 
 With a reference, the open trace is the reference read teacher-forced: the log-probabilities are
 the reference's (and say so), while "changed" still compares the re-decoded output with the
@@ -18,6 +19,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.output import CSS
+from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
 from attnlab.decode.ablation import ablation
@@ -57,8 +59,9 @@ class AblationTab(pn.viewable.Viewer):
         self.said = ""  # the last error this tab put in the error box, cleared by a success
         self.importance = pn.pane.Bokeh(None, css_classes=["attn-importance"])
         self.importance_note = pn.pane.HTML("", css_classes=["attn-importance-note", "attn-muted"], width=900)
+        self.patching = PatchingBox(store, on_select=self.add_head)
         self.layout = pn.Column(
-            pn.Row(self.choice, self.add, self.go), self.effect, self.importance_note, self.importance
+            pn.Row(self.choice, self.add, self.go), self.effect, self.importance_note, self.importance, self.patching
         )
         self.add.on_click(lambda _event: self.add_open_head())
         self.go.on_click(lambda _event: self.ablate())
@@ -81,6 +84,7 @@ class AblationTab(pn.viewable.Viewer):
         self.choice.value = [v for v in self.choice.value if same and v in self.choice.options.values()]
         self.effect.objects = []
         self.weigh(trace)
+        self.patching.reset(trace)
 
     def weigh(self, trace: AttentionTrace) -> None:
         """Every head's importance for the trace's output, or the one line why there is none (an
@@ -117,7 +121,7 @@ class AblationTab(pn.viewable.Viewer):
         self.add_head(self.store.kind, self.store.layer, self.store.head)
 
     def add_head(self, kind: str, layer: int, head: int) -> None:
-        """Add a head to those picked (the open one, or one tapped on the importance grid)."""
+        """Add a head to those picked (the open one, or one tapped on the importance or patching grid)."""
         label = _label(kind, layer, head)
         if label not in self.choice.value:
             self.choice.value = [*self.choice.value, label]

@@ -1,0 +1,134 @@
+"""The Head ablation tab's patching box (`attnlab.record.patching`): the open sentence (clean) and a
+changed version of it typed here (corrupted) are read on the open output, and every head's output
+is taken alone from one run into the other. The grid (`viz.patching_figure`) shows the share of the
+log-probability difference each head moves by itself, a line names the head that moves most, and
+a tap on a head adds it to the heads to switch off, as on the importance grid above it.
+
+Anything the library refuses (two sentences that give the output the same log-probability, a
+sentence the model cannot take, an int8 model) is the box's one line, in the page's language.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import panel as pn
+
+from attnlab import viz
+from attnlab.app.explorer.store import Store
+from attnlab.app.i18n import kind_title, text
+from attnlab.errors import AttnlabError
+from attnlab.record.patching import HeadPatching, trace_patching
+from attnlab.record.trace import KINDS, AttentionTrace
+
+log = logging.getLogger(__name__)
+
+
+class PatchingBox(pn.viewable.Viewer):
+    """A corrupted sentence, which way to patch, the button, the grid and what it says."""
+
+    def __init__(self, store: Store, on_select: Callable[[str, int, int], None]) -> None:
+        super().__init__()
+        self.store, self.on_select = store, on_select
+        lang = store.lang
+        self.about = pn.pane.HTML(
+            f"<p>{html.escape(text('ablation.patch_about', lang))}</p>", css_classes=["attn-muted"], width=900
+        )
+        self.corrupted = pn.widgets.TextInput(
+            label=text("ablation.patch_corrupted", lang),
+            width=420,
+            max_length=200_000,
+            css_classes=["attn-patch-input"],
+        )
+        self.direction = pn.widgets.Select(
+            label=text("ablation.patch_direction", lang),
+            options={text("ablation.patch_denoise", lang): "denoise", text("ablation.patch_noise", lang): "noise"},
+            width=430,
+            css_classes=["attn-patch-direction"],
+        )
+        self.go = pn.widgets.Button(
+            label=text("ablation.patch_go", lang),
+            color="primary",
+            width=170,
+            align="end",
+            css_classes=["attn-patch-go"],
+        )
+        self.note = pn.pane.HTML("", css_classes=["attn-patch-note"], width=900)
+        self.figure = pn.pane.Bokeh(None, css_classes=["attn-patch"])
+        self.source = ""  # the open sentence the typed one is a change of
+        self.layout = pn.Column(
+            self.about,
+            pn.Row(self.corrupted, self.direction, self.go),
+            self.note,
+            self.figure,
+            css_classes=["attn-patch-box"],
+        )
+        self.go.on_click(lambda _event: self.run())
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.layout
+
+    def reset(self, trace: AttentionTrace) -> None:
+        """A new trace is in: drop the last grid, offer the open sentence as the one to change, and
+        keep what was typed only while that sentence is the same."""
+        source = self.store.text.strip()
+        if source != self.source:
+            self.corrupted.value = self.corrupted.value_input = ""
+        self.source = source
+        self.corrupted.placeholder = (
+            text("ablation.patch_placeholder", self.store.lang, sentence=source[:200]) if source else ""
+        )
+        self.figure.object = None
+        self.note.object = ""
+
+    def run(self) -> None:
+        """Patch every head between the open sentence and the typed one, in the chosen direction."""
+        store, lang = self.store, self.store.lang
+        corrupted = (self.corrupted.value_input or self.corrupted.value or "").strip()
+        if store.trace is None or not corrupted:
+            self._refuse(text("ablation.patch_none", lang))
+            return
+        self.go.loading = True
+        try:
+            patching = trace_patching(store.model, store.trace, corrupted, direction=self.direction.value)
+        except AttnlabError as error:
+            self._refuse(store.explain(error))
+            return
+        except Exception as error:  # a bug: its name in the box, its traceback in the server's log
+            log.exception("patching %r", corrupted[:80])
+            self._refuse(text("error.internal", lang, error=type(error).__name__))
+            return
+        finally:
+            self.go.loading = False
+        self.note.object = self._said(patching)
+        self.figure.object = viz.patching_figure(patching, on_select=self.on_select, words=store.words)
+
+    def _said(self, patching: HeadPatching) -> str:
+        """The log-probabilities of the two runs and the head that moves the most, as HTML."""
+        lang = self.store.lang
+        logp = text(
+            "ablation.patch_logp", lang, clean=patching.clean, corrupted=patching.corrupted,
+            difference=patching.clean - patching.corrupted,
+        )  # fmt: skip
+        if self.store.scored is not None:
+            logp = f"{logp} {text('ablation.importance_reference', lang)}"
+        lines = [logp] if "encoder" in patching.patched else [logp, text("ablation.patch_encoder", lang)]
+        kind, layer, head = patching.order()[0]
+        share = float(patching.share[KINDS.index(kind), layer, head])
+        named = text("ablation.patch_head", lang, kind=kind_title(kind, lang), layer=layer, head=head)
+        if not np.isfinite(share) or share <= 0:
+            most = text("ablation.patch_nothing", lang)
+        elif patching.direction == "denoise":
+            most = text("ablation.patch_most_denoise", lang, head=named, share=share)
+        else:
+            most = text("ablation.patch_most_noise", lang, head=named, share=share)
+        said = "".join(f"<p class='attn-muted'>{html.escape(line)}</p>" for line in lines)
+        return f"{said}<p class='attn-patch-most'><b>{html.escape(most)}</b></p>"
+
+    def _refuse(self, message: str) -> None:
+        """No grid, and the one line why."""
+        self.figure.object = None
+        self.note.object = f"<p class='attn-patch-error'>{html.escape(message)}</p>"
