@@ -16,12 +16,13 @@ import pytest
 import torch
 
 from attnlab.decode.api import Model, load
-from attnlab.decode.patching import corpus_patching, patch_heads
+from attnlab.decode.patching import corpus_patching, patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, attached
 from attnlab.record.importance import token_log_probs
-from attnlab.record.patching import NoDifference, _kept_outputs, trace_patching
+from attnlab.record.patching import HEADS, NoDifference, _kept, trace_patching
 from attnlab.record.recorder import hook_point
+from attnlab.record.residual import trace_residual_patching
 from attnlab.record.trace import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def test_patching_every_cross_head_gives_the_other_runs_output(model: Model, pat
     cross = [m for m in model.model.attention_modules() if hook_point(m)[0] == "cross"]
     for into, outputs_of, expected in ((corrupted, clean, patched.clean), (clean, corrupted, patched.corrupted)):
         with torch.no_grad():
-            _, kept = _kept_outputs(model.model, outputs_of, target, list(range(len(target))), torch.device("cpu"))
+            _, kept = _kept(model.model, outputs_of, target, list(range(len(target))), torch.device("cpu"), HEADS)
         got = run_with(model, into, target, {m: (ones, kept[m]) for m in cross})
         assert got == pytest.approx(expected, abs=1e-3)
 
@@ -83,7 +84,7 @@ def test_each_row_patches_its_own_head(model: Model, patched) -> None:
     clean, corrupted = ids(model, CLEAN, CORRUPTED)
     target = model.encode_target(model.translate(CLEAN))[0] + [model.config.eos_id]
     with torch.no_grad():
-        _, kept = _kept_outputs(model.model, clean, target, list(range(len(target))), torch.device("cpu"))
+        _, kept = _kept(model.model, clean, target, list(range(len(target))), torch.device("cpu"), HEADS)
     modules = {hook_point(m): m for m in model.model.attention_modules()}
     for kind, layer, head in [("cross", 2, 3), ("encoder", 0, 0), ("decoder", 2, 1)]:
         gate = torch.zeros(1, model.config.n_heads)
@@ -170,8 +171,60 @@ def test_the_command_prints_the_grids_and_json(tmp_path: Path) -> None:
     files = [*command, "--clean", str(clean), "--corrupted", str(corrupted), "--files", "--json"]
     report = json.loads(subprocess.run(files, capture_output=True, text=True, check=True).stdout)
     assert report["pairs"] == 2 and len(report["heads"]) == 36 and report["patched"] == list(KINDS)
+    refused = subprocess.run([*files, "--residual"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--residual patches positions of one output" in refused.stderr
+    residual = subprocess.run(
+        [*command, "--clean", CLEAN, "--corrupted", CORRUPTED, "--residual"], capture_output=True, text=True
+    )
+    lines = residual.stdout.splitlines()
+    assert lines[3].startswith("encoder\t▁A\t▁man") and lines[7].startswith("embeddings\t0.00\t1.00")
+    assert lines[9].startswith("decoder\t▁Ein\t▁Mann") and len(lines) == 13
     corrupted.write_text(f"{CORRUPTED}\n", encoding="utf-8")
     refused = subprocess.run(files, capture_output=True, text=True)
     assert (
         refused.returncode == 2 and refused.stderr.strip().count("\n") == 0 and "corrupted.en has 1" in refused.stderr
     )
+
+
+# -- the residual stream: every layer's output at every position ----------------------------------------------
+@pytest.fixture(scope="module")
+def traced(model: Model):
+    return patch_residual(model, CLEAN, CORRUPTED)
+
+
+def test_the_changed_word_starts_at_its_own_position(traced) -> None:
+    """Patching the embeddings at the changed position makes the two inputs one, so it moves the
+    whole difference, in either direction; at any other position the embeddings are the same in
+    both runs and move nothing."""
+    changed = traced.source.index("▁man")
+    assert traced.changed[changed] == "▁woman" and traced.encoder.shape == (4, len(traced.source))
+    assert traced.encoder[0, changed] == pytest.approx(1, abs=1e-4)
+    assert np.abs(np.delete(traced.encoder[0], changed)).max() < 1e-5
+    assert traced.encoder[1:, changed].min() > 0.9  # (here the word stays where it was, layer after layer)
+
+
+def test_the_top_decoder_layer_splits_the_difference_between_the_pieces(model: Model, traced) -> None:
+    """The top layer's output at a position is read by that position's prediction only: its row
+    of shares adds up to the whole difference, in either direction, with sources of any lengths."""
+    assert traced.decoder.shape == (3, len(traced.target)) and traced.target[-1] == "</s>"
+    assert traced.decoder[-1].sum() == pytest.approx(1, abs=1e-3)
+    assert traced.decoder[-1, :2].sum() > 0.9  # Ein/Eine and Mann/Frau: where the change shows
+    longer = patch_residual(model, CLEAN, LONGER, direction="noise")
+    assert not longer.encoder_patched and np.isnan(longer.encoder).all()
+    assert longer.decoder[-1].sum() == pytest.approx(1, abs=1e-3)
+
+
+def test_the_hooks_change_nothing_for_anyone_else(model: Model, traced) -> None:
+    """Residual patching leaves forward hooks on the model's layers; a pass with nothing attached
+    (another caller's, another thread's) gives the same logits, bit for bit."""
+    fresh = load(CHECKPOINT)
+    src, tgt = torch.tensor([ids(fresh, CLEAN)[0]]), torch.tensor([[2, 5, 6, 7]])
+    with torch.no_grad():
+        before = fresh.model(src, tgt)
+        patch_residual(fresh, CLEAN, CORRUPTED)
+        assert len(fresh.model.decoder["layers"][0]._forward_hooks) == 1
+        assert torch.equal(fresh.model(src, tgt), before)
+    trace = model.translate(CLEAN, record=True).trace
+    again = trace_residual_patching(model, trace, CORRUPTED)
+    assert again.target == trace.tgt_tokens and again.source == trace.src_tokens
+    np.testing.assert_allclose(again.decoder, traced.decoder, atol=1e-4)

@@ -20,16 +20,14 @@ import time
 
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, search_settings
+from attnlab.decode.heads_patch import patch_command, patch_parser
 from attnlab.decode.importance import head_importance, pruning_curve
-from attnlab.decode.patching import corpus_patching, patch_heads
 from attnlab.decode.profile import profile, query, write_profile
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.model.cpu import set_threads
 from attnlab.record.importance import HeadImportance
-from attnlab.record.patching import DIRECTIONS, HeadPatching
-from attnlab.record.trace import KINDS
 
 
 def cli_heads(argv: list[str]) -> int:
@@ -83,12 +81,12 @@ def cli_heads(argv: list[str]) -> int:
     ask.add_argument("profile")
     ask.add_argument("sql")
     _importance_parser(commands)
-    _patch_parser(commands)
+    patch_parser(commands)
     args = parser.parse_args(argv)
     if args.action == "importance":
         return _importance(args)
     if args.action == "patch":
-        return _patch(args)
+        return patch_command(args)
     if args.action == "query":
         names, rows = query(args.profile, args.sql)
         print("\t".join(names))
@@ -254,88 +252,4 @@ def _tables(importance: HeadImportance, curve: list[dict]) -> str:
             lines.append(f"{row['off']}\t{row['share']:.0%}\t{row[score]:.2f}{extra}")
         if score == "bleu":
             lines.append(f"# {curve[0]['bleu_signature']}")
-    return "\n".join(lines) + "\n"
-
-
-# -- patching --------------------------------------------------------------------------------------------------
-def _patch_parser(commands: argparse._SubParsersAction) -> None:
-    run = commands.add_parser(
-        "patch",
-        allow_abbrev=False,
-        help="activation patching: which heads carry what one change of the input changes in the output",
-        description="Read the clean sentence's output teacher-forced after the clean and the corrupted sentence; "
-        "then patch each head alone, its output in the corrupted run taken from the clean run (denoise) or the "
-        "reverse (noise), and print the share of the log-probability difference it moves (1: all of it).",
-    )
-    run.add_argument("--checkpoint", required=True)
-    run.add_argument("--clean", required=True, help="the clean source sentence (with --files: a file of them)")
-    run.add_argument("--corrupted", required=True, help="the same sentence with a change (with --files: a file)")
-    run.add_argument("--target", help="the output to read (default: the model's for --clean; with --files a file)")
-    run.add_argument("--files", action="store_true", help="--clean, --corrupted, --target name line-aligned files")
-    run.add_argument("--limit", type=int, help="with --files: only the first N lines")
-    run.add_argument("--positions", type=int, nargs="+", help="sum the log-probability over these target positions")
-    run.add_argument("--direction", choices=DIRECTIONS, default="denoise", help="clean into corrupted, or the reverse")
-    add_dtype_argument(run)
-    run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
-    run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
-
-
-def _patch(args: argparse.Namespace) -> int:
-    """`attnlab heads patch`: one pair, or the mean over files of pairs."""
-    if args.limit is not None and (args.limit < 1 or not args.files):
-        raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
-    if args.positions is not None and args.files:
-        raise AttnlabError("--positions picks pieces of one output: give one --clean and --corrupted, not --files")
-    if args.files:  # read (and refused) before the model loads
-        inputs = {"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target}
-        one_stdin(inputs)
-        clean, corrupted = read_input(args.clean)[: args.limit], read_input(args.corrupted)[: args.limit]
-        targets = read_input(args.target)[: args.limit] if args.target else None
-        if len(clean) != len(corrupted) or (targets is not None and len(targets) != len(clean)):
-            counts = f"{args.clean} has {len(clean)} lines, {args.corrupted} has {len(corrupted)}"
-            raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
-    model = load(args.checkpoint, dtype=args.dtype or "fp32")
-    started = time.perf_counter()
-    if args.files:
-        result = corpus_patching(model, clean, corrupted, targets, direction=args.direction, truncate=args.truncate)
-    else:
-        result = patch_heads(
-            model,
-            args.clean,
-            args.corrupted,
-            args.target,
-            positions=args.positions,
-            direction=args.direction,
-            truncate=args.truncate,
-        )
-    said = f"{result.pairs:,} pair{'s' * (result.pairs != 1)} patched in {time.perf_counter() - started:.1f} s"
-    print(said + (f" ({result.skipped:,} left out: no difference)" if result.skipped else ""), file=sys.stderr)
-    if args.json:
-        about = {
-            "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
-            "model_sha256": weights_digest(model.path),
-        }
-        fields = ("direction", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
-        about |= {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
-        write_stdout(json.dumps({**about, "heads": result.rows()}, ensure_ascii=False) + "\n")
-    else:
-        write_stdout(_patch_tables(result))
-    return 0
-
-
-def _patch_tables(result: HeadPatching) -> str:
-    """The two log-probabilities, each kind's grid of shares (top layer first), then the heads by share."""
-    some = result.pieces and len(result.positions) < len(result.pieces)
-    where = " at " + " ".join(result.pieces[p] for p in result.positions) if some else ""
-    lines = [f"log P(target{where}): clean {result.clean:.3f}, corrupted {result.corrupted:.3f}"]
-    lines.append(f"share of the difference moved by each head alone ({result.direction}; 1 = all of it)")
-    for k, kind in enumerate(KINDS):
-        lines += ["", f"{kind}\t" + "\t".join(f"h{h}" for h in range(result.share.shape[2]))]
-        for layer in range(result.share.shape[1] - 1, -1, -1):
-            cells = ("-" if v != v else f"{v:.2f}" for v in result.share[k, layer])  # (NaN: not patched)
-            lines.append(f"layer {layer}\t" + "\t".join(cells))
-    lines += ["", "kind\tlayer\thead\tshare\tnats"]
-    for kind, layer, head in result.order():
-        k = KINDS.index(kind)
-        lines.append(f"{kind}\t{layer}\t{head}\t{result.share[k, layer, head]:.3f}\t{result.nats[k, layer, head]:+.3f}")
     return "\n".join(lines) + "\n"

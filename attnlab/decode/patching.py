@@ -1,6 +1,7 @@
-"""Activation patching from text (`attnlab.record.patching`): one clean sentence and its corrupted
-twin, or two line-aligned lists of them, each pair read on the clean sentence's output (the
-model's own, or a reference given), every head patched alone.
+"""Activation patching from text (`attnlab.record.patching`, `attnlab.record.residual`): one clean
+sentence and its corrupted twin, or two line-aligned lists of them, each pair read on the clean
+sentence's output (the model's own, or a reference given), every head patched alone, or every
+layer's output at every position.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from attnlab.decode.api import Model
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import check_model
 from attnlab.record.patching import HeadPatching, NoDifference, pair_patching
+from attnlab.record.residual import ResidualPatching, pair_residual_patching
 
 
 def patch_heads(
@@ -32,6 +34,26 @@ def patch_heads(
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
     result = pair_patching(model.model, src, cor, tgt, positions, direction)
     result.pieces = [model.target_tokenizer.id_to_piece(i) for i in tgt]
+    return result
+
+
+def patch_residual(
+    model: Model,
+    clean: str,
+    corrupted: str,
+    target: str | None = None,
+    *,
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    truncate: bool = False,
+) -> ResidualPatching:
+    """Patch every layer's output at every position between `clean` and `corrupted`, on
+    `target` (default: the model's output for `clean`): Meng et al.'s causal tracing."""
+    check_model(model)
+    src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
+    result = pair_residual_patching(model.model, src, cor, tgt, positions, direction)
+    result.source, result.changed = ([model.tokenizer.id_to_piece(i) for i in ids] for ids in (src, cor))
+    result.target = [model.target_tokenizer.id_to_piece(i) for i in tgt]
     return result
 
 

@@ -1,7 +1,7 @@
 """attnlab.record — what the model's heads did: the recorder that consumes the named hook points
 (`encoder.layers.3.self_attn`, ...), `AttentionTrace` (the one contract every view, the CLI and
 the notebooks read; saved and loaded losslessly), head statistics, attention rollout (the flow from the
-input tokens through the layers), the logit lens (what each decoder layer would output), head importance (how much an output depends on each head), ablation (heads switched off through the same hook points), and
+input tokens through the layers), the logit lens (what each decoder layer would output), head importance (how much an output depends on each head), activation patching (which heads, and which layers at which positions, carry a change of the input), ablation (heads switched off through the same hook points), and
 Eq. (1) recomputed step by step for one head.
 
 May import: `attnlab.model` and `attnlab.errors` only. Recording costs one flag check per
@@ -11,7 +11,9 @@ attention call when off.
 from attnlab.record.ablation import ablate
 from attnlab.record.importance import HeadImportance, trace_importance
 from attnlab.record.lens import Lens, logit_lens
+from attnlab.record.patching import HeadPatching, trace_patching
 from attnlab.record.recorder import Recording, hook_point, model_info, record, weights_hash
+from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.rollout import rollout
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import KINDS, AttentionTrace
@@ -21,8 +23,10 @@ __all__ = [
     "KINDS",
     "AttentionTrace",
     "HeadImportance",
+    "HeadPatching",
     "Lens",
     "Recording",
+    "ResidualPatching",
     "ablate",
     "head_stats",
     "hook_point",
@@ -32,5 +36,7 @@ __all__ = [
     "rollout",
     "sentence_stats",
     "trace_importance",
+    "trace_patching",
+    "trace_residual_patching",
     "weights_hash",
 ]

@@ -20,7 +20,8 @@ replaces one head's output, through the hook points `attnlab.ablate` uses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,18 +116,68 @@ def pair_patching(
     """Patch every head of `net` (a `Transformer`) between two sources' ids, on `target`'s ids
     (ending in </s>), summing log-probabilities over `positions` (default: all of the target;
     negative ones count from its end). The model runs in eval mode and no gradient is kept."""
+    config = net.config
+    patched = tuple(k for k in KINDS if k != "encoder" or len(clean) == len(corrupted))
+    modules = [m for m in net.attention_modules() if hook_point(m)[0] in patched]
+    run = patch_each(net, clean, corrupted, target, positions, direction, HEADS, modules)
+    nats = np.full((len(KINDS), config.n_layers, config.n_heads), np.nan)
+    for (module, head), value in zip(run.sites, run.nats, strict=True):
+        kind, layer = hook_point(module)
+        nats[KINDS.index(kind), layer, head] = value
+    return HeadPatching(run.share(nats), nats, run.clean, run.corrupted, direction, run.positions, patched)
+
+
+@dataclass(frozen=True)
+class Sites:
+    """What can be patched, as a kind of hook: `keep(net, kept)` is a context in which a run stores
+    each site's activation, (1, n, ...) under its key, into `kept`; `attach(patches)` one in which
+    {key: (gate (B, n), activations)} replace them row by row (gate 1: the given one)."""
+
+    keep: Callable[[Any, dict[Any, torch.Tensor]], AbstractContextManager]
+    attach: Callable[[dict[Any, tuple[torch.Tensor, torch.Tensor]]], AbstractContextManager]
+
+
+@dataclass
+class Run:
+    """`patch_each`'s answer: the two runs' log-probabilities and each patched (key, index)'s change."""
+
+    clean: float
+    corrupted: float
+    direction: str
+    positions: list[int]
+    sites: list[tuple[Any, int]]
+    nats: list[float]  # each site's patched log-probability minus its base run's
+
+    def share(self, nats: np.ndarray) -> np.ndarray:
+        """`nats` (laid out by the caller) as shares of the clean-corrupted difference, signed so
+        that 1 is the whole way in the direction patched."""
+        difference = self.clean - self.corrupted
+        return nats / difference if self.direction == "denoise" else -nats / difference
+
+
+def patch_each(
+    net: Any,
+    clean: list[int],
+    corrupted: list[int],
+    target: list[int],
+    positions: Sequence[int] | None,
+    direction: str,
+    sites: Sites,
+    keys: Sequence[Any],
+) -> Run:
+    """The driver of every kind of patching: both runs keep the activations at `keys`, then each
+    (key, index), one row each, is patched from the other run (what heads and residual-stream
+    patching share; `sites` says how to keep and patch)."""
     if direction not in DIRECTIONS:
         raise AttnlabError(f"patching runs in direction denoise or noise, not {direction!r}")
     chosen = _positions(positions, len(target))
-    config, device = net.config, next(net.parameters()).device
-    modules = net.attention_modules()
-    patched = tuple(k for k in KINDS if k != "encoder" or len(clean) == len(corrupted))
+    device = next(net.parameters()).device
     was_training = net.training
     net.eval()  # no dropout: the model as it decodes
     try:
         with torch.no_grad():
-            runs = [_kept_outputs(net, ids, target, chosen, device) for ids in (clean, corrupted)]
-            (clean_logp, clean_out), (corrupt_logp, corrupt_out) = runs
+            runs = [_kept(net, ids, target, chosen, device, sites) for ids in (clean, corrupted)]
+            (clean_logp, clean_kept), (corrupt_logp, corrupt_kept) = runs
             difference = clean_logp - corrupt_logp
             if abs(difference) < MIN_DIFFERENCE:
                 raise NoDifference(
@@ -134,19 +185,14 @@ def pair_patching(
                     f"({corrupt_logp:.3f} against {clean_logp:.3f}): there is no difference for a head to carry; "
                     "change a word the output depends on"
                 )
-            base, outputs, base_logp = (
-                (corrupted, clean_out, corrupt_logp) if direction == "denoise" else (clean, corrupt_out, clean_logp)
+            base, kept, base_logp = (
+                (corrupted, clean_kept, corrupt_logp) if direction == "denoise" else (clean, corrupt_kept, clean_logp)
             )
-            heads = [(m, h) for m in modules if hook_point(m)[0] in patched for h in range(config.n_heads)]
-            logp = _patched_runs(net, base, target, chosen, heads, outputs, device)
+            each = [(key, i) for key in keys for i in range(kept[key].size(1))]
+            logp = _patched_runs(net, base, target, chosen, each, kept, device, sites)
     finally:
         net.train(was_training)
-    nats = np.full((len(KINDS), config.n_layers, config.n_heads), np.nan)
-    for (module, head), value in zip(heads, logp, strict=True):
-        kind, layer = hook_point(module)
-        nats[KINDS.index(kind), layer, head] = value - base_logp
-    share = nats / difference if direction == "denoise" else -nats / difference
-    return HeadPatching(share, nats, clean_logp, corrupt_logp, direction, chosen, patched)
+    return Run(clean_logp, corrupt_logp, direction, chosen, each, [v - base_logp for v in logp])
 
 
 def _positions(positions: Sequence[int] | None, length: int) -> list[int]:
@@ -168,18 +214,12 @@ def _tensors(src: list[int], target: list[int], rows: int, net: Any, device: tor
     return tuple(torch.tensor([ids] * rows, device=device) for ids in (src, tgt_in, target))
 
 
-def _kept_outputs(
-    net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device
+def _kept(
+    net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device, sites: Sites
 ) -> tuple[float, dict[Any, torch.Tensor]]:
-    """The log-probability over `positions` and every head's output before W^O, (1, h, Lq, d_v)
-    per module, from one run (recorded: the explicit Eq. (1), whose weights times values are
-    the heads' outputs)."""
+    """The log-probability over `positions` and the activations `sites` keeps, from one run."""
     kept: dict[Any, torch.Tensor] = {}
-
-    def keep(module: Any, weights: torch.Tensor, mask: torch.Tensor | None, values: torch.Tensor) -> None:
-        kept[module] = weights @ values
-
-    with attached(HOOKS, dict.fromkeys(net.attention_modules(), keep)):
+    with sites.keep(net, kept):
         logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
     return float(logp), kept
 
@@ -189,21 +229,34 @@ def _patched_runs(
     src: list[int],
     target: list[int],
     positions: list[int],
-    heads: list[tuple[Any, int]],
-    outputs: dict[Any, torch.Tensor],
+    each: list[tuple[Any, int]],
+    kept: dict[Any, torch.Tensor],
     device: torch.device,
+    sites: Sites,
 ) -> list[float]:
-    """The log-probability over `positions` with each (module, head) of `heads` patched alone,
-    one row each, in batches of at most `BATCH_TOKENS` target positions."""
+    """The log-probability over `positions` with each (key, index) of `each` patched alone, one
+    row each, in batches of at most `BATCH_TOKENS` target positions."""
     per_batch = max(1, BATCH_TOKENS // len(target))
     logp: list[float] = []
-    for start in range(0, len(heads), per_batch):
-        chunk = heads[start : start + per_batch]
+    for start in range(0, len(each), per_batch):
+        chunk = each[start : start + per_batch]
         gates: dict[Any, torch.Tensor] = {}
-        for row, (module, head) in enumerate(chunk):
-            gates.setdefault(module, torch.zeros(len(chunk), net.config.n_heads, device=device))[row, head] = 1.0
-        patches = {module: (gate, outputs[module]) for module, gate in gates.items()}
-        with attached(HEAD_PATCHES, patches):
+        for row, (key, index) in enumerate(chunk):
+            gates.setdefault(key, torch.zeros(len(chunk), kept[key].size(1), device=device))[row, index] = 1.0
+        with sites.attach({key: (gate, kept[key]) for key, gate in gates.items()}):
             rows = token_log_probs(net, *_tensors(src, target, len(chunk), net, device))
         logp += rows[:, positions].sum(-1).tolist()
     return logp
+
+
+def _keep_heads(net: Any, kept: dict[Any, torch.Tensor]) -> AbstractContextManager:
+    """Every head's output before W^O, (1, h, Lq, d_v) per attention module: recorded, the
+    explicit Eq. (1) runs, whose weights times values are the heads' outputs."""
+
+    def keep(module: Any, weights: torch.Tensor, mask: torch.Tensor | None, values: torch.Tensor) -> None:
+        kept[module] = weights @ values
+
+    return attached(HOOKS, dict.fromkeys(net.attention_modules(), keep))
+
+
+HEADS = Sites(keep=_keep_heads, attach=lambda patches: attached(HEAD_PATCHES, patches))

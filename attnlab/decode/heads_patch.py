@@ -1,0 +1,148 @@
+"""`attnlab heads patch`: activation patching from the command line (`attnlab.decode.patching`).
+
+attnlab heads patch --checkpoint C --clean "A man sleeps." --corrupted "A woman sleeps."
+attnlab heads patch --checkpoint C --clean man.en --corrupted woman.en --files   # the mean over pairs
+attnlab heads patch --checkpoint C --clean "..." --corrupted "..." --residual    # layers × positions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from attnlab.decode.api import load
+from attnlab.decode.commands import add_dtype_argument
+from attnlab.decode.patching import corpus_patching, patch_heads, patch_residual
+from attnlab.decode.streams import one_stdin, read_input, write_stdout
+from attnlab.errors import AttnlabError, ConfigError
+from attnlab.model.checkpoint import weights_digest
+from attnlab.record.patching import DIRECTIONS, HeadPatching
+from attnlab.record.residual import ResidualPatching
+from attnlab.record.trace import KINDS
+
+
+def patch_parser(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "patch",
+        allow_abbrev=False,
+        help="activation patching: which heads carry what one change of the input changes in the output",
+        description="Read the clean sentence's output teacher-forced after the clean and the corrupted sentence; "
+        "then patch each head alone, its output in the corrupted run taken from the clean run (denoise) or the "
+        "reverse (noise), and print the share of the log-probability difference it moves (1: all of it).",
+    )
+    run.add_argument("--checkpoint", required=True)
+    run.add_argument("--clean", required=True, help="the clean source sentence (with --files: a file of them)")
+    run.add_argument("--corrupted", required=True, help="the same sentence with a change (with --files: a file)")
+    run.add_argument("--target", help="the output to read (default: the model's for --clean; with --files a file)")
+    run.add_argument("--files", action="store_true", help="--clean, --corrupted, --target name line-aligned files")
+    run.add_argument("--limit", type=int, help="with --files: only the first N lines")
+    run.add_argument("--positions", type=int, nargs="+", help="sum the log-probability over these target positions")
+    run.add_argument("--direction", choices=DIRECTIONS, default="denoise", help="clean into corrupted, or the reverse")
+    run.add_argument(
+        "--residual",
+        action="store_true",
+        help="patch each layer's output at each position instead of each head (Meng et al.'s causal tracing)",
+    )
+    add_dtype_argument(run)
+    run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
+    run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
+
+
+def patch_command(args: argparse.Namespace) -> int:
+    """`attnlab heads patch`: one pair, or the mean over files of pairs."""
+    if args.limit is not None and (args.limit < 1 or not args.files):
+        raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
+    if (args.positions is not None or args.residual) and args.files:
+        flag = "--positions picks pieces of" if args.positions is not None else "--residual patches positions of"
+        raise AttnlabError(f"{flag} one output: give one --clean and --corrupted, not --files")
+    if args.files:  # read (and refused) before the model loads
+        inputs = {"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target}
+        one_stdin(inputs)
+        clean, corrupted = read_input(args.clean)[: args.limit], read_input(args.corrupted)[: args.limit]
+        targets = read_input(args.target)[: args.limit] if args.target else None
+        if len(clean) != len(corrupted) or (targets is not None and len(targets) != len(clean)):
+            counts = f"{args.clean} has {len(clean)} lines, {args.corrupted} has {len(corrupted)}"
+            raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
+    model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    started = time.perf_counter()
+    if args.residual:
+        options = {"positions": args.positions, "direction": args.direction, "truncate": args.truncate}
+        residual = patch_residual(model, args.clean, args.corrupted, args.target, **options)
+        if args.json:
+            about = {"checkpoint": os.path.basename(os.path.normpath(args.checkpoint))}
+            fields = ("direction", "clean", "corrupted", "positions", "source", "changed", "target")
+            about |= {name: getattr(residual, name) for name in fields}
+            grids = {side: _listed(getattr(residual, side)) for side in ("encoder", "decoder")}
+            write_stdout(json.dumps(about | grids, ensure_ascii=False) + "\n")
+        else:
+            write_stdout(_residual_tables(residual))
+        return 0
+    if args.files:
+        result = corpus_patching(model, clean, corrupted, targets, direction=args.direction, truncate=args.truncate)
+    else:
+        result = patch_heads(
+            model,
+            args.clean,
+            args.corrupted,
+            args.target,
+            positions=args.positions,
+            direction=args.direction,
+            truncate=args.truncate,
+        )
+    said = f"{result.pairs:,} pair{'s' * (result.pairs != 1)} patched in {time.perf_counter() - started:.1f} s"
+    print(said + (f" ({result.skipped:,} left out: no difference)" if result.skipped else ""), file=sys.stderr)
+    if args.json:
+        about = {
+            "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+            "model_sha256": weights_digest(model.path),
+        }
+        fields = ("direction", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
+        about |= {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
+        write_stdout(json.dumps({**about, "heads": result.rows()}, ensure_ascii=False) + "\n")
+    else:
+        write_stdout(_patch_tables(result))
+    return 0
+
+
+def _patch_tables(result: HeadPatching) -> str:
+    """The two log-probabilities, each kind's grid of shares (top layer first), then the heads by share."""
+    some = result.pieces and len(result.positions) < len(result.pieces)
+    where = " at " + " ".join(result.pieces[p] for p in result.positions) if some else ""
+    lines = [f"log P(target{where}): clean {result.clean:.3f}, corrupted {result.corrupted:.3f}"]
+    lines.append(f"share of the difference moved by each head alone ({result.direction}; 1 = all of it)")
+    for k, kind in enumerate(KINDS):
+        lines += ["", f"{kind}\t" + "\t".join(f"h{h}" for h in range(result.share.shape[2]))]
+        for layer in range(result.share.shape[1] - 1, -1, -1):
+            cells = ("-" if v != v else f"{v:.2f}" for v in result.share[k, layer])  # (NaN: not patched)
+            lines.append(f"layer {layer}\t" + "\t".join(cells))
+    lines += ["", "kind\tlayer\thead\tshare\tnats"]
+    for kind, layer, head in result.order():
+        k = KINDS.index(kind)
+        lines.append(f"{kind}\t{layer}\t{head}\t{result.share[k, layer, head]:.3f}\t{result.nats[k, layer, head]:+.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def _listed(grid: object) -> list[list[float | None]]:
+    """A grid of shares for JSON: NaN (not patched) as None."""
+    return [[None if v != v else float(v) for v in row] for row in grid]  # type: ignore[union-attr]
+
+
+def _residual_tables(result: ResidualPatching) -> str:
+    """The two grids of shares, top layer first, one column per piece."""
+    lines = [f"log P(target): clean {result.clean:.3f}, corrupted {result.corrupted:.3f}"]
+    lines.append(f"share of the difference moved by each layer's output at each position alone ({result.direction})")
+    sides = (
+        ("encoder", result.encoder, result.source, ["embeddings"] + [f"layer {i}" for i in range(len(result.decoder))]),
+        ("decoder", result.decoder, result.target, [f"layer {i}" for i in range(len(result.decoder))]),
+    )
+    for side, grid, pieces, rows in sides:
+        if side == "encoder" and not result.encoder_patched:
+            lines += ["", "encoder: not patched (the two sources have a different number of pieces)"]
+            continue
+        lines += ["", f"{side}\t" + "\t".join(pieces)]
+        for name, row in reversed(list(zip(rows, grid, strict=True))):
+            lines.append(f"{name}\t" + "\t".join(f"{v:.2f}" for v in row))
+    return "\n".join(lines) + "\n"
