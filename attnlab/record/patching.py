@@ -92,17 +92,23 @@ def trace_patching(
     """Patch every head between the trace's sentence (clean) and `corrupted`, another source
     sentence, on the output the trace shows, with the heads that were off when it was recorded
     off again in both runs."""
+    ids = trace_pair(model, trace, corrupted, "heads")
+    with ablate(model.model, trace_heads_off(trace)):
+        result = pair_patching(model.model, *ids, positions, direction)
+    result.pieces = list(trace.tgt_tokens)
+    return result
+
+
+def trace_pair(model: Any, trace: AttentionTrace, corrupted: str, what: str) -> tuple[list[int], list[int], list[int]]:
+    """(clean source, corrupted source, target) ids for patching `what` of the model that
+    recorded `trace` (what `attnlab.load` returns), on the trace's own output."""
     check_model(model)
     check_trace(trace, "the trace")
     src_ids, produced = trace_ids(model, trace)
-    check_same_model(model.model, trace, "its heads would be patched on an output it did not produce")
+    check_same_model(model.model, trace, f"its {what} would be patched on an output it did not produce")
     if not produced:
-        raise AttnlabError("the trace has no target pieces: there is no output to patch the heads on")
-    corrupt_ids = model.encode_source(corrupted)[0]
-    with ablate(model.model, trace_heads_off(trace)):
-        result = pair_patching(model.model, src_ids, corrupt_ids, produced, positions, direction)
-    result.pieces = list(trace.tgt_tokens)
-    return result
+        raise AttnlabError(f"the trace has no target pieces: there is no output to patch the {what} on")
+    return src_ids, model.encode_source(corrupted)[0], produced
 
 
 def pair_patching(

@@ -36,10 +36,7 @@ from torch import Tensor
 
 from attnlab.model.hooks import attached
 from attnlab.record.ablation import ablate, trace_heads_off
-from attnlab.record.equation import check_same_model, trace_ids
-from attnlab.record.importance import check_model
-from attnlab.record.patching import Sites, patch_each
-from attnlab.record.stats import check_trace
+from attnlab.record.patching import Sites, patch_each, trace_pair
 from attnlab.record.trace import AttentionTrace
 
 # {("encoder", 0): the embeddings, ("encoder", l): encoder layer l - 1's output, ("decoder", l): decoder
@@ -103,11 +100,7 @@ def trace_residual_patching(
 ) -> ResidualPatching:
     """Residual-stream patching between the trace's sentence (clean) and `corrupted`, on the
     output the trace shows, with the heads that were off when it was recorded off again."""
-    check_model(model)
-    check_trace(trace, "the trace")
-    src_ids, produced = trace_ids(model, trace)
-    check_same_model(model.model, trace, "its layers would be patched on an output it did not produce")
-    corrupt_ids = model.encode_source(corrupted)[0]
+    src_ids, corrupt_ids, produced = trace_pair(model, trace, corrupted, "layers")
     with ablate(model.model, trace_heads_off(trace)):
         result = pair_residual_patching(model.model, src_ids, corrupt_ids, produced, positions, direction)
     result.source, result.target = list(trace.src_tokens), list(trace.tgt_tokens)
