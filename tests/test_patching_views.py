@@ -1,7 +1,9 @@
-"""Head patching's views: `viz.patching_figure` (every head's share of the clean/corrupted
-difference, a diverging scale around 0, heads not patched grey and labelled "–", a tap naming a
-head) and the explorer's Head ablation tab, whose patching box draws it for the open sentence and a
-corrupted one typed beside it, names the head that moves most, and says in one line why it cannot.
+"""Patching's views: `viz.patching_figure` (every head's share of the clean/corrupted difference, a
+diverging scale around 0, heads not patched grey and labelled "–", a tap naming a head),
+`viz.residual_patching_figure` (each layer's output at each position, one side at a time, on the
+same scale; a changed source piece labelled "▁man→▁woman"), and the explorer's Head ablation tab,
+whose patching box draws them for the open sentence and a corrupted one typed beside it, names the
+head that moves most and where the difference sits, and says in one line why it cannot.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module'
 
 from attnlab import viz
 from attnlab.decode.api import Model, load
-from attnlab.decode.patching import patch_heads
+from attnlab.decode.patching import patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
+from attnlab.record.residual import ResidualPatching
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "multi30k-en-de"
 CLEAN = "A man is riding a horse on the beach."
+CORRUPTED = "A woman is riding a horse on the beach."  # as many pieces: the encoder's positions line up
 LONGER = "A young woman is riding a horse on the beach."  # more pieces: the encoder's heads are not patched
 
 
@@ -110,6 +114,84 @@ def test_the_colour_scale_stops_at_one() -> None:
     colors = cell_colors(small)
     assert colors[-1] != colors[-2] and colors[-1] == mapper.palette[0]  # -0.2 and +0.2: the two ends
     assert small.title.text == viz.WORDS["patching.title_noise"]
+
+
+def axis_labels(fig: object, axis: str) -> list[str]:
+    """An axis's tick labels, in order."""
+    overrides = getattr(fig, axis)[0].major_label_overrides
+    return [overrides[tick] for tick in sorted(overrides)]
+
+
+def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> None:
+    """Encoder: the embeddings and each layer's output (bottom to top) × the clean source's pieces,
+    the changed one labelled with what it became; decoder: each layer's output × the target's
+    pieces; every cell its share, labelled, on a scale centred on 0; NaN grey, labelled "–"."""
+    from bokeh.models import HoverTool
+
+    from attnlab.app.i18n import text
+    from attnlab.app.words import figure_words
+
+    result = patch_residual(model, CLEAN, CORRUPTED)
+    layers = model.config.n_layers
+    fig = viz.residual_patching_figure(result, side="encoder")
+    data = fig.select_one({"name": "cells"}).data_source.data
+    np.testing.assert_array_equal(data["value"], result.encoder.ravel())
+    assert data["label"] == [f"{v:.2f}" for v in result.encoder.ravel()]
+    n = len(result.source)
+    np.testing.assert_array_equal(np.asarray(data["y"]) - 0.5, np.repeat(np.arange(layers + 1), n))  # 0 at the bottom
+    assert axis_labels(fig, "yaxis") == ["embeddings", *(f"layer {i}" for i in range(layers))]
+    assert axis_labels(fig, "xaxis") == ["▁A", "▁man→▁woman", *result.source[2:]]
+    assert fig.name == "residual-patching-encoder"
+    assert fig.title.text == viz.WORDS["residual.title_denoise"].format(side="encoder")
+    mapper = fig.select_one({"name": "cells"}).glyph.fill_color.transform
+    assert mapper.low == -mapper.high == -min(np.abs(result.encoder).max(), 1.0)  # centred on 0
+    colors = cell_colors(fig)
+    changed = [colors[row * n + 1] for row in range(layers + 1)]  # the changed word carries it all, every row
+    assert changed == [mapper.palette[-1]] * (layers + 1) and colors[0] != mapper.palette[-1]
+    tips = dict(fig.select_one(HoverTool).tooltips)
+    assert tips == {"residual stream": "@row", "source": "@piece", "share of the difference": "@share_tip"}
+    assert (data["row"][n + 1], data["piece"][n + 1]) == ("layer 0", "▁man→▁woman")
+    assert data["share_tip"][n + 1] == f"{result.encoder[1, 1]:+.3f}"
+
+    decoder = viz.residual_patching_figure(result, side="decoder")
+    data = decoder.select_one({"name": "cells"}).data_source.data
+    np.testing.assert_array_equal(data["value"], result.decoder.ravel())
+    assert data["label"] == [f"{v:.2f}" for v in result.decoder.ravel()]
+    assert axis_labels(decoder, "yaxis") == [f"layer {i}" for i in range(layers)]
+    assert axis_labels(decoder, "xaxis") == result.target and decoder.name == "residual-patching-decoder"
+    assert decoder.title.text == viz.WORDS["residual.title_denoise"].format(side="decoder")
+    assert decoder.xaxis[0].axis_label == "output" and decoder.yaxis[0].axis_label == "residual stream"
+
+    longer = patch_residual(model, CLEAN, LONGER, direction="noise")  # the encoder's positions do not line up
+    grey = viz.residual_patching_figure(longer, side="encoder", words=figure_words("es"), name="mine")
+    data = grey.select_one({"name": "cells"}).data_source.data
+    assert np.isnan(data["value"]).all() and set(data["label"]) == {"–"} and set(cell_colors(grey)) == {"#e0e0e0"}
+    assert set(data["share_tip"]) == {text("figure.patching_not_patched", "es")}
+    assert axis_labels(grey, "xaxis") == longer.source and grey.name == "mine"  # no arrow: nothing lines up
+    assert grey.title.text == text("figure.residual_title_noise", "es").format(side=text("kind.encoder", "es"))
+    assert axis_labels(grey, "yaxis")[0] == text("figure.residual_embeddings", "es")
+
+
+def test_the_residual_figure_labels_pieces_as_the_other_views_do() -> None:
+    """A long changed piece is cut on the axis and whole in the hover, a right-to-left one is
+    isolated on its own side of the arrow, pieces the result does not know are named by position,
+    and what it cannot draw is one line."""
+    share = np.array([[0.0, 1.0], [0.2, 0.8]])
+    result = ResidualPatching(
+        share, share, -1.0, -2.0, "denoise", [0, 1], ["▁A", "▁extraordinarily"], ["▁A", "▁שלום"], ["▁Ein"]
+    )
+    fig = viz.residual_patching_figure(result)
+    assert axis_labels(fig, "xaxis") == ["▁A", "▁extra…→\u2068▁שלום\u2069"]
+    assert fig.select_one({"name": "cells"}).data_source.data["piece"][1] == "▁extraordinarily→\u2068▁שלום\u2069"
+    decoder = viz.residual_patching_figure(result, side="decoder")  # one target piece for two positions
+    assert axis_labels(decoder, "xaxis") == ["0", "1"]
+    with pytest.raises(AttnlabError, match="^side is 'encoder' or 'decoder', got 'cross'$"):
+        viz.residual_patching_figure(result, side="cross")
+    with pytest.raises(AttnlabError, match="^residual_patching_figure draws what attnlab's residual-stream patching"):
+        viz.residual_patching_figure({})
+    flat = ResidualPatching(np.zeros(3), share, -1.0, -2.0, "denoise", [0])
+    with pytest.raises(AttnlabError, match=r"shares of shape \(layers, positions\)"):
+        viz.residual_patching_figure(flat)
 
 
 # -- the explorer's Head ablation tab ---------------------------------------------------------------------

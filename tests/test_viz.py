@@ -26,6 +26,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.importance import HeadImportance
 from attnlab.record.lens import Lens
 from attnlab.record.patching import HeadPatching
+from attnlab.record.residual import ResidualPatching
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.selection import head_map, pick
@@ -602,6 +603,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "importance_figure": lambda **o: viz.importance_figure(HeadImportance(np.ones((3, 2, 2)), None, 1, 1), **o),
         "patching_figure": lambda **o: viz.patching_figure(
             HeadPatching(np.ones((3, 2, 2)), np.ones((3, 2, 2)), 0.0, -1.0, "denoise", [0], ("decoder", "cross")), **o
+        ),
+        "residual_patching_figure": lambda **o: viz.residual_patching_figure(
+            ResidualPatching(np.ones((3, 2)), np.ones((2, 2)), 0.0, -1.0, "noise", [0]), side="decoder", **o
         ),
     }
     takes = {

@@ -50,6 +50,7 @@ from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.patching import patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
+from attnlab.viz.residual import residual_patching_figure
 from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
@@ -95,6 +96,7 @@ __all__ = [
     "piece_label",
     "profile_grid",
     "profile_pick",
+    "residual_patching_figure",
     "rollout_figure",
     "selection",
     "standalone_html",

@@ -7,7 +7,7 @@ short source.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,11 @@ def label_stride(n: int, pixels: float) -> int:
     return max(1, math.ceil(n * LABEL_PX / max(pixels, 1)))
 
 
-def token_axis(axis: Any, labels: Sequence[str], pixels: float, flip: bool) -> None:
-    """Numeric axis whose ticks sit at cell centres and read as the tokens (thinned to fit)."""
+def token_axis(
+    axis: Any, labels: Sequence[str], pixels: float, flip: bool, label: Callable[[str], str] = piece_label
+) -> None:
+    """Numeric axis whose ticks sit at cell centres and read as the tokens (thinned to fit), each
+    shown by `label` (`str` for labels a `labels.py` helper already made)."""
     n = len(labels)
     ticks = list(range(0, n, label_stride(n, pixels)))
     position = [(n - 1 - i if flip else i) + 0.5 for i in ticks]
@@ -34,7 +37,7 @@ def token_axis(axis: Any, labels: Sequence[str], pixels: float, flip: bool) -> N
         axis.ticker.ticks = position
     else:
         axis.ticker = FixedTicker(ticks=position)
-    axis.major_label_overrides = {p: piece_label(labels[i]) for p, i in zip(position, ticks, strict=True)}
+    axis.major_label_overrides = {p: label(labels[i]) for p, i in zip(position, ticks, strict=True)}
     axis.major_label_text_font_size = "10px" if pixels / max(n, 1) < 16 else "11px"
     axis.major_tick_line_color = None
     axis.minor_tick_line_color = None

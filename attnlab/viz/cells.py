@@ -1,7 +1,8 @@
-"""A grid of coloured cells, each labelled with a word or a number: the logit lens (a layer's
-first choice at each position) is drawn this way, and so is every head of a model with one
-number each (`head_grid`: head importance, head patching), the three kinds of attention side by
-side, each a block of layers (0 at the bottom) × heads, a tap on a cell naming its head."""
+"""A grid of coloured cells, each labelled with a word or a number: layers × pieces
+(`piece_grid`: the logit lens, a layer's first choice at each position; residual-stream
+patching, each layer's output at each position), and every head of a model with one number each
+(`head_grid`: head importance, head patching), the three kinds of attention side by side, each a
+block of layers (0 at the bottom) × heads, a tap on a cell naming its head."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.record.trace import KINDS
+from attnlab.viz.axes import label_room, token_axis
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import title_px
 from attnlab.viz.selection import on_tap
@@ -30,6 +32,8 @@ from attnlab.viz.words import kind_title
 
 CELL = 44  # pixels a side of a head's cell
 GAP = 1  # cells between two kinds' blocks
+PIECE_W, LAYER_H = 64, 30  # pixels of a layers × pieces cell: room for a piece of ~8 columns
+VISIBLE = 16  # pieces shown at once; a longer row is dragged sideways (cells never shrink)
 
 
 def labelled_cells(
@@ -47,6 +51,47 @@ def labelled_cells(
         text_font_size=font_size, text_color="text_color", name=text_name,
     )  # fmt: skip
     return cells
+
+
+def piece_grid(
+    layers: Sequence[str],
+    pieces: Sequence[str],
+    *,
+    title: str,
+    name: str,
+    axes: tuple[str, str],
+    drag: str,
+    tap: bool = False,
+) -> figure:
+    """An empty figure for a grid of `layers` (their names, the first at the bottom) × `pieces`
+    (as the top axis shows them: made by a `labels.py` helper), `PIECE_W` × `LAYER_H` pixels a
+    cell and at most `VISIBLE` pieces at once (drag sideways for the rest). `axes` are the
+    (layers, pieces) axis words; `drag`, with fields {output} (the pieces' word) and {n}, is the
+    pieces' axis word when they do not all fit; `tap` adds the tap tool. Cells sit at
+    (position + 0.5, layer + 0.5)."""
+    n_layers, n = len(layers), len(pieces)
+    shown = min(n, VISIBLE)
+    tools = "xpan,xwheel_zoom,reset,save"
+    fig = figure(
+        width=max(shown * PIECE_W + 110, title_px(title) + 40),
+        height=n_layers * LAYER_H + label_room(pieces) + 16 + 110,
+        x_range=Range1d(0, shown, bounds=(0, n)),
+        y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
+        tools=f"tap,{tools}" if tap else tools,
+        active_drag="xpan",
+        toolbar_location="below",
+        x_axis_location="above",
+        title=title,
+        name=name,
+    )
+    token_axis(fig.xaxis[0], pieces, n * PIECE_W, flip=False, label=str)
+    fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
+    fig.yaxis.major_label_overrides = {i + 0.5: layer for i, layer in enumerate(layers)}
+    layer_word, piece_word = axes
+    fig.xaxis.axis_label = piece_word if n <= VISIBLE else drag.format(output=piece_word, n=n)
+    fig.yaxis.axis_label = layer_word
+    fig.grid.visible = False
+    return fig
 
 
 def head_grid(

@@ -11,6 +11,7 @@ import unicodedata
 
 ELLIPSIS = "…"
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
+ARROW = "→"  # between a piece and what it was changed into
 DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
 LABEL_WIDTH = 14  # columns a label may take on an axis before it is cut
 # Pixels per column of a figure's title (bold, 13 px): DejaVu Sans Bold averages ~7.4 over a
@@ -104,6 +105,14 @@ def piece_label(label: str, width: int | None = LABEL_WIDTH, *, isolate: bool = 
     if text and unicodedata.category(text[0]) in ("Mn", "Mc", "Me"):
         text = DOTTED_CIRCLE + text
     return FSI + text + PDI if isolate and is_rtl(text) else text
+
+
+def change_label(before: str, after: str, width: int | None = LABEL_WIDTH) -> str:
+    """A piece changed into another ("▁man→▁woman"), each side as `piece_label` shows it, cut to
+    half of `width` columns (None: whole). A right-to-left side is isolated on its own, so the
+    arrow points from the first to the second piece in any script."""
+    side = None if width is None else max(width // 2, 2)
+    return f"{piece_label(before, side)}{ARROW}{piece_label(after, side)}"
 
 
 def title_px(text: str, column_px: float = TITLE_COLUMN_PX) -> int:

@@ -14,15 +14,14 @@ from numbers import Real
 from typing import TYPE_CHECKING
 
 import numpy as np
-from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, HoverTool, LinearColorMapper
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
-from attnlab.viz.axes import label_room, token_axis
-from attnlab.viz.cells import labelled_cells
+from attnlab.viz.cells import labelled_cells, piece_grid
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label, title_px
+from attnlab.viz.labels import piece_label
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import check_on_select, on_tap
 from attnlab.viz.words import say
@@ -30,8 +29,6 @@ from attnlab.viz.words import say
 if TYPE_CHECKING:
     from attnlab.record.lens import Lens
 
-CELL_W, CELL_H = 64, 30  # pixels: room for a piece of ~8 columns in a cell
-VISIBLE = 16  # positions shown at once; a longer output is dragged sideways (cells never shrink)
 CELL_LABEL = 8  # columns of a cell's piece before it is cut
 OTHER = "#c0392b"  # a layer's first choice that is not the piece finally output
 DARK = 0.55  # from this probability up a cell is dark enough for white text
@@ -46,7 +43,7 @@ def lens_figure(
     words: Mapping[str, str] | None = None,
 ) -> figure:
     """The lens of one sentence pair: rows are decoder layers (0 at the bottom), columns the
-    positions labelled by the piece output there, at most `VISIBLE` of them at once (drag sideways
+    positions labelled by the piece output there, at most `cells.VISIBLE` of them at once (drag sideways
     for the rest). `title` None is its own; `on_select(layer, position)` is called when a cell is
     tapped (in a Bokeh server or Panel session); `words` replaces any of `viz.words.WORDS` ("lens.*")."""
     check_options(title=title)
@@ -82,19 +79,14 @@ def lens_figure(
         }
     )
     title = title or said["lens.title"]
-    room = label_room(lens.produced) + 16
-    shown = min(n, VISIBLE)
-    fig = figure(
-        width=max(shown * CELL_W + 110, title_px(title) + 40),
-        height=n_layers * CELL_H + room + 110,
-        x_range=Range1d(0, shown, bounds=(0, n)),
-        y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
-        tools="tap,xpan,xwheel_zoom,reset,save" if on_select else "xpan,xwheel_zoom,reset,save",
-        active_drag="xpan",
-        toolbar_location="below",
-        x_axis_location="above",
+    fig = piece_grid(
+        [str(i) for i in range(n_layers)],
+        [piece_label(piece) for piece in lens.produced],
         title=title,
         name=name,
+        axes=(said["lens.layer"], said["lens.output"]),
+        drag=said["lens.drag"],
+        tap=on_select is not None,
     )
     mapper = LinearColorMapper(palette=list(PALETTE), low=0.0, high=1.0)
     cells = labelled_cells(fig, source, "p", mapper, "11px", "first-choice")
@@ -114,14 +106,6 @@ def lens_figure(
     fig.add_layout(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=said["lens.p"]), "right"
     )
-    token_axis(fig.xaxis[0], lens.produced, n * CELL_W, flip=False)
-    fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
-    fig.yaxis.major_label_overrides = {i + 0.5: str(i) for i in range(n_layers)}
-    fig.xaxis.axis_label = (
-        said["lens.output"] if n <= VISIBLE else said["lens.drag"].format(output=said["lens.output"], n=n)
-    )
-    fig.yaxis.axis_label = said["lens.layer"]
-    fig.grid.visible = False
     on_tap(fig, lambda x, y: lens_pick(x, y, n_layers, n), on_select)
     return use_fonts(fig)
 

@@ -105,6 +105,19 @@ WORDS: dict[str, str] = {
     "patching.share": "share of the difference",
     "patching.nats": "log P moved (nats)",
     "patching.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
+    # residual-stream patching (residual.py): the share each layer's output at one position alone moves
+    "residual.title_denoise": "{side}: share of the difference each layer's output at one position restores alone, taken from the clean run",
+    "residual.title_noise": "{side}: share of the difference each layer's output at one position causes alone, taken from the corrupted run",
+    "residual.encoder": "encoder",
+    "residual.decoder": "decoder",
+    "residual.stream": "residual stream",  # the rows' axis: the embeddings, then each layer's output
+    "residual.embeddings": "embeddings",
+    "residual.layer": "layer {layer}",
+    "residual.source": "source",  # the encoder's columns (changed pieces: "▁man→▁woman")
+    "residual.output": "output",  # the decoder's columns
+    "residual.drag": "{output}: drag sideways to see all {n} positions",
+    "residual.share": "share of the difference",
+    "residual.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
     "export.input": "input",
