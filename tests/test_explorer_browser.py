@@ -604,6 +604,9 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     most = page.page.locator(".attn-patch-most")
     most.wait_for(timeout=30_000)
     assert re.search(r"layer \d head \d alone (restores|causes) -?\d+% of the difference", most.inner_text())
+    assert page.painted("residual-patching-decoder")  # the same click: each decoder layer's output at each piece
+    where = page.page.locator(".attn-patch-where-line").inner_text()
+    assert re.search(r"in the output (it|the change) lands on '[^']+' \(-?\d+%\)", where), where
     page.settle()
     page.shot("ablation")
     page.page.locator(".bk-tab").filter(has_text="Attention rollout").click()  # the open head's kind and layer

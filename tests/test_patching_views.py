@@ -9,6 +9,8 @@ head that moves most and where the difference sits, and says in one line why it 
 from __future__ import annotations
 
 import html
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from attnlab.decode.api import Model, load
 from attnlab.decode.patching import patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
-from attnlab.record.residual import ResidualPatching
+from attnlab.record.residual import ResidualPatching, trace_residual_patching
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "multi30k-en-de"
@@ -241,3 +243,74 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     tab.corrupted.value_input = "the cat runs in the park ."
     tab.run()
     assert tab.figure.object is None and "int8" in tab.note.object, tab.note.object
+
+
+def test_the_patching_box_shows_where_the_difference_sits(lab: dict[str, Path]) -> None:  # noqa: F811
+    """The same button patches the residual stream: under the head grid, a line saying where the
+    difference sits and the encoder's and the decoder's grids of the open output; a changed sentence
+    with more pieces leaves the encoder unpatched, said in the line, and only the decoder's grid
+    shown; a refusal or a new sentence takes them away."""
+    from attnlab.app.i18n import text
+
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 4
+    tab, store = shown.ablation.patching, shown.store
+    assert tab.encoder.object is tab.decoder.object is None and not tab.where.object
+    tab.corrupted.value_input = "the man runs in the park ."  # as many pieces ("▁dog", "▁man")
+    tab.run()
+    expected = trace_residual_patching(store.model, store.trace, "the man runs in the park .")
+    assert expected.encoder_patched
+    for pane, side in ((tab.encoder, "encoder"), (tab.decoder, "decoder")):
+        fig = pane.object
+        assert fig.name == f"residual-patching-{side}", fig.name
+        values = fig.select_one({"name": "cells"}).data_source.data["value"]
+        np.testing.assert_allclose(values, getattr(expected, side).ravel())
+    assert tab.figure.object.name == "head-patching" and tab.where.object.count("<p") == 1
+    assert tab.where.object == tab._where(expected)
+    where = html.unescape(tab.where.object)
+    assert re.search(r"In the encoder the change (stays at|spreads out from) 'dog' ", where), where
+    assert re.search(r"in the output it lands on '[^']+' \(-?\d+%\) and '[^']+' \(-?\d+%\)\.", where), where
+
+    tab.corrupted.value_input = "the cat runs in the park ."  # more pieces: the encoder's positions do not line up
+    tab.run()
+    longer = trace_residual_patching(store.model, store.trace, "the cat runs in the park .")
+    assert not longer.encoder_patched
+    assert tab.encoder.object is None and tab.decoder.object.name == "residual-patching-decoder"
+    where = html.unescape(tab.where.object)
+    assert where.startswith("<p") and where.count("<p") == 1 and "\n" not in where
+    assert "encoder's positions are not patched; in the output the change lands on '" in where, where
+
+    tab.corrupted.value_input = store.text  # no difference: one line, every grid gone
+    tab.run()
+    assert tab.encoder.object is tab.decoder.object is None and not tab.where.object
+    assert "no difference for a head to carry" in html.unescape(tab.note.object)
+    tab.corrupted.value_input = "the man runs in the park ."
+    tab.run()
+    assert tab.encoder.object is not None and tab.decoder.object is not None
+    decode(shown, "a cat runs .")  # a new sentence: the grids of the last one go
+    assert tab.encoder.object is tab.decoder.object is None and not tab.where.object
+    assert text("ablation.residual_no_encoder", "zh", lands="x")  # (the key exists in every language)
+
+
+def test_the_line_says_where_the_difference_sits_from_the_numbers(lab: dict[str, Path]) -> None:  # noqa: F811
+    """The encoder: the share of its top row at the changed piece (it stays there from half up, else
+    it has spread); the output: the two pieces of the decoder's top row with the largest shares."""
+    tab = explorer(lab, tiny="translate").ablation.patching
+    decoder = np.array([[0.1, 0.0, 0.0], [0.57, 0.44, -0.01]])
+    pieces = (["▁A", "▁man", "</s>"], ["▁A", "▁woman", "</s>"], ["▁Ein", "▁Mann", "</s>"])
+    stays = ResidualPatching(np.array([[0, 1.0, 0], [0, 1.0, 0]]), decoder, -1.0, -3.0, "denoise", [0], *pieces)
+    assert html.unescape(tab._where(stays)) == (
+        "<p class='attn-patch-where-line'>In the encoder the change stays at 'man' up to the top layer (100% of the "
+        "difference there); in the output it lands on 'Ein' (57%) and 'Mann' (44%).</p>"
+    )
+    spread = replace(stays, encoder=np.array([[0, 1.0, 0], [0.3, 0.2, 0.5]]))
+    assert html.unescape(tab._where(spread)).startswith(
+        "<p class='attn-patch-where-line'>In the encoder the change spreads out from 'man' (only 20% of the "
+        "difference is still there at the top layer); in the output it lands on 'Ein' (57%) and 'Mann' (44%)."
+    )
+    unpatched = replace(stays, encoder=np.full((2, 3), np.nan), changed=["▁A", "▁young", "▁woman", "</s>"])
+    said = html.unescape(tab._where(unpatched))
+    assert "not patched; in the output the change lands on 'Ein' (57%) and 'Mann' (44%).</p>" in said
+    one = replace(stays, decoder=np.ones((2, 1)), target=["</s>"])
+    assert html.unescape(tab._where(one)).endswith("in the output it lands on '</s>' (100%).</p>")

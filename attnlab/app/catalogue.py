@@ -155,6 +155,12 @@ MESSAGES: dict[str, dict[str, str]] = {
     "ablation.patch_most_denoise": {"en": "{head} alone restores {share:.0%} of the difference.", "es": "{head} restaura por sí sola el {share:.0%} de la diferencia.", "zh": "{head} 单独恢复了 {share:.0%} 的差异。"},
     "ablation.patch_most_noise": {"en": "{head} alone causes {share:.0%} of the difference.", "es": "{head} causa por sí sola el {share:.0%} de la diferencia.", "zh": "{head} 单独造成了 {share:.0%} 的差异。"},
     "ablation.patch_nothing": {"en": "No head alone moves the output towards the other run.", "es": "Ninguna cabeza por sí sola mueve la salida hacia la otra ejecución.", "zh": "没有哪个头能单独把输出推向另一次运行。"},
+    "ablation.residual_stays": {"en": "In the encoder the change stays at {pieces} up to the top layer ({share:.0%} of the difference there); in the output it lands on {lands}.", "es": "en el codificador el cambio se queda en {pieces} hasta la última capa (ahí está el {share:.0%} de la diferencia); en la salida recae en {lands}.", "zh": "在编码器中，改动直到最上层都停留在{pieces}（那里占差异的 {share:.0%}）；在输出中，它落在{lands}上。"},
+    "ablation.residual_spreads": {"en": "In the encoder the change spreads out from {pieces} (only {share:.0%} of the difference is still there at the top layer); in the output it lands on {lands}.", "es": "En el codificador el cambio se extiende desde {pieces} (en la última capa solo queda ahí el {share:.0%} de la diferencia); en la salida recae en {lands}.", "zh": "在编码器中，改动从{pieces}扩散开来（到最上层只有 {share:.0%} 的差异还留在那里）；在输出中，它落在{lands}上。"},
+    "ablation.residual_no_encoder": {"en": "The two sentences have a different number of pieces, so the encoder's positions are not patched; in the output the change lands on {lands}.", "es": "Las dos frases tienen distinto número de piezas, así que las posiciones del codificador no se parchean; en la salida el cambio recae en {lands}.", "zh": "两个句子的词元数不同，编码器的位置没有修补；在输出中，改动落在{lands}上。"},
+    "ablation.residual_quoted": {"en": "'{piece}'", "es": "«{piece}»", "zh": "“{piece}”"},
+    "ablation.residual_piece": {"en": "'{piece}' ({share:.0%})", "es": "«{piece}» ({share:.0%})", "zh": "“{piece}”（{share:.0%}）"},
+    "ablation.residual_two": {"en": "{first} and {second}", "es": "{first} y {second}", "zh": "{first}和{second}"},
     # the export bar
     "export.title": {"en": "Export", "es": "Exportar", "zh": "导出"},
     "export.png": {"en": "PNG", "es": "PNG", "zh": "PNG"},

@@ -4,6 +4,12 @@ is taken alone from one run into the other. The grid (`viz.patching_figure`) sho
 log-probability difference each head moves by itself, a line names the head that moves most, and
 a tap on a head adds it to the heads to switch off, as on the importance grid above it.
 
+The same button patches the residual stream (`attnlab.record.residual`, Meng et al.'s causal
+tracing): each layer's output at each position, alone. Under the head grid a line says where the
+difference sits (at the changed word in the encoder's top layer or spread from it; the two output
+pieces it lands on), and two grids show it (`viz.residual_patching_figure`), the encoder's only when
+both sentences have as many pieces (its positions line up).
+
 Anything the library refuses (two sentences that give the output the same log-probability, a
 sentence the model cannot take, an int8 model) is the box's one line, in the page's language.
 """
@@ -22,9 +28,11 @@ from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_title, text
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
+from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.trace import KINDS, AttentionTrace
 
 log = logging.getLogger(__name__)
+STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
 
 
 class PatchingBox(pn.viewable.Viewer):
@@ -58,12 +66,18 @@ class PatchingBox(pn.viewable.Viewer):
         )
         self.note = pn.pane.HTML("", css_classes=["attn-patch-note"], width=900)
         self.figure = pn.pane.Bokeh(None, css_classes=["attn-patch"])
+        self.where = pn.pane.HTML("", css_classes=["attn-patch-where"], width=900)
+        self.encoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-encoder"])
+        self.decoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-decoder"])
         self.source = ""  # the open sentence the typed one is a change of
         self.layout = pn.Column(
             self.about,
             pn.Row(self.corrupted, self.direction, self.go),
             self.note,
             self.figure,
+            self.where,
+            self.encoder,
+            self.decoder,
             css_classes=["attn-patch-box"],
         )
         self.go.on_click(lambda _event: self.run())
@@ -81,11 +95,12 @@ class PatchingBox(pn.viewable.Viewer):
         self.corrupted.placeholder = (
             text("ablation.patch_placeholder", self.store.lang, sentence=source[:200]) if source else ""
         )
-        self.figure.object = None
+        self._clear()
         self.note.object = ""
 
     def run(self) -> None:
-        """Patch every head between the open sentence and the typed one, in the chosen direction."""
+        """Patch every head, then every layer's output at every position, between the open sentence
+        and the typed one, in the chosen direction."""
         store, lang = self.store, self.store.lang
         corrupted = (self.corrupted.value_input or self.corrupted.value or "").strip()
         if store.trace is None or not corrupted:
@@ -94,6 +109,7 @@ class PatchingBox(pn.viewable.Viewer):
         self.go.loading = True
         try:
             patching = trace_patching(store.model, store.trace, corrupted, direction=self.direction.value)
+            residual = trace_residual_patching(store.model, store.trace, corrupted, direction=self.direction.value)
         except AttnlabError as error:
             self._refuse(store.explain(error))
             return
@@ -105,6 +121,10 @@ class PatchingBox(pn.viewable.Viewer):
             self.go.loading = False
         self.note.object = self._said(patching)
         self.figure.object = viz.patching_figure(patching, on_select=self.on_select, words=store.words)
+        self.where.object = self._where(residual)
+        patched = residual.encoder_patched  # else its positions do not line up: the decoder's grid alone
+        self.encoder.object = viz.residual_patching_figure(residual, words=store.words) if patched else None
+        self.decoder.object = viz.residual_patching_figure(residual, side="decoder", words=store.words)
 
     def _said(self, patching: HeadPatching) -> str:
         """The log-probabilities of the two runs and the head that moves the most, as HTML."""
@@ -128,7 +148,45 @@ class PatchingBox(pn.viewable.Viewer):
         said = "".join(f"<p class='attn-muted'>{html.escape(line)}</p>" for line in lines)
         return f"{said}<p class='attn-patch-most'><b>{html.escape(most)}</b></p>"
 
+    def _where(self, residual: ResidualPatching) -> str:
+        """Where the difference sits, as one HTML line: in the encoder, the share of its top layer's
+        output at the changed pieces (it stays there, or has spread); in the output, the two pieces
+        of the decoder's top row with the largest shares (that row splits the whole difference)."""
+        lang = self.store.lang
+        top = residual.decoder[-1]
+        landed = [
+            text("ablation.residual_piece", lang, piece=_word(residual.target, i), share=float(top[i]))
+            for i in np.argsort(-top, kind="stable")[:2]
+        ]
+        lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
+        if not residual.encoder_patched:
+            said = text("ablation.residual_no_encoder", lang, lands=lands)
+        else:
+            encoder = residual.encoder[-1]
+            changed = [i for i, (a, b) in enumerate(zip(residual.source, residual.changed, strict=False)) if a != b]
+            changed = changed or [int(np.nanargmax(encoder))]  # (pieces not known: where the top row is largest)
+            share = float(np.nansum(encoder[changed]))
+            pieces = ", ".join(text("ablation.residual_quoted", lang, piece=_word(residual.source, i)) for i in changed)
+            if share >= STAYS:
+                said = text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands)
+            else:
+                said = text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands)
+        return f"<p class='attn-patch-where-line'>{html.escape(said)}</p>"
+
+    def _clear(self) -> None:
+        """No grids and no line about them."""
+        self.figure.object = self.encoder.object = self.decoder.object = None
+        self.where.object = ""
+
     def _refuse(self, message: str) -> None:
         """No grid, and the one line why."""
-        self.figure.object = None
+        self._clear()
         self.note.object = f"<p class='attn-patch-error'>{html.escape(message)}</p>"
+
+
+def _word(pieces: list[str], index: int) -> str:
+    """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
+    mark (by its position where the pieces are not known)."""
+    if index >= len(pieces):
+        return str(index)
+    return viz.piece_label(pieces[index].lstrip("\u2581") or pieces[index], None)
