@@ -3,7 +3,8 @@
 original output became, token by token. It tests what a head looks like it does. Below, every
 head's importance for the open output (`attnlab.record.importance`, Michel et al. 2019) says
 which heads are worth trying; a tap on one adds it to the heads to switch off. Under it, patching
-(`patching.py`) says which heads carry what a change of the sentence does to the output.
+(`patching.py`) says which heads carry what a change of the sentence does to the output, and
+where it lives: each layer's output at each source and output position.
 
 With a reference, the open trace is the reference read teacher-forced: the log-probabilities are
 the reference's (and say so), while "changed" still compares the re-decoded output with the
