@@ -58,6 +58,7 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
 
     from attnlab.app.i18n import text
     from attnlab.app.words import figure_words
+    from attnlab.viz.labels import title_px
 
     patching = patch_heads(model, CLEAN, LONGER)
     assert patching.patched == ("decoder", "cross") and np.isnan(patching.share[0]).all()  # or the test shows nothing
@@ -69,6 +70,7 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
     assert data["label"][:heads] == ["–"] * heads  # the encoder block: not patched
     assert data["label"][heads:] == [f"{v:.2f}" for v in share[heads:]]
     assert fig.name == "head-patching" and fig.title.text == viz.WORDS["patching.title_denoise"]
+    assert fig.width >= title_px(fig.title.text) + 100  # the title starts where the cells do: it was cut there
     assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
     # grey where not patched, labelled in grey; a head that moved the output the other way has another colour
     colors = cell_colors(fig)

@@ -73,7 +73,7 @@ def piece_grid(
     shown = min(n, VISIBLE)
     tools = "xpan,xwheel_zoom,reset,save"
     fig = figure(
-        width=max(shown * PIECE_W + 110, title_px(title) + 40),
+        width=max(shown * PIECE_W, title_px(title)) + 110,  # (the title starts where the cells do)
         height=n_layers * LAYER_H + label_room(pieces) + 16 + 110,
         x_range=Range1d(0, shown, bounds=(0, n)),
         y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
@@ -131,7 +131,7 @@ def head_grid(
     )
     width = n_kinds * (n_heads + GAP) - GAP
     fig = figure(
-        width=max(width * CELL + 130, title_px(title) + 40),
+        width=max(width * CELL, title_px(title)) + 130,  # (the title starts where the cells do)
         height=n_layers * CELL + 120,
         x_range=Range1d(0, width),
         y_range=Range1d(0, n_layers + 0.8),
