@@ -543,3 +543,29 @@ def test_compare_refuses_names_or_models_it_cannot_use_before_decoding(
     assert named.errors.message == "" and named.names == ("first", "second") and "<b>second</b>" in named.output.value
     opened = widgets.Compare(paths["translate"], translator, "A dog .")  # an AttributeError ('task') before
     assert opened.errors.message == "" and opened.comparison is not None
+
+
+def test_the_explorer_patches_a_changed_sentence_against_the_open_hypothesis(translator: attnlab.decode.Model) -> None:
+    """The patching row reads the open hypothesis after the sentence and after the changed one:
+    every head's grid, the residual stream's two grids, and the lines that say what they found;
+    another hypothesis clears them (they read the one open before), a bad input is one line."""
+    from attnlab.record.patching import trace_patching
+
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3)
+    assert explorer.figures["patching"] is None
+    heads = explorer.patch("A dog sits on a bike .")
+    assert heads is not None and not explorer.errors.message, explorer.errors.message
+    expected = trace_patching(translator, explorer.result.hypotheses[0].trace, "A dog sits on a bike .")
+    data = explorer.figures["patching"].select_one({"name": "cells"}).data_source.data
+    np.testing.assert_allclose(data["value"], expected.share.ravel())
+    assert explorer.figures["residual_encoder"] is not None and explorer.figures["residual_decoder"] is not None
+    assert "alone restores" in explorer.patched.value and "In the encoder" in explorer.patched.value
+    explorer.choose(2)
+    assert explorer.figures["patching"] is None and explorer.patched.value == ""
+    explorer.patch("A young dog sits on a bike .", direction="noise")  # more pieces: the decoder's grid alone
+    assert explorer.figures["residual_encoder"] is None and explorer.figures["residual_decoder"] is not None
+    assert explorer.direction.value == "noise" and not explorer.errors.message
+    for changed, message in (("", "the input is empty"), ("A man sits on a bike .", "changes the target's")):
+        assert explorer.patch(changed) is None and message in explorer.errors.message
+        assert explorer.figures["patching"] is None
+    assert explorer.patch("A dog .", direction="up") is None and "denoise or noise" in explorer.errors.message

@@ -51,6 +51,7 @@ from attnlab.app.notebook import (
     setup,
     trace_caption,
 )
+from attnlab.app.patching_text import head_lines, residual_line
 from attnlab.app.replay import Timeline, replay
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
@@ -58,6 +59,8 @@ from attnlab.decode.api import DEFAULTS
 from attnlab.errors import ConfigError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
+from attnlab.record.patching import trace_patching
+from attnlab.record.residual import trace_residual_patching
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -162,7 +165,8 @@ def show(
 class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
     hypotheses, and open any head of any of them; two boxes add the open hypothesis's logit lens
-    and every head's importance for it."""
+    and every head's importance for it, and a changed version of the sentence, patched against it
+    (`patch`), which heads and which layers at which positions carry the change."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
         self.model, self.lang = model, i18n.checked(lang)
@@ -195,16 +199,33 @@ class Explorer(w.VBox):
         self.show_importance = w.Checkbox(description=i18n.text("widgets.show_importance", lang), indent=False)
         self.show_importance.observe(lambda _change: self._draw_importance(), "value")
         self.importance = BokehPane()
+        self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="60%"))
+        both = {i18n.text("ablation.patch_denoise", lang): "denoise", i18n.text("ablation.patch_noise", lang): "noise"}
+        self.direction = w.Dropdown(options=list(both.items()), value="denoise", layout=w.Layout(width="35%"))
+        self.patch_button = w.Button(description=i18n.text("ablation.patch_go", lang))
+        self.patch_button.on_click(lambda _button: self.patch())
+        self.patched = w.HTML()
+        self.patching, self.residual = BokehPane(), {side: BokehPane() for side in ("encoder", "decoder")}
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
-        super().__init__([*parts, self.show_lens, self.lens, self.show_importance, self.importance])
+        patching = [w.HBox([self.changed, self.direction]), self.patch_button, self.patched, self.patching]
+        readings = [
+            self.show_lens,
+            self.lens,
+            self.show_importance,
+            self.importance,
+            *patching,
+            *self.residual.values(),
+        ]
+        super().__init__([*parts, *readings])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
         extra = {"tree": self.tree.figure, "lens": self.lens.figure, "importance": self.importance.figure}
+        extra |= {"patching": self.patching.figure} | {f"residual_{s}": p.figure for s, p in self.residual.items()}
         return {**self.view.figures, **extra}
 
     def run(self, text: str | None = None) -> Any:
@@ -263,6 +284,7 @@ class Explorer(w.VBox):
         self.tree.update(None)
         self.lens.update(None)
         self.importance.update(None)
+        self._clear_patching()
         self.view.clear()
 
     def choose(self, rank: int) -> None:
@@ -289,6 +311,7 @@ class Explorer(w.VBox):
         self.view.set_trace(hyp.trace)
         self._draw_lens()
         self._draw_importance()
+        self._clear_patching()  # it read the hypothesis open before
 
     def _draw_lens(self) -> None:
         """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
@@ -303,6 +326,38 @@ class Explorer(w.VBox):
             self.importance,
             lambda trace: viz.importance_figure(trace_importance(self.model, trace), words=words),
         )
+
+    def patch(self, changed: str | None = None, direction: str | None = None) -> Any:
+        """Patch every head, then every layer's output at every position, between the sentence and
+        `changed` (or the box's), on the open hypothesis (`attnlab.record.patching`,
+        `attnlab.record.residual`); returns the heads' `HeadPatching`, or None on error."""
+        if changed is not None:
+            self.changed.value = checked_text(changed, self.lang)
+        self._clear_patching()
+        self.errors.clear()
+        rank, lang, words = self.hypotheses.value, self.lang, figure_words(self.lang)
+        if self.result is None or rank is None:
+            return None
+        trace, how = self.result.hypotheses[rank].trace, self.direction.value if direction is None else direction
+        with reporting(self.errors):
+            heads = trace_patching(self.model, trace, self.changed.value, direction=how)  # (refuses a bad `how`)
+            layers = trace_residual_patching(self.model, trace, self.changed.value, direction=how)
+            self.direction.value = how
+            lines, most = head_lines(heads, lang)
+            said = "".join(f"<div style='color:#666'>{html.escape(line)}</div>" for line in lines)
+            where = html.escape(residual_line(layers, lang))
+            self.patched.value = f"{said}<div><b>{html.escape(most)}</b></div><div>{where}</div>"
+            self.patching.update(viz.patching_figure(heads, words=words))
+            if layers.encoder_patched:
+                self.residual["encoder"].update(viz.residual_patching_figure(layers, words=words))
+            self.residual["decoder"].update(viz.residual_patching_figure(layers, side="decoder", words=words))
+            return heads
+        return None
+
+    def _clear_patching(self) -> None:
+        self.patched.value = ""
+        for pane in (self.patching, *self.residual.values()):
+            pane.update(None)
 
     def _draw_reading(self, box: w.Checkbox, pane: BokehPane, figure_of: Any) -> None:
         """What `figure_of(trace)` draws from the model's reading of the open hypothesis, in `pane`

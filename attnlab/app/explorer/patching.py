@@ -20,19 +20,18 @@ import html
 import logging
 from collections.abc import Callable
 
-import numpy as np
 import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import kind_title, text
+from attnlab.app.i18n import text
+from attnlab.app.patching_text import head_lines, residual_line
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
-from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.record.trace import AttentionTrace
 
 log = logging.getLogger(__name__)
-STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
 
 
 class PatchingBox(pn.viewable.Viewer):
@@ -128,50 +127,13 @@ class PatchingBox(pn.viewable.Viewer):
 
     def _said(self, patching: HeadPatching) -> str:
         """The log-probabilities of the two runs and the head that moves the most, as HTML."""
-        lang = self.store.lang
-        logp = text(
-            "ablation.patch_logp", lang, clean=patching.clean, corrupted=patching.corrupted,
-            difference=patching.clean - patching.corrupted,
-        )  # fmt: skip
-        if self.store.scored is not None:
-            logp = f"{logp} {text('ablation.importance_reference', lang)}"
-        lines = [logp] if "encoder" in patching.patched else [logp, text("ablation.patch_encoder", lang)]
-        kind, layer, head = patching.order()[0]
-        share = float(patching.share[KINDS.index(kind), layer, head])
-        named = text("ablation.patch_head", lang, kind=kind_title(kind, lang), layer=layer, head=head)
-        if not np.isfinite(share) or share <= 0:
-            most = text("ablation.patch_nothing", lang)
-        elif patching.direction == "denoise":
-            most = text("ablation.patch_most_denoise", lang, head=named, share=share)
-        else:
-            most = text("ablation.patch_most_noise", lang, head=named, share=share)
+        lines, most = head_lines(patching, self.store.lang, reference=self.store.scored is not None)
         said = "".join(f"<p class='attn-muted'>{html.escape(line)}</p>" for line in lines)
         return f"{said}<p class='attn-patch-most'><b>{html.escape(most)}</b></p>"
 
     def _where(self, residual: ResidualPatching) -> str:
-        """Where the difference sits, as one HTML line: in the encoder, the share of its top layer's
-        output at the changed pieces (it stays there, or has spread); in the output, the two pieces
-        of the decoder's top row with the largest shares (that row splits the whole difference)."""
-        lang = self.store.lang
-        top = residual.decoder[-1]
-        landed = [
-            text("ablation.residual_piece", lang, piece=_word(residual.target, i), share=float(top[i]))
-            for i in np.argsort(-top, kind="stable")[:2]
-        ]
-        lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
-        if not residual.encoder_patched:
-            said = text("ablation.residual_no_encoder", lang, lands=lands)
-        else:
-            encoder = residual.encoder[-1]
-            changed = [i for i, (a, b) in enumerate(zip(residual.source, residual.changed, strict=False)) if a != b]
-            changed = changed or [int(np.nanargmax(encoder))]  # (pieces not known: where the top row is largest)
-            share = float(np.nansum(encoder[changed]))
-            pieces = ", ".join(text("ablation.residual_quoted", lang, piece=_word(residual.source, i)) for i in changed)
-            if share >= STAYS:
-                said = text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands)
-            else:
-                said = text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands)
-        return f"<p class='attn-patch-where-line'>{html.escape(said)}</p>"
+        """Where the difference sits, as one HTML line (`patching_text.residual_line`)."""
+        return f"<p class='attn-patch-where-line'>{html.escape(residual_line(residual, self.store.lang))}</p>"
 
     def _clear(self) -> None:
         """No grids and no line about them."""
@@ -182,11 +144,3 @@ class PatchingBox(pn.viewable.Viewer):
         """No grid, and the one line why."""
         self._clear()
         self.note.object = f"<p class='attn-patch-error'>{html.escape(message)}</p>"
-
-
-def _word(pieces: list[str], index: int) -> str:
-    """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
-    mark (by its position where the pieces are not known)."""
-    if index >= len(pieces):
-        return str(index)
-    return viz.piece_label(pieces[index].lstrip("\u2581") or pieces[index], None)

@@ -1,0 +1,69 @@
+"""What activation patching found, said in one or two lines of the reader's language: the same
+words under the explorer's grids (`attnlab.app.explorer.patching`) and the notebook explorer's
+(`attnlab.widgets`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlab import viz
+from attnlab.app.i18n import kind_title, text
+from attnlab.record.patching import HeadPatching
+from attnlab.record.residual import ResidualPatching
+from attnlab.record.trace import KINDS
+
+STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
+
+
+def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
+    """(lines: the two runs' log-probabilities, and why the encoder's heads were not patched when
+    they were not; the line naming the head that moves the most). `reference`: the output read
+    is a reference, not the model's own."""
+    logp = text(
+        "ablation.patch_logp", lang, clean=patching.clean, corrupted=patching.corrupted,
+        difference=patching.clean - patching.corrupted,
+    )  # fmt: skip
+    if reference:
+        logp = f"{logp} {text('ablation.importance_reference', lang)}"
+    lines = [logp] if "encoder" in patching.patched else [logp, text("ablation.patch_encoder", lang)]
+    kind, layer, head = patching.order()[0]
+    share = float(patching.share[KINDS.index(kind), layer, head])
+    named = text("ablation.patch_head", lang, kind=kind_title(kind, lang), layer=layer, head=head)
+    if not np.isfinite(share) or share <= 0:
+        most = text("ablation.patch_nothing", lang)
+    elif patching.direction == "denoise":
+        most = text("ablation.patch_most_denoise", lang, head=named, share=share)
+    else:
+        most = text("ablation.patch_most_noise", lang, head=named, share=share)
+    return lines, most
+
+
+def residual_line(residual: ResidualPatching, lang: str) -> str:
+    """Where the difference sits: in the encoder, the share of its top layer's output at the
+    changed pieces (it stays there, or has spread); in the output, the two pieces of the decoder's
+    top row with the largest shares (that row splits the whole difference)."""
+    top = residual.decoder[-1]
+    landed = [
+        text("ablation.residual_piece", lang, piece=_word(residual.target, i), share=float(top[i]))
+        for i in np.argsort(-top, kind="stable")[:2]
+    ]
+    lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
+    if not residual.encoder_patched:
+        return text("ablation.residual_no_encoder", lang, lands=lands)
+    encoder = residual.encoder[-1]
+    changed = [i for i, (a, b) in enumerate(zip(residual.source, residual.changed, strict=False)) if a != b]
+    changed = changed or [int(np.nanargmax(encoder))]  # (pieces not known: where the top row is largest)
+    share = float(np.nansum(encoder[changed]))
+    pieces = ", ".join(text("ablation.residual_quoted", lang, piece=_word(residual.source, i)) for i in changed)
+    if share >= STAYS:
+        return text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands)
+    return text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands)
+
+
+def _word(pieces: list[str], index: int) -> str:
+    """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
+    mark (by its position where the pieces are not known)."""
+    if index >= len(pieces):
+        return str(index)
+    return viz.piece_label(pieces[index].lstrip("\u2581") or pieces[index], None)
