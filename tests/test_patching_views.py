@@ -227,6 +227,22 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     named = text("ablation.patch_head", kind=kind_title(kind), layer=layer, head=head)
     assert html.escape(text("ablation.patch_most_noise", head=named, share=share)) in tab.note.object
     assert "attn-patch-most" in tab.note.object and not store.error
+    # one output piece's log-probability instead of the whole output's: the pieces of the open output offered
+    pieces = store.trace.tgt_tokens
+    assert list(tab.read.options.values()) == [-1, *range(len(pieces))] and tab.read.value == -1
+    assert list(tab.read.options)[2] == text("ablation.patch_read_piece", position=1, piece=pieces[1].lstrip("▁"))
+    where = trace_residual_patching(store.model, store.trace, "the cat runs in the park .", direction="noise")
+    k = int(np.argmax(np.abs(where.decoder[-1])))  # the piece the change moves most
+    tab.read.value = k
+    tab.run()
+    one = trace_patching(store.model, store.trace, "the cat runs in the park .", positions=[k], direction="noise")
+    np.testing.assert_allclose(
+        tab.figure.object.select_one({"name": "cells"}).data_source.data["value"], one.share.ravel()
+    )
+    assert not np.allclose(one.share, expected.share, equal_nan=True)  # (or the test shows nothing)
+    top = tab.decoder.object.select_one({"name": "cells"}).data_source.data["value"][-len(pieces) :]
+    assert top[k] == pytest.approx(1) and np.delete(top, k) == pytest.approx(0, abs=1e-6)  # that piece alone is read
+    tab.read.value = -1
     heads = store.model.config.n_heads
     for _ in range(2):
         fig._trigger_event(Tap(fig, x=2 * (heads + 1) + 1.5, y=0.5))  # cross-attention, layer 0, head 1

@@ -565,6 +565,8 @@ def test_the_explorer_patches_a_changed_sentence_against_the_open_hypothesis(tra
     explorer.patch("A young dog sits on a bike .", direction="noise")  # more pieces: the decoder's grid alone
     assert explorer.figures["residual_encoder"] is None and explorer.figures["residual_decoder"] is not None
     assert explorer.direction.value == "noise" and not explorer.errors.message
+    one = explorer.patch("A dog sits on a bike .", positions=[1])
+    assert one.positions == [1] and not np.allclose(one.share, heads.share)
     for changed, message in (("", "the input is empty"), ("A man sits on a bike .", "changes the target's")):
         assert explorer.patch(changed) is None and message in explorer.errors.message
         assert explorer.figures["patching"] is None

@@ -45,7 +45,7 @@ def residual_line(residual: ResidualPatching, lang: str) -> str:
     top row with the largest shares (that row splits the whole difference)."""
     top = residual.decoder[-1]
     landed = [
-        text("ablation.residual_piece", lang, piece=_word(residual.target, i), share=float(top[i]))
+        text("ablation.residual_piece", lang, piece=word(residual.target, i), share=float(top[i]))
         for i in np.argsort(-top, kind="stable")[:2]
     ]
     lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
@@ -55,13 +55,13 @@ def residual_line(residual: ResidualPatching, lang: str) -> str:
     changed = [i for i, (a, b) in enumerate(zip(residual.source, residual.changed, strict=False)) if a != b]
     changed = changed or [int(np.nanargmax(encoder))]  # (pieces not known: where the top row is largest)
     share = float(np.nansum(encoder[changed]))
-    pieces = ", ".join(text("ablation.residual_quoted", lang, piece=_word(residual.source, i)) for i in changed)
+    pieces = ", ".join(text("ablation.residual_quoted", lang, piece=word(residual.source, i)) for i in changed)
     if share >= STAYS:
         return text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands)
     return text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands)
 
 
-def _word(pieces: list[str], index: int) -> str:
+def word(pieces: list[str], index: int) -> str:
     """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
     mark (by its position where the pieces are not known)."""
     if index >= len(pieces):

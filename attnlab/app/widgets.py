@@ -327,10 +327,11 @@ class Explorer(w.VBox):
             lambda trace: viz.importance_figure(trace_importance(self.model, trace), words=words),
         )
 
-    def patch(self, changed: str | None = None, direction: str | None = None) -> Any:
+    def patch(self, changed: str | None = None, direction: str | None = None, positions: Any = None) -> Any:
         """Patch every head, then every layer's output at every position, between the sentence and
         `changed` (or the box's), on the open hypothesis (`attnlab.record.patching`,
-        `attnlab.record.residual`); returns the heads' `HeadPatching`, or None on error."""
+        `attnlab.record.residual`), reading the log-probability of its `positions` (default: all);
+        returns the heads' `HeadPatching`, or None on error."""
         if changed is not None:
             self.changed.value = checked_text(changed, self.lang)
         self._clear_patching()
@@ -340,8 +341,8 @@ class Explorer(w.VBox):
             return None
         trace, how = self.result.hypotheses[rank].trace, self.direction.value if direction is None else direction
         with reporting(self.errors):
-            heads = trace_patching(self.model, trace, self.changed.value, direction=how)  # (refuses a bad `how`)
-            layers = trace_residual_patching(self.model, trace, self.changed.value, direction=how)
+            heads = trace_patching(self.model, trace, self.changed.value, positions, how)  # (refuses a bad `how`)
+            layers = trace_residual_patching(self.model, trace, self.changed.value, positions, how)
             self.direction.value = how
             lines, most = head_lines(heads, lang)
             said = "".join(f"<div style='color:#666'>{html.escape(line)}</div>" for line in lines)

@@ -25,7 +25,7 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
-from attnlab.app.patching_text import head_lines, residual_line
+from attnlab.app.patching_text import head_lines, residual_line, word
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
@@ -56,6 +56,9 @@ class PatchingBox(pn.viewable.Viewer):
             width=430,
             css_classes=["attn-patch-direction"],
         )
+        self.read = pn.widgets.Select(
+            label=text("ablation.patch_read", lang), options={}, width=260, css_classes=["attn-patch-read"]
+        )
         self.go = pn.widgets.Button(
             label=text("ablation.patch_go", lang),
             color="primary",
@@ -71,7 +74,8 @@ class PatchingBox(pn.viewable.Viewer):
         self.source = ""  # the open sentence the typed one is a change of
         self.layout = pn.Column(
             self.about,
-            pn.Row(self.corrupted, self.direction, self.go),
+            pn.Row(self.corrupted, self.direction),
+            pn.Row(self.read, self.go),
             self.note,
             self.figure,
             self.where,
@@ -94,6 +98,13 @@ class PatchingBox(pn.viewable.Viewer):
         self.corrupted.placeholder = (
             text("ablation.patch_placeholder", self.store.lang, sentence=source[:200]) if source else ""
         )
+        lang = self.store.lang  # which output pieces' log-probability to read: all, or one
+        pieces = {
+            text("ablation.patch_read_piece", lang, position=i, piece=word(trace.tgt_tokens, i)): i
+            for i in range(len(trace.tgt_tokens))
+        }
+        self.read.options = {text("ablation.patch_read_all", lang): -1} | pieces
+        self.read.value = -1
         self._clear()
         self.note.object = ""
 
@@ -107,8 +118,9 @@ class PatchingBox(pn.viewable.Viewer):
             return
         self.go.loading = True
         try:
-            patching = trace_patching(store.model, store.trace, corrupted, direction=self.direction.value)
-            residual = trace_residual_patching(store.model, store.trace, corrupted, direction=self.direction.value)
+            how = {"direction": self.direction.value, "positions": None if self.read.value < 0 else [self.read.value]}
+            patching = trace_patching(store.model, store.trace, corrupted, **how)
+            residual = trace_residual_patching(store.model, store.trace, corrupted, **how)
         except AttnlabError as error:
             self._refuse(store.explain(error))
             return
