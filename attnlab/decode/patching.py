@@ -30,7 +30,7 @@ def patch_heads(
 ) -> HeadPatching:
     """Patch every head between `clean` and `corrupted` (source sentences) on `target` (default:
     the model's output for `clean`), log-probabilities summed over `positions` of the target."""
-    check_model(model)
+    check_model(model, "patching")
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
     result = pair_patching(model.model, src, cor, tgt, positions, direction)
     result.pieces = [model.target_tokenizer.id_to_piece(i) for i in tgt]
@@ -49,7 +49,7 @@ def patch_residual(
 ) -> ResidualPatching:
     """Patch every layer's output at every position between `clean` and `corrupted`, on
     `target` (default: the model's output for `clean`): Meng et al.'s causal tracing."""
-    check_model(model)
+    check_model(model, "patching")
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
     result = pair_residual_patching(model.model, src, cor, tgt, positions, direction)
     result.source, result.changed = ([model.tokenizer.id_to_piece(i) for i in ids] for ids in (src, cor))
@@ -70,7 +70,7 @@ def corpus_patching(
     sentence counts as much as a short one), on the model's outputs for `clean` or on `targets`.
     Encoder heads are averaged over the pairs whose two sources have as many pieces; a pair whose
     corruption leaves the output's log-probability as it was is skipped (`skipped` counts them)."""
-    check_model(model)
+    check_model(model, "patching")
     for name, lines in (("clean", clean), ("corrupted", corrupted), ("targets", targets)):
         if lines is not None and (isinstance(lines, str) or not lines or len(lines) != len(clean)):
             raise AttnlabError(f"patching a corpus needs as many {name} lines as clean ones ({_count(clean)})")

@@ -101,11 +101,12 @@ def trace_importance(model: Any, trace: AttentionTrace, exact: bool = False) -> 
         return pair_importance(model.model, [(src_ids, produced)], exact)
 
 
-def check_model(model: Any) -> None:
-    """What `attnlab.load` returns, in a precision that can be differentiated."""
+def check_model(model: Any, what: str = "head importance") -> None:
+    """What `attnlab.load` returns; for head importance, in a precision that can be differentiated
+    (`what`: the reading that needs the model, named in the refusal)."""
     if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
-        raise AttnlabError(f"head importance needs a model from attnlab.load(...), got {type(model).__name__}")
-    if any(not p.is_floating_point() for p in model.model.state_dict().values()):
+        raise AttnlabError(f"{what} needs a model from attnlab.load(...), got {type(model).__name__}")
+    if what == "head importance" and any(not p.is_floating_point() for p in model.model.state_dict().values()):
         raise AttnlabError("head importance differentiates through the model: open it in fp32 or bf16, not int8")
 
 

@@ -102,7 +102,7 @@ def trace_patching(
 def trace_pair(model: Any, trace: AttentionTrace, corrupted: str, what: str) -> tuple[list[int], list[int], list[int]]:
     """(clean source, corrupted source, target) ids for patching `what` of the model that
     recorded `trace` (what `attnlab.load` returns), on the trace's own output."""
-    check_model(model)
+    check_model(model, "patching")
     check_trace(trace, "the trace")
     src_ids, produced = trace_ids(model, trace)
     check_same_model(model.model, trace, f"its {what} would be patched on an output it did not produce")
@@ -243,6 +243,8 @@ def _patched_runs(
     """The log-probability over `positions` with each (key, index) of `each` patched alone, one
     row each, in batches of at most `BATCH_TOKENS` target positions."""
     per_batch = max(1, BATCH_TOKENS // len(target))
+    if any(not p.is_floating_point() for p in net.state_dict().values()):
+        per_batch = 1  # int8: activations are quantized per tensor, so rows of one batch would share a scale
     logp: list[float] = []
     for start in range(0, len(each), per_batch):
         chunk = each[start : start + per_batch]
