@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from attnlab.decode.api import Model, load
-from attnlab.decode.patching import corpus_patching, patch_heads, patch_residual
+from attnlab.decode.patching import corpus_patching, corpus_residual, patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, attached
 from attnlab.record.importance import token_log_probs
@@ -171,8 +171,10 @@ def test_the_command_prints_the_grids_and_json(tmp_path: Path) -> None:
     files = [*command, "--clean", str(clean), "--corrupted", str(corrupted), "--files", "--json"]
     report = json.loads(subprocess.run(files, capture_output=True, text=True, check=True).stdout)
     assert report["pairs"] == 2 and len(report["heads"]) == 36 and report["patched"] == list(KINDS)
-    refused = subprocess.run([*files, "--residual"], capture_output=True, text=True)
-    assert refused.returncode == 2 and "--residual patches positions of one output" in refused.stderr
+    spread = subprocess.run([*files[:-1], "--residual"], capture_output=True, text=True, check=True)
+    lines = spread.stdout.splitlines()  # pair 2 has a word more: nothing to line it up on
+    assert lines[3] == "encoder\t-3\t-2\t-1\t+0\t+1\t+2\t+3" and lines[7].startswith("embeddings\t-\t")
+    assert "1 pair patched" in spread.stderr and "1 not one changed piece: left out" in spread.stderr
     residual = subprocess.run(
         [*command, "--clean", CLEAN, "--corrupted", CORRUPTED, "--residual"], capture_output=True, text=True
     )
@@ -241,3 +243,23 @@ def test_an_int8_model_is_patched_a_row_at_a_time(patched) -> None:
     layers = patch_residual(int8, CLEAN, CORRUPTED)
     assert layers.encoder[0, 1] == pytest.approx(1, abs=1e-3)  # the changed word's embedding: all of it
     assert np.abs(layers.encoder[0, 2:]).max() < 1e-3  # the same embeddings in both runs: nothing (0.015 batched)
+
+
+def test_a_corpus_lines_the_residual_stream_up_on_the_changed_piece(model: Model, traced) -> None:
+    """Over pairs that differ in one piece, each encoder row is the mean share at each distance from
+    it (a pair counts where it reaches), and the output pieces the change lands on are counted;
+    pairs that differ in more than one piece cannot be lined up and are counted as left out."""
+    dogs = patch_residual(model, "Two dogs run through the snow .", "Two cats run through the snow .")
+    clean = [CLEAN, "Two dogs run through the snow .", CLEAN]
+    spread = corpus_residual(model, clean, [CORRUPTED, "Two cats run through the snow .", LONGER], reach=2)
+    assert (spread.pairs, spread.skipped, spread.left_out) == (1, 0, 2) and spread.offsets == [-2, -1, 0, 1, 2]
+    changed = traced.source.index("▁man")  # the one pair lined up: the encoder's rows around its changed piece
+    expected = np.full((4, 5), np.nan)
+    expected[:, 1:] = traced.encoder[:, changed - 1 : changed + 3]  # (nothing two pieces before "man")
+    np.testing.assert_allclose(spread.encoder, expected, atol=1e-6)
+    assert dict(spread.landed) == {"▁Ein": 1, "▁Mann": 1}
+    assert not dogs.encoder_patched  # ("cats": a piece more, as LONGER: both left out)
+    with pytest.raises(AttnlabError, match="exactly one piece"):
+        corpus_residual(model, [CLEAN], [LONGER])
+    with pytest.raises(AttnlabError, match="reach is a whole number"):
+        corpus_residual(model, [CLEAN], [CORRUPTED], reach=-1)

@@ -15,7 +15,7 @@ import time
 
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument
-from attnlab.decode.patching import corpus_patching, patch_heads, patch_residual
+from attnlab.decode.patching import LANDS, ResidualCorpus, corpus_patching, corpus_residual, patch_heads, patch_residual
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
@@ -44,7 +44,8 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--residual",
         action="store_true",
-        help="patch each layer's output at each position instead of each head (Meng et al.'s causal tracing)",
+        help="patch each layer's output at each position instead of each head (Meng et al.'s causal tracing); "
+        "with --files, pairs that differ in one piece, lined up on it: the encoder's mean share by distance",
     )
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
@@ -52,15 +53,13 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def patch_command(args: argparse.Namespace) -> int:
-    """`attnlab heads patch`: one pair, or the mean over files of pairs."""
+    """`attnlab heads patch`: heads or the residual stream, of one pair or over files of pairs."""
     if args.limit is not None and (args.limit < 1 or not args.files):
         raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
-    if (args.positions is not None or args.residual) and args.files:
-        flag = "--positions picks pieces of" if args.positions is not None else "--residual patches positions of"
-        raise AttnlabError(f"{flag} one output: give one --clean and --corrupted, not --files")
+    if args.positions is not None and args.files:
+        raise AttnlabError("--positions picks pieces of one output: give one --clean and --corrupted, not --files")
     if args.files:  # read (and refused) before the model loads
-        inputs = {"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target}
-        one_stdin(inputs)
+        one_stdin({"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target})
         clean, corrupted = read_input(args.clean)[: args.limit], read_input(args.corrupted)[: args.limit]
         targets = read_input(args.target)[: args.limit] if args.target else None
         if len(clean) != len(corrupted) or (targets is not None and len(targets) != len(clean)):
@@ -68,42 +67,38 @@ def patch_command(args: argparse.Namespace) -> int:
             raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     started = time.perf_counter()
-    if args.residual:
-        options = {"positions": args.positions, "direction": args.direction, "truncate": args.truncate}
-        residual = patch_residual(model, args.clean, args.corrupted, args.target, **options)
-        if args.json:
-            about = {"checkpoint": os.path.basename(os.path.normpath(args.checkpoint))}
-            fields = ("direction", "clean", "corrupted", "positions", "source", "changed", "target")
-            about |= {name: getattr(residual, name) for name in fields}
-            grids = {side: _listed(getattr(residual, side)) for side in ("encoder", "decoder")}
-            write_stdout(json.dumps(about | grids, ensure_ascii=False) + "\n")
+    how = {"direction": args.direction, "truncate": args.truncate}
+    about = {
+        "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+        "model_sha256": weights_digest(model.path),
+    }
+    if args.files and args.residual:
+        spread = corpus_residual(model, clean, corrupted, targets, **how)
+        pairs, left = spread.pairs, {"no difference": spread.skipped, "not one changed piece": spread.left_out}
+        fields = {name: getattr(spread, name) for name in ("direction", "clean", "corrupted", "offsets", "landed")}
+        answer = about | fields | {"encoder": _listed(spread.encoder), "pairs": pairs} | left
+        table = _spread_tables(spread)
+    elif args.residual:
+        residual = patch_residual(model, args.clean, args.corrupted, args.target, positions=args.positions, **how)
+        pairs, left = 1, {}
+        fields = ("direction", "clean", "corrupted", "positions", "source", "changed", "target")
+        answer = about | {name: getattr(residual, name) for name in fields}
+        answer |= {side: _listed(getattr(residual, side)) for side in ("encoder", "decoder")}
+        table = _residual_tables(residual)
+    else:
+        if args.files:
+            result = corpus_patching(model, clean, corrupted, targets, **how)
         else:
-            write_stdout(_residual_tables(residual))
-        return 0
-    if args.files:
-        result = corpus_patching(model, clean, corrupted, targets, direction=args.direction, truncate=args.truncate)
-    else:
-        result = patch_heads(
-            model,
-            args.clean,
-            args.corrupted,
-            args.target,
-            positions=args.positions,
-            direction=args.direction,
-            truncate=args.truncate,
-        )
-    said = f"{result.pairs:,} pair{'s' * (result.pairs != 1)} patched in {time.perf_counter() - started:.1f} s"
-    print(said + (f" ({result.skipped:,} left out: no difference)" if result.skipped else ""), file=sys.stderr)
-    if args.json:
-        about = {
-            "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
-            "model_sha256": weights_digest(model.path),
-        }
+            result = patch_heads(model, args.clean, args.corrupted, args.target, positions=args.positions, **how)
+        pairs, left = result.pairs, {"no difference": result.skipped}
         fields = ("direction", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
-        about |= {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
-        write_stdout(json.dumps({**about, "heads": result.rows()}, ensure_ascii=False) + "\n")
-    else:
-        write_stdout(_patch_tables(result))
+        answer = about | {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
+        answer |= {"heads": result.rows()}
+        table = _patch_tables(result)
+    said = f"{pairs:,} pair{'s' * (pairs != 1)} patched in {time.perf_counter() - started:.1f} s"
+    out = ", ".join(f"{n:,} {why}" for why, n in left.items() if n)
+    print(said + (f" ({out}: left out)" if out else ""), file=sys.stderr)
+    write_stdout(json.dumps(answer, ensure_ascii=False) + "\n" if args.json else table)
     return 0
 
 
@@ -145,4 +140,22 @@ def _residual_tables(result: ResidualPatching) -> str:
         lines += ["", f"{side}\t" + "\t".join(pieces)]
         for name, row in reversed(list(zip(rows, grid, strict=True))):
             lines.append(f"{name}\t" + "\t".join(f"{v:.2f}" for v in row))
+    return "\n".join(lines) + "\n"
+
+
+def _spread_tables(spread: ResidualCorpus) -> str:
+    """The encoder's mean shares by distance from the changed piece, top layer first, then the
+    output pieces the difference lands on."""
+    lines = [
+        f"log P(target), the mean over {spread.pairs:,} pairs: clean {spread.clean:.3f}, corrupted {spread.corrupted:.3f}"
+    ]
+    lines.append(
+        f"mean share of the difference moved by each encoder layer's output, by distance from the changed piece ({spread.direction})"
+    )
+    lines += ["", "encoder\t" + "\t".join(f"{o:+d}" for o in spread.offsets)]
+    rows = ["embeddings"] + [f"layer {i}" for i in range(len(spread.encoder) - 1)]
+    for name, row in reversed(list(zip(rows, spread.encoder, strict=True))):
+        lines.append(f"{name}\t" + "\t".join("-" if v != v else f"{v:.3f}" for v in row))
+    lines += ["", f"output pieces taking more than {LANDS:.0%} of the difference (top decoder layer)\tpairs"]
+    lines += [f"{piece}\t{count}" for piece, count in spread.landed[:20]]
     return "\n".join(lines) + "\n"

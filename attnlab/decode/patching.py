@@ -6,7 +6,9 @@ layer's output at every position.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,8 +54,7 @@ def patch_residual(
     check_model(model, "patching")
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
     result = pair_residual_patching(model.model, src, cor, tgt, positions, direction)
-    result.source, result.changed = ([model.tokenizer.id_to_piece(i) for i in ids] for ids in (src, cor))
-    result.target = [model.target_tokenizer.id_to_piece(i) for i in tgt]
+    _name_pieces(model, result, (src, cor, tgt))
     return result
 
 
@@ -70,6 +71,89 @@ def corpus_patching(
     sentence counts as much as a short one), on the model's outputs for `clean` or on `targets`.
     Encoder heads are averaged over the pairs whose two sources have as many pieces; a pair whose
     corruption leaves the output's log-probability as it was is skipped (`skipped` counts them)."""
+    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_patching, direction)
+    share, nats = (_mean([getattr(r, name) for r in results]) for name in ("share", "nats"))
+    patched = tuple(dict.fromkeys(k for r in results for k in r.patched))
+    clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in results])) for side in ("clean", "corrupted"))
+    return HeadPatching(
+        share, nats, clean_logp, corrupt_logp, direction, [], patched, pairs=len(results), skipped=skipped
+    )
+
+
+@dataclass
+class ResidualCorpus:
+    """Residual-stream patching over pairs that differ in one source piece, lined up on it."""
+
+    offsets: list[int]  # distances from the changed piece, -reach … reach
+    encoder: np.ndarray  # (layers + 1, offsets): the mean share there (row 0 the embeddings); NaN: no pair reaches
+    landed: list[
+        tuple[str, int]
+    ]  # output pieces taking more than `LANDS` of the difference (top decoder row), by pairs
+    clean: float  # the mean log-probability of the outputs after the clean sources
+    corrupted: float  # … after the corrupted ones
+    direction: str
+    pairs: int  # pairs averaged
+    skipped: int  # pairs whose change moved nothing
+    left_out: int  # pairs whose sources differ in more than one piece or in length: nothing to line up on
+
+
+LANDS = 0.1  # the share of the difference from which an output piece counts as one the change lands on
+
+
+def corpus_residual(
+    model: Model,
+    clean: Sequence[str],
+    corrupted: Sequence[str],
+    targets: Sequence[str] | None = None,
+    *,
+    direction: str = "denoise",
+    truncate: bool = False,
+    reach: int = 3,
+) -> ResidualCorpus:
+    """Residual-stream patching of line-aligned pairs that differ in one source piece ("man" /
+    "woman"), each encoder layer's shares lined up on that piece and averaged by distance from it
+    (how far, layer by layer, the change spreads in the encoder), and the output pieces the
+    difference lands on (the decoder's top row), counted over the pairs."""
+    if isinstance(reach, bool) or not isinstance(reach, int) or reach < 0:
+        raise AttnlabError(f"reach is a whole number of pieces ≥ 0, got {reach!r}")
+    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_residual_patching, direction)
+    offsets = list(range(-reach, reach + 1))
+    sums = np.zeros((model.config.n_layers + 1, len(offsets)))
+    counts = np.zeros(len(offsets))
+    landed: Counter[str] = Counter()
+    lined = []
+    for result in results:
+        changed = [i for i, (a, b) in enumerate(zip(result.source, result.changed, strict=False)) if a != b]
+        if not result.encoder_patched or len(changed) != 1:
+            continue
+        lined.append(result)
+        for column, offset in enumerate(offsets):
+            if 0 <= changed[0] + offset < result.encoder.shape[1]:
+                sums[:, column] += result.encoder[:, changed[0] + offset]
+                counts[column] += 1
+        landed.update({result.target[i] for i in np.flatnonzero(result.decoder[-1] > LANDS)})
+    if not lined:
+        raise AttnlabError("no pair's sources differ in exactly one piece: there is no position to line them up on")
+    encoder = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in lined])) for side in ("clean", "corrupted"))
+    return ResidualCorpus(
+        offsets, encoder, landed.most_common(), clean_logp, corrupt_logp, direction, len(lined), skipped,
+        len(results) - len(lined),
+    )  # fmt: skip
+
+
+def _each_pair(
+    model: Model,
+    clean: Sequence[str],
+    corrupted: Sequence[str],
+    targets: Sequence[str] | None,
+    truncate: bool,
+    patch: Any,
+    direction: str,
+) -> tuple[list[Any], int]:
+    """`patch` (`pair_patching` or `pair_residual_patching`) run on each line-aligned pair (on the model's output for the clean line, or the
+    target given), and how many pairs were skipped because the change moved nothing; a line the
+    model cannot take is named by its number."""
     check_model(model, "patching")
     for name, lines in (("clean", clean), ("corrupted", corrupted), ("targets", targets)):
         if lines is not None and (isinstance(lines, str) or not lines or len(lines) != len(clean)):
@@ -78,19 +162,26 @@ def corpus_patching(
     results, skipped = [], 0
     for number, (c, k, t) in enumerate(zip(clean, corrupted, targets, strict=True), 1):
         try:
-            results.append(pair_patching(model.model, *_ids(model, c, k, t, truncate), None, direction))
+            ids = _ids(model, c, k, t, truncate)
+            result = patch(model.model, *ids, None, direction)
         except NoDifference:
             skipped += 1
+            continue
         except ModelInputError as error:  # which line of a thousand
             raise ModelInputError(f"line {number}: {error}") from None
+        if isinstance(result, ResidualPatching):
+            _name_pieces(model, result, ids)
+        results.append(result)
     if not results:
         raise AttnlabError(f"no pair of the {len(clean)} changes its output's log-probability: nothing to patch")
-    share, nats = (_mean([getattr(r, name) for r in results]) for name in ("share", "nats"))
-    patched = tuple(dict.fromkeys(k for r in results for k in r.patched))
-    clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in results])) for side in ("clean", "corrupted"))
-    return HeadPatching(
-        share, nats, clean_logp, corrupt_logp, direction, [], patched, pairs=len(results), skipped=skipped
-    )
+    return results, skipped
+
+
+def _name_pieces(model: Model, result: ResidualPatching, ids: tuple[list[int], ...]) -> None:
+    """Fill in the pieces a residual-stream result is read by (source, changed source, target)."""
+    src, cor, tgt = ids
+    result.source, result.changed = ([model.tokenizer.id_to_piece(i) for i in side] for side in (src, cor))
+    result.target = [model.target_tokenizer.id_to_piece(i) for i in tgt]
 
 
 def _ids(model: Model, clean: str, corrupted: str, target: Any, truncate: bool) -> tuple[list[int], ...]:
