@@ -250,9 +250,11 @@ def test_a_corpus_lines_the_residual_stream_up_on_the_changed_piece(model: Model
     it (a pair counts where it reaches), and the output pieces the change lands on are counted;
     pairs that differ in more than one piece cannot be lined up and are counted as left out."""
     dogs = patch_residual(model, "Two dogs run through the snow .", "Two cats run through the snow .")
-    clean = [CLEAN, "Two dogs run through the snow .", CLEAN]
-    spread = corpus_residual(model, clean, [CORRUPTED, "Two cats run through the snow .", LONGER], reach=2)
-    assert (spread.pairs, spread.skipped, spread.left_out) == (1, 0, 2) and spread.offsets == [-2, -1, 0, 1, 2]
+    two = "A woman is riding a dog on the beach."  # two pieces changed, as many pieces
+    assert len(model.encode_source(two)[0]) == len(model.encode_source(CLEAN)[0])
+    clean = [CLEAN, "Two dogs run through the snow .", CLEAN, CLEAN]
+    spread = corpus_residual(model, clean, [CORRUPTED, "Two cats run through the snow .", LONGER, two], reach=2)
+    assert (spread.pairs, spread.skipped, spread.left_out) == (1, 0, 3) and spread.offsets == [-2, -1, 0, 1, 2]
     changed = traced.source.index("▁man")  # the one pair lined up: the encoder's rows around its changed piece
     expected = np.full((4, 5), np.nan)
     expected[:, 1:] = traced.encoder[:, changed - 1 : changed + 3]  # (nothing two pieces before "man")
