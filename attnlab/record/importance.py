@@ -58,14 +58,14 @@ class HeadImportance:
         (docs/EXPERIMENTS.md). Ties keep KINDS, layer, head order."""
         flat = (self.normalized(measure) if check_flag(per_layer, "per_layer") else self.scores(measure)).ravel()
         shape = self.gradient.shape
-        return [_head(int(i), shape) for i in np.argsort(flat, kind="stable")]
+        return [head_at(int(i), shape) for i in np.argsort(flat, kind="stable")]
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per head (kind, layer, head, gradient, normalised, ablation), for JSON and tables."""
         normalized = self.normalized()
         out = []
         for index in range(self.gradient.size):
-            kind, layer, head = _head(index, self.gradient.shape)
+            kind, layer, head = head_at(index, self.gradient.shape)
             k = KINDS.index(kind)
             row = {"kind": kind, "layer": layer, "head": head, "gradient": float(self.gradient[k, layer, head])}
             row["normalized"] = float(normalized[k, layer, head])
@@ -83,7 +83,8 @@ class HeadImportance:
         raise AttnlabError(f"head importance is measured by {known}, not {measure!r}")
 
 
-def _head(index: int, shape: tuple[int, ...]) -> tuple[str, int, int]:
+def head_at(index: int, shape: tuple[int, ...]) -> tuple[str, int, int]:
+    """(kind, layer, head) of a flat index into a (kinds, layers, heads) array."""
     k, layer, head = np.unravel_index(index, shape)
     return KINDS[int(k)], int(layer), int(head)
 

@@ -32,7 +32,7 @@ from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, HOOKS, attached
 from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.equation import check_same_model, trace_ids
-from attnlab.record.importance import BATCH_TOKENS, check_model, token_log_probs
+from attnlab.record.importance import BATCH_TOKENS, check_model, head_at, token_log_probs
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import KINDS, AttentionTrace
@@ -60,13 +60,13 @@ class HeadPatching:
         """The patched heads as (kind, layer, head), the largest share first."""
         flat = np.nan_to_num(self.share.ravel(), nan=-np.inf)
         picked = [int(i) for i in np.argsort(-flat, kind="stable") if np.isfinite(flat[i])]
-        return [_head(i, self.share.shape) for i in picked]
+        return [head_at(i, self.share.shape) for i in picked]
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per head (kind, layer, head, share, nats; None where not patched), for JSON and tables."""
         out = []
         for index in range(self.share.size):
-            kind, layer, head = _head(index, self.share.shape)
+            kind, layer, head = head_at(index, self.share.shape)
             share, nats = (float(a[KINDS.index(kind), layer, head]) for a in (self.share, self.nats))
             row = {"kind": kind, "layer": layer, "head": head}
             out.append(row | {"share": None if np.isnan(share) else share, "nats": None if np.isnan(nats) else nats})
@@ -75,11 +75,6 @@ class HeadPatching:
 
 class NoDifference(AttnlabError):
     """The two sources give the target the same log-probability: there is nothing to patch."""
-
-
-def _head(index: int, shape: tuple[int, ...]) -> tuple[str, int, int]:
-    k, layer, head = np.unravel_index(index, shape)
-    return KINDS[int(k)], int(layer), int(head)
 
 
 def trace_patching(
