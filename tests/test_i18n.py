@@ -393,6 +393,35 @@ def test_the_explorer_speaks_the_language_it_was_built_in(paths: dict[str, Path]
     assert explorer.store.error.endswith("The input is empty.")  # the library's detail follows, in English
 
 
+def label_px(label: str) -> float:
+    """Pixels a widget label takes in Panel's 12 px Helvetica/Arial, as measured in Chromium: about
+    5.4 a Latin character (the English reference label, 59 characters, is 308 px) and 12 a Chinese
+    one (the Chinese reference label is 276 px)."""
+    from attnlab.viz.labels import cluster_width, clusters
+
+    return sum(12.0 if cluster_width(c) == 2 else 5.4 for c in clusters(label))
+
+
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_every_widget_label_fits_its_width(lang: str) -> None:
+    """A label is one line cut at the widget's edge: the Spanish reference label (346 px in 320)
+    lost its last words. Every tab's widgets, built with no model open."""
+    import panel as pn
+
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.roots import CheckpointRoots
+
+    explorer = Explorer({}, CheckpointRoots([]), lang=lang)
+    too_wide = {
+        label: widget.width
+        for widget in explorer.layout.select(pn.widgets.Widget)
+        if widget.width and not isinstance(widget, pn.widgets.Checkbox)  # a check box's label is beside it
+        for label in {getattr(widget, "label", None) or widget.name}
+        if label and label_px(label) > widget.width
+    }
+    assert too_wide == {}, f"labels wider than their widget in {lang}"
+
+
 @pytest.mark.parametrize("lang", ["es", "zh"])
 def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
     from attnlab import widgets
