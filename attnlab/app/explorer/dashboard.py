@@ -25,7 +25,8 @@ class DashboardTab(pn.viewable.Viewer):
         columns = {viz.stat_name(column, store.words): column for column in viz.STAT_COLUMNS}  # as the table's headers
         self.x = pn.widgets.Select(label=text("dashboard.x", store.lang), options=columns, value="entropy", width=110)
         self.y = pn.widgets.Select(label=text("dashboard.y", store.lang), options=columns, value="distance", width=110)
-        self.figures = pn.Row(css_classes=["attn-stats"])
+        # a FlexBox: the scatter goes under the table when both do not fit the window (a Row ran 140 px past 1400)
+        self.figures = pn.FlexBox(css_classes=["attn-stats"], align_items="flex-start")
         self.layout = pn.Column(pn.Row(self.x, self.y), self.figures)
         for axis in (self.x, self.y):
             axis.param.watch(lambda _event: redraw(), "value")

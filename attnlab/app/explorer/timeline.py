@@ -107,7 +107,7 @@ class TimelineTab(pn.viewable.Viewer):
         )
         self.figures.objects = [
             pn.pane.HTML(f"<span class='attn-muted'>{html.escape(probe)}</span>"),
-            pn.Row(
+            pn.FlexBox(  # the difference goes under the step's map when both do not fit (a Row ran past the window)
                 pn.pane.Bokeh(
                     viz.heatmap(
                         now,
