@@ -3,6 +3,7 @@
 attnlab heads patch --checkpoint C --clean "A man sleeps." --corrupted "A woman sleeps."
 attnlab heads patch --checkpoint C --clean man.en --corrupted woman.en --files   # the mean over pairs
 attnlab heads patch --checkpoint C --clean "..." --corrupted "..." --residual    # layers × positions
+attnlab heads patch ... --method attribution     # every patch estimated from one gradient (Nanda, 2023)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from attnlab.decode.patching import LANDS, ResidualCorpus, corpus_patching, corp
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
-from attnlab.record.patching import DIRECTIONS, HeadPatching
+from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.trace import KINDS
 
@@ -47,6 +48,13 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         help="patch each layer's output at each position instead of each head (Meng et al.'s causal tracing); "
         "with --files, pairs that differ in one piece, lined up on it: the encoder's mean share by distance",
     )
+    run.add_argument(
+        "--method",
+        choices=METHODS,
+        default="activation",
+        help="attribution: estimate every patch from one backward pass (the gradient times the change), "
+        "a first-order estimate that is fast and, where the model is far from linear, wrong",
+    )
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
     run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
@@ -67,7 +75,7 @@ def patch_command(args: argparse.Namespace) -> int:
             raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     started = time.perf_counter()
-    how = {"direction": args.direction, "truncate": args.truncate}
+    how = {"direction": args.direction, "method": args.method, "truncate": args.truncate}
     about = {
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
         "model_sha256": weights_digest(model.path),
@@ -75,13 +83,15 @@ def patch_command(args: argparse.Namespace) -> int:
     if args.files and args.residual:
         spread = corpus_residual(model, clean, corrupted, targets, **how)
         pairs, left = spread.pairs, {"no difference": spread.skipped, "not one changed piece": spread.left_out}
-        fields = {name: getattr(spread, name) for name in ("direction", "clean", "corrupted", "offsets", "landed")}
+        fields = {
+            name: getattr(spread, name) for name in ("direction", "method", "clean", "corrupted", "offsets", "landed")
+        }
         answer = about | fields | {"encoder": _listed(spread.encoder), "pairs": pairs} | left
         table = _spread_tables(spread)
     elif args.residual:
         residual = patch_residual(model, args.clean, args.corrupted, args.target, positions=args.positions, **how)
         pairs, left = 1, {}
-        fields = ("direction", "clean", "corrupted", "positions", "source", "changed", "target")
+        fields = ("direction", "method", "clean", "corrupted", "positions", "source", "changed", "target")
         answer = about | {name: getattr(residual, name) for name in fields}
         answer |= {side: _listed(getattr(residual, side)) for side in ("encoder", "decoder")}
         table = _residual_tables(residual)
@@ -91,7 +101,7 @@ def patch_command(args: argparse.Namespace) -> int:
         else:
             result = patch_heads(model, args.clean, args.corrupted, args.target, positions=args.positions, **how)
         pairs, left = result.pairs, {"no difference": result.skipped}
-        fields = ("direction", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
+        fields = ("direction", "method", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
         answer = about | {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
         answer |= {"heads": result.rows()}
         table = _patch_tables(result)
@@ -107,7 +117,7 @@ def _patch_tables(result: HeadPatching) -> str:
     some = result.pieces and len(result.positions) < len(result.pieces)
     where = " at " + " ".join(result.pieces[p] for p in result.positions) if some else ""
     lines = [f"log P(target{where}): clean {result.clean:.3f}, corrupted {result.corrupted:.3f}"]
-    lines.append(f"share of the difference moved by each head alone ({result.direction}; 1 = all of it)")
+    lines.append(f"share of the difference moved by each head alone ({_how(result)}; 1 = all of it)")
     for k, kind in enumerate(KINDS):
         lines += ["", f"{kind}\t" + "\t".join(f"h{h}" for h in range(result.share.shape[2]))]
         for layer in range(result.share.shape[1] - 1, -1, -1):
@@ -120,6 +130,12 @@ def _patch_tables(result: HeadPatching) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _how(result: HeadPatching | ResidualPatching | ResidualCorpus) -> str:
+    """The direction, and that the shares are estimates where they are."""
+    estimated = ", estimated from one gradient (attribution)" if result.method == "attribution" else ""
+    return result.direction + estimated
+
+
 def _listed(grid: object) -> list[list[float | None]]:
     """A grid of shares for JSON: NaN (not patched) as None."""
     return [[None if v != v else float(v) for v in row] for row in grid]  # type: ignore[union-attr]
@@ -128,7 +144,7 @@ def _listed(grid: object) -> list[list[float | None]]:
 def _residual_tables(result: ResidualPatching) -> str:
     """The two grids of shares, top layer first, one column per piece."""
     lines = [f"log P(target): clean {result.clean:.3f}, corrupted {result.corrupted:.3f}"]
-    lines.append(f"share of the difference moved by each layer's output at each position alone ({result.direction})")
+    lines.append(f"share of the difference moved by each layer's output at each position alone ({_how(result)})")
     sides = (
         ("encoder", result.encoder, result.source, ["embeddings"] + [f"layer {i}" for i in range(len(result.decoder))]),
         ("decoder", result.decoder, result.target, [f"layer {i}" for i in range(len(result.decoder))]),
@@ -150,7 +166,7 @@ def _spread_tables(spread: ResidualCorpus) -> str:
         f"log P(target), the mean over {spread.pairs:,} pairs: clean {spread.clean:.3f}, corrupted {spread.corrupted:.3f}"
     ]
     lines.append(
-        f"mean share of the difference moved by each encoder layer's output, by distance from the changed piece ({spread.direction})"
+        f"mean share of the difference moved by each encoder layer's output, by distance from the changed piece ({_how(spread)})"
     )
     lines += ["", "encoder\t" + "\t".join(f"{o:+d}" for o in spread.offsets)]
     rows = ["embeddings"] + [f"layer {i}" for i in range(len(spread.encoder) - 1)]

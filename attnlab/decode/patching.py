@@ -16,7 +16,7 @@ import numpy as np
 from attnlab.decode.api import Model
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import check_model
-from attnlab.record.patching import HeadPatching, NoDifference, pair_patching
+from attnlab.record.patching import HeadPatching, NoDifference, check_how, pair_patching
 from attnlab.record.residual import ResidualPatching, pair_residual_patching
 
 
@@ -28,13 +28,15 @@ def patch_heads(
     *,
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
     truncate: bool = False,
 ) -> HeadPatching:
     """Patch every head between `clean` and `corrupted` (source sentences) on `target` (default:
-    the model's output for `clean`), log-probabilities summed over `positions` of the target."""
+    the model's output for `clean`), log-probabilities summed over `positions` of the target;
+    `method="attribution"` estimates every patch from one gradient instead."""
     check_model(model, "patching")
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
-    result = pair_patching(model.model, src, cor, tgt, positions, direction)
+    result = pair_patching(model.model, src, cor, tgt, positions, direction, method)
     result.pieces = [model.target_tokenizer.id_to_piece(i) for i in tgt]
     return result
 
@@ -47,13 +49,15 @@ def patch_residual(
     *,
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
     truncate: bool = False,
 ) -> ResidualPatching:
     """Patch every layer's output at every position between `clean` and `corrupted`, on
-    `target` (default: the model's output for `clean`): Meng et al.'s causal tracing."""
+    `target` (default: the model's output for `clean`): Meng et al.'s causal tracing (or its
+    first-order estimate, `method="attribution"`)."""
     check_model(model, "patching")
     src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
-    result = pair_residual_patching(model.model, src, cor, tgt, positions, direction)
+    result = pair_residual_patching(model.model, src, cor, tgt, positions, direction, method)
     _name_pieces(model, result, (src, cor, tgt))
     return result
 
@@ -65,18 +69,28 @@ def corpus_patching(
     targets: Sequence[str] | None = None,
     *,
     direction: str = "denoise",
+    method: str = "activation",
     truncate: bool = False,
 ) -> HeadPatching:
     """Each head's share averaged over line-aligned pairs (each pair's own share first, so a long
     sentence counts as much as a short one), on the model's outputs for `clean` or on `targets`.
     Encoder heads are averaged over the pairs whose two sources have as many pieces; a pair whose
     corruption leaves the output's log-probability as it was is skipped (`skipped` counts them)."""
-    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_patching, direction)
+    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_patching, direction, method)
     share, nats = (_mean([getattr(r, name) for r in results]) for name in ("share", "nats"))
     patched = tuple(dict.fromkeys(k for r in results for k in r.patched))
     clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in results])) for side in ("clean", "corrupted"))
     return HeadPatching(
-        share, nats, clean_logp, corrupt_logp, direction, [], patched, pairs=len(results), skipped=skipped
+        share,
+        nats,
+        clean_logp,
+        corrupt_logp,
+        direction,
+        [],
+        patched,
+        pairs=len(results),
+        skipped=skipped,
+        method=method,
     )
 
 
@@ -95,6 +109,7 @@ class ResidualCorpus:
     pairs: int  # pairs averaged
     skipped: int  # pairs whose change moved nothing
     left_out: int  # pairs whose sources differ in more than one piece or in length: nothing to line up on
+    method: str = "activation"  # "attribution": first-order estimates, not patched runs
 
 
 LANDS = 0.1  # the share of the difference from which an output piece counts as one the change lands on
@@ -107,6 +122,7 @@ def corpus_residual(
     targets: Sequence[str] | None = None,
     *,
     direction: str = "denoise",
+    method: str = "activation",
     truncate: bool = False,
     reach: int = 3,
 ) -> ResidualCorpus:
@@ -116,7 +132,7 @@ def corpus_residual(
     difference lands on (the decoder's top row), counted over the pairs."""
     if isinstance(reach, bool) or not isinstance(reach, int) or reach < 0:
         raise AttnlabError(f"reach is a whole number of pieces ≥ 0, got {reach!r}")
-    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_residual_patching, direction)
+    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_residual_patching, direction, method)
     offsets = list(range(-reach, reach + 1))
     sums = np.zeros((model.config.n_layers + 1, len(offsets)))
     counts = np.zeros(len(offsets))
@@ -138,7 +154,7 @@ def corpus_residual(
     clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in lined])) for side in ("clean", "corrupted"))
     return ResidualCorpus(
         offsets, encoder, landed.most_common(), clean_logp, corrupt_logp, direction, len(lined), skipped,
-        len(results) - len(lined),
+        len(results) - len(lined), method,
     )  # fmt: skip
 
 
@@ -150,11 +166,13 @@ def _each_pair(
     truncate: bool,
     patch: Any,
     direction: str,
+    method: str,
 ) -> tuple[list[Any], int]:
     """`patch` (`pair_patching` or `pair_residual_patching`) run on each line-aligned pair (on the model's output for the clean line, or the
     target given), and how many pairs were skipped because the change moved nothing; a line the
     model cannot take is named by its number."""
     check_model(model, "patching")
+    check_how(model.model, direction, method)
     for name, lines in (("clean", clean), ("corrupted", corrupted), ("targets", targets)):
         if lines is not None and (isinstance(lines, str) or not lines or len(lines) != len(clean)):
             raise AttnlabError(f"patching a corpus needs as many {name} lines as clean ones ({_count(clean)})")
@@ -163,7 +181,7 @@ def _each_pair(
     for number, (c, k, t) in enumerate(zip(clean, corrupted, targets, strict=True), 1):
         try:
             ids = _ids(model, c, k, t, truncate)
-            result = patch(model.model, *ids, None, direction)
+            result = patch(model.model, *ids, None, direction, method)
         except NoDifference:
             skipped += 1
             continue

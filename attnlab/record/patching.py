@@ -16,6 +16,12 @@ target positions, which both runs share, so they are patched for any two sources
 at source positions and are patched only where both sources have as many pieces (elsewhere their
 shares are NaN and `patched` leaves "encoder" out). Every patched run is one row of a batch: a row
 replaces one head's output, through the hook points `attnlab.ablate` uses.
+
+`method="attribution"` estimates every patch at once instead (Nanda, 2023, "attribution
+patching"; Syed et al., 2023): the base run's gradient with respect to each head's output, dotted
+with the change the patch would make, the first-order Taylor term of the patched run. One forward
+and one backward pass replace one row per head, and how far the estimate is from the real patch
+says how linear the model is there (docs/EXPERIMENTS.md).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from attnlab.record.stats import check_trace
 from attnlab.record.trace import KINDS, AttentionTrace
 
 DIRECTIONS = ("denoise", "noise")
+METHODS = ("activation", "attribution")  # each patch run, or all of them estimated from one gradient
 MIN_DIFFERENCE = 0.01  # nats: two sources closer than this leave no difference for a head to carry
 
 
@@ -55,6 +62,7 @@ class HeadPatching:
     pieces: list[str] = field(default_factory=list)  # the target's pieces, </s> last, when known
     pairs: int = 1  # sentence pairs averaged (`attnlab.decode.patching.corpus_patching`)
     skipped: int = 0  # pairs left out of the average: their corruption changed nothing
+    method: str = "activation"  # "attribution": the shares are first-order estimates, not patched runs
 
     def order(self) -> list[tuple[str, int, int]]:
         """The patched heads as (kind, layer, head), the largest share first."""
@@ -83,13 +91,14 @@ def trace_patching(
     corrupted: str,
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
 ) -> HeadPatching:
     """Patch every head between the trace's sentence (clean) and `corrupted`, another source
     sentence, on the output the trace shows, with the heads that were off when it was recorded
     off again in both runs."""
     ids = trace_pair(model, trace, corrupted, "heads")
     with ablate(model.model, trace_heads_off(trace)):
-        result = pair_patching(model.model, *ids, positions, direction)
+        result = pair_patching(model.model, *ids, positions, direction, method)
     result.pieces = list(trace.tgt_tokens)
     return result
 
@@ -113,19 +122,22 @@ def pair_patching(
     target: list[int],
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
 ) -> HeadPatching:
     """Patch every head of `net` (a `Transformer`) between two sources' ids, on `target`'s ids
     (ending in </s>), summing log-probabilities over `positions` (default: all of the target;
-    negative ones count from its end). The model runs in eval mode and no gradient is kept."""
+    negative ones count from its end), or estimate every patch (`method="attribution"`). The model
+    runs in eval mode; its weights' `.grad` is left untouched."""
     config = net.config
     patched = tuple(k for k in KINDS if k != "encoder" or len(clean) == len(corrupted))
     modules = [m for m in net.attention_modules() if hook_point(m)[0] in patched]
-    run = patch_each(net, clean, corrupted, target, positions, direction, HEADS, modules)
+    run = patch_each(net, clean, corrupted, target, positions, direction, HEADS, modules, method)
     nats = np.full((len(KINDS), config.n_layers, config.n_heads), np.nan)
     for (module, head), value in zip(run.sites, run.nats, strict=True):
         kind, layer = hook_point(module)
         nats[KINDS.index(kind), layer, head] = value
-    return HeadPatching(run.share(nats), nats, run.clean, run.corrupted, direction, run.positions, patched)
+    share = run.share(nats)
+    return HeadPatching(share, nats, run.clean, run.corrupted, direction, run.positions, patched, method=method)
 
 
 @dataclass(frozen=True)
@@ -165,12 +177,13 @@ def patch_each(
     direction: str,
     sites: Sites,
     keys: Sequence[Any],
+    method: str = "activation",
 ) -> Run:
     """The driver of every kind of patching: both runs keep the activations at `keys`, then each
-    (key, index), one row each, is patched from the other run (what heads and residual-stream
+    (key, index), one row each, is patched from the other run, or with `method="attribution"`
+    every patch is estimated from one gradient of the base run (what heads and residual-stream
     patching share; `sites` says how to keep and patch)."""
-    if direction not in DIRECTIONS:
-        raise AttnlabError(f"patching runs in direction denoise or noise, not {direction!r}")
+    check_how(net, direction, method)
     chosen = _positions(positions, len(target))
     device = next(net.parameters()).device
     was_training = net.training
@@ -190,10 +203,24 @@ def patch_each(
                 (corrupted, clean_kept, corrupt_logp) if direction == "denoise" else (clean, corrupt_kept, clean_logp)
             )
             each = [(key, i) for key in keys for i in range(kept[key].size(1))]
-            logp = _patched_runs(net, base, target, chosen, each, kept, device, sites)
+            if method == "attribution":
+                nats = _attributed(net, base, target, chosen, each, kept, device, sites)
+            else:
+                nats = [v - base_logp for v in _patched_runs(net, base, target, chosen, each, kept, device, sites)]
     finally:
         net.train(was_training)
-    return Run(clean_logp, corrupt_logp, direction, chosen, each, [v - base_logp for v in logp])
+    return Run(clean_logp, corrupt_logp, direction, chosen, each, nats)
+
+
+def check_how(net: Any, direction: str, method: str) -> None:
+    """Refuse a direction or method patching does not have, and attribution on an int8 `net`, in
+    one line (a corpus asks before it translates its lines)."""
+    if direction not in DIRECTIONS:
+        raise AttnlabError(f"patching runs in direction denoise or noise, not {direction!r}")
+    if method not in METHODS:
+        raise AttnlabError(f"patching's method is activation or attribution, not {method!r}")
+    if method == "attribution" and any(not p.is_floating_point() for p in net.state_dict().values()):
+        raise AttnlabError("attribution patching differentiates through the model: open it in fp32 or bf16, not int8")
 
 
 def _positions(positions: Sequence[int] | None, length: int) -> list[int]:
@@ -250,6 +277,28 @@ def _patched_runs(
             rows = token_log_probs(net, *_tensors(src, target, len(chunk), net, device))
         logp += rows[:, positions].sum(-1).tolist()
     return logp
+
+
+def _attributed(
+    net: Any,
+    src: list[int],
+    target: list[int],
+    positions: list[int],
+    each: list[tuple[Any, int]],
+    kept: dict[Any, torch.Tensor],
+    device: torch.device,
+    sites: Sites,
+) -> list[float]:
+    """Each (key, index)'s patch estimated to first order: the base run, every site attached with
+    its gate at 0 (a patch that changes nothing), differentiated by the gates. ∂ log P / ∂ gate is
+    ∂ log P / ∂a · (a_kept − a), the paths through every later site included (a patch with gate 1
+    would cut them), from one backward pass; the weights' `.grad` is not touched."""
+    gates = {key: torch.zeros(1, kept[key].size(1), device=device, requires_grad=True) for key in kept}
+    gates = {key: gates[key] for key in dict.fromkeys(k for k, _ in each)}
+    with torch.enable_grad(), sites.attach({key: (gate, kept[key]) for key, gate in gates.items()}):
+        logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
+        grads = dict(zip(gates, torch.autograd.grad(logp, list(gates.values())), strict=True))
+    return [float(grads[key][0, index]) for key, index in each]
 
 
 def _keep_heads(net: Any, kept: dict[Any, torch.Tensor]) -> AbstractContextManager:

@@ -59,6 +59,7 @@ class ResidualPatching:
     source: list[str] = field(default_factory=list)  # the clean source's pieces, when known
     changed: list[str] = field(default_factory=list)  # the corrupted source's pieces, when known
     target: list[str] = field(default_factory=list)  # the target's pieces, </s> last, when known
+    method: str = "activation"  # "attribution": first-order estimates from one gradient, not patched runs
 
     @property
     def encoder_patched(self) -> bool:
@@ -73,14 +74,16 @@ def pair_residual_patching(
     target: list[int],
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
 ) -> ResidualPatching:
     """Patch every layer's output at every position of `net` (a `Transformer`) between two
-    sources' ids, on `target`'s ids (ending in </s>); as `attnlab.record.patching.pair_patching`."""
+    sources' ids, on `target`'s ids (ending in </s>), or estimate it (`method`); as
+    `attnlab.record.patching.pair_patching`."""
     _install(net)
     layers = net.config.n_layers
     keys = [("encoder", layer) for layer in range(layers + 1)] if len(clean) == len(corrupted) else []
     keys += [("decoder", layer) for layer in range(1, layers + 1)]
-    run = patch_each(net, clean, corrupted, target, positions, direction, STATE_SITES, keys)
+    run = patch_each(net, clean, corrupted, target, positions, direction, STATE_SITES, keys, method)
     encoder, decoder = np.full((layers + 1, len(clean)), np.nan), np.zeros((layers, len(target)))
     for ((side, layer), position), value in zip(run.sites, run.nats, strict=True):
         if side == "encoder":
@@ -88,7 +91,7 @@ def pair_residual_patching(
         else:
             decoder[layer - 1, position] = value
     encoder, decoder = run.share(encoder), run.share(decoder)
-    return ResidualPatching(encoder, decoder, run.clean, run.corrupted, direction, run.positions)
+    return ResidualPatching(encoder, decoder, run.clean, run.corrupted, direction, run.positions, method=method)
 
 
 def trace_residual_patching(
@@ -97,12 +100,13 @@ def trace_residual_patching(
     corrupted: str,
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
+    method: str = "activation",
 ) -> ResidualPatching:
     """Residual-stream patching between the trace's sentence (clean) and `corrupted`, on the
     output the trace shows, with the heads that were off when it was recorded off again."""
     src_ids, corrupt_ids, produced = trace_pair(model, trace, corrupted, "layers")
     with ablate(model.model, trace_heads_off(trace)):
-        result = pair_residual_patching(model.model, src_ids, corrupt_ids, produced, positions, direction)
+        result = pair_residual_patching(model.model, src_ids, corrupt_ids, produced, positions, direction, method)
     result.source, result.target = list(trace.src_tokens), list(trace.tgt_tokens)
     result.changed = [model.tokenizer.id_to_piece(i) for i in corrupt_ids]
     return result
