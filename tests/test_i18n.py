@@ -422,6 +422,30 @@ def test_every_widget_label_fits_its_width(lang: str) -> None:
     assert too_wide == {}, f"labels wider than their widget in {lang}"
 
 
+def test_the_page_fits_a_1024_px_window() -> None:
+    """Beside the 350 px inputs a 1024 px window leaves 674 px: no row of widgets and no text pane
+    is fixed wider (the output's 900 px pane, the ablation row's 890 and the patching row's 870
+    made the page scroll sideways), and the tab titles go onto a second line (Bokeh cut them at the
+    window's edge: "Logit lens" could not be clicked)."""
+    import panel as pn
+
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.roots import CheckpointRoots
+
+    explorer = Explorer({}, CheckpointRoots([]), lang="es")  # the longest words
+    column = explorer.layout[0].width
+    assert column == 350
+    rows = {
+        " + ".join(type(o).__name__ for o in row): sum((o.width or 0) + 10 for o in row)  # each with its margin
+        for row in explorer.layout[1].select(pn.Row)
+    }
+    assert {row: px for row, px in rows.items() if px > 1024 - column} == {}
+    panes = [p for kind in (pn.pane.HTML, pn.pane.Alert) for p in explorer.layout.select(kind)]
+    panes = [p for p in panes if (p.width or 0) > 1024 - column]
+    assert panes == [], [(p.css_classes, p.width) for p in panes]
+    assert any("flex-wrap: wrap" in str(css) for css in explorer.tabs.stylesheets)
+
+
 @pytest.mark.parametrize("lang", ["es", "zh"])
 def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
     from attnlab import widgets

@@ -19,7 +19,7 @@ import numpy as np
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.explorer.output import CSS
+from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import kind_name, text
@@ -59,10 +59,14 @@ class AblationTab(pn.viewable.Viewer):
         self.picked_for = None  # the model the picked heads are heads of: another model's picks are dropped
         self.said = ""  # the last error this tab put in the error box, cleared by a success
         self.importance = pn.pane.Bokeh(None, css_classes=["attn-importance"])
-        self.importance_note = pn.pane.HTML("", css_classes=["attn-importance-note", "attn-muted"], width=900)
+        self.importance_note = pn.pane.HTML("", css_classes=["attn-importance-note", "attn-muted"], **PROSE)
         self.patching = PatchingBox(store, on_select=self.add_head)
         self.layout = pn.Column(
-            pn.Row(self.choice, self.add, self.go), self.effect, self.importance_note, self.importance, self.patching
+            pn.FlexBox(self.choice, self.add, self.go, align_items="flex-end"),  # wraps in a narrow window
+            self.effect,
+            self.importance_note,
+            self.importance,
+            self.patching,
         )
         self.add.on_click(lambda _event: self.add_open_head())
         self.go.on_click(lambda _event: self.ablate())

@@ -26,7 +26,7 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
-from attnlab.app.explorer.output import CSS
+from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.decode.compare import compare, mismatch
@@ -59,9 +59,9 @@ class CompareTab(pn.viewable.Viewer):
             label=text("compare.go", lang), width=110, align="end", css_classes=["attn-compare-go"]
         )
         self.notice = pn.pane.Alert(
-            "", alert_type="warning", visible=False, width=900, css_classes=["attn-compare-notice"]
+            "", alert_type="warning", visible=False, **PROSE, css_classes=["attn-compare-notice"]
         )
-        self.outputs = pn.pane.HTML("", width=900, stylesheets=[CSS], css_classes=["attn-compare-outputs"])
+        self.outputs = pn.pane.HTML("", **PROSE, stylesheets=[CSS], css_classes=["attn-compare-outputs"])
         self.panes = [pn.pane.Bokeh(None, css_classes=[f"attn-compare-{role}"]) for role in ("first", "second", "diff")]
         self.rollouts = pn.widgets.Checkbox(label=text("compare.rollouts", lang), css_classes=["attn-compare-rollouts"])
         self.rollout_panes = [

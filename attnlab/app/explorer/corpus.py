@@ -104,7 +104,7 @@ class CorpusTab(pn.viewable.Viewer):
         self.caption = pn.pane.HTML("", css_classes=["attn-profile-caption", "attn-muted"])
         self.table = pn.pane.Bokeh(None, css_classes=["attn-profile-sentences"])
         self.layout = pn.Column(
-            pn.Row(self.path_input, self.open_button, self.stat, self.order),
+            pn.FlexBox(self.path_input, self.open_button, self.stat, self.order, align_items="flex-end"),  # wraps
             self.info,
             self.grids,
             self.caption,

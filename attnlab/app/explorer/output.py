@@ -23,6 +23,8 @@ table.attn-hyps { border-collapse: collapse; font-size: 0.9em; }
 table.attn-hyps td, table.attn-hyps th { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }
 del { background: #fdd; } ins { background: #dfd; text-decoration: none; }
 """
+# A pane of text: as wide as the window leaves, up to 900 px (a fixed 900 ran 236 px past a 1024 px window).
+PROSE: dict[str, object] = {"max_width": 900, "sizing_mode": "stretch_width"}
 
 
 class Output(pn.viewable.Viewer):
@@ -31,7 +33,7 @@ class Output(pn.viewable.Viewer):
     def __init__(self, store: Store) -> None:
         super().__init__()
         self.store = store
-        self.text = pn.pane.HTML("", width=900, css_classes=["attn-output-pane"], stylesheets=[CSS])
+        self.text = pn.pane.HTML("", **PROSE, css_classes=["attn-output-pane"], stylesheets=[CSS])
         self.tree = pn.pane.Bokeh(None)
         self.tree_box = pn.Column(self.tree, visible=False)  # (the Bokeh pane syncs its own `visible` from the figure)
         self.layout = pn.Column(self.text, self.tree_box)

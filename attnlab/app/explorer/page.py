@@ -43,6 +43,9 @@ from attnlab.errors import AttnlabError
 # An alert's text: inside the box's padding (Panel sizes it to the whole box, so a long notice
 # ran past the right edge), and wrapped anywhere when a run has no space (Chinese).
 ALERT_CSS = "div { width: auto !important; min-width: 0 !important; } p { overflow-wrap: anywhere; }"
+# The tab titles: onto a second line where they do not fit (Bokeh cut them at the window's edge,
+# and "Logit lens" could not be clicked in a 1024 px window).
+TABS_CSS = ".bk-headers-wrapper { flex-wrap: wrap; }"
 EXAMPLES = {
     "translate": "A little girl in a pink dress is climbing into a wooden playhouse.",
     "parse": "The old man saw the dog with a telescope .",
@@ -147,6 +150,7 @@ class Explorer(pn.viewable.Viewer):
             (text("corpus.tab", lang), self.corpus),
             (text("tab.rollout", lang), self.rollout),
             (text("tab.lens", lang), self.lens),
+            stylesheets=[TABS_CSS],
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button

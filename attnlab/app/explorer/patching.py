@@ -23,6 +23,7 @@ from collections.abc import Callable
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import head_lines, residual_line, word
@@ -42,7 +43,7 @@ class PatchingBox(pn.viewable.Viewer):
         self.store, self.on_select = store, on_select
         lang = store.lang
         self.about = pn.pane.HTML(
-            f"<p>{html.escape(text('ablation.patch_about', lang))}</p>", css_classes=["attn-muted"], width=900
+            f"<p>{html.escape(text('ablation.patch_about', lang))}</p>", css_classes=["attn-muted"], **PROSE
         )
         self.corrupted = pn.widgets.TextInput(
             label=text("ablation.patch_corrupted", lang),
@@ -66,15 +67,15 @@ class PatchingBox(pn.viewable.Viewer):
             align="end",
             css_classes=["attn-patch-go"],
         )
-        self.note = pn.pane.HTML("", css_classes=["attn-patch-note"], width=900)
+        self.note = pn.pane.HTML("", css_classes=["attn-patch-note"], **PROSE)
         self.figure = pn.pane.Bokeh(None, css_classes=["attn-patch"])
-        self.where = pn.pane.HTML("", css_classes=["attn-patch-where"], width=900)
+        self.where = pn.pane.HTML("", css_classes=["attn-patch-where"], **PROSE)
         self.encoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-encoder"])
         self.decoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-decoder"])
         self.source = ""  # the open sentence the typed one is a change of
         self.layout = pn.Column(
             self.about,
-            pn.Row(self.corrupted, self.direction),
+            pn.FlexBox(self.corrupted, self.direction),  # wraps in a narrow window
             pn.Row(self.read, self.go),
             self.note,
             self.figure,

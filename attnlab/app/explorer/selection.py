@@ -36,7 +36,8 @@ class Selection(pn.viewable.Viewer):
             align="end",
             css_classes=["attn-scale-toggle"],
         )
-        self.layout = pn.Row(self.kind, self.layer, self.head, self.mask, self.scale)
+        # a FlexBox: the check boxes go onto a second line in a narrow window (a Row ran past 1024 px)
+        self.layout = pn.FlexBox(self.kind, self.layer, self.head, self.mask, self.scale, align_items="flex-end")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
