@@ -68,7 +68,7 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
     np.testing.assert_array_equal(data["value"], patching.share.ravel())  # NaN where not patched, in place
     share, heads = patching.share.ravel(), patching.share[0].size
     assert data["label"][:heads] == ["–"] * heads  # the encoder block: not patched
-    assert data["label"][heads:] == [f"{v:.2f}" for v in share[heads:]]
+    assert data["label"][heads:] == [f"{v:.2f}".replace("-0.00", "0.00") for v in share[heads:]]
     assert fig.name == "head-patching" and fig.title.text == viz.WORDS["patching.title_denoise"]
     assert fig.width >= title_px(fig.title.text) + 100  # the title starts where the cells do: it was cut there
     assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
@@ -120,6 +120,26 @@ def test_the_colour_scale_stops_at_one() -> None:
     assert small.title.text == viz.WORDS["patching.title_noise"]
 
 
+def test_a_share_that_rounds_to_zero_is_written_without_a_minus() -> None:
+    """A head or layer that moved nothing read "-0.00" (a float's -0.004): a share the other way
+    to the eye. Both grids write it 0.00, and keep the minus where the share shows one."""
+    kinds = ("encoder", "decoder", "cross")
+    share = np.array([[[-0.004, 0.004]], [[-0.006, np.nan]], [[0.0, -0.0]]])
+    heads = viz.patching_figure(HeadPatching(share, share, 0.0, -1.0, "noise", [0], kinds))
+    assert heads.select_one({"name": "cells"}).data_source.data["label"] == [
+        "0.00",
+        "0.00",
+        "-0.01",
+        "–",
+        "0.00",
+        "0.00",
+    ]
+    layers = np.array([[-0.004, 1.0], [-0.2, -0.0]])
+    result = ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0, 1], ["▁A", "▁b"], ["▁A", "▁c"], ["▁X", "▁Y"])
+    fig = viz.residual_patching_figure(result)
+    assert fig.select_one({"name": "cells"}).data_source.data["label"] == ["0.00", "1.00", "-0.20", "0.00"]
+
+
 def axis_labels(fig: object, axis: str) -> list[str]:
     """An axis's tick labels, in order."""
     overrides = getattr(fig, axis)[0].major_label_overrides
@@ -140,7 +160,7 @@ def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> 
     fig = viz.residual_patching_figure(result, side="encoder")
     data = fig.select_one({"name": "cells"}).data_source.data
     np.testing.assert_array_equal(data["value"], result.encoder.ravel())
-    assert data["label"] == [f"{v:.2f}" for v in result.encoder.ravel()]
+    assert data["label"] == [f"{v:.2f}".replace("-0.00", "0.00") for v in result.encoder.ravel()]
     n = len(result.source)
     np.testing.assert_array_equal(np.asarray(data["y"]) - 0.5, np.repeat(np.arange(layers + 1), n))  # 0 at the bottom
     assert axis_labels(fig, "yaxis") == ["embeddings", *(f"layer {i}" for i in range(layers))]
@@ -160,7 +180,7 @@ def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> 
     decoder = viz.residual_patching_figure(result, side="decoder")
     data = decoder.select_one({"name": "cells"}).data_source.data
     np.testing.assert_array_equal(data["value"], result.decoder.ravel())
-    assert data["label"] == [f"{v:.2f}" for v in result.decoder.ravel()]
+    assert data["label"] == [f"{v:.2f}".replace("-0.00", "0.00") for v in result.decoder.ravel()]
     assert axis_labels(decoder, "yaxis") == [f"layer {i}" for i in range(layers)]
     assert axis_labels(decoder, "xaxis") == result.target and decoder.name == "residual-patching-decoder"
     assert decoder.title.text == viz.WORDS["residual.title_denoise"].format(side="decoder")

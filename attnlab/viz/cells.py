@@ -36,6 +36,12 @@ PIECE_W, LAYER_H = 64, 30  # pixels of a layers × pieces cell: room for a piece
 VISIBLE = 16  # pieces shown at once; a longer row is dragged sideways (cells never shrink)
 
 
+def share_label(value: float) -> str:
+    """A share as a cell shows it: two decimals, "–" where nothing was patched (NaN), and no minus
+    on a value that rounds to zero ("-0.00" read as a small share the other way where nothing moved)."""
+    return "–" if np.isnan(value) else "0.00" if round(value, 2) == 0 else f"{value:.2f}"
+
+
 def labelled_cells(
     fig: figure, source: ColumnDataSource, value: str, mapper: LinearColorMapper, font_size: str, text_name: str
 ) -> GlyphRenderer:

@@ -19,7 +19,7 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import KINDS
-from attnlab.viz.cells import head_grid
+from attnlab.viz.cells import head_grid, share_label
 from attnlab.viz.colors import MASK_LIGHT
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import check_on_select
@@ -79,7 +79,7 @@ def patching_figure(
     mapper = LinearColorMapper(palette=list(SHARE_PALETTE), low=-top, high=top, nan_color=NOT_PATCHED)
     return head_grid(
         share,
-        ["–" if gone else f"{v:.2f}" for v, gone in zip(values, missing, strict=True)],
+        [share_label(v) for v in values],
         [
             "#666666" if gone else "white" if abs(v) / top >= DARK else "#222222"
             for v, gone in zip(values, missing, strict=True)

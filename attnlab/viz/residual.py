@@ -23,7 +23,7 @@ from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, HoverTool, Lin
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
-from attnlab.viz.cells import labelled_cells, piece_grid
+from attnlab.viz.cells import labelled_cells, piece_grid, share_label
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import change_label, piece_label
 from attnlab.viz.options import check_options
@@ -78,7 +78,7 @@ def residual_patching_figure(
             "x": position + 0.5,
             "y": row + 0.5,
             "value": flat,
-            "label": ["–" if gone else f"{v:.2f}" for v, gone in zip(flat, missing, strict=True)],
+            "label": [share_label(v) for v in flat],
             "text_color": [
                 "#666666" if gone else "white" if abs(v) / top >= DARK else "#222222"
                 for v, gone in zip(flat, missing, strict=True)
