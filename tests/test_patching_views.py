@@ -241,7 +241,8 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     fig = tab.figure.object
     expected = trace_patching(store.model, store.trace, "the cat runs in the park .", direction="noise")
     np.testing.assert_allclose(fig.select_one({"name": "cells"}).data_source.data["value"], expected.share.ravel())
-    assert fig.title.text == text("figure.patching_title_noise")
+    assert fig.title.text == text("ablation.patch_title_noise")  # the box's words: no "clean", no "corrupted"
+    assert tab.decoder.object.title.text == text("ablation.residual_title_noise", side=text("kind.decoder"))
     kind, layer, head = expected.order()[0]
     share = expected.share[("encoder", "decoder", "cross").index(kind), layer, head]
     named = text("ablation.patch_head", kind=kind_title(kind), layer=layer, head=head)

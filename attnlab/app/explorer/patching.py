@@ -131,12 +131,19 @@ class PatchingBox(pn.viewable.Viewer):
             return
         finally:
             self.go.loading = False
+        words = {  # titles in this box's words (the open and the changed sentence), not the library's clean/corrupted
+            **store.words,
+            "patching.title_denoise": text("ablation.patch_title_denoise", lang),
+            "patching.title_noise": text("ablation.patch_title_noise", lang),
+            "residual.title_denoise": text("ablation.residual_title_denoise", lang),
+            "residual.title_noise": text("ablation.residual_title_noise", lang),
+        }
         self.note.object = self._said(patching)
-        self.figure.object = viz.patching_figure(patching, on_select=self.on_select, words=store.words)
+        self.figure.object = viz.patching_figure(patching, on_select=self.on_select, words=words)
         self.where.object = self._where(residual)
         patched = residual.encoder_patched  # else its positions do not line up: the decoder's grid alone
-        self.encoder.object = viz.residual_patching_figure(residual, words=store.words) if patched else None
-        self.decoder.object = viz.residual_patching_figure(residual, side="decoder", words=store.words)
+        self.encoder.object = viz.residual_patching_figure(residual, words=words) if patched else None
+        self.decoder.object = viz.residual_patching_figure(residual, side="decoder", words=words)
 
     def _said(self, patching: HeadPatching) -> str:
         """The log-probabilities of the two runs and the head that moves the most, as HTML."""
