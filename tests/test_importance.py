@@ -19,6 +19,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 import torch
 from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module's fixture)
+from test_patching_views import one_line
 
 from attnlab.decode.ablation import token_logprobs
 from attnlab.decode.api import Model, load
@@ -303,7 +304,7 @@ def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Pa
     assert shown.ablation.effect.objects and not store.error
     decode(shown, "the dog runs .", "der hund läuft .")  # a reference: it is what is weighed, and said so
     assert html.escape(text("ablation.importance_reference")) in shown.ablation.importance_note.object
-    assert shown.ablation.importance.object.title.text == text("figure.importance_title_reference")
+    assert one_line(shown.ablation.importance.object.title.text) == text("figure.importance_title_reference")
     with pytest.raises(AttnlabError, match="not int8"):
         trace_importance(load(lab["translate"], dtype="int8"), store.trace)
 

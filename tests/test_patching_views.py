@@ -36,6 +36,11 @@ def model() -> Model:
     return load(CHECKPOINT)
 
 
+def one_line(title: str) -> str:
+    """A figure's title as written, before it was wrapped onto lines at spaces (`viz.cells`)."""
+    return title.replace("\n", " ")
+
+
 def cell_colors(fig: object) -> list[str]:
     """Each cell's fill as the browser paints it: the colour mapper applied to its value."""
     cells = fig.select_one({"name": "cells"})
@@ -69,8 +74,9 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
     share, heads = patching.share.ravel(), patching.share[0].size
     assert data["label"][:heads] == ["–"] * heads  # the encoder block: not patched
     assert data["label"][heads:] == [f"{v:.2f}".replace("-0.00", "0.00") for v in share[heads:]]
-    assert fig.name == "head-patching" and fig.title.text == viz.WORDS["patching.title_denoise"]
-    assert fig.width >= title_px(fig.title.text) + 100  # the title starts where the cells do: it was cut there
+    assert fig.name == "head-patching" and one_line(fig.title.text) == viz.WORDS["patching.title_denoise"]
+    widest = max(title_px(line) for line in fig.title.text.split("\n"))
+    assert fig.width >= widest + 100  # the title starts where the cells do: it was cut there
     assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
     # grey where not patched, labelled in grey; a head that moved the output the other way has another colour
     colors = cell_colors(fig)
@@ -117,7 +123,7 @@ def test_the_colour_scale_stops_at_one() -> None:
     assert (mapper.low, mapper.high) == pytest.approx((-0.2, 0.2))
     colors = cell_colors(small)
     assert colors[-1] != colors[-2] and colors[-1] == mapper.palette[0]  # -0.2 and +0.2: the two ends
-    assert small.title.text == viz.WORDS["patching.title_noise"]
+    assert one_line(small.title.text) == viz.WORDS["patching.title_noise"]
 
 
 def test_a_share_that_rounds_to_zero_is_written_without_a_minus() -> None:
@@ -138,6 +144,23 @@ def test_a_share_that_rounds_to_zero_is_written_without_a_minus() -> None:
     result = ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0, 1], ["▁A", "▁b"], ["▁A", "▁c"], ["▁X", "▁Y"])
     fig = viz.residual_patching_figure(result)
     assert fig.select_one({"name": "cells"}).data_source.data["label"] == ["0.00", "1.00", "-0.20", "0.00"]
+
+
+def test_a_long_title_wraps_over_the_cells_instead_of_widening_the_figure() -> None:
+    """A one-line title set the grid's width: the Spanish residual grid of eight pieces was 1,100 px
+    wide (cells stretched to 120 px) and ran past a 1400 px window. Both grids wrap it instead."""
+    from attnlab.app.words import figure_words
+    from attnlab.viz.cells import CELL, GAP, TITLE_MIN_PX
+
+    spanish = figure_words("es")
+    layers = np.zeros((2, 3))
+    result = ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0, 1], ["▁A"] * 3, ["▁A"] * 3, ["▁X"] * 3)
+    fig = viz.residual_patching_figure(result, words=spanish)
+    assert fig.width <= TITLE_MIN_PX + 110 and "\n" in fig.title.text
+    assert one_line(fig.title.text) == spanish["residual.title_denoise"].format(side=spanish["residual.encoder"])
+    share = np.zeros((3, 1, 2))
+    heads = viz.patching_figure(HeadPatching(share, share, 0.0, -1.0, "noise", [0], ("encoder", "decoder", "cross")))
+    assert heads.width <= max((3 * (2 + GAP) - GAP) * CELL, TITLE_MIN_PX) + 130 and "\n" in heads.title.text
 
 
 def axis_labels(fig: object, axis: str) -> list[str]:
@@ -166,7 +189,7 @@ def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> 
     assert axis_labels(fig, "yaxis") == ["embeddings", *(f"layer {i}" for i in range(layers))]
     assert axis_labels(fig, "xaxis") == ["▁A", "▁man→▁woman", *result.source[2:]]
     assert fig.name == "residual-patching-encoder"
-    assert fig.title.text == viz.WORDS["residual.title_denoise"].format(side="encoder")
+    assert one_line(fig.title.text) == viz.WORDS["residual.title_denoise"].format(side="encoder")
     mapper = fig.select_one({"name": "cells"}).glyph.fill_color.transform
     assert mapper.low == -mapper.high == -min(np.abs(result.encoder).max(), 1.0)  # centred on 0
     colors = cell_colors(fig)
@@ -183,7 +206,7 @@ def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> 
     assert data["label"] == [f"{v:.2f}".replace("-0.00", "0.00") for v in result.decoder.ravel()]
     assert axis_labels(decoder, "yaxis") == [f"layer {i}" for i in range(layers)]
     assert axis_labels(decoder, "xaxis") == result.target and decoder.name == "residual-patching-decoder"
-    assert decoder.title.text == viz.WORDS["residual.title_denoise"].format(side="decoder")
+    assert one_line(decoder.title.text) == viz.WORDS["residual.title_denoise"].format(side="decoder")
     assert decoder.xaxis[0].axis_label == "output" and decoder.yaxis[0].axis_label == "residual stream"
 
     longer = patch_residual(model, CLEAN, LONGER, direction="noise")  # the encoder's positions do not line up
@@ -192,7 +215,9 @@ def test_the_residual_figure_shows_each_layer_at_each_position(model: Model) -> 
     assert np.isnan(data["value"]).all() and set(data["label"]) == {"–"} and set(cell_colors(grey)) == {"#e0e0e0"}
     assert set(data["share_tip"]) == {text("figure.patching_not_patched", "es")}
     assert axis_labels(grey, "xaxis") == longer.source and grey.name == "mine"  # no arrow: nothing lines up
-    assert grey.title.text == text("figure.residual_title_noise", "es").format(side=text("kind.encoder", "es"))
+    assert one_line(grey.title.text) == text("figure.residual_title_noise", "es").format(
+        side=text("kind.encoder", "es")
+    )
     assert axis_labels(grey, "yaxis")[0] == text("figure.residual_embeddings", "es")
 
 
@@ -241,8 +266,8 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     fig = tab.figure.object
     expected = trace_patching(store.model, store.trace, "the cat runs in the park .", direction="noise")
     np.testing.assert_allclose(fig.select_one({"name": "cells"}).data_source.data["value"], expected.share.ravel())
-    assert fig.title.text == text("ablation.patch_title_noise")  # the box's words: no "clean", no "corrupted"
-    assert tab.decoder.object.title.text == text("ablation.residual_title_noise", side=text("kind.decoder"))
+    assert one_line(fig.title.text) == text("ablation.patch_title_noise")  # the box's words: no "clean", no "corrupted"
+    assert one_line(tab.decoder.object.title.text) == text("ablation.residual_title_noise", side=text("kind.decoder"))
     kind, layer, head = expected.order()[0]
     share = expected.share[("encoder", "decoder", "cross").index(kind), layer, head]
     named = text("ablation.patch_head", kind=kind_title(kind), layer=layer, head=head)

@@ -26,7 +26,7 @@ from bokeh.plotting import figure
 from attnlab.record.trace import KINDS
 from attnlab.viz.axes import label_room, token_axis
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import title_px
+from attnlab.viz.labels import TITLE_LINE_PX, title_px, wrap_title
 from attnlab.viz.selection import on_tap
 from attnlab.viz.words import kind_title
 
@@ -34,6 +34,15 @@ CELL = 44  # pixels a side of a head's cell
 GAP = 1  # cells between two kinds' blocks
 PIECE_W, LAYER_H = 64, 30  # pixels of a layers × pieces cell: room for a piece of ~8 columns
 VISIBLE = 16  # pieces shown at once; a longer row is dragged sideways (cells never shrink)
+TITLE_MIN_PX = 480  # a title is wrapped to its cells' width, but not narrower than this
+
+
+def fitted_title(title: str, cells_px: int) -> tuple[str, int, int]:
+    """(`title` wrapped onto lines as wide as the cells, the widest line's pixels, the pixels its
+    extra lines take): a one-line title set the figure's width, and a Spanish residual grid of
+    eight pieces ran 1,100 px wide, its cells stretched, past a 1400 px window."""
+    wrapped = wrap_title(title, max(cells_px, TITLE_MIN_PX))
+    return wrapped, max(title_px(line) for line in wrapped.split("\n")), TITLE_LINE_PX * wrapped.count("\n")
 
 
 def share_label(value: float) -> str:
@@ -78,9 +87,10 @@ def piece_grid(
     n_layers, n = len(layers), len(pieces)
     shown = min(n, VISIBLE)
     tools = "xpan,xwheel_zoom,reset,save"
+    title, title_width, title_lines = fitted_title(title, shown * PIECE_W)
     fig = figure(
-        width=max(shown * PIECE_W, title_px(title)) + 110,  # (the title starts where the cells do)
-        height=n_layers * LAYER_H + label_room(pieces) + 16 + 110,
+        width=max(shown * PIECE_W, title_width) + 110,  # (the title starts where the cells do)
+        height=n_layers * LAYER_H + label_room(pieces) + 16 + 110 + title_lines,
         x_range=Range1d(0, shown, bounds=(0, n)),
         y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
         tools=f"tap,{tools}" if tap else tools,
@@ -136,9 +146,10 @@ def head_grid(
         }
     )
     width = n_kinds * (n_heads + GAP) - GAP
+    title, title_width, title_lines = fitted_title(title, width * CELL)
     fig = figure(
-        width=max(width * CELL, title_px(title)) + 130,  # (the title starts where the cells do)
-        height=n_layers * CELL + 120,
+        width=max(width * CELL, title_width) + 130,  # (the title starts where the cells do)
+        height=n_layers * CELL + 120 + title_lines,
         x_range=Range1d(0, width),
         y_range=Range1d(0, n_layers + 0.8),
         tools="tap,save" if on_select else "save",
