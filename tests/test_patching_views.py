@@ -161,6 +161,11 @@ def test_a_long_title_wraps_over_the_cells_instead_of_widening_the_figure() -> N
     share = np.zeros((3, 1, 2))
     heads = viz.patching_figure(HeadPatching(share, share, 0.0, -1.0, "noise", [0], ("encoder", "decoder", "cross")))
     assert heads.width <= max((3 * (2 + GAP) - GAP) * CELL, TITLE_MIN_PX) + 130 and "\n" in heads.title.text
+    # the cells no longer stretch under a title: a changed piece's label gets a cell as wide as it
+    source, changed = ["▁A", "▁man", *["▁is"] * 8], ["▁A", "▁woman", *["▁is"] * 8]
+    layers = np.zeros((2, 10))
+    fig = viz.residual_patching_figure(ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0], source, changed))
+    assert (fig.width - 110) / 10 >= 7 * len("▁man→▁woman")
 
 
 def axis_labels(fig: object, axis: str) -> list[str]:

@@ -79,17 +79,19 @@ def piece_grid(
     tap: bool = False,
 ) -> figure:
     """An empty figure for a grid of `layers` (their names, the first at the bottom) × `pieces`
-    (as the top axis shows them: made by a `labels.py` helper), `PIECE_W` × `LAYER_H` pixels a
-    cell and at most `VISIBLE` pieces at once (drag sideways for the rest). `axes` are the
+    (as the top axis shows them: made by a `labels.py` helper), `PIECE_W` (or the widest piece's
+    label) × `LAYER_H` pixels a cell and at most `VISIBLE` pieces at once (drag sideways for the rest). `axes` are the
     (layers, pieces) axis words; `drag`, with fields {output} (the pieces' word) and {n}, is the
     pieces' axis word when they do not all fit; `tap` adds the tap tool. Cells sit at
     (position + 0.5, layer + 0.5)."""
     n_layers, n = len(layers), len(pieces)
     shown = min(n, VISIBLE)
     tools = "xpan,xwheel_zoom,reset,save"
-    title, title_width, title_lines = fitted_title(title, shown * PIECE_W)
+    # a wider cell for a wide piece: "▁man→▁woman" ran into its neighbours on a 64 px cell
+    cell_w = max(PIECE_W, label_room(pieces) + 8)
+    title, title_width, title_lines = fitted_title(title, shown * cell_w)
     fig = figure(
-        width=max(shown * PIECE_W, title_width) + 110,  # (the title starts where the cells do)
+        width=max(shown * cell_w, title_width) + 110,  # (the title starts where the cells do)
         height=n_layers * LAYER_H + label_room(pieces) + 16 + 110 + title_lines,
         x_range=Range1d(0, shown, bounds=(0, n)),
         y_range=Range1d(0, n_layers, bounds=(0, n_layers)),
@@ -100,7 +102,7 @@ def piece_grid(
         title=title,
         name=name,
     )
-    token_axis(fig.xaxis[0], pieces, n * PIECE_W, flip=False, label=str)
+    token_axis(fig.xaxis[0], pieces, n * cell_w, flip=False, label=str)
     fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
     fig.yaxis.major_label_overrides = {i + 0.5: layer for i, layer in enumerate(layers)}
     layer_word, piece_word = axes
