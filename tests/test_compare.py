@@ -34,6 +34,7 @@ def test_a_model_against_itself_with_heads_off() -> None:
     assert off.second_on_first.trace.tgt_tokens == off.first.trace.tgt_tokens  # read on A's output: maps line up
     first, second, difference = viz.compare_figures(off.first.trace, off.second_on_first.trace, "encoder", 0, 1)
     assert (first.name, second.name, difference.name) == ("compare-first", "compare-second", "compare-diff")
+    assert first.width == second.width == difference.width  # cells of one size, to line up (the short A − B title)
     # an ablated head still attends (its output is zeroed): its own map says so, under its model's layer
     assert off.second_on_first.trace.meta["heads_off"] == [["cross", layer, h] for layer in (1, 2) for h in range(4)]
     assert "heads_off" not in off.first.trace.meta and "heads_off" not in same.second_on_first.trace.meta
@@ -167,6 +168,7 @@ def test_rollouts_compare_a_restricted_model_with_a_global_one() -> None:
     first, second = result.first.trace, result.second_on_first.trace
     figures = viz.compare_rollouts(first, second, "encoder", 0, names=("global", "r3"))
     assert [f.name for f in figures] == ["compare-rollout-first", "compare-rollout-second", "compare-rollout-diff"]
+    assert len({f.width for f in figures}) == 1
     assert figures[1].title.text == "r3 · attention rollout · encoder self-attention · up to layer 0"
     image = figures[2].select_one({"name": "cells"}).data_source.data["image"][0][::-1]
     np.testing.assert_allclose(

@@ -128,7 +128,7 @@ def compare_figures(
                 first, second, kind, layer, head, budget, title=title, name="compare-diff", words=said, mask=mask
             )
         )
-    return figures
+    return _one_width(figures)
 
 
 def compare_rollouts(
@@ -173,6 +173,15 @@ def compare_rollouts(
             title=said["compare.rollout_diff"].format(first=names[0], second=names[1], layer=first.layer_index(kind, layer)),
             words=said,
         ))  # fmt: skip
+    return _one_width(figures)
+
+
+def _one_width(figures: list[Any]) -> list[Any]:
+    """The maps made as wide as the widest: a map's frame stretches to its title, and the short
+    "A − B" title drew the difference with narrower cells than A's and B's, hard to line up."""
+    maps = [f for f in figures if not isinstance(f, Div)]
+    for fig in maps:
+        fig.width = max(m.width for m in maps)
     return figures
 
 
