@@ -95,6 +95,17 @@ def test_help_says_the_defaults_are_the_models_tasks(command: list[str], capsys:
         assert "(default 64)" in text and "--reverse-gold" in text
 
 
+def test_the_overview_names_every_heads_action(capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnlab --help` lists what `attnlab heads` does; an action added there and not here (as
+    `patch` once was) is one a user reading the overview never finds."""
+    with pytest.raises(SystemExit):
+        main(["heads", "--help"])
+    actions = capsys.readouterr().out.split("{", 1)[1].split("}", 1)[0].split(",")
+    main(["--help"])
+    overview = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["heads"])
+    assert actions and overview.endswith(f"(heads {'|'.join(actions)})")
+
+
 # -- 2. --out is never one of the inputs --------------------------------------------------------------
 def test_out_that_is_an_input_is_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
