@@ -23,6 +23,10 @@ from attnlab.app.i18n import kind_name, text
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
+# The step's map and its difference side by side, the difference under the map when both do not
+# fit (a plain Row ran 30 px past a 1400 px window). A FlexBox instead left both maps unpainted.
+WRAP = ":host { flex-wrap: wrap; }"
+
 
 class TimelineTab(pn.viewable.Viewer):
     """One probe sentence through training, for the open head."""
@@ -107,7 +111,7 @@ class TimelineTab(pn.viewable.Viewer):
         )
         self.figures.objects = [
             pn.pane.HTML(f"<span class='attn-muted'>{html.escape(probe)}</span>"),
-            pn.FlexBox(  # the difference goes under the step's map when both do not fit (a Row ran past the window)
+            pn.Row(  # wraps: the difference goes under the map when both do not fit (see WRAP)
                 pn.pane.Bokeh(
                     viz.heatmap(
                         now,
@@ -124,6 +128,7 @@ class TimelineTab(pn.viewable.Viewer):
                 pn.pane.Bokeh(
                     viz.diff_figure(now, final, kind, layer, head, budget=380, words=store.words, mask=store.mask)
                 ),
+                stylesheets=[WRAP],
             ),
             pn.pane.Bokeh(
                 viz.timeline_curve(
