@@ -60,6 +60,19 @@ def test_the_spanish_and_chinese_entries_are_written_in_their_language() -> None
     assert len(same) < 12, same
 
 
+def test_a_sentence_starts_with_a_capital_in_every_language() -> None:
+    """An entry that is a sentence in English (a capital, a full stop) is one in Spanish too: the
+    patching box's line on where the change sits began "en el codificador ..." under a Spanish page.
+    (Chinese has no capitals.)"""
+    lower = [
+        key
+        for key, entry in MESSAGES.items()
+        if entry["en"][:1].isupper() and entry["en"].rstrip().endswith((".", "?"))
+        and entry["es"][:1].isalpha() and not entry["es"][:1].isupper()
+    ]  # fmt: skip
+    assert lower == []
+
+
 def test_text_fills_fields_and_falls_back_to_english() -> None:
     assert text("status.done", "es", run=3, decode_ms=12.4, views_ms=40) == (
         "ejecución 3 · decodificado en 12 ms · todas las vistas en 40 ms"
