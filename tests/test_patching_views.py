@@ -166,6 +166,10 @@ def test_a_long_title_wraps_over_the_cells_instead_of_widening_the_figure() -> N
     layers = np.zeros((2, 10))
     fig = viz.residual_patching_figure(ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0], source, changed))
     assert (fig.width - 110) / 10 >= 7 * len("▁man→▁woman")
+    lens_like = viz.residual_patching_figure(
+        ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [0], ["▁klettert"] * 10, ["▁klettert"] * 10)
+    )
+    assert lens_like.width == 10 * 64 + 110  # pieces of 9 columns keep the 64 px cell (a 14-piece lens fits in 1400 px)
 
 
 def axis_labels(fig: object, axis: str) -> list[str]:

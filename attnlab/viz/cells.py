@@ -87,8 +87,9 @@ def piece_grid(
     n_layers, n = len(layers), len(pieces)
     shown = min(n, VISIBLE)
     tools = "xpan,xwheel_zoom,reset,save"
-    # a wider cell for a wide piece: "▁man→▁woman" ran into its neighbours on a 64 px cell
-    cell_w = max(PIECE_W, label_room(pieces) + 8)
+    # a wider cell for a wide piece ("▁man→▁woman" ran into its neighbours on a 64 px cell), but at
+    # most 16 px wider: a 14-piece logit lens must still fit beside the inputs in a 1400 px window
+    cell_w = int(np.clip(label_room(pieces), PIECE_W, PIECE_W + 16))
     title, title_width, title_lines = fitted_title(title, shown * cell_w)
     fig = figure(
         width=max(shown * cell_w, title_width) + 110,  # (the title starts where the cells do)
