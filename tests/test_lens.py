@@ -166,6 +166,10 @@ def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa:
     assert f"decided at decoder layer {counts}; at none (beam search looked ahead): {lens.settled.count(None)}." in (
         shown.lens.summary.object
     )
+    import panel as pn
+
+    beside = [box for box in shown.lens.layout.select(pn.FlexBox) if shown.lens.text in box.objects]
+    assert beside and shown.lens.figure in beside[0].objects, "the explanation goes beside the figure, as in rollout"
     shown.selection.kind.value, shown.store.layer, shown.store.head = "encoder", 0, 1
     assert shown.lens.figure.object is fig
     decode(shown, "a girl sits on a red bike .")

@@ -28,7 +28,9 @@ class LensTab(FigureTab):
         super().__init__(store, text("lens.about", store.lang), "attn-lens")
         self.open_cell = open_cell
         self.summary = pn.pane.HTML("", css_classes=["attn-lens-summary", "attn-muted"])
-        self.layout[0] = pn.Column(self.summary, self.figure)
+        # above the figure and its explanation: inside the FlexBox the summary took the whole row, and
+        # the explanation went under the figure in a 300 px column (the rollout's sits beside it)
+        self.layout = pn.Column(self.summary, self.layout)
 
     def draw(self) -> None:
         """The lens of the store's run, and above it how many pieces each layer decided."""
