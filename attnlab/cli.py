@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "align": ("attnlab.decode.commands", "word alignments (Pharaoh i-j) from teacher-forced cross-attention"),
     "lens": ("attnlab.decode.lens", "the layer at which each output piece is decided (the logit lens)"),
     "evaluate": ("attnlab.decode.evaluate", "sacreBLEU/chrF, bracket F1 for parsing, or AER for alignment"),
-    "heads": ("attnlab.decode.heads", "heads: statistics, importance, patching (heads profile|query|importance|patch)"),
+    "heads": ("attnlab.decode.heads", "head statistics, importance, patching (heads profile|query|importance|patch)"),
     "explore": ("attnlab.app.serve", "open the explorer web app"),
     "import": ("attnlab.decode.interop", "convert a Hugging Face Marian / OPUS-MT directory to a checkpoint"),
     "export": ("attnlab.decode.interop", "write a checkpoint as a CTranslate2 model (pip install attnlab[serve])"),
