@@ -57,6 +57,19 @@ def cell_colors(fig: object) -> list[str]:
 
 
 # -- the figure -------------------------------------------------------------------------------------------
+def test_an_estimate_says_so_in_its_title(model: Model) -> None:
+    """Attribution patching's shares are estimates, and can be far from the measured ones: both
+    views say so before their own title; a title the caller gives is theirs, as given."""
+    heads = patch_heads(model, CLEAN, CORRUPTED, method="attribution")
+    layers = patch_residual(model, CLEAN, CORRUPTED, method="attribution")
+    own = (viz.WORDS["patching.title_denoise"], viz.WORDS["residual.title_denoise"].format(side="encoder"))
+    for fig, title in zip((viz.patching_figure(heads), viz.residual_patching_figure(layers)), own, strict=True):
+        assert one_line(fig.title.text) == viz.WORDS["patching.estimated"].format(title=title)
+    assert viz.patching_figure(heads, title="mine").title.text == "mine"
+    measured = viz.residual_patching_figure(patch_residual(model, CLEAN, CORRUPTED))
+    assert one_line(measured.title.text) == own[1]
+
+
 def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
     from bokeh.events import Tap
     from bokeh.models import HoverTool, TapTool
@@ -353,6 +366,20 @@ def test_the_patching_box_shows_where_the_difference_sits(lab: dict[str, Path]) 
     where = html.unescape(tab.where.object)
     assert where.startswith("<p") and where.count("<p") == 1 and "\n" not in where
     assert "encoder's positions are not patched; in the output the change lands on '" in where, where
+
+    tab.method.value = (
+        "attribution"  # every patch estimated from one gradient: said under the numbers and in each title
+    )
+    tab.corrupted.value_input = "the man runs in the park ."
+    tab.run()
+    guess = trace_residual_patching(store.model, store.trace, "the man runs in the park .", method="attribution")
+    values = tab.decoder.object.select_one({"name": "cells"}).data_source.data["value"]
+    np.testing.assert_allclose(values, guess.decoder.ravel())
+    assert not np.allclose(guess.decoder, expected.decoder)  # (or the test shows nothing)
+    assert html.escape(text("ablation.patch_estimated")) in tab.note.object
+    for fig in (tab.figure.object, tab.encoder.object, tab.decoder.object):
+        assert one_line(fig.title.text).startswith(text("figure.patching_estimated", title="")), fig.title.text
+    tab.method.value = "activation"
 
     tab.corrupted.value_input = store.text  # no difference: one line, every grid gone
     tab.run()

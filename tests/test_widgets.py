@@ -571,3 +571,8 @@ def test_the_explorer_patches_a_changed_sentence_against_the_open_hypothesis(tra
         assert explorer.patch(changed) is None and message in explorer.errors.message
         assert explorer.figures["patching"] is None
     assert explorer.patch("A dog .", direction="up") is None and "denoise or noise" in explorer.errors.message
+    estimate = explorer.patch("A dog sits on a bike .", direction="denoise", method="attribution")
+    assert estimate.method == "attribution" and explorer.method.value == "attribution"
+    assert "estimated from one gradient" in explorer.patched.value  # said under the numbers and in the titles
+    assert explorer.figures["residual_decoder"].title.text.replace("\n", " ").startswith("estimated from one gradient")
+    assert explorer.patch("A dog .", method="guess") is None and "activation or attribution" in explorer.errors.message

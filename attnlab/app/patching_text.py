@@ -17,8 +17,8 @@ STAYS = 0.5  # the share at the changed pieces in the encoder's top row from whi
 
 
 def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
-    """(lines: the two runs' log-probabilities, and why the encoder's heads were not patched when
-    they were not; the line naming the head that moves the most). `reference`: the output read
+    """(lines: the two runs' log-probabilities, why the encoder's heads were not patched when they
+    were not, and that the shares are estimates when they are; the line naming the head that moves the most). `reference`: the output read
     is a reference, not the model's own."""
     logp = text(
         "ablation.patch_logp", lang, clean=patching.clean, corrupted=patching.corrupted,
@@ -27,6 +27,8 @@ def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tu
     if reference:
         logp = f"{logp} {text('ablation.importance_reference', lang)}"
     lines = [logp] if "encoder" in patching.patched else [logp, text("ablation.patch_encoder", lang)]
+    if patching.method == "attribution":
+        lines.append(text("ablation.patch_estimated", lang))
     kind, layer, head = patching.order()[0]
     share = float(patching.share[KINDS.index(kind), layer, head])
     named = text("ablation.patch_head", lang, kind=kind_title(kind, lang), layer=layer, head=head)

@@ -202,6 +202,11 @@ class Explorer(w.VBox):
         self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="60%"))
         both = {i18n.text("ablation.patch_denoise", lang): "denoise", i18n.text("ablation.patch_noise", lang): "noise"}
         self.direction = w.Dropdown(options=list(both.items()), value="denoise", layout=w.Layout(width="35%"))
+        methods = {
+            i18n.text("ablation.patch_measured", lang): "activation",
+            i18n.text("ablation.patch_attribution", lang): "attribution",
+        }
+        self.method = w.Dropdown(options=list(methods.items()), value="activation", layout=w.Layout(width="35%"))
         self.patch_button = w.Button(description=i18n.text("ablation.patch_go", lang))
         self.patch_button.on_click(lambda _button: self.patch())
         self.patched = w.HTML()
@@ -210,7 +215,8 @@ class Explorer(w.VBox):
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
-        patching = [w.HBox([self.changed, self.direction]), self.patch_button, self.patched, self.patching]
+        patching = [w.HBox([self.changed, self.direction]), w.HBox([self.method, self.patch_button])]
+        patching += [self.patched, self.patching]
         readings = [
             self.show_lens,
             self.lens,
@@ -327,11 +333,14 @@ class Explorer(w.VBox):
             lambda trace: viz.importance_figure(trace_importance(self.model, trace), words=words),
         )
 
-    def patch(self, changed: str | None = None, direction: str | None = None, positions: Any = None) -> Any:
+    def patch(
+        self, changed: str | None = None, direction: str | None = None, positions: Any = None, method: str | None = None
+    ) -> Any:
         """Patch every head, then every layer's output at every position, between the sentence and
         `changed` (or the box's), on the open hypothesis (`attnlab.record.patching`,
-        `attnlab.record.residual`), reading the log-probability of its `positions` (default: all);
-        returns the heads' `HeadPatching`, or None on error."""
+        `attnlab.record.residual`), reading the log-probability of its `positions` (default: all),
+        measured or estimated (`method`, default the box's); returns the heads' `HeadPatching`, or
+        None on error."""
         if changed is not None:
             self.changed.value = checked_text(changed, self.lang)
         self._clear_patching()
@@ -340,10 +349,11 @@ class Explorer(w.VBox):
         if self.result is None or rank is None:
             return None
         trace, how = self.result.hypotheses[rank].trace, self.direction.value if direction is None else direction
+        method = self.method.value if method is None else method
         with reporting(self.errors):
-            heads = trace_patching(self.model, trace, self.changed.value, positions, how)  # (refuses a bad `how`)
-            layers = trace_residual_patching(self.model, trace, self.changed.value, positions, how)
-            self.direction.value = how
+            heads = trace_patching(self.model, trace, self.changed.value, positions, how, method)  # (refuses bad ones)
+            layers = trace_residual_patching(self.model, trace, self.changed.value, positions, how, method)
+            self.direction.value, self.method.value = how, method
             lines, most = head_lines(heads, lang)
             said = "".join(f"<div style='color:#666'>{html.escape(line)}</div>" for line in lines)
             where = html.escape(residual_line(layers, lang))

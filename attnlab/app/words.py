@@ -106,6 +106,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "patching.share": text("figure.patching_share", lang),
             "patching.nats": text("figure.patching_nats", lang),
             "patching.not_patched": text("figure.patching_not_patched", lang),
+            "patching.estimated": text("figure.patching_estimated", lang),
             # residual-stream patching
             "residual.title_denoise": text("figure.residual_title_denoise", lang),
             "residual.title_noise": text("figure.residual_title_noise", lang),

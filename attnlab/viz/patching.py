@@ -46,6 +46,12 @@ def share_scale(share: np.ndarray) -> float:
     return min(max(float(finite.max()), 1e-12), 1.0) if finite.size else 1.0
 
 
+def estimated(result: object, title: str, said: Mapping[str, str]) -> str:
+    """A view's own title, said to be an estimate where the shares are attribution patching's
+    (first-order estimates, which can be far from the measured shares: docs/EXPERIMENTS.md)."""
+    return said["patching.estimated"].format(title=title) if getattr(result, "method", "") == "attribution" else title
+
+
 def patching_figure(
     patching: HeadPatching,
     *,
@@ -85,7 +91,7 @@ def patching_figure(
             for v, gone in zip(values, missing, strict=True)
         ],
         mapper,
-        title=title or said[f"patching.title_{patching.direction}"],
+        title=title or estimated(patching, said[f"patching.title_{patching.direction}"], said),
         name=name,
         words=said,
         axes=(said["patching.layer"], said["patching.head"]),

@@ -27,7 +27,7 @@ from attnlab.viz.cells import labelled_cells, piece_grid, share_label
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import change_label, piece_label
 from attnlab.viz.options import check_options
-from attnlab.viz.patching import DARK, NOT_PATCHED, SHARE_PALETTE, share_scale
+from attnlab.viz.patching import DARK, NOT_PATCHED, SHARE_PALETTE, estimated, share_scale
 from attnlab.viz.words import say
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def residual_patching_figure(
     """One side's grid of `patching` ("encoder": `patching.encoder`, "decoder": `patching.decoder`),
     the hover giving the row, the whole piece and the share. `title` None is its own (it names the
     side and the direction); `name` None is "residual-patching-<side>"; `words` replaces any of
-    `viz.words.WORDS` ("residual.*"). Pieces the result does not know are named by position."""
+    `viz.words.WORDS` ("residual.*", "patching.estimated"). Pieces the result does not know are named by position."""
     check_options(title=title)
     if side not in SIDES:
         raise AttnlabError(f"side is 'encoder' or 'decoder', got {side!r}")
@@ -94,7 +94,8 @@ def residual_patching_figure(
     fig = piece_grid(
         rows,
         axis,
-        title=title or said[f"residual.title_{direction}"].format(side=said[f"residual.{side}"]),
+        title=title
+        or estimated(patching, said[f"residual.title_{direction}"].format(side=said[f"residual.{side}"]), said),
         name=name or f"residual-patching-{side}",
         axes=(said["residual.stream"], piece_word),
         drag=said["residual.drag"],

@@ -105,6 +105,7 @@ WORDS: dict[str, str] = {
     "patching.share": "share of the difference",
     "patching.nats": "log P moved (nats)",
     "patching.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
+    "patching.estimated": "estimated from one gradient (attribution patching), not measured: {title}",  # both patching views
     # residual-stream patching (residual.py): the share each layer's output at one position alone moves
     "residual.title_denoise": "{side}: share of the difference each layer's output at one position restores alone, taken from the clean run",
     "residual.title_noise": "{side}: share of the difference each layer's output at one position causes alone, taken from the corrupted run",

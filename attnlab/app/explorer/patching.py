@@ -1,8 +1,10 @@
 """The Head ablation tab's patching box (`attnlab.record.patching`): the open sentence (clean) and a
 changed version of it typed here (corrupted) are read on the open output, and every head's output
-is taken alone from one run into the other. The grid (`viz.patching_figure`) shows the share of the
-log-probability difference each head moves by itself, a line names the head that moves most, and
-a tap on a head adds it to the heads to switch off, as on the importance grid above it.
+is taken alone from one run into the other, or every such patch is estimated from one gradient
+(attribution patching, said in the grids' titles and under the log-probabilities). The grid
+(`viz.patching_figure`) shows the share of the log-probability difference each head moves by
+itself, a line names the head that moves most, and a tap on a head adds it to the heads to switch
+off, as on the importance grid above it.
 
 The same button patches the residual stream (`attnlab.record.residual`, Meng et al.'s causal
 tracing): each layer's output at each position, alone. Under the head grid a line says where the
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class PatchingBox(pn.viewable.Viewer):
-    """A corrupted sentence, which way to patch, the button, the grid and what it says."""
+    """A corrupted sentence, which way and how to patch, the button, the grid and what it says."""
 
     def __init__(self, store: Store, on_select: Callable[[str, int, int], None]) -> None:
         super().__init__()
@@ -57,6 +59,15 @@ class PatchingBox(pn.viewable.Viewer):
             width=430,
             css_classes=["attn-patch-direction"],
         )
+        self.method = pn.widgets.Select(
+            label=text("ablation.patch_method", lang),
+            options={
+                text("ablation.patch_measured", lang): "activation",
+                text("ablation.patch_attribution", lang): "attribution",
+            },
+            width=430,
+            css_classes=["attn-patch-method"],
+        )
         self.read = pn.widgets.Select(
             label=text("ablation.patch_read", lang), options={}, width=260, css_classes=["attn-patch-read"]
         )
@@ -75,7 +86,7 @@ class PatchingBox(pn.viewable.Viewer):
         self.source = ""  # the open sentence the typed one is a change of
         self.layout = pn.Column(
             self.about,
-            pn.FlexBox(self.corrupted, self.direction),  # wraps in a narrow window
+            pn.FlexBox(self.corrupted, self.direction, self.method),  # wraps in a narrow window
             pn.Row(self.read, self.go),
             self.note,
             self.figure,
@@ -119,7 +130,11 @@ class PatchingBox(pn.viewable.Viewer):
             return
         self.go.loading = True
         try:
-            how = {"direction": self.direction.value, "positions": None if self.read.value < 0 else [self.read.value]}
+            how = {
+                "direction": self.direction.value,
+                "positions": None if self.read.value < 0 else [self.read.value],
+                "method": self.method.value,
+            }
             patching = trace_patching(store.model, store.trace, corrupted, **how)
             residual = trace_residual_patching(store.model, store.trace, corrupted, **how)
         except AttnlabError as error:
