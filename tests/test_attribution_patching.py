@@ -104,6 +104,7 @@ def test_it_finds_the_heads_patching_finds_where_the_model_is_near_linear(model:
     estimate = patch_heads(model, CLEAN, CORRUPTED, method="attribution")
     assert np.corrcoef(patched.share.ravel(), estimate.share.ravel())[0, 1] > 0.9
     assert set(estimate.order()[:2]) <= set(patched.order()[:3])
+    assert np.abs(estimate.share[KINDS.index("decoder"), 0]).max() < 1e-6  # they read the target only: no change
     assert all(p.grad is None for p in model.model.parameters()) and not model.model.training
 
 
