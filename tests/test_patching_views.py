@@ -414,3 +414,35 @@ def test_the_line_says_where_the_difference_sits_from_the_numbers(lab: dict[str,
     assert "not patched; in the output the change lands on 'Ein' (57%) and 'Mann' (44%).</p>" in said
     one = replace(stays, decoder=np.ones((2, 1)), target=["</s>"])
     assert html.unescape(tab._where(one)).endswith("in the output it lands on '</s>' (100%).</p>")
+
+
+def test_the_compare_tab_patches_both_models_on_the_changed_sentence(lab: dict[str, Path]) -> None:  # noqa: F811
+    """Its fourth box patches each model's residual stream against the sentence typed in the Head
+    ablation tab, the second model on the first one's output: the encoder's grid of each, which
+    differ between a global and a restricted model; with nothing typed, or a change that moves
+    nothing, no grid and one line why."""
+    from attnlab.app.i18n import text
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 5
+    tab = shown.compare
+    tab.second.value = "restricted"
+    tab.patchings.value = True  # nothing typed yet
+    assert all(p.object is None for p in tab.patching_panes) and tab.notice.visible
+    assert text("compare.patch_none") in html.unescape(tab.notice.object)
+    shown.ablation.patching.corrupted.value_input = "the man runs in the park ."  # as many pieces
+    tab.draw(again=True)
+    c, grids = tab.comparison, []
+    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+    for pane, (model, trace), name in zip(tab.patching_panes, sides, ("A", "B"), strict=True):
+        expected = trace_residual_patching(model, trace, "the man runs in the park .")
+        grids.append(pane.object.select_one({"name": "cells"}).data_source.data["value"])
+        np.testing.assert_allclose(grids[-1], expected.encoder.ravel())
+        assert one_line(pane.object.title.text) == text("compare.patching_title", name=name, side=text("kind.encoder"))
+    assert not np.allclose(*grids) and not tab.notice.visible  # two models, two answers
+    shown.ablation.patching.corrupted.value_input = shown.store.text  # no difference: one line, no grid
+    tab.draw(again=True)
+    assert all(p.object is None for p in tab.patching_panes) and tab.notice.visible
+    assert "no difference for a head to carry" in html.unescape(tab.notice.object)
+    assert tab.comparison is not None and tab.panes[0].object is not None  # the rest of the tab still shows

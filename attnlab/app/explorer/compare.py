@@ -4,7 +4,9 @@ shown with a word diff, and the open kind / layer / head of each side by side wi
 difference (`attnlab.decode.compare`, `attnlab.viz.compare_figures`); with its first box ticked,
 the attention rollouts of both up to the open layer and their difference too
 (`attnlab.viz.compare_rollouts`), with its second both logit lenses (`attnlab.record.lens`), and with
-its third every head's importance in both (`attnlab.record.importance`).
+its third every head's importance in both (`attnlab.record.importance`), and with its fourth where
+the change typed in the Head ablation tab lives in each (`attnlab.record.residual`: the restricted
+model moves a changed word onto its neighbours, the global one keeps it in place).
 The second model's maps are recorded while it reads the first one's output, so that the two line
 up cell by cell.
 
@@ -34,23 +36,32 @@ from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
+from attnlab.record.residual import trace_residual_patching
+from attnlab.viz.patching import estimated
 
 log = logging.getLogger("attnlab.explorer")
 
 LENS_FIGURES = ("compare-lens-first", "compare-lens-second")  # the figures' Bokeh names, which tests find
 IMPORTANCE_FIGURES = ("compare-importance-first", "compare-importance-second")
+PATCHING_FIGURES = ("compare-patching-first", "compare-patching-second")
 NONE, ABLATED = "", "\0ablated"  # the picker's values besides checkpoint names (never empty, never hold NUL)
 
 
 class CompareTab(pn.viewable.Viewer):
     """This model and a second one on the same input: both outputs, and the open head of each."""
 
-    def __init__(self, store: Store, checkpoints: dict[str, str], ablated: Callable[[], list[str]] = list) -> None:
+    def __init__(
+        self,
+        store: Store,
+        checkpoints: dict[str, str],
+        ablated: Callable[[], list[str]] = list,
+        changed: Callable[[], tuple[str, dict[str, str]]] = lambda: ("", {}),
+    ) -> None:
         """`checkpoints`: the page's picker ({name: server path}, read again at each draw, so
         that directories opened by path are offered too); `ablated`: the head labels chosen in
-        the Head ablation tab."""
+        the Head ablation tab; `changed`: the changed sentence typed there and how to patch it."""
         super().__init__()
-        self.store, self.checkpoints, self.ablated = store, checkpoints, ablated
+        self.store, self.checkpoints, self.ablated, self.changed = store, checkpoints, ablated, changed
         lang = self.lang
         self.second = pn.widgets.Select(
             label=text("compare.second", lang), options=self._options(), width=420, css_classes=["attn-compare-second"]
@@ -77,6 +88,12 @@ class CompareTab(pn.viewable.Viewer):
         self.importance_panes = [
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-importance-{role}"]) for role in ("first", "second")
         ]
+        self.patchings = pn.widgets.Checkbox(
+            label=text("compare.patchings", lang), css_classes=["attn-compare-patchings"]
+        )
+        self.patching_panes = [
+            pn.pane.Bokeh(None, css_classes=[f"attn-compare-patching-{role}"]) for role in ("first", "second")
+        ]
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -88,6 +105,8 @@ class CompareTab(pn.viewable.Viewer):
             pn.FlexBox(*self.lens_panes),
             self.importances,
             pn.FlexBox(*self.importance_panes),
+            self.patchings,
+            pn.FlexBox(*self.patching_panes),
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
@@ -98,6 +117,7 @@ class CompareTab(pn.viewable.Viewer):
         self.rollouts.param.watch(lambda _event: self.draw(), "value")
         self.lenses.param.watch(lambda _event: self._draw_readings(), "value")
         self.importances.param.watch(lambda _event: self._draw_readings(), "value")
+        self.patchings.param.watch(lambda _event: self._draw_readings(), "value")
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -228,8 +248,10 @@ class CompareTab(pn.viewable.Viewer):
 
     def _draw_readings(self) -> None:
         """What each model's reading of the same output shows (the second read teacher-forced on
-        the first's, its heads off kept off), for each box that is ticked: the logit lenses, and
-        every head's importance (with heads off in the second, how the others' importance shifts)."""
+        the first's, its heads off kept off), for each box that is ticked: the logit lenses,
+        every head's importance (with heads off in the second, how the others' importance shifts),
+        and the residual stream patched against the changed sentence. A reading a model refuses
+        (no changed sentence, one that changes nothing) leaves its panes empty and says why."""
         c, store, lang = self.comparison, self.store, self.lang
 
         def lens(model: Any, trace: Any, name: str, figure_name: str) -> Any:
@@ -241,20 +263,37 @@ class CompareTab(pn.viewable.Viewer):
             weighed = trace_importance(model, trace)
             return viz.importance_figure(weighed, title=title, name=figure_name, words=store.words)
 
+        def patching(model: Any, trace: Any, name: str, figure_name: str) -> Any:
+            corrupted, how = self.changed()
+            if not corrupted:
+                raise AttnlabError(text("compare.patch_none", lang))
+            found = trace_residual_patching(model, trace, corrupted, **how)
+            side = "encoder" if found.encoder_patched else "decoder"  # (the encoder's when its positions line up)
+            side_name = text("kind.encoder", lang) if found.encoder_patched else text("kind.decoder", lang)
+            title = estimated(found, text("compare.patching_title", lang, name=name, side=side_name), store.words)
+            return viz.residual_patching_figure(found, side=side, title=title, name=figure_name, words=store.words)
+
         readings = (
             (self.lenses, self.lens_panes, lens, LENS_FIGURES),
             (self.importances, self.importance_panes, importance, IMPORTANCE_FIGURES),
+            (self.patchings, self.patching_panes, patching, PATCHING_FIGURES),
         )
+        refused = ""
         for box, panes, figure_of, names in readings:
             figures = [None, None]
             if box.value and c is not None:
                 sides = ((store.model, c.first.trace), (self.second_model, c.second_on_first.trace))
-                figures = [
-                    figure_of(model, trace, name, figure_name)
-                    for (model, trace), name, figure_name in zip(sides, self.names, names, strict=True)
-                ]
+                try:
+                    figures = [
+                        figure_of(model, trace, name, figure_name)
+                        for (model, trace), name, figure_name in zip(sides, self.names, names, strict=True)
+                    ]
+                except AttnlabError as error:
+                    figures, refused = [None, None], store.explain(error)
             for pane, figure in zip(panes, figures, strict=True):
                 pane.object = figure
+        if c is not None:  # (else the notice says why there is no comparison)
+            self._say(refused)
 
     # -- helpers ------------------------------------------------------------------------------------
     def _options(self) -> dict[str, str]:
@@ -278,6 +317,6 @@ class CompareTab(pn.viewable.Viewer):
         """No comparison to show: say why in one line, and draw no stale maps."""
         self.comparison = None
         self.outputs.object = ""
-        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes):
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.object = None
         self._say(message, hint)

@@ -124,17 +124,13 @@ class PatchingBox(pn.viewable.Viewer):
         """Patch every head, then every layer's output at every position, between the open sentence
         and the typed one, in the chosen direction."""
         store, lang = self.store, self.store.lang
-        corrupted = (self.corrupted.value_input or self.corrupted.value or "").strip()
+        corrupted, how = self.asked()
         if store.trace is None or not corrupted:
             self._refuse(text("ablation.patch_none", lang))
             return
         self.go.loading = True
         try:
-            how = {
-                "direction": self.direction.value,
-                "positions": None if self.read.value < 0 else [self.read.value],
-                "method": self.method.value,
-            }
+            how["positions"] = None if self.read.value < 0 else [self.read.value]
             patching = trace_patching(store.model, store.trace, corrupted, **how)
             residual = trace_residual_patching(store.model, store.trace, corrupted, **how)
         except AttnlabError as error:
@@ -159,6 +155,12 @@ class PatchingBox(pn.viewable.Viewer):
         patched = residual.encoder_patched  # else its positions do not line up: the decoder's grid alone
         self.encoder.object = viz.residual_patching_figure(residual, words=words) if patched else None
         self.decoder.object = viz.residual_patching_figure(residual, side="decoder", words=words)
+
+    def asked(self) -> tuple[str, dict[str, str]]:
+        """The changed sentence typed (stripped; "" when none) and how to patch it ({direction,
+        method}): what the button patches, and what the Compare tab patches both models on."""
+        typed = (self.corrupted.value_input or self.corrupted.value or "").strip()
+        return typed, {"direction": self.direction.value, "method": self.method.value}
 
     def _said(self, patching: HeadPatching) -> str:
         """The log-probabilities of the two runs and the head that moves the most, as HTML."""
