@@ -377,6 +377,8 @@ def test_the_patching_box_shows_where_the_difference_sits(lab: dict[str, Path]) 
     np.testing.assert_allclose(values, guess.decoder.ravel())
     assert not np.allclose(guess.decoder, expected.decoder)  # (or the test shows nothing)
     assert html.escape(text("ablation.patch_estimated")) in tab.note.object
+    estimate = text("ablation.patch_estimate_of", said="")  # the two lines that name what moved, marked
+    assert f"<b>{html.escape(estimate)}" in tab.note.object and f">{html.escape(estimate)}" in tab.where.object
     for fig in (tab.figure.object, tab.encoder.object, tab.decoder.object):
         assert one_line(fig.title.text).startswith(text("figure.patching_estimated", title="")), fig.title.text
     tab.method.value = "activation"

@@ -38,7 +38,7 @@ def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tu
         most = text("ablation.patch_most_denoise", lang, head=named, share=share)
     else:
         most = text("ablation.patch_most_noise", lang, head=named, share=share)
-    return lines, most
+    return lines, _estimate(patching, most, lang)
 
 
 def residual_line(residual: ResidualPatching, lang: str) -> str:
@@ -52,15 +52,20 @@ def residual_line(residual: ResidualPatching, lang: str) -> str:
     ]
     lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
     if not residual.encoder_patched:
-        return text("ablation.residual_no_encoder", lang, lands=lands)
+        return _estimate(residual, text("ablation.residual_no_encoder", lang, lands=lands), lang)
     encoder = residual.encoder[-1]
     changed = [i for i, (a, b) in enumerate(zip(residual.source, residual.changed, strict=False)) if a != b]
     changed = changed or [int(np.nanargmax(encoder))]  # (pieces not known: where the top row is largest)
     share = float(np.nansum(encoder[changed]))
     pieces = ", ".join(text("ablation.residual_quoted", lang, piece=word(residual.source, i)) for i in changed)
     if share >= STAYS:
-        return text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands)
-    return text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands)
+        return _estimate(residual, text("ablation.residual_stays", lang, pieces=pieces, share=share, lands=lands), lang)
+    return _estimate(residual, text("ablation.residual_spreads", lang, pieces=pieces, share=share, lands=lands), lang)
+
+
+def _estimate(result: HeadPatching | ResidualPatching, said: str, lang: str) -> str:
+    """`said`, marked as an estimate where the shares are attribution patching's, not measured."""
+    return text("ablation.patch_estimate_of", lang, said=said) if result.method == "attribution" else said
 
 
 def word(pieces: list[str], index: int) -> str:
