@@ -1,17 +1,22 @@
 """What activation patching found, said in one or two lines of the reader's language: the same
 words under the explorer's grids (`attnlab.app.explorer.patching`) and the notebook explorer's
-(`attnlab.widgets`).
+(`attnlab.widgets`); and the grid both Compare views draw for each of two models.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app.i18n import kind_title, text
+from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching
-from attnlab.record.residual import ResidualPatching
+from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.trace import KINDS
+from attnlab.viz.patching import estimated
 
 STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
 
@@ -74,3 +79,25 @@ def word(pieces: list[str], index: int) -> str:
     if index >= len(pieces):
         return str(index)
     return viz.piece_label(pieces[index].lstrip("\u2581") or pieces[index], None)
+
+
+def compared_residual(
+    model: Any,
+    trace: Any,
+    changed: str,
+    how: dict[str, str],
+    label: str,
+    lang: str,
+    words: dict[str, str],
+    **figure: Any,
+) -> LayoutDOM:
+    """One model's residual stream patched against `changed` on its reading of the compared output
+    (`trace`), `how` ({direction, method}): the encoder's grid where the two sentences' positions line
+    up, else the decoder's, titled with the model's `label` (`figure`: the view's other options)."""
+    if not changed:
+        raise AttnlabError(text("compare.patch_none", lang))
+    found = trace_residual_patching(model, trace, changed, **how)
+    side = "encoder" if found.encoder_patched else "decoder"
+    side_name = text("kind.encoder", lang) if found.encoder_patched else text("kind.decoder", lang)
+    title = estimated(found, text("compare.patching_title", lang, name=label, side=side_name), words)
+    return viz.residual_patching_figure(found, side=side, title=title, words=words, **figure)

@@ -31,13 +31,12 @@ from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablatio
 from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
+from attnlab.app.patching_text import compared_residual
 from attnlab.decode.compare import compare, mismatch
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
-from attnlab.record.residual import trace_residual_patching
-from attnlab.viz.patching import estimated
 
 log = logging.getLogger("attnlab.explorer")
 
@@ -264,14 +263,7 @@ class CompareTab(pn.viewable.Viewer):
             return viz.importance_figure(weighed, title=title, name=figure_name, words=store.words)
 
         def patching(model: Any, trace: Any, name: str, figure_name: str) -> Any:
-            corrupted, how = self.changed()
-            if not corrupted:
-                raise AttnlabError(text("compare.patch_none", lang))
-            found = trace_residual_patching(model, trace, corrupted, **how)
-            side = "encoder" if found.encoder_patched else "decoder"  # (the encoder's when its positions line up)
-            side_name = text("kind.encoder", lang) if found.encoder_patched else text("kind.decoder", lang)
-            title = estimated(found, text("compare.patching_title", lang, name=name, side=side_name), store.words)
-            return viz.residual_patching_figure(found, side=side, title=title, name=figure_name, words=store.words)
+            return compared_residual(model, trace, *self.changed(), name, lang, store.words, name=figure_name)
 
         readings = (
             (self.lenses, self.lens_panes, lens, LENS_FIGURES),
