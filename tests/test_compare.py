@@ -127,6 +127,32 @@ def test_the_notebook_widget_compares() -> None:
     assert widget.figures["first"].name == "compare-first" and "layer 0 · head 2" in widget.figures["first"].title.text
 
 
+def test_the_notebook_widget_patches_both_models() -> None:
+    """`patch` draws each model's residual stream patched against a changed sentence, the second on
+    the first one's output with its heads off kept off: with the cross heads of layers 1 and 2 off,
+    only the first layer's read the encoder, and the top encoder layer's state at "man" restores
+    0.51 of the change in B against 0.99 in A. Nothing typed, or a change that moves nothing, is
+    one line, and the other readings stay drawn."""
+    from attnlab.record.residual import trace_residual_patching
+
+    widget = compare_models(str(TRANSLATOR), text=TEXT, heads_off=OFF)
+    widget.show_lenses.value = True
+    widget.show_patchings.value = True  # nothing typed yet
+    assert "type the sentence with a change" in widget.errors.message and widget.figures["lens_first"] is not None
+    changed = TEXT.replace(" man ", " woman ")
+    widget.patch(changed)
+    c, grids = widget.comparison, []
+    for role, side in (("first", c.first), ("second", c.second_on_first)):
+        expected = trace_residual_patching(widget.first, side.trace, changed)
+        grids.append(widget.figures[f"patching_{role}"].select_one({"name": "cells"}).data_source.data["value"])
+        np.testing.assert_allclose(grids[-1], expected.encoder.ravel())
+    assert not widget.errors.message and not np.allclose(*grids)
+    assert grids[0].reshape(4, -1)[-1, 1] > grids[1].reshape(4, -1)[-1, 1]  # (top row, "man")
+    widget.patch(TEXT, method="attribution")
+    assert "changes the target's log-probability by only" in widget.errors.message
+    assert widget.figures["patching_first"] is None and widget.figures["lens_first"] is not None
+
+
 def test_chinese_outputs_are_diffed_by_character() -> None:
     """As one space-less "word", a Chinese sentence with one character added was marked all
     removed and all added."""

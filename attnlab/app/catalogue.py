@@ -187,6 +187,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.show_mask": {"en": "show the mask", "es": "mostrar la máscara", "zh": "显示掩码"},
     "widgets.show_importance": {"en": "show which heads matter for this output (head importance, Michel et al. 2019)", "es": "mostrar qué cabezas importan para esta salida (importancia de las cabezas, Michel et al. 2019)", "zh": "显示哪些头对这个输出重要（头的重要性，Michel 等 2019）"},
     "widgets.patch_changed": {"en": "the sentence with a change (one word swapped, say), to patch against it", "es": "la oración con un cambio (una palabra cambiada, por ejemplo), para parchear contra ella", "zh": "改动过的句子（比如换掉一个词），用来与它做激活修补"},
+    "widgets.compare_patchings": {"en": "also where a change of the sentence lives in each model: the residual stream patched against the changed sentence below, layer by layer", "es": "también dónde vive en cada modelo un cambio de la oración: el flujo residual parcheado contra la oración cambiada de abajo, capa a capa", "zh": "同时对比句子的一处改动在每个模型中的位置：针对下方改动后的句子逐层修补残差流"},
     "widgets.show_lens": {"en": "show the logit lens (what each decoder layer would output)", "es": "mostrar la lente de logits (lo que produciría cada capa del decodificador)", "zh": "显示 logit 透镜（解码器每一层会输出什么）"},
     "widgets.show_rollout": {"en": "show the rollout", "es": "mostrar el rollout", "zh": "显示注意力展开"},
     "widgets.beam": {"en": "beam", "es": "haz", "zh": "束宽"},

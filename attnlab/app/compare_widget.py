@@ -1,8 +1,8 @@
 """Two models in a notebook (`attnlab.widgets.compare_models`): both outputs with a word diff, and
 the same kind / layer / head of each side by side with their difference, from the same
 `attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
-its three boxes do, both attention rollouts up to the picked layer, both logit lenses and every
-head's importance in both.
+its boxes do, both attention rollouts up to the picked layer, both logit lenses, every head's
+importance in both, and where a change of the sentence lives in each (`patch`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from attnlab.app.notebook import (
     checked_text,
     reporting,
 )
+from attnlab.app.patching_text import compared_residual
 from attnlab.app.words import figure_words
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
@@ -62,16 +63,21 @@ class Compare(w.VBox):
         self.show_rollouts.observe(lambda _change: self.redraw(), "value")
         self.show_importances = w.Checkbox(description=i18n.text("compare.importances", lang), indent=False)
         self.importance_panes = [BokehPane(), BokehPane()]
-        self.show_lenses.observe(lambda _change: self._draw_readings(), "value")
-        self.show_importances.observe(lambda _change: self._draw_readings(), "value")
+        self.show_patchings = w.Checkbox(description=i18n.text("widgets.compare_patchings", lang), indent=False)
+        self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="95%"))
+        self.patching_panes, self.how = [BokehPane(), BokehPane()], {"direction": "denoise", "method": "activation"}
+        for box in (self.show_lenses, self.show_importances, self.show_patchings):
+            box.observe(lambda _change: self._draw_readings(), "value")
         self.errors = ErrorBox(lang)
         self.comparison: Any = None
         rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
-        lenses, importances = (
-            w.HBox(p, layout=w.Layout(flex_flow="row wrap")) for p in (self.lens_panes, self.importance_panes)
+        lenses, importances, patchings = (
+            w.HBox(p, layout=w.Layout(flex_flow="row wrap"))
+            for p in (self.lens_panes, self.importance_panes, self.patching_panes)
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
-        readings = [self.show_lenses, lenses, self.show_importances, importances]
+        readings = [self.show_lenses, lenses, self.show_importances, importances, self.show_patchings, self.changed]
+        readings.append(patchings)
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
@@ -83,6 +89,7 @@ class Compare(w.VBox):
             **{f"rollout_{role}": pane.figure for role, pane in zip(roles, self.rollout_panes, strict=True)},
             **{f"lens_{role}": pane.figure for role, pane in zip(roles[:2], self.lens_panes, strict=True)},
             **{f"importance_{role}": pane.figure for role, pane in zip(roles[:2], self.importance_panes, strict=True)},
+            **{f"patching_{role}": pane.figure for role, pane in zip(roles[:2], self.patching_panes, strict=True)},
         }
 
     def run(self, text: str | None = None) -> Any:
@@ -112,9 +119,17 @@ class Compare(w.VBox):
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
-        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes):
+        for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.update(None)
         return None
+
+    def patch(self, changed: str, direction: str = "denoise", method: str = "activation") -> None:
+        """Patch both models' residual stream against `changed` (the sentence with a change), in
+        `direction`, measured or estimated (`method`), and show both grids (ticks the box)."""
+        self.changed.value, self.how = checked_text(changed, self.lang), {"direction": direction, "method": method}
+        if self.show_patchings.value:
+            self._draw_readings()
+        self.show_patchings.value = True
 
     def redraw(self) -> None:
         if self.comparison is None:
@@ -131,8 +146,9 @@ class Compare(w.VBox):
                 pane.update(figure)
 
     def _draw_readings(self) -> None:
-        """Each model's logit lens, and every head's importance, on the same output while their
-        boxes are ticked (they depend on the comparison only, not on the picked head)."""
+        """Each model's logit lens, every head's importance, and its residual stream patched against
+        the changed sentence, on the same output while their boxes are ticked (they depend on the
+        comparison only, not on the picked head)."""
         c, sides = self.comparison, ((self.first, "first"), (self.second, "second_on_first"))
         lang, words = self.lang, figure_words(self.lang)
 
@@ -144,12 +160,19 @@ class Compare(w.VBox):
             title = i18n.text("compare.importance_title", lang, name=name)
             return viz.importance_figure(trace_importance(model, trace), title=title, words=words)
 
+        def patching(model: Any, trace: Any, name: str) -> Any:
+            return compared_residual(model, trace, self.changed.value.strip(), self.how, name, lang, words)
+
         readings = (
             (self.show_lenses, self.lens_panes, lens),
             (self.show_importances, self.importance_panes, importance),
+            (self.show_patchings, self.patching_panes, patching),
         )
-        with reporting(self.errors):
-            for box, panes, figure_of in readings:
+        self.errors.clear()
+        for box, panes, figure_of in readings:
+            for pane in panes:
+                pane.update(None)
+            with reporting(self.errors):  # (a reading one model refuses leaves the others drawn)
                 for pane, (model, side), name in zip(panes, sides, self.names, strict=True):
                     shown = box.value and c is not None
                     pane.update(figure_of(model, getattr(c, side).trace, name) if shown else None)
