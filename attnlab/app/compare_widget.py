@@ -76,8 +76,8 @@ class Compare(w.VBox):
             for p in (self.lens_panes, self.importance_panes, self.patching_panes)
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
-        readings = [self.show_lenses, lenses, self.show_importances, importances, self.show_patchings, self.changed]
-        readings.append(patchings)
+        readings = [self.show_lenses, lenses, self.show_importances, importances]
+        readings += [self.show_patchings, self.changed, patchings]
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 

@@ -23,8 +23,8 @@ STAYS = 0.5  # the share at the changed pieces in the encoder's top row from whi
 
 def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
     """(lines: the two runs' log-probabilities, why the encoder's heads were not patched when they
-    were not, and that the shares are estimates when they are; the line naming the head that moves the most). `reference`: the output read
-    is a reference, not the model's own."""
+    were not, and that the shares are estimates when they are; the line naming the head that moves
+    the most). `reference`: the output read is a reference, not the model's own."""
     logp = text(
         "ablation.patch_logp", lang, clean=patching.clean, corrupted=patching.corrupted,
         difference=patching.clean - patching.corrupted,

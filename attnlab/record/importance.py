@@ -107,8 +107,13 @@ def check_model(model: Any, what: str = "head importance") -> None:
     (`what`: the reading that needs the model, named in the refusal)."""
     if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
         raise AttnlabError(f"{what} needs a model from attnlab.load(...), got {type(model).__name__}")
-    if what == "head importance" and any(not p.is_floating_point() for p in model.model.state_dict().values()):
+    if what == "head importance" and quantized(model.model):
         raise AttnlabError("head importance differentiates through the model: open it in fp32 or bf16, not int8")
+
+
+def quantized(net: Any) -> bool:
+    """Whether `net` holds int8 weights (dynamic quantization), which no gradient passes through."""
+    return any(not p.is_floating_point() for p in net.state_dict().values())
 
 
 def pair_importance(net: Any, pairs: list[tuple[list[int], list[int]]], exact: bool = False) -> HeadImportance:

@@ -38,7 +38,7 @@ from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, HOOKS, attached
 from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.equation import check_same_model, trace_ids
-from attnlab.record.importance import BATCH_TOKENS, check_model, head_at, token_log_probs
+from attnlab.record.importance import BATCH_TOKENS, check_model, head_at, quantized, token_log_probs
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import KINDS, AttentionTrace
@@ -219,7 +219,7 @@ def check_how(net: Any, direction: str, method: str) -> None:
         raise AttnlabError(f"patching runs in direction denoise or noise, not {direction!r}")
     if method not in METHODS:
         raise AttnlabError(f"patching's method is activation or attribution, not {method!r}")
-    if method == "attribution" and any(not p.is_floating_point() for p in net.state_dict().values()):
+    if method == "attribution" and quantized(net):
         raise AttnlabError("attribution patching differentiates through the model: open it in fp32 or bf16, not int8")
 
 
@@ -265,7 +265,7 @@ def _patched_runs(
     """The log-probability over `positions` with each (key, index) of `each` patched alone, one
     row each, in batches of at most `BATCH_TOKENS` target positions."""
     per_batch = max(1, BATCH_TOKENS // len(target))
-    if any(not p.is_floating_point() for p in net.state_dict().values()):
+    if quantized(net):
         per_batch = 1  # int8: activations are quantized per tensor, so rows of one batch would share a scale
     logp: list[float] = []
     for start in range(0, len(each), per_batch):
@@ -293,8 +293,8 @@ def _attributed(
     its gate at 0 (a patch that changes nothing), differentiated by the gates. ∂ log P / ∂ gate is
     ∂ log P / ∂a · (a_kept − a), the paths through every later site included (a patch with gate 1
     would cut them), from one backward pass; the weights' `.grad` is not touched."""
-    gates = {key: torch.zeros(1, kept[key].size(1), device=device, requires_grad=True) for key in kept}
-    gates = {key: gates[key] for key in dict.fromkeys(k for k, _ in each)}
+    keys = dict.fromkeys(key for key, _ in each)
+    gates = {key: torch.zeros(1, kept[key].size(1), device=device, requires_grad=True) for key in keys}
     with torch.enable_grad(), sites.attach({key: (gate, kept[key]) for key, gate in gates.items()}):
         logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
         grads = dict(zip(gates, torch.autograd.grad(logp, list(gates.values())), strict=True))
