@@ -443,6 +443,14 @@ def test_the_compare_tab_patches_both_models_on_the_changed_sentence(lab: dict[s
         np.testing.assert_allclose(grids[-1], expected.encoder.ravel())
         assert one_line(pane.object.title.text) == text("compare.patching_title", name=name, side=text("kind.encoder"))
     assert not np.allclose(*grids) and not tab.notice.visible  # two models, two answers
+    box = shown.ablation.patching.corrupted  # edited there (as a browser sends it): redrawn here, not stale
+    box.value_input = box.value = "the cat runs in the park ."
+    expected = trace_residual_patching(shown.store.model, c.first.trace, "the cat runs in the park .")
+    assert not expected.encoder_patched  # (more pieces: the decoder's grid)
+    values = tab.patching_panes[0].object.select_one({"name": "cells"}).data_source.data["value"]
+    np.testing.assert_allclose(values, expected.decoder.ravel())
+    title = text("compare.patching_title", name="A", side=text("kind.decoder"))
+    assert one_line(tab.patching_panes[0].object.title.text) == title
     shown.ablation.patching.corrupted.value_input = shown.store.text  # no difference: one line, no grid
     tab.draw(again=True)
     assert all(p.object is None for p in tab.patching_panes) and tab.notice.visible

@@ -29,6 +29,7 @@ from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.output import CSS, PROSE
+from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.app.patching_text import compared_residual
@@ -54,13 +55,15 @@ class CompareTab(pn.viewable.Viewer):
         store: Store,
         checkpoints: dict[str, str],
         ablated: Callable[[], list[str]] = list,
-        changed: Callable[[], tuple[str, dict[str, str]]] = lambda: ("", {}),
+        patching: PatchingBox | None = None,
     ) -> None:
         """`checkpoints`: the page's picker ({name: server path}, read again at each draw, so
         that directories opened by path are offered too); `ablated`: the head labels chosen in
-        the Head ablation tab; `changed`: the changed sentence typed there and how to patch it."""
+        the Head ablation tab; `patching`: its patching box, whose changed sentence (and how to
+        patch it) the fourth box patches both models on, redrawn when it changes."""
         super().__init__()
-        self.store, self.checkpoints, self.ablated, self.changed = store, checkpoints, ablated, changed
+        self.store, self.checkpoints, self.ablated = store, checkpoints, ablated
+        self.changed: Callable[[], tuple[str, dict[str, str]]] = patching.asked if patching else lambda: ("", {})
         lang = self.lang
         self.second = pn.widgets.Select(
             label=text("compare.second", lang), options=self._options(), width=420, css_classes=["attn-compare-second"]
@@ -117,6 +120,8 @@ class CompareTab(pn.viewable.Viewer):
         self.lenses.param.watch(lambda _event: self._draw_readings(), "value")
         self.importances.param.watch(lambda _event: self._draw_readings(), "value")
         self.patchings.param.watch(lambda _event: self._draw_readings(), "value")
+        for asked in (patching.corrupted, patching.direction, patching.method) if patching else ():
+            asked.param.watch(lambda _event: self._draw_readings(only_patching=True), "value")  # never stale
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -245,12 +250,13 @@ class CompareTab(pn.viewable.Viewer):
         for pane, figure in zip(self.rollout_panes, rollouts, strict=True):
             pane.object = figure
 
-    def _draw_readings(self) -> None:
+    def _draw_readings(self, only_patching: bool = False) -> None:
         """What each model's reading of the same output shows (the second read teacher-forced on
         the first's, its heads off kept off), for each box that is ticked: the logit lenses,
         every head's importance (with heads off in the second, how the others' importance shifts),
-        and the residual stream patched against the changed sentence. A reading a model refuses
-        (no changed sentence, one that changes nothing) leaves its panes empty and says why."""
+        and the residual stream patched against the changed sentence (`only_patching`: that one,
+        as the sentence changed). A reading a model refuses (no changed sentence, one that changes
+        nothing) leaves its panes empty and says why."""
         c, store, lang = self.comparison, self.store, self.lang
 
         def lens(model: Any, trace: Any, name: str, figure_name: str) -> Any:
@@ -269,7 +275,9 @@ class CompareTab(pn.viewable.Viewer):
             (self.lenses, self.lens_panes, lens, LENS_FIGURES),
             (self.importances, self.importance_panes, importance, IMPORTANCE_FIGURES),
             (self.patchings, self.patching_panes, patching, PATCHING_FIGURES),
-        )
+        )[2 if only_patching else 0 :]
+        if only_patching and not self.patchings.value:
+            return
         refused = ""
         for box, panes, figure_of, names in readings:
             figures = [None, None]

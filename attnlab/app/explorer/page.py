@@ -135,7 +135,7 @@ class Explorer(pn.viewable.Viewer):
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
         self.ablation = AblationTab(store)
-        self.compare = CompareTab(store, self.checkpoints, self.ablation.picks, self.ablation.patching.asked)
+        self.compare = CompareTab(store, self.checkpoints, self.ablation.picks, self.ablation.patching)
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.rollout = RolloutTab(store)
         self.lens = LensTab(store, open_cell=self.open_lens_cell)
