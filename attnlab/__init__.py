@@ -8,7 +8,7 @@ The package is laid out in rooms that follow the data's path (docs/ARCHITECTURE.
 
 from attnlab import _moved
 from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
-from attnlab.record import AttentionTrace, ablate, head_stats, logit_lens, record, rollout
+from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, record, rollout
 
 _moved.install()
 
@@ -29,6 +29,7 @@ __all__ = [
     "attention",
     "head_stats",
     "load",
+    "logit_attribution",
     "logit_lens",
     "preset",
     "record",

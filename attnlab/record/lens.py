@@ -67,21 +67,9 @@ def logit_lens(model: Any, trace: AttentionTrace, top: int = TOP) -> Lens:
     """Read every decoder layer of `model` (what `attnlab.load` returns: a `Transformer` with its
     tokenizers; the model that recorded `trace`) through its pre-softmax projection,
     teacher-forced on the trace's sentence pair."""
-    if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
-        raise AttnlabError(  # a bare Transformer has no tokenizers to read the trace's pieces with
-            f"the logit lens needs what attnlab.load returns, got {type(model).__name__}"
-        )
-    check_trace(trace, "the trace")
     if not (whole_number(top) and 1 <= top <= MAX_TOP):
         raise AttnlabError(f"top (pieces kept per cell) is a whole number from 1 to {MAX_TOP}, got {top!r}")
-    net = model.model
-    src_ids, produced = trace_ids(model, trace)
-    check_same_model(net, trace, "this one's layers would be read on an output it did not produce")
-    if not produced:
-        raise AttnlabError("the trace has no target pieces: there is nothing the decoder output to read")
-    src = torch.tensor([src_ids])
-    tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]])
-    heads = trace_heads_off(trace)
+    net, src, tgt, produced, heads = teacher_forced(model, trace, "the logit lens")
     target, k = torch.tensor(produced)[:, None], min(int(top), net.config.target_vocab)
     read = []
     with torch.no_grad(), ablate(net, heads):
@@ -102,6 +90,26 @@ def logit_lens(model: Any, trace: AttentionTrace, top: int = TOP) -> Lens:
         p=p,
         rank=rank,
     )
+
+
+def teacher_forced(
+    model: Any, trace: AttentionTrace, what: str
+) -> tuple[Transformer, torch.Tensor, torch.Tensor, list[int], dict[tuple[str, int], list[int]]]:
+    """(net, source ids (1, Ls), decoder inputs (1, Lt), produced ids, heads that were off) of the
+    pair `trace` shows, checked as `what` (the logit lens, direct logit attribution) needs it: the
+    model that recorded it, with its tokenizers (a bare Transformer has none to read the trace's
+    pieces with), and an output to read."""
+    if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
+        raise AttnlabError(f"{what} needs what attnlab.load returns, got {type(model).__name__}")
+    check_trace(trace, "the trace")
+    net = model.model
+    src_ids, produced = trace_ids(model, trace)
+    check_same_model(net, trace, "this one's layers would be read on an output it did not produce")
+    if not produced:
+        raise AttnlabError("the trace has no target pieces: there is nothing the decoder output to read")
+    src = torch.tensor([src_ids])
+    tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]])
+    return net, src, tgt, produced, trace_heads_off(trace)
 
 
 def _read(net: Transformer, hidden: torch.Tensor, target: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
