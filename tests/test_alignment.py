@@ -151,6 +151,29 @@ def test_rollout_reads_cross_attention_through_what_the_encoder_mixed() -> None:
         trace_links(AttentionTrace(trace.src_tokens, trace.tgt_tokens, {"cross": [cross]}), src, tgt, "rollout")
 
 
+def test_direct_reads_what_the_heads_wrote_not_where_they_looked() -> None:
+    """Target x attends most to a, but what a's value wrote pushes against x and b's pushes for it:
+    attention links x to a, the direct shares to b. Shares below 0 are dropped and each row sums
+    to 1; `--layer` reads one layer's heads."""
+    cross = np.array([[[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]])
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"cross": [cross, cross]})
+    shares = np.zeros((2, 2, 3, 3))  # (layers, heads, target, source)
+    shares[1, 0, 0] = [-2.0, 1.0, 0.5]  # x: a against it, b for it
+    shares[1, 1, 0] = [0.0, 2.0, 0.5]
+    shares[0, 0, 0] = [3.0, 0.0, 0.0]  # layer 0 alone would say a
+    shares[:, :, 1] = [0.0, 1.0, 0.0]
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
+    assert trace_links(trace, src, tgt, "layer", layer=1) == {(0, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "direct", shares=shares) == {(1, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "direct", layer=0, shares=shares) == {(0, 0), (1, 1)}
+    rows, offset = attention_rows(trace, "direct", layer=-1, shares=shares)
+    np.testing.assert_allclose(rows[0], [0.0, 3.0 / 4.0, 1.0 / 4.0])
+    assert offset == 0
+    assert (attention_rows(trace, "direct", layer=0, shares=shares)[0][2] == 0).all()  # none above 0: a row of 0
+    with pytest.raises(AttnlabError, match="^--method direct reads the model as well as the trace"):
+        trace_links(trace, src, tgt, "direct")
+
+
 # -- pieces -> words ----------------------------------------------------------------------------------------
 def _pieces(sp: spm.SentencePieceProcessor, text: str) -> list[str]:
     return [sp.id_to_piece(i) for i in sp.encode(text)] + ["</s>"]
@@ -295,6 +318,8 @@ def _align(capsys: pytest.CaptureFixture, *args: str) -> list[set[tuple[int, int
         ["--method", "shift"],
         ["--method", "rollout"],
         ["--method", "rollout", "--layer", "0"],
+        ["--method", "direct"],
+        ["--method", "direct", "--layer", "-1"],
         [],
     ],
 )
@@ -361,7 +386,9 @@ def test_best_method_from_the_model_card() -> None:
     assert best_method({}) == {"method": "all", "layer": None, "head": None}
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
         best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
-    assert len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3  # heads, layers, all, shift per layer and all, rollouts
+    assert (
+        len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1
+    )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all
 
 
 def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
@@ -417,7 +444,7 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and "reading" not in line]
     assert out.rstrip().endswith("same relative position: AER 0.0")  # this gold is the diagonal
-    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3  # the bundled model: 3 layers × 4 heads
+    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1  # the bundled model: 3 layers × 4 heads
     aers = [float(line.split("|")[2]) for line in table]
     assert aers == sorted(aers)
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(

@@ -7,6 +7,7 @@ writes nothing, and nowhere else), and the refusals are one line.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,3 +117,39 @@ def test_what_it_cannot_read_is_one_line(model: Model) -> None:
         with pytest.raises(AttnlabError, match=match) as info:
             logit_attribution(*args, **kwargs)
         assert "\n" not in str(info.value)
+
+
+# -- the command -------------------------------------------------------------------------------------------
+def test_the_command_names_each_pieces_largest_writer(
+    model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`attnlab lens --attribute`: `piece@part` (the part with the largest share), an empty line for
+    an empty input line, each kind's share of all the logits on stderr; `--json` carries the shares."""
+    from attnlab.cli import main
+
+    source = tmp_path / "in.en"
+    source.write_text(f"{SENTENCE}\n\nTwo dogs play in the snow.\n", encoding="utf-8")
+    argv = ["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), "--attribute"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    first, empty, _ = captured.out.splitlines()
+    got = logit_attribution(model, model.translate(SENTENCE, record=True).trace)
+    expected = [f"{p}@{next(iter(got.parts(i))).replace(' ', '_')}" for i, p in enumerate(got.produced)]
+    assert first.split() == expected and empty == ""
+    assert any("@cross_L" in w for w in expected) and any("@ffn_L" in w for w in expected)  # (not all alike)
+    kinds = captured.err.splitlines()[-1]
+    assert kinds.startswith("attnlab lens: of the ") and "(against the mean logit): cross-attention " in kinds
+    shares = [float(part.split()[-1].rstrip("%")) for part in kinds.split(": ", 2)[2].split(", ")]
+    assert len(shares) == 6 and sum(shares) == pytest.approx(100.0, abs=0.5)  # the kinds add up to the logits
+
+    assert main([*argv, "--json", "--against", "runner-up"]) == 1
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    ranked = logit_attribution(model, model.translate(SENTENCE, record=True).trace, against="runner-up")
+    assert row["tokens"] == ranked.produced and row["against"] == ranked.contrast
+    np.testing.assert_allclose(row["cross_heads"], ranked.cross_heads, atol=1e-4)
+    np.testing.assert_allclose(np.sum(row["source_shares"], 1), ranked.cross_heads.sum((0, 1)), atol=1e-3)
+
+    assert main([*argv[:-1], "--against", "runner-up"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "attnlab lens: error: --against reads each logit against a contrast with --attribute only"
+    )

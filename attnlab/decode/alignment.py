@@ -15,6 +15,11 @@ Which attention row belongs to a target word: row t of a trace's cross map is th
 that *outputs* piece t (its input is piece t−1). Shift-Att (Chen et al. 2020, "Accurate Word
 Alignment Induction from Neural Machine Translation") instead aligns piece t at step t+1, where
 it is the decoder's *input*; `attention_rows(trace, "shift")` returns those rows.
+
+`direct` reads no attention weight as such: each source piece's direct share in the logit of each
+output piece (`attnlab.record.logit_attribution`: a cross head's a · v W^O read through every
+LayerNorm above it), summed over the heads, the shares that push against the piece dropped. It
+needs the model as well as the trace (`align_lines` passes the shares).
 """
 
 from __future__ import annotations
@@ -32,13 +37,14 @@ from attnlab.data.tokenizer import join_words
 from attnlab.decode.aer import corpus_aer
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, DataError, ModelInputError
+from attnlab.record.logit_attribution import logit_attribution
 from attnlab.record.rollout import rollout
 from attnlab.record.trace import AttentionTrace
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
 
-METHODS = ("head", "layer", "all", "shift", "rollout")
+METHODS = ("head", "layer", "all", "shift", "rollout", "direct")
 SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -169,7 +175,11 @@ def word_links(
 
 
 def attention_rows(
-    trace: AttentionTrace, method: str, layer: int | None = None, head: int | None = None
+    trace: AttentionTrace,
+    method: str,
+    layer: int | None = None,
+    head: int | None = None,
+    shares: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """(target pieces, source pieces) cross-attention for a method, and the row offset: 0 for
     the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
@@ -177,12 +187,16 @@ def attention_rows(
     layer's heads (default: the last layer); `all` every layer and head; `shift` the all-layer
     average, or one layer's (or head's) with `layer` (and `head`); `rollout` one layer's (default:
     the last) rollout through the encoder (`attnlab.record.rollout`: its head average read through
-    what each encoder output holds of each source token). Layers and heads are the model's ids
+    what each encoder output holds of each source token); `direct` the source pieces' direct
+    shares in each output piece's logit (`shares`: `LogitAttribution.cross_source` of the trace),
+    over every layer or one. Layers and heads are the model's ids
     (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
     head 2 in its first row."""
     reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
     if method == "head" and (layer is None or head is None):
         raise AttnlabError("--method head needs --layer and --head")
+    if method == "direct":
+        return direct_rows(shares, layer), 0
     if method == "rollout":
         return rollout(trace, "cross")[trace.layer_index("cross", -1 if layer is None else layer)], 0
     if method == "all" or (method == "shift" and layer is None):
@@ -197,6 +211,17 @@ def attention_rows(
     return weights, 0
 
 
+def direct_rows(shares: np.ndarray | None, layer: int | None = None) -> np.ndarray:
+    """(target pieces, source pieces) from the direct shares (layers, heads, target, source) of one
+    trace: one layer's heads (or all layers'), summed, less than 0 dropped, each row scaled to sum
+    to 1 (a row of none above 0 stays 0), so that `--links threshold` reads a share as it reads
+    attention."""
+    if shares is None:
+        raise AttnlabError("--method direct reads the model as well as the trace: give the model")
+    summed = (shares if layer is None else shares[[layer]]).sum((0, 1)).clip(min=0.0)
+    return summed / np.where(summed.sum(1, keepdims=True) > 0, summed.sum(1, keepdims=True), 1.0)
+
+
 def trace_links(
     trace: AttentionTrace,
     src_words: Sequence[Sequence[int]],
@@ -206,24 +231,27 @@ def trace_links(
     head: int | None = None,
     links: str = "argmax",
     threshold: float = 0.1,
+    shares: np.ndarray | None = None,
 ) -> Links:
-    """(source_word, target_word) links of one teacher-forced trace, given each piece's words."""
-    weights, offset = attention_rows(trace, method, layer, head)
+    """(source_word, target_word) links of one teacher-forced trace, given each piece's words
+    (and, for `direct`, the trace's direct shares)."""
+    weights, offset = attention_rows(trace, method, layer, head, shares)
     tgt = list(tgt_words)[: len(tgt_words) - offset]
     return word_links(weights, src_words, tgt, links, threshold)
 
 
 def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     """Every way to read alignment off a model's traces: each layer × head, each layer's average,
-    the all-layer average, Shift-Att on each layer's average and on the all-layer average, and
-    each layer's rollout."""
+    the all-layer average, Shift-Att on each layer's average and on the all-layer average, each
+    layer's rollout, and the direct shares of each layer and of all."""
     layers, heads = range(n_layers), n_heads
     out = [{"method": "head", "layer": n, "head": h} for n in layers for h in range(heads)]
     out += [{"method": "layer", "layer": n, "head": None} for n in layers]
     out += [{"method": "all", "layer": None, "head": None}]
     out += [{"method": "shift", "layer": n, "head": None} for n in layers]
     out += [{"method": "shift", "layer": None, "head": None}]
-    return out + [{"method": "rollout", "layer": n, "head": None} for n in layers]
+    out += [{"method": "rollout", "layer": n, "head": None} for n in layers]
+    return out + [{"method": "direct", "layer": n, "head": None} for n in [*layers, None]]
 
 
 # -- a model reading word pairs --------------------------------------------------------------------------
@@ -270,7 +298,7 @@ def reading(method: str, layer: int | None = None, head: int | None = None, stri
     --method all --layer 0` printed the all-layer links without a word), or dropped if not `strict`."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
-    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer"}
+    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer", "direct": "layer"}
     reads["shift"] = "layer head" if layer is not None else "layer"
     unread = [f"--{n} {v}" for n, v in (("layer", layer), ("head", head)) if v is not None and n not in reads[method]]
     if unread and strict:  # (Shift-Att reads a head of the --layer it is given; without one, the all-layer average)
@@ -304,10 +332,12 @@ def align_lines(
 ) -> tuple[list[list[Links]], list[tuple[int, str]]]:
     """Links of every `source ||| target` line under each reading (default: the model's best),
     in the input's order of sides, and the (line number, reason) of lines that could not be read
-    (their links are empty). Each line is scored once, whatever the number of readings."""
+    (their links are empty). Each line is scored once, whatever the number of readings (and its
+    direct shares computed once, when a reading needs them)."""
     check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
+    direct = any(r["method"] == "direct" for r in readings)
     out: list[list[Links]] = [[] for _ in readings]
     failed = []
     for number, line in enumerate(lines, 1):
@@ -319,10 +349,13 @@ def align_lines(
             for found in out:
                 found.append(set())
             continue
+        shares = logit_attribution(model, scored.trace).cross_source if direct else None
         for found, reading in zip(out, readings, strict=True):
             found.append(
                 oriented(
-                    trace_links(scored.trace, src_words, tgt_words, **reading, links=links, threshold=threshold),
+                    trace_links(
+                        scored.trace, src_words, tgt_words, **reading, links=links, threshold=threshold, shares=shares
+                    ),
                     reverse,
                 )
             )
@@ -330,11 +363,11 @@ def align_lines(
 
 
 def reading_name(reading: dict[str, Any]) -> str:
-    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`."""
+    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`, `direct L3`, `direct all`."""
     parts = [reading["method"]]
     if reading.get("layer") is not None:
         parts.append(f"L{reading['layer']}")
-    elif reading["method"] == "shift":
+    elif reading["method"] in ("shift", "direct"):
         parts.append("all")
     if reading.get("head") is not None:
         parts.append(f"H{reading['head']}")

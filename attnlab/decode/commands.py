@@ -274,7 +274,9 @@ def cli_align(argv: list[str]) -> int:
         help="one head (--layer, --head), a layer's head average (default layer: the last), the average of "
         "all layers, or shift (Shift-Att, Chen et al. 2020: the row where the target word is the decoder's "
         "input; all layers, or --layer), or rollout (a layer's average read through the encoder's attention "
-        "rollout, Abnar & Zuidema 2020; default layer: the last). Default: the model card's meta.alignment, else all",
+        "rollout, Abnar & Zuidema 2020; default layer: the last), or direct (each source piece's direct share in "
+        "the output piece's logit, over all layers or --layer: what the heads wrote rather than where they "
+        "looked). Default: the model card's meta.alignment, else all",
     )
     parser.add_argument("--layer", type=int)
     parser.add_argument("--head", type=int)

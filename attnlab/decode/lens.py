@@ -3,6 +3,11 @@ Each line is decoded (or, with `--reference`, read teacher-forced on its referen
 decoder layer read through the pre-softmax projection; one output line per input line says at
 which layer each output piece was decided, and stderr ends with how often each layer decided one,
 over the whole file: where in the stack a model makes up its mind.
+
+With `--attribute` the same lines are read by direct logit attribution
+(`attnlab.record.logit_attribution`) instead: each output piece with the decoder part that wrote
+most of its logit, and on stderr each kind of part's share of all the logits (cross-attention,
+feed-forward, self-attention, embeddings, biases): what in the decoder writes the words.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from attnlab.decode.commands import EXIT_STATUS, add_search_arguments, search_se
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.record.lens import MAX_TOP, Lens, logit_lens
+from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 
 NEVER = "-"  # a piece the top layer does not rank first (beam search looked ahead, or a given reference)
 
@@ -42,8 +48,22 @@ def cli(argv: list[str]) -> int:
         "likeliest pieces",
     )
     parser.add_argument("--top", type=int, default=3, help="pieces per layer and position with --json (default 3)")
+    parser.add_argument(
+        "--attribute",
+        action="store_true",
+        help="direct logit attribution instead: each output piece with the decoder part that wrote most of its "
+        "logit (`piece@cross_L2_H1`); --json: every part's share; stderr ends with each kind's share of all logits",
+    )
+    parser.add_argument(
+        "--against",
+        default="mean",
+        help="with --attribute: read each logit against the vocabulary's mean (default), 'runner-up' (the "
+        "likeliest other piece) or a piece",
+    )
     args = parser.parse_args(argv)
     one_stdin({"--input": args.input, "--reference": args.reference})
+    if args.against != "mean" and not args.attribute:
+        raise AttnlabError("--against reads each logit against a contrast with --attribute only")
     if not 1 <= args.top <= MAX_TOP:
         raise AttnlabError(f"--top is a whole number from 1 to {MAX_TOP}, got {args.top}")
     lines = read_input(args.input)
@@ -52,7 +72,7 @@ def cli(argv: list[str]) -> int:
         raise AttnlabError(f"{len(lines)} input lines but {len(references)} reference lines")
     model = load(args.checkpoint)
     settings = search_settings(model.task, args.beam, args.alpha)
-    start, decided, failed = time.time(), Counter(), 0
+    start, decided, kinds, failed = time.time(), Counter(), Counter(), 0
     out = []
     for i, line in enumerate(lines):
         try:
@@ -62,18 +82,27 @@ def cli(argv: list[str]) -> int:
                 result = model.score(line, references[i], record=True)
             else:
                 result = model.translate(line, **settings, record=True)
-            lens = logit_lens(model, result.trace, top=args.top)
+            if args.attribute:
+                attribution = logit_attribution(model, result.trace, against=args.against)
+            else:
+                lens = logit_lens(model, result.trace, top=args.top)
         except ModelInputError as error:
             failed += 1
             print(f"attnlab lens: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
             out.append("")
             continue
-        decided.update(lens.settled)
-        out.append(_json(lens) if args.json else _pieces(lens))
+        if args.attribute:
+            kinds.update(kind_shares(attribution))
+            out.append(_attribution_json(attribution) if args.json else _writers(attribution))
+        else:
+            decided.update(lens.settled)
+            out.append(_json(lens) if args.json else _pieces(lens))
     write_stdout("".join(line + "\n" for line in out))
     print(f"attnlab lens: {len(lines) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
     if decided:
         print(f"attnlab lens: {share_line(decided, model.config.n_layers)}", file=sys.stderr)
+    if kinds:
+        print(f"attnlab lens: {kinds_line(kinds, args.against)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -99,6 +128,65 @@ def _json(lens: Lens) -> str:
             "p": [[round(float(p), 4) for p in row] for row in lens.p],
             "top": lens.top,
             "top_p": [[[round(float(p), 4) for p in cell] for cell in row] for row in lens.top_p],
+        },
+        ensure_ascii=False,
+    )
+
+
+# -- --attribute ---------------------------------------------------------------------------------------------
+KINDS = {
+    "cross": "cross-attention",
+    "ffn": "feed-forward",
+    "decoder": "self-attention",
+    "embedding": "embeddings",
+    "position": "positions",
+    "bias": "biases",
+}
+
+
+def kind_shares(attribution: LogitAttribution) -> Counter:
+    """{kind (a key of KINDS): its shares summed over the heads, layers and positions}, and "logit": the logits'."""
+    return Counter(
+        {
+            "cross": float(attribution.cross_heads.sum()),
+            "ffn": float(attribution.ffn.sum()),
+            "decoder": float(attribution.self_heads.sum()),
+            "embedding": float(attribution.embedding.sum()),
+            "position": float(attribution.position.sum()),
+            "bias": float(attribution.bias.sum()),
+            "logit": float(attribution.logit.sum()),
+        }
+    )
+
+
+def kinds_line(kinds: Counter, against: str) -> str:
+    """ "of the logits' sum (against the mean logit): cross-attention 41.2%, ...": each kind's share."""
+    total = kinds["logit"]
+    parts = ", ".join(f"{name} {100 * kinds[kind] / total:.1f}%" for kind, name in KINDS.items())
+    return f"of the {total:.1f} that the logits add up to (against {'the mean logit' if against == 'mean' else against}): {parts}"
+
+
+def _writers(attribution: LogitAttribution) -> str:
+    return " ".join(
+        f"{piece}@{next(iter(attribution.parts(i))).replace(' ', '_')}" for i, piece in enumerate(attribution.produced)
+    )
+
+
+def _attribution_json(attribution: LogitAttribution) -> str:
+    def rounded(a: object) -> object:
+        return [rounded(x) for x in a] if isinstance(a, list) else round(float(a), 4)
+
+    return json.dumps(
+        {
+            "tokens": attribution.produced,
+            "against": attribution.contrast if attribution.against != "mean" else "mean",
+            "logit": rounded(attribution.logit.tolist()),
+            **{
+                name: rounded(getattr(attribution, name).tolist())
+                for name in ("self_heads", "cross_heads", "ffn", "embedding", "position", "bias")
+            },
+            "source": attribution.source,
+            "source_shares": rounded(attribution.cross_source.sum((0, 1)).tolist()),
         },
         ensure_ascii=False,
     )
