@@ -30,7 +30,9 @@ from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnlab" / "app"
-SCREENS = sorted((APP / "explorer").glob("*.py")) + [APP / "widgets.py", APP / "notebook.py", APP / "replay.py"]
+SCREENS = sorted((APP / "explorer").glob("*.py")) + [
+    APP / name for name in ("widgets.py", "notebook.py", "replay.py", "attribution_widget.py", "attribution_text.py")
+]
 
 
 def fields(template: str) -> set[str]:
@@ -749,15 +751,16 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2, lang=lang)
     explorer.view.show_mask.value = explorer.view.show_rollout.value = True
     explorer.view.picker.select(kind="decoder")
-    explorer.show_lens.value = explorer.show_importance.value = True
+    explorer.show_lens.value = explorer.show_importance.value = explorer.attribution.show.value = True
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     compared.show_rollouts.value = compared.show_lenses.value = compared.show_importances.value = True
     compared.patch("A cat .")
     timeline = widgets.replay(with_probes, lang=lang)
     explorer.patch("A cat runs .")
-    shown = {name: explorer.figures[name] for name in ("lens", "importance", "patching", "residual_decoder")}
+    drawn = ("lens", "importance", "patching", "residual_decoder", "attribution", "attribution_source")
+    shown = {name: explorer.figures[name] for name in drawn}
     views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 24, views
+    assert None not in views.values() and len(views) == 26, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

@@ -25,6 +25,7 @@ from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import HeadImportance
 from attnlab.record.lens import Lens
+from attnlab.record.logit_attribution import LogitAttribution
 from attnlab.record.patching import HeadPatching
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.stats import head_stats
@@ -585,6 +586,11 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
     lens = Lens(
         ["<s>", "a"], ["a", "</s>"], [[["a"], ["</s>"]]], np.ones((1, 2, 1)), np.ones((1, 2)), np.zeros((1, 2), int)
     )
+    heads, two = np.ones((1, 2, 2)), np.ones(2)
+    attribution = LogitAttribution(
+        ["<s>", "a"], ["a", "</s>"], ["x", "</s>"], "mean", ["", ""], heads, heads, np.ones((1, 2)), two, two, two,
+        np.ones((1, 2, 2, 2)), two,
+    )  # fmt: skip
     views = {
         "heatmap": lambda **o: viz.heatmap(trace, "cross", 0, 0, **o),
         "update_heatmap": lambda **o: viz.update_heatmap(viz.heatmap(trace, "cross", 0, 0), trace, "cross", 0, 0, **o),
@@ -600,6 +606,8 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "tree_figure": lambda **o: viz.tree_figure("(S (NP (XX The) (XX dog)))", **o),
         "rollout_figure": lambda **o: viz.rollout_figure(trace, "cross", **o),
         "lens_figure": lambda **o: viz.lens_figure(lens, **o),
+        "logit_attribution_figure": lambda **o: viz.logit_attribution_figure(attribution, 0, **o),
+        "logit_source_figure": lambda **o: viz.logit_source_figure(attribution, 0, **o),
         "importance_figure": lambda **o: viz.importance_figure(HeadImportance(np.ones((3, 2, 2)), None, 1, 1), **o),
         "patching_figure": lambda **o: viz.patching_figure(
             HeadPatching(np.ones((3, 2, 2)), np.ones((3, 2, 2)), 0.0, -1.0, "denoise", [0], ("decoder", "cross")), **o

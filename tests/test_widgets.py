@@ -270,6 +270,34 @@ def test_the_explorer_draws_the_open_hypothesiss_logit_lens(translator: attnlab.
     assert explorer.figures["lens"] is None
 
 
+def test_the_explorer_says_who_wrote_each_piece_of_the_open_hypothesis(translator: attnlab.decode.Model) -> None:
+    """Its box reads the open hypothesis while ticked (a pass through the model), opens the piece the
+    model was surest of, follows the chooser, `select` and the contrast; the line's sum is the
+    model's logit; unticked, nothing is drawn."""
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3, lang="es")
+    box = explorer.attribution
+    assert explorer.figures["attribution"] is None and box.controls.layout.display == "none"
+    box.show.value = True
+    hypotheses = explorer.result.hypotheses
+    for rank in (0, 2):
+        explorer.choose(rank)
+        expected = attnlab.logit_attribution(translator, hypotheses[rank].trace)
+        first = int(np.argmax(expected.logit))
+        assert box.position.value == first and box.controls.layout.display is None
+        data = explorer.figures["attribution_source"].select_one({"name": "bars"}).data_source.data
+        np.testing.assert_allclose(data["share"], expected.cross_source[:, :, first].sum((0, 1)))
+    assert box.select(-1) is box.attribution and "«</s>»" in explorer.figures["attribution"].title.text
+    numbers = re.findall(r"[-+]?\d+\.\d+", box.line.value)
+    assert float(numbers[-2]) == float(numbers[-1]) == round(float(expected.logit[-1]), 2)  # the sum = the logit
+    box.against.value = "runner-up"
+    assert box.position.value == len(expected.produced) - 1
+    assert "segunda opción" in explorer.figures["attribution"].title.text and not explorer.errors.message
+    with pytest.raises(AttnlabError, match=r"^no position 99: choose from 0, 1, "):
+        box.select(99)
+    box.show.value = False
+    assert explorer.figures["attribution"] is None and explorer.figures["attribution_source"] is None
+
+
 def test_the_explorer_weighs_the_heads_of_the_open_hypothesis(translator: attnlab.decode.Model) -> None:
     """Its box draws every head's importance for the hypothesis that is open, following the
     chooser; unticked, nothing (it costs a pass forward and back)."""

@@ -37,6 +37,7 @@ from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
+from attnlab.app.attribution_widget import AttributionBox
 from attnlab.app.compare_widget import Compare, compare_models
 from attnlab.app.notebook import (
     EXAMPLES,
@@ -164,9 +165,10 @@ def show(
 # -- a model ---------------------------------------------------------------------------------------------
 class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
-    hypotheses, and open any head of any of them; two boxes add the open hypothesis's logit lens
-    and every head's importance for it, and a changed version of the sentence, patched against it
-    (`patch`), which heads and which layers at which positions carry the change."""
+    hypotheses, and open any head of any of them; boxes add the open hypothesis's logit lens, who
+    wrote each of its pieces (`attribution`) and every head's importance for it, and a changed
+    version of the sentence, patched against it (`patch`), which heads and which layers at which
+    positions carry the change."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
         self.model, self.lang = model, i18n.checked(lang)
@@ -196,6 +198,7 @@ class Explorer(w.VBox):
         self.show_lens = w.Checkbox(description=i18n.text("widgets.show_lens", lang), indent=False)
         self.show_lens.observe(lambda _change: self._draw_lens(), "value")
         self.lens = BokehPane()
+        self.attribution = AttributionBox(model, self.errors, lang)
         self.show_importance = w.Checkbox(description=i18n.text("widgets.show_importance", lang), indent=False)
         self.show_importance.observe(lambda _change: self._draw_importance(), "value")
         self.importance = BokehPane()
@@ -220,6 +223,7 @@ class Explorer(w.VBox):
         readings = [
             self.show_lens,
             self.lens,
+            self.attribution,
             self.show_importance,
             self.importance,
             *patching,
@@ -232,6 +236,7 @@ class Explorer(w.VBox):
     def figures(self) -> dict[str, LayoutDOM | None]:
         extra = {"tree": self.tree.figure, "lens": self.lens.figure, "importance": self.importance.figure}
         extra |= {"patching": self.patching.figure} | {f"residual_{s}": p.figure for s, p in self.residual.items()}
+        extra |= self.attribution.figures
         return {**self.view.figures, **extra}
 
     def run(self, text: str | None = None) -> Any:
@@ -289,6 +294,7 @@ class Explorer(w.VBox):
             self._listing = False
         self.tree.update(None)
         self.lens.update(None)
+        self.attribution.set_trace(None)
         self.importance.update(None)
         self._clear_patching()
         self.view.clear()
@@ -316,6 +322,7 @@ class Explorer(w.VBox):
         self.tree.update(viz.tree_figure(hyp.text, title=title, words=figure_words(lang)) if parse else None)
         self.view.set_trace(hyp.trace)
         self._draw_lens()
+        self.attribution.set_trace(hyp.trace)
         self._draw_importance()
         self._clear_patching()  # it read the hypothesis open before
 

@@ -1,8 +1,10 @@
 """A grid of coloured cells, each labelled with a word or a number: layers × pieces
 (`piece_grid`: the logit lens, a layer's first choice at each position; residual-stream
-patching, each layer's output at each position), and every head of a model with one number each
-(`head_grid`: head importance, head patching), the three kinds of attention side by side, each a
-block of layers (0 at the bottom) × heads, a tap on a cell naming its head."""
+patching, each layer's output at each position), and blocks of layers (0 at the bottom) × columns
+side by side (`block_grid`): every head of a model with one number each (`head_grid`: head
+importance, head patching), the three kinds of attention side by side, a tap on a cell naming its
+head; and each decoder head and feed-forward layer's share of one output piece's logit (direct
+logit attribution)."""
 
 from __future__ import annotations
 
@@ -45,10 +47,10 @@ def fitted_title(title: str, cells_px: int) -> tuple[str, int, int]:
     return wrapped, max(title_px(line) for line in wrapped.split("\n")), TITLE_LINE_PX * wrapped.count("\n")
 
 
-def share_label(value: float) -> str:
-    """A share as a cell shows it: two decimals, "–" where nothing was patched (NaN), and no minus
-    on a value that rounds to zero ("-0.00" read as a small share the other way where nothing moved)."""
-    return "–" if np.isnan(value) else "0.00" if round(value, 2) == 0 else f"{value:.2f}"
+def share_label(value: float, digits: int = 2) -> str:
+    """A share as a cell shows it: `digits` decimals, "–" where nothing was patched (NaN), and no
+    minus on a value that rounds to zero ("-0.00" read as a small share the other way where nothing moved)."""
+    return "–" if np.isnan(value) else f"{0:.{digits}f}" if round(value, digits) == 0 else f"{value:.{digits}f}"
 
 
 def labelled_cells(
@@ -137,7 +139,7 @@ def head_grid(
     kind, layer, head = (a.ravel() for a in np.meshgrid(*map(np.arange, values.shape), indexing="ij"))
     source = ColumnDataSource(
         {
-            "x": kind * (n_heads + GAP) + head + 0.5,
+            "x": kind * (n_heads + GAP) + head + 0.5,  # (`block_starts` of equal blocks)
             "y": layer + 0.5,
             "value": values.ravel(),
             "label": list(labels),
@@ -148,39 +150,78 @@ def head_grid(
             **(columns or {}),
         }
     )
-    width = n_kinds * (n_heads + GAP) - GAP
+    heads = [str(h) for h in range(n_heads)]
+    layer_word, head_word = axes
+    fig = block_grid(
+        source,
+        [(words[f"kind_name.{KINDS[k]}"], heads) for k in range(n_kinds)],
+        n_layers,
+        mapper,
+        title=title,
+        name=name,
+        axes=axes,
+        tooltips=[("", "@kind"), (layer_word, "@layer"), (head_word, "@head"), *tips],
+        tap=on_select is not None,
+    )
+    on_tap(fig, lambda x, y: head_pick(x, y, n_layers, n_heads), on_select)
+    return use_fonts(fig)
+
+
+def block_starts(widths: Sequence[int]) -> list[int]:
+    """The x of each block's first column, for blocks of `widths` columns `GAP` columns apart."""
+    return [sum(widths[:i]) + GAP * i for i in range(len(widths))]
+
+
+def block_grid(
+    source: ColumnDataSource,
+    blocks: Sequence[tuple[str, Sequence[str]]],
+    n_layers: int,
+    mapper: LinearColorMapper,
+    *,
+    title: str,
+    name: str,
+    axes: tuple[str, str],
+    tooltips: list[tuple[str, str]],
+    tap: bool = False,
+) -> figure:
+    """Blocks of columns side by side, `GAP` columns apart, each `n_layers` rows (0 at the bottom)
+    of `CELL`-pixel cells: `blocks` are (the name written above the block, its columns' tick
+    labels). `source` holds the cells (`labelled_cells`' columns, the value in "value"), a block's
+    column c at layer l at (`block_starts`[block] + c + 0.5, l + 0.5); `axes` are the (layer,
+    column) axis words, `tooltips` the hover's rows; a colour bar of `mapper` on the right; `tap`
+    adds the tap tool. Fonts are the caller's to set, once it has added its own parts."""
+    widths = [len(ticks) for _, ticks in blocks]
+    starts = block_starts(widths)
+    width = starts[-1] + widths[-1]
     title, title_width, title_lines = fitted_title(title, width * CELL)
     fig = figure(
         width=max(width * CELL, title_width) + 130,  # (the title starts where the cells do)
         height=n_layers * CELL + 120 + title_lines,
         x_range=Range1d(0, width),
         y_range=Range1d(0, n_layers + 0.8),
-        tools="tap,save" if on_select else "save",
+        tools="tap,save" if tap else "save",
         toolbar_location=None,
         title=title,
         name=name,
     )
     cells = labelled_cells(fig, source, "value", mapper, "10px", "values")
-    fig.text(  # each block's kind, above it
-        x=[k * (n_heads + GAP) + n_heads / 2 for k in range(n_kinds)], y=[n_layers + 0.4] * n_kinds,
-        text=[words[f"kind_name.{KINDS[k]}"] for k in range(n_kinds)], text_align="center",
-        text_baseline="middle", text_font_size="12px", name="kinds",
+    fig.text(  # each block's name, above it
+        x=[s + w / 2 for s, w in zip(starts, widths, strict=True)], y=[n_layers + 0.4] * len(blocks),
+        text=[block for block, _ in blocks], text_align="center", text_baseline="middle",
+        text_font_size="12px", name="kinds",
     )  # fmt: skip
-    layer_word, head_word = axes
-    fig.add_tools(
-        HoverTool(renderers=[cells], tooltips=[("", "@kind"), (layer_word, "@layer"), (head_word, "@head"), *tips])
-    )
+    layer_word, column_word = axes
+    fig.add_tools(HoverTool(renderers=[cells], tooltips=tooltips))
     fig.add_layout(ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5)), "right")
-    centres = [k * (n_heads + GAP) + h + 0.5 for k in range(n_kinds) for h in range(n_heads)]
+    centres = [s + c + 0.5 for s, w in zip(starts, widths, strict=True) for c in range(w)]
     fig.xaxis.ticker = FixedTicker(ticks=centres)
-    fig.xaxis.major_label_overrides = {x: str(h) for x, h in zip(centres, [*range(n_heads)] * n_kinds, strict=True)}
-    fig.xaxis.axis_label = head_word
+    fig.xaxis.major_label_overrides = dict(zip(centres, [t for _, ticks in blocks for t in ticks], strict=True))
+    fig.xaxis.axis_label = column_word
     fig.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in range(n_layers)])
     fig.yaxis.major_label_overrides = {i + 0.5: str(i) for i in range(n_layers)}
     fig.yaxis.axis_label = layer_word
     fig.grid.visible = False
-    on_tap(fig, lambda x, y: head_pick(x, y, n_layers, n_heads), on_select)
-    return use_fonts(fig)
+    return fig
 
 
 def head_pick(x: object, y: object, n_layers: int, n_heads: int) -> tuple[str, int, int] | None:

@@ -90,6 +90,20 @@ WORDS: dict[str, str] = {
     "lens.p": "P(output)",
     "lens.rank": "rank of the output",
     "lens.top": "likeliest",
+    # direct logit attribution (logit_attribution.py): each decoder part's share of one output piece's logit
+    "attribution.title_mean": "“{piece}” (position {position}): logit − mean logit = {logit:.1f}; each decoder part's direct share",
+    "attribution.title_runner_up": "“{piece}” (position {position}): logit − the runner-up “{other}”'s = {logit:.1f}; each decoder part's direct share",
+    "attribution.title_other": "“{piece}” (position {position}): logit − the logit of “{other}” = {logit:.1f}; each decoder part's direct share",
+    "attribution.layer": "decoder layer",
+    "attribution.head": "head",
+    "attribution.self": "self-attention heads",  # the three blocks of columns
+    "attribution.cross": "cross-attention heads",
+    "attribution.ffn": "FFN",
+    "attribution.ffn_part": "feed-forward layer {layer}",  # in the hover
+    "attribution.share": "share of the logit",
+    "attribution.reads": "source pieces it read most",
+    "attribution.source_title": "what the encoder–decoder heads read directly from each source piece for “{piece}” (in all {total:+.1f})",
+    "attribution.source": "source",
     # head importance (importance.py): how much the output depends on each head
     "importance.title_gradient": "how much the output depends on each head: |∂ log P(output) / ∂ gate| (Michel et al., 2019)",
     "importance.title_ablation": "log-probability of the output lost with each head alone switched off",

@@ -2,7 +2,8 @@
 (`attnlab.record.lens`), as a grid of layers × output positions (`attnlab.viz.lens_figure`),
 beside a few lines on how to read it. It depends on the run only: another kind, layer or head
 leaves it as it is. A line above the grid counts the pieces each layer decided; a tap on a cell
-opens what that layer read there (`Explorer.open_lens_cell`).
+opens what that layer read there (`Explorer.open_lens_cell`). Under the grid, who wrote each
+output piece (`attribution.AttributionBox`): a tap on a lens cell chooses its piece there too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.attribution import AttributionBox
 from attnlab.app.explorer.figure_tab import FigureTab
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
@@ -28,16 +30,24 @@ class LensTab(FigureTab):
         super().__init__(store, text("lens.about", store.lang), "attn-lens")
         self.open_cell = open_cell
         self.summary = pn.pane.HTML("", css_classes=["attn-lens-summary", "attn-muted"])
+        self.attribution = AttributionBox(store)
         # above the figure and its explanation: inside the FlexBox the summary took the whole row, and
         # the explanation went under the figure in a 300 px column (the rollout's sits beside it)
-        self.layout = pn.Column(self.summary, self.layout)
+        self.layout = pn.Column(self.summary, self.layout, self.attribution)
 
     def draw(self) -> None:
-        """The lens of the store's run, and above it how many pieces each layer decided."""
+        """The lens of the store's run, above it how many pieces each layer decided, and under it
+        who wrote the piece the model was surest of."""
         store = self.store
         lens = logit_lens(store.model, store.trace)
         decided = Counter(lens.settled)
         counts = " · ".join(f"{layer}: {decided[layer]}" for layer in range(lens.n_layers))
         said = text("lens.summary", store.lang, counts=counts, never=decided[None], total=len(lens.settled))
         self.summary.object = f"<span>{html.escape(said)}</span>"
-        self.figure.object = viz.lens_figure(lens, on_select=self.open_cell, words=store.words)
+        self.figure.object = viz.lens_figure(lens, on_select=self.tapped, words=store.words)
+        self.attribution.draw()
+
+    def tapped(self, layer: int, position: int) -> None:
+        """A tap on a lens cell: its piece under the grid, and what that layer read there."""
+        self.attribution.select(position)
+        self.open_cell(layer, position)
