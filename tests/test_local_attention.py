@@ -9,7 +9,7 @@ import torch
 
 from attnlab.decode.search import greedy_search
 from attnlab.decode.stepper import TransformerStepper
-from attnlab.model import transformer
+from attnlab.model import multihead
 from attnlab.model.attention import attention, local_attention, window_mask
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
@@ -115,7 +115,7 @@ def test_long_inputs_take_the_banded_kernel_and_match_the_recorded_path(monkeypa
         calls.append(1)
         return local_attention(*args, **kwargs)
 
-    monkeypatch.setattr(transformer, "local_attention", counting)
+    monkeypatch.setattr(multihead, "local_attention", counting)
     with torch.no_grad():
         fused = net(src, tgt)
         assert len(calls) == 2 * 2  # encoder and decoder self-attention, both layers: the O(n·r) kernel

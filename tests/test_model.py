@@ -15,7 +15,7 @@ from torch import nn
 import attnlab
 from attnlab import attention, preset
 from attnlab.errors import ConfigError, ModelInputError
-from attnlab.model import transformer
+from attnlab.model import multihead, transformer
 from attnlab.model.config import PRESETS, ModelConfig, parse_overrides, resolve_device
 from attnlab.model.embedding import sinusoidal_positions
 from attnlab.model.transformer import Residual, Transformer, count_parameters
@@ -259,7 +259,8 @@ def test_mixed_precision_casts_each_shared_activation_once(monkeypatch: pytest.M
     layers = model.config.n_layers
     src, tgt = torch.randint(4, 1000, (2, 9)), torch.randint(4, 1000, (2, 7))
     once = _activation_casts(model, src, tgt)
-    monkeypatch.setattr(transformer, "cast_once", lambda x: x)
+    for module in (multihead, transformer):  # (the attention's casts, and the decoder's of the encoder output)
+        monkeypatch.setattr(module, "cast_once", lambda x: x)
     each = _activation_casts(model, src, tgt)
     assert each[0] - once[0] == 4 * layers + 2 * (2 * layers - 1) and each[1] - once[1] == 4 * layers
 
