@@ -134,6 +134,34 @@ def test_gold_alignments_give_each_cross_head_its_aer(model) -> None:
         profile(model, SOURCES, None, gold)
 
 
+def test_direct_shares_are_each_heads_mean_share_of_the_logits(model, tmp_path: Path) -> None:
+    """`heads profile --direct`: each decoder and cross head's row is its direct share of the
+    sentence's output logits (`logit_attribution`, the mean over the pieces); encoder heads write
+    none (null); the Corpus tab reads it as a statistic, the cross heads of the top layer first."""
+    from attnlab.record.logit_attribution import logit_attribution
+
+    table = profile(model, SOURCES[:2], REFERENCES[:2], direct=True)
+    for index in range(2):
+        shares = logit_attribution(model, model.score(SOURCES[index], REFERENCES[index]).trace)
+        rows = by_head(table, index)
+        for (kind, layer, head), row in rows.items():
+            if kind == "encoder":
+                assert row["direct"] is None
+            else:
+                grid = shares.self_heads if kind == "decoder" else shares.cross_heads
+                assert row["direct"] == pytest.approx(grid[layer, head].mean(), abs=1e-5), (kind, layer, head)
+    path = write_profile(table, tmp_path / "direct.parquet", {"mode": "reference"})
+    read = read_profile(path)
+    assert read.stats[-1] == "direct"
+    _, grid = read.grid("direct", "cross")
+    assert np.nanargmax(grid.max(1)) == 2 and np.isnan(read.grid("direct", "encoder")[1]).all()
+    source = tmp_path / "in.en"
+    source.write_text(SOURCES[0] + "\n", encoding="utf-8")
+    argv = ["heads", "profile", "--checkpoint", str(BUNDLED), "--src", str(source), "--quiet", "--direct"]
+    assert main([*argv, "--out", str(tmp_path / "cli.parquet")]) == 0
+    assert "direct" in read_profile(tmp_path / "cli.parquet").stats
+
+
 def test_chinese_references_are_read_as_align_reads_them() -> None:
     """A word-segmented Chinese reference ("我 爱 你 。") was scored with its spaces, which the
     model never saw (it was trained on unspaced Chinese): −5.75 a token, and each head's AER

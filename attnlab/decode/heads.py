@@ -74,6 +74,12 @@ def cli_heads(argv: list[str]) -> int:
         action="store_true",
         help="also each head's importance for each sentence's output: |d log P / d gate| (Michel et al., 2019)",
     )
+    run.add_argument(
+        "--direct",
+        action="store_true",
+        help="also each decoder head's direct share of the output's logits (direct logit attribution; the mean "
+        "over the sentence's pieces, against the mean logit)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     ask = commands.add_parser(
         "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
@@ -127,6 +133,7 @@ def cli_heads(argv: list[str]) -> int:
         alpha=settings["alpha"],
         batch=args.batch,
         importance=args.importance,
+        direct=args.direct,
         progress=not args.quiet,
     )
     about = {

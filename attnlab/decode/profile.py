@@ -10,7 +10,9 @@ columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the 
 sentence's query rows) and, given gold word alignments of the references, each cross-attention
 head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`); with
 `--importance`, each head's importance for the sentence's output (|∂ log P / ∂ gate|, Michel et al.
-2019; `attnlab.record.importance`: the Corpus tab's grid of it is their I_h). Without
+2019; `attnlab.record.importance`: the Corpus tab's grid of it is their I_h); with `--direct`, each
+decoder and encoder–decoder head's direct share of the output pieces' logits (the mean over the
+sentence's pieces, against the mean logit; `attnlab.record.logit_attribution`). Without
 references the output is the model's own translation (decoded in batches with its task's search settings, §6.1 or §6.3,
 then recorded); with `--tgt` the references are read teacher-forced as `attnlab align` reads them
 (`alignment.score_words`: words joined without spaces for Chinese or Japanese, which the model
@@ -46,12 +48,14 @@ from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
 from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.equation import trace_ids
 from attnlab.record.importance import check_model, sentence_importance
+from attnlab.record.logit_attribution import logit_attribution
 from attnlab.record.stats import COLUMNS, sentence_stats
 from attnlab.record.trace import KINDS, check_flag, whole_number
 
 FORMAT, VERSION = "attnlab-profile", 1
 ALIGNMENT = ("aer", "precision", "recall")  # of cross-attention heads, with gold alignments; null elsewhere
 IMPORTANCE = "importance"  # |∂ log P(output) / ∂ gate| of each head on each sentence (Michel et al. 2019), if asked
+DIRECT = "direct"  # each decoder head's mean direct share of the output's logits, if asked; null for encoder heads
 SCHEMA = pa.schema(
     [
         ("sentence", pa.int32()),
@@ -84,13 +88,15 @@ def profile(
     alpha: float | None = None,
     batch: int = 64,
     importance: bool = False,
+    direct: bool = False,
     progress: bool = False,
 ) -> pa.Table:
     """The profile table of `sources` (with `targets`: of the references, teacher-forced; with
     `gold`, Pharaoh lines linking the words of sources and targets: the AER columns too; its
     errors start with `gold_name`; `reverse_gold` for gold written target-source, as the shipped
     zh-en gold is for an en→zh model). With `importance`, each head's importance for each
-    sentence's output too (`attnlab.record.importance`: one backward pass a batch). A line longer
+    sentence's output too (`attnlab.record.importance`: one backward pass a batch); with `direct`,
+    each decoder head's mean direct share of its output pieces' logits. A line longer
     than the model takes is an error naming `names` (the sources' and targets') and the line, or
     with `truncate` cut, with a warning."""
     if not whole_number(batch) or batch < 1:  # np.int64(8) too
@@ -122,7 +128,12 @@ def profile(
         cut = fit_lines(model, src_texts, tgt_texts, names, truncate)
     if cut:
         warnings.warn(cut_notice(cut, len(sources), model), stacklevel=2)
-    extra = [*(ALIGNMENT if links is not None else ()), *((IMPORTANCE,) if importance else ())]
+    check_flag(direct, "direct")
+    extra = [
+        *(ALIGNMENT if links is not None else ()),
+        *((IMPORTANCE,) if importance else ()),
+        *((DIRECT,) if direct else ()),
+    ]
     schema = pa.schema([*SCHEMA, *(pa.field(name, pa.float32()) for name in extra)])
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
@@ -139,7 +150,8 @@ def profile(
             sentence_importance(model.model, [trace_ids(model, r.trace) for r, _ in read])[0] if importance else None
         )
         for j, (i, (result, scores)) in enumerate(zip(chunk, read, strict=True)):
-            _add_rows(columns, i, result, scores, None if weighed is None else weighed[j])
+            written = _direct_shares(model, result) if direct else None
+            _add_rows(columns, i, result, scores, None if weighed is None else weighed[j], written)
         bar.update(len(chunk))
     bar.close()
     return pa.table(columns, schema=schema)
@@ -166,11 +178,23 @@ def _reference(
     }
 
 
+def _direct_shares(model: Model, result: Result) -> dict[str, np.ndarray]:
+    """{kind: (layers, heads) each head's direct share of the output's logits, the mean over its pieces}."""
+    attribution = logit_attribution(model, result.trace)
+    return {"decoder": attribution.self_heads.mean(-1), "cross": attribution.cross_heads.mean(-1)}
+
+
 def _add_rows(
-    columns: dict[str, list], index: int, result: Result, scores: dict | None, weighed: np.ndarray | None
+    columns: dict[str, list],
+    index: int,
+    result: Result,
+    scores: dict | None,
+    weighed: np.ndarray | None,
+    written: dict[str, np.ndarray] | None = None,
 ) -> None:
     """One sentence's rows: its heads' statistics, alignment scores (`scores`, of cross-attention
-    heads) and importance (`weighed`, (kinds, layers, heads))."""
+    heads), importance (`weighed`, (kinds, layers, heads)) and direct shares (`written`, by kind;
+    encoder heads write into no logit directly: null)."""
     for row in sentence_stats(result.trace):
         row.update(sentence=index, score=result.score, source=result.source, output=result.text)
         if scores is not None:
@@ -178,6 +202,9 @@ def _add_rows(
             row.update({name: None if found is None else found[name] for name in ALIGNMENT})
         if weighed is not None:
             row[IMPORTANCE] = float(weighed[KINDS.index(row["kind"]), row["layer"], row["head"]])
+        if written is not None:
+            shares = written.get(row["kind"])
+            row[DIRECT] = None if shares is None else float(shares[row["layer"], row["head"]])
         for name, values in columns.items():
             values.append(row[name])
 
@@ -209,8 +236,8 @@ class Profile:
     @property
     def stats(self) -> list[str]:
         """The per-head statistics it holds (AER, precision, recall with gold alignments; importance
-        if it was asked for)."""
-        return [name for name in (*COLUMNS, *ALIGNMENT, IMPORTANCE) if name in self.table.column_names]
+        and direct shares if they were asked for)."""
+        return [name for name in (*COLUMNS, *ALIGNMENT, IMPORTANCE, DIRECT) if name in self.table.column_names]
 
     @property
     def kinds(self) -> list[str]:
