@@ -485,7 +485,9 @@ def test_probes_the_server_cannot_read_are_left_out_and_the_timeline_opens(
     assert explorer.timeline._snapshots == {} and "probes/step_N/" in explorer.timeline.note.object
     assert not explorer.store.error
     explorer = training_tab(run / "probes" / "step_30" / "probe_0.trace")
-    assert explorer.store.error == "runs/tiny/probes/step_30/probe_0.trace: cannot read the trace (Permission denied)."
+    said = "runs/tiny/probes/step_30/probe_0.trace: cannot read the trace (Permission denied)."
+    assert set(explorer.store.errors.values()) == {said} and explorer.error.visible  # while its tab is open
+    assert explorer.error.object.count("Permission denied") == 1  # (its snapshots' and its map's error)
 
 
 def another_users(monkeypatch: pytest.MonkeyPatch, *kept: Path) -> None:

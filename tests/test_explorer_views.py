@@ -114,12 +114,12 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
         assert corpus.open(f"profiles/{name}") and "translations" not in corpus.info.object
         corpus.pick(*head)
         corpus._clicked("indices", [], [0])
-        assert store.error == said and store.run == run and (store.kind, store.layer, store.head) == selected
+        assert store.errors["corpus"] == said and store.run == run and (store.kind, store.layer, store.head) == selected
     assert config.n_layers == 2 and config.n_heads == 4
     assert corpus.open("profiles/own.parquet")
     corpus.pick("encoder", 1, 2)
     corpus._clicked("indices", [], [0])
-    assert not store.error and store.text == corpus.rows[0]["source"]
+    assert not store.error and not store.errors and store.text == corpus.rows[0]["source"]
     assert (store.kind, store.layer, store.head) == ("encoder", 1, 2)
 
 
@@ -145,13 +145,36 @@ def test_an_ablation_error_goes_when_an_ablation_succeeds(lab: dict[str, Path]) 
     shown = explorer(lab, tiny="translate")
     shown.tabs.active = 4
     shown.ablation.ablate()  # no heads chosen
-    assert shown.store.error == text("ablation.none") and shown.error.visible
+    assert shown.store.errors == {"ablation": text("ablation.none")} and shown.error.visible
     shown.ablation.add_open_head()
     shown.ablation.ablate()
-    assert shown.store.error == "" and not shown.error.visible and shown.ablation.effect.objects
+    assert shown.store.errors == {} and not shown.error.visible and shown.ablation.effect.objects
     decode(shown, "   ")  # a decode's error is not the ablation's to take away
     shown.ablation.ablate()
     assert shown.store.error.endswith("The input is empty.")
+
+
+def test_a_tabs_error_is_shown_while_that_tab_is_open(lab: dict[str, Path]) -> None:
+    """A profile the Corpus tab refused stayed in the error box over every other tab, and so did an
+    ablation's: a view's error is shown while its tab is open, comes back with the tab, and goes
+    when that view next succeeds. A decode's error is the page's: shown on every tab."""
+    shown = explorer(lab, tiny="translate")
+    shown.tabs.active = 6
+    assert not shown.corpus.open("")
+    said = text("corpus.no_profile")
+    assert shown.store.errors == {"corpus": said} and shown.error.visible and said in shown.error.object
+    shown.tabs.active = 0
+    assert not shown.error.visible  # the Heads tab has no error
+    shown.tabs.active = 4
+    shown.ablation.ablate()  # no heads chosen
+    assert shown.error.visible and text("ablation.none") in shown.error.object and said not in shown.error.object
+    shown.tabs.active = 6
+    assert shown.error.visible and said in shown.error.object and text("ablation.none") not in shown.error.object
+    assert shown.corpus.open("profiles/own.parquet") and not shown.error.visible
+    decode(shown, "   ")
+    for tab in (0, 4, 6):
+        shown.tabs.active = tab
+        assert "The input is empty." in shown.error.object and shown.error.visible
 
 
 def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, Path]) -> None:
@@ -161,7 +184,7 @@ def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, P
     said = "Decoding stopped after 1e-09 s, its time limit: try a shorter text or a smaller beam."
     shown.ablation.add_open_head()
     shown.ablation.ablate()
-    assert shown.store.error == said and not shown.ablation.effect.objects
+    assert shown.store.errors["ablation"] == said and not shown.ablation.effect.objects
     shown.tabs.active = 5
     shown.compare.second.value = "restricted"
     assert shown.compare.comparison is None and html.escape(said) in shown.compare.notice.object

@@ -57,7 +57,6 @@ class AblationTab(pn.viewable.Viewer):
         self.go = pn.widgets.Button(label=text("ablation.go", lang), color="warning", width=200, align="end")
         self.effect = pn.Column(css_classes=["attn-ablation"])
         self.picked_for = None  # the model the picked heads are heads of: another model's picks are dropped
-        self.said = ""  # the last error this tab put in the error box, cleared by a success
         self.importance = pn.pane.Bokeh(None, css_classes=["attn-importance"])
         self.importance_note = pn.pane.HTML("", css_classes=["attn-importance-note", "attn-muted"], **PROSE)
         self.patching = PatchingBox(store, on_select=self.add_head)
@@ -168,8 +167,6 @@ class AblationTab(pn.viewable.Viewer):
         ]
 
     def _say(self, message: str) -> None:
-        """Put this tab's error in the error box, or ('') take it away after a success; an error
-        another action left there (a failed decode) stays."""
-        if message or self.store.error == self.said:
-            self.store.error = message
-        self.said = message
+        """Put this tab's error in the error box while the tab is open, or ('') take it away after
+        a success; an error another action left there (a failed decode) stays."""
+        self.store.view_error("ablation", message)

@@ -120,29 +120,30 @@ class CorpusTab(pn.viewable.Viewer):
     # -- actions ------------------------------------------------------------------------------------
     def open(self, request: str) -> bool:
         """Open what was typed: a profile under one of the server's roots; on failure the error
-        box says why (no server path in it) and the tab keeps what it showed."""
+        box says why while this tab is open (no server path in it) and the tab keeps what it showed."""
         store, lang = self.store, self.store.lang
         if not (request or "").strip():
-            store.error = text("corpus.no_profile", lang)
+            store.view_error("corpus", text("corpus.no_profile", lang))
             return False
         try:
             path = resolve_profile(store.roots, request)
         except AttnlabError:
             roots = ", ".join(f"{root.name}/" for root in store.roots.roots) or "—"
-            store.error = text("corpus.refused", lang, roots=roots)
+            store.view_error("corpus", text("corpus.refused", lang, roots=roots))
             return False
         name = store.roots.display(path)
         size_mb = path.stat().st_size / 2**20
         if size_mb > MAX_PROFILE_MB:
-            store.error = text("corpus.too_big", lang, name=name, size=f"{size_mb:,.0f}", most=MAX_PROFILE_MB)
+            said = text("corpus.too_big", lang, name=name, size=f"{size_mb:,.0f}", most=MAX_PROFILE_MB)
+            store.view_error("corpus", said)
             return False
         try:
             profile = read_profile(path)
         except AttnlabError as error:
-            store.error = store.explain(error, {str(path): name})
+            store.view_error("corpus", store.explain(error, {str(path): name}))
             return False
         self.profile, self.profile_name, self.selected, self.rows = profile, name, None, []
-        store.error = ""
+        store.view_error("corpus", "")
         mode = text(
             "corpus.mode_reference" if profile.meta.get("mode") == "reference" else "corpus.mode_translate", lang
         )
@@ -241,8 +242,8 @@ class CorpusTab(pn.viewable.Viewer):
         if index is None:
             return
         refusal = self._other_model()
+        self.store.view_error("corpus", refusal)  # ('' when it may open)
         if refusal:
-            self.store.error = refusal
             return
         picked = self.rows[index]
         reference = picked["output"] if self.profile.meta.get("mode") == "reference" else ""

@@ -20,6 +20,7 @@ import torch
 
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
+from attnlab.app.explorer.alerts import Alerts
 from attnlab.app.explorer.boxes import AlphaInput, BeamInput, number_box
 from attnlab.app.explorer.compare import CompareTab
 from attnlab.app.explorer.corpus import CorpusTab
@@ -40,9 +41,6 @@ from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
-# An alert's text: inside the box's padding (Panel sizes it to the whole box, so a long notice
-# ran past the right edge), and wrapped anywhere when a run has no space (Chinese).
-ALERT_CSS = "div { width: auto !important; min-width: 0 !important; } p { overflow-wrap: anywhere; }"
 # The tab titles: onto a second line where they do not fit (Bokeh cut them at the window's edge,
 # and "Logit lens" could not be clicked in a 1024 px window).
 TABS_CSS = ".bk-headers-wrapper { flex-wrap: wrap; }"
@@ -122,9 +120,8 @@ class Explorer(pn.viewable.Viewer):
         self.go = pn.widgets.Button(
             label=text("page.translate", lang), color="primary", width=320, css_classes=["attn-go"]
         )
-        alert = {"visible": False, "width": 320, "stylesheets": [ALERT_CSS]}
-        self.error = pn.pane.Alert("", alert_type="danger", css_classes=["attn-error"], **alert)
-        self.notice = pn.pane.Alert("", alert_type="warning", css_classes=["attn-notice"], **alert)
+        self.alerts = Alerts(store)
+        self.error, self.notice = self.alerts.error, self.alerts.notice
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
 
         # views
@@ -167,6 +164,7 @@ class Explorer(pn.viewable.Viewer):
             "rollout": (7, self.rollout.draw),
             "lens": (8, self.lens.draw),  # the run only: no kind, layer or head in it
         }
+        self.alerts.follow(self.tabs, {name: tab for name, (tab, _draw) in self._views.items()} | {"corpus": 6})
         self.layout = pn.Row(
             pn.Column(
                 pn.Row(
@@ -197,7 +195,6 @@ class Explorer(pn.viewable.Viewer):
         self.mode.param.watch(self._on_mode, "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
         store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
-        store.param.watch(self._on_error, ["error", "notices"])
         self.tabs.param.watch(lambda _event: self._refresh_stale(), "active")
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -257,7 +254,6 @@ class Explorer(pn.viewable.Viewer):
             self.text_input.value = self.text_input.value_input = EXAMPLES.get(model.task, EXAMPLES["translate"])
         self._stale.add("setup")  # when its tab opens: Panel restyled a hidden tab's widgets from its CDN
         self._refresh_stale()
-        self.error.visible = False
         if model is not previous:
             self.translate()
 
@@ -326,13 +322,6 @@ class Explorer(pn.viewable.Viewer):
             rollout = ["rollout"] if {event.name for event in events} & {"kind", "layer"} else []  # no head in it
             self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare", *rollout])
 
-    def _on_error(self, *_events: Any) -> None:
-        self.error.object = f"<span class='attn-error-text'>{html.escape(self.store.error)}</span>"
-        self.error.visible = bool(self.store.error)
-        notices = "<br>".join(html.escape(n) for n in self.store.notices)
-        self.notice.object = f"<span class='attn-notice-text'>{notices}</span>"
-        self.notice.visible = bool(self.store.notices)
-
     # -- refreshing views ---------------------------------------------------------------------------
     def _refresh(self, names: list[str]) -> None:
         """Redraw the named views on the visible tab now, and the others when their tab opens."""
@@ -352,11 +341,14 @@ class Explorer(pn.viewable.Viewer):
             self._draw(name)
 
     def _draw(self, name: str) -> None:
-        """Draw one view; a trace it cannot show is said in the error box, the others still draw."""
+        """Draw one view; a trace it cannot show is said in the error box while its tab is open,
+        the others still draw."""
         try:
             self._views[name][1]()
         except AttnlabError as error:
-            self.store.error = self.store.explain(error)
+            self.store.view_error(name, self.store.explain(error))
+        else:
+            self.store.view_error(name, "")
 
 
 def _typed(widget: pn.widgets.TextAreaInput) -> str:

@@ -67,7 +67,11 @@ class Store(param.Parameterized):
     query = param.Selector(default=0, objects=[0])
     mask = param.Boolean(default=True, doc="hatch the cells a mask forbade")
     scale_to_max = param.Boolean(default=False, doc="colour scale 0..max instead of 0..1")
-    error = param.String(default="")
+    error = param.String(default="", doc="what went wrong opening a checkpoint or decoding: shown on every tab")
+    # A Corpus error stayed in the error box over every other tab, and so did the ablation's and a
+    # view's that could not draw the trace: each view's own is kept apart, for the page to show
+    # while that view's tab is open.
+    errors = param.Dict(default={}, doc="{view: what went wrong in it}, set by `view_error`")
     notices = param.List(default=[])
     run = param.Integer(default=0, doc="increments each time a new trace is in")
     timing = param.Dict(default={})
@@ -148,6 +152,13 @@ class Store(param.Parameterized):
         )
         self.refuse(said)
         return False
+
+    def view_error(self, view: str, said: str) -> None:
+        """Say what went wrong in one view (named as the page names it: "corpus", "ablation",
+        "lens", ...), or ('') that its last action went right: its error stays until then, shown
+        while the view's tab is open, and leaves `error` and the other views' as they are."""
+        errors = {name: error for name, error in self.errors.items() if name != view}
+        self.errors = {**errors, view: said} if said else errors
 
     def refuse(self, said: str) -> None:
         """Say why a value a browser sent was refused (`takes`, `screen.screen`): beside the last
