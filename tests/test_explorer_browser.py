@@ -634,6 +634,30 @@ def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> Non
     page.shot("lens-click")
 
 
+def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
+    """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
+    and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the
+    grids narrow and drag the rest into view, the table scrolls in its box, Eq. (1)'s output goes
+    under the values. (Which figures may narrow, and to what, is tests/test_explorer_views.py's.)"""
+    page.page.set_viewport_size({"width": 1024, "height": 768})
+    page.translate(
+        "A young girl plays with the cat .",
+        "Ein junges Mädchen spielt mit der Katze im grünen Park neben dem alten Hund .",
+    )
+    widths = {}
+    for tab, figure in (
+        ("Logit lens", "logit-lens"),
+        ("Head ablation", "head-importance"),
+        ("Masks & Eq. (1)", "eq1-values"),
+        ("Heads dashboard", "stats-scatter"),
+    ):
+        page.page.locator(".bk-tab").filter(has_text=tab).click()
+        assert page.painted(figure, 5)
+        widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
+    assert widths == dict.fromkeys(widths, 1024), widths
+    page.shot("1024-dashboard")
+
+
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:
     """Visiting Masks & Eq. (1), the dashboard or the timeline and coming back left the Heads tab
     broken until a reload: grid and heatmap without titles, token labels or toolbar, the colour bar

@@ -177,6 +177,57 @@ def test_a_tabs_error_is_shown_while_that_tab_is_open(lab: dict[str, Path]) -> N
         assert "The input is empty." in shown.error.object and shown.error.visible
 
 
+def narrowest(model: object) -> int:
+    """The fewest pixels a figure, table or bokeh layout takes across: its width, or its `min_width`
+    where it stretches with the window; a bokeh row its children side by side, or the widest of
+    them where it wraps; a column its widest child."""
+    from bokeh.models import Column, Row
+
+    if isinstance(model, Row):
+        widths = [narrowest(child) for child in model.children]
+        return max(widths) if any("flex-wrap: wrap" in str(css) for css in model.stylesheets) else sum(widths)
+    if isinstance(model, Column):
+        return max(narrowest(child) for child in model.children)
+    return model.min_width if model.sizing_mode == "stretch_width" else model.width
+
+
+def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_one(lab: dict[str, Path]) -> None:
+    """Beside the 350 px inputs a 1024 px window leaves 664 px inside the margins. The logit lens
+    of 14 pieces was 1,006 px, the head importance and patching grids 746, Eq. (1)'s values beside
+    its output 779, the dashboard's table 720 and the corpus's 980: the page scrolled sideways
+    (1,053 to 1,356 px in Chromium). Each now narrows to fit -- a grid keeps its cells and drags
+    the rest into view, a table scrolls inside its box, the output goes under the values -- and,
+    where a window has room, is as wide as before (its `max_width` is its own width)."""
+    import panel as pn
+
+    from attnlab.viz.cells import FIT_PX
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    decode(shown, "a girl sits on a bike .", "ein mädchen sitzt auf einem roten fahrrad im park mit dem hund .")
+    for tab in range(9):  # every view drawn
+        shown.tabs.active = tab
+    shown.tabs.active = 4
+    shown.ablation.patching.corrupted.value = "a boy sits on a red bike in the park ."
+    shown.ablation.patching.run()
+    shown.tabs.active = 5
+    shown.compare.second.value = "restricted"
+    shown.compare.lenses.value = shown.compare.importances.value = True
+    shown.tabs.active = 6
+    assert shown.corpus.open("profiles/own.parquet")
+    shown.corpus.pick("encoder", 1, 2)
+    assert not shown.store.error and not shown.store.errors
+    shown_objects = [pane.object for pane in shown.layout.select(pn.pane.Bokeh) if pane.object is not None]
+    names = {obj.name for obj in shown_objects}
+    wanted = {"logit-lens", "head-importance", "head-patching", "eq1", "stats-table", "profile-sentences"}
+    assert wanted <= names and {"compare-lens-first", "residual-patching-decoder"} <= names, names
+    lens = next(obj for obj in shown_objects if obj.name == "logit-lens")
+    assert lens.x_range.bounds[1] >= 12 and lens.width > FIT_PX  # or the lens fits anyway
+    assert {obj.name: narrowest(obj) for obj in shown_objects if narrowest(obj) > 1024 - 350 - 10} == {}
+    stretched = [obj for pane in shown_objects for obj in [pane, *getattr(pane, "children", [])]]
+    stretched = [obj for obj in stretched if obj.sizing_mode == "stretch_width" and obj.max_width != obj.width]
+    assert [obj.name for obj in stretched if obj.width is not None] == []
+
+
 def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, Path]) -> None:
     """Each tab that decodes again is one request too: the server's time limit bounds it."""
     shown = explorer(lab, tiny="translate", restricted="restricted")

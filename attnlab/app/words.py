@@ -36,6 +36,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "grid.layer": text("figure.grid_layer", lang),
             "grid.head": text("figure.grid_head", lang),
             "grid.cell": text("figure.grid_cell", lang),
+            "grid.drag": text("figure.grid_drag", lang),
             # head statistics
             "stats.kind": text("selection.kind", lang),
             "stats.layer": text("selection.layer", lang),

@@ -17,6 +17,7 @@ from bokeh.models import (
     BasicTicker,
     ColorBar,
     ColumnDataSource,
+    CustomJS,
     FixedTicker,
     GlyphRenderer,
     HoverTool,
@@ -37,14 +38,41 @@ GAP = 1  # cells between two kinds' blocks
 PIECE_W, LAYER_H = 64, 30  # pixels of a layers × pieces cell: room for a piece of ~8 columns
 VISIBLE = 16  # pieces shown at once; a longer row is dragged sideways (cells never shrink)
 TITLE_MIN_PX = 480  # a title is wrapped to its cells' width, but not narrower than this
+FIT_PX = 660  # the widest a figure fits beside the 350 px inputs in a 1024 px window, with their margins
+# The columns a grid shows as its frame narrows: as many as its own width showed, less those the
+# lost pixels held (so cells keep their width), from where the view was dragged to; the x axis
+# says "drag" while some are hidden. Run when the figure is laid out and after a reset.
+_FIT_JS = """
+const lost = Math.max(0, fig.max_width - fig.outer_width);
+const k = Math.min(n, shown * fig.inner_width / (fig.inner_width + lost));
+const start = Math.max(0, Math.min(r.start, n - k));
+r.setv({start: start, end: start + k});
+axis.axis_label = k < n - 0.01 ? drag : plain;
+"""
 
 
-def fitted_title(title: str, cells_px: int) -> tuple[str, int, int]:
-    """(`title` wrapped onto lines as wide as the cells, the widest line's pixels, the pixels its
-    extra lines take): a one-line title set the figure's width, and a Spanish residual grid of
-    eight pieces ran 1,100 px wide, its cells stretched, past a 1400 px window."""
-    wrapped = wrap_title(title, max(cells_px, TITLE_MIN_PX))
+def fitted_title(title: str, cells_px: int, most: int = 10**6) -> tuple[str, int, int]:
+    """(`title` wrapped onto lines as wide as the cells but at most `most` pixels, the widest
+    line's pixels, the pixels its extra lines take): a one-line title set the figure's width, and
+    a Spanish residual grid of eight pieces ran 1,100 px wide, its cells stretched, past a 1400 px
+    window."""
+    wrapped = wrap_title(title, min(max(cells_px, TITLE_MIN_PX), most))
     return wrapped, max(title_px(line) for line in wrapped.split("\n")), TITLE_LINE_PX * wrapped.count("\n")
+
+
+def fit_window(fig: figure, shown: float, n: int, drag: str | None = None) -> figure:
+    """Let a grid of `n` columns, `shown` of them in its own width, narrow with the window down to
+    `FIT_PX` (the logit lens of 14 pieces was 1,006 px, the head importance of four heads 746:
+    past a 1024 px window): its cells keep their width, and the columns that no longer fit are
+    dragged into view; `drag`, the x axis's label while some are hidden. Its title must fit in
+    `FIT_PX` (`fitted_title`'s `most`)."""
+    fig.sizing_mode, fig.max_width, fig.min_width = "stretch_width", fig.width, min(fig.width, FIT_PX)
+    axis = fig.xaxis[0]
+    args = {"fig": fig, "r": fig.x_range, "axis": axis, "shown": shown, "n": n}
+    fit = CustomJS(args={**args, "plain": axis.axis_label or "", "drag": drag or axis.axis_label or ""}, code=_FIT_JS)
+    fig.js_on_change("inner_width", fit)
+    fig.js_on_event("reset", fit)
+    return fig
 
 
 def share_label(value: float, digits: int = 2) -> str:
@@ -82,17 +110,17 @@ def piece_grid(
 ) -> figure:
     """An empty figure for a grid of `layers` (their names, the first at the bottom) × `pieces`
     (as the top axis shows them: made by a `labels.py` helper), `PIECE_W` (or the widest piece's
-    label) × `LAYER_H` pixels a cell and at most `VISIBLE` pieces at once (drag sideways for the rest). `axes` are the
-    (layers, pieces) axis words; `drag`, with fields {output} (the pieces' word) and {n}, is the
-    pieces' axis word when they do not all fit; `tap` adds the tap tool. Cells sit at
-    (position + 0.5, layer + 0.5)."""
+    label) × `LAYER_H` pixels a cell and at most `VISIBLE` pieces at once, fewer in a narrow window
+    (`fit_window`; drag sideways for the rest). `axes` are the (layers, pieces) axis words;
+    `drag`, with fields {output} (the pieces' word) and {n}, is the pieces' axis word when they do
+    not all fit; `tap` adds the tap tool. Cells sit at (position + 0.5, layer + 0.5)."""
     n_layers, n = len(layers), len(pieces)
     shown = min(n, VISIBLE)
     tools = "xpan,xwheel_zoom,reset,save"
     # a wider cell for a wide piece ("▁man→▁woman" ran into its neighbours on a 64 px cell), but at
     # most 16 px wider: a 14-piece logit lens must still fit beside the inputs in a 1400 px window
     cell_w = int(np.clip(label_room(pieces), PIECE_W, PIECE_W + 16))
-    title, title_width, title_lines = fitted_title(title, shown * cell_w)
+    title, title_width, title_lines = fitted_title(title, shown * cell_w, FIT_PX - 110)
     fig = figure(
         width=max(shown * cell_w, title_width) + 110,  # (the title starts where the cells do)
         height=n_layers * LAYER_H + label_room(pieces) + 16 + 110 + title_lines,
@@ -112,7 +140,7 @@ def piece_grid(
     fig.xaxis.axis_label = piece_word if n <= VISIBLE else drag.format(output=piece_word, n=n)
     fig.yaxis.axis_label = layer_word
     fig.grid.visible = False
-    return fig
+    return fit_window(fig, shown, n, drag.format(output=piece_word, n=n))
 
 
 def head_grid(
@@ -162,6 +190,7 @@ def head_grid(
         axes=axes,
         tooltips=[("", "@kind"), (layer_word, "@layer"), (head_word, "@head"), *tips],
         tap=on_select is not None,
+        drag=words["grid.drag"],
     )
     on_tap(fig, lambda x, y: head_pick(x, y, n_layers, n_heads), on_select)
     return use_fonts(fig)
@@ -183,23 +212,27 @@ def block_grid(
     axes: tuple[str, str],
     tooltips: list[tuple[str, str]],
     tap: bool = False,
+    drag: str = "{axis}",
 ) -> figure:
     """Blocks of columns side by side, `GAP` columns apart, each `n_layers` rows (0 at the bottom)
     of `CELL`-pixel cells: `blocks` are (the name written above the block, its columns' tick
     labels). `source` holds the cells (`labelled_cells`' columns, the value in "value"), a block's
     column c at layer l at (`block_starts`[block] + c + 0.5, l + 0.5); `axes` are the (layer,
     column) axis words, `tooltips` the hover's rows; a colour bar of `mapper` on the right; `tap`
-    adds the tap tool. Fonts are the caller's to set, once it has added its own parts."""
+    adds the tap tool; `drag` (field {axis}, the columns' word) is the x axis's label while a narrow
+    window hides some columns (`fit_window`). Fonts are the caller's to set, once it has added its
+    own parts."""
     widths = [len(ticks) for _, ticks in blocks]
     starts = block_starts(widths)
     width = starts[-1] + widths[-1]
-    title, title_width, title_lines = fitted_title(title, width * CELL)
+    title, title_width, title_lines = fitted_title(title, width * CELL, FIT_PX - 130)
     fig = figure(
         width=max(width * CELL, title_width) + 130,  # (the title starts where the cells do)
         height=n_layers * CELL + 120 + title_lines,
-        x_range=Range1d(0, width),
+        x_range=Range1d(0, width, bounds=(0, width)),
         y_range=Range1d(0, n_layers + 0.8),
-        tools="tap,save" if tap else "save",
+        tools="tap,xpan,save" if tap else "xpan,save",  # xpan: the blocks a narrow window hides (`fit_window`)
+        active_drag="xpan",
         toolbar_location=None,
         title=title,
         name=name,
@@ -221,7 +254,7 @@ def block_grid(
     fig.yaxis.major_label_overrides = {i + 0.5: str(i) for i in range(n_layers)}
     fig.yaxis.axis_label = layer_word
     fig.grid.visible = False
-    return fig
+    return fit_window(fig, width, width, drag.format(axis=column_word))
 
 
 def head_pick(x: object, y: object, n_layers: int, n_heads: int) -> tuple[str, int, int] | None:

@@ -24,6 +24,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room, token_axis
+from attnlab.viz.cells import FIT_PX
 from attnlab.viz.colors import (
     DIFF_PALETTE,
 )
@@ -32,6 +33,8 @@ from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.words import kind_name, say
+
+WRAP = ":host { flex-wrap: wrap; }"  # a bokeh row whose figures go under each other when they do not fit
 
 
 def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapping[str, str] | None = None) -> figure:
@@ -103,6 +106,11 @@ def computation_figure(
             toolbar_location=None,
             title=heading,
             name=name,
+            # narrower where the window has no room: up to 980 px for a long sentence, and the
+            # bars read as well at 660
+            sizing_mode="stretch_width",
+            max_width=width,
+            min_width=min(width, FIT_PX),
         )
         source = ColumnDataSource(
             {
@@ -169,4 +177,13 @@ def computation_figure(
         name="eq1-output", axis_labels=("", ""), words=said,
     )  # fmt: skip
     result.width = 190
-    return use_fonts(column(raw, masked, soft, row(contrib, result), name="eq1"))
+    # the output beside the values where both fit, else under them (side by side they ran 105 px
+    # past a 1024 px window): a row that wraps, as wide as the window allows
+    values = row(
+        contrib, result, sizing_mode="stretch_width", max_width=contrib.width + result.width,
+        stylesheets=[WRAP], name="eq1-values-row",
+    )  # fmt: skip
+    steps = column(
+        raw, masked, soft, values, sizing_mode="stretch_width", max_width=max(width, values.max_width), name="eq1"
+    )
+    return use_fonts(steps)

@@ -75,6 +75,12 @@ def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str,
         source=source,
         columns=columns,
         width=720,
+        # as wide as the window allows, up to its columns' 720 px; narrower, it scrolls inside its
+        # own box (its fixed 720 px ran 56 px past a 1024 px window)
+        sizing_mode="stretch_width",
+        max_width=720,
+        min_width=240,
+        autosize_mode="none",
         height=height,
         sortable=True,
         index_position=None,

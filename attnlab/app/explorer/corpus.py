@@ -231,7 +231,10 @@ class CorpusTab(pn.viewable.Viewer):
             TableColumn(field="source", title=html.escape(text("corpus.source", lang)), width=420),
             TableColumn(field="output", title=html.escape(text("corpus.output", lang)), width=420),
         ]
+        # as wide as the window allows, up to 980 px; narrower, it scrolls inside its own box (a fixed
+        # 980 px ran 316 px past a 1024 px window)
         table = DataTable(source=source, columns=columns, width=980, height=min(40 + 28 * len(self.rows), 380),
+                          sizing_mode="stretch_width", max_width=980, min_width=240, autosize_mode="none",
                           index_position=None, selectable=True, sortable=False, name="profile-sentences")  # fmt: skip
         self.table.object = viz.use_fonts(table)
 
