@@ -75,6 +75,21 @@ def test_a_sentence_starts_with_a_capital_in_every_language() -> None:
     assert lower == []
 
 
+def test_spanish_patching_says_sustituir_not_the_anglicism_parchear() -> None:
+    """Activation patching in Spanish: what English calls patching (a head's or a layer's output
+    taken from one run into the other) is "sustituir" in every entry; "parchear", an anglicism a
+    Spanish-speaking researcher does not write, is in none. The method's name "attribution
+    patching" stays as it is, a term of art, as English readers search for it."""
+    assert [key for key, entry in MESSAGES.items() if re.search("parche", entry["es"], re.IGNORECASE)] == []
+    patching = [
+        key
+        for key, entry in MESSAGES.items()
+        if re.search(r"\bpatch(ed|es|ing)?\b", entry["en"].replace("attribution patching", ""), re.IGNORECASE)
+    ]
+    assert len(patching) >= 8, patching
+    assert [key for key in patching if "sustitu" not in MESSAGES[key]["es"].lower()] == []
+
+
 def test_text_fills_fields_and_falls_back_to_english() -> None:
     assert text("status.done", "es", run=3, decode_ms=12.4, views_ms=40) == (
         "ejecución 3 · decodificado en 12 ms · todas las vistas en 40 ms"
