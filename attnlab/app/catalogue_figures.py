@@ -34,6 +34,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.aer": {"en": "AER", "es": "AER", "zh": "AER"},
     "figure.precision": {"en": "precision", "es": "precisión", "zh": "精确率"},
     "figure.importance": {"en": "importance", "es": "importancia", "zh": "重要性"},
+    "figure.direct": {"en": "direct share of the logits", "es": "parte directa de los logits", "zh": "对 logit 的直接贡献"},
     "figure.recall": {"en": "recall", "es": "cobertura", "zh": "召回率"},
     "figure.stats_title": {"en": "heads: {x} vs {y}", "es": "cabezas: {x} frente a {y}", "zh": "注意力头：{x} 与 {y}"},
     "figure.diff_title": {"en": "difference to the final model · layer {layer} · head {head}", "es": "diferencia con el modelo final · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · 第 {layer} 层 · 头 {head}"},

@@ -54,6 +54,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "stats.precision": text("figure.precision", lang),
             "stats.recall": text("figure.recall", lang),
             "stats.importance": text("figure.importance", lang),
+            "stats.direct": text("figure.direct", lang),
             "stats.label": text("head.short", lang),
             "stats.title": text("figure.stats_title", lang),
             # training, ablation

@@ -52,6 +52,7 @@ WORDS: dict[str, str] = {
     "stats.precision": "precision",
     "stats.recall": "recall",
     "stats.importance": "importance",  # |∂ log P / ∂ gate| (Michel et al. 2019), a profile's column if asked for
+    "stats.direct": "direct share of the logits",  # a decoder head's direct logit attribution, a profile's column if asked for
     "stats.label": "{kind} L{layer} H{head}",
     "stats.title": "heads: {x} vs {y}",
     # training dynamics (timeline.py)
