@@ -89,6 +89,86 @@ def test_models_of_different_sizes_show_what_each_has(tmp_path: Path) -> None:
     ]
 
 
+def shares(figure: object) -> np.ndarray:
+    """A direct logit attribution grid's cells, in the order the figure lays them out."""
+    return np.asarray(figure.select_one({"name": "cells"}).data_source.data["value"])
+
+
+def expected_shares(attribution: object, position: int) -> np.ndarray:
+    """Every decoder self-attention head, encoder–decoder head and feed-forward layer's share at
+    `position`, in the grid's order (by head within a layer, then the feed-forward column)."""
+    p = position
+    return np.concatenate(
+        [attribution.self_heads[:, :, p].ravel(), attribution.cross_heads[:, :, p].ravel(), attribution.ffn[:, p]]
+    )
+
+
+def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Path) -> None:
+    """Its fifth box, once ticked, draws each model's direct logit attribution grid for the piece
+    chosen (the second model read on the first one's output, each with the heads it has), with a
+    line each of the other shares summed to that model's logit; another piece redraws, another
+    head does not, and unticked nothing is drawn."""
+    from attnlab.app.attribution_text import parts_line
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.roots import CheckpointRoots
+    from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
+
+    small = Transformer(preset("small", n_layers=1, n_heads=2, vocab_size=8000)).eval()
+    save_checkpoint(tmp_path / "one-layer", small, TRANSLATOR / "spm.model")
+    shown = Explorer({"de": str(TRANSLATOR), "small": str(tmp_path / "one-layer")}, CheckpointRoots([tmp_path]))
+    shown.open_listed("de")
+    shown.tabs.active = 5
+    shown.compare.second.value = "small"
+    tab, box = shown.compare, shown.compare.attributions
+    assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
+    box.show.value = True
+    c = tab.comparison
+    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+    read = [attnlab.logit_attribution(model, trace) for model, trace in sides]
+    assert read[0].produced == read[1].produced and list(box.position.options.values()) == list(
+        range(len(read[0].produced))
+    )
+    for position in (box.position.value, 1):
+        box.position.value = position
+        first, second = (p.object for p in box.panes)
+        assert (first.name, second.name) == ("compare-attribution-first", "compare-attribution-second")
+        for figure, attribution, name in zip((first, second), read, ("A", "B"), strict=True):
+            np.testing.assert_allclose(shares(figure), expected_shares(attribution, position))
+            assert figure.title.text.startswith(f"{name} · ")
+            assert parts_line(attribution, position, "en").replace("'", "&#x27;") in box.lines.object
+    assert len(shares(second)) == 2 + 2 + 1 and len(shares(first)) == 2 * 3 * 4 + 3  # each its own grid
+    shown.store.head = 2  # another head: the readings stay as they were
+    assert box.panes[0].object is first and not tab.notice.visible
+    box.show.value = False
+    assert all(p.object is None for p in box.panes) and not box.controls.visible
+
+
+def test_the_notebook_widget_shows_who_wrote_each_piece_in_both_models() -> None:
+    """The same box in `compare_models`: the second model with heads off is read with them off;
+    another piece redraws; the runner-up contrast reads both models again."""
+    widget = compare_models(str(TRANSLATOR), text=TEXT, heads_off=OFF)
+    assert widget.figures["attribution_first"] is None and widget.figures["attribution_second"] is None
+    widget.attributions.show.value = True
+    c = widget.comparison
+    sides = ((c.first.trace, "first"), (c.second_on_first.trace, "second"))
+    for against in ("mean", "runner-up"):
+        widget.attributions.against.value = against
+        for position in (widget.attributions.position.value, 2):
+            widget.attributions.position.value = position
+            for trace, role in sides:
+                figure = widget.figures[f"attribution_{role}"]
+                assert figure.name == f"compare-attribution-{role}"
+                expected = attnlab.logit_attribution(widget.first, trace, against)
+                np.testing.assert_allclose(shares(figure), expected_shares(expected, position))
+    first, second = (shares(widget.figures[f"attribution_{role}"]).reshape(-1) for role in ("first", "second"))
+    assert not np.allclose(first, second) and not widget.errors.message  # heads off: another reading
+    assert widget.figures["attribution_second"].title.text.startswith("heads off · ")
+    widget.attributions.show.value = False
+    assert widget.figures["attribution_first"] is None
+
+
 def test_a_translator_and_a_parser_are_not_compared() -> None:
     if not (PARSER / "manifest.json").is_file():
         pytest.skip("no bundled parser")

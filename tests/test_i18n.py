@@ -679,6 +679,7 @@ def test_the_explorer_draws_its_figures_in_its_language(
     explorer.ablation.add_open_head()
     explorer.ablation.ablate()
     explorer.compare.second.value = ABLATED
+    explorer.compare.attributions.show.value = True  # both models' direct logit attribution
     for tab in range(len(explorer.tabs)):
         explorer.tabs.active = tab  # hidden tabs draw when they are opened
     store.select(kind="decoder")  # a causal mask: the masked cells' hover and the mask's title
@@ -694,6 +695,7 @@ def test_the_explorer_draws_its_figures_in_its_language(
     explorer.export.html()
     drawn = {(f.name or "").split("-")[0] for f in figures if f is not None}
     assert drawn >= {"heatmap", "grid", "mask", "eq1", "stats", "timeline", "ablation", "compare"}, drawn
+    assert {"compare-attribution-first", "compare-attribution-second"} <= {f.name for f in figures if f is not None}
     texts, data = figure_texts(*figures, *exported)
     assert exported and len(texts) > 60, len(texts)
     assert english_figure_words(texts, data, lang) == [], "English words in the figures"
@@ -769,13 +771,14 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     explorer.show_lens.value = explorer.show_importance.value = explorer.attribution.show.value = True
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     compared.show_rollouts.value = compared.show_lenses.value = compared.show_importances.value = True
+    compared.attributions.show.value = True
     compared.patch("A cat .")
     timeline = widgets.replay(with_probes, lang=lang)
     explorer.patch("A cat runs .")
     drawn = ("lens", "importance", "patching", "residual_decoder", "attribution", "attribution_source")
     shown = {name: explorer.figures[name] for name in drawn}
     views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 26, views
+    assert None not in views.values() and len(views) == 28, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

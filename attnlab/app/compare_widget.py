@@ -2,7 +2,8 @@
 the same kind / layer / head of each side by side with their difference, from the same
 `attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
 its boxes do, both attention rollouts up to the picked layer, both logit lenses, every head's
-importance in both, and where a change of the sentence lives in each (`patch`).
+importance in both, where a change of the sentence lives in each (`patch`), and who wrote a
+chosen output piece in each (`attnlab.app.compare_attribution_widget`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from bokeh.models import LayoutDOM
 
 from attnlab import viz
 from attnlab.app import i18n
+from attnlab.app.compare_attribution_widget import CompareAttributionBox
 from attnlab.app.notebook import (
     EXAMPLES,
     BokehPane,
@@ -69,6 +71,7 @@ class Compare(w.VBox):
         for box in (self.show_lenses, self.show_importances, self.show_patchings):
             box.observe(lambda _change: self._draw_readings(), "value")
         self.errors = ErrorBox(lang)
+        self.attributions = CompareAttributionBox(self.errors, self.lang)
         self.comparison: Any = None
         rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
         lenses, importances, patchings = (
@@ -77,7 +80,7 @@ class Compare(w.VBox):
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
         readings = [self.show_lenses, lenses, self.show_importances, importances]
-        readings += [self.show_patchings, self.changed, patchings]
+        readings += [self.show_patchings, self.changed, patchings, self.attributions]
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
@@ -90,6 +93,7 @@ class Compare(w.VBox):
             **{f"lens_{role}": pane.figure for role, pane in zip(roles[:2], self.lens_panes, strict=True)},
             **{f"importance_{role}": pane.figure for role, pane in zip(roles[:2], self.importance_panes, strict=True)},
             **{f"patching_{role}": pane.figure for role, pane in zip(roles[:2], self.patching_panes, strict=True)},
+            **self.attributions.figures,
         }
 
     def run(self, text: str | None = None) -> Any:
@@ -116,11 +120,13 @@ class Compare(w.VBox):
             self.picker.layout.display = None
             self.redraw()
             self._draw_readings()
+            self.attributions.compare(((self.first, c.first.trace), (self.second, c.second_on_first.trace)), self.names)
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
         for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.update(None)
+        self.attributions.compare((), self.names)
         return None
 
     def patch(self, changed: str, direction: str = "denoise", method: str = "activation") -> None:

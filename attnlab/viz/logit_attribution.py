@@ -91,7 +91,7 @@ def logit_attribution_figure(
         [(said["attribution.self"], heads), (said["attribution.cross"], heads), (said["attribution.ffn"], [""])],
         n_layers,
         LinearColorMapper(palette=list(SHARE_PALETTE), low=-top, high=top),
-        title=title or _title(attribution, position, said),
+        title=title or attribution_title(attribution, position, words=words),
         name=name,
         axes=(said["attribution.layer"], said["attribution.head"]),
         tooltips=[("", "@part"), (said["attribution.share"], "@share_tip"), (said["attribution.reads"], "@reads")],
@@ -169,8 +169,10 @@ def checked(attribution: object, position: object, caller: str) -> int:
     return pick(position, list(range(len(attribution.produced))), "position")
 
 
-def _title(attribution: LogitAttribution, position: int, said: Mapping[str, str]) -> str:
-    """The grid's own title: the piece, what its logit is read against, and the logit."""
+def attribution_title(attribution: LogitAttribution, position: int, *, words: Mapping[str, str] | None = None) -> str:
+    """The grid's own title: the piece, what its logit is read against, and the logit (a screen
+    that names the model adds its name before it)."""
+    said = say(words)
     piece, other = piece_label(attribution.produced[position]), attribution.contrast[position]
     logit = float(attribution.logit[position])
     if not other:

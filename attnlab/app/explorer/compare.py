@@ -6,7 +6,8 @@ the attention rollouts of both up to the open layer and their difference too
 (`attnlab.viz.compare_rollouts`), with its second both logit lenses (`attnlab.record.lens`), and with
 its third every head's importance in both (`attnlab.record.importance`), and with its fourth where
 the change typed in the Head ablation tab lives in each (`attnlab.record.residual`: the restricted
-model moves a changed word onto its neighbours, the global one keeps it in place).
+model moves a changed word onto its neighbours, the global one keeps it in place), and with its fifth who wrote a chosen output piece in each
+(`attnlab.record.logit_attribution`, in `explorer.compare_attribution`).
 The second model's maps are recorded while it reads the first one's output, so that the two line
 up cell by cell.
 
@@ -28,6 +29,7 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
+from attnlab.app.explorer.compare_attribution import CompareAttribution
 from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
@@ -96,6 +98,7 @@ class CompareTab(pn.viewable.Viewer):
         self.patching_panes = [
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-patching-{role}"]) for role in ("first", "second")
         ]
+        self.attributions = CompareAttribution(store, say=self._say)
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -109,6 +112,7 @@ class CompareTab(pn.viewable.Viewer):
             pn.FlexBox(*self.importance_panes),
             self.patchings,
             pn.FlexBox(*self.patching_panes),
+            self.attributions,
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
@@ -153,6 +157,7 @@ class CompareTab(pn.viewable.Viewer):
             self._key = key
             self._compare(choice, labels)
             self._draw_readings()  # the run's, not the open head's: drawn once per comparison
+            self.attributions.compare(self._sides(), self.names)
         if self.comparison is not None:
             self._draw_maps()
 
@@ -282,20 +287,27 @@ class CompareTab(pn.viewable.Viewer):
         for box, panes, figure_of, names in readings:
             figures = [None, None]
             if box.value and c is not None:
-                sides = ((store.model, c.first.trace), (self.second_model, c.second_on_first.trace))
                 try:
                     figures = [
                         figure_of(model, trace, name, figure_name)
-                        for (model, trace), name, figure_name in zip(sides, self.names, names, strict=True)
+                        for (model, trace), name, figure_name in zip(self._sides(), self.names, names, strict=True)
                     ]
                 except AttnlabError as error:
                     figures, refused = [None, None], store.explain(error)
             for pane, figure in zip(panes, figures, strict=True):
                 pane.object = figure
         if c is not None:  # (else the notice says why there is no comparison)
-            self._say(refused)
+            self._say(refused or self.attributions.refused)
 
     # -- helpers ------------------------------------------------------------------------------------
+    def _sides(self) -> tuple[tuple[Any, Any], ...]:
+        """((model, trace), (model, trace)): each model's reading of the first one's output; () with
+        no comparison."""
+        c = self.comparison
+        if c is None:
+            return ()
+        return (self.store.model, c.first.trace), (self.second_model, c.second_on_first.trace)
+
     def _options(self) -> dict[str, str]:
         """{label: value}: none yet, this model with heads off, then every checkpoint by name."""
         lang = self.lang
@@ -319,4 +331,5 @@ class CompareTab(pn.viewable.Viewer):
         self.outputs.object = ""
         for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.object = None
+        self.attributions.compare((), self.names)
         self._say(message, hint)
