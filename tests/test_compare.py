@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from attnlab.widgets import compare_models
+from bokeh.models import LinearColorMapper
 
 import attnlab
 from attnlab import viz
@@ -138,6 +139,8 @@ def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Pat
             np.testing.assert_allclose(shares(figure), expected_shares(attribution, position))
             assert figure.title.text.startswith(f"{name} · ")
             assert parts_line(attribution, position, "en").replace("'", "&#x27;") in box.lines.object
+        ends = [f.select_one({"type": LinearColorMapper}).high for f in (first, second)]  # one scale for both
+        assert ends[0] == ends[1] == pytest.approx(max(np.abs(expected_shares(a, position)).max() for a in read))
     assert len(shares(second)) == 2 + 2 + 1 and len(shares(first)) == 2 * 3 * 4 + 3  # each its own grid
     shown.store.head = 2  # another head: the readings stay as they were
     assert box.panes[0].object is first and not tab.notice.visible

@@ -144,6 +144,9 @@ def test_what_the_views_cannot_draw_is_one_line(attribution: LogitAttribution) -
         with pytest.raises(AttnlabError, match="^title must be a string"):
             draw(attribution, 0, title=3)
         assert "</s>" in draw(attribution, -1).title.text  # a negative position counts from the end
+    for scale in (0, -1.0, float("nan"), "2"):
+        with pytest.raises(AttnlabError, match=r"^scale \(the share the colours reach\) is a number > 0, got "):
+            viz.logit_attribution_figure(attribution, 0, scale=scale)
 
 
 def test_the_runner_up_is_named_in_the_title(model: Model) -> None:

@@ -92,11 +92,14 @@ class CompareAttributionBox(w.VBox):
             return
         position, words, lang = self.position.value, figure_words(self.lang), self.lang
         figures, lines = [], []
+        scale = max(viz.attribution_scale(a, position) for a in self.attributions)  # one scale: colours compare
         for attribution, name, role in zip(self.attributions, self.names, ROLES, strict=True):
             title = f"{name} · {viz.attribution_title(attribution, position, words=words)}"  # as the lens's
             figure_name = f"compare-attribution-{role}"
             figures.append(
-                viz.logit_attribution_figure(attribution, position, title=title, name=figure_name, words=words)
+                viz.logit_attribution_figure(
+                    attribution, position, title=title, name=figure_name, words=words, scale=scale
+                )
             )
             said = html.escape(parts_line(attribution, position, lang))
             lines.append(f"<div style='color:#666'><b>{html.escape(name)}</b> · {said}</div>")

@@ -47,7 +47,12 @@ from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matr
 from attnlab.viz.importance import importance_figure, importance_pick
 from attnlab.viz.labels import display_width, piece_label
 from attnlab.viz.lens import lens_figure, lens_pick
-from attnlab.viz.logit_attribution import attribution_title, logit_attribution_figure, logit_source_figure
+from attnlab.viz.logit_attribution import (
+    attribution_scale,
+    attribution_title,
+    logit_attribution_figure,
+    logit_source_figure,
+)
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.patching import patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
@@ -70,6 +75,7 @@ __all__ = [
     "PALETTE",
     "STAT_COLUMNS",
     "WORDS",
+    "attribution_scale",
     "attribution_title",
     "colorize",
     "compare_figures",

@@ -46,13 +46,18 @@ def logit_attribution_figure(
     title: str | None = None,
     name: str = "logit-attribution",
     words: Mapping[str, str] | None = None,
+    scale: float | None = None,
 ) -> figure:
     """Each decoder part's direct share of the logit of the piece output at `position` (a negative
     one counts from the end): rows are decoder layers (0 at the bottom), columns the self-attention
     heads, the encoder–decoder heads and the feed-forward layer. `title` None is its own (it names
     the piece, what its logit is read against, and the logit); `words` replaces any of
-    `viz.words.WORDS` ("attribution.*", "head.title", "kind.*")."""
+    `viz.words.WORDS` ("attribution.*", "head.title", "kind.*"); `scale` is the share the colours
+    reach at either end (None: this piece's largest, `attribution_scale`), so that two grids shown
+    side by side can be read on one scale."""
     check_options(title=title)
+    if scale is not None and not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise AttnlabError(f"scale (the share the colours reach) is a number > 0, got {scale!r}")
     position = checked(attribution, position, "logit_attribution_figure")
     said = say(words)
     n_layers, n_heads = attribution.self_heads.shape[:2]
@@ -72,7 +77,7 @@ def logit_attribution_figure(
         values.append(float(attribution.ffn[layer, position]))
         parts.append(said["attribution.ffn_part"].format(layer=layer))
         reads.append("–")
-    top = max(max(abs(v) for v in values), 1e-12)  # the scale is symmetric: 0 is white
+    top = scale or attribution_scale(attribution, position)  # the scale is symmetric: 0 is white
     source = ColumnDataSource(
         {
             "x": x,
@@ -98,6 +103,18 @@ def logit_attribution_figure(
         drag=said["grid.drag"],
     )
     return use_fonts(fig)
+
+
+def attribution_scale(attribution: LogitAttribution, position: int) -> float:
+    """The largest share in size of a head or feed-forward layer at `position`: where
+    `logit_attribution_figure`'s colours end by default."""
+    position = checked(attribution, position, "attribution_scale")
+    parts = [
+        attribution.self_heads[..., position],
+        attribution.cross_heads[..., position],
+        attribution.ffn[:, position],
+    ]
+    return max(max(float(np.abs(p).max()) for p in parts), 1e-12)
 
 
 def logit_source_figure(

@@ -105,10 +105,13 @@ class CompareAttribution(pn.viewable.Viewer):
             return
         position, words, lang = self.position.value, self.store.words, self.store.lang
         figures, lines = [], []
+        scale = max(viz.attribution_scale(a, position) for a in self.attributions)  # one scale: colours compare
         for attribution, name, figure_name in zip(self.attributions, self.names, ATTRIBUTION_FIGURES, strict=True):
             title = f"{name} · {viz.attribution_title(attribution, position, words=words)}"  # as the lens's
             figures.append(
-                viz.logit_attribution_figure(attribution, position, title=title, name=figure_name, words=words)
+                viz.logit_attribution_figure(
+                    attribution, position, title=title, name=figure_name, words=words, scale=scale
+                )
             )
             lines.append(f"<p><b>{html.escape(name)}</b> · {html.escape(parts_line(attribution, position, lang))}</p>")
         self._show(figures, "".join(lines))
