@@ -137,7 +137,13 @@ def test_the_command_names_each_pieces_largest_writer(
     expected = [f"{p}@{next(iter(got.parts(i))).replace(' ', '_')}" for i, p in enumerate(got.produced)]
     assert first.split() == expected and empty == ""
     assert any("@cross_L" in w for w in expected) and any("@ffn_L" in w for w in expected)  # (not all alike)
-    kinds = captured.err.splitlines()[-1]
+    kinds, writers = captured.err.splitlines()[-2:]
+    pieces = len(first.split()) + len(captured.out.splitlines()[2].split())
+    assert writers.startswith(f"attnlab lens: the largest direct writer of the {pieces} pieces: ")
+    counted = [float(part.split()[-1].rstrip("%")) for part in writers.split(": ", 2)[2].split(", ")]
+    assert counted == sorted(counted, reverse=True) and len(counted) <= 6
+    named = [w.split("@")[1].replace("_", " ") for w in expected]
+    assert max(set(named), key=named.count) in writers  # the first line's commonest writer is among the file's
     assert kinds.startswith("attnlab lens: of the ") and "(against the mean logit): cross-attention " in kinds
     shares = [float(part.split()[-1].rstrip("%")) for part in kinds.split(": ", 2)[2].split(", ")]
     assert len(shares) == 6 and sum(shares) == pytest.approx(100.0, abs=0.5)  # the kinds add up to the logits
