@@ -656,6 +656,17 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
         widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
     assert widths == dict.fromkeys(widths, 1024), widths
     page.shot("1024-dashboard")
+    # a source of 25 pieces (typed on the Heads tab, where `translate` waits for the map): a head's
+    # map and the rollout were 729 px, the page 1,079
+    page.page.locator(".bk-tab").filter(has_text="Heads").first.click()
+    page.translate(
+        "A little girl in a pink dress is climbing into a wooden playhouse while her brother watches from the garden ."
+    )
+    for tab, figure in (("Heads", "heatmap-cross"), ("Attention rollout", "rollout-cross")):
+        page.page.locator(".bk-tab").filter(has_text=tab).first.click()
+        assert page.painted(figure, 5)
+        widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
+    assert widths == dict.fromkeys(widths, 1024), widths
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:

@@ -197,9 +197,13 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     its output 779, the dashboard's table 720 and the corpus's 980: the page scrolled sideways
     (1,053 to 1,356 px in Chromium). Each now narrows to fit -- a grid keeps its cells and drags
     the rest into view, a table scrolls inside its box, the output goes under the values -- and,
-    where a window has room, is as wide as before (its `max_width` is its own width)."""
+    where a window has room, is as wide as before (its `max_width` is its own width). A head's
+    map and the rollout of a source of 20 or more pieces were ~710 px (the page 1,079 px in
+    Chromium): they narrow too, the head's map also after it is redrawn in place for a new
+    sentence (its widths follow its new size)."""
     import panel as pn
 
+    from attnlab import viz
     from attnlab.viz.cells import FIT_PX
 
     shown = explorer(lab, tiny="translate", restricted="restricted")
@@ -226,6 +230,25 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     stretched = [obj for pane in shown_objects for obj in [pane, *getattr(pane, "children", [])]]
     stretched = [obj for obj in stretched if obj.sizing_mode == "stretch_width" and obj.max_width != obj.width]
     assert [obj.name for obj in stretched if obj.width is not None] == []
+
+    heatmap = shown.heads.heatmap.object
+    long = "a girl sits on a red bike in the park with the dog and a boy rides a bike on the road by the sea ."
+    decode(shown, long)
+    store = shown.store
+    assert len(store.trace.labels("cross")[1]) >= 20, store.trace.labels("cross")  # or the maps fit anyway
+    for tab in (0, 7):  # the heads' (redrawn in place) and the rollout's maps
+        shown.tabs.active = tab
+    maps = {"heatmap": shown.heads.heatmap.object, "rollout": shown.rollout.figure.object}
+    assert maps["heatmap"] is heatmap and not store.error and not store.errors
+    assert {name: narrowest(fig) for name, fig in maps.items() if narrowest(fig) > 1024 - 350 - 10} == {}
+    own = {
+        "heatmap": viz.heatmap(store.trace, store.kind, store.layer, store.head, words=store.words).width,
+        "rollout": viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words).width,
+    }
+    assert {name: (fig.width, fig.max_width) for name, fig in maps.items()} == {
+        name: (width, width) for name, width in own.items()
+    }
+    assert min(own.values()) > FIT_PX  # as wide as before where there is room, wider than the window allows
 
 
 def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, Path]) -> None:

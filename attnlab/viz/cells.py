@@ -41,13 +41,15 @@ TITLE_MIN_PX = 480  # a title is wrapped to its cells' width, but not narrower t
 FIT_PX = 660  # the widest a figure fits beside the 350 px inputs in a 1024 px window, with their margins
 # The columns a grid shows as its frame narrows: as many as its own width showed, less those the
 # lost pixels held (so cells keep their width), from where the view was dragged to; the x axis
-# says "drag" while some are hidden. Run when the figure is laid out and after a reset.
+# says "drag" while some are hidden. Run when the figure is laid out and after a reset. `n` and
+# `shown` null: the x range's bounds, all shown at its own width (a figure redrawn in place).
 _FIT_JS = """
+const all = n ?? r.bounds[1], own = shown ?? all;
 const lost = Math.max(0, fig.max_width - fig.outer_width);
-const k = Math.min(n, shown * fig.inner_width / (fig.inner_width + lost));
-const start = Math.max(0, Math.min(r.start, n - k));
+const k = Math.min(all, own * fig.inner_width / (fig.inner_width + lost));
+const start = Math.max(0, Math.min(r.start, all - k));
 r.setv({start: start, end: start + k});
-axis.axis_label = k < n - 0.01 ? drag : plain;
+axis.axis_label = k < all - 0.01 ? drag : plain;
 """
 
 
@@ -60,19 +62,31 @@ def fitted_title(title: str, cells_px: int, most: int = 10**6) -> tuple[str, int
     return wrapped, max(title_px(line) for line in wrapped.split("\n")), TITLE_LINE_PX * wrapped.count("\n")
 
 
-def fit_window(fig: figure, shown: float, n: int, drag: str | None = None) -> figure:
+def fit_window(
+    fig: figure, shown: float | None, n: float | None, drag: str | None = None, redrawn: ColumnDataSource | None = None
+) -> figure:
     """Let a grid of `n` columns, `shown` of them in its own width, narrow with the window down to
     `FIT_PX` (the logit lens of 14 pieces was 1,006 px, the head importance of four heads 746:
     past a 1024 px window): its cells keep their width, and the columns that no longer fit are
     dragged into view; `drag`, the x axis's label while some are hidden. Its title must fit in
-    `FIT_PX` (`fitted_title`'s `most`)."""
-    fig.sizing_mode, fig.max_width, fig.min_width = "stretch_width", fig.width, min(fig.width, FIT_PX)
+    `FIT_PX` (`fitted_title`'s `most`). A figure redrawn in place (a head's map) gives `n` and
+    `shown` None, all of its x range's bounds at its own width, and the source whose new data is
+    a redraw (`redrawn`): that refits it, and its updater sets `fit_widths` with its new width."""
+    fit_widths(fig)
+    fig.sizing_mode = "stretch_width"
     axis = fig.xaxis[0]
     args = {"fig": fig, "r": fig.x_range, "axis": axis, "shown": shown, "n": n}
     fit = CustomJS(args={**args, "plain": axis.axis_label or "", "drag": drag or axis.axis_label or ""}, code=_FIT_JS)
     fig.js_on_change("inner_width", fit)
     fig.js_on_event("reset", fit)
+    if redrawn is not None:
+        redrawn.js_on_change("data", fit)
     return fig
+
+
+def fit_widths(fig: figure) -> None:
+    """The widths `fit_window` narrows `fig` between: its own, and at least `FIT_PX`."""
+    fig.max_width, fig.min_width = fig.width, min(fig.width, FIT_PX)
 
 
 def share_label(value: float, digits: int = 2) -> str:

@@ -25,6 +25,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
+from attnlab.viz.cells import fit_widths, fit_window
 from attnlab.viz.colors import (
     PALETTE,
     choice_rows,
@@ -63,11 +64,15 @@ def heatmap(
     budget: int = 560,
     name: str | None = None,
     words: Mapping[str, str] | None = None,
+    fit: bool = False,
 ) -> figure:
     """One head's weights: token labels on both axes, hover (query, key, weight), a colour bar,
     and (with `mask`) the forbidden cells hatched. `words` replaces any of `viz.words.WORDS`
-    (the title's "head.title", the hover's "head.*"), e.g. in a screen's language."""
-    fig = matrix_figure(np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}", words=words)
+    (the title's "head.title", the hover's "head.*"), e.g. in a screen's language; `fit`, as in
+    `matrix_figure`."""
+    fig = matrix_figure(
+        np.zeros((1, 1)), ["?"], ["?"], budget=budget, name=name or f"heatmap-{kind}", words=words, fit=fit
+    )
     update_heatmap(
         fig, trace, kind, layer, head, mask=mask, vmax=vmax, title=title, budget=budget, name=name, words=words
     )
@@ -144,11 +149,15 @@ def matrix_figure(
     name: str = "heatmap",
     axis_labels: tuple[str, str] | None = None,
     words: Mapping[str, str] | None = None,
+    fit: bool = False,
 ) -> figure:
     """A (q, k) matrix as one `image` glyph, queries top to bottom, keys left to right, with a
     transparent RGBA overlay that hatches the cells `allowed` forbids. The hover names the query,
     the key and `value_name` (default: "weight"); the axes read `axis_labels` (default: key,
-    query), all in `words` ("head.*" of `viz.words.WORDS`)."""
+    query), all in `words` ("head.*" of `viz.words.WORDS`). With `fit` it narrows with the window
+    down to `cells.FIT_PX`, its cells keeping their width and the keys that no longer fit dragged
+    into view (`cells.fit_window`; a map of 25 source pieces was 729 px, past a 1024 px window),
+    here and after each `update_matrix`; without, it keeps its width (an export, a notebook)."""
     check_options(title=title, budget=budget)
     said = say(words)
     value_name = said["head.weight"] if value_name is None else value_name
@@ -191,6 +200,8 @@ def matrix_figure(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value_name), "right"
     )
     update_matrix(fig, values, q_labels, k_labels, allowed=allowed, vmin=vmin, vmax=vmax, title=title, budget=budget)
+    if fit:  # the keys' range, whatever map is put in it, all at the figure's own width
+        fit_window(fig, None, None, said["grid.drag"].format(axis=fig.xaxis[0].axis_label), cells.data_source)
     return use_fonts(fig)
 
 
@@ -206,8 +217,8 @@ def update_matrix(
     title: str | None = "",
     budget: int = 560,
 ) -> figure:
-    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours);
-    `title` None is none."""
+    """Put another matrix into a figure made by `matrix_figure` (sizes, labels, hover, colours;
+    with `fit`, the widths it narrows between); `title` None is none."""
     check_options(title=title, budget=budget)
     title = title or ""
     q, k = values.shape
@@ -218,6 +229,8 @@ def update_matrix(
     # The title starts above the frame (after the query labels) and bokeh clips it at the edge.
     width = max(int(k * cell_k) + 90, title_px(title) + 40) + room
     fig.update(width=width, height=int(q * cell_q) + room + 100)  # title above, toolbar below
+    if fig.sizing_mode == "stretch_width":  # `fit`: narrows from its new width; its new data refits it
+        fit_widths(fig)
     fig.title.text = title
     # Bounds before start/end: BokehJS clamps a new end to the old bounds.
     fig.x_range.bounds, fig.y_range.bounds = (0, k), (0, q)

@@ -28,12 +28,13 @@ def rollout_figure(
     title: str | None = None,
     name: str | None = None,
     words: Mapping[str, str] | None = None,
+    fit: bool = False,
 ) -> figure:
     """The rollout of `kind` up to `layer` (negative: from the top): rows are that layer's query
     positions, columns the input tokens (the source for "encoder" and "cross", the decoder's input
     for "decoder"); the causal mask's forbidden cells hatched. `title` (None: its own) and `name`
     (None: "rollout-KIND") as the Compare view sets them; `words` replaces any of `viz.words.WORDS`
-    ("rollout.*", the hover's "head.*")."""
+    ("rollout.*", the hover's "head.*"); with `fit` it narrows with the window (`matrix_figure`)."""
     said = say(words)
     q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     index = trace.layer_index(kind, layer)
@@ -43,5 +44,5 @@ def rollout_figure(
         flow, q_labels, k_labels, allowed=allowed, vmax=color_scale(flow, None),
         title=title or said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index), budget=budget,
         value_name=said["rollout.share"], name=name or f"rollout-{kind}",
-        axis_labels=(said["rollout.input"], said["head.query"]), words=said,
+        axis_labels=(said["rollout.input"], said["head.query"]), words=said, fit=fit,
     )  # fmt: skip

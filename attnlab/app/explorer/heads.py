@@ -60,7 +60,8 @@ class HeadsTab(pn.viewable.Viewer):
         store = self.store
         selection = (trace, store.kind, store.layer, store.head)
         if self.heatmap.object is None:
-            self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax, words=store.words)
+            # `fit`: a long source's map narrows to a 1024 px window; each update below refits it
+            self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax, words=store.words, fit=True)
         else:
             viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax, words=store.words)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]

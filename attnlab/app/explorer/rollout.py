@@ -20,4 +20,4 @@ class RolloutTab(FigureTab):
 
     def draw(self) -> None:
         store = self.store
-        self.figure.object = viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words)
+        self.figure.object = viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words, fit=True)
