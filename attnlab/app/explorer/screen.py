@@ -45,7 +45,10 @@ def kept(widget: pn.widgets.Widget, props: dict[str, Any], takes: Callable[[Any]
     sent = [key for key in SENT if key in props]
     if all(takes(props[key]) for key in sent):
         return props
-    widget.param.trigger("active" if isinstance(widget, pn.Tabs) else "value")  # the browser shows it again
+    # The browser shows the kept choice again. An empty menu (a box not drawn yet) has none, and Panel's
+    # Select, triggered while empty, resets its value without end (a RecursionError).
+    if not (isinstance(widget, pn.widgets.Select) and not widget.options):
+        widget.param.trigger("active" if isinstance(widget, pn.Tabs) else "value")
     return {key: value for key, value in props.items() if key not in sent}
 
 
