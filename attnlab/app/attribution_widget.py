@@ -23,6 +23,20 @@ from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 from attnlab.record.trace import AttentionTrace
 
 
+def attribution_menus(lang: str) -> tuple[w.Dropdown, w.Dropdown, w.HBox]:
+    """The piece menu, the contrast menu and their row, hidden until there is a reading: what this
+    box and the Compare box (`compare_attribution_widget`) show above their figures."""
+    labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
+    position = w.Dropdown(description=text("attribution.position", lang), layout=w.Layout(width="300px"), **labelled)
+    against = w.Dropdown(
+        options=list(against_options(lang).items()),
+        description=text("attribution.against", lang),
+        layout=w.Layout(width="420px"),
+        **labelled,
+    )
+    return position, against, w.HBox([position, against], layout=w.Layout(flex_flow="row wrap", display="none"))
+
+
 class AttributionBox(w.VBox):
     """A check box and, while it is ticked, the piece and the contrast to read, the line of the
     other shares, and the two figures."""
@@ -31,17 +45,7 @@ class AttributionBox(w.VBox):
         """`model` reads the traces; `errors` is where what the library refuses is shown."""
         self.model, self.errors, self.lang = model, errors, lang
         self.show = w.Checkbox(description=text("widgets.show_attribution", lang), indent=False)
-        labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
-        self.position = w.Dropdown(
-            description=text("attribution.position", lang), layout=w.Layout(width="300px"), **labelled
-        )
-        self.against = w.Dropdown(
-            options=list(against_options(lang).items()),
-            description=text("attribution.against", lang),
-            layout=w.Layout(width="420px"),
-            **labelled,
-        )
-        self.controls = w.HBox([self.position, self.against], layout=w.Layout(flex_flow="row wrap", display="none"))
+        self.position, self.against, self.controls = attribution_menus(lang)
         self.line = w.HTML()
         self.grid, self.bars = BokehPane(), BokehPane()
         figures = w.HBox([self.grid, self.bars], layout=w.Layout(flex_flow="row wrap"))

@@ -15,7 +15,8 @@ import ipywidgets as w
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
-from attnlab.app.attribution_text import against_options, first_position, parts_line, piece_options
+from attnlab.app.attribution_text import first_position, parts_line, piece_options
+from attnlab.app.attribution_widget import attribution_menus
 from attnlab.app.i18n import text
 from attnlab.app.notebook import BokehPane, ErrorBox, reporting
 from attnlab.app.words import figure_words
@@ -31,17 +32,7 @@ class CompareAttributionBox(w.VBox):
         """`errors` is where what the library refuses is shown."""
         self.errors, self.lang = errors, lang
         self.show = w.Checkbox(description=text("compare.attributions", lang), indent=False)
-        labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
-        self.position = w.Dropdown(
-            description=text("attribution.position", lang), layout=w.Layout(width="300px"), **labelled
-        )
-        self.against = w.Dropdown(
-            options=list(against_options(lang).items()),
-            description=text("attribution.against", lang),
-            layout=w.Layout(width="420px"),
-            **labelled,
-        )
-        self.controls = w.HBox([self.position, self.against], layout=w.Layout(flex_flow="row wrap", display="none"))
+        self.position, self.against, self.controls = attribution_menus(lang)
         self.line = w.HTML()
         self.panes = [BokehPane(), BokehPane()]
         super().__init__(
