@@ -184,7 +184,7 @@ def patch_each(
     every patch is estimated from one gradient of the base run (what heads and residual-stream
     patching share; `sites` says how to keep and patch)."""
     check_how(net, direction, method)
-    chosen = _positions(positions, len(target))
+    chosen = target_positions(positions, len(target))
     device = next(net.parameters()).device
     was_training = net.training
     net.eval()  # no dropout: the model as it decodes
@@ -206,7 +206,7 @@ def patch_each(
             if method == "attribution":
                 nats = _attributed(net, base, target, chosen, each, kept, device, sites)
             else:
-                nats = [v - base_logp for v in _patched_runs(net, base, target, chosen, each, kept, device, sites)]
+                nats = [v - base_logp for v in patched_runs(net, base, target, chosen, each, kept, device, sites)]
     finally:
         net.train(was_training)
     return Run(clean_logp, corrupt_logp, direction, chosen, each, nats)
@@ -223,7 +223,7 @@ def check_how(net: Any, direction: str, method: str) -> None:
         raise AttnlabError("attribution patching differentiates through the model: open it in fp32 or bf16, not int8")
 
 
-def _positions(positions: Sequence[int] | None, length: int) -> list[int]:
+def target_positions(positions: Sequence[int] | None, length: int) -> list[int]:
     if positions is None:
         return list(range(length))
     if isinstance(positions, str | bytes) or not isinstance(positions, Sequence) or not positions:
@@ -236,7 +236,9 @@ def _positions(positions: Sequence[int] | None, length: int) -> list[int]:
     return sorted(chosen)
 
 
-def _tensors(src: list[int], target: list[int], rows: int, net: Any, device: torch.device) -> tuple[torch.Tensor, ...]:
+def pair_tensors(
+    src: list[int], target: list[int], rows: int, net: Any, device: torch.device
+) -> tuple[torch.Tensor, ...]:
     """(source, decoder input, target) ids, `rows` copies of one sentence pair, on `device`."""
     tgt_in = [net.config.bos_id, *target[:-1]]
     return tuple(torch.tensor([ids] * rows, device=device) for ids in (src, tgt_in, target))
@@ -248,11 +250,11 @@ def _kept(
     """The log-probability over `positions` and the activations `sites` keeps, from one run."""
     kept: dict[Any, torch.Tensor] = {}
     with sites.keep(net, kept):
-        logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
+        logp = token_log_probs(net, *pair_tensors(src, target, 1, net, device))[0, positions].sum()
     return float(logp), kept
 
 
-def _patched_runs(
+def patched_runs(
     net: Any,
     src: list[int],
     target: list[int],
@@ -274,7 +276,7 @@ def _patched_runs(
         for row, (key, index) in enumerate(chunk):
             gates.setdefault(key, torch.zeros(len(chunk), kept[key].size(1), device=device))[row, index] = 1.0
         with sites.attach({key: (gate, kept[key]) for key, gate in gates.items()}):
-            rows = token_log_probs(net, *_tensors(src, target, len(chunk), net, device))
+            rows = token_log_probs(net, *pair_tensors(src, target, len(chunk), net, device))
         logp += rows[:, positions].sum(-1).tolist()
     return logp
 
@@ -296,7 +298,7 @@ def _attributed(
     keys = dict.fromkeys(key for key, _ in each)
     gates = {key: torch.zeros(1, kept[key].size(1), device=device, requires_grad=True) for key in keys}
     with torch.enable_grad(), sites.attach({key: (gate, kept[key]) for key, gate in gates.items()}):
-        logp = token_log_probs(net, *_tensors(src, target, 1, net, device))[0, positions].sum()
+        logp = token_log_probs(net, *pair_tensors(src, target, 1, net, device))[0, positions].sum()
         grads = dict(zip(gates, torch.autograd.grad(logp, list(gates.values())), strict=True))
     return [float(grads[key][0, index]) for key, index in each]
 

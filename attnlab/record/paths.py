@@ -1,0 +1,360 @@
+"""Path patching (Wang et al., 2022, "Interpretability in the wild"; Goldowsky-Dill et al., 2023):
+which way a head's effect travels to the output.
+
+Activation patching (`attnlab.record.patching`) says how much of the clean/corrupted difference a
+head carries: its *total* effect, with everything after it recomputed. That total mixes two kinds
+of path. Along the *direct* one the head's output is added to the residual stream and read, through
+the LayerNorms that follow (§3.1), by the output projection. Along the *indirect* ones a later head
+or feed-forward layer reads the change and writes something of its own. Path patching separates
+them by freezing: the head is patched as before, but every other head and every feed-forward
+layer gives the output it gave in the base run, so the change reaches the logits through the
+residual stream and the LayerNorms alone (the LayerNorms are recomputed: they are part of the
+path). What that moves is the head's direct share; the total minus it, the indirect share.
+
+An encoder head has no direct path: the decoder reads the encoder only through the cross heads,
+which are frozen, so its direct share is exactly 0 and all its effect is indirect.
+
+For one *sender* head, each path through a later component (a *receiver*: a head that reads the
+residual stream the sender writes to, or a feed-forward layer) is measured in two runs, as Wang et
+al. do. The sender's direct run (everything else frozen) gives what each receiver would compute
+from its input changed by the sender alone; then the base run is repeated with only that
+receiver's output replaced by it, everything after the receiver recomputed. The share that moves
+is the sender's effect through that receiver and on from it by any path. The direct share and the
+receivers' shares need not add up to the total: what is left (`rest`) comes from receivers that
+change together (two heads each passing on half a change of a third's input) and from
+non-linearity.
+
+Every run is one row of a batch, through the hook points activation patching uses for the heads
+(`HEAD_PATCHES`) and forward hooks on the feed-forward layers, put on a model once and left
+there; they read what this thread attached, so a model shared by a server's sessions is patched for
+one caller only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnlab.errors import AttnlabError
+from attnlab.model.hooks import HEAD_PATCHES, attached
+from attnlab.model.multihead import MultiHeadAttention
+from attnlab.model.transformer import FeedForward
+from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.importance import BATCH_TOKENS, quantized, token_log_probs
+from attnlab.record.patching import (
+    HEADS,
+    HeadPatching,
+    Run,
+    Sites,
+    pair_patching,
+    pair_tensors,
+    patched_runs,
+    target_positions,
+    trace_pair,
+)
+from attnlab.record.recorder import hook_point
+from attnlab.record.trace import KINDS, AttentionTrace
+
+SIDES = ("encoder", "decoder")  # the feed-forward layers' two stacks, the rows of `PathPatching.ffn`
+
+# {FeedForward module: what to do with its (B, L, d_model) output: keep it (None) or replace it}
+FFN_OUTPUTS: ContextVar[Mapping[Any, Callable[[Tensor], Tensor | None]]] = ContextVar(
+    "attnlab_ffn_outputs", default=MappingProxyType({})
+)
+
+Head = tuple[str, int, int]  # (kind, layer, head), as `HeadPatching.order` names heads
+
+
+@dataclass
+class PathPatching:
+    """Each head's share of the clean/corrupted difference split by path; the arrays of `total`,
+    `direct` and `indirect` are (kinds, layers, heads) as in head patching."""
+
+    total: HeadPatching  # activation patching: the head alone, everything after it recomputed
+    direct: HeadPatching  # the head alone, every other head and feed-forward layer frozen
+    sender: Head | None = None  # the head whose receivers were measured
+    receivers: HeadPatching | None = (
+        None  # the share of the sender's effect through each later head alone; NaN: not one
+    )
+    ffn: np.ndarray | None = None  # (2 sides, layers): the same through each feed-forward layer; NaN: not one
+
+    @property
+    def indirect(self) -> HeadPatching:
+        """The total minus the direct share: what each head moves through later heads and layers."""
+        return _like(self.total, self.total.share - self.direct.share, self.total.nats - self.direct.nats)
+
+    @property
+    def rest(self) -> float:
+        """The sender's total share less its direct share and every receiver's: what receivers do
+        together, and non-linearity (NaN: no sender)."""
+        if self.sender is None or self.receivers is None or self.ffn is None:
+            return float("nan")
+        at = (KINDS.index(self.sender[0]), *self.sender[1:])
+        through = np.nansum(self.receivers.share) + np.nansum(self.ffn)
+        return float(self.total.share[at] - self.direct.share[at] - through)
+
+    def through(self) -> list[tuple[str, float]]:
+        """The sender's receivers as ("cross L2 H1" or "decoder FFN L2", share), the largest |share| first."""
+        if self.receivers is None or self.ffn is None:
+            return []
+        named = [
+            (f"{k} L{layer} H{head}", float(self.receivers.share[KINDS.index(k), layer, head]))
+            for k, layer, head in self.receivers.order()
+        ]
+        named += [
+            (f"{side} FFN L{layer}", float(v))
+            for s, side in enumerate(SIDES)
+            for layer, v in enumerate(self.ffn[s])
+            if v == v
+        ]
+        return sorted(named, key=lambda pair: -abs(pair[1]))
+
+
+def trace_path_patching(
+    model: Any,
+    trace: AttentionTrace,
+    corrupted: str,
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    sender: Head | None = None,
+) -> PathPatching:
+    """Path patching between the trace's sentence (clean) and `corrupted`, on the output the trace
+    shows, with the heads that were off when it was recorded off again in every run."""
+    ids = trace_pair(model, trace, corrupted, "paths")
+    with ablate(model.model, trace_heads_off(trace)):
+        result = pair_path_patching(model.model, *ids, positions, direction, sender=sender)
+    for part in (result.total, result.direct, result.receivers):
+        if part is not None:
+            part.pieces = list(trace.tgt_tokens)
+    return result
+
+
+def pair_path_patching(
+    net: Any,
+    clean: list[int],
+    corrupted: list[int],
+    target: list[int],
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    method: str = "activation",
+    sender: Head | None = None,
+) -> PathPatching:
+    """Every head's total and direct share between two sources' ids, on `target`'s ids (ending in
+    </s>), and, for `sender`, each later component's share of its effect. Frozen runs are measured,
+    never estimated: `method` is "activation" (the argument keeps the call shape of the other
+    pair patchers, which `attnlab.decode.patching` runs over a corpus)."""
+    if method != "activation":
+        raise AttnlabError(f"path patching measures each frozen run; its method is activation, not {method!r}")
+    total = pair_patching(net, clean, corrupted, target, positions, direction)  # refuses what it must
+    _install(net)
+    chosen = target_positions(positions, len(target))
+    patched = [m for m in net.attention_modules() if hook_point(m)[0] in total.patched]
+    if sender is not None and sender not in total.order():
+        raise AttnlabError(f"the sender {_named(sender)} is not a patched head of this model and pair")
+    device = next(net.parameters()).device
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            (clean_logp, clean_kept), (corrupt_logp, corrupt_kept) = (
+                _kept(net, ids, target, chosen, device) for ids in (clean, corrupted)
+            )
+            base, kept, other = (
+                (corrupted, corrupt_kept, clean_kept) if direction == "denoise" else (clean, clean_kept, corrupt_kept)
+            )
+            base_logp = corrupt_logp if direction == "denoise" else clean_logp
+            run = Run(clean_logp, corrupt_logp, direction, chosen, [], [])  # (for its `share`)
+            senders = [(m, h) for m in patched for h in range(net.config.n_heads)]
+            frozen = _frozen_runs(net, base, target, chosen, senders, kept, other, device)
+            direct_nats = _grid(net, senders, [v - base_logp for v in frozen])
+            direct = _like(total, run.share(direct_nats), direct_nats)
+            result = PathPatching(total, direct)
+            if sender is not None:
+                module = next(m for m in patched if hook_point(m)[:2] == sender[:2])
+                heard: dict[Any, Tensor] = {}
+                _frozen_runs(net, base, target, chosen, [(module, sender[2])], kept, other, device, heard)
+                late = _downstream(net, module)
+                each = [(c, 0) if isinstance(c, FeedForward) else c for c in late]
+                logp = patched_runs(net, base, target, chosen, each, heard, device, COMPONENTS)
+                nats = {c: v - base_logp for c, v in zip(late, logp, strict=True)}
+                heads = [c for c in late if isinstance(c, tuple)]
+                receiver_nats = _grid(net, heads, [nats[c] for c in heads])
+                ffn_nats = np.full((len(SIDES), net.config.n_layers), np.nan)
+                for c in late:
+                    if isinstance(c, FeedForward):
+                        ffn_nats[_ffn_site(net, c)] = nats[c]
+                result.sender = sender
+                result.receivers = _like(total, run.share(receiver_nats), receiver_nats)
+                result.ffn = run.share(ffn_nats)
+    finally:
+        net.train(was_training)
+    return result
+
+
+def _named(head: Any) -> str:
+    return f"{head[0]} L{head[1]} H{head[2]}" if isinstance(head, tuple) and len(head) == 3 else repr(head)
+
+
+def _like(total: HeadPatching, share: np.ndarray, nats: np.ndarray) -> HeadPatching:
+    """A head patching result with `total`'s runs and sentences, and other shares."""
+    return HeadPatching(
+        share, nats, total.clean, total.corrupted, total.direction, total.positions, total.patched, list(total.pieces)
+    )
+
+
+def _grid(net: Any, heads: Sequence[tuple[Any, int]], values: Sequence[float]) -> np.ndarray:
+    """(kinds, layers, heads) with each (module, head)'s value, NaN elsewhere."""
+    grid = np.full((len(KINDS), net.config.n_layers, net.config.n_heads), np.nan)
+    for (module, head), value in zip(heads, values, strict=True):
+        kind, layer = hook_point(module)
+        grid[KINDS.index(kind), layer, head] = value
+    return grid
+
+
+def _ffn_modules(net: Any) -> list[Any]:
+    return [layer.ffn for side in (net.encoder, net.decoder) for layer in side["layers"]]
+
+
+def _ffn_site(net: Any, module: Any) -> tuple[int, int]:
+    """(side, layer) of a feed-forward module."""
+    index = _ffn_modules(net).index(module)
+    return divmod(index, net.config.n_layers)
+
+
+def _downstream(net: Any, module: Any) -> list[Any]:
+    """The components that read the residual stream `module`'s heads write to, in order: (attention
+    module, head) for heads, feed-forward modules as they are. An encoder head's change reaches
+    the later encoder sub-layers and every cross head (through the encoder's output); a decoder
+    head's, the decoder's later sub-layers."""
+    kind, layer = hook_point(module)
+    if kind == "encoder":
+        order = [(layer.self_attn, layer.ffn) for layer in net.encoder["layers"]]
+        flat = [c for pair in order for c in pair]
+        later = flat[flat.index(module) + 1 :] + [layer.cross_attn for layer in net.decoder["layers"]]
+    else:
+        flat = [c for layer in net.decoder["layers"] for c in (layer.self_attn, layer.cross_attn, layer.ffn)]
+        later = flat[flat.index(module) + 1 :]
+    heads = range(net.config.n_heads)
+    return [c for m in later for c in ([(m, h) for h in heads] if isinstance(m, MultiHeadAttention) else [m])]
+
+
+def _kept(
+    net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device
+) -> tuple[float, dict[Any, Tensor]]:
+    """One run's log-probability over `positions`, every head's output (module: (1, h, Lq, d_v))
+    and every feed-forward layer's (module: (1, L, d_model))."""
+    kept: dict[Any, Tensor] = {}
+
+    def keep(module: Any, x: Tensor) -> None:
+        kept[module] = x.detach()
+
+    with ExitStack() as stack:
+        stack.enter_context(HEADS.keep(net, kept))
+        stack.enter_context(attached(FFN_OUTPUTS, {m: partial(keep, m) for m in _ffn_modules(net)}))
+        logp = token_log_probs(net, *pair_tensors(src, target, 1, net, device))[0, positions].sum()
+    return float(logp), kept
+
+
+def _frozen_runs(
+    net: Any,
+    src: list[int],
+    target: list[int],
+    positions: list[int],
+    senders: list[tuple[Any, int]],
+    kept: dict[Any, Tensor],
+    other: dict[Any, Tensor],
+    device: torch.device,
+    heard: dict[Any, Tensor] | None = None,
+) -> list[float]:
+    """For each sender (module, head), one row: the log-probability over `positions` with every head
+    and feed-forward layer frozen at the base run's output (`kept`) and the sender given the other
+    run's (`other`); in batches of at most `BATCH_TOKENS` target positions. With `heard` (one
+    sender), what every component computed from its input before it was frozen goes there, in
+    `kept`'s shapes (feed-forward outputs as (1, 1, L, d_model), the way `COMPONENTS` patches them)."""
+    per_batch = 1 if quantized(net) else max(1, BATCH_TOKENS // len(target))  # int8: one scale per tensor
+    logp: list[float] = []
+    for start in range(0, len(senders), per_batch):
+        chunk = senders[start : start + per_batch]
+        with _frozen(net, chunk, kept, other, device, heard):
+            out = token_log_probs(net, *pair_tensors(src, target, len(chunk), net, device))
+        logp += out[:, positions].sum(-1).tolist()
+    return logp
+
+
+@contextmanager
+def _frozen(
+    net: Any,
+    chunk: list[tuple[Any, int]],
+    kept: dict[Any, Tensor],
+    other: dict[Any, Tensor],
+    device: torch.device,
+    heard: dict[Any, Tensor] | None,
+) -> Iterator[None]:
+    """Attach one row per sender: heads through `HEAD_PATCHES` (gate 1: the value given),
+    feed-forward layers through `FFN_OUTPUTS`; with `heard`, keep what each computed first."""
+    rows, heads = len(chunk), net.config.n_heads
+    patches: dict[Any, tuple[Tensor, Tensor]] = {}
+    for module in net.attention_modules():
+        values = kept[module]
+        senders = [(row, head) for row, (m, head) in enumerate(chunk) if m is module]
+        if senders:
+            values = values.expand(rows, *values.shape[1:]).clone()
+            for row, head in senders:
+                values[row, head] = other[module][0, head]
+        patches[module] = (torch.ones(rows, heads, device=device), values)
+    ones = torch.ones(rows, device=device)
+    changes = {m: partial(_held, ones, kept[m], heard, m) for m in _ffn_modules(net)}
+    with ExitStack() as stack:
+        if heard is not None:
+            stack.enter_context(HEADS.keep(net, heard))
+        stack.enter_context(attached(HEAD_PATCHES, patches))
+        stack.enter_context(attached(FFN_OUTPUTS, changes))
+        yield
+
+
+def _held(gate: Tensor, value: Tensor, heard: dict[Any, Tensor] | None, module: Any, x: Tensor) -> Tensor:
+    """A feed-forward output held at `value` in the rows whose gate is 1 (what it computed, `x`,
+    kept in `heard` first when given)."""
+    if heard is not None:
+        heard[module] = x.detach()[:, None]
+    return x + gate.to(x.dtype)[:, None, None] * (value.to(x.dtype) - x)
+
+
+def _attach_components(patches: dict[Any, tuple[Tensor, Tensor]]) -> AbstractContextManager:
+    """Patch heads ({module: (gate (B, h), outputs)}) and feed-forward layers ({module: (gate (B, 1),
+    outputs (1, 1, L, d_model))}) row by row, as `patched_runs` asks."""
+    stack = ExitStack()
+    heads = {m: pair for m, pair in patches.items() if isinstance(m, MultiHeadAttention)}
+    ffn = {
+        m: partial(_held, gate[:, 0], value[:, 0], None, m) for m, (gate, value) in patches.items() if m not in heads
+    }
+    stack.enter_context(attached(HEAD_PATCHES, heads))
+    stack.enter_context(attached(FFN_OUTPUTS, ffn))
+    return stack
+
+
+COMPONENTS = Sites(keep=lambda net, kept: ExitStack(), attach=_attach_components)  # heads and feed-forward layers
+
+
+def _install(net: Any) -> None:
+    """Put a forward hook on each feed-forward layer, once: it does nothing unless this thread attached something."""
+    if getattr(net, "_attnlab_ffn_hooks", False):
+        return
+    for module in _ffn_modules(net):
+        module.register_forward_hook(_ffn_output)
+    net._attnlab_ffn_hooks = True
+
+
+def _ffn_output(module: Any, args: tuple, output: Tensor) -> Tensor | None:
+    if torch.compiler.is_compiling() or (change := FFN_OUTPUTS.get().get(module)) is None:
+        return None
+    return change(output)
