@@ -52,7 +52,7 @@ from attnlab.app.notebook import (
     setup,
     trace_caption,
 )
-from attnlab.app.patching_text import head_lines, residual_line
+from attnlab.app.patching_widget import PatchingRow
 from attnlab.app.replay import Timeline, replay
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
@@ -60,8 +60,6 @@ from attnlab.decode.api import DEFAULTS
 from attnlab.errors import ConfigError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
-from attnlab.record.patching import trace_patching
-from attnlab.record.residual import trace_residual_patching
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -202,41 +200,23 @@ class Explorer(w.VBox):
         self.show_importance = w.Checkbox(description=i18n.text("widgets.show_importance", lang), indent=False)
         self.show_importance.observe(lambda _change: self._draw_importance(), "value")
         self.importance = BokehPane()
-        self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="60%"))
-        both = {i18n.text("ablation.patch_denoise", lang): "denoise", i18n.text("ablation.patch_noise", lang): "noise"}
-        self.direction = w.Dropdown(options=list(both.items()), value="denoise", layout=w.Layout(width="35%"))
-        methods = {
-            i18n.text("ablation.patch_measured", lang): "activation",
-            i18n.text("ablation.patch_attribution", lang): "attribution",
-        }
-        self.method = w.Dropdown(options=list(methods.items()), value="activation", layout=w.Layout(width="35%"))
-        self.patch_button = w.Button(description=i18n.text("ablation.patch_go", lang))
-        self.patch_button.on_click(lambda _button: self.patch())
-        self.patched = w.HTML()
-        self.patching, self.residual = BokehPane(), {side: BokehPane() for side in ("encoder", "decoder")}
+        self.patching_row = PatchingRow(model, self.errors, lang)
+        row = self.patching_row  # (its parts keep the names they had here: `explore(...).changed`, ...)
+        self.changed, self.direction, self.method = row.changed, row.direction, row.method
+        self.patch_button, self.patched = row.button, row.patched
+        self.patching, self.residual = row.patching, row.residual
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
-        patching = [w.HBox([self.changed, self.direction]), w.HBox([self.method, self.patch_button])]
-        patching += [self.patched, self.patching]
-        readings = [
-            self.show_lens,
-            self.lens,
-            self.attribution,
-            self.show_importance,
-            self.importance,
-            *patching,
-            *self.residual.values(),
-        ]
+        readings = [self.show_lens, self.lens, self.attribution, self.show_importance, self.importance, row]
         super().__init__([*parts, *readings])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
         extra = {"tree": self.tree.figure, "lens": self.lens.figure, "importance": self.importance.figure}
-        extra |= {"patching": self.patching.figure} | {f"residual_{s}": p.figure for s, p in self.residual.items()}
-        extra |= self.attribution.figures
+        extra |= self.patching_row.figures | self.attribution.figures
         return {**self.view.figures, **extra}
 
     def run(self, text: str | None = None) -> Any:
@@ -296,7 +276,7 @@ class Explorer(w.VBox):
         self.lens.update(None)
         self.attribution.set_trace(None)
         self.importance.update(None)
-        self._clear_patching()
+        self.patching_row.set_trace(None)
         self.view.clear()
 
     def choose(self, rank: int) -> None:
@@ -324,7 +304,7 @@ class Explorer(w.VBox):
         self._draw_lens()
         self.attribution.set_trace(hyp.trace)
         self._draw_importance()
-        self._clear_patching()  # it read the hypothesis open before
+        self.patching_row.set_trace(hyp.trace)  # (what it showed read the hypothesis open before)
 
     def _draw_lens(self) -> None:
         """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
@@ -343,39 +323,8 @@ class Explorer(w.VBox):
     def patch(
         self, changed: str | None = None, direction: str | None = None, positions: Any = None, method: str | None = None
     ) -> Any:
-        """Patch every head, then every layer's output at every position, between the sentence and
-        `changed` (or the box's), on the open hypothesis (`attnlab.record.patching`,
-        `attnlab.record.residual`), reading the log-probability of its `positions` (default: all),
-        measured or estimated (`method`, default the box's); returns the heads' `HeadPatching`, or
-        None on error."""
-        if changed is not None:
-            self.changed.value = checked_text(changed, self.lang)
-        self._clear_patching()
-        self.errors.clear()
-        rank, lang, words = self.hypotheses.value, self.lang, figure_words(self.lang)
-        if self.result is None or rank is None:
-            return None
-        trace, how = self.result.hypotheses[rank].trace, self.direction.value if direction is None else direction
-        method = self.method.value if method is None else method
-        with reporting(self.errors):
-            heads = trace_patching(self.model, trace, self.changed.value, positions, how, method)  # (refuses bad ones)
-            layers = trace_residual_patching(self.model, trace, self.changed.value, positions, how, method)
-            self.direction.value, self.method.value = how, method
-            lines, most = head_lines(heads, lang)
-            said = "".join(f"<div style='color:#666'>{html.escape(line)}</div>" for line in lines)
-            where = html.escape(residual_line(layers, lang))
-            self.patched.value = f"{said}<div><b>{html.escape(most)}</b></div><div>{where}</div>"
-            self.patching.update(viz.patching_figure(heads, words=words))
-            if layers.encoder_patched:
-                self.residual["encoder"].update(viz.residual_patching_figure(layers, words=words))
-            self.residual["decoder"].update(viz.residual_patching_figure(layers, side="decoder", words=words))
-            return heads
-        return None
-
-    def _clear_patching(self) -> None:
-        self.patched.value = ""
-        for pane in (self.patching, *self.residual.values()):
-            pane.update(None)
+        """Patch the open hypothesis against `changed` (or the box's): `PatchingRow.patch`."""
+        return self.patching_row.patch(changed, direction, positions, method)
 
     def _draw_reading(self, box: w.Checkbox, pane: BokehPane, figure_of: Any) -> None:
         """What `figure_of(trace)` draws from the model's reading of the open hypothesis, in `pane`
