@@ -4,6 +4,7 @@ attnlab heads patch --checkpoint C --clean "A man sleeps." --corrupted "A woman 
 attnlab heads patch --checkpoint C --clean man.en --corrupted woman.en --files   # the mean over pairs
 attnlab heads patch --checkpoint C --clean "..." --corrupted "..." --residual    # layers × positions
 attnlab heads patch ... --method attribution     # every patch estimated from one gradient (Nanda, 2023)
+attnlab heads patch ... --paths [--sender cross:1:1]   # each head's share split: direct, and through what
 """
 
 from __future__ import annotations
@@ -16,11 +17,21 @@ import time
 
 from attnlab.decode.api import load
 from attnlab.decode.commands import add_dtype_argument
-from attnlab.decode.patching import LANDS, ResidualCorpus, corpus_patching, corpus_residual, patch_heads, patch_residual
+from attnlab.decode.patching import (
+    LANDS,
+    ResidualCorpus,
+    corpus_patching,
+    corpus_paths,
+    corpus_residual,
+    patch_heads,
+    patch_paths,
+    patch_residual,
+)
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
+from attnlab.record.paths import Head, PathPatching
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.trace import KINDS
 
@@ -55,6 +66,15 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         help="attribution: estimate every patch from one backward pass (the gradient times the change), "
         "a first-order estimate that is fast and, where the model is far from linear, wrong",
     )
+    run.add_argument(
+        "--paths",
+        action="store_true",
+        help="split each head's share into its direct path to the output (every other head and feed-forward "
+        "layer frozen) and the rest, and the sender's effect through each later head and feed-forward layer",
+    )
+    run.add_argument(
+        "--sender", help="with --paths: the head whose receivers to measure, KIND:LAYER:HEAD (default: the top one)"
+    )
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
     run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
@@ -66,6 +86,13 @@ def patch_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
     if args.positions is not None and args.files:
         raise AttnlabError("--positions picks pieces of one output: give one --clean and --corrupted, not --files")
+    if args.sender is not None and (not args.paths or args.files):
+        raise AttnlabError(
+            "--sender names the head whose paths to split: give it with --paths on one pair, not --files"
+        )
+    if args.paths and args.residual:
+        raise AttnlabError("--paths splits the heads' shares; --residual patches layers: give one of them")
+    sender = _sender(args.sender) if args.sender is not None else None
     if args.files:  # read (and refused) before the model loads
         one_stdin({"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target})
         clean, corrupted = read_input(args.clean)[: args.limit], read_input(args.corrupted)[: args.limit]
@@ -80,7 +107,23 @@ def patch_command(args: argparse.Namespace) -> int:
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
         "model_sha256": weights_digest(model.path),
     }
-    if args.files and args.residual:
+    if args.paths:
+        if args.files:
+            paths = corpus_paths(model, clean, corrupted, targets, **how)
+        else:
+            one = {"positions": args.positions, **how}
+            paths = patch_paths(model, args.clean, args.corrupted, args.target, **one)
+            top = paths.total.order()[0] if sender is None and paths.total.order() else sender
+            paths = (
+                paths if top is None else patch_paths(model, args.clean, args.corrupted, args.target, sender=top, **one)
+            )
+        result = paths.total
+        pairs, left = result.pairs, {"no difference": result.skipped}
+        fields = ("direction", "clean", "corrupted", "positions", "pieces", "pairs", "skipped")
+        answer = about | {name: getattr(result, name) for name in fields} | {"patched": list(result.patched)}
+        answer |= _path_answer(paths)
+        table = _path_tables(paths)
+    elif args.files and args.residual:
         spread = corpus_residual(model, clean, corrupted, targets, **how)
         pairs, left = spread.pairs, {"no difference": spread.skipped, "not one changed piece": spread.left_out}
         fields = {
@@ -127,6 +170,63 @@ def _patch_tables(result: HeadPatching) -> str:
     for kind, layer, head in result.order():
         k = KINDS.index(kind)
         lines.append(f"{kind}\t{layer}\t{head}\t{result.share[k, layer, head]:.3f}\t{result.nats[k, layer, head]:+.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def _sender(text: str) -> Head:
+    """KIND:LAYER:HEAD ("cross:1:1") as (kind, layer, head), or one line saying what is expected."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in KINDS or not all(p.isdigit() for p in parts[1:]):
+        raise AttnlabError(
+            f"--sender is KIND:LAYER:HEAD with KIND one of {', '.join(KINDS)}, e.g. cross:1:1; got {text!r}"
+        )
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def _path_answer(paths: PathPatching) -> dict[str, object]:
+    """Each head's total, direct and indirect share, and the sender's split, for JSON."""
+    heads = []
+    for row, direct, indirect in zip(paths.total.rows(), paths.direct.rows(), paths.indirect.rows(), strict=True):
+        heads.append(
+            {**{k: row[k] for k in ("kind", "layer", "head")}, "total": row["share"], "direct": direct["share"]}
+            | {"indirect": indirect["share"]}
+        )
+    answer: dict[str, object] = {"heads": heads, "sender": list(paths.sender) if paths.sender else None}
+    if paths.sender is not None:
+        answer |= {"through": [list(pair) for pair in paths.through()], "rest": paths.rest}
+    return answer
+
+
+def _path_tables(paths: PathPatching) -> str:
+    """The log-probabilities, the direct and the indirect grid (top layer first), the heads by
+    total share with their split, and the sender's receivers."""
+    total = paths.total
+    lines = [f"log P(target): clean {total.clean:.3f}, corrupted {total.corrupted:.3f}"]
+    lines.append(f"each head's share of the difference split by path ({total.direction}; 1 = all of it)")
+    for part in ("direct", "indirect"):
+        share = getattr(paths, part).share
+        lines += [
+            "",
+            f"{part}: " + ("every other head and feed-forward layer frozen" if part == "direct" else "total - direct"),
+        ]
+        for k, kind in enumerate(KINDS):
+            lines.append(f"{kind}\t" + "\t".join(f"h{h}" for h in range(share.shape[2])))
+            for layer in range(share.shape[1] - 1, -1, -1):
+                lines.append(f"layer {layer}\t" + "\t".join("-" if v != v else f"{v:.2f}" for v in share[k, layer]))
+    lines += ["", "kind\tlayer\thead\ttotal\tdirect\tindirect"]
+    for kind, layer, head in total.order():
+        at = (KINDS.index(kind), layer, head)
+        cells = (f"{getattr(paths, part).share[at]:.3f}" for part in ("total", "direct", "indirect"))
+        lines.append(f"{kind}\t{layer}\t{head}\t" + "\t".join(cells))
+    if paths.sender is not None:
+        kind, layer, head = paths.sender
+        at = (KINDS.index(kind), layer, head)
+        lines += [
+            "",
+            f"{kind} L{layer} H{head}: total {total.share[at]:.3f}, direct {paths.direct.share[at]:.3f}; through",
+        ]
+        lines += [f"  {name}\t{share:.3f}" for name, share in paths.through()]
+        lines.append(f"  rest\t{paths.rest:.3f}")
     return "\n".join(lines) + "\n"
 
 

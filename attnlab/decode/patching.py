@@ -1,7 +1,7 @@
-"""Activation patching from text (`attnlab.record.patching`, `attnlab.record.residual`): one clean
-sentence and its corrupted twin, or two line-aligned lists of them, each pair read on the clean
-sentence's output (the model's own, or a reference given), every head patched alone, or every
-layer's output at every position.
+"""Activation patching from text (`attnlab.record.patching`, `attnlab.record.residual`,
+`attnlab.record.paths`): one clean sentence and its corrupted twin, or two line-aligned lists of
+them, each pair read on the clean sentence's output (the model's own, or a reference given), every
+head patched alone, every layer's output at every position, or every head's share split by path.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from attnlab.decode.api import Model
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import check_model
 from attnlab.record.patching import HeadPatching, NoDifference, check_how, pair_patching
+from attnlab.record.paths import Head, PathPatching, pair_path_patching
 from attnlab.record.residual import ResidualPatching, pair_residual_patching
 
 
@@ -62,6 +63,31 @@ def patch_residual(
     return result
 
 
+def patch_paths(
+    model: Model,
+    clean: str,
+    corrupted: str,
+    target: str | None = None,
+    *,
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    method: str = "activation",
+    sender: Head | None = None,
+    truncate: bool = False,
+) -> PathPatching:
+    """Every head's share between `clean` and `corrupted` split into its direct path and the rest,
+    and, for `sender` (kind, layer, head), through each later head and feed-forward layer, on
+    `target` (default: the model's output for `clean`)."""
+    check_model(model, "patching")
+    src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
+    result = pair_path_patching(model.model, src, cor, tgt, positions, direction, method, sender)
+    pieces = [model.target_tokenizer.id_to_piece(i) for i in tgt]
+    for part in (result.total, result.direct, result.receivers):
+        if part is not None:
+            part.pieces = pieces
+    return result
+
+
 def corpus_patching(
     model: Model,
     clean: Sequence[str],
@@ -77,21 +103,36 @@ def corpus_patching(
     Encoder heads are averaged over the pairs whose two sources have as many pieces; a pair whose
     corruption leaves the output's log-probability as it was is skipped (`skipped` counts them)."""
     results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_patching, direction, method)
+    return _mean_patching(results, skipped)
+
+
+def corpus_paths(
+    model: Model,
+    clean: Sequence[str],
+    corrupted: Sequence[str],
+    targets: Sequence[str] | None = None,
+    *,
+    direction: str = "denoise",
+    method: str = "activation",
+    truncate: bool = False,
+) -> PathPatching:
+    """Each head's total and direct share averaged over line-aligned pairs, as `corpus_patching`
+    averages the total (pairs whose change moves nothing skipped)."""
+    results, skipped = _each_pair(model, clean, corrupted, targets, truncate, pair_path_patching, direction, method)
+    total, direct = (_mean_patching([getattr(r, part) for r in results], skipped) for part in ("total", "direct"))
+    return PathPatching(total, direct)
+
+
+def _mean_patching(results: list[HeadPatching], skipped: int) -> HeadPatching:
+    """Head patching results averaged cell by cell (a pair's own share first), with their count."""
     share, nats = (_mean([getattr(r, name) for r in results]) for name in ("share", "nats"))
     patched = tuple(dict.fromkeys(k for r in results for k in r.patched))
     clean_logp, corrupt_logp = (float(np.mean([getattr(r, side) for r in results])) for side in ("clean", "corrupted"))
+    first = results[0]
     return HeadPatching(
-        share,
-        nats,
-        clean_logp,
-        corrupt_logp,
-        direction,
-        [],
-        patched,
-        pairs=len(results),
-        skipped=skipped,
-        method=method,
-    )
+        share, nats, clean_logp, corrupt_logp, first.direction, [], patched, pairs=len(results), skipped=skipped,
+        method=first.method,
+    )  # fmt: skip
 
 
 @dataclass
@@ -168,7 +209,7 @@ def _each_pair(
     direction: str,
     method: str,
 ) -> tuple[list[Any], int]:
-    """`patch` (`pair_patching` or `pair_residual_patching`) run on each line-aligned pair (on the model's output for the clean line, or the
+    """`patch` (`pair_patching`, `pair_residual_patching` or `pair_path_patching`) run on each line-aligned pair (on the model's output for the clean line, or the
     target given), and how many pairs were skipped because the change moved nothing; a line the
     model cannot take is named by its number."""
     check_model(model, "patching")

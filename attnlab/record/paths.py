@@ -12,7 +12,7 @@ residual stream and the LayerNorms alone (the LayerNorms are recomputed: they ar
 path). What that moves is the head's direct share; the total minus it, the indirect share.
 
 An encoder head has no direct path: the decoder reads the encoder only through the cross heads,
-which are frozen, so its direct share is exactly 0 and all its effect is indirect.
+which are frozen, so its direct share is 0 (to rounding, ~1e-7) and all its effect is indirect.
 
 For one *sender* head, each path through a later component (a *receiver*: a head that reads the
 residual stream the sender writes to, or a feed-forward layer) is measured in two runs, as Wang et
@@ -174,8 +174,9 @@ def pair_path_patching(
             base_logp = corrupt_logp if direction == "denoise" else clean_logp
             run = Run(clean_logp, corrupt_logp, direction, chosen, [], [])  # (for its `share`)
             senders = [(m, h) for m in patched for h in range(net.config.n_heads)]
-            frozen = _frozen_runs(net, base, target, chosen, senders, kept, other, device)
-            direct_nats = _grid(net, senders, [v - base_logp for v in frozen])
+            *frozen, held = _frozen_runs(net, base, target, chosen, [*senders, None], kept, other, device)
+            direct_nats = _grid(net, senders, [v - held for v in frozen])  # against a row with no sender,
+            # run as the others are (the base run took the recorded Eq. (1)): no path moves 0 to rounding
             direct = _like(total, run.share(direct_nats), direct_nats)
             result = PathPatching(total, direct)
             if sender is not None:
@@ -269,13 +270,13 @@ def _frozen_runs(
     src: list[int],
     target: list[int],
     positions: list[int],
-    senders: list[tuple[Any, int]],
+    senders: list[tuple[Any, int] | None],
     kept: dict[Any, Tensor],
     other: dict[Any, Tensor],
     device: torch.device,
     heard: dict[Any, Tensor] | None = None,
 ) -> list[float]:
-    """For each sender (module, head), one row: the log-probability over `positions` with every head
+    """For each sender (module, head), or None (no sender), one row: the log-probability over `positions` with every head
     and feed-forward layer frozen at the base run's output (`kept`) and the sender given the other
     run's (`other`); in batches of at most `BATCH_TOKENS` target positions. With `heard` (one
     sender), what every component computed from its input before it was frozen goes there, in
@@ -293,7 +294,7 @@ def _frozen_runs(
 @contextmanager
 def _frozen(
     net: Any,
-    chunk: list[tuple[Any, int]],
+    chunk: list[tuple[Any, int] | None],
     kept: dict[Any, Tensor],
     other: dict[Any, Tensor],
     device: torch.device,
@@ -305,7 +306,7 @@ def _frozen(
     patches: dict[Any, tuple[Tensor, Tensor]] = {}
     for module in net.attention_modules():
         values = kept[module]
-        senders = [(row, head) for row, (m, head) in enumerate(chunk) if m is module]
+        senders = [(row, sender[1]) for row, sender in enumerate(chunk) if sender is not None and sender[0] is module]
         if senders:
             values = values.expand(rows, *values.shape[1:]).clone()
             for row, head in senders:
