@@ -22,6 +22,7 @@ from attnlab.decode.api import Model, load
 from attnlab.decode.patching import patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
+from attnlab.record.paths import PathPatching, trace_path_patching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,6 +264,127 @@ def test_the_residual_figure_labels_pieces_as_the_other_views_do() -> None:
     flat = ResidualPatching(np.zeros(3), share, -1.0, -2.0, "denoise", [0])
     with pytest.raises(AttnlabError, match=r"shares of shape \(layers, positions\)"):
         viz.residual_patching_figure(flat)
+
+
+# -- path patching: the grids and the lines -----------------------------------------------------------------
+SLEEPING = ("A man is sleeping on a bench.", "A woman is sleeping on a bench.")  # "Mann" (position 1) moves
+SENDER = ("cross", 1, 1)
+
+
+@pytest.fixture(scope="module")
+def paths(model: Model) -> PathPatching:
+    """Path patching on "Mann" with cross L1 H1, the head that moves most there, as the sender."""
+    trace = model.translate(SLEEPING[0], record=True).trace
+    found = trace_path_patching(model, trace, SLEEPING[1], positions=[1], sender=SENDER)
+    assert found.total.order()[0] == SENDER  # (or the example moved: the numbers below are its)
+    return found
+
+
+def test_path_grids_show_each_part_on_the_totals_scale(paths: PathPatching) -> None:
+    """Each part is head patching's grid of that part's shares, named and titled for it; all four
+    reach the same colour at the same share (the total's scale), so a head's direct and indirect
+    cells compare by colour; a tap names a head; words replace the titles."""
+    from bokeh.events import Tap
+
+    from attnlab.app.i18n import text
+    from attnlab.app.words import figure_words
+    from attnlab.viz.patching import share_scale
+
+    top = share_scale(paths.total.share)
+    assert share_scale(paths.direct.share) != top  # (or one scale would be each grid's own anyway)
+    shares = {"total": paths.total, "direct": paths.direct, "indirect": paths.indirect, "receivers": paths.receivers}
+    for part, patching in shares.items():
+        fig = viz.path_patching_figure(paths, part)
+        cells = fig.select_one({"name": "cells"})
+        np.testing.assert_array_equal(cells.data_source.data["value"], patching.share.ravel())
+        assert (cells.glyph.fill_color.transform.low, cells.glyph.fill_color.transform.high) == (-top, top)
+        assert fig.name == f"path-patching-{part}"
+    direct = viz.path_patching_figure(paths).select_one({"name": "cells"}).data_source.data
+    np.testing.assert_array_equal(direct["value"], paths.direct.share.ravel())  # the default part
+    assert paths.direct.share[0] == pytest.approx(0, abs=1e-5)  # an encoder head has no direct path
+    indirect = viz.path_patching_figure(paths, "indirect").select_one({"name": "cells"}).data_source.data
+    np.testing.assert_allclose(indirect["value"], (paths.total.share - paths.direct.share).ravel())
+    assert one_line(viz.path_patching_figure(paths, "indirect").title.text) == viz.WORDS["paths.title_indirect"]
+    picked: list[tuple[str, int, int]] = []
+    fig = viz.path_patching_figure(paths, "direct", on_select=lambda *head: picked.append(head), name="mine")
+    fig._trigger_event(Tap(fig, x=2 * 5 + 1.5, y=1.5))  # cross-attention, layer 1, head 1
+    assert picked == [SENDER] and fig.name == "mine"
+    zh = viz.path_patching_figure(paths, "direct", words=figure_words("zh"))
+    assert one_line(zh.title.text) == text("figure.paths_title_direct", "zh")
+
+
+def test_the_receivers_grid_greys_what_the_sender_does_not_reach_and_outlines_it(paths: PathPatching) -> None:
+    """With a sender, each later head's share of its effect; the heads before it (and the encoder's,
+    for a cross head) are grey and their hover says they are no receivers; the sender's own cell is
+    framed and its hover names it; the title names it, in the page's words."""
+    from attnlab.app.i18n import text
+    from attnlab.app.words import figure_words
+    from attnlab.viz.patching import NOT_PATCHED
+
+    fig = viz.path_patching_figure(paths, "receivers")
+    data = fig.select_one({"name": "cells"}).data_source.data
+    values, colors = np.asarray(data["value"]), cell_colors(fig)
+    missing = np.isnan(values)
+    assert 0 < missing.sum() < len(values) - 4  # the decoder's layer 2 and the cross heads of layer 2 receive
+    assert {c for c, gone in zip(colors, missing, strict=True) if gone} == {NOT_PATCHED}
+    assert NOT_PATCHED not in [c for c, gone in zip(colors, missing, strict=True) if not gone]
+    at = int(np.ravel_multi_index((2, 1, 1), paths.total.share.shape))
+    tips = [t for i, (t, gone) in enumerate(zip(data["share_tip"], missing, strict=True)) if gone and i != at]
+    assert set(tips) == {viz.WORDS["paths.not_receiver"]} and data["share_tip"][at] == viz.WORDS["paths.sender"]
+    frame = fig.select_one({"name": "sender"})
+    assert (frame.glyph.x, frame.glyph.y) == ("x", "y") and frame.glyph.fill_alpha == 0
+    assert frame.data_source.data["x"] == [data["x"][at]] and frame.data_source.data["y"] == [data["y"][at]]
+    assert one_line(fig.title.text) == viz.WORDS["paths.title_receivers"].format(sender="cross L1 H1")
+    es = viz.path_patching_figure(paths, "receivers", words=figure_words("es"))
+    sender = text("head.short", "es", kind=text("kind.cross", "es"), layer=1, head=1)
+    assert one_line(es.title.text) == text("figure.paths_title_receivers", "es", sender=sender)
+    assert es.select_one({"name": "cells"}).data_source.data["share_tip"][0] == text("figure.paths_not_receiver", "es")
+
+
+def test_the_path_grids_refuse_in_one_line(paths: PathPatching) -> None:
+    """Something other than path patching, a part that is not one, and the receivers of a result
+    traced without a sender are each one line."""
+    with pytest.raises(
+        AttnlabError, match="^path_patching_figure draws what attnlab's path patching returns, got HeadPatching$"
+    ):
+        viz.path_patching_figure(paths.total)
+    with pytest.raises(
+        AttnlabError, match="^no part 'paths' of a path patching: choose from total, direct, indirect, receivers$"
+    ):
+        viz.path_patching_figure(paths, "paths")
+    alone = replace(paths, sender=None, receivers=None, ffn=None)
+    with pytest.raises(AttnlabError, match=r"^no receivers to draw: trace the path patching with a sender=\("):
+        viz.path_patching_figure(alone, "receivers")
+    assert viz.path_patching_figure(alone, "indirect").name == "path-patching-indirect"
+
+
+def test_the_path_lines_split_the_senders_share_in_each_language(paths: PathPatching) -> None:
+    """The sums of the direct and indirect shares; with a sender, its total split into direct and
+    through later parts, the three largest receivers named (a fourth below 0.05 is not), and the
+    rest; receivers named in the page's language; without a sender, the sums alone."""
+    from attnlab.app.i18n import text
+    from attnlab.app.patching_text import path_lines
+
+    through = paths.through()
+    assert abs(through[3][1]) < 0.05  # (or a fourth receiver would be named)
+    total, direct = paths.total.share[2, 1, 1], paths.direct.share[2, 1, 1]
+    en = path_lines(paths, "en")
+    assert en[0] == text("paths.sums", direct=np.nansum(paths.direct.share), indirect=np.nansum(paths.indirect.share))
+    named = ", ".join(f"{name} {share:+.2f}" for name, share in through[:3])
+    assert en[1] == (
+        f"cross L1 H1 moves {total:+.2f}: {direct:+.2f} directly, {total - direct:+.2f} through later parts"
+        f" — {named}; the rest {paths.rest:+.2f}."
+    )
+    assert through[0][0] == "decoder FFN L1" and through[1][0] == "decoder L2 H1"  # (what es and zh name below)
+    es, zh = path_lines(paths, "es"), path_lines(paths, "zh")
+    assert "FFN del decodificador · capa 1 +0.29, decodificador · capa 2 · cabeza 1 +0.10" in es[1]
+    assert es[1].startswith("cruzada · capa 1 · cabeza 1 mueve +0.66")
+    assert "解码器 · 第 1 层前馈层 +0.29, 解码器 · 第 2 层 · 头 1 +0.10" in zh[1] and zh[1].startswith(
+        "交叉 · 第 1 层 · 头 1"
+    )
+    assert len(path_lines(replace(paths, sender=None, receivers=None, ffn=None), "zh")) == 1
+    encoder = replace(paths, sender=("encoder", 0, 1))  # an encoder head's direct share is 0: no "-0.00"
+    assert "-0.00" not in path_lines(encoder, "en")[1]
 
 
 # -- the explorer's Head ablation tab ---------------------------------------------------------------------

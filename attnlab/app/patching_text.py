@@ -1,24 +1,29 @@
-"""What activation patching found, said in one or two lines of the reader's language: the same
-words under the explorer's grids (`attnlab.app.explorer.patching`) and the notebook explorer's
-(`attnlab.widgets`); and the grid both Compare views draw for each of two models.
+"""What activation patching and path patching found, said in one or two lines of the reader's
+language: the same words under the explorer's grids (`attnlab.app.explorer.patching`) and the
+notebook explorer's (`attnlab.widgets`); and the grid both Compare views draw for each of two models.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
-from attnlab.app.i18n import kind_title, text
+from attnlab.app.i18n import kind_name, kind_title, text
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching
+from attnlab.record.paths import PathPatching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.trace import KINDS
 from attnlab.viz.patching import estimated
 
 STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
+NAMED, NOTED = 3, 0.05  # a sender's line names its 3 largest receivers, and up to 2 more as large as 0.05
+# a receiver as `PathPatching.through` names it: "cross L2 H1" or "decoder FFN L2"
+THROUGH = re.compile(r"(?P<kind>\w+) (?:L(?P<layer>\d+) H(?P<head>\d+)|FFN L(?P<ffn>\d+))")
 
 
 def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
@@ -44,6 +49,55 @@ def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tu
     else:
         most = text("ablation.patch_most_noise", lang, head=named, share=share)
     return lines, _estimate(patching, most, lang)
+
+
+def path_lines(paths: PathPatching, lang: str) -> list[str]:
+    """What path patching found: the heads' direct and indirect shares summed and, with a sender,
+    how its total splits: directly, through later parts (its largest receivers named, largest
+    first), and the rest (what receivers do together, non-linearity)."""
+    lines = [
+        text(
+            "paths.sums", lang,
+            direct=_shown(np.nansum(paths.direct.share)), indirect=_shown(np.nansum(paths.indirect.share)),
+        )
+    ]  # fmt: skip
+    if paths.sender is None:
+        return lines
+    at = (KINDS.index(paths.sender[0]), *paths.sender[1:])
+    total, direct = float(paths.total.share[at]), float(paths.direct.share[at])
+    through = paths.through()
+    named = [(name, share) for i, (name, share) in enumerate(through[: NAMED + 2]) if i < NAMED or abs(share) >= NOTED]
+    parts = ", ".join(text("paths.part", lang, name=_component(name, lang), share=_shown(v)) for name, v in named)
+    sender = _head(*paths.sender, lang)
+    lines.append(
+        text(
+            "paths.sender", lang,
+            sender=sender, total=_shown(total), direct=_shown(direct), indirect=_shown(total - direct),
+            through=parts, rest=_shown(paths.rest),
+        )
+    )  # fmt: skip
+    return lines
+
+
+def _shown(share: float) -> float:
+    """A share as the lines write it (two decimals), a share that rounds to zero without its minus
+    (an encoder head's direct share, exactly 0 give or take rounding, read "-0.00 directly")."""
+    return round(float(share), 2) + 0.0
+
+
+def _head(kind: str, layer: int, head: int, lang: str) -> str:
+    """A head as a line names it: "cross L1 H1"."""
+    return text("head.short", lang, kind=kind_name(kind, lang), layer=layer, head=head)
+
+
+def _component(name: str, lang: str) -> str:
+    """A receiver `PathPatching.through` names ("decoder L2 H1", "decoder FFN L1") in `lang`."""
+    found = THROUGH.fullmatch(name)
+    if found is None:  # (a name of a newer library: as it is)
+        return name
+    if found["ffn"] is not None:
+        return text("paths.ffn", lang, side=kind_name(found["kind"], lang), layer=int(found["ffn"]))
+    return _head(found["kind"], int(found["layer"]), int(found["head"]), lang)
 
 
 def residual_line(residual: ResidualPatching, lang: str) -> str:

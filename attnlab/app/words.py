@@ -123,6 +123,13 @@ def _words(lang: str) -> Mapping[str, str]:
             "patching.nats": text("figure.patching_nats", lang),
             "patching.not_patched": text("figure.patching_not_patched", lang),
             "patching.estimated": text("figure.patching_estimated", lang),
+            # path patching
+            "paths.title_total": text("figure.paths_title_total", lang),
+            "paths.title_direct": text("figure.paths_title_direct", lang),
+            "paths.title_indirect": text("figure.paths_title_indirect", lang),
+            "paths.title_receivers": text("figure.paths_title_receivers", lang),
+            "paths.not_receiver": text("figure.paths_not_receiver", lang),
+            "paths.sender": text("figure.paths_sender", lang),
             # residual-stream patching
             "residual.title_denoise": text("figure.residual_title_denoise", lang),
             "residual.title_noise": text("figure.residual_title_noise", lang),

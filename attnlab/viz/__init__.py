@@ -55,6 +55,7 @@ from attnlab.viz.logit_attribution import (
 )
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.patching import patching_figure
+from attnlab.viz.paths import path_patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.residual import residual_patching_figure
 from attnlab.viz.rollout import rollout_figure
@@ -101,6 +102,7 @@ __all__ = [
     "logit_source_figure",
     "mask_figure",
     "matrix_figure",
+    "path_patching_figure",
     "patching_figure",
     "pick",
     "piece_label",

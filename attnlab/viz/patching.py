@@ -9,6 +9,7 @@ sources have a different number of pieces) is grey, labelled "–", and its hove
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -59,12 +60,17 @@ def patching_figure(
     name: str = "head-patching",
     on_select: Callable[[str, int, int], None] | None = None,
     words: Mapping[str, str] | None = None,
+    scale: float | None = None,
 ) -> figure:
     """Every head's share of the difference (`patching.share`), the hover adding the nats it
     moved. `title` None is its own (it names the direction); `on_select(kind, layer, head)` is
     called when a cell is tapped (in a Bokeh server or Panel session); `words` replaces any of
-    `viz.words.WORDS` ("patching.*", "kind.*")."""
+    `viz.words.WORDS` ("patching.*", "kind.*"); `scale` is the share the colours reach at either
+    end (None: this grid's own, `share_scale`), so that grids drawn side by side (path patching's
+    direct and indirect shares) can be read on one scale."""
     check_options(title=title)
+    if scale is not None and not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise AttnlabError(f"scale (the share the colours reach) is a number > 0, got {scale!r}")
     check_on_select(on_select, "(kind, layer, head)")
     share = getattr(patching, "share", None)
     if not (hasattr(patching, "order") and isinstance(share, np.ndarray)):
@@ -80,7 +86,7 @@ def patching_figure(
         )
     said = say(words)
     values, nats = share.ravel(), np.asarray(patching.nats, dtype=float).ravel()
-    top = share_scale(share)
+    top = scale or share_scale(share)
     missing = np.isnan(values)
     mapper = LinearColorMapper(palette=list(SHARE_PALETTE), low=-top, high=top, nan_color=NOT_PATCHED)
     return head_grid(

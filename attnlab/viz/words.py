@@ -122,6 +122,13 @@ WORDS: dict[str, str] = {
     "patching.nats": "log P moved (nats)",
     "patching.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
     "patching.estimated": "estimated from one gradient (attribution patching), not measured: {title}",  # both patching views
+    # path patching (paths.py): each head's share split by path, on head patching's grids and scale
+    "paths.title_total": "total: share of the difference each head alone moves, by every path (activation patching)",
+    "paths.title_direct": "direct: share of the difference each head moves straight to the output, every other head and feed-forward layer frozen",
+    "paths.title_indirect": "indirect: share of the difference each head moves through later heads and feed-forward layers (total − direct)",
+    "paths.title_receivers": "share of the difference {sender} moves through each later head (and on from it by any path)",
+    "paths.not_receiver": "not a receiver: this head does not read what the sender writes",
+    "paths.sender": "the sender: its effect splits over the heads that read it",
     # residual-stream patching (residual.py): the share each layer's output at one position alone moves
     "residual.title_denoise": "{side}: share of the difference each layer's output at one position restores alone, taken from the clean run",
     "residual.title_noise": "{side}: share of the difference each layer's output at one position causes alone, taken from the corrupted run",
