@@ -207,3 +207,30 @@ def test_the_command_prints_the_split_and_json(tmp_path: Path) -> None:
     refused = subprocess.run([*command, "--sender", "cross:1"], capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1
     assert "--sender" in refused.stderr
+
+
+def test_the_feed_forward_hooks_change_nothing_for_another_thread(model: Model) -> None:
+    """Path patching leaves a forward hook on every feed-forward layer; while one thread has them
+    holding outputs at zero, another thread's pass (a server's other session) gives the same
+    logits as a model without hooks, bit for bit, and so does a pass after the call."""
+    import threading
+
+    from attnlab.model.hooks import attached
+    from attnlab.record.paths import FFN_OUTPUTS
+
+    fresh = load(CHECKPOINT)
+    net = fresh.model.eval()
+    src, tgt = torch.tensor([fresh.encode_source(CLEAN)[0]]), torch.tensor([[2, 5, 6, 7]])
+    with torch.no_grad():
+        before = net(src, tgt)
+        patch_paths(fresh, CLEAN, CORRUPTED)
+        assert len(net.decoder["layers"][0].ffn._forward_hooks) == 1
+        assert torch.equal(net(src, tgt), before)
+        seen = {}
+        zeroed = {layer.ffn: torch.zeros_like for side in (net.encoder, net.decoder) for layer in side["layers"]}
+        with attached(FFN_OUTPUTS, zeroed):
+            worker = threading.Thread(target=lambda: seen.setdefault("logits", torch.no_grad()(net)(src, tgt)))
+            worker.start()
+            worker.join()
+            assert not torch.equal(net(src, tgt), before)  # (what the thread would see if it leaked)
+    assert torch.equal(seen["logits"], before)
