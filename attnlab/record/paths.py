@@ -152,14 +152,34 @@ def pair_path_patching(
     </s>), and, for `sender`, each later component's share of its effect. Frozen runs are measured,
     never estimated: `method` is "activation" (the argument keeps the call shape of the other
     pair patchers, which `attnlab.decode.patching` runs over a corpus)."""
+    chosen = [] if sender is None else [sender]
+    return pair_path_senders(net, clean, corrupted, target, positions, direction, method, chosen)[0]
+
+
+def pair_path_senders(
+    net: Any,
+    clean: list[int],
+    corrupted: list[int],
+    target: list[int],
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    method: str = "activation",
+    senders: Sequence[Head] | int = (),
+) -> list[PathPatching]:
+    """`pair_path_patching` for several senders at once, or for the `senders` heads of largest
+    |total share| when it is a number: one result per sender (one without a sender when there
+    is none), the total and direct shares measured once for all."""
     if method != "activation":
         raise AttnlabError(f"path patching measures each frozen run; its method is activation, not {method!r}")
     total = pair_patching(net, clean, corrupted, target, positions, direction)  # refuses what it must
     _install(net)
+    if isinstance(senders, int):
+        senders = sorted(total.order(), key=lambda h: -abs(total.share[KINDS.index(h[0]), h[1], h[2]]))[:senders]
+    for sender in senders:
+        if sender not in total.order():
+            raise AttnlabError(f"the sender {_named(sender)} is not a patched head of this model and pair")
     chosen = target_positions(positions, len(target))
     patched = [m for m in net.attention_modules() if hook_point(m)[0] in total.patched]
-    if sender is not None and sender not in total.order():
-        raise AttnlabError(f"the sender {_named(sender)} is not a patched head of this model and pair")
     device = next(net.parameters()).device
     was_training = net.training
     net.eval()
@@ -173,13 +193,13 @@ def pair_path_patching(
             )
             base_logp = corrupt_logp if direction == "denoise" else clean_logp
             run = Run(clean_logp, corrupt_logp, direction, chosen, [], [])  # (for its `share`)
-            senders = [(m, h) for m in patched for h in range(net.config.n_heads)]
-            *frozen, held = _frozen_runs(net, base, target, chosen, [*senders, None], kept, other, device)
-            direct_nats = _grid(net, senders, [v - held for v in frozen])  # against a row with no sender,
+            heads = [(m, h) for m in patched for h in range(net.config.n_heads)]
+            *frozen, held = _frozen_runs(net, base, target, chosen, [*heads, None], kept, other, device)
+            direct_nats = _grid(net, heads, [v - held for v in frozen])  # against a row with no sender,
             # run as the others are (the base run took the recorded Eq. (1)): no path moves 0 to rounding
             direct = _like(total, run.share(direct_nats), direct_nats)
-            result = PathPatching(total, direct)
-            if sender is not None:
+            results = []
+            for sender in senders:
                 module = next(m for m in patched if hook_point(m)[:2] == sender[:2])
                 heard: dict[Any, Tensor] = {}
                 _frozen_runs(net, base, target, chosen, [(module, sender[2])], kept, other, device, heard)
@@ -187,18 +207,17 @@ def pair_path_patching(
                 each = [(c, 0) if isinstance(c, FeedForward) else c for c in late]
                 logp = patched_runs(net, base, target, chosen, each, heard, device, COMPONENTS)
                 nats = {c: v - base_logp for c, v in zip(late, logp, strict=True)}
-                heads = [c for c in late if isinstance(c, tuple)]
-                receiver_nats = _grid(net, heads, [nats[c] for c in heads])
+                later_heads = [c for c in late if isinstance(c, tuple)]
+                receiver_nats = _grid(net, later_heads, [nats[c] for c in later_heads])
                 ffn_nats = np.full((len(SIDES), net.config.n_layers), np.nan)
                 for c in late:
                     if isinstance(c, FeedForward):
                         ffn_nats[_ffn_site(net, c)] = nats[c]
-                result.sender = sender
-                result.receivers = _like(total, run.share(receiver_nats), receiver_nats)
-                result.ffn = run.share(ffn_nats)
+                receivers = _like(total, run.share(receiver_nats), receiver_nats)
+                results.append(PathPatching(total, direct, sender, receivers, run.share(ffn_nats)))
     finally:
         net.train(was_training)
-    return result
+    return results or [PathPatching(total, direct)]
 
 
 def _named(head: Any) -> str:
