@@ -129,6 +129,19 @@ WORDS: dict[str, str] = {
     "paths.title_receivers": "share of the difference {sender} moves through each later head (and on from it by any path)",
     "paths.not_receiver": "not a receiver: this head does not read what the sender writes",
     "paths.sender": "the sender: its effect splits over the heads that read it",
+    # a circuit (circuit.py): the paths that carry a change, drawn on the encoder and decoder towers
+    "circuit.title": "the paths that carry the change, each as wide as its share (≥ {threshold:.2f})",
+    "circuit.encoder": "encoder",
+    "circuit.decoder": "decoder",
+    "circuit.ffn": "FFN",  # a feed-forward layer, short: a node's label and name
+    "circuit.row_encoder": "self-attn",  # the rows of a tower, each followed by " L{layer}"
+    "circuit.row_decoder": "masked self-attn",
+    "circuit.row_cross": "enc-dec attn",
+    "circuit.row_ffn": "FFN",
+    "circuit.output": "output",
+    "circuit.path": "path",  # a curve's hover: "cross L1 H1 → decoder FFN L1: +0.290"
+    "circuit.part": "part",  # a node's hover
+    "circuit.node": "{name}: total {total:+.3f}, direct {direct:+.3f}",
     # residual-stream patching (residual.py): the share each layer's output at one position alone moves
     "residual.title_denoise": "{side}: share of the difference each layer's output at one position restores alone, taken from the clean run",
     "residual.title_noise": "{side}: share of the difference each layer's output at one position causes alone, taken from the corrupted run",

@@ -1,0 +1,191 @@
+"""A circuit (`attnlab.record.circuit`) drawn on the model's own architecture, as the paper's
+Figure 1 draws it: the encoder's tower on the left, the decoder's on the right, layer 0 at the
+bottom, each layer's sub-layers one above the other (self-attention, then encoder-decoder
+attention in the decoder, then the feed-forward layer), a head as a dot of its sub-layer's row
+and the output at the top of the decoder.
+
+Every head and feed-forward layer is a faint dot, so the skeleton shows where the circuit sits;
+the circuit's own nodes are drawn solid and named, a head's dot sized by its total share. Each
+path is a curve from a head to what it reaches (a later head, a feed-forward layer, or the output
+for its direct share), as wide as its share of the difference, blue where it moves the log-
+probability the way the patching direction asks and red the other way, its arrowhead at the
+receiving end; a hover on a curve gives the share, on a node its total and direct share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from bokeh.models import Arrow, ColumnDataSource, HoverTool, Label, Range1d, VeeHead
+from bokeh.plotting import figure
+
+from attnlab.errors import AttnlabError
+from attnlab.record.circuit import OUTPUT, Circuit
+from attnlab.record.trace import KINDS
+from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import wrap_title
+from attnlab.viz.words import kind_name, say
+
+UP, DOWN = "#2166ac", "#b2182b"  # the patching grids' blue and red, at their darker end
+FAINT = "#cfcfcf"
+STEP = 40  # pixels between two heads' dots
+GAP = 4  # head steps between the two towers: room for the decoder's row names
+MARGIN = 3.5  # head steps left of the encoder: room for its row names
+MOST_WIDTH = 10  # pixels of the widest curve (the largest |share|)
+ROWS = {"encoder": ("encoder", "ffn"), "decoder": ("decoder", "cross", "ffn")}  # a layer's sub-layers, bottom up
+
+
+def circuit_figure(
+    circuit: Circuit, *, title: str | None = None, name: str = "circuit", words: Mapping[str, str] | None = None
+) -> figure:
+    """`circuit` on the model's architecture (see the module's docstring); `words` replaces any of
+    `viz.words.WORDS` ("circuit.*", "kind_name.*")."""
+    if not isinstance(circuit, Circuit):
+        raise AttnlabError(f"circuit_figure draws what attnlab.record.circuit returns, got {type(circuit).__name__}")
+    said = say(words)
+    _, layers, heads = circuit.total.share.shape
+    place = _places(layers, heads)
+    right = 2 * heads + GAP - 1  # the decoder's last head
+    width, height = round(STEP * (right + MARGIN + 1.5)), 120 * layers + 100
+    fig = figure(
+        name=name,
+        width=width,
+        height=height,
+        title=wrap_title(title or said["circuit.title"].format(threshold=circuit.threshold), width),
+        x_range=Range1d(-MARGIN, right + 1.5),
+        y_range=Range1d(-0.6, layers + 0.5),
+        tools="",
+        toolbar_location=None,
+    )
+    fig.axis.visible = fig.grid.visible = False
+    fig.outline_line_color = None
+    _skeleton(fig, place, layers, heads, said)
+    top = max((abs(share) for *_, share in circuit.edges), default=1.0) or 1.0
+    curves = {"xs": [], "ys": [], "color": [], "width": [], "tip": []}
+    for start, end, share in circuit.edges:
+        xs, ys = _curve(place[start], place[end])
+        curves["xs"].append(xs)
+        curves["ys"].append(ys)
+        curves["color"].append(UP if share >= 0 else DOWN)
+        curves["width"].append(1 + (MOST_WIDTH - 1) * abs(share) / top)
+        curves["tip"].append(f"{_named(start, said)} → {_named(end, said)}: {share:+.3f}")
+        fig.add_layout(
+            Arrow(
+                end=VeeHead(size=9, fill_color=curves["color"][-1], line_color=curves["color"][-1]),
+                x_start=xs[-3], y_start=ys[-3], x_end=xs[-1], y_end=ys[-1],
+                line_color=curves["color"][-1], line_alpha=0.0,
+            )
+        )  # fmt: skip
+    lines = fig.multi_line(
+        "xs",
+        "ys",
+        line_color="color",
+        line_width="width",
+        line_alpha=0.7,
+        source=ColumnDataSource(curves),
+        name="paths",
+    )
+    fig.add_tools(HoverTool(renderers=[lines], tooltips=[(said["circuit.path"], "@tip")], line_policy="interp"))
+    _nodes(fig, circuit, place, said)
+    use_fonts(fig)
+    return fig
+
+
+def _places(layers: int, heads: int) -> dict[Any, tuple[float, float]]:
+    """(x, y) of every head, feed-forward layer and the output: the encoder's heads at x 0 … h−1,
+    the decoder's `GAP` steps after them, a feed-forward layer in the middle of its tower; a sub-layer's row
+    a fraction of a layer above the one before it."""
+    place: dict[Any, tuple[float, float]] = {}
+    for side, left in (("encoder", 0), ("decoder", heads + GAP)):
+        rows = ROWS[side]
+        for layer in range(layers):
+            for r, row in enumerate(rows):
+                y = layer + r / len(rows)
+                if row == "ffn":
+                    place[("ffn", side, layer)] = (left + (heads - 1) / 2, y)
+                else:
+                    place.update({(row, layer, h): (left + h, y) for h in range(heads)})
+    place[OUTPUT] = (heads + GAP + (heads - 1) / 2, layers)
+    return place
+
+
+def _curve(start: tuple[float, float], end: tuple[float, float], points: int = 24) -> tuple[list[float], list[float]]:
+    """A quadratic Bézier from `start` to `end`, bowed sideways so that it passes beside the dots
+    of the rows between them rather than through them."""
+    (x0, y0), (x1, y1) = start, end
+    bow = 0.35 + 0.15 * abs(y1 - y0)
+    cx, cy = (x0 + x1) / 2 + (bow if x1 >= x0 else -bow), (y0 + y1) / 2
+    t = np.linspace(0.0, 1.0, points)
+    xs = (1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t**2 * x1
+    ys = (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t**2 * y1
+    return xs.tolist(), ys.tolist()
+
+
+def _skeleton(
+    fig: figure, place: dict[Any, tuple[float, float]], layers: int, heads: int, said: dict[str, str]
+) -> None:
+    """Every component as a faint dot, each row named on the left of its tower, the towers named below."""
+    xs, ys = zip(*(xy for node, xy in place.items() if node != OUTPUT), strict=True)
+    fig.scatter(list(xs), list(ys), size=7, color=FAINT, name="skeleton")
+    for side, left in (("encoder", 0), ("decoder", heads + GAP)):
+        fig.add_layout(
+            Label(
+                x=left + (heads - 1) / 2,
+                y=-0.5,
+                text=said[f"circuit.{side}"],
+                text_align="center",
+                text_font_size="12px",
+            )
+        )
+        for layer in range(layers):
+            for r, row in enumerate(ROWS[side]):
+                text = said[f"circuit.row_{row}"]
+                fig.add_layout(
+                    Label(
+                        x=left - 0.5, y=layer + r / len(ROWS[side]), text=f"{text} L{layer}", text_align="right",
+                        text_baseline="middle", text_font_size="9px", text_color="#888888",
+                    )
+                )  # fmt: skip
+
+
+def _nodes(fig: figure, circuit: Circuit, place: dict[Any, tuple[float, float]], said: dict[str, str]) -> None:
+    """The circuit's nodes: solid dots, a head's sized by its total share, each named beside it."""
+    top = max((abs(_share(circuit.total.share, n)) for n in circuit.senders), default=1.0) or 1.0
+    data: dict[str, list[Any]] = {"x": [], "y": [], "size": [], "label": [], "tip": []}
+    for node in circuit.nodes:
+        x, y = place[node]
+        data["x"].append(x)
+        data["y"].append(y)
+        if node == OUTPUT or node[0] == "ffn":
+            data["size"].append(14)
+            data["tip"].append(_named(node, said))
+        else:
+            total, direct = _share(circuit.total.share, node), _share(circuit.direct.share, node)
+            data["size"].append(9 + 13 * abs(total) / top)
+            data["tip"].append(said["circuit.node"].format(name=_named(node, said), total=total, direct=direct))
+        data["label"].append(_short(node, said))
+    dots = fig.scatter("x", "y", size="size", color="#333333", source=ColumnDataSource(data), name="nodes")
+    fig.text("x", "y", text="label", x_offset=8, y_offset=-6, text_font_size="10px", source=ColumnDataSource(data))
+    fig.add_tools(HoverTool(renderers=[dots], tooltips=[(said["circuit.part"], "@tip")]))
+
+
+def _share(share: np.ndarray, head: Any) -> float:
+    return float(share[KINDS.index(head[0]), head[1], head[2]])
+
+
+def _named(node: Any, said: dict[str, str]) -> str:
+    """A node in full: "cross L1 H1", "decoder FFN L2", "output"."""
+    if node == OUTPUT:
+        return said["circuit.output"]
+    if node[0] == "ffn":
+        return f"{said[f'circuit.{node[1]}']} {said['circuit.ffn']} L{node[2]}"
+    return f"{kind_name(node[0], said)} L{node[1]} H{node[2]}"
+
+
+def _short(node: Any, said: dict[str, str]) -> str:
+    """A node's label beside its dot: its head ("H1") or what it is, the row saying the rest."""
+    if node == OUTPUT:
+        return said["circuit.output"]
+    return f"{said['circuit.ffn']}" if node[0] == "ffn" else f"H{node[2]}"
