@@ -6,6 +6,9 @@ as its share, on every component of the model.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,3 +84,16 @@ def test_refusals_are_one_line(model: Model) -> None:
             trace_circuit(model, trace, CORRUPTED, **bad)
     with pytest.raises(AttnlabError, match="circuit_figure draws"):
         circuit_figure({"edges": []})
+
+
+def test_the_command_lists_the_paths() -> None:
+    command = [sys.executable, "-m", "attnlab", "heads", "patch", "--checkpoint", str(CHECKPOINT)]
+    command += ["--clean", CLEAN, "--corrupted", CORRUPTED, "--positions", "1", "--circuit", "3"]
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert len(answer["senders"]) == 3 and answer["threshold"] == 0.05
+    assert ["cross L1 H1", "decoder FFN L1"] in [edge[:2] for edge in answer["edges"]]
+    assert all(abs(edge[2]) >= 0.05 for edge in answer["edges"])
+    refused = subprocess.run([*command, "--paths"], capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ attnlab heads patch --checkpoint C --clean man.en --corrupted woman.en --files  
 attnlab heads patch --checkpoint C --clean "..." --corrupted "..." --residual    # layers × positions
 attnlab heads patch ... --method attribution     # every patch estimated from one gradient (Nanda, 2023)
 attnlab heads patch ... --paths [--sender cross:1:1]   # each head's share split: direct, and through what
+attnlab heads patch ... --circuit 4 [--threshold 0.05]   # the heads that move most and their paths
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from attnlab.decode.patching import (
     corpus_patching,
     corpus_paths,
     corpus_residual,
+    patch_circuit,
     patch_heads,
     patch_paths,
     patch_residual,
@@ -30,6 +32,7 @@ from attnlab.decode.patching import (
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
+from attnlab.record.circuit import Circuit
 from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
 from attnlab.record.paths import Head, PathPatching
 from attnlab.record.residual import ResidualPatching
@@ -75,6 +78,14 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--sender", help="with --paths: the head whose receivers to measure, KIND:LAYER:HEAD (default: the top one)"
     )
+    run.add_argument(
+        "--circuit",
+        type=int,
+        metavar="N",
+        help="the N heads that move most and their paths (to the output, or through a later head or "
+        "feed-forward layer) of at least --threshold of the difference",
+    )
+    run.add_argument("--threshold", type=float, default=0.05, help="with --circuit: the smallest share a path keeps")
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
     run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
@@ -90,8 +101,10 @@ def patch_command(args: argparse.Namespace) -> int:
         raise AttnlabError(
             "--sender names the head whose paths to split: give it with --paths on one pair, not --files"
         )
-    if args.paths and args.residual:
-        raise AttnlabError("--paths splits the heads' shares; --residual patches layers: give one of them")
+    if sum(map(bool, (args.paths, args.residual, args.circuit is not None))) > 1:
+        raise AttnlabError("--paths, --residual and --circuit each patch something else: give one of them")
+    if args.circuit is not None and args.files:
+        raise AttnlabError("--circuit follows the paths of one pair: give one --clean and --corrupted, not --files")
     sender = _sender(args.sender) if args.sender is not None else None
     if args.files:  # read (and refused) before the model loads
         one_stdin({"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target})
@@ -107,7 +120,20 @@ def patch_command(args: argparse.Namespace) -> int:
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
         "model_sha256": weights_digest(model.path),
     }
-    if args.paths:
+    if args.circuit is not None:
+        one = {"positions": args.positions, "direction": args.direction, "truncate": args.truncate}
+        circuit = patch_circuit(
+            model, args.clean, args.corrupted, args.target, senders=args.circuit, threshold=args.threshold, **one
+        )
+        pairs, left = 1, {}
+        result = circuit.total
+        answer = about | {
+            name: getattr(result, name) for name in ("direction", "clean", "corrupted", "positions", "pieces")
+        }
+        answer |= {"senders": [list(s) for s in circuit.senders], "threshold": circuit.threshold}
+        answer |= {"edges": [[_node(a), _node(b), share] for a, b, share in circuit.edges]}
+        table = _circuit_table(circuit)
+    elif args.paths:
         if args.files:
             paths = corpus_paths(model, clean, corrupted, targets, **how)
         else:
@@ -181,6 +207,25 @@ def _sender(text: str) -> Head:
             f"--sender is KIND:LAYER:HEAD with KIND one of {', '.join(KINDS)}, e.g. cross:1:1; got {text!r}"
         )
     return parts[0], int(parts[1]), int(parts[2])
+
+
+def _node(node: object) -> str:
+    """A circuit's node as the tables name it: "cross L1 H1", "decoder FFN L2", "output"."""
+    if not isinstance(node, tuple):
+        return str(node)
+    return f"{node[1]} FFN L{node[2]}" if node[0] == "ffn" else f"{node[0]} L{node[1]} H{node[2]}"
+
+
+def _circuit_table(circuit: Circuit) -> str:
+    """The two log-probabilities, then one line per path, the largest share first."""
+    total = circuit.total
+    lines = [f"log P(target): clean {total.clean:.3f}, corrupted {total.corrupted:.3f}"]
+    lines.append(
+        f"paths of at least {circuit.threshold:g} of the difference ({total.direction}) from the "
+        f"{len(circuit.senders)} heads that move most; to output: the head's direct share"
+    )
+    lines += ["", "from\tto\tshare"] + [f"{_node(a)}\t{_node(b)}\t{share:.3f}" for a, b, share in circuit.edges]
+    return "\n".join(lines) + "\n"
 
 
 def _path_answer(paths: PathPatching) -> dict[str, object]:

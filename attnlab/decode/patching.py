@@ -15,6 +15,7 @@ import numpy as np
 
 from attnlab.decode.api import Model
 from attnlab.errors import AttnlabError, ModelInputError
+from attnlab.record.circuit import Circuit, pair_circuit
 from attnlab.record.importance import check_model
 from attnlab.record.patching import HeadPatching, NoDifference, check_how, pair_patching
 from attnlab.record.paths import Head, PathPatching, pair_path_patching
@@ -86,6 +87,28 @@ def patch_paths(
         if part is not None:
             part.pieces = pieces
     return result
+
+
+def patch_circuit(
+    model: Model,
+    clean: str,
+    corrupted: str,
+    target: str | None = None,
+    *,
+    positions: Sequence[int] | None = None,
+    direction: str = "denoise",
+    senders: int = 4,
+    threshold: float = 0.05,
+    truncate: bool = False,
+) -> Circuit:
+    """The circuit of the change from `clean` to `corrupted` (`attnlab.record.circuit`): the
+    `senders` heads that move most and their paths of at least `threshold`, on `target` (default:
+    the model's output for `clean`)."""
+    check_model(model, "patching")
+    src, cor, tgt = _ids(model, clean, corrupted, target, truncate)
+    circuit = pair_circuit(model.model, src, cor, tgt, positions, direction, senders, threshold)
+    circuit.total.pieces = circuit.direct.pieces = [model.target_tokenizer.id_to_piece(i) for i in tgt]
+    return circuit
 
 
 def corpus_patching(
