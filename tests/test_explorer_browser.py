@@ -599,12 +599,14 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.locator(".attn-ablation-result").wait_for(timeout=30_000)
     assert "log P(original output)" in page.page.locator(".attn-ablation-result").inner_text()
     page.page.locator(".attn-patch-input input").fill("A young girl plays with the dog .")  # patching, under the grid
+    page.page.locator(".attn-paths-split input").check()  # each head's share split by path too
     page.page.get_by_role("button", name="Patch each head").click()
     assert page.painted("head-patching")  # every head's share of the difference the changed word makes
     most = page.page.locator(".attn-patch-most")
     most.wait_for(timeout=30_000)
     assert re.search(r"layer \d head \d alone (restores|causes) -?\d+% of the difference", most.inner_text())
     assert page.painted("residual-patching-decoder")  # the same click: each decoder layer's output at each piece
+    assert page.painted("path-patching-direct")  # and, ticked, what each head moves straight to the output
     where = page.page.locator(".attn-patch-where-line").inner_text()
     assert re.search(r"in the output (it|the change) lands on '[^']+' \(-?\d+%\)", where), where
     page.settle()

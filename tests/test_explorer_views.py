@@ -212,6 +212,7 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
         shown.tabs.active = tab
     shown.tabs.active = 4
     shown.ablation.patching.corrupted.value = "a boy sits on a red bike in the park ."
+    shown.ablation.patching.paths.split.value = True  # path patching's grids too
     shown.ablation.patching.run()
     shown.tabs.active = 5
     shown.compare.second.value = "restricted"
@@ -224,6 +225,7 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     names = {obj.name for obj in shown_objects}
     wanted = {"logit-lens", "head-importance", "head-patching", "eq1", "stats-table", "profile-sentences"}
     assert wanted <= names and {"compare-lens-first", "residual-patching-decoder"} <= names, names
+    assert {"path-patching-direct", "path-patching-indirect", "path-patching-receivers"} <= names, names
     lens = next(obj for obj in shown_objects if obj.name == "logit-lens")
     assert lens.x_range.bounds[1] >= 12 and lens.width > FIT_PX  # or the lens fits anyway
     assert {obj.name: narrowest(obj) for obj in shown_objects if narrowest(obj) > 1024 - 350 - 10} == {}

@@ -24,6 +24,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
 from attnlab.record.paths import PathPatching, trace_path_patching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
+from attnlab.record.trace import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "multi30k-en-de"
@@ -451,6 +452,91 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     tab.corrupted.value_input = "the cat runs in the park ."
     tab.run()  # patching takes no gradient: an int8 model is patched too
     assert tab.figure.object is not None and "attn-patch-most" in tab.note.object, tab.note.object
+
+
+def test_the_patching_box_splits_each_heads_share_by_path_when_ticked(
+    lab: dict[str, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off by default (a patching draws no path grid); ticked, the last patching is split at once:
+    the direct and the indirect grid, the sender menu (the patched heads by the size of their total
+    share, the largest chosen), its receivers and lines. Another sender from the menu, or a tap on
+    a grid, redraws its receivers; the next patching (another piece, the other direction) is split
+    too; attribution patching draws the rest and says paths are measured only; a refusal is the
+    part's one line; unticked, it is gone."""
+    from bokeh.events import Tap
+
+    from attnlab.app.explorer import paths as paths_box
+    from attnlab.app.i18n import text
+    from attnlab.app.patching_text import path_lines
+
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 4
+    box, store, changed = shown.ablation.patching, shown.store, "the cat runs in the park ."
+    part = box.paths
+    box.corrupted.value_input = changed
+    box.run()
+    assert box.figure.object is not None and part.direct.object is None and not part.sender.visible
+    part.split.value = True  # ticked after a patching: split at once
+    patching = trace_patching(store.model, store.trace, changed)
+    share = {h: patching.share[KINDS.index(h[0]), h[1], h[2]] for h in patching.order()}
+    heads = sorted(share, key=lambda h: -abs(share[h]))
+    assert part.sender.visible and part.sender.values == heads and part.sender.value == heads[0]
+    expected = trace_path_patching(store.model, store.trace, changed, sender=heads[0])
+    grids = {"direct": part.direct, "indirect": part.indirect, "receivers": part.receivers}
+    for name, pane in grids.items():
+        assert pane.object.name == f"path-patching-{name}"
+        values = pane.object.select_one({"name": "cells"}).data_source.data["value"]
+        np.testing.assert_allclose(values, getattr(expected, name).share.ravel(), atol=1e-6)
+    assert part.lines.object == "".join(
+        f"<p class='attn-paths-line'>{html.escape(line)}</p>" for line in path_lines(expected, "en")
+    )
+    first = f"{heads[0][0]} L{heads[0][1]} H{heads[0][2]}"
+    assert list(part.sender.options)[0] == text("ablation.paths_sender_option", head=first, share=share[heads[0]])
+    # another sender: from the menu, then by a tap on the indirect grid (cross-attention, layer 0, head 2)
+    part.sender.value = heads[1]
+    again = trace_path_patching(store.model, store.trace, changed, sender=heads[1])
+    receivers = part.receivers.object.select_one({"name": "cells"}).data_source.data["value"]
+    np.testing.assert_allclose(receivers, again.receivers.share.ravel(), atol=1e-6)
+    assert html.escape(path_lines(again, "en")[1]) in part.lines.object
+    heads_per_kind = store.model.config.n_heads
+    grid = part.indirect.object
+    grid._trigger_event(Tap(grid, x=2 * (heads_per_kind + 1) + 2.5, y=0.5))
+    assert part.sender.value == ("cross", 0, 2) and part.receivers.object.select_one({"name": "sender"}) is not None
+    assert shown.ablation.choice.value == []  # a tap here picks a sender, not a head to switch off
+    # the next patching: one piece, the other direction
+    where = trace_residual_patching(store.model, store.trace, changed, direction="noise")
+    k = int(np.argmax(np.abs(where.decoder[-1])))  # the piece the change moves most
+    box.read.value, box.direction.value = k, "noise"
+    box.run()
+    noised = trace_path_patching(store.model, store.trace, changed, positions=[k], direction="noise")
+    np.testing.assert_allclose(
+        part.direct.object.select_one({"name": "cells"}).data_source.data["value"],
+        noised.direct.share.ravel(),
+        atol=1e-6,
+    )
+    box.method.value = "attribution"
+    box.run()
+    assert box.figure.object is not None and part.direct.object is None and part.receivers.object is None
+    assert html.escape(text("ablation.paths_measured")) in part.note.object and not part.sender.visible
+    box.method.value = "activation"
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AttnlabError("the paths cannot be traced here")
+
+    monkeypatch.setattr(paths_box, "trace_path_patching", refuse)
+    box.run()
+    assert box.figure.object is not None and part.direct.object is None
+    said = store.explain(AttnlabError("the paths cannot be traced here"))
+    assert part.note.object == f"<p class='attn-paths-error'>{html.escape(said)}</p>" and "\n" not in said
+    monkeypatch.undo()
+    box.run()
+    assert part.direct.object is not None and not part.note.object
+    part.split.value = False
+    assert part.direct.object is part.indirect.object is part.receivers.object is None and not part.sender.visible
+    box.run()
+    assert part.direct.object is None and box.figure.object is not None
 
 
 def test_the_patching_box_shows_where_the_difference_sits(lab: dict[str, Path]) -> None:  # noqa: F811

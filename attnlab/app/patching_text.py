@@ -58,7 +58,7 @@ def path_lines(paths: PathPatching, lang: str) -> list[str]:
     lines = [
         text(
             "paths.sums", lang,
-            direct=_shown(np.nansum(paths.direct.share)), indirect=_shown(np.nansum(paths.indirect.share)),
+            direct=rounded(np.nansum(paths.direct.share)), indirect=rounded(np.nansum(paths.indirect.share)),
         )
     ]  # fmt: skip
     if paths.sender is None:
@@ -67,26 +67,26 @@ def path_lines(paths: PathPatching, lang: str) -> list[str]:
     total, direct = float(paths.total.share[at]), float(paths.direct.share[at])
     through = paths.through()
     named = [(name, share) for i, (name, share) in enumerate(through[: NAMED + 2]) if i < NAMED or abs(share) >= NOTED]
-    parts = ", ".join(text("paths.part", lang, name=_component(name, lang), share=_shown(v)) for name, v in named)
-    sender = _head(*paths.sender, lang)
+    parts = ", ".join(text("paths.part", lang, name=_component(name, lang), share=rounded(v)) for name, v in named)
+    sender = head_name(*paths.sender, lang)
     lines.append(
         text(
             "paths.sender", lang,
-            sender=sender, total=_shown(total), direct=_shown(direct), indirect=_shown(total - direct),
-            through=parts, rest=_shown(paths.rest),
+            sender=sender, total=rounded(total), direct=rounded(direct), indirect=rounded(total - direct),
+            through=parts, rest=rounded(paths.rest),
         )
     )  # fmt: skip
     return lines
 
 
-def _shown(share: float) -> float:
+def rounded(share: float) -> float:
     """A share as the lines write it (two decimals), a share that rounds to zero without its minus
     (an encoder head's direct share, exactly 0 give or take rounding, read "-0.00 directly")."""
     return round(float(share), 2) + 0.0
 
 
-def _head(kind: str, layer: int, head: int, lang: str) -> str:
-    """A head as a line names it: "cross L1 H1"."""
+def head_name(kind: str, layer: int, head: int, lang: str) -> str:
+    """A head as a line or a menu names it: "cross L1 H1"."""
     return text("head.short", lang, kind=kind_name(kind, lang), layer=layer, head=head)
 
 
@@ -97,7 +97,7 @@ def _component(name: str, lang: str) -> str:
         return name
     if found["ffn"] is not None:
         return text("paths.ffn", lang, side=kind_name(found["kind"], lang), layer=int(found["ffn"]))
-    return _head(found["kind"], int(found["layer"]), int(found["head"]), lang)
+    return head_name(found["kind"], int(found["layer"]), int(found["head"]), lang)
 
 
 def residual_line(residual: ResidualPatching, lang: str) -> str:

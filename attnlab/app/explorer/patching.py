@@ -12,6 +12,9 @@ difference sits (at the changed word in the encoder's top layer or spread from i
 pieces it lands on), and two grids show it (`viz.residual_patching_figure`), the encoder's only when
 both sentences have as many pieces (its positions line up).
 
+Under the button, a check box splits each head's share by path as well (`paths.py`): off by
+default, so that the box costs nothing more until asked.
+
 Anything the library refuses (two sentences that give the output the same log-probability, a
 sentence the model cannot take, an int8 model) is the box's one line, in the page's language.
 """
@@ -26,6 +29,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.output import PROSE
+from attnlab.app.explorer.paths import PathsBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import head_lines, residual_line, word
@@ -83,13 +87,16 @@ class PatchingBox(pn.viewable.Viewer):
         self.where = pn.pane.HTML("", css_classes=["attn-patch-where"], **PROSE)
         self.encoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-encoder"])
         self.decoder = pn.pane.Bokeh(None, css_classes=["attn-patch-residual-decoder"])
+        self.paths = PathsBox(store)
         self.source = ""  # the open sentence the typed one is a change of
         self.layout = pn.Column(
             self.about,
             pn.FlexBox(self.corrupted, self.direction, self.method),  # wraps in a narrow window
             pn.Row(self.read, self.go),
+            self.paths.split,
             self.note,
             self.figure,
+            self.paths,
             self.where,
             self.encoder,
             self.decoder,
@@ -155,6 +162,7 @@ class PatchingBox(pn.viewable.Viewer):
         patched = residual.encoder_patched  # else its positions do not line up: the decoder's grid alone
         self.encoder.object = viz.residual_patching_figure(residual, words=words) if patched else None
         self.decoder.object = viz.residual_patching_figure(residual, side="decoder", words=words)
+        self.paths.patched(corrupted, how, patching)
 
     def asked(self) -> tuple[str, dict[str, str]]:
         """The changed sentence typed (stripped; "" when none) and how to patch it ({direction,
@@ -176,6 +184,8 @@ class PatchingBox(pn.viewable.Viewer):
         """No grids and no line about them."""
         self.figure.object = self.encoder.object = self.decoder.object = None
         self.where.object = ""
+        self.paths.asked = None
+        self.paths.clear()
 
     def _refuse(self, message: str) -> None:
         """No grid, and the one line why."""
