@@ -365,18 +365,19 @@ def test_the_path_lines_split_the_senders_share_in_each_language(paths: PathPatc
     rest; receivers named in the page's language; without a sender, the sums alone."""
     from attnlab.app.i18n import text
     from attnlab.app.patching_text import path_lines
+    from attnlab.record.paths import node_name
 
     through = paths.through()
     assert abs(through[3][1]) < 0.05  # (or a fourth receiver would be named)
     total, direct = paths.total.share[2, 1, 1], paths.direct.share[2, 1, 1]
     en = path_lines(paths, "en")
     assert en[0] == text("paths.sums", direct=np.nansum(paths.direct.share), indirect=np.nansum(paths.indirect.share))
-    named = ", ".join(f"{name} {share:+.2f}" for name, share in through[:3])
+    named = ", ".join(f"{node_name(node)} {share:+.2f}" for node, share in through[:3])
     assert en[1] == (
         f"cross L1 H1 moves {total:+.2f}: {direct:+.2f} directly, {total - direct:+.2f} through later parts"
         f" — {named}; the rest {paths.rest:+.2f}."
     )
-    assert through[0][0] == "decoder FFN L1" and through[1][0] == "decoder L2 H1"  # (what es and zh name below)
+    assert through[0][0] == ("ffn", "decoder", 1) and through[1][0] == ("decoder", 2, 1)  # (what es and zh name below)
     es, zh = path_lines(paths, "es"), path_lines(paths, "zh")
     assert "FFN del decodificador · capa 1 +0.29, decodificador · capa 2 · cabeza 1 +0.10" in es[1]
     assert es[1].startswith("cruzada · capa 1 · cabeza 1 mueve +0.66")

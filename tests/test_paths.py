@@ -152,7 +152,7 @@ def test_a_top_head_reaches_the_output_directly_or_through_the_last_feed_forward
     at = (KINDS.index("cross"), 2, 1)
     assert paths.indirect.share[at] == pytest.approx(paths.total.share[at] - paths.direct.share[at])
     assert paths.rest == pytest.approx(paths.indirect.share[at] - paths.ffn[1, 2])
-    assert [name for name, _ in paths.through()] == ["decoder FFN L2"]
+    assert [node for node, _ in paths.through()] == [("ffn", "decoder", 2)]
 
 
 def test_a_trace_is_split_on_its_output_with_its_heads_off(model: Model) -> None:

@@ -5,7 +5,6 @@ notebook explorer's (`attnlab.widgets`); and the grid both Compare views draw fo
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,7 @@ from attnlab import viz
 from attnlab.app.i18n import kind_name, kind_title, text
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching
-from attnlab.record.paths import PathPatching
+from attnlab.record.paths import Node, PathPatching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.trace import KINDS
 from attnlab.viz.patching import estimated
@@ -23,7 +22,6 @@ from attnlab.viz.patching import estimated
 STAYS = 0.5  # the share at the changed pieces in the encoder's top row from which the change "stays" there
 NAMED, NOTED = 3, 0.05  # a sender's line names its 3 largest receivers, and up to 2 more as large as 0.05
 # a receiver as `PathPatching.through` names it: "cross L2 H1" or "decoder FFN L2"
-THROUGH = re.compile(r"(?P<kind>\w+) (?:L(?P<layer>\d+) H(?P<head>\d+)|FFN L(?P<ffn>\d+))")
 
 
 def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
@@ -66,8 +64,8 @@ def path_lines(paths: PathPatching, lang: str) -> list[str]:
     at = (KINDS.index(paths.sender[0]), *paths.sender[1:])
     total, direct = float(paths.total.share[at]), float(paths.direct.share[at])
     through = paths.through()
-    named = [(name, share) for i, (name, share) in enumerate(through[: NAMED + 2]) if i < NAMED or abs(share) >= NOTED]
-    parts = ", ".join(text("paths.part", lang, name=_component(name, lang), share=rounded(v)) for name, v in named)
+    named = [(node, share) for i, (node, share) in enumerate(through[: NAMED + 2]) if i < NAMED or abs(share) >= NOTED]
+    parts = ", ".join(text("paths.part", lang, name=_component(node, lang), share=rounded(v)) for node, v in named)
     sender = head_name(*paths.sender, lang)
     lines.append(
         text(
@@ -90,14 +88,11 @@ def head_name(kind: str, layer: int, head: int, lang: str) -> str:
     return text("head.short", lang, kind=kind_name(kind, lang), layer=layer, head=head)
 
 
-def _component(name: str, lang: str) -> str:
-    """A receiver `PathPatching.through` names ("decoder L2 H1", "decoder FFN L1") in `lang`."""
-    found = THROUGH.fullmatch(name)
-    if found is None:  # (a name of a newer library: as it is)
-        return name
-    if found["ffn"] is not None:
-        return text("paths.ffn", lang, side=kind_name(found["kind"], lang), layer=int(found["ffn"]))
-    return head_name(found["kind"], int(found["layer"]), int(found["head"]), lang)
+def _component(node: Node, lang: str) -> str:
+    """A receiver `PathPatching.through` gives (a head, or ("ffn", side, layer)) in `lang`."""
+    if node[0] == "ffn":
+        return text("paths.ffn", lang, side=kind_name(node[1], lang), layer=node[2])
+    return head_name(*node, lang)
 
 
 def residual_line(residual: ResidualPatching, lang: str) -> str:

@@ -34,7 +34,7 @@ from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.record.circuit import Circuit
 from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
-from attnlab.record.paths import Head, PathPatching
+from attnlab.record.paths import Head, PathPatching, node_name
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.trace import KINDS
 
@@ -131,7 +131,7 @@ def patch_command(args: argparse.Namespace) -> int:
             name: getattr(result, name) for name in ("direction", "clean", "corrupted", "positions", "pieces")
         }
         answer |= {"senders": [list(s) for s in circuit.senders], "threshold": circuit.threshold}
-        answer |= {"edges": [[_node(a), _node(b), share] for a, b, share in circuit.edges]}
+        answer |= {"edges": [[node_name(a), node_name(b), share] for a, b, share in circuit.edges]}
         table = _circuit_table(circuit)
     elif args.paths:
         if args.files:
@@ -209,13 +209,6 @@ def _sender(text: str) -> Head:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def _node(node: object) -> str:
-    """A circuit's node as the tables name it: "cross L1 H1", "decoder FFN L2", "output"."""
-    if not isinstance(node, tuple):
-        return str(node)
-    return f"{node[1]} FFN L{node[2]}" if node[0] == "ffn" else f"{node[0]} L{node[1]} H{node[2]}"
-
-
 def _circuit_table(circuit: Circuit) -> str:
     """The two log-probabilities, then one line per path, the largest share first."""
     total = circuit.total
@@ -224,7 +217,7 @@ def _circuit_table(circuit: Circuit) -> str:
         f"paths of at least {circuit.threshold:g} of the difference ({total.direction}) from the "
         f"{len(circuit.senders)} heads that move most; to output: the head's direct share"
     )
-    lines += ["", "from\tto\tshare"] + [f"{_node(a)}\t{_node(b)}\t{share:.3f}" for a, b, share in circuit.edges]
+    lines += ["", "from\tto\tshare"] + [f"{node_name(a)}\t{node_name(b)}\t{share:.3f}" for a, b, share in circuit.edges]
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +231,7 @@ def _path_answer(paths: PathPatching) -> dict[str, object]:
         )
     answer: dict[str, object] = {"heads": heads, "sender": list(paths.sender) if paths.sender else None}
     if paths.sender is not None:
-        answer |= {"through": [list(pair) for pair in paths.through()], "rest": paths.rest}
+        answer |= {"through": [[node_name(node), share] for node, share in paths.through()], "rest": paths.rest}
     return answer
 
 
@@ -270,7 +263,7 @@ def _path_tables(paths: PathPatching) -> str:
             "",
             f"{kind} L{layer} H{head}: total {total.share[at]:.3f}, direct {paths.direct.share[at]:.3f}; through",
         ]
-        lines += [f"  {name}\t{share:.3f}" for name, share in paths.through()]
+        lines += [f"  {node_name(node)}\t{share:.3f}" for node, share in paths.through()]
         lines.append(f"  rest\t{paths.rest:.3f}")
     return "\n".join(lines) + "\n"
 

@@ -72,6 +72,7 @@ FFN_OUTPUTS: ContextVar[Mapping[Any, Callable[[Tensor], Tensor | None]]] = Conte
 )
 
 Head = tuple[str, int, int]  # (kind, layer, head), as `HeadPatching.order` names heads
+Node = tuple[str, Any, int]  # a head, or a feed-forward layer ("ffn", side, layer): what a path goes through
 
 
 @dataclass
@@ -102,21 +103,30 @@ class PathPatching:
         through = np.nansum(self.receivers.share) + np.nansum(self.ffn)
         return float(self.total.share[at] - self.direct.share[at] - through)
 
-    def through(self) -> list[tuple[str, float]]:
-        """The sender's receivers as ("cross L2 H1" or "decoder FFN L2", share), the largest |share| first."""
+    def through(self) -> list[tuple[Node, float]]:
+        """The sender's receivers as (node, share), the largest |share| first: a head (kind, layer,
+        head) or a feed-forward layer ("ffn", side, layer); `node_name` writes either."""
         if self.receivers is None or self.ffn is None:
             return []
-        named = [
-            (f"{k} L{layer} H{head}", float(self.receivers.share[KINDS.index(k), layer, head]))
-            for k, layer, head in self.receivers.order()
+        found: list[tuple[Node, float]] = [
+            (head, float(self.receivers.share[KINDS.index(head[0]), head[1], head[2]]))
+            for head in self.receivers.order()
         ]
-        named += [
-            (f"{side} FFN L{layer}", float(v))
+        found += [
+            (("ffn", side, layer), float(v))
             for s, side in enumerate(SIDES)
             for layer, v in enumerate(self.ffn[s])
             if v == v
         ]
-        return sorted(named, key=lambda pair: -abs(pair[1]))
+        return sorted(found, key=lambda pair: -abs(pair[1]))
+
+
+def node_name(node: Node | str) -> str:
+    """A head, a feed-forward layer or the output as the command's tables write it: "cross L1 H1",
+    "decoder FFN L2", "output"."""
+    if not isinstance(node, tuple):
+        return str(node)
+    return f"{node[1]} FFN L{node[2]}" if node[0] == "ffn" else f"{node[0]} L{node[1]} H{node[2]}"
 
 
 def trace_path_patching(
