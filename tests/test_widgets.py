@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -604,3 +604,61 @@ def test_the_explorer_patches_a_changed_sentence_against_the_open_hypothesis(tra
     assert "estimated from one gradient" in explorer.patched.value  # said under the numbers and in the titles
     assert explorer.figures["residual_decoder"].title.text.replace("\n", " ").startswith("estimated from one gradient")
     assert explorer.patch("A dog .", method="guess") is None and "activation or attribution" in explorer.errors.message
+
+
+def test_the_explorer_splits_a_patch_by_path(translator: attnlab.decode.Model) -> None:
+    """With the paths box ticked, the patch on show is also split by path: the heads' direct and
+    indirect grids are the library's, the sender menu lists the patched heads by |total share| (the
+    largest chosen), the receivers grid and the lines are the sender's, another sender (from the
+    menu, or a tap on a grid) runs again; unticked, another hypothesis open, or an estimated patch,
+    none of it is shown."""
+    from html import escape
+
+    from attnlab.app.patching_text import path_lines
+    from attnlab.record.paths import trace_path_patching
+    from attnlab.record.trace import KINDS
+
+    explorer, changed = widgets.explore(translator, text="A man sits on a bike .", beam=2), "A dog sits on a bike ."
+    box, parts = explorer.patching_row.paths_box, ("paths_direct", "paths_indirect", "paths_receivers")
+    explorer.patch(changed)
+    assert all(explorer.figures[part] is None for part in parts)  # (not asked for: no path patching run)
+    box.split.value = True  # splits the patch on show
+    trace = explorer.result.hypotheses[0].trace
+    expected = trace_path_patching(translator, trace, changed)
+    share = expected.total.share
+    ranked = sorted(expected.total.order(), key=lambda at: -abs(share[KINDS.index(at[0]), at[1], at[2]]))
+    assert [value for _label, value in box.sender.options] == ranked and box.sender.value == ranked[0]
+
+    def cells(part: str) -> dict:
+        return explorer.figures[part].select_one({"name": "cells"}).data_source.data
+
+    for part in ("direct", "indirect"):
+        np.testing.assert_allclose(cells(f"paths_{part}")["value"], getattr(expected, part).share.ravel(), atol=1e-6)
+
+    def tap(part: str) -> Callable[[tuple[str, int, int]], None]:
+        """A tap on a head's cell of the `part` grid."""
+
+        def on(head: tuple[str, int, int]) -> None:
+            grid, data = explorer.figures[part], cells(part)
+            at = np.ravel_multi_index((KINDS.index(head[0]), *head[1:]), share.shape)
+            grid._trigger_event(Tap(grid, x=data["x"][at], y=data["y"][at]))
+
+        return on
+
+    # the sender chosen with the patch, then from the menu, a tap on the direct grid, one on the indirect grid
+    choices = (lambda _h: None, lambda h: setattr(box.sender, "value", h), tap("paths_direct"), tap("paths_indirect"))
+    for sender, choose in zip(ranked[:4], choices, strict=True):
+        choose(sender)
+        through = trace_path_patching(translator, trace, changed, sender=sender)
+        assert box.paths.sender == sender and box.sender.value == sender, explorer.errors.message
+        np.testing.assert_allclose(cells("paths_receivers")["value"], through.receivers.share.ravel(), atol=1e-6)
+        assert escape(path_lines(through, "en")[1]) in box.lines.value
+    explorer.choose(1)
+    assert all(explorer.figures[part] is None for part in parts) and box.lines.value == ""
+    explorer.patch(changed, direction="noise")
+    assert box.paths.total.direction == "noise" and explorer.figures["paths_receivers"] is not None
+    explorer.patch(changed, method="attribution")  # paths are measured runs only: one line, no grids
+    assert all(explorer.figures[part] is None for part in parts) and "measured runs only" in box.note.value
+    explorer.patch(changed, method="activation")
+    box.split.value = False
+    assert all(explorer.figures[part] is None for part in parts) and box.sender.layout.display == "none"
