@@ -19,7 +19,7 @@ from attnlab.decode.api import Model, load
 from attnlab.decode.patching import _ids, corpus_patching, patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import token_log_probs
-from attnlab.record.patching import HEADS, _kept
+from attnlab.record.patching import HEADS, kept_run
 from attnlab.record.recorder import hook_point
 from attnlab.record.residual import STATE_SITES
 from attnlab.record.trace import KINDS
@@ -63,7 +63,7 @@ def test_each_head_estimate_is_the_derivative_of_its_patch(model: Model, ids) ->
     estimate = patch_heads(model, CLEAN, CORRUPTED, method="attribution")
     assert estimate.method == "attribution" and np.isfinite(estimate.share).all()
     with torch.no_grad():
-        _, kept = _kept(model.model, clean, target, list(range(len(target))), torch.device("cpu"), HEADS)
+        _, kept = kept_run(model.model, clean, target, list(range(len(target))), torch.device("cpu"), HEADS)
     checked = 0
     for module in model.model.attention_modules():
         kind, layer = hook_point(module)
@@ -85,7 +85,7 @@ def test_each_residual_estimate_is_the_derivative_of_its_patch(model: Model, ids
     estimate = patch_residual(model, CLEAN, CORRUPTED, method="attribution")
     changed = estimate.source.index("▁man")
     with torch.no_grad():
-        _, kept = _kept(model.model, clean, target, list(range(len(target))), torch.device("cpu"), STATE_SITES)
+        _, kept = kept_run(model.model, clean, target, list(range(len(target))), torch.device("cpu"), STATE_SITES)
     layers = model.config.n_layers
     for side, layer, position, grid in [("encoder", i, changed, estimate.encoder) for i in range(layers + 1)] + [
         ("decoder", i, 0, estimate.decoder) for i in range(1, layers + 1)

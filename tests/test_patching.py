@@ -20,7 +20,7 @@ from attnlab.decode.patching import corpus_patching, corpus_residual, patch_head
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, attached
 from attnlab.record.importance import token_log_probs
-from attnlab.record.patching import HEADS, NoDifference, _kept, trace_patching
+from attnlab.record.patching import HEADS, NoDifference, kept_run, trace_patching
 from attnlab.record.recorder import hook_point
 from attnlab.record.residual import trace_residual_patching
 from attnlab.record.trace import KINDS
@@ -65,7 +65,7 @@ def test_patching_every_cross_head_gives_the_other_runs_output(model: Model, pat
     cross = [m for m in model.model.attention_modules() if hook_point(m)[0] == "cross"]
     for into, outputs_of, expected in ((corrupted, clean, patched.clean), (clean, corrupted, patched.corrupted)):
         with torch.no_grad():
-            _, kept = _kept(model.model, outputs_of, target, list(range(len(target))), torch.device("cpu"), HEADS)
+            _, kept = kept_run(model.model, outputs_of, target, list(range(len(target))), torch.device("cpu"), HEADS)
         got = run_with(model, into, target, {m: (ones, kept[m]) for m in cross})
         assert got == pytest.approx(expected, abs=1e-3)
 
@@ -84,7 +84,7 @@ def test_each_row_patches_its_own_head(model: Model, patched) -> None:
     clean, corrupted = ids(model, CLEAN, CORRUPTED)
     target = model.encode_target(model.translate(CLEAN))[0] + [model.config.eos_id]
     with torch.no_grad():
-        _, kept = _kept(model.model, clean, target, list(range(len(target))), torch.device("cpu"), HEADS)
+        _, kept = kept_run(model.model, clean, target, list(range(len(target))), torch.device("cpu"), HEADS)
     modules = {hook_point(m): m for m in model.model.attention_modules()}
     for kind, layer, head in [("cross", 2, 3), ("encoder", 0, 0), ("decoder", 2, 1)]:
         gate = torch.zeros(1, model.config.n_heads)

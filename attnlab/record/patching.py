@@ -190,7 +190,7 @@ def patch_each(
     net.eval()  # no dropout: the model as it decodes
     try:
         with torch.no_grad():
-            runs = [_kept(net, ids, target, chosen, device, sites) for ids in (clean, corrupted)]
+            runs = [kept_run(net, ids, target, chosen, device, sites) for ids in (clean, corrupted)]
             (clean_logp, clean_kept), (corrupt_logp, corrupt_kept) = runs
             difference = clean_logp - corrupt_logp
             if abs(difference) < MIN_DIFFERENCE:
@@ -244,7 +244,7 @@ def pair_tensors(
     return tuple(torch.tensor([ids] * rows, device=device) for ids in (src, tgt_in, target))
 
 
-def _kept(
+def kept_run(
     net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device, sites: Sites
 ) -> tuple[float, dict[Any, torch.Tensor]]:
     """The log-probability over `positions` and the activations `sites` keeps, from one run."""

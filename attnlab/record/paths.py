@@ -55,6 +55,7 @@ from attnlab.record.patching import (
     HeadPatching,
     Run,
     Sites,
+    kept_run,
     pair_patching,
     pair_tensors,
     patched_runs,
@@ -196,7 +197,7 @@ def pair_path_senders(
     try:
         with torch.no_grad():
             (clean_logp, clean_kept), (corrupt_logp, corrupt_kept) = (
-                _kept(net, ids, target, chosen, device) for ids in (clean, corrupted)
+                kept_run(net, ids, target, chosen, device, COMPONENTS) for ids in (clean, corrupted)
             )
             base, kept, other = (
                 (corrupted, corrupt_kept, clean_kept) if direction == "denoise" else (clean, clean_kept, corrupt_kept)
@@ -277,23 +278,6 @@ def _downstream(net: Any, module: Any) -> list[Any]:
     return [c for m in later for c in ([(m, h) for h in heads] if isinstance(m, MultiHeadAttention) else [m])]
 
 
-def _kept(
-    net: Any, src: list[int], target: list[int], positions: list[int], device: torch.device
-) -> tuple[float, dict[Any, Tensor]]:
-    """One run's log-probability over `positions`, every head's output (module: (1, h, Lq, d_v))
-    and every feed-forward layer's (module: (1, L, d_model))."""
-    kept: dict[Any, Tensor] = {}
-
-    def keep(module: Any, x: Tensor) -> None:
-        kept[module] = x.detach()
-
-    with ExitStack() as stack:
-        stack.enter_context(HEADS.keep(net, kept))
-        stack.enter_context(attached(FFN_OUTPUTS, {m: partial(keep, m) for m in _ffn_modules(net)}))
-        logp = token_log_probs(net, *pair_tensors(src, target, 1, net, device))[0, positions].sum()
-    return float(logp), kept
-
-
 def _frozen_runs(
     net: Any,
     src: list[int],
@@ -342,7 +326,7 @@ def _frozen(
                 values[row, head] = other[module][0, head]
         patches[module] = (torch.ones(rows, heads, device=device), values)
     ones = torch.ones(rows, device=device)
-    changes = {m: partial(_held, ones, kept[m], heard, m) for m in _ffn_modules(net)}
+    changes = {m: partial(_held, ones, kept[m][:, 0], heard, m) for m in _ffn_modules(net)}
     with ExitStack() as stack:
         if heard is not None:
             stack.enter_context(HEADS.keep(net, heard))
@@ -372,7 +356,20 @@ def _attach_components(patches: dict[Any, tuple[Tensor, Tensor]]) -> AbstractCon
     return stack
 
 
-COMPONENTS = Sites(keep=lambda net, kept: ExitStack(), attach=_attach_components)  # heads and feed-forward layers
+def _keep_components(net: Any, kept: dict[Any, Tensor]) -> AbstractContextManager:
+    """Every head's output (module: (1, h, Lq, d_v)) and every feed-forward layer's (module:
+    (1, 1, L, d_model), the shape `_attach_components` patches), kept from one run."""
+
+    def keep(module: Any, x: Tensor) -> None:
+        kept[module] = x.detach()[:, None]
+
+    stack = ExitStack()
+    stack.enter_context(HEADS.keep(net, kept))
+    stack.enter_context(attached(FFN_OUTPUTS, {m: partial(keep, m) for m in _ffn_modules(net)}))
+    return stack
+
+
+COMPONENTS = Sites(keep=_keep_components, attach=_attach_components)  # heads and feed-forward layers
 
 
 def _install(net: Any) -> None:
