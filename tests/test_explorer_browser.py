@@ -607,6 +607,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert re.search(r"layer \d head \d alone (restores|causes) -?\d+% of the difference", most.inner_text())
     assert page.painted("residual-patching-decoder")  # the same click: each decoder layer's output at each piece
     assert page.painted("path-patching-direct")  # and, ticked, what each head moves straight to the output
+    assert page.painted("circuit")  # and the circuit of the heads that move most, under them
     where = page.page.locator(".attn-patch-where-line").inner_text()
     assert re.search(r"in the output (it|the change) lands on '[^']+' \(-?\d+%\)", where), where
     page.settle()

@@ -200,10 +200,16 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     where a window has room, is as wide as before (its `max_width` is its own width). A head's
     map and the rollout of a source of 20 or more pieces were ~710 px (the page 1,079 px in
     Chromium): they narrow too, the head's map also after it is redrawn in place for a new
-    sentence (its widths follow its new size)."""
+    sentence (its widths follow its new size). The path part's circuit is 640 px for four heads
+    a layer and 960 for eight: it narrows as well."""
+    from dataclasses import replace
+
+    import numpy as np
     import panel as pn
 
     from attnlab import viz
+    from attnlab.app.explorer.circuit import fitted
+    from attnlab.record.circuit import trace_circuit
     from attnlab.viz.cells import FIT_PX
 
     shown = explorer(lab, tiny="translate", restricted="restricted")
@@ -225,13 +231,19 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     names = {obj.name for obj in shown_objects}
     wanted = {"logit-lens", "head-importance", "head-patching", "eq1", "stats-table", "profile-sentences"}
     assert wanted <= names and {"compare-lens-first", "residual-patching-decoder"} <= names, names
-    assert {"path-patching-direct", "path-patching-indirect", "path-patching-receivers"} <= names, names
+    assert {"path-patching-direct", "path-patching-indirect", "path-patching-receivers", "circuit"} <= names, names
     lens = next(obj for obj in shown_objects if obj.name == "logit-lens")
     assert lens.x_range.bounds[1] >= 12 and lens.width > FIT_PX  # or the lens fits anyway
     assert {obj.name: narrowest(obj) for obj in shown_objects if narrowest(obj) > 1024 - 350 - 10} == {}
     stretched = [obj for pane in shown_objects for obj in [pane, *getattr(pane, "children", [])]]
     stretched = [obj for obj in stretched if obj.sizing_mode == "stretch_width" and obj.max_width != obj.width]
     assert [obj.name for obj in stretched if obj.width is not None] == []
+    # a circuit of eight heads a layer (960 px) narrows as well, and is as wide as that where there is room
+    four = trace_circuit(shown.store.model, shown.store.trace, shown.ablation.patching.corrupted.value)
+    eight = {part: replace(grid, share=np.pad(grid.share, ((0, 0), (0, 0), (0, 4)))) for part, grid in
+             (("total", four.total), ("direct", four.direct))}  # fmt: skip
+    wide = fitted(viz.circuit_figure(replace(four, **eight)))
+    assert narrowest(wide) <= 1024 - 350 - 10 < wide.max_width == viz.circuit_figure(four).width + 4 * 80
 
     heatmap = shown.heads.heatmap.object
     long = "a girl sits on a red bike in the park with the dog and a boy rides a bike on the road by the sea ."

@@ -540,6 +540,69 @@ def test_the_patching_box_splits_each_heads_share_by_path_when_ticked(
     assert part.direct.object is None and box.figure.object is not None
 
 
+def test_the_path_part_draws_the_circuit_and_its_menus_redraw_it(
+    lab: dict[str, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ticked, a patching also draws the circuit under the receivers grid: its curves and nodes are
+    `trace_circuit`'s for the same sentences, direction and piece, with the menus' heads (4) and
+    smallest path (0.05). Another number of heads or smallest path redraws it with those; a refusal
+    is the circuit's one line, the grids above it staying; unticked, it goes."""
+    from attnlab.app.explorer import circuit as circuit_box
+    from attnlab.record.circuit import trace_circuit
+
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 4
+    box, store, changed = shown.ablation.patching, shown.store, "the cat runs in the park ."
+    part = box.paths.circuit
+    where = trace_residual_patching(store.model, store.trace, changed, direction="noise")
+    k = int(np.argmax(np.abs(where.decoder[-1])))  # the piece the change moves most
+    box.corrupted.value_input, box.read.value, box.direction.value = changed, k, "noise"
+    box.paths.split.value = True
+    box.run()
+    assert part.layout.visible and (part.senders.value, part.threshold.value) == (4, 0.05)
+
+    def drawn_as(senders: int, threshold: float) -> None:
+        expected = trace_circuit(
+            store.model, store.trace, changed, positions=[k], direction="noise", senders=senders, threshold=threshold
+        )
+        assert len(expected.edges) >= 2 and len(expected.senders) == senders  # (or the menus change little)
+        fig, own = part.figure.object, viz.circuit_figure(expected, words=store.words)
+        assert fig.name == "circuit" and not part.note.object
+        for name in ("paths", "nodes"):
+            data, want = (f.select_one({"name": name}).data_source.data for f in (fig, own))
+            assert data.keys() == want.keys()
+            for key, value in want.items():  # names and hovers as written, places and widths to rounding
+                if isinstance(value[0], str):
+                    assert list(data[key]) == list(value), (name, key)
+                else:
+                    np.testing.assert_allclose(np.array(data[key], float), np.array(value, float), err_msg=key)
+        assert len(fig.select_one({"name": "paths"}).data_source.data["tip"]) == len(expected.edges)
+
+    drawn_as(4, 0.05)
+    part.senders.value = 2
+    drawn_as(2, 0.05)
+    part.threshold.value = 0.02
+    drawn_as(2, 0.02)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AttnlabError("no circuit here")
+
+    monkeypatch.setattr(circuit_box, "trace_circuit", refuse)
+    part.senders.value = 3
+    said = store.explain(AttnlabError("no circuit here"))
+    assert part.note.object == f"<p class='attn-circuit-error'>{html.escape(said)}</p>" and part.figure.object is None
+    assert box.paths.direct.object is not None and box.paths.receivers.object is not None
+    monkeypatch.undo()
+    part.threshold.value = 0.05
+    drawn_as(3, 0.05)
+    box.paths.split.value = False
+    assert part.figure.object is None and not part.layout.visible
+    part.senders.value = 5  # nothing asked: nothing drawn
+    assert part.figure.object is None and not part.layout.visible
+
+
 def test_the_patching_box_shows_where_the_difference_sits(lab: dict[str, Path]) -> None:  # noqa: F811
     """The same button patches the residual stream: under the head grid, a line saying where the
     difference sits and the encoder's and the decoder's grids of the open output; a changed sentence

@@ -8,7 +8,7 @@ scale, one under the other, each narrowing with the window as the box's other gr
 one sender head (the menu, by the size of its total share; or a tap on either grid), the grid of
 the later heads its effect goes through and the line that names where it goes
 (`patching_text.path_lines`). A new sender re-runs path patching for its receivers alone (0.1 s on
-the bundled EN→DE model).
+the bundled EN→DE model). Under them, the circuit of the few heads that move most (`circuit.py`).
 
 Paths are measured runs, never estimated: under attribution patching the part says so in one line
 and draws nothing. Anything the library refuses is the part's one line, in the page's language.
@@ -23,6 +23,7 @@ from typing import Any
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.circuit import CircuitBox
 from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
@@ -54,6 +55,7 @@ class PathsBox(pn.viewable.Viewer):
         )  # fmt: skip
         self.lines = pn.pane.HTML("", css_classes=["attn-paths-lines"], **PROSE)
         self.receivers = pn.pane.Bokeh(None, css_classes=["attn-paths-receivers"])
+        self.circuit = CircuitBox(store)
         self.asked: tuple[str, dict[str, Any], HeadPatching] | None = None  # the last patching: sentence, how, grid
         self.drawing = False  # while the menu is filled: its new value is no visitor's choice
         self.layout = pn.Column(
@@ -65,6 +67,7 @@ class PathsBox(pn.viewable.Viewer):
             self.sender,
             self.lines,
             self.receivers,
+            self.circuit,
             css_classes=["attn-paths-box"],
         )
         self.split.param.watch(lambda _event: self.draw(), "value")
@@ -85,7 +88,7 @@ class PathsBox(pn.viewable.Viewer):
         self.clear()
         if not self.split.value or self.asked is None:
             return
-        _, how, patching = self.asked
+        corrupted, how, patching = self.asked
         if how["method"] != "activation":
             self.note.object = (
                 f"<p class='attn-muted'>{html.escape(text('ablation.paths_measured', self.store.lang))}</p>"
@@ -115,6 +118,7 @@ class PathsBox(pn.viewable.Viewer):
             self.drawing = False
         self.sender.visible = True
         self._receivers(paths)
+        self.circuit.draw(corrupted, how)
 
     def pick(self, kind: str, layer: int, head: int) -> None:
         """A tap on the direct or indirect grid: that head is the sender, if it was patched."""
@@ -122,10 +126,11 @@ class PathsBox(pn.viewable.Viewer):
             self.sender.value = (kind, layer, head)
 
     def clear(self) -> None:
-        """No grids, no menu, no lines."""
+        """No grids, no menu, no lines, no circuit."""
         self.direct.object = self.indirect.object = self.receivers.object = None
         self.note.object = self.lines.object = ""
         self.sender.visible = False
+        self.circuit.clear()
 
     def _sender_chosen(self, event: Any) -> None:
         """Another sender: its receivers (the direct and indirect grids stay as they are)."""
