@@ -1,7 +1,8 @@
 """The explorer's compare mode in a real headless Chromium: two bundled translators (the paper's
 global attention and an r=3 restricted one) on the same sentence, both outputs with their word
-diff, and the open head of each with the difference map; a translator and a parser are refused
-in one line. The page runs offline (tests/test_explorer_browser.py's `Page`)."""
+diff, and the open head of each with the difference map; with every box ticked, every figure of
+the tab painted and laid out wider than 0 px in a 1500 and a 1024 px window; a translator and a
+parser are refused in one line. The page runs offline (tests/test_explorer_browser.py's `Page`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from test_explorer_browser import ARTIFACTS, JS_HEATMAP_MODEL, JS_TITLE, ROOT, P
 
 import attnlab
 from attnlab.app.checkpoints import find_checkpoints, same_directory
+from attnlab.app.explorer.compare import IMPORTANCE_FIGURES, LENS_FIGURES, PATCHING_FIGURES
+from attnlab.app.explorer.compare_attribution import ATTRIBUTION_FIGURES
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -22,11 +25,31 @@ FIRST = ROOT / "checkpoints" / "multi30k-en-de"
 PARSER = ROOT / "checkpoints" / "wsj-parser"
 SECOND = ROOT / "checkpoints" / "multi30k-en-de-r3"  # the bundled r = 3 translator (Table 1's last row)
 TEXT = "Two young children are playing with a big brown dog on the beach."
+CHANGED = "Two young children are playing with a big black dog on the beach."  # what the patching box patches
+FIGURES = (  # every figure the tab draws with all its boxes ticked
+    ("compare-first", "compare-second", "compare-diff")
+    + ("compare-rollout-first", "compare-rollout-second", "compare-rollout-diff")
+    + LENS_FIGURES
+    + IMPORTANCE_FIGURES
+    + PATCHING_FIGURES
+    + ATTRIBUTION_FIGURES
+)
 JS_READS = (  # both compare heatmaps are built and read these source pieces
     "(labels) => ['compare-first', 'compare-second'].every(n => { const h = ("
     + JS_HEATMAP_MODEL
     + ")(n); return h && JSON.stringify(h.key_labels) === JSON.stringify(labels); })"
 )
+JS_WIDTHS = """(name) => {  // the canvas width of each view of figure `name` (null until one is built)
+  const widths = [], stack = [...Bokeh.index], seen = new Set();
+  while (stack.length) {
+    const v = stack.pop();
+    if (!v || seen.has(v)) continue;
+    seen.add(v);
+    if (v.model && v.model.name === name && v.canvas_view) widths.push(v.canvas_view.el.getBoundingClientRect().width);
+    try { for (const c of v.children()) stack.push(c); } catch (e) {}
+  }
+  return widths.length ? widths : null;
+}"""
 JS_WITHOUT_DELETIONS = (
     "el => { const c = el.cloneNode(true); c.querySelectorAll('del').forEach(d => d.remove()); return c.textContent; }"
 )
@@ -71,6 +94,17 @@ def compared(page: Page, run: int, source: list[str] | None = None) -> dict[str,
     }
 
 
+def laid_out(page: Page) -> dict[str, list[float]]:
+    """The canvas widths of every figure in `FIGURES`, once BokehJS built them all. A width of 0
+    is a figure drawn blank: Bokeh figures that reached a FlexBox after the page was laid out came
+    out 0 px wide in Chromium (the path grids, explorer/paths.py), which `painted` would only
+    report as a time-out (it waits for a view wider than 0)."""
+    for name in FIGURES:
+        page.page.wait_for_function(JS_WIDTHS, arg=name, timeout=60_000)
+    page.settle()
+    return {name: page.page.evaluate(JS_WIDTHS, name) for name in FIGURES}
+
+
 def test_compare_two_translators(chromium: object, compare_server: Server, second: Path, artifacts: Path) -> None:
     session = Page(chromium, compare_server.url)  # opens FIRST and translates its example (run 1)
     try:
@@ -78,6 +112,8 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
         assert first_name == "EN→DE translator · multi30k-en-de"  # the pickers name what a model does
         assert second_name.startswith("EN→DE translator · multi30k-en-de-r3"), second_name
         assert session.page.locator(".attn-checkpoint select").input_value() == first_name
+        session.page.locator(".bk-tab").filter(has_text="Head ablation").click()
+        session.page.locator(".attn-patch-input input").fill(CHANGED)  # what the Compare tab's 4th box patches
         session.page.locator(".bk-tab").filter(has_text=re.compile("^Compare$")).click()
         session.page.locator(".attn-compare-notice-text").filter(has_text="Choose a second model").wait_for()
         session.page.locator(".attn-compare-second select").select_option(label=second_name)
@@ -113,6 +149,17 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
         for name in ("compare-lens-first", "compare-lens-second"):
             assert session.painted(name, 5), f"{name} is blank"
         session.page.screenshot(path=artifacts / "explorer-compare-rollouts-lenses.png", full_page=True)
+        for box in ("importances", "patchings", "attributions"):  # every figure the tab has, drawn after the page
+            session.page.locator(f".attn-compare-{box} input").check()
+        for width in (1500, 1024):
+            session.page.set_viewport_size({"width": width, "height": 1200})
+            widths = laid_out(session)
+            assert all(w and min(w) > 0 for w in widths.values()), f"{width} px window: 0 px wide figures {widths}"
+            assert session.page.evaluate("document.documentElement.scrollWidth") == width  # nothing runs past it
+        for name in IMPORTANCE_FIGURES + PATCHING_FIGURES + ATTRIBUTION_FIGURES:  # (the others are checked above)
+            assert session.painted(name, 5), f"{name} is blank in a 1024 px window"
+        session.page.screenshot(path=artifacts / "explorer-compare-every-box.png", full_page=True)
+        session.page.set_viewport_size({"width": 1500, "height": 1200})
 
         if (PARSER / "manifest.json").is_file():
             session.page.locator(".attn-compare-second select").select_option(label=picker_name(PARSER, []))
