@@ -15,7 +15,6 @@ refuses is the part's one line, in the page's language.
 from __future__ import annotations
 
 import html
-import logging
 from typing import Any
 
 import panel as pn
@@ -25,11 +24,8 @@ from attnlab import viz
 from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
-from attnlab.errors import AttnlabError
 from attnlab.record.circuit import Circuit, trace_circuit
 from attnlab.viz.cells import fit_widths
-
-log = logging.getLogger(__name__)
 
 SENDERS = list(range(1, 9))  # heads followed: more than eight is a tangle no one reads
 THRESHOLDS = (0.02, 0.05, 0.1)  # the smallest path drawn, as a share of the difference
@@ -94,19 +90,15 @@ class CircuitBox(pn.viewable.Viewer):
     def _trace(self, corrupted: str, how: dict[str, Any]) -> Circuit | None:
         """The circuit, or None and the one line why."""
         store = self.store
-        self.note.object = ""
-        try:
-            return trace_circuit(
+        circuit, said = store.attempt(
+            lambda: trace_circuit(
                 store.model, store.trace, corrupted, positions=how["positions"], direction=how["direction"],
                 senders=self.senders.value, threshold=self.threshold.value,
-            )  # fmt: skip
-        except AttnlabError as error:
-            said = store.explain(error)
-        except Exception as error:  # a bug: its name in the box, its traceback in the server's log
-            log.exception("circuit %r", corrupted[:80])
-            said = text("error.internal", store.lang, error=type(error).__name__)
-        self.note.object = f"<p class='attn-circuit-error'>{html.escape(said)}</p>"
-        return None
+            ),
+            f"circuit {corrupted[:80]!r}",
+        )  # fmt: skip
+        self.note.object = f"<p class='attn-circuit-error'>{html.escape(said)}</p>" if said else ""
+        return circuit
 
 
 def fitted(fig: figure) -> figure:

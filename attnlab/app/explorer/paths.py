@@ -17,7 +17,6 @@ and draws nothing. Anything the library refuses is the part's one line, in the p
 from __future__ import annotations
 
 import html
-import logging
 from typing import Any
 
 import panel as pn
@@ -28,12 +27,9 @@ from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import head_name, path_lines, rounded
-from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching
 from attnlab.record.paths import PathPatching, trace_path_patching
 from attnlab.record.trace import KINDS
-
-log = logging.getLogger(__name__)
 
 Head = tuple[str, int, int]
 
@@ -144,19 +140,17 @@ class PathsBox(pn.viewable.Viewer):
         """Path patching of the last patching's sentences with `sender`, or None and the one line why."""
         store = self.store
         corrupted, how, _ = self.asked
-        try:
-            return trace_path_patching(
+        paths, said = store.attempt(
+            lambda: trace_path_patching(
                 store.model, store.trace, corrupted, positions=how["positions"], direction=how["direction"],
                 sender=sender,
-            )  # fmt: skip
-        except AttnlabError as error:
-            said = store.explain(error)
-        except Exception as error:  # a bug: its name in the box, its traceback in the server's log
-            log.exception("path patching %r", corrupted[:80])
-            said = text("error.internal", store.lang, error=type(error).__name__)
-        self.clear()
-        self.note.object = f"<p class='attn-paths-error'>{html.escape(said)}</p>"
-        return None
+            ),
+            f"path patching {corrupted[:80]!r}",
+        )  # fmt: skip
+        if paths is None:
+            self.clear()
+            self.note.object = f"<p class='attn-paths-error'>{html.escape(said)}</p>"
+        return paths
 
     def _receivers(self, paths: PathPatching) -> None:
         """The sender's receivers grid and the lines that say where its share goes."""

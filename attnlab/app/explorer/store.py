@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import param
 
@@ -35,6 +35,7 @@ from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
 log = logging.getLogger("attnlab.explorer")
+T = TypeVar("T")
 
 MAX_INPUT_CHARS = 20_000  # the models read at most a few hundred pieces; this is ~20x more, and tokenises in ms
 MAX_BEAM = 32  # the parser's paper setting (21) fits; wider beams only cost the shared CPU
@@ -104,6 +105,18 @@ class Store(param.Parameterized):
         It is made a sentence before the paths in it are named: a message that starts with a
         path keeps the name's own case (`root/profiles/p.parquet: ...`, not `Root/...`)."""
         return error_message(error, self.lang, self.roots.scrub(sentence(str(error)), names))
+
+    def attempt(self, call: Callable[[], T], what: str) -> tuple[T | None, str]:
+        """(`call()`, ""), or (None, the one line this session shows for what it raised): attnlab's
+        refusals `explain`ed; anything else is a bug, named in the line and its traceback in the
+        server's log under `what` (what the boxes that run the library on a visitor's sentence share)."""
+        try:
+            return call(), ""
+        except AttnlabError as error:
+            return None, self.explain(error)
+        except Exception as error:
+            log.exception(what)
+            return None, text("error.internal", self.lang, error=type(error).__name__)
 
     @property
     def beam_size(self) -> int:
