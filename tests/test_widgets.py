@@ -23,7 +23,7 @@ from test_notebooks import make_checkpoints
 from test_viz import some_heads
 
 import attnlab
-from attnlab import widgets
+from attnlab import viz, widgets
 from attnlab.app import i18n, notebook
 from attnlab.app.replay import Timeline
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
@@ -662,3 +662,52 @@ def test_the_explorer_splits_a_patch_by_path(translator: attnlab.decode.Model) -
     explorer.patch(changed, method="activation")
     box.split.value = False
     assert all(explorer.figures[part] is None for part in parts) and box.sender.layout.display == "none"
+
+
+def test_the_explorer_draws_the_circuit_of_a_split_patch(translator: attnlab.decode.Model) -> None:
+    """With the paths box ticked, the patch on show is drawn as a circuit too: its curves are the
+    library's edges for the same pair; each menu redraws it with its heads or its smallest path, a
+    new sender leaves it as it is; another hypothesis open or the box unticked, it goes. In the
+    explorer's language, figure words included."""
+    from html import escape
+
+    from attnlab.app.words import figure_words
+    from attnlab.record.circuit import trace_circuit
+
+    explorer, changed = (
+        widgets.explore(translator, text="A man sits on a bike .", beam=2, lang="es"),
+        "A dog sits on a bike .",
+    )
+    paths_box = explorer.patching_row.paths_box
+    box = paths_box.circuit_box
+    explorer.patch(changed)
+    assert explorer.figures["circuit"] is None and box.layout.display == "none"  # (not asked for)
+    paths_box.split.value = True
+    trace = explorer.result.hypotheses[0].trace
+
+    def drawn(senders: int, threshold: float) -> list:
+        """The edges on show, checked against the library's for `senders` and `threshold`."""
+        expected = trace_circuit(translator, trace, changed, senders=senders, threshold=threshold)
+        curves = explorer.figures["circuit"].select_one({"name": "paths"}).data_source.data
+        library = viz.circuit_figure(expected, words=figure_words("es")).select_one({"name": "paths"})
+        assert list(curves["tip"]) == list(library.data_source.data["tip"]), explorer.errors.message
+        assert [edge[:2] for edge in box.circuit.edges] == [edge[:2] for edge in expected.edges]
+        np.testing.assert_allclose([e[2] for e in box.circuit.edges], [e[2] for e in expected.edges], atol=1e-6)
+        assert box.circuit.senders == expected.senders and box.circuit.threshold == threshold
+        return expected.edges
+
+    four = drawn(4, 0.05)
+    assert four and box.layout.display is None and escape(i18n.text("ablation.circuit_about", "es")) in box.about.value
+    box.senders.value = 2
+    two = drawn(2, 0.05)
+    box.threshold.value = 0.02
+    assert len(two) < len(four) and len(two) < len(drawn(2, 0.02))  # (each menu changed what is drawn)
+    shown = explorer.figures["circuit"]
+    paths_box.sender.value = [value for _label, value in paths_box.sender.options][1]
+    assert explorer.figures["circuit"] is shown  # (another sender: the circuit stays)
+    explorer.choose(1)
+    assert explorer.figures["circuit"] is None and box.layout.display == "none"
+    explorer.patch(changed)
+    assert explorer.figures["circuit"] is not None
+    paths_box.split.value = False
+    assert explorer.figures["circuit"] is None and box.layout.display == "none"

@@ -5,7 +5,8 @@ the explorer's Patching tab shows (`attnlab.app.explorer.patching`), in ipywidge
 of its own so that the explorer (`widgets.Explorer`) holds it as it holds the attribution box.
 
 Under it, the paths box (`PathsBox`, the explorer's `attnlab.app.explorer.paths`): while it is
-ticked, each patch is also split by path (`attnlab.record.paths`, Wang et al.'s path patching).
+ticked, each patch is also split by path (`attnlab.record.paths`, Wang et al.'s path patching), and
+its circuit drawn (`attnlab.app.circuit_widget`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ipywidgets as w
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
+from attnlab.app.circuit_widget import CircuitBox
 from attnlab.app.i18n import text
 from attnlab.app.notebook import BokehPane, ErrorBox, checked_text, reporting
 from attnlab.app.patching_text import head_lines, head_name, path_lines, residual_line, rounded
@@ -31,9 +33,9 @@ class PathsBox(w.VBox):
     """A check box and, while it is ticked, for the patch on show: the grids of every head's direct
     and indirect share (one colour scale), the sender menu (the patched heads by the size of their
     total share, the largest chosen; a tap on either grid chooses too), the lines that say where the
-    sender's share goes, and the grid of the later heads it goes through. Another sender re-runs
-    path patching for its receivers alone. Paths are measured runs, never estimated: after an
-    estimated patch the box says so in one line and draws nothing."""
+    sender's share goes, the grid of the later heads it goes through, and the circuit of the patch
+    (`CircuitBox`). Another sender re-runs path patching for its receivers alone. Paths are measured
+    runs, never estimated: after an estimated patch the box says so in one line and draws nothing."""
 
     def __init__(self, model: Any, errors: ErrorBox, lang: str) -> None:
         """`model` runs the path patching; `errors` is where what the library refuses is shown."""
@@ -46,8 +48,10 @@ class PathsBox(w.VBox):
         )
         self.lines = w.HTML()
         self.direct, self.indirect, self.receivers = BokehPane(), BokehPane(), BokehPane()
+        self.circuit_box = CircuitBox(model, errors, lang)
         grids = w.HBox([self.direct, self.indirect], layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([self.split, self.note, grids, self.sender, self.lines, self.receivers])
+        parts = [self.split, self.note, grids, self.sender, self.lines, self.receivers, self.circuit_box]
+        super().__init__(parts)
         self.paths: PathPatching | None = None  # what the grids show
         self.asked: tuple[AttentionTrace, str, Any, str, HeadPatching] | None = None  # the patch on show: its
         # trace, changed sentence, positions, direction, and heads' grid
@@ -58,7 +62,7 @@ class PathsBox(w.VBox):
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
         panes = {"direct": self.direct, "indirect": self.indirect, "receivers": self.receivers}
-        return {f"paths_{part}": pane.figure for part, pane in panes.items()}
+        return {f"paths_{part}": pane.figure for part, pane in panes.items()} | self.circuit_box.figures
 
     def patched(self, trace: AttentionTrace, changed: str, positions: Any, direction: str, heads: HeadPatching) -> None:
         """The row patched `trace` against `changed` and drew `heads`: split it by path too, if asked
@@ -72,8 +76,9 @@ class PathsBox(w.VBox):
         self.clear()
 
     def draw(self) -> None:
-        """The direct and indirect grids of the patch on show and the receivers of its head with the
-        largest total share either way; nothing while the box is not ticked or nothing is patched."""
+        """The direct and indirect grids of the patch on show, the receivers of its head with the
+        largest total share either way, and its circuit; nothing while the box is not ticked or
+        nothing is patched."""
         self.clear()
         if not self.split.value or self.asked is None:
             return
@@ -95,6 +100,7 @@ class PathsBox(w.VBox):
                 self._setting = False
             self.sender.layout.display = None
             self._show_receivers()
+            self.circuit_box.show(*self.asked[:-1])
 
     def pick(self, kind: str, layer: int, head: int) -> None:
         """A tap on the direct or indirect grid: that head is the sender, if it was patched."""
@@ -102,12 +108,13 @@ class PathsBox(w.VBox):
             self.sender.value = (kind, layer, head)
 
     def clear(self) -> None:
-        """No grids, no menu, no lines."""
+        """No grids, no menu, no lines, no circuit."""
         self.paths = None
         self.note.value = self.lines.value = ""
         self.sender.layout.display = "none"
         for pane in (self.direct, self.indirect, self.receivers):
             pane.update(None)
+        self.circuit_box.clear()
 
     def _receivers(self, sender: Head | None) -> None:
         """Another sender chosen: its receivers (the direct and indirect grids stay as they are)."""
