@@ -22,7 +22,6 @@ sentence the model cannot take, an int8 model) is the box's one line, in the pag
 from __future__ import annotations
 
 import html
-import logging
 from collections.abc import Callable
 
 import panel as pn
@@ -33,12 +32,9 @@ from attnlab.app.explorer.paths import PathsBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import head_lines, residual_line, word
-from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.trace import AttentionTrace
-
-log = logging.getLogger(__name__)
 
 
 class PatchingBox(pn.viewable.Viewer):
@@ -135,20 +131,22 @@ class PatchingBox(pn.viewable.Viewer):
         if store.trace is None or not corrupted:
             self._refuse(text("ablation.patch_none", lang))
             return
+        how["positions"] = None if self.read.value < 0 else [self.read.value]
         self.go.loading = True
         try:
-            how["positions"] = None if self.read.value < 0 else [self.read.value]
-            patching = trace_patching(store.model, store.trace, corrupted, **how)
-            residual = trace_residual_patching(store.model, store.trace, corrupted, **how)
-        except AttnlabError as error:
-            self._refuse(store.explain(error))
-            return
-        except Exception as error:  # a bug: its name in the box, its traceback in the server's log
-            log.exception("patching %r", corrupted[:80])
-            self._refuse(text("error.internal", lang, error=type(error).__name__))
-            return
+            both, said = store.attempt(
+                lambda: (
+                    trace_patching(store.model, store.trace, corrupted, **how),
+                    trace_residual_patching(store.model, store.trace, corrupted, **how),
+                ),
+                f"patching {corrupted[:80]!r}",
+            )
         finally:
             self.go.loading = False
+        if both is None:
+            self._refuse(said)
+            return
+        patching, residual = both
         words = {  # titles in this box's words (the open and the changed sentence), not the library's clean/corrupted
             **store.words,
             "patching.title_denoise": text("ablation.patch_title_denoise", lang),
