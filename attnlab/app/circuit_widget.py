@@ -20,13 +20,10 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app.i18n import text
 from attnlab.app.notebook import BokehPane, ErrorBox, reporting
+from attnlab.app.patching_text import SENDERS, THRESHOLDS
 from attnlab.app.words import figure_words
 from attnlab.record.circuit import Circuit, trace_circuit
 from attnlab.record.trace import AttentionTrace
-
-# the explorer's menus (explorer/circuit.py; not imported: that would import panel into a notebook)
-SENDERS = list(range(1, 9))  # heads followed: more than eight is a tangle no one reads
-THRESHOLDS = (0.02, 0.05, 0.1)  # the smallest path drawn, as a share of the difference
 
 
 class CircuitBox(w.VBox):

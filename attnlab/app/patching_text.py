@@ -24,6 +24,10 @@ NAMED, NOTED = 3, 0.05  # a sender's line names its 3 largest receivers, and up 
 # a receiver as `PathPatching.through` names it: "cross L2 H1" or "decoder FFN L2"
 
 
+SENDERS = list(range(1, 9))  # a circuit's menu of heads followed: more than eight is a tangle no one reads
+THRESHOLDS = (0.02, 0.05, 0.1)  # its menu of the smallest path drawn, as a share of the difference
+
+
 def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tuple[list[str], str]:
     """(lines: the two runs' log-probabilities, why the encoder's heads were not patched when they
     were not, and that the shares are estimates when they are; the line naming the head that moves

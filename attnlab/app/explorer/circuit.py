@@ -24,11 +24,9 @@ from attnlab import viz
 from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
+from attnlab.app.patching_text import SENDERS, THRESHOLDS
 from attnlab.record.circuit import Circuit, trace_circuit
 from attnlab.viz.cells import fit_widths
-
-SENDERS = list(range(1, 9))  # heads followed: more than eight is a tangle no one reads
-THRESHOLDS = (0.02, 0.05, 0.1)  # the smallest path drawn, as a share of the difference
 
 
 class CircuitBox(pn.viewable.Viewer):
