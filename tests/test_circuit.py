@@ -95,5 +95,21 @@ def test_the_command_lists_the_paths() -> None:
     assert len(answer["senders"]) == 3 and answer["threshold"] == 0.05
     assert ["cross L1 H1", "decoder FFN L1"] in [edge[:2] for edge in answer["edges"]]
     assert all(abs(edge[2]) >= 0.05 for edge in answer["edges"])
+    assert "decoder FFN L1" in answer["parts"] and set(answer["parts"]["decoder FFN L1"]) == {"total", "direct"}
     refused = subprocess.run([*command, "--paths"], capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_every_node_it_reaches_is_followed(model: Model, circuit: Circuit) -> None:
+    """Each head or feed-forward layer an edge reaches is patched in its turn and has its total
+    and direct share (its own edges kept where they pass the threshold), unless `most` stops it;
+    `most` equal to the senders follows the senders alone."""
+    reached = {end for *_, end, _ in [(a, b, s) for a, b, s in circuit.edges] if end != OUTPUT}
+    assert reached and reached <= set(circuit.shares)
+    assert any(node[0] == "ffn" for node in circuit.shares)
+    ffn = next(node for node in circuit.shares if node[0] == "ffn")
+    paths = patch_paths(model, CLEAN, CORRUPTED, positions=[1], sender=ffn)
+    assert circuit.shares[ffn] == pytest.approx((paths.sender_total, paths.sender_direct), abs=1e-6)
+    trace = model.translate(CLEAN, record=True).trace
+    alone = trace_circuit(model, trace, CORRUPTED, positions=[1], senders=5, threshold=0.03, most=5)
+    assert set(alone.shares) == set(alone.senders) and {a for a, _, _ in alone.edges} <= set(alone.senders)

@@ -204,6 +204,12 @@ def test_the_command_prints_the_split_and_json(tmp_path: Path) -> None:
     row = next(r for r in answer["heads"] if [r["kind"], r["layer"], r["head"]] == top)
     assert row["total"] == pytest.approx(row["direct"] + row["indirect"])
     assert answer["through"] and answer["through"][0][0]
+    done = subprocess.run([*command, "--sender", "ffn:decoder:1", "--json"], capture_output=True, text=True, cwd=ROOT)
+    answer = json.loads(done.stdout)
+    assert answer["sender"] == ["ffn", "decoder", 1] and answer["through"][0][0] in ("decoder FFN L2", "decoder L2 H1")
+    assert answer["rest"] == pytest.approx(
+        answer["sender_total"] - answer["sender_direct"] - sum(v for _, v in answer["through"])
+    )
     refused = subprocess.run([*command, "--sender", "cross:1"], capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1
     assert "--sender" in refused.stderr
@@ -234,3 +240,35 @@ def test_the_feed_forward_hooks_change_nothing_for_another_thread(model: Model) 
             worker.join()
             assert not torch.equal(net(src, tgt), before)  # (what the thread would see if it leaked)
     assert torch.equal(seen["logits"], before)
+
+
+def test_a_feed_forward_sender_equals_the_runs_made_by_hand(model: Model, pair) -> None:
+    """A feed-forward layer as the sender ("ffn", side, layer): its direct share is the corrupted
+    run with everything frozen and that layer given the clean output, its path through a later
+    head the corrupted run with that head given what it computed there, and its total the
+    corrupted run with that layer alone given the clean output; for a head sender the total is its
+    cell of the head patching grid."""
+    net = model.model.eval()
+    clean, corrupted, target = pair
+    paths = patch_paths(model, CLEAN, CORRUPTED, sender=("ffn", "decoder", 1))
+    clean_logp, _, clean_ffns = logp(net, clean, target)
+    base_logp, base_heads, base_ffns = logp(net, corrupted, target)
+    difference = clean_logp - base_logp
+    ffn = net.decoder["layers"][1].ffn
+    heads, ffns = frozen_at(net, base_heads, base_ffns)
+    ffns[ffn] = clean_ffns[ffn]
+    direct, heard_heads, _ = logp(net, corrupted, target, heads, ffns)
+    assert paths.sender_direct == pytest.approx((direct - base_logp) / difference, abs=1e-5)
+    total = logp(net, corrupted, target, ffns={ffn: clean_ffns[ffn]})[0]
+    assert paths.sender_total == pytest.approx((total - base_logp) / difference, abs=1e-5)
+    assert abs(paths.sender_total) > 0.05 and abs(paths.sender_total - paths.sender_direct) > 0.01
+    d_v = net.config.d_model // net.config.n_heads
+    receiver = net.decoder["layers"][2].self_attn
+    value = heard_heads[receiver][0, :, 1 * d_v : 2 * d_v]
+    through = (logp(net, corrupted, target, {receiver: {1: value}})[0] - base_logp) / difference
+    assert paths.receivers.share[KINDS.index("decoder"), 2, 1] == pytest.approx(through, abs=1e-5)
+    assert np.isnan(paths.receivers.share[:, :2]).all() and np.isnan(paths.ffn[1, :2]).all()  # nothing below it
+    head = patch_paths(model, CLEAN, CORRUPTED, sender=("cross", 1, 1))
+    assert head.sender_total == pytest.approx(head.total.share[2, 1, 1], abs=1e-5)
+    with pytest.raises(AttnlabError, match="not a patched head or feed-forward layer"):
+        patch_paths(model, CLEAN, "A young woman is sleeping on a bench.", sender=("ffn", "encoder", 0))

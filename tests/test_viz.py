@@ -23,10 +23,12 @@ from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, P
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
 from attnlab.errors import AttnlabError
+from attnlab.record.circuit import Circuit
 from attnlab.record.importance import HeadImportance
 from attnlab.record.lens import Lens
 from attnlab.record.logit_attribution import LogitAttribution
 from attnlab.record.patching import HeadPatching
+from attnlab.record.paths import PathPatching
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
@@ -587,6 +589,7 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         ["<s>", "a"], ["a", "</s>"], [[["a"], ["</s>"]]], np.ones((1, 2, 1)), np.ones((1, 2)), np.zeros((1, 2), int)
     )
     heads, two = np.ones((1, 2, 2)), np.ones(2)
+    patched = HeadPatching(np.ones((3, 2, 2)), np.ones((3, 2, 2)), 0.0, -1.0, "denoise", [0], ("decoder", "cross"))
     attribution = LogitAttribution(
         ["<s>", "a"], ["a", "</s>"], ["x", "</s>"], "mean", ["", ""], heads, heads, np.ones((1, 2)), two, two, two,
         np.ones((1, 2, 2, 2)), two,
@@ -609,9 +612,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "logit_attribution_figure": lambda **o: viz.logit_attribution_figure(attribution, 0, **o),
         "logit_source_figure": lambda **o: viz.logit_source_figure(attribution, 0, **o),
         "importance_figure": lambda **o: viz.importance_figure(HeadImportance(np.ones((3, 2, 2)), None, 1, 1), **o),
-        "patching_figure": lambda **o: viz.patching_figure(
-            HeadPatching(np.ones((3, 2, 2)), np.ones((3, 2, 2)), 0.0, -1.0, "denoise", [0], ("decoder", "cross")), **o
-        ),
+        "patching_figure": lambda **o: viz.patching_figure(patched, **o),
+        "path_patching_figure": lambda **o: viz.path_patching_figure(PathPatching(patched, patched), **o),
+        "circuit_figure": lambda **o: viz.circuit_figure(Circuit([], [], patched, patched, 0.05), **o),
         "residual_patching_figure": lambda **o: viz.residual_patching_figure(
             ResidualPatching(np.ones((3, 2)), np.ones((2, 2)), 0.0, -1.0, "noise", [0]), side="decoder", **o
         ),

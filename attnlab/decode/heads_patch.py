@@ -34,7 +34,7 @@ from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.record.circuit import Circuit
 from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
-from attnlab.record.paths import Head, PathPatching, node_name
+from attnlab.record.paths import SIDES, Node, PathPatching, node_name
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.trace import KINDS
 
@@ -131,6 +131,7 @@ def patch_command(args: argparse.Namespace) -> int:
             name: getattr(result, name) for name in ("direction", "clean", "corrupted", "positions", "pieces")
         }
         answer |= {"senders": [list(s) for s in circuit.senders], "threshold": circuit.threshold}
+        answer |= {"parts": {node_name(n): {"total": t, "direct": d} for n, (t, d) in circuit.shares.items()}}
         answer |= {"edges": [[node_name(a), node_name(b), share] for a, b, share in circuit.edges]}
         table = _circuit_table(circuit)
     elif args.paths:
@@ -199,12 +200,16 @@ def _patch_tables(result: HeadPatching) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sender(text: str) -> Head:
-    """KIND:LAYER:HEAD ("cross:1:1") as (kind, layer, head), or one line saying what is expected."""
+def _sender(text: str) -> Node:
+    """KIND:LAYER:HEAD ("cross:1:1") as (kind, layer, head), or ffn:SIDE:LAYER ("ffn:decoder:1") as a
+    feed-forward layer; anything else one line saying what is expected."""
     parts = text.split(":")
+    if len(parts) == 3 and parts[0] == "ffn" and parts[1] in SIDES and parts[2].isdigit():
+        return "ffn", parts[1], int(parts[2])
     if len(parts) != 3 or parts[0] not in KINDS or not all(p.isdigit() for p in parts[1:]):
         raise AttnlabError(
-            f"--sender is KIND:LAYER:HEAD with KIND one of {', '.join(KINDS)}, e.g. cross:1:1; got {text!r}"
+            f"--sender is KIND:LAYER:HEAD with KIND one of {', '.join(KINDS)} (e.g. cross:1:1), or ffn:SIDE:LAYER "
+            f"(e.g. ffn:decoder:1); got {text!r}"
         )
     return parts[0], int(parts[1]), int(parts[2])
 
@@ -214,8 +219,8 @@ def _circuit_table(circuit: Circuit) -> str:
     total = circuit.total
     lines = [f"log P(target): clean {total.clean:.3f}, corrupted {total.corrupted:.3f}"]
     lines.append(
-        f"paths of at least {circuit.threshold:g} of the difference ({total.direction}) from the "
-        f"{len(circuit.senders)} heads that move most; to output: the head's direct share"
+        f"paths of at least {circuit.threshold:g} of the difference ({total.direction}), from the "
+        f"{len(circuit.senders)} heads that move most and every part they reach; to output: a part's direct share"
     )
     lines += ["", "from\tto\tshare"] + [f"{node_name(a)}\t{node_name(b)}\t{share:.3f}" for a, b, share in circuit.edges]
     return "\n".join(lines) + "\n"
@@ -231,7 +236,8 @@ def _path_answer(paths: PathPatching) -> dict[str, object]:
         )
     answer: dict[str, object] = {"heads": heads, "sender": list(paths.sender) if paths.sender else None}
     if paths.sender is not None:
-        answer |= {"through": [[node_name(node), share] for node, share in paths.through()], "rest": paths.rest}
+        answer |= {"sender_total": paths.sender_total, "sender_direct": paths.sender_direct, "rest": paths.rest}
+        answer |= {"through": [[node_name(node), share] for node, share in paths.through()]}
     return answer
 
 
@@ -257,12 +263,8 @@ def _path_tables(paths: PathPatching) -> str:
         cells = (f"{getattr(paths, part).share[at]:.3f}" for part in ("total", "direct", "indirect"))
         lines.append(f"{kind}\t{layer}\t{head}\t" + "\t".join(cells))
     if paths.sender is not None:
-        kind, layer, head = paths.sender
-        at = (KINDS.index(kind), layer, head)
-        lines += [
-            "",
-            f"{kind} L{layer} H{head}: total {total.share[at]:.3f}, direct {paths.direct.share[at]:.3f}; through",
-        ]
+        split = f"total {paths.sender_total:.3f}, direct {paths.sender_direct:.3f}; through"
+        lines += ["", f"{node_name(paths.sender)}: {split}"]
         lines += [f"  {node_name(node)}\t{share:.3f}" for node, share in paths.through()]
         lines.append(f"  rest\t{paths.rest:.3f}")
     return "\n".join(lines) + "\n"

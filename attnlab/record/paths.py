@@ -14,7 +14,7 @@ path). What that moves is the head's direct share; the total minus it, the indir
 An encoder head has no direct path: the decoder reads the encoder only through the cross heads,
 which are frozen, so its direct share is 0 (to rounding, ~1e-7) and all its effect is indirect.
 
-For one *sender* head, each path through a later component (a *receiver*: a head that reads the
+For one *sender* head (or feed-forward layer), each path through a later component (a *receiver*: a head that reads the
 residual stream the sender writes to, or a feed-forward layer) is measured in two runs, as Wang et
 al. do. The sender's direct run (everything else frozen) gives what each receiver would compute
 from its input changed by the sender alone; then the base run is repeated with only that
@@ -32,12 +32,10 @@ one caller only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -49,6 +47,17 @@ from attnlab.model.hooks import HEAD_PATCHES, attached
 from attnlab.model.multihead import MultiHeadAttention
 from attnlab.model.transformer import FeedForward
 from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.components import (
+    FFN_OUTPUTS,
+    SIDES,
+    Node,
+    downstream,
+    ffn_modules,
+    ffn_site,
+    install,
+    module_of,
+    node_name,
+)
 from attnlab.record.importance import BATCH_TOKENS, quantized, token_log_probs
 from attnlab.record.patching import (
     HEADS,
@@ -65,15 +74,7 @@ from attnlab.record.patching import (
 from attnlab.record.recorder import hook_point
 from attnlab.record.trace import KINDS, AttentionTrace
 
-SIDES = ("encoder", "decoder")  # the feed-forward layers' two stacks, the rows of `PathPatching.ffn`
-
-# {FeedForward module: what to do with its (B, L, d_model) output: keep it (None) or replace it}
-FFN_OUTPUTS: ContextVar[Mapping[Any, Callable[[Tensor], Tensor | None]]] = ContextVar(
-    "attnlab_ffn_outputs", default=MappingProxyType({})
-)
-
 Head = tuple[str, int, int]  # (kind, layer, head), as `HeadPatching.order` names heads
-Node = tuple[str, Any, int]  # a head, or a feed-forward layer ("ffn", side, layer): what a path goes through
 
 
 @dataclass
@@ -83,11 +84,13 @@ class PathPatching:
 
     total: HeadPatching  # activation patching: the head alone, everything after it recomputed
     direct: HeadPatching  # the head alone, every other head and feed-forward layer frozen
-    sender: Head | None = None  # the head whose receivers were measured
+    sender: Node | None = None  # the head or feed-forward layer whose receivers were measured
     receivers: HeadPatching | None = (
         None  # the share of the sender's effect through each later head alone; NaN: not one
     )
     ffn: np.ndarray | None = None  # (2 sides, layers): the same through each feed-forward layer; NaN: not one
+    sender_total: float = float("nan")  # the sender's own total share (for a head, its cell of `total`)
+    sender_direct: float = float("nan")  # and its direct share
 
     @property
     def indirect(self) -> HeadPatching:
@@ -100,9 +103,8 @@ class PathPatching:
         together, and non-linearity (NaN: no sender)."""
         if self.sender is None or self.receivers is None or self.ffn is None:
             return float("nan")
-        at = (KINDS.index(self.sender[0]), *self.sender[1:])
         through = np.nansum(self.receivers.share) + np.nansum(self.ffn)
-        return float(self.total.share[at] - self.direct.share[at] - through)
+        return float(self.sender_total - self.sender_direct - through)
 
     def through(self) -> list[tuple[Node, float]]:
         """The sender's receivers as (node, share), the largest |share| first: a head (kind, layer,
@@ -122,21 +124,13 @@ class PathPatching:
         return sorted(found, key=lambda pair: -abs(pair[1]))
 
 
-def node_name(node: Node | str) -> str:
-    """A head, a feed-forward layer or the output as the command's tables write it: "cross L1 H1",
-    "decoder FFN L2", "output"."""
-    if not isinstance(node, tuple):
-        return str(node)
-    return f"{node[1]} FFN L{node[2]}" if node[0] == "ffn" else f"{node[0]} L{node[1]} H{node[2]}"
-
-
 def trace_path_patching(
     model: Any,
     trace: AttentionTrace,
     corrupted: str,
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
-    sender: Head | None = None,
+    sender: Node | None = None,
 ) -> PathPatching:
     """Path patching between the trace's sentence (clean) and `corrupted`, on the output the trace
     shows, with the heads that were off when it was recorded off again in every run."""
@@ -157,7 +151,7 @@ def pair_path_patching(
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
     method: str = "activation",
-    sender: Head | None = None,
+    sender: Node | None = None,
 ) -> PathPatching:
     """Every head's total and direct share between two sources' ids, on `target`'s ids (ending in
     </s>), and, for `sender`, each later component's share of its effect. Frozen runs are measured,
@@ -175,20 +169,20 @@ def pair_path_senders(
     positions: Sequence[int] | None = None,
     direction: str = "denoise",
     method: str = "activation",
-    senders: Sequence[Head] | int = (),
+    senders: Sequence[Node] | int = (),
 ) -> list[PathPatching]:
-    """`pair_path_patching` for several senders at once, or for the `senders` heads of largest
-    |total share| when it is a number: one result per sender (one without a sender when there
-    is none), the total and direct shares measured once for all."""
+    """`pair_path_patching` for several senders at once (heads, or feed-forward layers as ("ffn",
+    side, layer)), or for the `senders` heads of largest |total share| when it is a number: one
+    result per sender (one without a sender when there is none), the total and direct shares
+    measured once for all."""
     if method != "activation":
         raise AttnlabError(f"path patching measures each frozen run; its method is activation, not {method!r}")
     total = pair_patching(net, clean, corrupted, target, positions, direction)  # refuses what it must
-    _install(net)
+    install(net)
     if isinstance(senders, int):
         senders = sorted(total.order(), key=lambda h: -abs(total.share[KINDS.index(h[0]), h[1], h[2]]))[:senders]
     for sender in senders:
-        if sender not in total.order():
-            raise AttnlabError(f"the sender {_named(sender)} is not a patched head of this model and pair")
+        _check_sender(net, total, sender)
     chosen = target_positions(positions, len(target))
     patched = [m for m in net.attention_modules() if hook_point(m)[0] in total.patched]
     device = next(net.parameters()).device
@@ -211,28 +205,46 @@ def pair_path_senders(
             direct = _like(total, run.share(direct_nats), direct_nats)
             results = []
             for sender in senders:
-                module = next(m for m in patched if hook_point(m)[:2] == sender[:2])
+                module = module_of(net, sender)
+                index = sender[2] if isinstance(module, MultiHeadAttention) else 0
                 heard: dict[Any, Tensor] = {}
-                _frozen_runs(net, base, target, chosen, [(module, sender[2])], kept, other, device, heard)
-                late = _downstream(net, module)
+                [alone] = _frozen_runs(net, base, target, chosen, [(module, index)], kept, other, device, heard)
+                late = downstream(net, module)
                 each = [(c, 0) if isinstance(c, FeedForward) else c for c in late]
-                logp = patched_runs(net, base, target, chosen, each, heard, device, COMPONENTS)
+                values = {**heard, module: other[module]}  # receivers: what they heard; the sender: the other run's
+                logp = patched_runs(net, base, target, chosen, [*each, (module, index)], values, device, COMPONENTS)
+                *logp, patched_alone = logp  # (the sender alone from the other run: its total)
                 nats = {c: v - base_logp for c, v in zip(late, logp, strict=True)}
                 later_heads = [c for c in late if isinstance(c, tuple)]
                 receiver_nats = _grid(net, later_heads, [nats[c] for c in later_heads])
                 ffn_nats = np.full((len(SIDES), net.config.n_layers), np.nan)
                 for c in late:
                     if isinstance(c, FeedForward):
-                        ffn_nats[_ffn_site(net, c)] = nats[c]
+                        ffn_nats[ffn_site(net, c)] = nats[c]
                 receivers = _like(total, run.share(receiver_nats), receiver_nats)
-                results.append(PathPatching(total, direct, sender, receivers, run.share(ffn_nats)))
+                shares = run.share(np.array([patched_alone - base_logp, alone - held]))
+                results.append(
+                    PathPatching(
+                        total, direct, sender, receivers, run.share(ffn_nats), float(shares[0]), float(shares[1])
+                    )
+                )
     finally:
         net.train(was_training)
     return results or [PathPatching(total, direct)]
 
 
-def _named(head: Any) -> str:
-    return f"{head[0]} L{head[1]} H{head[2]}" if isinstance(head, tuple) and len(head) == 3 else repr(head)
+def _check_sender(net: Any, total: HeadPatching, sender: Any) -> None:
+    """Refuse, in one line, a sender that is neither a patched head nor a feed-forward layer
+    whose positions line up (an encoder one only where both sources have as many pieces)."""
+    if isinstance(sender, tuple) and len(sender) == 3 and sender[0] == "ffn":
+        side, layer = sender[1], sender[2]
+        if side in total.patched and isinstance(layer, int) and 0 <= layer < net.config.n_layers:
+            return
+    elif sender in total.order():
+        return
+    raise AttnlabError(
+        f"the sender {node_name(sender)} is not a patched head or feed-forward layer of this model and pair"
+    )
 
 
 def _like(total: HeadPatching, share: np.ndarray, nats: np.ndarray) -> HeadPatching:
@@ -249,33 +261,6 @@ def _grid(net: Any, heads: Sequence[tuple[Any, int]], values: Sequence[float]) -
         kind, layer = hook_point(module)
         grid[KINDS.index(kind), layer, head] = value
     return grid
-
-
-def _ffn_modules(net: Any) -> list[Any]:
-    return [layer.ffn for side in (net.encoder, net.decoder) for layer in side["layers"]]
-
-
-def _ffn_site(net: Any, module: Any) -> tuple[int, int]:
-    """(side, layer) of a feed-forward module."""
-    index = _ffn_modules(net).index(module)
-    return divmod(index, net.config.n_layers)
-
-
-def _downstream(net: Any, module: Any) -> list[Any]:
-    """The components that read the residual stream `module`'s heads write to, in order: (attention
-    module, head) for heads, feed-forward modules as they are. An encoder head's change reaches
-    the later encoder sub-layers and every cross head (through the encoder's output); a decoder
-    head's, the decoder's later sub-layers."""
-    kind, layer = hook_point(module)
-    if kind == "encoder":
-        order = [(layer.self_attn, layer.ffn) for layer in net.encoder["layers"]]
-        flat = [c for pair in order for c in pair]
-        later = flat[flat.index(module) + 1 :] + [layer.cross_attn for layer in net.decoder["layers"]]
-    else:
-        flat = [c for layer in net.decoder["layers"] for c in (layer.self_attn, layer.cross_attn, layer.ffn)]
-        later = flat[flat.index(module) + 1 :]
-    heads = range(net.config.n_heads)
-    return [c for m in later for c in ([(m, h) for h in heads] if isinstance(m, MultiHeadAttention) else [m])]
 
 
 def _frozen_runs(
@@ -313,8 +298,9 @@ def _frozen(
     device: torch.device,
     heard: dict[Any, Tensor] | None,
 ) -> Iterator[None]:
-    """Attach one row per sender: heads through `HEAD_PATCHES` (gate 1: the value given),
-    feed-forward layers through `FFN_OUTPUTS`; with `heard`, keep what each computed first."""
+    """Attach one row per sender (a head's (module, head), a feed-forward module's (module, 0), or
+    None): heads through `HEAD_PATCHES` (gate 1: the value given), feed-forward layers through
+    `FFN_OUTPUTS`; with `heard`, keep what each computed first."""
     rows, heads = len(chunk), net.config.n_heads
     patches: dict[Any, tuple[Tensor, Tensor]] = {}
     for module in net.attention_modules():
@@ -325,8 +311,14 @@ def _frozen(
             for row, head in senders:
                 values[row, head] = other[module][0, head]
         patches[module] = (torch.ones(rows, heads, device=device), values)
-    ones = torch.ones(rows, device=device)
-    changes = {m: partial(_held, ones, kept[m][:, 0], heard, m) for m in _ffn_modules(net)}
+    ones, changes = torch.ones(rows, device=device), {}
+    for module in ffn_modules(net):
+        values = kept[module][:, 0]
+        senders = [row for row, sender in enumerate(chunk) if sender is not None and sender[0] is module]
+        if senders:
+            values = values.expand(rows, *values.shape[1:]).clone()
+            values[senders] = other[module][0, 0]
+        changes[module] = partial(_held, ones, values, heard, module)
     with ExitStack() as stack:
         if heard is not None:
             stack.enter_context(HEADS.keep(net, heard))
@@ -365,23 +357,8 @@ def _keep_components(net: Any, kept: dict[Any, Tensor]) -> AbstractContextManage
 
     stack = ExitStack()
     stack.enter_context(HEADS.keep(net, kept))
-    stack.enter_context(attached(FFN_OUTPUTS, {m: partial(keep, m) for m in _ffn_modules(net)}))
+    stack.enter_context(attached(FFN_OUTPUTS, {m: partial(keep, m) for m in ffn_modules(net)}))
     return stack
 
 
 COMPONENTS = Sites(keep=_keep_components, attach=_attach_components)  # heads and feed-forward layers
-
-
-def _install(net: Any) -> None:
-    """Put a forward hook on each feed-forward layer, once: it does nothing unless this thread attached something."""
-    if getattr(net, "_attnlab_ffn_hooks", False):
-        return
-    for module in _ffn_modules(net):
-        module.register_forward_hook(_ffn_output)
-    net._attnlab_ffn_hooks = True
-
-
-def _ffn_output(module: Any, args: tuple, output: Tensor) -> Tensor | None:
-    if torch.compiler.is_compiling() or (change := FFN_OUTPUTS.get().get(module)) is None:
-        return None
-    return change(output)

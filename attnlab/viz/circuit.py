@@ -5,8 +5,8 @@ attention in the decoder, then the feed-forward layer), a head as a dot of its s
 and the output at the top of the decoder.
 
 Every head and feed-forward layer is a faint dot, so the skeleton shows where the circuit sits;
-the circuit's own nodes are drawn solid and named, a head's dot sized by its total share. Each
-path is a curve from a head to what it reaches (a later head, a feed-forward layer, or the output
+the circuit's own nodes are drawn solid and named, each dot sized by the total share of that node
+patched alone. Each path is a curve from a node to what it reaches (a later head, a feed-forward layer, or the output
 for its direct share), as wide as its share of the difference, blue where it moves the log-
 probability the way the patching direction asks and red the other way, its arrowhead at the
 receiving end; a hover on a curve gives the share, on a node its total and direct share.
@@ -23,9 +23,9 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.circuit import OUTPUT, Circuit
-from attnlab.record.trace import KINDS
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import wrap_title
+from attnlab.viz.options import check_options
 from attnlab.viz.words import kind_name, say
 
 UP, DOWN = "#2166ac", "#b2182b"  # the patching grids' blue and red, at their darker end
@@ -44,6 +44,7 @@ def circuit_figure(
     `viz.words.WORDS` ("circuit.*", "kind_name.*")."""
     if not isinstance(circuit, Circuit):
         raise AttnlabError(f"circuit_figure draws what attnlab.record.circuit returns, got {type(circuit).__name__}")
+    check_options(title=title)
     said = say(words)
     _, layers, heads = circuit.total.share.shape
     place = _places(layers, heads)
@@ -151,28 +152,24 @@ def _skeleton(
 
 
 def _nodes(fig: figure, circuit: Circuit, place: dict[Any, tuple[float, float]], said: dict[str, str]) -> None:
-    """The circuit's nodes: solid dots, a head's sized by its total share, each named beside it."""
-    top = max((abs(_share(circuit.total.share, n)) for n in circuit.senders), default=1.0) or 1.0
+    """The circuit's nodes: solid dots, each followed node's sized by its total share, each named beside it."""
+    top = max((abs(total) for total, _ in circuit.shares.values()), default=1.0) or 1.0
     data: dict[str, list[Any]] = {"x": [], "y": [], "size": [], "label": [], "tip": []}
     for node in circuit.nodes:
         x, y = place[node]
         data["x"].append(x)
         data["y"].append(y)
-        if node == OUTPUT or node[0] == "ffn":
-            data["size"].append(14)
-            data["tip"].append(_named(node, said))
-        else:
-            total, direct = _share(circuit.total.share, node), _share(circuit.direct.share, node)
+        if node in circuit.shares:
+            total, direct = circuit.shares[node]
             data["size"].append(9 + 13 * abs(total) / top)
             data["tip"].append(said["circuit.node"].format(name=_named(node, said), total=total, direct=direct))
+        else:  # the output, or a node reached after `most` were followed
+            data["size"].append(14 if node == OUTPUT else 9)
+            data["tip"].append(_named(node, said))
         data["label"].append(_short(node, said))
     dots = fig.scatter("x", "y", size="size", color="#333333", source=ColumnDataSource(data), name="nodes")
     fig.text("x", "y", text="label", x_offset=8, y_offset=-6, text_font_size="10px", source=ColumnDataSource(data))
     fig.add_tools(HoverTool(renderers=[dots], tooltips=[(said["circuit.part"], "@tip")]))
-
-
-def _share(share: np.ndarray, head: Any) -> float:
-    return float(share[KINDS.index(head[0]), head[1], head[2]])
 
 
 def _named(node: Any, said: dict[str, str]) -> str:
