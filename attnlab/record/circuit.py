@@ -81,7 +81,7 @@ def pair_circuit(
 ) -> Circuit:
     """The `senders` heads of largest |total share| between two sources' ids, on `target`'s ids,
     their paths of at least `threshold` (a share of the difference), and those of every node the
-    paths reach, up to `most` nodes followed; one path patching per round of new nodes."""
+    paths reach, up to `most` nodes followed; one path patching, a round for each step of new nodes."""
     if isinstance(senders, bool) or not isinstance(senders, int) or senders < 1:
         raise AttnlabError(
             f"a circuit follows at least one sender head; senders must be a whole number ≥ 1, got {senders!r}"
@@ -94,16 +94,19 @@ def pair_circuit(
         raise AttnlabError(
             f"most is how many nodes a circuit follows at most, at least its {senders} senders; got {most!r}"
         )
-    found = pair_path_senders(net, clean, corrupted, target, positions, direction, senders=senders)
-    first = found[0]
-    circuit = Circuit([], [p.sender for p in found], first.total, first.direct, float(threshold))
-    while found:
+    circuit = Circuit([], [], None, None, float(threshold))  # (the grids: from the first round)
+
+    def follow(found: list[PathPatching]) -> list[Node]:
+        """Keep each sender's paths of at least `threshold`; the parts they reach are the next senders."""
+        circuit.senders = circuit.senders or [paths.sender for paths in found]  # (the first round: the heads)
         for paths in found:
             circuit.shares[paths.sender] = (paths.sender_total, paths.sender_direct)
             circuit.edges += [(paths.sender, end, share) for end, share in _edges(paths) if abs(share) >= threshold]
         reached = dict.fromkeys(end for _, end, _ in circuit.edges if end != OUTPUT and end not in circuit.shares)
-        follow = list(reached)[: most - len(circuit.shares)]
-        found = pair_path_senders(net, clean, corrupted, target, positions, direction, senders=follow) if follow else []
+        return list(reached)[: most - len(circuit.shares)]
+
+    first, *_ = pair_path_senders(net, clean, corrupted, target, positions, direction, senders=senders, follow=follow)
+    circuit.total, circuit.direct = first.total, first.direct
     circuit.edges.sort(key=lambda edge: -abs(edge[2]))
     return circuit
 

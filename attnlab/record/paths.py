@@ -32,7 +32,7 @@ one caller only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -170,18 +170,20 @@ def pair_path_senders(
     direction: str = "denoise",
     method: str = "activation",
     senders: Sequence[Node] | int = (),
+    follow: Callable[[list[PathPatching]], Sequence[Node]] | None = None,
 ) -> list[PathPatching]:
     """`pair_path_patching` for several senders at once (heads, or feed-forward layers as ("ffn",
     side, layer)), or for the `senders` heads of largest |total share| when it is a number: one
     result per sender (one without a sender when there is none), the total and direct shares
-    measured once for all."""
+    measured once for all. `follow`, given each round's results, names the next round's senders
+    (none: the last round), which a circuit uses to follow the parts its paths reach."""
     if method != "activation":
         raise AttnlabError(f"path patching measures each frozen run; its method is activation, not {method!r}")
     total = pair_patching(net, clean, corrupted, target, positions, direction)  # refuses what it must
     install(net)
     if isinstance(senders, int):
         senders = sorted(total.order(), key=lambda h: -abs(total.share[KINDS.index(h[0]), h[1], h[2]]))[:senders]
-    for sender in senders:
+    for sender in senders:  # (refused before any run; a later round's senders as they are split)
         _check_sender(net, total, sender)
     chosen = target_positions(positions, len(target))
     patched = [m for m in net.attention_modules() if hook_point(m)[0] in total.patched]
@@ -203,8 +205,9 @@ def pair_path_senders(
             direct_nats = _grid(net, heads, [v - held for v in frozen])  # against a row with no sender,
             # run as the others are (the base run took the recorded Eq. (1)): no path moves 0 to rounding
             direct = _like(total, run.share(direct_nats), direct_nats)
-            results = []
-            for sender in senders:
+
+            def split(sender: Node) -> PathPatching:
+                _check_sender(net, total, sender)
                 module = module_of(net, sender)
                 index = sender[2] if isinstance(module, MultiHeadAttention) else 0
                 heard: dict[Any, Tensor] = {}
@@ -223,11 +226,14 @@ def pair_path_senders(
                         ffn_nats[ffn_site(net, c)] = nats[c]
                 receivers = _like(total, run.share(receiver_nats), receiver_nats)
                 shares = run.share(np.array([patched_alone - base_logp, alone - held]))
-                results.append(
-                    PathPatching(
-                        total, direct, sender, receivers, run.share(ffn_nats), float(shares[0]), float(shares[1])
-                    )
+                return PathPatching(
+                    total, direct, sender, receivers, run.share(ffn_nats), float(shares[0]), float(shares[1])
                 )
+
+            results = found = [split(sender) for sender in senders]
+            while follow is not None and found and (more := follow(found)):
+                found = [split(sender) for sender in more]
+                results = results + found
     finally:
         net.train(was_training)
     return results or [PathPatching(total, direct)]
