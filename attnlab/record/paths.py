@@ -14,15 +14,15 @@ path). What that moves is the head's direct share; the total minus it, the indir
 An encoder head has no direct path: the decoder reads the encoder only through the cross heads,
 which are frozen, so its direct share is 0 (to rounding, ~1e-7) and all its effect is indirect.
 
-For one *sender* head (or feed-forward layer), each path through a later component (a *receiver*: a head that reads the
-residual stream the sender writes to, or a feed-forward layer) is measured in two runs, as Wang et
-al. do. The sender's direct run (everything else frozen) gives what each receiver would compute
-from its input changed by the sender alone; then the base run is repeated with only that
-receiver's output replaced by it, everything after the receiver recomputed. The share that moves
-is the sender's effect through that receiver and on from it by any path. The direct share and the
-receivers' shares need not add up to the total: what is left (`rest`) comes from receivers that
-change together (two heads each passing on half a change of a third's input) and from
-non-linearity.
+For one *sender*, a head or a feed-forward layer, each path through a later component (a
+*receiver*: a head that reads the residual stream the sender writes to, or a feed-forward layer)
+is measured in two runs, as Wang et al. do. The sender's direct run (everything else frozen) gives
+what each receiver would compute from its input changed by the sender alone; then the base run is
+repeated with only that receiver's output replaced by it, everything after the receiver
+recomputed. The share that moves is the sender's effect through that receiver and on from it by
+any path. To first order the direct share and the receivers' shares add up to the sender's total
+(every path from it either goes straight to the output or has a first receiver); what is left
+(`rest`) is what receivers do only together, and non-linearity.
 
 Every run is one row of a batch, through the hook points activation patching uses for the heads
 (`HEAD_PATCHES`) and forward hooks on the feed-forward layers, put on a model once and left
@@ -85,10 +85,10 @@ class PathPatching:
     total: HeadPatching  # activation patching: the head alone, everything after it recomputed
     direct: HeadPatching  # the head alone, every other head and feed-forward layer frozen
     sender: Node | None = None  # the head or feed-forward layer whose receivers were measured
-    receivers: HeadPatching | None = (
-        None  # the share of the sender's effect through each later head alone; NaN: not one
-    )
-    ffn: np.ndarray | None = None  # (2 sides, layers): the same through each feed-forward layer; NaN: not one
+    # the share of the sender's effect through each later head alone (NaN: not one), and through
+    # each feed-forward layer, (2 sides, layers)
+    receivers: HeadPatching | None = None
+    ffn: np.ndarray | None = None
     sender_total: float = float("nan")  # the sender's own total share (for a head, its cell of `total`)
     sender_direct: float = float("nan")  # and its direct share
 
