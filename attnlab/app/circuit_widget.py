@@ -1,6 +1,6 @@
 """The notebook paths box's circuit (`attnlab.record.circuit`): the few heads that move most between
 the open hypothesis's sentence and the changed one, and where each one's share goes (straight to the
-output, or through a later head or feed-forward layer), drawn on the model's architecture
+output, or through a later head or feed-forward layer, followed in its turn), drawn on the model's architecture
 (`viz.circuit_figure`). What the web explorer's path part draws under its receivers grid
 (`attnlab.app.explorer.circuit`), in ipywidgets, with the same words and the same two menus.
 

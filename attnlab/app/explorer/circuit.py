@@ -1,6 +1,6 @@
 """The path part's circuit (`attnlab.record.circuit`): the few heads that move most between the open
 sentence and the changed one, and where each one's share goes (straight to the output, or through
-a later head or feed-forward layer), drawn on the model's architecture (`viz.circuit_figure`).
+a later head or feed-forward layer, followed in its turn), drawn on the model's architecture (`viz.circuit_figure`).
 
 Drawn under the sender's receivers grid whenever the paths are split, for the same sentences,
 direction and output pieces; its two menus (how many heads to follow, the smallest path kept)
