@@ -148,6 +148,60 @@ def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Pat
     assert all(p.object is None for p in box.panes) and not box.controls.visible
 
 
+def test_the_compare_tab_draws_both_models_circuits(tmp_path: Path) -> None:
+    """Its sixth box, once ticked, draws each model's circuit for the sentence typed in the Head
+    ablation tab (the second model read on the first one's output), redrawn when that sentence or
+    its direction changes; unticked nothing is drawn, and what the library refuses (nothing typed,
+    no difference) is the box's one line with no figure."""
+    import html
+
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.i18n import text
+    from attnlab.app.roots import CheckpointRoots
+    from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
+    from attnlab.record.circuit import trace_circuit
+
+    small = Transformer(preset("small", n_layers=1, n_heads=2, vocab_size=8000)).eval()
+    save_checkpoint(tmp_path / "one-layer", small, TRANSLATOR / "spm.model")
+    shown = Explorer({"de": str(TRANSLATOR), "small": str(tmp_path / "one-layer")}, CheckpointRoots([tmp_path]))
+    shown.open_listed("de")
+    shown.tabs.active = 5
+    tab, box, typed = shown.compare, shown.compare.circuits, shown.ablation.patching.corrupted
+    tab.second.value = "small"
+    box.show.value = True  # nothing typed yet
+    assert all(p.object is None for p in box.panes) and text("compare.patch_none") in html.unescape(box.note.object)
+    c = tab.comparison
+    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+
+    def tips(fig: object) -> list[str]:
+        return list(fig.select_one({"name": "paths"}).data_source.data["tip"])
+
+    changed = shown.store.text.replace("girl", "boy")
+    assert changed != shown.store.text  # or the test shows nothing
+    for direction in ("denoise", "noise"):  # typed there (as a browser sends it), then the direction: redrawn here
+        typed.value_input = typed.value = changed
+        shown.ablation.patching.direction.value = direction
+        drawn = []
+        for pane, (model, trace), name, role in zip(box.panes, sides, ("A", "B"), ("first", "second"), strict=True):
+            fig = pane.object
+            assert fig.name == f"compare-circuit-{role}" and fig.title.text.startswith(f"{name} · ")
+            assert tips(fig) == tips(viz.circuit_figure(trace_circuit(model, trace, changed, direction=direction)))
+            assert fig.sizing_mode == "stretch_width"  # narrows with the window
+            drawn.append(tips(fig))
+        assert not box.note.object  # (noising: no one head of the trained model moves 0.05, no path)
+        assert direction == "noise" or drawn[0] and drawn[0] != drawn[1]  # two models, two circuits
+    box.show.value = False
+    assert all(p.object is None for p in box.panes) and not box.note.object
+    typed.value_input = typed.value = shown.store.text  # no difference: one line, no figure
+    assert all(p.object is None for p in box.panes)  # (unticked: not drawn)
+    box.show.value = True
+    assert all(p.object is None for p in box.panes) and "no difference" in html.unescape(box.note.object)
+    assert "<br" not in box.note.object and box.note.object.count("<p") == 1
+    assert tab.comparison is not None and tab.panes[0].object is not None  # the rest of the tab still shows
+
+
 def test_the_notebook_widget_shows_who_wrote_each_piece_in_both_models() -> None:
     """The same box in `compare_models`: the second model with heads off is read with them off;
     another piece redraws; the runner-up contrast reads both models again."""

@@ -222,7 +222,7 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     shown.ablation.patching.run()
     shown.tabs.active = 5
     shown.compare.second.value = "restricted"
-    shown.compare.lenses.value = shown.compare.importances.value = True
+    shown.compare.lenses.value = shown.compare.importances.value = shown.compare.circuits.show.value = True
     shown.tabs.active = 6
     assert shown.corpus.open("profiles/own.parquet")
     shown.corpus.pick("encoder", 1, 2)
@@ -231,6 +231,7 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     names = {obj.name for obj in shown_objects}
     wanted = {"logit-lens", "head-importance", "head-patching", "eq1", "stats-table", "profile-sentences"}
     assert wanted <= names and {"compare-lens-first", "residual-patching-decoder"} <= names, names
+    assert {"compare-circuit-first", "compare-circuit-second"} <= names, names
     assert {"path-patching-direct", "path-patching-indirect", "path-patching-receivers", "circuit"} <= names, names
     lens = next(obj for obj in shown_objects if obj.name == "logit-lens")
     assert lens.x_range.bounds[1] >= 12 and lens.width > FIT_PX  # or the lens fits anyway

@@ -7,7 +7,8 @@ the attention rollouts of both up to the open layer and their difference too
 its third every head's importance in both (`attnlab.record.importance`), and with its fourth where
 the change typed in the Head ablation tab lives in each (`attnlab.record.residual`: the restricted
 model moves a changed word onto its neighbours, the global one keeps it in place), and with its fifth who wrote a chosen output piece in each
-(`attnlab.record.logit_attribution`, in `explorer.compare_attribution`).
+(`attnlab.record.logit_attribution`, in `explorer.compare_attribution`), and with its sixth both
+models' circuits for the change typed in the Head ablation tab (in `explorer.compare_circuit`).
 The second model's maps are recorded while it reads the first one's output, so that the two line
 up cell by cell.
 
@@ -30,6 +31,7 @@ from attnlab import viz
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.compare_attribution import CompareAttribution
+from attnlab.app.explorer.compare_circuit import CompareCircuit
 from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
@@ -99,6 +101,7 @@ class CompareTab(pn.viewable.Viewer):
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-patching-{role}"]) for role in ("first", "second")
         ]
         self.attributions = CompareAttribution(store, say=self._say)
+        self.circuits = CompareCircuit(store, self.changed)
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -113,6 +116,7 @@ class CompareTab(pn.viewable.Viewer):
             self.patchings,
             pn.FlexBox(*self.patching_panes),
             self.attributions,
+            self.circuits,
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
@@ -126,6 +130,8 @@ class CompareTab(pn.viewable.Viewer):
         self.patchings.param.watch(lambda _event: self._draw_readings(), "value")
         for asked in (patching.corrupted, patching.direction, patching.method) if patching else ():
             asked.param.watch(lambda _event: self._draw_readings(only_patching=True), "value")  # never stale
+        for asked in (patching.corrupted, patching.direction) if patching else ():
+            asked.param.watch(lambda _event: self.circuits.draw(), "value")
         self.go.on_click(lambda _event: self.draw(again=True))
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -158,6 +164,7 @@ class CompareTab(pn.viewable.Viewer):
             self._compare(choice, labels)
             self._draw_readings()  # the run's, not the open head's: drawn once per comparison
             self.attributions.compare(self._sides(), self.names)
+            self.circuits.compare(self._sides(), self.names)
         if self.comparison is not None:
             self._draw_maps()
 
@@ -332,4 +339,5 @@ class CompareTab(pn.viewable.Viewer):
         for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.object = None
         self.attributions.compare((), self.names)
+        self.circuits.compare((), self.names)
         self._say(message, hint)
