@@ -290,6 +290,37 @@ def test_the_notebook_widget_patches_both_models() -> None:
     assert widget.figures["patching_first"] is None and widget.figures["lens_first"] is not None
 
 
+def test_the_notebook_widget_draws_both_models_circuits() -> None:
+    """Its circuit box, once ticked, draws each model's circuit for the sentence given to `patch`
+    (the second with its heads off kept off), and again for another sentence or direction; nothing
+    while unticked, and a change that moves nothing is one line with no figure."""
+    from attnlab.record.circuit import trace_circuit
+
+    def tips(fig: object) -> list[str]:
+        return list(fig.select_one({"name": "paths"}).data_source.data["tip"])
+
+    widget = compare_models(str(TRANSLATOR), text=TEXT, heads_off=OFF)
+    changed = TEXT.replace(" man ", " woman ")
+    widget.patch(changed)
+    assert widget.figures["circuit_first"] is None and widget.figures["patching_first"] is not None  # unticked
+    widget.circuits.show.value = True
+    c = widget.comparison
+    for direction in ("denoise", "noise"):
+        widget.patch(changed, direction=direction)
+        drawn = []
+        for role, side, name in (("first", c.first, "all heads"), ("second", c.second_on_first, "heads off")):
+            fig = widget.figures[f"circuit_{role}"]
+            assert fig.name == f"compare-circuit-{role}" and fig.title.text.startswith(f"{name}")
+            expected = viz.circuit_figure(trace_circuit(widget.first, side.trace, changed, direction=direction))
+            assert tips(fig) == tips(expected)
+            drawn.append(tips(fig))
+        assert not widget.errors.message and (direction == "noise" or drawn[0] and drawn[0] != drawn[1])
+    widget.patch(TEXT)  # no difference: one line, no circuit
+    assert "no difference" in widget.errors.message and widget.figures["circuit_first"] is None
+    widget.circuits.show.value = False
+    assert widget.figures["circuit_first"] is None and widget.figures["circuit_second"] is None
+
+
 def test_chinese_outputs_are_diffed_by_character() -> None:
     """As one space-less "word", a Chinese sentence with one character added was marked all
     removed and all added."""

@@ -2,8 +2,9 @@
 the same kind / layer / head of each side by side with their difference, from the same
 `attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
 its boxes do, both attention rollouts up to the picked layer, both logit lenses, every head's
-importance in both, where a change of the sentence lives in each (`patch`), and who wrote a
-chosen output piece in each (`attnlab.app.compare_attribution_widget`).
+importance in both, where a change of the sentence lives in each (`patch`), who wrote a
+chosen output piece in each (`attnlab.app.compare_attribution_widget`), and both models' circuits
+for the change (`attnlab.app.compare_circuit_widget`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app import i18n
 from attnlab.app.compare_attribution_widget import CompareAttributionBox
+from attnlab.app.compare_circuit_widget import CompareCircuitBox
 from attnlab.app.notebook import (
     EXAMPLES,
     BokehPane,
@@ -72,6 +74,7 @@ class Compare(w.VBox):
             box.observe(lambda _change: self._draw_readings(), "value")
         self.errors = ErrorBox(lang)
         self.attributions = CompareAttributionBox(self.errors, self.lang)
+        self.circuits = CompareCircuitBox(self.errors, self.lang, lambda: (self.changed.value.strip(), self.how))
         self.comparison: Any = None
         rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
         lenses, importances, patchings = (
@@ -80,7 +83,7 @@ class Compare(w.VBox):
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
         readings = [self.show_lenses, lenses, self.show_importances, importances]
-        readings += [self.show_patchings, self.changed, patchings, self.attributions]
+        readings += [self.show_patchings, self.changed, patchings, self.attributions, self.circuits]
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
@@ -94,6 +97,7 @@ class Compare(w.VBox):
             **{f"importance_{role}": pane.figure for role, pane in zip(roles[:2], self.importance_panes, strict=True)},
             **{f"patching_{role}": pane.figure for role, pane in zip(roles[:2], self.patching_panes, strict=True)},
             **self.attributions.figures,
+            **self.circuits.figures,
         }
 
     def run(self, text: str | None = None) -> Any:
@@ -120,22 +124,27 @@ class Compare(w.VBox):
             self.picker.layout.display = None
             self.redraw()
             self._draw_readings()
-            self.attributions.compare(((self.first, c.first.trace), (self.second, c.second_on_first.trace)), self.names)
+            sides = ((self.first, c.first.trace), (self.second, c.second_on_first.trace))
+            self.attributions.compare(sides, self.names)
+            self.circuits.compare(sides, self.names)
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
         for pane in (*self.panes, *self.rollout_panes, *self.lens_panes, *self.importance_panes, *self.patching_panes):
             pane.update(None)
         self.attributions.compare((), self.names)
+        self.circuits.compare((), self.names)
         return None
 
     def patch(self, changed: str, direction: str = "denoise", method: str = "activation") -> None:
         """Patch both models' residual stream against `changed` (the sentence with a change), in
-        `direction`, measured or estimated (`method`), and show both grids (ticks the box)."""
+        `direction`, measured or estimated (`method`), and show both grids (ticks the box); both
+        circuits too while their box is ticked."""
         self.changed.value, self.how = checked_text(changed, self.lang), {"direction": direction, "method": method}
         if self.show_patchings.value:
             self._draw_readings()
         self.show_patchings.value = True
+        self.circuits.draw()
 
     def redraw(self) -> None:
         if self.comparison is None:

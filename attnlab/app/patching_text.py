@@ -1,6 +1,7 @@
 """What activation patching and path patching found, said in one or two lines of the reader's
 language: the same words under the explorer's grids (`attnlab.app.explorer.patching`) and the
-notebook explorer's (`attnlab.widgets`); and the grid both Compare views draw for each of two models.
+notebook explorer's (`attnlab.widgets`); and the grid and the circuit both Compare views draw for
+each of two models.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app.i18n import kind_name, kind_title, text
 from attnlab.errors import AttnlabError
+from attnlab.record.circuit import trace_circuit
 from attnlab.record.patching import HeadPatching
 from attnlab.record.paths import Node, PathPatching
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
@@ -154,3 +156,23 @@ def compared_residual(
     side_name = text("kind.encoder", lang) if found.encoder_patched else text("kind.decoder", lang)
     title = estimated(found, text("compare.patching_title", lang, name=label, side=side_name), words)
     return viz.residual_patching_figure(found, side=side, title=title, words=words, **figure)
+
+
+def compared_circuit(
+    model: Any,
+    trace: Any,
+    changed: str,
+    how: dict[str, str],
+    label: str,
+    lang: str,
+    words: dict[str, str],
+    **figure: Any,
+) -> LayoutDOM:
+    """One model's circuit for `changed` on its reading of the compared output (`trace`), in the
+    direction `how` says, with the Head ablation tab's default heads and smallest path, titled
+    with the model's `label` as the Compare views' other figures are (`figure`: the view's other options)."""
+    if not changed:
+        raise AttnlabError(text("compare.patch_none", lang))
+    circuit = trace_circuit(model, trace, changed, direction=how["direction"])
+    title = f"{label} · {words['circuit.title'].format(threshold=circuit.threshold)}"
+    return viz.circuit_figure(circuit, title=title, words=words, **figure)

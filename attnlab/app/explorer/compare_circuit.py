@@ -1,8 +1,9 @@
 """The Compare tab's sixth box: both models' circuits (`attnlab.record.circuit`) between the open
 sentence and the changed one typed in the Head ablation tab -- the same sentence and direction the
 fourth box patches both models on, every output piece -- each model read on the first one's output
-(the second with its heads off kept off), drawn one under the other (`viz.circuit_figure`) with the
-Head ablation tab's defaults (four heads followed, paths of 0.05 or more): two models, two wirings.
+(the second with its heads off kept off), drawn one under the other (`patching_text.compared_circuit`,
+as the notebook's `compare_models` draws them) with the Head ablation tab's defaults (four heads
+followed, paths of 0.05 or more): two models, two wirings.
 
 Drawn only while ticked (~0.2 s a model on the bundled EN→DE model): for each comparison, and again
 when the changed sentence or its direction changes. Each figure narrows with the window as the
@@ -19,13 +20,11 @@ from typing import Any
 import panel as pn
 from bokeh.plotting import figure
 
-from attnlab import viz
 from attnlab.app.explorer.circuit import fitted
 from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
-from attnlab.errors import AttnlabError
-from attnlab.record.circuit import trace_circuit
+from attnlab.app.patching_text import compared_circuit
 
 CIRCUIT_FIGURES = ("compare-circuit-first", "compare-circuit-second")  # the figures' Bokeh names, which tests find
 
@@ -66,15 +65,11 @@ class CompareCircuit(pn.viewable.Viewer):
         for pane, fig in zip(self.panes, figures, strict=True):
             pane.object = fig
 
-    def _figures(self) -> list[figure | None]:
-        """Each model's circuit, titled with its name as the tab's other figures are."""
+    def _figures(self) -> list[figure]:
+        """Each model's circuit, narrowing with the window."""
         changed, how = self.changed()
-        store, words = self.store, self.store.words
-        if not changed:
-            raise AttnlabError(text("compare.patch_none", store.lang))
-        figures: list[figure | None] = []
-        for (model, trace), name, figure_name in zip(self.sides, self.names, CIRCUIT_FIGURES, strict=True):
-            circuit = trace_circuit(model, trace, changed, direction=how["direction"])
-            title = f"{name} · {words['circuit.title'].format(threshold=circuit.threshold)}"
-            figures.append(fitted(viz.circuit_figure(circuit, title=title, name=figure_name, words=words)))
-        return figures
+        lang, words = self.store.lang, self.store.words
+        return [
+            fitted(compared_circuit(model, trace, changed, how, name, lang, words, name=figure_name))
+            for (model, trace), name, figure_name in zip(self.sides, self.names, CIRCUIT_FIGURES, strict=True)
+        ]
