@@ -313,13 +313,16 @@ def test_learned_positions_and_pre_norm_run() -> None:
 
 
 def test_tiny_model_learns_to_reverse() -> None:
-    """A 2-layer model learns to reverse 5-token sequences on the CPU in seconds."""
+    """A 2-layer model learns to reverse 5-token sequences on the CPU in seconds: greedy decoding
+    reverses (almost) every one of 256 unseen sequences and ends them with </s>. Sized to converge
+    (loss ~0.002) whichever CPU's rounding it trains with: at 300 steps one sequence in ten was
+    still wrong, so a single example passed on one CPU and failed on another."""
     torch.manual_seed(0)
     config = preset("tiny", vocab_size=16, p_drop=0.0, d_model=64, d_ff=128)
     model = Transformer(config)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
     first = None
-    for _step in range(300):
+    for _step in range(500):
         body = torch.randint(4, 16, (64, 5))
         src = torch.cat([body, torch.full((64, 1), 3)], 1)
         out = torch.cat([body.flip(1), torch.full((64, 1), 3)], 1)
@@ -329,15 +332,15 @@ def test_tiny_model_learns_to_reverse() -> None:
         loss.backward()
         opt.step()
         first = first or loss.item()
-    assert loss.item() < first / 10
+    assert loss.item() < first / 100
     model.eval()
-    body = torch.tensor([[4, 9, 12, 7, 15]])
-    src = torch.cat([body, torch.tensor([[3]])], 1)
-    ys = torch.tensor([[2]])
+    body = torch.randint(4, 16, (256, 5), generator=torch.Generator().manual_seed(1))
+    src = torch.cat([body, torch.full((256, 1), 3)], 1)
+    ys = torch.full((256, 1), 2)
     with torch.no_grad():
         for _ in range(6):
             ys = torch.cat([ys, model(src, ys)[:, -1:].argmax(-1)], 1)
-    assert ys[0, 1:6].tolist() == body.flip(1)[0].tolist() and ys[0, 6].item() == 3
+    assert (ys[:, 1:6] == body.flip(1)).all(1).float().mean() >= 0.98 and (ys[:, 6] == 3).float().mean() >= 0.98
 
 
 @pytest.mark.parametrize(

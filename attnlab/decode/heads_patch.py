@@ -191,12 +191,13 @@ def _patch_tables(result: HeadPatching) -> str:
     for k, kind in enumerate(KINDS):
         lines += ["", f"{kind}\t" + "\t".join(f"h{h}" for h in range(result.share.shape[2]))]
         for layer in range(result.share.shape[1] - 1, -1, -1):
-            cells = ("-" if v != v else f"{v:.2f}" for v in result.share[k, layer])  # (NaN: not patched)
-            lines.append(f"layer {layer}\t" + "\t".join(cells))
+            lines.append(f"layer {layer}\t" + "\t".join(map(_cell, result.share[k, layer])))
     lines += ["", "kind\tlayer\thead\tshare\tnats"]
     for kind, layer, head in result.order():
         k = KINDS.index(kind)
-        lines.append(f"{kind}\t{layer}\t{head}\t{result.share[k, layer, head]:.3f}\t{result.nats[k, layer, head]:+.3f}")
+        lines.append(
+            f"{kind}\t{layer}\t{head}\t{_cell(result.share[k, layer, head], 3)}\t{result.nats[k, layer, head]:+.3f}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -256,11 +257,11 @@ def _path_tables(paths: PathPatching) -> str:
         for k, kind in enumerate(KINDS):
             lines.append(f"{kind}\t" + "\t".join(f"h{h}" for h in range(share.shape[2])))
             for layer in range(share.shape[1] - 1, -1, -1):
-                lines.append(f"layer {layer}\t" + "\t".join("-" if v != v else f"{v:.2f}" for v in share[k, layer]))
+                lines.append(f"layer {layer}\t" + "\t".join(map(_cell, share[k, layer])))
     lines += ["", "kind\tlayer\thead\ttotal\tdirect\tindirect"]
     for kind, layer, head in total.order():
         at = (KINDS.index(kind), layer, head)
-        cells = (f"{getattr(paths, part).share[at]:.3f}" for part in ("total", "direct", "indirect"))
+        cells = (_cell(getattr(paths, part).share[at], 3) for part in ("total", "direct", "indirect"))
         lines.append(f"{kind}\t{layer}\t{head}\t" + "\t".join(cells))
     if paths.sender is not None:
         split = f"total {paths.sender_total:.3f}, direct {paths.sender_direct:.3f}; through"
@@ -274,6 +275,12 @@ def _how(result: HeadPatching | ResidualPatching | ResidualCorpus) -> str:
     """The direction, and that the shares are estimates where they are."""
     estimated = ", estimated from one gradient (attribution)" if result.method == "attribution" else ""
     return result.direction + estimated
+
+
+def _cell(v: float, digits: int = 2) -> str:
+    """A grid's cell: "-" where nothing was patched (NaN), and a share that rounds to zero as
+    0.00, not -0.00 (a rounding error's sign, which reads as an effect)."""
+    return "-" if v != v else f"{round(float(v), digits) + 0.0:.{digits}f}"
 
 
 def _listed(grid: object) -> list[list[float | None]]:
@@ -295,7 +302,7 @@ def _residual_tables(result: ResidualPatching) -> str:
             continue
         lines += ["", f"{side}\t" + "\t".join(pieces)]
         for name, row in reversed(list(zip(rows, grid, strict=True))):
-            lines.append(f"{name}\t" + "\t".join(f"{v:.2f}" for v in row))
+            lines.append(f"{name}\t" + "\t".join(map(_cell, row)))
     return "\n".join(lines) + "\n"
 
 
@@ -311,7 +318,7 @@ def _spread_tables(spread: ResidualCorpus) -> str:
     lines += ["", "encoder\t" + "\t".join(f"{o:+d}" for o in spread.offsets)]
     rows = ["embeddings"] + [f"layer {i}" for i in range(len(spread.encoder) - 1)]
     for name, row in reversed(list(zip(rows, spread.encoder, strict=True))):
-        lines.append(f"{name}\t" + "\t".join("-" if v != v else f"{v:.3f}" for v in row))
+        lines.append(f"{name}\t" + "\t".join(_cell(v, 3) for v in row))
     lines += ["", f"output pieces taking more than {LANDS:.0%} of the difference (top decoder layer)\tpairs"]
     lines += [f"{piece}\t{count}" for piece, count in spread.landed[:20]]
     return "\n".join(lines) + "\n"
