@@ -133,7 +133,7 @@ def test_spanish_translation_in_a_spanish_page(chromium: object, server: Server)
         want = attnlab.load(ES).translate(SENTENCE, beam=4, alpha=0.6)
         assert page.page.locator(".attn-result .attn-output").first.inner_text().strip() == want.text.strip()
         assert page.page.evaluate(JS_HEATMAP_MODEL, "heatmap-cross")["query_labels"] == want.tokens
-        assert drawn(page.figure_image("heatmap-cross"))
+        assert page.painted("heatmap-cross")
         page.shot("es-translation")
     finally:
         page.close()

@@ -436,7 +436,7 @@ def test_switch_kind_layer_head_and_mask_overlay(page: Page) -> None:
     page.page.get_by_role("button", name="cross", exact=True).click()
     caption.filter(has_text="showing cross").wait_for()
     page.settle()
-    assert drawn(page.figure_image("heatmap-cross"))
+    assert page.painted("heatmap-cross")
     page.shot("cross")
 
 
@@ -471,7 +471,7 @@ def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:
     page.translate("The old man saw the dog .")
     want = expected(checkpoints["parse"], "The old man saw the dog .", beam=1)
     assert page.page.locator(".attn-result .attn-output").first.inner_text().strip() == want.text
-    assert drawn(page.figure_image("tree"), 5), "the parse tree is blank"
+    assert page.painted("tree", 5), "the parse tree is blank"
     page.shot("parse")
 
 
@@ -541,7 +541,7 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
     page.translate(("A small dog runs in the green park . " * 300)[:10_000])
     notice = page.page.locator(".attn-notice-text")
     assert "truncated" in notice.inner_text() and "10,000 characters" in notice.inner_text()
-    assert drawn(page.figure_image("heatmap-cross"))
+    assert page.painted("heatmap-cross")
     page.shot("bad-long")
     page.translate("Der Schneemann ☃ und 漢字")
     assert "not in the vocabulary" in notice.inner_text() and "☃" in notice.inner_text()
@@ -571,7 +571,7 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     assert width <= 1500, width
     page.shot("masks-eq1")
     page.page.locator(".bk-tab").filter(has_text="Heads dashboard").click()
-    assert drawn(page.figure_image("stats-scatter"), 5)
+    assert page.painted("stats-scatter", 5)
     assert page.page.locator(".slick-row").count() > 5
     page.page.locator(".slick-row").nth(2).click()  # encoder layer 0 head 2 (rows come in head_stats order)
     page.page.wait_for_timeout(500)
@@ -580,10 +580,10 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.locator(".attn-caption").filter(has_text="showing encoder · layer 0 · head 2").wait_for(timeout=10_000)
     page.page.locator(".bk-tab").filter(has_text="Training timeline").click()
     page.page.get_by_text("3 snapshots").wait_for(timeout=10_000)
-    assert drawn(page.figure_image("timeline-diff"))
-    assert drawn(page.figure_image("timeline-curve"), 5)
-    assert drawn(page.figure_image("timeline-aer"), 3)  # AER per head across the steps (`--align-gold`)
-    assert drawn(page.figure_image("timeline-importance"), 3)  # each head's importance across the steps
+    assert page.painted("timeline-diff")
+    assert page.painted("timeline-curve", 5)
+    assert page.painted("timeline-aer", 3)  # AER per head across the steps (`--align-gold`)
+    assert page.painted("timeline-importance", 3)  # each head's importance across the steps
     page.shot("timeline")
     page.page.locator(".bk-tab").filter(has_text="Head ablation").click()
     assert page.painted("head-importance")  # every head's importance for this output, a tap picks one
@@ -712,9 +712,9 @@ def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path])
     page.page.locator(".attn-scale-toggle input").click()  # 200 keys: weights near 1/200 look white on 0..1
     page.page.locator(".attn-caption").filter(has_text="colours 0..max").wait_for()
     page.settle()
-    assert drawn(page.figure_image("heatmap-encoder"))
+    assert page.painted("heatmap-encoder")
     assert f"{tokens}×{tokens}" in page.page.locator(".attn-caption").inner_text()
-    assert drawn(page.figure_image("grid-encoder"))
+    assert page.painted("grid-encoder")
     page.shot("long-200")
     page.page.locator(".bk-tab").filter(has_text="Logit lens").click()  # 200 columns: they scroll in their pane
     assert page.painted("logit-lens")
