@@ -152,7 +152,7 @@ def test_the_compare_tab_draws_both_models_circuits(tmp_path: Path) -> None:
     """Its sixth box, once ticked, draws each model's circuit for the sentence typed in the Head
     ablation tab (the second model read on the first one's output), redrawn when that sentence or
     its direction changes; unticked nothing is drawn, and what the library refuses (nothing typed,
-    no difference) is the box's one line with no figure."""
+    no difference) is one line in the tab's notice, with no figure."""
     import html
 
     from attnlab.app.explorer import Explorer
@@ -171,7 +171,7 @@ def test_the_compare_tab_draws_both_models_circuits(tmp_path: Path) -> None:
     tab, box, typed = shown.compare, shown.compare.circuits, shown.ablation.patching.corrupted
     tab.second.value = "small"
     box.show.value = True  # nothing typed yet
-    assert all(p.object is None for p in box.panes) and text("compare.patch_none") in html.unescape(box.note.object)
+    assert all(p.object is None for p in box.panes) and text("compare.patch_none") in html.unescape(tab.notice.object)
     c = tab.comparison
     sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
 
@@ -190,15 +190,15 @@ def test_the_compare_tab_draws_both_models_circuits(tmp_path: Path) -> None:
             assert tips(fig) == tips(viz.circuit_figure(trace_circuit(model, trace, changed, direction=direction)))
             assert fig.sizing_mode == "stretch_width"  # narrows with the window
             drawn.append(tips(fig))
-        assert not box.note.object  # (noising: no one head of the trained model moves 0.05, no path)
+        assert not tab.notice.visible  # (noising: no one head of the trained model moves 0.05, no path)
         assert direction == "noise" or drawn[0] and drawn[0] != drawn[1]  # two models, two circuits
     box.show.value = False
-    assert all(p.object is None for p in box.panes) and not box.note.object
+    assert all(p.object is None for p in box.panes) and not tab.notice.visible
     typed.value_input = typed.value = shown.store.text  # no difference: one line, no figure
     assert all(p.object is None for p in box.panes)  # (unticked: not drawn)
     box.show.value = True
-    assert all(p.object is None for p in box.panes) and "no difference" in html.unescape(box.note.object)
-    assert "<br" not in box.note.object and box.note.object.count("<p") == 1
+    assert all(p.object is None for p in box.panes) and "no difference" in box.refused
+    assert tab.notice.visible and html.unescape(tab.notice.object).count(box.refused) == 1
     assert tab.comparison is not None and tab.panes[0].object is not None  # the rest of the tab still shows
 
 

@@ -728,3 +728,155 @@ def test_the_compare_tab_patches_both_models_on_the_changed_sentence(lab: dict[s
     assert all(p.object is None for p in tab.patching_panes) and tab.notice.visible
     assert "no difference for a head to carry" in html.unescape(tab.notice.object)
     assert tab.comparison is not None and tab.panes[0].object is not None  # the rest of the tab still shows
+
+
+def circuit_tips(fig: object) -> list[str]:
+    """A circuit figure's paths and nodes as their hovers name them ("cross L1 H1 → output: +0.290",
+    "cross L1 H1: total +0.310, direct +0.290")."""
+    return [tip for name in ("paths", "nodes") for tip in fig.select_one({"name": name}).data_source.data["tip"]]
+
+
+def test_the_compare_tabs_circuit_menus_redraw_both_circuits(lab: dict[str, Path]) -> None:  # noqa: F811
+    """The sixth box's two menus are the Head ablation tab's circuit's (the same words, 4 and 0.05 at
+    first), shown while it is ticked; either redraws both models' circuits with what they say."""
+    from attnlab.app.i18n import text
+    from attnlab.record.circuit import trace_circuit
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 5
+    tab, changed = shown.compare, "the cat runs in the park ."
+    tab.second.value = "restricted"
+    box, own = tab.circuits, shown.ablation.patching.paths.circuit
+    assert not box.controls.visible  # unticked
+    shown.ablation.patching.corrupted.value_input = changed
+    box.show.value = True
+    assert box.controls.visible and (box.senders.value, box.threshold.value) == (4, 0.05)
+    for menu, same in ((box.senders, own.senders), (box.threshold, own.threshold)):
+        assert (menu.name, menu.options) == (same.name, same.options)
+    assert box.senders.name == text("ablation.circuit_senders")
+    c = tab.comparison
+    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+
+    def drawn_as(senders: int, threshold: float) -> list[list[str]]:
+        drawn = [circuit_tips(pane.object) for pane in box.panes]
+        expected = [
+            trace_circuit(model, trace, changed, senders=senders, threshold=threshold) for model, trace in sides
+        ]
+        assert drawn == [circuit_tips(viz.circuit_figure(circuit)) for circuit in expected]
+        assert all(f"(≥ {threshold:.2f})" in one_line(pane.object.title.text) for pane in box.panes)
+        return drawn
+
+    first = [circuit_tips(pane.object) for pane in box.panes]  # (the defaults' circuits, which test_compare checks)
+    box.threshold.value = 0.1
+    coarser = drawn_as(4, 0.1)
+    box.senders.value = 2
+    fewer = drawn_as(2, 0.1)
+    assert first != coarser != fewer  # (or the menus change nothing here)
+    assert not tab.notice.visible
+    box.show.value = False
+    assert not box.controls.visible and all(pane.object is None for pane in box.panes)
+
+
+def test_the_compare_tab_says_each_refusal_once(
+    lab: dict[str, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fourth box (patching) and the sixth (circuits) refuse the same changed sentence in the
+    same words: the tab's one notice says it once, and no box says it again. A box drawn again
+    takes its own line out of the notice and leaves another box's that still holds."""
+    import panel as pn
+
+    from attnlab.app.explorer import compare as compare_tab
+    from attnlab.app.explorer import compare_circuit
+    from attnlab.app.i18n import text
+
+    shown = explorer(lab, tiny="translate", restricted="restricted")
+    decode(shown, "the dog runs in the park .")
+    shown.tabs.active = 5
+    tab, typed = shown.compare, shown.ablation.patching.corrupted
+    tab.second.value = "restricted"
+
+    def said(line: str) -> int:
+        """How many times the tab's panes say `line`: its notice's and every box's."""
+        panes = tab.layout.select(pn.pane.Markdown) + tab.layout.select(pn.pane.HTML)
+        return sum(html.unescape(str(pane.object)).count(line) for pane in panes if pane.visible)
+
+    tab.patchings.value = tab.circuits.show.value = True  # nothing typed yet
+    assert tab.notice.visible and said(text("compare.patch_none")) == 1
+    typed.value_input = typed.value = shown.store.text  # no difference
+    assert all(pane.object is None for pane in (*tab.patching_panes, *tab.circuits.panes))
+    nothing = tab.circuits.refused
+    assert "no difference for a head to carry" in nothing and said(nothing) == 1
+
+    def refusing(line: str) -> object:
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AttnlabError(line)
+
+        return refuse
+
+    monkeypatch.setattr(compare_tab, "compared_residual", refusing("no grid here"))
+    monkeypatch.setattr(compare_circuit, "compared_circuit", refusing("no circuit here"))
+    typed.value_input = typed.value = "the cat runs in the park ."  # two refusals, each once
+    grid, circuit = (shown.store.explain(AttnlabError(line)) for line in ("no grid here", "no circuit here"))
+    assert said(grid) == said(circuit) == 1 and said(nothing) == 0
+    monkeypatch.undo()
+    monkeypatch.setattr(compare_tab, "compared_residual", refusing("no grid here"))
+    tab.circuits.senders.value = 2  # the circuits drawn: their line goes, the grid's stays
+    assert all(pane.object is not None for pane in tab.circuits.panes)
+    assert said(grid) == 1 and said(circuit) == 0 and tab.notice.visible
+
+
+def test_the_notebook_compare_widgets_circuit_menus_redraw_both_and_a_refusal_is_one_line(
+    lab: dict[str, Path],  # noqa: F811
+) -> None:
+    """`compare_models`' circuit box has the paths box's two menus, shown while it is ticked; either
+    redraws both circuits with what it says. A change that moves nothing, refused by the patching
+    box and the circuit box alike, is one line in the widget's error box, said once."""
+    import ipywidgets as w
+    from attnlab.widgets import compare_models
+
+    from attnlab.app.circuit_widget import menus
+    from attnlab.record.circuit import trace_circuit
+
+    widget = compare_models(str(lab["translate"]), str(lab["restricted"]), text="the dog runs in the park .")
+    box, changed = widget.circuits, "the cat runs in the park ."
+    assert box.controls.layout.display == "none"  # unticked
+    box.show.value = True
+    widget.patch(changed)
+    own = menus("en")
+    for menu, same in zip((box.senders, box.threshold), own, strict=True):
+        assert (menu.description, menu.options, menu.value) == (same.description, same.options, same.value)
+    assert box.controls.layout.display is None and (box.senders.value, box.threshold.value) == (4, 0.05)
+    c = widget.comparison
+    sides = ((widget.first, c.first.trace), (widget.second, c.second_on_first.trace))
+
+    def drawn_as(senders: int, threshold: float) -> list[list[str]]:
+        drawn = [circuit_tips(widget.figures[f"circuit_{role}"]) for role in ("first", "second")]
+        expected = [
+            trace_circuit(model, trace, changed, senders=senders, threshold=threshold) for model, trace in sides
+        ]
+        assert drawn == [circuit_tips(viz.circuit_figure(circuit)) for circuit in expected]
+        return drawn
+
+    first = [circuit_tips(widget.figures[f"circuit_{role}"]) for role in ("first", "second")]
+    box.threshold.value = 0.1
+    coarser = drawn_as(4, 0.1)
+    box.senders.value = 2
+    fewer = drawn_as(2, 0.1)
+    assert first != coarser != fewer and not widget.errors.message  # (or the menus change nothing here)
+
+    def said(line: str) -> int:
+        """How many times the widget's HTML says `line`: its error box's and every box's."""
+        boxes, shown = [widget], []
+        while boxes:
+            child = boxes.pop()
+            boxes += getattr(child, "children", ())
+            shown += [child.value] if isinstance(child, w.HTML) else []
+        return sum(html.unescape(value).count(line) for value in shown)
+
+    widget.patch("the dog runs in the park .")  # no difference: both boxes refuse it
+    assert widget.figures["patching_first"] is None and widget.figures["circuit_first"] is None
+    assert "no difference for a head to carry" in widget.errors.message and said(widget.errors.message) == 1
+    box.show.value = False
+    assert box.controls.layout.display == "none"

@@ -34,16 +34,7 @@ class CircuitBox(w.VBox):
         """`model` runs the path patching; `errors` is where what the library refuses is shown."""
         self.model, self.errors, self.lang = model, errors, lang
         self.about = w.HTML(f"<div style='color:#666'>{html.escape(text('ablation.circuit_about', lang))}</div>")
-        labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
-        self.senders = w.Dropdown(
-            description=text("ablation.circuit_senders", lang), options=SENDERS, value=4, **labelled
-        )
-        self.threshold = w.Dropdown(
-            description=text("ablation.circuit_threshold", lang),
-            options=[(f"{t:g}", t) for t in THRESHOLDS],
-            value=0.05,
-            **labelled,
-        )
+        self.senders, self.threshold = menus(lang)
         self.pane = BokehPane()
         super().__init__([self.about, w.HBox([self.senders, self.threshold]), self.pane])
         self.layout.display = "none"
@@ -51,7 +42,6 @@ class CircuitBox(w.VBox):
         self.asked: tuple[AttentionTrace, str, Any, str] | None = None  # the trace, changed sentence,
         # positions and direction of the patch on show
         for menu in (self.senders, self.threshold):
-            menu.layout.width = "220px"
             menu.observe(lambda _change: self.draw(), "value")
 
     @property
@@ -82,3 +72,19 @@ class CircuitBox(w.VBox):
         self.asked = self.circuit = None
         self.pane.update(None)
         self.layout.display = "none"
+
+
+def menus(lang: str) -> tuple[w.Dropdown, w.Dropdown]:
+    """A circuit's two menus, the heads followed and the smallest path kept, at the library's
+    defaults (4, 0.05): this box's and the compare widget's circuits offer the same choices under
+    the same words (`attnlab.app.explorer.circuit.menus` in the web explorer)."""
+    labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
+    senders = w.Dropdown(
+        description=text("ablation.circuit_senders", lang), options=SENDERS, value=4,
+        layout=w.Layout(width="220px"), **labelled,
+    )  # fmt: skip
+    threshold = w.Dropdown(
+        description=text("ablation.circuit_threshold", lang), options=[(f"{t:g}", t) for t in THRESHOLDS], value=0.05,
+        layout=w.Layout(width="220px"), **labelled,
+    )  # fmt: skip
+    return senders, threshold

@@ -166,13 +166,17 @@ def compared_circuit(
     label: str,
     lang: str,
     words: dict[str, str],
+    *,
+    senders: int,
+    threshold: float,
     **figure: Any,
 ) -> LayoutDOM:
     """One model's circuit for `changed` on its reading of the compared output (`trace`), in the
-    direction `how` says, with the Head ablation tab's default heads and smallest path, titled
-    with the model's `label` as the Compare views' other figures are (`figure`: the view's other options)."""
+    direction `how` says, following `senders` heads and keeping paths of `threshold` or more (what
+    the circuit menus say, `SENDERS` and `THRESHOLDS`), titled with the model's `label` as the
+    Compare views' other figures are (`figure`: the view's other options)."""
     if not changed:
         raise AttnlabError(text("compare.patch_none", lang))
-    circuit = trace_circuit(model, trace, changed, direction=how["direction"])
+    circuit = trace_circuit(model, trace, changed, direction=how["direction"], senders=senders, threshold=threshold)
     title = f"{label} · {words['circuit.title'].format(threshold=circuit.threshold)}"
     return viz.circuit_figure(circuit, title=title, words=words, **figure)

@@ -39,14 +39,7 @@ class CircuitBox(pn.viewable.Viewer):
         self.about = pn.pane.HTML(
             f"<p>{html.escape(text('ablation.circuit_about', lang))}</p>", css_classes=["attn-muted"], **PROSE
         )
-        self.senders = pn.widgets.Select(
-            label=text("ablation.circuit_senders", lang), options=SENDERS, value=4, width=150,
-            css_classes=["attn-circuit-senders"],
-        )  # fmt: skip
-        self.threshold = pn.widgets.Select(
-            label=text("ablation.circuit_threshold", lang), options={f"{t:g}": t for t in THRESHOLDS}, value=0.05,
-            width=150, css_classes=["attn-circuit-threshold"],
-        )  # fmt: skip
+        self.senders, self.threshold = menus(lang, "attn-circuit")
         self.note = pn.pane.HTML("", css_classes=["attn-circuit-note"], **PROSE)
         self.figure = pn.pane.Bokeh(None, css_classes=["attn-circuit"])
         self.asked: tuple[str, dict[str, Any]] | None = None  # the sentence and how it was patched
@@ -97,6 +90,21 @@ class CircuitBox(pn.viewable.Viewer):
         )  # fmt: skip
         self.note.object = f"<p class='attn-circuit-error'>{html.escape(said)}</p>" if said else ""
         return circuit
+
+
+def menus(lang: str, css: str) -> tuple[pn.widgets.Select, pn.widgets.Select]:
+    """A circuit's two menus, the heads followed and the smallest path kept, at the library's
+    defaults (4, 0.05): this part's and the Compare tab's circuits offer the same choices under the
+    same words. `css` starts their classes (`{css}-senders`, `{css}-threshold`), which tests find."""
+    senders = pn.widgets.Select(
+        label=text("ablation.circuit_senders", lang), options=SENDERS, value=4, width=150,
+        css_classes=[f"{css}-senders"],
+    )  # fmt: skip
+    threshold = pn.widgets.Select(
+        label=text("ablation.circuit_threshold", lang), options={f"{t:g}": t for t in THRESHOLDS}, value=0.05,
+        width=150, css_classes=[f"{css}-threshold"],
+    )  # fmt: skip
+    return senders, threshold
 
 
 def fitted(fig: figure) -> figure:

@@ -13,9 +13,10 @@ The second model's maps are recorded while it reads the first one's output, so t
 up cell by cell.
 
 Models of different sizes compare (each shows the heads it has); a translator and a parser, or two
-vocabularies, do not, and the tab says so in one line. The tab decodes when it is drawn after a
-new run (the page draws it only while it is open), when another second model is chosen, and on
-its button; a new head selection only redraws the maps.
+vocabularies, do not, and the tab says so in one line; that notice also says why a box's reading
+was refused (no changed sentence, one that changes nothing), each line once. The tab decodes
+when it is drawn after a new run (the page draws it only while it is open), when another second
+model is chosen, and on its button; a new head selection only redraws the maps.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ class CompareTab(pn.viewable.Viewer):
         self.patching_panes = [
             pn.pane.Bokeh(None, css_classes=[f"attn-compare-patching-{role}"]) for role in ("first", "second")
         ]
-        self.attributions = CompareAttribution(store, say=self._say)
-        self.circuits = CompareCircuit(store, self.changed)
+        self.attributions = CompareAttribution(store, say=self._said)
+        self.circuits = CompareCircuit(store, self.changed, say=self._said)
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -121,6 +122,7 @@ class CompareTab(pn.viewable.Viewer):
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
         self.names = ("A", "B")
+        self.refused = {"lens": "", "importance": "", "patching": ""}  # what each reading's box was refused
         self._key: tuple | None = None  # (run, second model, ablated heads) the comparison was made for
         self._say(text("compare.hint", lang), hint=True)
         self.second.param.watch(lambda _event: self.draw(), "value")
@@ -268,7 +270,7 @@ class CompareTab(pn.viewable.Viewer):
         every head's importance (with heads off in the second, how the others' importance shifts),
         and the residual stream patched against the changed sentence (`only_patching`: that one,
         as the sentence changed). A reading a model refuses (no changed sentence, one that changes
-        nothing) leaves its panes empty and says why."""
+        nothing) leaves its panes empty and says why in the tab's notice (`_say_refused`)."""
         c, store, lang = self.comparison, self.store, self.lang
 
         def lens(model: Any, trace: Any, name: str, figure_name: str) -> Any:
@@ -284,15 +286,14 @@ class CompareTab(pn.viewable.Viewer):
             return compared_residual(model, trace, *self.changed(), name, lang, store.words, name=figure_name)
 
         readings = (
-            (self.lenses, self.lens_panes, lens, LENS_FIGURES),
-            (self.importances, self.importance_panes, importance, IMPORTANCE_FIGURES),
-            (self.patchings, self.patching_panes, patching, PATCHING_FIGURES),
+            ("lens", self.lenses, self.lens_panes, lens, LENS_FIGURES),
+            ("importance", self.importances, self.importance_panes, importance, IMPORTANCE_FIGURES),
+            ("patching", self.patchings, self.patching_panes, patching, PATCHING_FIGURES),
         )[2 if only_patching else 0 :]
         if only_patching and not self.patchings.value:
             return
-        refused = ""
-        for box, panes, figure_of, names in readings:
-            figures = [None, None]
+        for reading, box, panes, figure_of, names in readings:
+            figures, self.refused[reading] = [None, None], ""
             if box.value and c is not None:
                 try:
                     figures = [
@@ -300,11 +301,10 @@ class CompareTab(pn.viewable.Viewer):
                         for (model, trace), name, figure_name in zip(self._sides(), self.names, names, strict=True)
                     ]
                 except AttnlabError as error:
-                    figures, refused = [None, None], store.explain(error)
+                    figures, self.refused[reading] = [None, None], store.explain(error)
             for pane, figure in zip(panes, figures, strict=True):
                 pane.object = figure
-        if c is not None:  # (else the notice says why there is no comparison)
-            self._say(refused or self.attributions.refused)
+        self._say_refused()
 
     # -- helpers ------------------------------------------------------------------------------------
     def _sides(self) -> tuple[tuple[Any, Any], ...]:
@@ -326,6 +326,19 @@ class CompareTab(pn.viewable.Viewer):
         options = self._options()
         if options != self.second.options:
             self.second.options = options
+
+    def _said(self, _line: str) -> None:
+        """The fifth or sixth box's refusal changed (`_line`, also its `refused`): the notice again."""
+        self._say_refused()
+
+    def _say_refused(self) -> None:
+        """Every refusal that holds in the tab's boxes, in its one notice, each line once: the
+        fourth and sixth boxes refuse the same changed sentence in the same words. None: no notice.
+        With no comparison the notice says why there is none instead, and stays."""
+        if self.comparison is None:
+            return
+        said = (*self.refused.values(), self.attributions.refused, self.circuits.refused)
+        self._say(" ".join(dict.fromkeys(line for line in said if line)))
 
     def _say(self, message: str, hint: bool = False) -> None:
         self.notice.object = f"<span class='attn-compare-notice-text'>{html.escape(message)}</span>"
