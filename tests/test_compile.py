@@ -141,6 +141,8 @@ def test_compiled_loss_scatters_nothing_and_equals_the_eager_loss() -> None:
     assert len(graphs) == 2  # forward, backward
     ops = {str(node.target) for graph in graphs for node in graph.graph.nodes if node.op == "call_function"}
     assert not [op for op in ops if "scatter" in op or "gather" in op], sorted(ops)
+    ranges = [node.meta["val"].dtype for graph in graphs for node in graph.graph.nodes if "arange" in str(node.target)]
+    assert ranges and set(ranges) == {torch.int32}, ranges  # ids compared in int32: half of int64's vectors
     torch.testing.assert_close((loss, nll), (eager_loss, eager_nll), rtol=1e-6, atol=0)
     torch.testing.assert_close(x.grad, y.grad, rtol=1e-5, atol=1e-7)  # entries ~1e-3
 

@@ -50,11 +50,14 @@ def _target_logit(x: Tensor, target: Tensor) -> Tensor:
     1,924 positions in fp32, forward and backward on one CPU thread: 494 → 386 ms (about 2% of a
     base step); on an H200 at 25k positions, as fast as before (5.0-5.2 ms) but the step's peak
     memory 13.2 → 9.9 GiB (docs/BENCHMARKS.md, GPU paper runs). Same values: the sum adds exact
-    zeros to the one logit."""
+    zeros to the one logit. The ids are compared as int32, not int64: Inductor's CPU code makes
+    and compares a vector of indices for every 32 logits, twice as many registers in int64, and
+    base's loss, forward and backward on two threads of the Intel Xeon, took 72-77 ms with int64
+    and 57-58 with int32 (docs/BENCHMARKS.md, training round twenty-three)."""
     if not torch.compiler.is_compiling():  # eagerly, the where() would write a whole (N, V) table
         return x.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    vocab = torch.arange(x.size(-1), device=x.device)
-    return torch.where(vocab == target.unsqueeze(-1), x, 0.0).sum(-1)
+    vocab = torch.arange(x.size(-1), device=x.device, dtype=torch.int32)  # (a vocabulary is < 2^31 words)
+    return torch.where(vocab == target.int().unsqueeze(-1), x, 0.0).sum(-1)
 
 
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
