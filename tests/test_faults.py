@@ -32,7 +32,7 @@ from attnlab.model.checkpoint import step_dirs, verify
 from attnlab.train import loop
 from attnlab.train.guard import TrainingError
 from attnlab.train.metrics import MetricsLog
-from attnlab.train.regime import label_smoothed_loss
+from attnlab.train.regime import label_smoothed_loss, make_loss
 
 ARGS = [
     *("--preset", "tiny", "--max-tokens", "600", "--eval-sentences", "0", "--probes", "0"),
@@ -167,11 +167,16 @@ def _poisoned_loss(bad_call: int, value: float) -> Callable[[bool], Callable]:
     with --update-freq 1 call N is step N."""
     calls = itertools.count(1)
 
-    def loss_fn(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int) -> tuple:
-        loss, nll = label_smoothed_loss(logits, target, eps, pad_id)
-        return (loss * value, nll) if next(calls) == bad_call else (loss, nll)
+    def poisoned(compile: bool = False) -> Callable:
+        real = make_loss(compile)  # the reference run's own loss: the same values on the other calls
 
-    return lambda compile=False: loss_fn
+        def loss_fn(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int) -> tuple:
+            loss, nll = real(logits, target, eps, pad_id)
+            return (loss * value, nll) if next(calls) == bad_call else (loss, nll)
+
+        return loss_fn
+
+    return poisoned
 
 
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(

@@ -43,6 +43,7 @@ fvec e(fvec x) { return exp(x); }
 float top(fvec x) { return largest(x); }
 uint32_t bits(fvec x, float bound) { return above(x, bound); }
 fvec wide(const c10::BFloat16* p) { return load(p); }
+void narrow(c10::BFloat16* p, fvec x) { store(p, x); }
 fvec bigger(fvec x, fvec y) { return x > y ? x : y; }
 """
 

@@ -9,19 +9,20 @@ search's per-row top-k in one pass, `few_rows_linear` a layer's product for one 
 rows (4 a step with beam 4), where oneDNN's per-call cost is most of the time (decoding round
 twelve), and `dropout_keep` dropout's mask from a counter-based generator that any thread can
 compute any part of (csrc/dropout_mask.cpp), where PyTorch's CPU generator draws serially
-(training round seven).
+(training round seven), and `smoothed_loss` training's label-smoothed loss with its gradient
+written in the same pass over the logits (csrc/smoothed_loss.cpp; `train.regime.OnePassLoss`).
 
 The kernels are compiled with the machine's own compiler the first time one is needed (about
 30-45 s on two cores, said in one line; `make setup` does it ahead), for this CPU's vector
 instructions, and cached on disk per PyTorch version, source, checkout and CPU (`build_name`;
 `TORCH_EXTENSIONS_DIR`, by default ~/.cache/torch_extensions). Written by hand because no
-library offers them: PyTorch has no gather-while-attending operation nor a parallel CPU
-generator, its products (oneDNN, MKL) spend ~20 µs a call before four rows' worth of work, and
-CTranslate2's own kernels are not callable on PyTorch tensors. Where they cannot be built (no C++
-compiler), attnlab warns once, in one line, and runs the twins, the same maths in PyTorch
-operations (tested equal; the twin of `dropout_keep` draws its masks from PyTorch's generator
-instead; `few_rows_linear`'s is oneDNN's product) and slower; `ATTNLAB_KERNELS=0` chooses that
-path.
+library offers them: PyTorch has no gather-while-attending operation, no parallel CPU generator
+and no loss that writes its gradient as it goes, its products (oneDNN, MKL) spend ~20 µs a call
+before four rows' worth of work, and CTranslate2's own kernels are not callable on PyTorch
+tensors. Where they cannot be built (no C++ compiler), attnlab warns once, in one line, and runs
+the twins, the same maths in PyTorch operations (tested equal; the twin of `dropout_keep` draws
+its masks from PyTorch's generator instead; `few_rows_linear`'s is oneDNN's product; the loss's
+is `label_smoothed_loss`) and slower; `ATTNLAB_KERNELS=0` chooses that path.
 """
 
 from __future__ import annotations
@@ -196,6 +197,30 @@ def few_rows_linear(x: Tensor, tiles: Tensor, bias: Tensor | None, out_features:
     rows = x.reshape(-1, x.size(-1)).contiguous()
     bias = None if bias is None else bias.contiguous()
     return module.few_rows_linear(rows, tiles, bias, out_features).view(*x.shape[:-1], out_features)
+
+
+def smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor] | None:
+    """For (rows, V) logits (fp32 or bf16) and (rows,) target ids: each row's label-smoothed loss
+    and NLL (fp32, 0 where the target is `pad_id`) and the loss's gradient with respect to the
+    logits, softmax(x) − q, in their dtype (zero rows at `pad_id`), in one pass a row
+    (csrc/smoothed_loss.cpp). None where the kernel does not apply (the caller's
+    `label_smoothed_loss` then). The same numbers to rounding: its e^x and its sums' order are
+    its own (tests/test_kernels.py)."""
+    module = compiled(logits) if logits.dim() == 2 and target.dim() == 1 else None
+    if module is None:
+        return None
+    return module.smoothed_loss(logits.contiguous(), target.long().contiguous(), eps, pad_id)
+
+
+def scale_(x: Tensor, by: Tensor) -> Tensor:
+    """x *= by (one value, a tensor: a gradient as autograd passes it, read here and not by the
+    caller), in x's dtype, and x: a loss's gradient times the incoming one. The kernel takes
+    6.5 ms for a bf16 (1,936, 37,000) table on two threads, `Tensor.mul_` 13."""
+    module = compiled(x) if x.is_contiguous() and by.device == x.device else None
+    if module is None:
+        return x.mul_(by)
+    module.scale_(x, by)
+    return x
 
 
 def dropout_keep(x: Tensor, p: float) -> Tensor | None:

@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attnlab.errors import ConfigError
+from attnlab.model import kernels
 
 
 def learning_rate(step: int, d_model: int, warmup: int = 4000, scale: float = 1.0) -> float:
@@ -66,18 +67,56 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
-def make_loss(compile: bool = False, shapes: str = "dynamic"):
-    """The loss function to train with. Compiled, log-softmax, gather and mean over the
-    vocabulary fuse into one pass (3× faster on CPU) at ~20 s of compilation; `shapes` as
-    `compile_model`'s.
+class OnePassLoss(torch.autograd.Function):
+    """`label_smoothed_loss` by attnlab's kernel (`kernels.smoothed_loss`): the forward pass
+    writes the loss's gradient while each row of logits is in cache, and the backward pass only
+    scales it by the incoming gradient, in place. Compiled by Inductor, the forward reads the
+    (rows, V) logits and the backward reads them again to write the gradient, taking e^x twice;
+    here once. Base's 37,000-word loss over 1,936 rows in bf16, forward and backward on two
+    threads of the Intel Xeon: 61 → 34 ms (docs/BENCHMARKS.md, training round twenty-four). The
+    NLL is a measurement: no gradient flows from it. One backward pass per forward (the gradient
+    is scaled in place)."""
 
-    "dynamic" compiles one graph for every number of rows but keeps the vocabulary's width a
-    constant: with all sizes symbolic, each element's index into the (N, V) table took a division
-    by an unknown V, and on an H200 base's loss ran 5.2 ms a step against 2.6 ms for a graph
-    whose sizes were all known (docs/BENCHMARKS.md, GPU round three); on one CPU thread, base's
-    loss over 1,924 rows forward and backward, 443 → 413 ms."""
-    if not compile:
-        return label_smoothed_loss
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
+        made = kernels.smoothed_loss(logits.reshape(-1, logits.size(-1)), target.reshape(-1), eps, pad_id)
+        assert made is not None  # (`make_loss` calls it only where the kernel applies)
+        loss, nll, grad = made
+        ctx.grad = grad.view(logits.shape)
+        nll = nll.sum()
+        ctx.mark_non_differentiable(nll)
+        return loss.sum(), nll
+
+    @staticmethod
+    def backward(ctx, d_loss: Tensor, d_nll: Tensor) -> tuple[Tensor, None, None, None]:
+        if ctx.grad is None:
+            raise RuntimeError("attnlab's one-pass loss takes one backward pass (retain_graph is not supported)")
+        grad, ctx.grad = ctx.grad, None
+        return kernels.scale_(grad, d_loss), None, None, None
+
+
+def make_loss(compile: bool = False, shapes: str = "dynamic"):
+    """The loss function to train with: on a CPU where attnlab's kernels are built, `OnePassLoss`
+    for logits that need a gradient; elsewhere (a GPU, `ATTNLAB_KERNELS=0`, no gradient)
+    `label_smoothed_loss`, compiled if `compile` (log-softmax, gather and mean over the
+    vocabulary fuse into one pass: 3× faster than eager at ~20 s of compilation, done on first
+    use); `shapes` as `compile_model`'s."""
+    other = _compiled_loss(shapes) if compile else label_smoothed_loss
+
+    def loss(logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
+        if logits.requires_grad and kernels.compiled(logits) is not None:
+            return OnePassLoss.apply(logits, target, eps, pad_id)
+        return other(logits, target, eps, pad_id)
+
+    return loss
+
+
+def _compiled_loss(shapes: str):
+    """`label_smoothed_loss` compiled. "dynamic" compiles one graph for every number of rows but
+    keeps the vocabulary's width a constant: with all sizes symbolic, each element's index into
+    the (N, V) table took a division by an unknown V, and on an H200 base's loss ran 5.2 ms a step
+    against 2.6 ms for a graph whose sizes were all known (docs/BENCHMARKS.md, GPU round three);
+    on one CPU thread, base's loss over 1,924 rows forward and backward, 443 → 413 ms."""
     if shapes != "dynamic":
         return torch.compile(label_smoothed_loss, **COMPILE_SHAPES[shapes])
     compiled = torch.compile(label_smoothed_loss, dynamic=None)  # sizes known unless marked
@@ -104,7 +143,9 @@ def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool
     compiling and recompiling, won back by ~1,600 updates of the recipes' 6,000 tokens; in fp32,
     where the matrix products are nearly all of a step, 0-3% faster, so not); on a GPU
     the model and the loss; and neither for a run shorter than COMPILE_PAYS_FROM updates, or
-    where no compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU)."""
+    where no compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU). On a
+    CPU where attnlab's kernels are built, training's loss is its one-pass kernel in every mode
+    (`make_loss`), and a compiled loss is compiled only if the kernel does not take it."""
     if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
         requested = "model" if requested else "off"
     if requested not in COMPILE_MODES:

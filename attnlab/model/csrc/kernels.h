@@ -26,4 +26,10 @@ torch::Tensor few_rows_linear(torch::Tensor x, torch::Tensor tiles, c10::optiona
 // dropout_mask.cpp: dropout's 0/1 keep mask in x's dtype, from a counter-based generator.
 torch::Tensor dropout_keep(const torch::Tensor& like, int64_t seed, int64_t threshold);
 
+// smoothed_loss.cpp: each row's label-smoothed loss and NLL, and the loss's gradient (softmax − q),
+// in one pass over the logits; `scale_`: x times a factor, in place (the loss's backward).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> smoothed_loss(torch::Tensor logits, torch::Tensor target,
+                                                                      double eps, int64_t pad_id);
+void scale_(torch::Tensor x, torch::Tensor by);
+
 }  // namespace attnlab

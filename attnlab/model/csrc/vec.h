@@ -1,5 +1,5 @@
-// Vector helpers shared by attnlab's kernels: W floats as one value, loads from fp32 and bf16,
-// and e^x for W values at once.
+// Vector helpers shared by attnlab's kernels: W floats as one value, loads from and stores to
+// fp32 and bf16, and e^x for W values at once.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -38,6 +38,16 @@ inline fvec load(const c10::BFloat16* p) {  // bf16 is the top half of an fp32: 
   fvec x;
   std::memcpy(&x, &wide, sizeof x);
   return x;
+}
+inline void store(float* p, fvec x) { std::memcpy(p, &x, sizeof x); }
+inline void store(c10::BFloat16* p, fvec x) {  // rounded to nearest even, as c10 rounds one value
+  u32x bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;
+  const i32x nan = x != x;  // a NaN stays a NaN (rounding could carry its payload into the sign)
+  bits = nan ? 0x7FC0 : bits;
+  const u16x half = __builtin_convertvector(bits, u16x);
+  std::memcpy(p, &half, sizeof half);
 }
 inline float widen(float x) { return x; }
 inline float widen(c10::BFloat16 x) { return static_cast<float>(x); }
