@@ -97,7 +97,7 @@ def test_the_outcome_is_the_loss_the_eager_step_computes() -> None:
     CPU that is attnlab's one-pass loss, equal to `label_smoothed_loss` only to rounding.)"""
     model, update, micro = _setup(p_drop=0.0)  # no dropout: the same values twice
     batch = micro[0]
-    loss, nll = update.loss_fn(model(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0)
+    loss, nll = (x.detach() for x in update.loss_fn(model(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0))
     assert (loss.item(), nll.item()) == pytest.approx(
         [x.item() for x in label_smoothed_loss(model(batch.src, batch.tgt_in, batch.scored), batch.target, 0.1, 0)],
         rel=1e-6,

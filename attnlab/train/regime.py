@@ -164,6 +164,8 @@ def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool
         )
     if device_type == "cuda" or (bf16 and steps >= MODEL_PAYS_FROM):
         return "model", f"torch.compile: model (auto on {device_type}{'' if device_type == 'cuda' else ' in bf16'})"
+    if device_type == "cpu" and kernels.enabled():
+        return "loss", "torch.compile: loss (auto on cpu), where attnlab's own loss kernel does not take it"
     return "loss", f"torch.compile: loss (auto on {device_type})"
 
 
