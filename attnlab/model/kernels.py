@@ -205,7 +205,7 @@ def smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tu
     logits, softmax(x) − q, in their dtype (zero rows at `pad_id`), in one pass a row
     (csrc/smoothed_loss.cpp). None where the kernel does not apply (the caller's
     `label_smoothed_loss` then). The same numbers to rounding: its e^x and its sums' order are
-    its own (tests/test_kernels.py)."""
+    its own (tests/test_one_pass_loss.py)."""
     module = compiled(logits) if logits.dim() == 2 and target.dim() == 1 else None
     if module is None:
         return None
