@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from attnlab.data.batching import Batch
+from attnlab.model import kernels
 from attnlab.model.transformer import Transformer
 from attnlab.train.regime import training_kernels
 
@@ -111,7 +112,9 @@ class Update:
         if self.world > 1:
             dist.all_reduce(sums)  # the whole update's, on every rank
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm(grads)  # of all-reduced gradients: the same on every rank
+        norm = kernels.grad_norm(grads)  # of all-reduced gradients: the same on every rank
+        if norm is None:  # (not fp32 CPU tensors, or no kernels)
+            norm = torch.nn.utils.get_total_norm(grads)
         skip = ~(torch.isfinite(sums).all() & torch.isfinite(norm))
         if self.clip_norm > 0:
             torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), self.clip_norm, norm)

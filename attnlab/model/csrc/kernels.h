@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include <tuple>
+#include <vector>
 
 namespace attnlab {
 
@@ -31,5 +32,8 @@ torch::Tensor dropout_keep(const torch::Tensor& like, int64_t seed, int64_t thre
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> smoothed_loss(torch::Tensor logits, torch::Tensor target,
                                                                       double eps, int64_t pad_id);
 void scale_(torch::Tensor x, torch::Tensor by);
+
+// grad_norm.cpp: the L2 norm of all the tensors' values together, chunks of all shared among threads.
+torch::Tensor grad_norm(const std::vector<torch::Tensor>& tensors);
 
 }  // namespace attnlab

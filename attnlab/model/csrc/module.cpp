@@ -11,4 +11,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("smoothed_loss", &attnlab::smoothed_loss,
         "each row's label-smoothed loss and NLL, and the loss's gradient, in one pass over the logits");
   m.def("scale_", &attnlab::scale_, "x times a factor, in place");
+  m.def("grad_norm", &attnlab::grad_norm, "the L2 norm of all the tensors' values together");
 }
