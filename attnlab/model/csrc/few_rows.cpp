@@ -23,9 +23,6 @@ constexpr int64_t TILE = 64;                   // output columns per tile (kerne
 constexpr int64_t V = TILE / W;                // vectors per tile row
 constexpr int64_t SHARE_BYTES = 64 * 1024;     // the least weight worth handing to another thread
 
-inline void store(float* out, float value) { *out = value; }
-inline void store(c10::BFloat16* out, float value) { *out = c10::BFloat16(value); }  // round to nearest even
-
 // Rows [0, R) of x (row stride K) times one tile (K × TILE) plus bias, into y's columns
 // [n0, n0 + n) (row stride N).
 template <int R, typename T>

@@ -24,9 +24,6 @@
 namespace attnlab {
 namespace {
 
-inline void store_one(float* out, float x) { *out = x; }
-inline void store_one(c10::BFloat16* out, float x) { *out = c10::BFloat16(x); }
-
 // Σ over a row's whole vectors of `part(c)`, c = 0, W, 2W, …: sixteen vectors at a time in fp32,
 // each block's sum then added in fp64. One fp32 running sum a lane would add ~2,300 terms of
 // e^(x − max) to a sum near 1 (base's 37,000 words), and its rounding put a probability of 0.718
@@ -81,8 +78,8 @@ void smoothed_rows(const T* logits, const int64_t* target, int64_t rows, int64_t
       const float inv = static_cast<float>(1.0 / total), smooth = eps / V;
       int64_t c = 0;
       for (; c + W <= V; c += W) store(g + c, load(e.data() + c) * inv - smooth);
-      for (; c < V; ++c) store_one(g + c, e[c] * inv - smooth);
-      store_one(g + t, e[t] * inv - smooth - (1.f - eps));
+      for (; c < V; ++c) store(g + c, e[c] * inv - smooth);
+      store(g + t, e[t] * inv - smooth - (1.f - eps));
     }
   });
 }
@@ -93,7 +90,7 @@ void scale_into(const T* in, T* out, int64_t n, float factor) {
   at::parallel_for(0, vectors, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) store(out + i * W, load(in + i * W) * factor);
   });
-  for (int64_t i = vectors * W; i < n; ++i) store_one(out + i, widen(in[i]) * factor);
+  for (int64_t i = vectors * W; i < n; ++i) store(out + i, widen(in[i]) * factor);
 }
 
 }  // namespace

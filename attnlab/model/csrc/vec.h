@@ -51,6 +51,8 @@ inline void store(c10::BFloat16* p, fvec x) {  // rounded to nearest even, as c1
 }
 inline float widen(float x) { return x; }
 inline float widen(c10::BFloat16 x) { return static_cast<float>(x); }
+inline void store(float* p, float x) { *p = x; }  // one value, as `store` writes W
+inline void store(c10::BFloat16* p, float x) { *p = c10::BFloat16(x); }  // rounded to nearest even
 
 template <typename T>
 inline void prefetch(const T* p, int64_t n) {  // the cache lines of n values
