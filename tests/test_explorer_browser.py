@@ -641,7 +641,7 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
     """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
     and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the
     grids narrow and drag the rest into view, the table scrolls in its box, Eq. (1)'s output goes
-    under the values. (Which figures may narrow, and to what, is tests/test_explorer_views.py's.)"""
+    under the values, the lens's text under the lens. (Which figures may narrow, and to what, is tests/test_explorer_views.py's.)"""
     page.page.set_viewport_size({"width": 1024, "height": 768})
     page.translate(
         "A young girl plays with the cat .",
@@ -657,6 +657,8 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
         page.page.locator(".bk-tab").filter(has_text=tab).click()
         assert page.painted(figure, 5)
         widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
+        if tab == "Logit lens":  # its text goes under the lens, as wide as the lens up to 640 px (it kept 300)
+            assert page.page.locator(".attn-lens-about").bounding_box()["width"] >= 560
     assert widths == dict.fromkeys(widths, 1024), widths
     page.shot("1024-dashboard")
     # a source of 25 pieces (typed on the Heads tab, where `translate` waits for the map): a head's
