@@ -5,6 +5,7 @@ that would be silently ignored: each refusal one line, before any decoding."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import shutil
@@ -15,13 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnlab.cli import main
+from attnlab.cli import COMMANDS, main
 from attnlab.decode import evaluate
 from attnlab.decode.aer import aer
 from attnlab.decode.alignment import align_lines, reading
 from attnlab.decode.api import DEFAULTS, load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import read_profile
+from attnlab.errors import ArgumentParser
 from attnlab.model.checkpoint import read_config, verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +106,40 @@ def test_the_overview_names_every_heads_action(capsys: pytest.CaptureFixture[str
     main(["--help"])
     overview = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["heads"])
     assert actions and overview.endswith(f"(heads {'|'.join(actions)})")
+
+
+def test_every_option_of_every_command_says_what_it_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`attnlab COMMAND --help` describes every option and argument: `train --help` listed
+    --warmup, --dtype, --compile and 13 more with no word on what they do or their defaults, and
+    every decoding command's --checkpoint, `flops`' four options, `heads query`'s two arguments
+    were bare too. Each command's parser is caught as the command parses (subcommands with it)."""
+
+    class Parsed(Exception):
+        """Raised in place of parsing: the parser is all this test needs."""
+
+    parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def catch(parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        parsers[parser.prog] = parser
+        raise Parsed
+
+    monkeypatch.setattr(ArgumentParser, "parse_args", catch)
+    monkeypatch.setattr(ArgumentParser, "parse_known_args", catch)
+    for command in COMMANDS:
+        with pytest.raises(Parsed):
+            main([command])
+    bare, seen = [], 0
+    while parsers:
+        prog, parser = parsers.popitem()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.update((sub.prog, sub) for sub in action.choices.values())
+            elif not isinstance(action, argparse._HelpAction):
+                seen += 1
+                if not action.help or action.help == argparse.SUPPRESS:
+                    bare.append(f"{prog} {'/'.join(action.option_strings) or action.dest}")
+    assert seen > 150, seen  # every command's options, the subcommands' among them
+    assert bare == []
 
 
 # -- 2. --out is never one of the inputs --------------------------------------------------------------

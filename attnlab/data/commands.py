@@ -17,7 +17,7 @@ def cli(argv: list[str]) -> int:
     prep = commands.add_parser(
         "prepare", allow_abbrev=False, help="corpus -> shared BPE vocabulary + memory-mapped token ids"
     )
-    prep.add_argument("corpus", choices=CORPORA)
+    prep.add_argument("corpus", choices=CORPORA, help="which corpus (its files under --data-dir)")
     prep.add_argument("--out", required=True, help="directory to write the prepared data into")
     prep.add_argument("--data-dir", help="corpus directory (default: $ATTNLAB_DATA, then ../shared/data)")
     prep.add_argument("--vocab-size", type=int, help=f"BPE vocabulary size (default per corpus: {DEFAULT_VOCAB})")
@@ -36,7 +36,7 @@ def cli(argv: list[str]) -> int:
     down = commands.add_parser(
         "download", allow_abbrev=False, help="fetch the public originals and verify their checksums"
     )
-    down.add_argument("corpus", choices=tuple(download.CORPORA))
+    down.add_argument("corpus", choices=tuple(download.CORPORA), help="which corpus to fetch")
     down.add_argument(
         "--out",
         default=os.environ.get("ATTNLAB_DATA", "data"),

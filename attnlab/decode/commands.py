@@ -27,6 +27,17 @@ EXIT_STATUS = (  # so that a pipeline learns a line failed: with every line fail
 )
 
 
+def add_checkpoint_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """--checkpoint, which every decoding command reads its model from (`attnlab.load`)."""
+    parser.add_argument(
+        "--checkpoint",
+        required=required,
+        metavar="DIR",
+        help="the model: a checkpoint directory (e.g. checkpoints/multi30k-en-de, RUN/checkpoints/step_N, an "
+        "average), a run directory (its newest checkpoint), or a Hugging Face Marian / OPUS-MT directory",
+    )
+
+
 def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
     """--dtype with no default of its own (None means fp32), so that a command that decodes
     nothing (`evaluate --hyp`) can tell that it was given and refuse it."""
@@ -117,7 +128,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
         description=f"{task.capitalize()} lines (one output line per input line).",
         epilog=f"{EXIT_STATUS} An empty input line is answered with an empty line.",
     )
-    parser.add_argument("--checkpoint", required=True)
+    add_checkpoint_argument(parser)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
     add_search_arguments(parser)
     parser.add_argument("--truncate", action="store_true", help="cut over-long inputs instead of failing them")
@@ -168,13 +179,13 @@ def cli_record(argv: list[str]) -> int:
     parser = ArgumentParser(
         allow_abbrev=False, prog="attnlab record", description="Decode sentences and save their attention traces."
     )
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("sentences", nargs="*")
+    add_checkpoint_argument(parser)
+    parser.add_argument("sentences", nargs="*", help="sentences to record (or --input FILE)")
     parser.add_argument("--input", "-i", help="file with one sentence per line")
     parser.add_argument("--reference", help="file of target lines: record teacher-forced on them instead of decoding")
     parser.add_argument("--out", default="traces", help="directory for the .trace files")
     parser.add_argument("--force", action="store_true", help="replace the traces an earlier run left in --out")
-    parser.add_argument("--beam", type=int)
+    parser.add_argument("--beam", type=int, help="beam size (default: the model's task's; 1: greedy)")
     args = parser.parse_args(argv)
     one_stdin({"--input": args.input, "--reference": args.reference})
     if (model_dir := model_directory(Path(args.out))) is not None:  # `--out CK` wrote traces among the weights
@@ -238,7 +249,7 @@ def _trace_directory(out: Path, force: bool) -> Path:
 
 def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
     """The options `align` and `evaluate --task align --all-heads` share."""
-    parser.add_argument("--checkpoint")
+    add_checkpoint_argument(parser, required=False)
     parser.add_argument("--input", "-i", help="`source ||| target` word pairs, one per line (- for stdin)")
     parser.add_argument(
         "--reverse-input",
@@ -278,8 +289,8 @@ def cli_align(argv: list[str]) -> int:
         "the output piece's logit, over all layers or --layer: what the heads wrote rather than where they "
         "looked). Default: the model card's meta.alignment, else all",
     )
-    parser.add_argument("--layer", type=int)
-    parser.add_argument("--head", type=int)
+    parser.add_argument("--layer", type=int, help="the decoder layer --method reads, from 0 (alone: --method layer)")
+    parser.add_argument("--head", type=int, help="one head of --layer, from 0 (--method head)")
     parser.add_argument("--out", help="write the links here (default: stdout)")
     args = parser.parse_args(argv)
     if not args.checkpoint:

@@ -115,7 +115,12 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--src", help="source sentences, one per line (- for stdin)")
     parser.add_argument("--ref", help="references (translations, or one tree per line for parsing; - for stdin)")
     parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links; - for stdin)")
-    parser.add_argument("--task", choices=["translate", "parse", "align"], default=None)
+    parser.add_argument(
+        "--task",
+        choices=["translate", "parse", "align"],
+        default=None,
+        help="what to score (default: the --checkpoint's task, else translate)",
+    )
     add_alignment_arguments(parser)  # --checkpoint (translate/parse --src with it, then score), --input, ...
     parser.add_argument("--gold", help="align: human links, `i-j` sure and `i?j`/`ipj` possible")
     parser.add_argument("--gold-one-indexed", action="store_true", help="align: the gold counts words from 1")
@@ -148,7 +153,7 @@ def cli(argv: list[str]) -> int:
         "--truncate", action="store_true", help="cut --src lines longer than the model takes (default: refuse them)"
     )
     parser.add_argument("--out", help="also write the outputs here")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object (scores, signature) instead of lines")
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
     inputs = {f"--{name}": getattr(args, name) for name in ("src", "ref", "hyp", "input", "gold")}

@@ -19,7 +19,7 @@ import sys
 import time
 
 from attnlab.decode.api import load
-from attnlab.decode.commands import add_dtype_argument, add_search_arguments, search_settings
+from attnlab.decode.commands import add_checkpoint_argument, add_dtype_argument, add_search_arguments, search_settings
 from attnlab.decode.heads_patch import patch_command, patch_parser
 from attnlab.decode.importance import head_importance, pruning_curve
 from attnlab.decode.profile import profile, query, write_profile
@@ -42,7 +42,7 @@ def cli_heads(argv: list[str]) -> int:
     run = commands.add_parser(
         "profile", allow_abbrev=False, help="record a test set; per-sentence, per-head statistics as Parquet"
     )
-    run.add_argument("--checkpoint", required=True)
+    add_checkpoint_argument(run)
     run.add_argument("--src", required=True, help="one source sentence per line (- for stdin)")
     run.add_argument("--tgt", help="references, read teacher-forced (default: the model's own translations)")
     run.add_argument("--gold", help="gold links of the --tgt references (Pharaoh i-j / i?j lines): AER per head")
@@ -84,8 +84,8 @@ def cli_heads(argv: list[str]) -> int:
     ask = commands.add_parser(
         "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
     )
-    ask.add_argument("profile")
-    ask.add_argument("sql")
+    ask.add_argument("profile", help="a profile written by `attnlab heads profile` (.parquet)")
+    ask.add_argument("sql", help='the query, e.g. "SELECT kind, avg(entropy) FROM profile GROUP BY kind"')
     _importance_parser(commands)
     patch_parser(commands)
     args = parser.parse_args(argv)
@@ -163,7 +163,7 @@ def _importance_parser(commands: argparse._SubParsersAction) -> None:
         "log-likelihood lost with the head alone switched off); with --prune-src/--prune-ref, the test score "
         "(BLEU, or bracket F1 for a parser) as heads are switched off, least important first.",
     )
-    run.add_argument("--checkpoint", required=True)
+    add_checkpoint_argument(run)
     run.add_argument("--src", required=True, help="source sentences to weigh the heads on, one per line (- for stdin)")
     run.add_argument("--tgt", help="their references, read teacher-forced (default: the model's own outputs)")
     run.add_argument("--limit", type=int, help="only the first N sentences of --src")

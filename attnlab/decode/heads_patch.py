@@ -17,7 +17,7 @@ import sys
 import time
 
 from attnlab.decode.api import load
-from attnlab.decode.commands import add_dtype_argument
+from attnlab.decode.commands import add_checkpoint_argument, add_dtype_argument
 from attnlab.decode.patching import (
     LANDS,
     ResidualCorpus,
@@ -48,7 +48,7 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         "then patch each head alone, its output in the corrupted run taken from the clean run (denoise) or the "
         "reverse (noise), and print the share of the log-probability difference it moves (1: all of it).",
     )
-    run.add_argument("--checkpoint", required=True)
+    add_checkpoint_argument(run)
     run.add_argument("--clean", required=True, help="the clean source sentence (with --files: a file of them)")
     run.add_argument("--corrupted", required=True, help="the same sentence with a change (with --files: a file)")
     run.add_argument("--target", help="the output to read (default: the model's for --clean; with --files a file)")

@@ -19,7 +19,7 @@ from collections import Counter
 
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.api import load
-from attnlab.decode.commands import EXIT_STATUS, add_search_arguments, search_settings
+from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument, add_search_arguments, search_settings
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.record.lens import MAX_TOP, Lens, logit_lens
@@ -37,7 +37,7 @@ def cli(argv: list[str]) -> int:
         "The logit lens: every decoder layer read through the pre-softmax projection.",
         epilog=f"{EXIT_STATUS} stderr ends with the share of pieces each layer decided.",
     )
-    parser.add_argument("--checkpoint", required=True)
+    add_checkpoint_argument(parser)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
     parser.add_argument("--reference", help="file of target lines: read teacher-forced on them instead of decoding")
     add_search_arguments(parser, lengths=False)

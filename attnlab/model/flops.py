@@ -90,10 +90,12 @@ def measure_matmul_peak(
 def cli(argv: list[str]) -> int:
     """`attnlab flops --preset NAME [--src-len --tgt-len] [key=value ...]`."""
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab flops", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default="base", choices=list(PRESETS))
-    parser.add_argument("--src-len", type=int, default=32)
-    parser.add_argument("--tgt-len", type=int, default=32)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--preset", default="base", choices=list(PRESETS), help="model preset (default: base)")
+    parser.add_argument(
+        "--src-len", type=int, default=32, help="source tokens a sentence (attention's cost; default 32)"
+    )
+    parser.add_argument("--tgt-len", type=int, default=32, help="target tokens a sentence (default 32)")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of the lines")
     args, rest = parser.parse_known_args(argv)
     overrides = parse_overrides(rest, ("--preset", "--src-len", "--tgt-len", "--json"))
     config = preset(args.preset, **overrides)

@@ -112,11 +112,11 @@ def copy_probes(run_dir: str | os.PathLike, out: Path, snapshots: int) -> None:
 def cli(argv: list[str]) -> int:
     """`attnlab average RUN_DIR --last K --out DIR`."""
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
-    parser.add_argument("run_dir")
+    parser.add_argument("run_dir", help="a run directory of `attnlab train` (its checkpoints/step_N)")
     parser.add_argument(
         "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"
     )
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="the averaged checkpoint's directory")
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
     parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
     parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")

@@ -18,12 +18,31 @@ from attnlab.train.loop import TrainConfig, Trainer
 from attnlab.train.recipes import RECIPES, preset_defaults, recipe
 from attnlab.train.regime import COMPILE_MODES
 
-HELP = {
+HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each from here)
     "max_steps": "updates to train; default: the preset's in the paper (base 100000, big 300000), else 100000",
+    "max_minutes": "stop, with a checkpoint, after this many minutes of wall time (default 0: no limit)",
+    "save_every": "write a checkpoint (and the dev scores, probe traces) every N updates (default 1000)",
     "keep_last": "checkpoints kept, the last K (0: all); default: what the paper averages for the preset "
     "(base 5, big 20), else 5",
+    "seed": "seeds the weights, the batches' order and the dropout masks (default 1)",
     "max_tokens": "token budget per process and micro-batch, each side (padded); an update reads "
     "max_tokens × processes × update_freq (the paper: ~25000 a side per update; default 4096)",
+    "update_freq": "micro-batches accumulated into one update: the paper's batch on fewer or smaller devices (default 1)",
+    "warmup": "warm-up steps of Eq. (3): the learning rate rises for N updates, then decays as 1/√step (default 4000)",
+    "lr_scale": "multiplies Eq. (3)'s learning rate (default 1; small models on small data like 2)",
+    "clip_norm": "clip the gradient's norm to this (default 0: no clipping, as the paper)",
+    "dtype": "fp32 or bf16 (autocast, fp32 weights); default auto: bf16 on a GPU, fp32 on a CPU",
+    "compile": "torch.compile: off, loss, model (and loss), or auto (default: where it pays on this device "
+    "and run length; one line says which)",
+    "log_every": "print and log the loss every N updates (default 50)",
+    "eval_sentences": "dev pairs scored at each checkpoint: loss, perplexity, BLEU or F1 (default 200; 0: none)",
+    "probes": "dev pairs whose attention is recorded at each checkpoint, for the explorer's Training "
+    "timeline (default 4)",
+    "align_gold": "a human word-alignment set of the data's languages (e.g. zhen_dev): every head's AER at "
+    "each checkpoint",
+    "align_pairs": "how many of --align-gold's pairs to score (default 100; ~0.5 s a pair on a CPU)",
+    "device": "cpu, cuda, cuda:N, or auto (default: the GPU when one is visible)",
+    "skip_nonfinite": "skip (and count) an update whose loss or gradient is nan or inf, instead of stopping",
 }
 
 
@@ -42,14 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name in ("data", "out", "preset", "overrides"):
             continue
         flag = "--" + f.name.replace("_", "-")
-        if f.name in HELP:
-            parser.add_argument(flag, type=type(f.default), default=None, help=HELP[f.name])
-        elif f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
-            parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None)
+        if f.name == "compile":  # a bare --compile (as before 2026-12) compiles the model and the loss
+            parser.add_argument(flag, nargs="?", const="model", choices=COMPILE_MODES, default=None, help=HELP[f.name])
         elif isinstance(f.default, bool):
-            parser.add_argument(flag, action="store_true", default=None)
+            parser.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
         else:
-            parser.add_argument(flag, type=type(f.default), default=None)
+            parser.add_argument(flag, type=type(f.default), default=None, help=HELP[f.name])
     return parser
 
 
