@@ -17,7 +17,7 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app.attribution_text import against_options, first_position, parts_line, piece_options
 from attnlab.app.i18n import text
-from attnlab.app.notebook import BokehPane, ErrorBox, reporting
+from attnlab.app.notebook import BokehPane, ErrorBox, checkbox, reporting
 from attnlab.app.words import figure_words
 from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 from attnlab.record.trace import AttentionTrace
@@ -44,7 +44,7 @@ class AttributionBox(w.VBox):
     def __init__(self, model: Any, errors: ErrorBox, lang: str) -> None:
         """`model` reads the traces; `errors` is where what the library refuses is shown."""
         self.model, self.errors, self.lang = model, errors, lang
-        self.show = w.Checkbox(description=text("widgets.show_attribution", lang), indent=False)
+        self.show = checkbox(text("widgets.show_attribution", lang))
         self.position, self.against, self.controls = attribution_menus(lang)
         self.line = w.HTML()
         self.grid, self.bars = BokehPane(), BokehPane()

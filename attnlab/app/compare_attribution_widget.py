@@ -18,7 +18,7 @@ from attnlab import viz
 from attnlab.app.attribution_text import first_position, parts_line, piece_options
 from attnlab.app.attribution_widget import attribution_menus
 from attnlab.app.i18n import text
-from attnlab.app.notebook import BokehPane, ErrorBox, reporting
+from attnlab.app.notebook import BokehPane, ErrorBox, checkbox, reporting
 from attnlab.app.words import figure_words
 from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 
@@ -31,7 +31,7 @@ class CompareAttributionBox(w.VBox):
     def __init__(self, errors: ErrorBox, lang: str) -> None:
         """`errors` is where what the library refuses is shown."""
         self.errors, self.lang = errors, lang
-        self.show = w.Checkbox(description=text("compare.attributions", lang), indent=False)
+        self.show = checkbox(text("compare.attributions", lang))
         self.position, self.against, self.controls = attribution_menus(lang)
         self.line = w.HTML()
         self.panes = [BokehPane(), BokehPane()]

@@ -19,7 +19,7 @@ from bokeh.models import LayoutDOM
 
 from attnlab.app.circuit_widget import menus
 from attnlab.app.i18n import text
-from attnlab.app.notebook import BokehPane, ErrorBox, reporting
+from attnlab.app.notebook import BokehPane, ErrorBox, checkbox, reporting
 from attnlab.app.patching_text import compared_circuit
 from attnlab.app.words import figure_words
 
@@ -33,7 +33,7 @@ class CompareCircuitBox(w.VBox):
         """`errors` is where what the library refuses is shown; `changed`: the changed sentence and
         how to patch it ({direction, ...}), as the widget's patching box has them now."""
         self.errors, self.lang, self.changed = errors, lang, changed
-        self.show = w.Checkbox(description=text("compare.circuits", lang), indent=False)
+        self.show = checkbox(text("compare.circuits", lang))
         self.senders, self.threshold = menus(lang)
         self.controls = w.HBox([self.senders, self.threshold], layout=w.Layout(display="none"))
         self.panes = [BokehPane(), BokehPane()]

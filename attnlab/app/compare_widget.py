@@ -24,6 +24,7 @@ from attnlab.app.notebook import (
     BokehPane,
     ErrorBox,
     HeadPicker,
+    checkbox,
     checked_model,
     checked_names,
     checked_text,
@@ -60,14 +61,14 @@ class Compare(w.VBox):
         self.output = w.HTML()
         self.picker = HeadPicker(self.redraw, lang)
         self.panes = [BokehPane(), BokehPane(), BokehPane()]
-        self.show_rollouts = w.Checkbox(description=i18n.text("compare.rollouts", lang), indent=False)
+        self.show_rollouts = checkbox(i18n.text("compare.rollouts", lang))
         self.rollout_panes = [BokehPane(), BokehPane(), BokehPane()]
-        self.show_lenses = w.Checkbox(description=i18n.text("compare.lenses", lang), indent=False)
+        self.show_lenses = checkbox(i18n.text("compare.lenses", lang))
         self.lens_panes = [BokehPane(), BokehPane()]
         self.show_rollouts.observe(lambda _change: self.redraw(), "value")
-        self.show_importances = w.Checkbox(description=i18n.text("compare.importances", lang), indent=False)
+        self.show_importances = checkbox(i18n.text("compare.importances", lang))
         self.importance_panes = [BokehPane(), BokehPane()]
-        self.show_patchings = w.Checkbox(description=i18n.text("widgets.compare_patchings", lang), indent=False)
+        self.show_patchings = checkbox(i18n.text("widgets.compare_patchings", lang))
         self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="95%"))
         self.patching_panes, self.how = [BokehPane(), BokehPane()], {"direction": "denoise", "method": "activation"}
         for box in (self.show_lenses, self.show_importances, self.show_patchings):

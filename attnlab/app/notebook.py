@@ -77,6 +77,14 @@ class BokehPane(w.Box):
         self.children = (self.bokeh,)
 
 
+def checkbox(description: str, value: bool = False) -> w.Checkbox:
+    """A checkbox whose label is shown whole: ipywidgets lays a checkbox out 300 px wide and cut a
+    longer label with an ellipsis ("show the logit lens (what each decoder l…")."""
+    return w.Checkbox(
+        value=value, description=description, indent=False, layout=w.Layout(width="auto", margin="2px 18px 2px 0")
+    )
+
+
 def plot(figure: LayoutDOM) -> BokehPane:
     """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget; anything
     else is one line (a bare AssertionError from jupyter_bokeh before)."""

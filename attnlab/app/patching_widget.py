@@ -20,7 +20,7 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app.circuit_widget import CircuitBox
 from attnlab.app.i18n import text
-from attnlab.app.notebook import BokehPane, ErrorBox, checked_text, reporting
+from attnlab.app.notebook import BokehPane, ErrorBox, checkbox, checked_text, reporting
 from attnlab.app.patching_text import head_lines, head_name, path_lines, residual_line, rounded
 from attnlab.app.words import figure_words
 from attnlab.record.patching import HeadPatching, trace_patching
@@ -40,7 +40,7 @@ class PathsBox(w.VBox):
     def __init__(self, model: Any, errors: ErrorBox, lang: str) -> None:
         """`model` runs the path patching; `errors` is where what the library refuses is shown."""
         self.model, self.errors, self.lang = model, errors, lang
-        self.split = w.Checkbox(description=text("ablation.paths_split", lang), indent=False)
+        self.split = checkbox(text("ablation.paths_split", lang))
         self.note = w.HTML()
         labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
         self.sender = w.Dropdown(

@@ -44,6 +44,7 @@ from attnlab.app.notebook import (
     BokehPane,
     ErrorBox,
     HeadPicker,
+    checkbox,
     checked_model,
     checked_text,
     checked_trace,
@@ -87,10 +88,10 @@ class TraceView(w.VBox):
         self.trace: AttentionTrace | None = None
         self.lang = i18n.checked(lang)
         self.picker = HeadPicker(self.redraw, lang)
-        self.mask = w.Checkbox(value=True, description=i18n.text("widgets.hatch", lang), indent=False)
-        self.scale = w.Checkbox(value=False, description=i18n.text("widgets.scale", lang), indent=False)
-        self.show_mask = w.Checkbox(value=False, description=i18n.text("widgets.show_mask", lang), indent=False)
-        self.show_rollout = w.Checkbox(value=False, description=i18n.text("widgets.show_rollout", lang), indent=False)
+        self.mask = checkbox(i18n.text("widgets.hatch", lang), True)
+        self.scale = checkbox(i18n.text("widgets.scale", lang))
+        self.show_mask = checkbox(i18n.text("widgets.show_mask", lang))
+        self.show_rollout = checkbox(i18n.text("widgets.show_rollout", lang))
         for box in (self.mask, self.scale, self.show_mask, self.show_rollout):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
@@ -193,11 +194,11 @@ class Explorer(w.VBox):
         self.hypotheses.observe(self._hypothesis_chosen, "value")
         self.errors = ErrorBox(lang)
         self.view = TraceView(caption=False, lang=lang)
-        self.show_lens = w.Checkbox(description=i18n.text("widgets.show_lens", lang), indent=False)
+        self.show_lens = checkbox(i18n.text("widgets.show_lens", lang))
         self.show_lens.observe(lambda _change: self._draw_lens(), "value")
         self.lens = BokehPane()
         self.attribution = AttributionBox(model, self.errors, lang)
-        self.show_importance = w.Checkbox(description=i18n.text("widgets.show_importance", lang), indent=False)
+        self.show_importance = checkbox(i18n.text("widgets.show_importance", lang))
         self.show_importance.observe(lambda _change: self._draw_importance(), "value")
         self.importance = BokehPane()
         self.patching_row = PatchingRow(model, self.errors, lang)
