@@ -21,6 +21,7 @@ import re
 import string
 from pathlib import Path
 
+import ipywidgets as w
 import pytest
 from test_notebooks import make_checkpoints
 
@@ -525,6 +526,15 @@ def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
     assert compared.figures["first"].title.text == title
     with pytest.raises(AttnlabError, match=re.escape(text("widgets.not_a_model", lang, caller="explore", got="int"))):
         widgets.explore(42, lang=lang)
+    # ipywidgets cuts a label longer than its box (a button 148 px, a checkbox 300): every one of
+    # them, hidden parts too, is as wide as its label ("Sustituir cabeza a cabeza" was cut)
+    found, boxes = [explorer, compared], []
+    while found:
+        widget = found.pop()
+        found.extend(getattr(widget, "children", ()))
+        if isinstance(widget, w.Button | w.Checkbox):
+            boxes.append((widget.description, widget.layout.width))
+    assert len(boxes) >= 12 and [box for box in boxes if box[1] != "auto"] == []
 
 
 def test_every_public_widget_takes_lang_english_by_default() -> None:

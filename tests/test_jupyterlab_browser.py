@@ -229,9 +229,10 @@ def test_quickstart_renders_live_widgets_offline(lab: tuple[JupyterLab, dict[str
         shot = explorer_cell.locator(".jp-OutputArea").screenshot(path=str(ARTIFACTS / "jupyterlab-explore.png"))
         assert is_real_render(shot), "the explorer widget did not render (see test-artifacts/jupyterlab-explore.png)"
         assert "error" not in explorer_cell.locator(".jp-OutputArea").inner_text().lower()
-        cut = page.evaluate(  # ipywidgets' 300 px checkbox cut "show the logit lens (what each decoder l…"
-            "() => [...document.querySelectorAll('.widget-checkbox, .widget-checkbox *')]"
-            ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim())"
+        cut = page.evaluate(  # no label cut short: ipywidgets' 300 px checkbox cut "show the logit lens (what each l…"
+            "() => [...document.querySelectorAll('.jupyter-widgets, .jupyter-widgets *')]"
+            ".filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && e.textContent.trim()"
+            " && !e.closest('.bk-Figure, textarea, select')).map(e => e.textContent.trim())"
         )
         assert len(page.locator(".widget-checkbox").all()) >= 8 and cut == [], cut
         page.screenshot(path=str(ARTIFACTS / "jupyterlab-page.png"))

@@ -24,6 +24,7 @@ from attnlab.app.notebook import (
     BokehPane,
     ErrorBox,
     HeadPicker,
+    button,
     checkbox,
     checked_model,
     checked_names,
@@ -56,7 +57,7 @@ class Compare(w.VBox):
         self.first, self.second = checked_model(first, "Compare", lang), checked_model(second, "Compare", lang)
         self.heads_off, self.names = heads_off or {}, checked_names(names, lang)
         self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
-        self.button = w.Button(description=i18n.text("widgets.compare", lang), button_style="primary")
+        self.button = button(i18n.text("widgets.compare", lang), "primary")
         self.button.on_click(lambda _button: self.run())
         self.output = w.HTML()
         self.picker = HeadPicker(self.redraw, lang)

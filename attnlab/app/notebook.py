@@ -85,6 +85,12 @@ def checkbox(description: str, value: bool = False) -> w.Checkbox:
     )
 
 
+def button(description: str, style: str = "") -> w.Button:
+    """A button whose label is shown whole: ipywidgets' is 148 px wide, and cut "Sustituir cabeza
+    a cabeza" in a Spanish notebook; as wide as that at least, as its label at most."""
+    return w.Button(description=description, button_style=style, layout=w.Layout(width="auto", min_width="148px"))
+
+
 def plot(figure: LayoutDOM) -> BokehPane:
     """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget; anything
     else is one line (a bare AssertionError from jupyter_bokeh before)."""

@@ -20,7 +20,7 @@ from bokeh.models import LayoutDOM
 from attnlab import viz
 from attnlab.app.circuit_widget import CircuitBox
 from attnlab.app.i18n import text
-from attnlab.app.notebook import BokehPane, ErrorBox, checkbox, checked_text, reporting
+from attnlab.app.notebook import BokehPane, ErrorBox, button, checkbox, checked_text, reporting
 from attnlab.app.patching_text import head_lines, head_name, path_lines, residual_line, rounded
 from attnlab.app.words import figure_words
 from attnlab.record.patching import HeadPatching, trace_patching
@@ -162,7 +162,7 @@ class PatchingRow(w.VBox):
             text("ablation.patch_attribution", lang): "attribution",
         }
         self.method = w.Dropdown(options=list(methods.items()), value="activation", layout=w.Layout(width="35%"))
-        self.button = w.Button(description=text("ablation.patch_go", lang))
+        self.button = button(text("ablation.patch_go", lang))
         self.button.on_click(lambda _button: self.patch())
         self.patched = w.HTML()
         self.patching, self.residual = BokehPane(), {side: BokehPane() for side in ("encoder", "decoder")}

@@ -44,6 +44,7 @@ from attnlab.app.notebook import (
     BokehPane,
     ErrorBox,
     HeadPicker,
+    button,
     checkbox,
     checked_model,
     checked_text,
@@ -184,7 +185,7 @@ class Explorer(w.VBox):
         self.beam = w.BoundedIntText(
             value=int(beam), min=1, max=MAX_BEAM, description=i18n.text("widgets.beam", lang), layout=size
         )
-        self.button = w.Button(description=self.verb, button_style="primary")
+        self.button = button(self.verb, "primary")
         self.button.on_click(lambda _button: self.run())
         self.status = w.HTML()
         self.output = w.HTML()
