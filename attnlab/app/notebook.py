@@ -78,7 +78,7 @@ class BokehPane(w.Box):
 
 
 def checkbox(description: str, value: bool = False) -> w.Checkbox:
-    """A checkbox whose label is shown whole: ipywidgets lays a checkbox out 300 px wide and cut a
+    """A checkbox whose label is shown whole: ipywidgets lays a checkbox out 300 px wide and cuts a
     longer label with an ellipsis ("show the logit lens (what each decoder l…")."""
     return w.Checkbox(
         value=value, description=description, indent=False, layout=w.Layout(width="auto", margin="2px 18px 2px 0")

@@ -21,7 +21,7 @@ class FigureTab(pn.viewable.Viewer):
         self.store = store
         self.figure = pn.pane.Bokeh(None, css_classes=[css])
         # At least 300 px beside the figure, as wide as the row leaves up to 640; under a wide figure
-        # (a Spanish lens of 13 pieces at 1,500 px) a 300 px column of 16 lines became 7 lines.
+        # (a Spanish lens of 13 pieces at 1,500 px) a 300 px column of 16 lines became 8.
         self.text = pn.pane.HTML(
             f"<p class='attn-muted'>{html.escape(about)}</p>",
             min_width=300,
