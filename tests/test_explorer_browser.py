@@ -641,7 +641,8 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
     """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
     and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the
     grids narrow and drag the rest into view, the table scrolls in its box, Eq. (1)'s output goes
-    under the values, the lens's text under the lens. (Which figures may narrow, and to what, is tests/test_explorer_views.py's.)"""
+    under the values, the lens's text under the lens. (Which figures may narrow, and to what, is
+    tests/test_explorer_views.py's.)"""
     page.page.set_viewport_size({"width": 1024, "height": 768})
     page.translate(
         "A young girl plays with the cat .",

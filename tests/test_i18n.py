@@ -93,9 +93,10 @@ def test_spanish_patching_says_sustituir_not_the_anglicism_parchear() -> None:
 
 def test_an_entry_that_sends_the_reader_to_a_tab_names_it_as_the_tab_reads() -> None:
     """An entry such as "pick the heads in the Head ablation tab" sends the reader to a tab, who
-    looks for its title: in Spanish and Chinese the entry names the tab by its own title in that language (the
-    compare tab's lines sent a Spanish reader to a "pestaña de desactivación de cabezas" and a
-    Chinese one to a "关闭注意力头" tab, where the tab reads "Ablación de cabezas" and "注意力头消融")."""
+    looks for its title: in Spanish and Chinese the entry names the tab by its title in that
+    language (the compare tab's lines sent a Spanish reader to a "pestaña de desactivación de
+    cabezas" and a Chinese one to a "关闭注意力头" tab, where the tab reads "Ablación de cabezas"
+    and "注意力头消融")."""
     tabs = [entry for key, entry in MESSAGES.items() if key.startswith("tab.") or key.endswith(".tab")]
     sending = {
         (key, tab["en"]): [lang for lang in ("es", "zh") if tab[lang] not in entry[lang]]
