@@ -658,8 +658,11 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
         page.page.locator(".bk-tab").filter(has_text=tab).click()
         assert page.painted(figure, 5)
         widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
-        if tab == "Logit lens":  # its text goes under the lens, as wide as the lens up to 640 px (it kept 300)
+        if tab == "Logit lens":  # its text goes under the lens, as wide as the lens up to 640 px (it kept 300),
+            # and so does the attribution's text under its grid (it kept 300 px)
             assert page.page.locator(".attn-lens-about").bounding_box()["width"] >= 560
+            assert page.painted("logit-attribution")
+            assert page.page.locator(".attn-attribution-about").bounding_box()["width"] >= 560
     assert widths == dict.fromkeys(widths, 1024), widths
     page.shot("1024-dashboard")
     # a source of 25 pieces (typed on the Heads tab, where `translate` waits for the map): a head's

@@ -17,6 +17,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.attribution_text import against_options, first_position, parts_line, piece_options
+from attnlab.app.explorer.figure_tab import explanation
 from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
@@ -44,7 +45,7 @@ class AttributionBox(pn.viewable.Viewer):
         self.line = pn.pane.HTML("", css_classes=["attn-attribution-line"], **PROSE)
         self.grid = pn.pane.Bokeh(None, css_classes=["attn-attribution"])
         self.bars = pn.pane.Bokeh(None, css_classes=["attn-attribution-source"])
-        about = pn.pane.HTML(f"<p class='attn-muted'>{html.escape(text('attribution.about', lang))}</p>", width=300)
+        about = explanation(text("attribution.about", lang), "attn-attribution")
         self.layout = pn.Column(
             heading,
             pn.FlexBox(self.position, self.against),  # wraps in a narrow window
