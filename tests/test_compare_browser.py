@@ -1,8 +1,9 @@
 """The explorer's compare mode in a real headless Chromium: two bundled translators (the paper's
 global attention and an r=3 restricted one) on the same sentence, both outputs with their word
 diff, and the open head of each with the difference map; with every box ticked, every figure of
-the tab painted and laid out wider than 0 px in a 1500 and a 1024 px window; a translator and a
-parser are refused in one line. The page runs offline (tests/test_explorer_browser.py's `Page`)."""
+the tab painted and laid out wider than 0 px in a 1500 and a 1024 px window, the heatmaps as they
+were before the boxes drew; a translator and a parser are refused in one line. The page runs
+offline (tests/test_explorer_browser.py's `Page`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_explorer_browser import ARTIFACTS, JS_HEATMAP_MODEL, JS_TITLE, ROOT, Page, Server, drawn
 
@@ -17,6 +19,7 @@ import attnlab
 from attnlab.app.checkpoints import find_checkpoints, same_directory
 from attnlab.app.explorer.compare import IMPORTANCE_FIGURES, LENS_FIGURES, PATCHING_FIGURES
 from attnlab.app.explorer.compare_attribution import ATTRIBUTION_FIGURES
+from attnlab.app.explorer.compare_circuit import CIRCUIT_FIGURES
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -33,6 +36,7 @@ FIGURES = (  # every figure the tab draws with all its boxes ticked
     + IMPORTANCE_FIGURES
     + PATCHING_FIGURES
     + ATTRIBUTION_FIGURES
+    + CIRCUIT_FIGURES
 )
 JS_READS = (  # both compare heatmaps are built and read these source pieces
     "(labels) => ['compare-first', 'compare-second'].every(n => { const h = ("
@@ -149,14 +153,22 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
         for name in ("compare-lens-first", "compare-lens-second"):
             assert session.painted(name, 5), f"{name} is blank"
         session.page.screenshot(path=artifacts / "explorer-compare-rollouts-lenses.png", full_page=True)
-        for box in ("importances", "patchings", "attributions"):  # every figure the tab has, drawn after the page
+        shown_before = np.asarray(session.figure_image("compare-first")).astype(int)
+        for box in ("importances", "patchings", "attributions", "circuits"):  # every figure, drawn after the page
             session.page.locator(f".attn-compare-{box} input").check()
+        for name in CIRCUIT_FIGURES:  # (the last box drawn)
+            assert session.painted(name), f"{name} is blank"
+        # the boxes' figures left the heatmap above as it was (the circuits' took its title, labels and toolbar)
+        shown_after = np.asarray(session.figure_image("compare-first")).astype(int)
+        assert shown_after.shape == shown_before.shape and np.abs(shown_after - shown_before).mean() < 1
         for width in (1500, 1024):
             session.page.set_viewport_size({"width": width, "height": 1200})
             widths = laid_out(session)
             assert all(w and min(w) > 0 for w in widths.values()), f"{width} px window: 0 px wide figures {widths}"
             assert session.page.evaluate("document.documentElement.scrollWidth") == width  # nothing runs past it
-        for name in IMPORTANCE_FIGURES + PATCHING_FIGURES + ATTRIBUTION_FIGURES:  # (the others are checked above)
+        for name in (
+            IMPORTANCE_FIGURES + PATCHING_FIGURES + ATTRIBUTION_FIGURES + CIRCUIT_FIGURES
+        ):  # (the others: above)
             assert session.painted(name, 5), f"{name} is blank in a 1024 px window"
         session.page.screenshot(path=artifacts / "explorer-compare-every-box.png", full_page=True)
         session.page.set_viewport_size({"width": 1500, "height": 1200})

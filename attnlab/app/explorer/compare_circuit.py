@@ -45,8 +45,15 @@ class CompareCircuit(pn.viewable.Viewer):
         )
         self.senders, self.threshold = menus(store.lang, "attn-compare-circuit")
         self.controls = pn.Row(self.senders, self.threshold, visible=False)
-        self.panes = [pn.pane.Bokeh(None, css_classes=[f"attn-compare-circuit-{role}"]) for role in ("first", "second")]
-        self.layout = pn.Column(self.show, self.controls, *self.panes)
+        self.panes = [
+            pn.pane.Bokeh(None, sizing_mode="stretch_width", css_classes=[f"attn-compare-circuit-{role}"])
+            for role in ("first", "second")
+        ]
+        # One under the other in a FlexBox, as the tab's other figures: drawn straight into the tab's
+        # Column, they left the heatmaps above without titles, labels or toolbars. Stretched across
+        # it, or a FlexBox lays a figure that narrows with the window (`fitted`) out 0 px wide.
+        stretched = {"sizing_mode": "stretch_width", "align_items": "stretch"}
+        self.layout = pn.Column(self.show, self.controls, pn.FlexBox(*self.panes, flex_direction="column", **stretched))
         self.sides: tuple[tuple[Any, Any], ...] = ()  # ((model, trace), (model, trace)): both readings of the output
         self.names = ("A", "B")
         self.refused = ""  # what the library refused on the last drawing, in the page's language
