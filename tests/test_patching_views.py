@@ -361,8 +361,8 @@ def test_the_path_grids_refuse_in_one_line(paths: PathPatching) -> None:
 
 def test_the_path_lines_split_the_senders_share_in_each_language(paths: PathPatching) -> None:
     """The sums of the direct and indirect shares; with a sender, its total split into direct and
-    through later parts, the three largest receivers named (a fourth below 0.05 is not), and the
-    rest; receivers named in the page's language; without a sender, the sums alone."""
+    through later parts, the three largest receivers named (a fourth below 0.05 is not), the others
+    summed, and what later parts do together; receivers named in the page's language; without a sender, the sums alone."""
     from attnlab.app.i18n import text
     from attnlab.app.patching_text import path_lines
     from attnlab.record.paths import node_name
@@ -373,10 +373,14 @@ def test_the_path_lines_split_the_senders_share_in_each_language(paths: PathPatc
     en = path_lines(paths, "en")
     assert en[0] == text("paths.sums", direct=np.nansum(paths.direct.share), indirect=np.nansum(paths.indirect.share))
     named = ", ".join(f"{node_name(node)} {share:+.2f}" for node, share in through[:3])
+    others = sum(share for _, share in through[3:])
     assert en[1] == (
         f"cross L1 H1 moves {total:+.2f}: {direct:+.2f} directly, {total - direct:+.2f} through later parts"
-        f" — {named}; the rest {paths.rest:+.2f}."
+        f" — {named}, the others {others:+.2f}; later parts together {paths.rest:+.2f}."
     )
+    # the named parts, the others and what they do together add up to what goes through later parts
+    shares = [float(part.rsplit(" ", 1)[1]) for part in en[1].split(" — ")[1].rstrip(".").replace(";", ",").split(", ")]
+    assert abs(sum(shares) - (total - direct)) <= 0.005 * len(shares)
     assert through[0][0] == ("ffn", "decoder", 1) and through[1][0] == ("decoder", 2, 1)  # (what es and zh name below)
     es, zh = path_lines(paths, "es"), path_lines(paths, "zh")
     assert "FFN del decodificador · capa 1 +0.29, decodificador · capa 2 · cabeza 1 +0.10" in es[1]

@@ -190,8 +190,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "ablation.circuit_senders": {"en": "heads followed", "es": "cabezas seguidas", "zh": "跟踪的头数"},
     "ablation.circuit_threshold": {"en": "smallest path", "es": "camino más pequeño", "zh": "最小路径"},
     "paths.sums": {"en": "The heads' direct shares add up to {direct:+.2f} of the difference; through later parts, {indirect:+.2f}.", "es": "Las partes directas de las cabezas suman {direct:+.2f} de la diferencia; a través de partes posteriores, {indirect:+.2f}.", "zh": "各头的直接贡献合计为差异的 {direct:+.2f}；经由后面各部分的合计为 {indirect:+.2f}。"},
-    "paths.sender": {"en": "{sender} moves {total:+.2f}: {direct:+.2f} directly, {indirect:+.2f} through later parts — {through}; the rest {rest:+.2f}.", "es": "{sender} mueve {total:+.2f}: {direct:+.2f} directamente, {indirect:+.2f} a través de partes posteriores — {through}; el resto, {rest:+.2f}.", "zh": "{sender} 移动了 {total:+.2f}：直接 {direct:+.2f}，经由后面各部分 {indirect:+.2f}——{through}；其余 {rest:+.2f}。"},
+    "paths.sender": {"en": "{sender} moves {total:+.2f}: {direct:+.2f} directly, {indirect:+.2f} through later parts — {through}; later parts together {rest:+.2f}.", "es": "{sender} mueve {total:+.2f}: {direct:+.2f} directamente, {indirect:+.2f} a través de partes posteriores — {through}; las partes posteriores juntas, {rest:+.2f}.", "zh": "{sender} 移动了 {total:+.2f}：直接 {direct:+.2f}，经由后面各部分 {indirect:+.2f}——{through}；后面各部分共同作用 {rest:+.2f}。"},
     "paths.part": {"en": "{name} {share:+.2f}", "es": "{name} {share:+.2f}", "zh": "{name} {share:+.2f}"},
+    "paths.others": {"en": "the others {share:+.2f}", "es": "las demás {share:+.2f}", "zh": "其他部分 {share:+.2f}"},
     "paths.ffn": {"en": "{side} FFN L{layer}", "es": "FFN del {side} · capa {layer}", "zh": "{side} · 第 {layer} 层前馈层"},
     # the export bar
     "export.title": {"en": "Export", "es": "Exportar", "zh": "导出"},

@@ -58,7 +58,7 @@ def head_lines(patching: HeadPatching, lang: str, reference: bool = False) -> tu
 def path_lines(paths: PathPatching, lang: str) -> list[str]:
     """What path patching found: the heads' direct and indirect shares summed and, with a sender,
     how its total splits: directly, through later parts (its largest receivers named, largest
-    first), and the rest (what receivers do together, non-linearity)."""
+    first, the others summed), and the rest (what receivers do together, non-linearity)."""
     lines = [
         text(
             "paths.sums", lang,
@@ -71,13 +71,16 @@ def path_lines(paths: PathPatching, lang: str) -> list[str]:
     total, direct = float(paths.total.share[at]), float(paths.direct.share[at])
     through = paths.through()
     named = [(node, share) for i, (node, share) in enumerate(through[: NAMED + 2]) if i < NAMED or abs(share) >= NOTED]
-    parts = ", ".join(text("paths.part", lang, name=_component(node, lang), share=rounded(v)) for node, v in named)
+    parts = [text("paths.part", lang, name=_component(node, lang), share=rounded(v)) for node, v in named]
+    others = sum(share for _, share in through[len(named) :])  # so that the parts add up to "through later parts"
+    if len(through) > len(named) and rounded(others):
+        parts.append(text("paths.others", lang, share=rounded(others)))
     sender = head_name(*paths.sender, lang)
     lines.append(
         text(
             "paths.sender", lang,
             sender=sender, total=rounded(total), direct=rounded(direct), indirect=rounded(total - direct),
-            through=parts, rest=rounded(paths.rest),
+            through=", ".join(parts), rest=rounded(paths.rest),
         )
     )  # fmt: skip
     return lines
