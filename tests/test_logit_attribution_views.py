@@ -18,6 +18,7 @@ from test_patching_views import one_line
 
 from attnlab import viz
 from attnlab.app.i18n import text
+from attnlab.app.patching_text import word
 from attnlab.app.words import figure_words
 from attnlab.decode.api import Model, load
 from attnlab.errors import AttnlabError
@@ -159,7 +160,8 @@ def test_the_runner_up_is_named_in_the_title(model: Model) -> None:
 
 # -- the explorer ----------------------------------------------------------------------------------------
 def line_numbers(line: str) -> dict[str, float]:
-    """The numbers of the section's line ("Embedding +0.11 · ... sum of the shares 14.48 = the model's logit 14.48")."""
+    """The numbers of the section's line ("Embedding +0.11 · ... sum of the shares 14.48 = the model's logit −
+    mean logit 14.48")."""
     numbers = [float(n) for n in re.findall(r"[-+]?\d+\.\d+", line)]
     return dict(zip(("embedding", "position", "bias", "total", "logit"), numbers, strict=True))
 
@@ -179,6 +181,7 @@ def test_the_lens_tab_says_who_wrote_each_piece(lab: dict[str, Path]) -> None:  
     assert list(box.position.options.values()) == list(range(len(store.trace.tgt_tokens)))
     said = line_numbers(box.line.object)
     assert said["total"] == said["logit"] == round(float(expected.logit[first]), 2)
+    assert "= the model&#x27;s logit − mean logit " in box.line.object  # as the grid's title reads it
     assert [said[k] for k in ("embedding", "position", "bias")] == [
         round(float(getattr(expected, k)[first]), 2) for k in ("embedding", "position", "bias")
     ]
@@ -197,6 +200,7 @@ def test_the_lens_tab_says_who_wrote_each_piece(lab: dict[str, Path]) -> None:  
     runner_up = logit_attribution(store.model, store.trace, "runner-up")
     assert box.position.value == other and "runner-up" in box.grid.object.title.text
     assert line_numbers(box.line.object)["total"] == round(float(runner_up.logit[other]), 2)
+    assert f"− the logit of “{word(runner_up.contrast, other)}” " in box.line.object
     from bokeh.events import Tap
 
     lens = shown.lens.figure.object

@@ -30,9 +30,14 @@ def first_position(attribution: LogitAttribution) -> int:
 
 
 def parts_line(attribution: LogitAttribution, position: int, lang: str) -> str:
-    """The shares the figures leave out, and all the shares summed against the model's own logit."""
+    """The shares the figures leave out, and all the shares summed against the model's own logit,
+    less what it is read against, as the grid's title says (it read "= the model's logit" alone)."""
+    if attribution.against == "mean":
+        less = text("attribution.less_mean", lang)
+    else:
+        less = text("attribution.less_piece", lang, piece=word(attribution.contrast, position))
     return text(
         "attribution.line", lang, embedding=float(attribution.embedding[position]),
         position=float(attribution.position[position]), bias=float(attribution.bias[position]),
-        total=float(attribution.total[position]), logit=float(attribution.logit[position]),
+        total=float(attribution.total[position]), logit=float(attribution.logit[position]), less=less,
     )  # fmt: skip
