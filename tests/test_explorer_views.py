@@ -8,6 +8,7 @@ after a truncated one, heads picked before the model changed.
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -397,3 +398,18 @@ def test_the_compare_tab_draws_both_logit_lenses_when_asked(lab: dict[str, Path]
     assert shown.compare.lens_panes[0].object is first
     shown.compare.lenses.value = False
     assert all(p.object is None for p in shown.compare.lens_panes) and not shown.store.error
+
+
+def test_an_output_of_no_words_is_said_not_left_blank(lab: dict[str, Path]) -> None:
+    """A hypothesis that ends at once (`</s>` first; the bundled EN→DE model has one at beam 12)
+    was a table row with a score and an empty cell; it says so in the page's language, in the
+    table and where it is the output itself."""
+    shown = explorer(lab, tiny="translate")
+    store, empty = shown.store, text("output.empty")
+    best = store.result
+    store.result = replace(best, hypotheses=[best.hypotheses[0], replace(best.hypotheses[0], text="", tokens=["</s>"])])
+    shown.output.show()
+    assert shown.output.text.object.count(html.escape(empty)) == 1
+    store.result = replace(best, text=" ", hypotheses=[replace(best, text=" ")])
+    shown.output.show()
+    assert shown.output.text.object.count(html.escape(empty)) == 2  # the output, and its row

@@ -101,6 +101,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "output.parse": {"en": "Parse", "es": "Análisis sintáctico", "zh": "句法分析结果"},
     "output.reference": {"en": "Reference (the attention below is teacher-forced on it): log P = {logprob:.3f}, per token {score:.3f}", "es": "Referencia (la atención de abajo se calcula forzando esta salida): log P = {logprob:.3f}, por token {score:.3f}", "zh": "参考文本（下方注意力以它做教师强制）：log P = {logprob:.3f}，平均每词元 {score:.3f}"},
     "output.hypotheses": {"en": "{count} finished hypotheses ({decoding})", "es": "{count} hipótesis completas ({decoding})", "zh": "{count} 个完整假设（{decoding}）"},
+    "output.empty": {"en": "(nothing: the model ended at once)", "es": "(nada: el modelo terminó de inmediato)", "zh": "（空：模型立即结束）"},
     "output.hypothesis": {"en": "1 finished hypothesis ({decoding})", "es": "1 hipótesis completa ({decoding})", "zh": "1 个完整假设（{decoding}）"},
     "output.rank": {"en": "#", "es": "n.º", "zh": "#"},
     "output.score": {"en": "score", "es": "puntuación", "zh": "得分"},

@@ -57,18 +57,21 @@ class Output(pn.viewable.Viewer):
     def _html(self) -> str:
         store, lang = self.store, self.store.lang
         result, scored = store.result, store.scored
+        empty = f"<span class='attn-muted attn-empty'>{html.escape(text('output.empty', lang))}</span>"
+
+        def shown(output: str) -> str:  # an output of no words (`</s>` first) said, not a blank line or cell
+            return html.escape(output) if output.strip() else empty
+
         label = text("output.parse" if store.model.task == "parse" else "output.translation", lang)
         parts = [
-            f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'>{html.escape(result.text)}</div>"
+            f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'>{shown(result.text)}</div>"
         ]
         if scored is not None:
             per_token = scored.logprob / len(scored.tokens)
             said = text("output.reference", lang, logprob=scored.logprob, score=per_token)
-            parts.append(
-                f"<div class='attn-muted'>{said}</div><div class='attn-output'>{html.escape(scored.text)}</div>"
-            )
+            parts.append(f"<div class='attn-muted'>{said}</div><div class='attn-output'>{shown(scored.text)}</div>")
         rows = "".join(
-            f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td><td>{html.escape(h.text)}</td></tr>"
+            f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td><td>{shown(h.text)}</td></tr>"
             for rank, h in enumerate(result.hypotheses)
         )
         decoding = (
