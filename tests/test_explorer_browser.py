@@ -475,6 +475,29 @@ def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:
     page.shot("parse")
 
 
+def test_the_address_follows_the_model_and_the_text(page: Page) -> None:
+    """After each run the address names the open model and the decoded text (it kept the ones the
+    page was opened with), so that a reload or a copied link opens what the page shows."""
+    run = page.run_number()
+    page.page.locator(".attn-checkpoint select").select_option(label="tiny-parse")
+    page.wait_run(run + 1, timeout=90_000)
+    page.translate("The old man saw the dog .")
+    assert "checkpoint=tiny-parse" in page.page.url and "text=The+old+man+saw+the+dog+." in page.page.url
+    page.page.reload()
+    page.wait_run(1, timeout=90_000)
+    assert page.page.locator(".attn-go button").inner_text().strip() == "Parse"
+    assert page.source_box().input_value() == "The old man saw the dog ."
+    open_path(page, "classroom/tiny-copy")  # a model opened by path (under a root) is named by its path
+    page.wait_run(2, timeout=90_000)
+    assert "checkpoint=classroom%2Ftiny-copy" in page.page.url, page.page.url
+    page.page.reload()
+    page.wait_run(1, timeout=90_000)
+    assert page.page.locator(".attn-model-info").inner_text().startswith("classroom/tiny-copy\n")
+    page.page.goto(page.page.url.replace("classroom%2Ftiny-copy", "%2Fetc"))  # outside every root: the first model
+    page.wait_run(1, timeout=90_000)
+    assert page.page.locator(".attn-model-info").inner_text().startswith("tiny-translate\n")
+
+
 def test_exports(page: Page, tmp_path: Path) -> None:
     from PIL import Image
 

@@ -28,7 +28,7 @@ from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
-from attnlab.app.explorer.language import carried, language_switch, session_language, set_page_language
+from attnlab.app.explorer.language import Address, carried, language_switch, session_language, set_page_language
 from attnlab.app.explorer.lens import LensTab
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.rollout import RolloutTab
@@ -123,6 +123,7 @@ class Explorer(pn.viewable.Viewer):
         self.alerts = Alerts(store)
         self.error, self.notice = self.alerts.error, self.alerts.notice
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
+        self.address = Address()  # the browser's address follows the model and the text
 
         # views
         self.selection = Selection(store)
@@ -180,6 +181,7 @@ class Explorer(pn.viewable.Viewer):
                 self.go,
                 self.error,
                 self.notice,
+                self.address.box,
                 width=350,
             ),
             pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
@@ -306,6 +308,7 @@ class Explorer(pn.viewable.Viewer):
         store.timing = dict(store.timing, views_ms=views_ms)
         said = text("status.done", self.lang, run=store.run, decode_ms=store.timing["decode_ms"], views_ms=views_ms)
         self.status.object = f"<span class='attn-run attn-muted' data-run='{store.run}'>{html.escape(said)}</span>"
+        self.address.keep(self.checkpoint_select.value, store.text)
 
     def _update_after_run(self) -> None:
         self.output.show()
@@ -377,12 +380,15 @@ def app(argv: list[str] | None = None) -> Explorer:
     explorer.store.time_limit = args.time_limit
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
-        named, typed = carried(explorer.checkpoints)  # over a switch of language, or in a shared link
+        named, typed, path = carried(explorer.checkpoints)  # over a switch of language, or in a shared link
         first = (named + given + list(explorer.checkpoints))[0]
         explorer.text_input.value = explorer.text_input.value_input = typed[:MAX_INPUT_CHARS]  # "": the example
 
         def start() -> None:
-            explorer.open_listed(first)
+            if path:  # a model the page had opened by path (under a root), as its address says
+                explorer.open(path)
+            if explorer.store.model is None:
+                explorer.open_listed(first)
 
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.onload(start)
