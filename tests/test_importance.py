@@ -11,6 +11,7 @@ import html
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -250,7 +251,8 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
     fig = viz.importance_figure(importance, on_select=lambda *head: picked.append(head))
     data = fig.select_one({"name": "cells"}).data_source.data
     np.testing.assert_array_equal(data["value"], importance.gradient.ravel())
-    assert data["label"][0] == f"{importance.gradient[0, 0, 0]:.2f}" and fig.name == "head-importance"
+    digits = 2 if importance.gradient.max() >= 0.1 else 3 if importance.gradient.max() >= 0.01 else 4
+    assert data["label"][0] == f"{importance.gradient[0, 0, 0]:.{digits}f}" and fig.name == "head-importance"
     assert fig.select_one({"name": "kinds"}).data_source.data["text"] == ["encoder", "decoder", "cross"]
     # cross-attention is the third block of 4 heads and a gap: x 10-14; layer 2 is y 2-3
     for x, y in (
@@ -279,6 +281,19 @@ def test_the_figure_shows_every_head_with_its_value(model: Model) -> None:
         viz.importance_figure({})
     with pytest.raises(AttnlabError, match="with exact=True"):
         viz.importance_figure(head_importance(model, SOURCES[:1], REFERENCES[:1]), measure="ablation")
+
+
+def test_small_importances_are_written_to_two_significant_digits(model: Model) -> None:
+    """The bundled parser's heads weigh 0.003-0.03: at two decimals a dozen cells read 0.00 and
+    the line named one of them least important. The cells and the line write the largest with two
+    significant digits (up to four decimals)."""
+    from attnlab import viz
+
+    importance = head_importance(model, SOURCES[:1], REFERENCES[:1])
+    for top, largest in ((0.03, "0.030"), (0.0042, "0.0042"), (1.7, "1.70")):
+        scaled = replace(importance, gradient=importance.gradient / importance.gradient.max() * top)
+        labels = viz.importance_figure(scaled).select_one({"name": "cells"}).data_source.data["label"]
+        assert max(labels, key=float) == largest
 
 
 def test_the_ablation_tab_weighs_the_heads_and_a_tap_picks_one(lab: dict[str, Path]) -> None:  # noqa: F811

@@ -89,6 +89,14 @@ def fit_widths(fig: figure) -> None:
     fig.max_width, fig.min_width = fig.width, min(fig.width, FIT_PX)
 
 
+def decimals(top: float, least: int = 2, most: int = 4) -> int:
+    """Decimals that write the largest |value|, `top`, with two significant digits, from `least`
+    to `most`: a parser's head importances (0.003-0.03) all read 0.00-0.03 at two."""
+    if not np.isfinite(top) or top <= 0:
+        return least
+    return int(min(most, max(least, 1 - np.floor(np.log10(top)))))
+
+
 def share_label(value: float, digits: int = 2) -> str:
     """A share as a cell shows it: `digits` decimals, "–" where nothing was patched (NaN), and no
     minus on a value that rounds to zero ("-0.00" read as a small share the other way where nothing moved)."""

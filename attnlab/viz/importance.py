@@ -15,7 +15,7 @@ from bokeh.models import LinearColorMapper
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
-from attnlab.viz.cells import head_grid
+from attnlab.viz.cells import decimals, head_grid
 from attnlab.viz.cells import head_pick as importance_pick  # its name since it was importance's alone
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.options import check_options
@@ -54,15 +54,16 @@ def importance_figure(
     values = scores.ravel()
     top = max(float(np.abs(values).max()), 1e-12)
     low = min(0.0, float(values.min()))  # the exact measure can be negative: a head that hurt this output
+    digits = decimals(float(np.abs(values).max()))
     return head_grid(
         scores,
-        [f"{v:.2f}" for v in values],
+        [f"{v:.{digits}f}" for v in values],
         ["white" if v / top >= DARK else "#222222" for v in values],
         LinearColorMapper(palette=list(PALETTE), low=low, high=top),
         title=title or said[f"importance.title_{measure}"],
         name=name,
         words=said,
         axes=(said["importance.layer"], said["importance.head"]),
-        tips=[(said[f"importance.{measure}"], "@value{0.000}")],
+        tips=[(said[f"importance.{measure}"], "@value{0.00000}")],
         on_select=on_select,
     )

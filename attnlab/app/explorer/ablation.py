@@ -28,6 +28,7 @@ from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import trace_importance
 from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.viz.cells import decimals
 
 
 def _label(kind: str, layer: int, head: int) -> str:
@@ -105,9 +106,10 @@ class AblationTab(pn.viewable.Viewer):
         names = [
             text("head.short", lang, kind=kind_name(KINDS[k], lang), layer=int(y), head=int(h)) for k, y, h in ends
         ]
+        digits = decimals(float(gradient.max()))  # as the grid's cells write them
         most = text(
-            "ablation.importance_most", lang, head=names[0], value=gradient[ends[0]], least=names[1],
-            least_value=gradient[ends[1]],
+            "ablation.importance_most", lang, head=names[0], value=f"{gradient[ends[0]]:.{digits}f}", least=names[1],
+            least_value=f"{gradient[ends[1]]:.{digits}f}",
         )  # fmt: skip
         about, words = text("ablation.importance", lang), self.store.words
         if self.store.scored is not None:  # the open trace is the reference, read teacher-forced
