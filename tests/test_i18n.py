@@ -102,7 +102,7 @@ def test_an_entry_that_sends_the_reader_to_a_tab_names_it_as_the_tab_reads() -> 
         (key, tab["en"]): [lang for lang in ("es", "zh") if tab[lang] not in entry[lang]]
         for key, entry in MESSAGES.items()
         for tab in tabs
-        if re.search(rf"(?:{re.escape(tab['en'])} tab|under {re.escape(tab['en'])})\b", entry["en"])
+        if re.search(rf"(?:{re.escape(tab['en'])} tab|(?:under|in) {re.escape(tab['en'])})\b", entry["en"])
     }
     assert len(sending) >= 5, sending  # the compare tab's lines pointing to the Head ablation tab
     assert {sent: langs for sent, langs in sending.items() if langs} == {}

@@ -428,7 +428,12 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     headers = [c.title for c in viz.stats_table(source, words=figure_words("es")).columns]
     assert "&lt;/s&gt;" in headers and "</s>" not in headers
     assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
-    assert viz.diff_figure(trace, trace, "cross", 0, 1).name == "timeline-diff"
+    diff = viz.diff_figure(trace, trace, "cross", 0, 1)
+    assert diff.name == "timeline-diff"  # its title names the kind, as the heatmap's beside it does
+    assert (
+        " ".join(diff.title.text.split())
+        == "difference to the final model · encoder–decoder attention · layer 0 · head 1"
+    )
     # the overlay follows "mask overlay" as the heatmap beside it does (it was always hatched)
     assert not transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1))
     assert transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1, mask=False))

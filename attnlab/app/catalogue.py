@@ -257,7 +257,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "compare.tab": {"en": "Compare", "es": "Comparar", "zh": "对比"},
     "compare.second": {"en": "Compare with", "es": "Comparar con", "zh": "对比模型"},
     "compare.pick": {"en": "(choose a second model)", "es": "(elige un segundo modelo)", "zh": "（选择第二个模型）"},
-    "compare.ablated": {"en": "this model, with the heads chosen under Head ablation switched off", "es": "este modelo, sin las cabezas elegidas en la pestaña «Ablación de cabezas»", "zh": "当前模型，关闭在“注意力头消融”标签页中所选的注意力头"},
+    "compare.ablated": {"en": "this model, with the heads chosen in Head ablation off", "es": "este modelo, sin las cabezas elegidas en «Ablación de cabezas»", "zh": "当前模型，关闭在“注意力头消融”标签页中所选的注意力头"},
     "compare.go": {"en": "Compare", "es": "Comparar", "zh": "对比"},
     "compare.hint": {"en": "Choose a second model: it translates the same input, and its heads are shown beside this one's.", "es": "Elige un segundo modelo: traducirá el mismo texto y verás sus cabezas junto a las de este.", "zh": "选择第二个模型：它会翻译同一输入，其注意力头将与当前模型并排显示。"},
     "compare.no_heads": {"en": "No heads are chosen yet: pick the heads to switch off in the Head ablation tab, then compare again.", "es": "Aún no hay cabezas elegidas: elígelas en la pestaña «Ablación de cabezas» y vuelve a comparar.", "zh": "尚未选择任何注意力头：请先在“注意力头消融”标签页中选择要关闭的头，再重新对比。"},

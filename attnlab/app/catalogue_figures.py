@@ -37,7 +37,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.direct": {"en": "direct share of the logits", "es": "parte directa de los logits", "zh": "对 logit 的直接贡献"},
     "figure.recall": {"en": "recall", "es": "cobertura", "zh": "召回率"},
     "figure.stats_title": {"en": "heads: {x} vs {y}", "es": "cabezas: {x} frente a {y}", "zh": "注意力头：{x} 与 {y}"},
-    "figure.diff_title": {"en": "difference to the final model · layer {layer} · head {head}", "es": "diferencia con el modelo final · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · 第 {layer} 层 · 头 {head}"},
+    "figure.diff_title": {"en": "difference to the final model · {kind} · layer {layer} · head {head}", "es": "diferencia con el modelo final · {kind} · capa {layer} · cabeza {head}", "zh": "与最终模型之差 · {kind} · 第 {layer} 层 · 头 {head}"},
     "figure.diff_value": {"en": "Δ weight", "es": "Δ peso", "zh": "Δ 权重"},
     "figure.timeline_title": {"en": "{stat} of each head across training", "es": "{stat} de cada cabeza a lo largo del entrenamiento", "zh": "训练过程中每个头的{stat}"},
     "figure.ablation_title": {"en": "log-probability of each original output token", "es": "log-probabilidad de cada token de la salida original", "zh": "原输出中每个词元的对数概率"},

@@ -23,7 +23,7 @@ from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
-from attnlab.viz.words import say
+from attnlab.viz.words import kind_title, say
 
 
 def diff_figure(
@@ -54,7 +54,7 @@ def diff_figure(
     allowed = trace.mask(kind) if check_flag(mask, "mask") else None
     return matrix_figure(
         now - final, q_labels, k_labels, allowed=allowed, vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
-        title=title or said["timeline.diff_title"].format(layer=layer, head=head), budget=budget,
+        title=title or said["timeline.diff_title"].format(kind=kind_title(kind, said), layer=layer, head=head), budget=budget,
         value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip
 

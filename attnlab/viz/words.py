@@ -56,7 +56,7 @@ WORDS: dict[str, str] = {
     "stats.label": "{kind} L{layer} H{head}",
     "stats.title": "heads: {x} vs {y}",
     # training dynamics (timeline.py)
-    "timeline.diff_title": "difference to the final model · layer {layer} · head {head}",
+    "timeline.diff_title": "difference to the final model · {kind} · layer {layer} · head {head}",
     "timeline.diff_value": "Δ weight",
     "timeline.title": "{stat} of each head across training",
     "timeline.step": "training step",
