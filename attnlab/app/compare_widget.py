@@ -32,7 +32,7 @@ from attnlab.app.notebook import (
     reporting,
 )
 from attnlab.app.patching_text import compared_residual
-from attnlab.app.words import figure_words
+from attnlab.app.words import compared_lens_title, figure_words
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
 from attnlab.record.importance import trace_importance
@@ -170,7 +170,7 @@ class Compare(w.VBox):
         lang, words = self.lang, figure_words(self.lang)
 
         def lens(model: Any, trace: Any, name: str) -> Any:
-            title = i18n.text("compare.lens_title", lang, name=name)
+            title = compared_lens_title(name, self.names[0], lang)
             return viz.lens_figure(logit_lens(model, trace), title=title, words=words)
 
         def importance(model: Any, trace: Any, name: str) -> Any:

@@ -178,3 +178,12 @@ def figure_words(lang: str = DEFAULT) -> Mapping[str, str]:
     """Every template of `attnlab.viz.WORDS` in `lang` (English where `lang` is unknown), read-only
     and made once per language: the `words=` of every `attnlab.viz` view a screen draws."""
     return _words(lang if lang in LANGUAGES else DEFAULT)
+
+
+def compared_lens_title(name: str, first: str, lang: str) -> str:
+    """The title of model `name`'s logit lens beside model `first`'s: the second model is read on
+    the first's output, so its red cells are where a layer's choice is not the first's word, not
+    where it is not yet its own final choice (its title said so, and its top row came out red)."""
+    if name == first:
+        return text("compare.lens_title", lang, name=name)
+    return text("compare.lens_title_second", lang, name=name, first=first)

@@ -38,6 +38,7 @@ from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.app.patching_text import compared_residual
+from attnlab.app.words import compared_lens_title
 from attnlab.decode.compare import compare, mismatch
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
@@ -274,7 +275,7 @@ class CompareTab(pn.viewable.Viewer):
         c, store, lang = self.comparison, self.store, self.lang
 
         def lens(model: Any, trace: Any, name: str, figure_name: str) -> Any:
-            title = text("compare.lens_title", lang, name=name)
+            title = compared_lens_title(name, self.names[0], lang)
             return viz.lens_figure(logit_lens(model, trace), title=title, name=figure_name, words=store.words)
 
         def importance(model: Any, trace: Any, name: str, figure_name: str) -> Any:
