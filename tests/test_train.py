@@ -673,3 +673,26 @@ def test_a_preset_beside_a_recipe_replaces_the_recipes_model(capsys) -> None:
     config = config_from_args(["--recipe", "tatoeba-en-zh", "--preset", "tiny", "p_drop=0.2"])
     assert config.preset == "tiny" and config.overrides == {"p_drop": 0.2}
     assert "--preset tiny replaces recipe tatoeba-en-zh's model" in capsys.readouterr().err
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_trains(prepared: Path, tmp_path: Path, capsys) -> None:
+    """Two runs on one --out both wrote checkpoints into it and every line of metrics.jsonl twice:
+    while one trains (holds --out, as `Trainer.run` does) another is refused in one line (exit 2),
+    and once it has finished the same command resumes, also in the same process."""
+    from attnlab.cli import main
+    from attnlab.train.startup import holding
+
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(prepared), "--out", str(run), *TINY, "--compile", "off", "--max-steps", "2"]
+    run.mkdir()
+    capsys.readouterr()
+    with holding(run):  # what a run training there holds
+        assert main(argv) == 2
+    assert capsys.readouterr().err.endswith(
+        f"attnlab train: error: --out {run} is in use by another `attnlab train` run; "
+        "wait for it to end or name another run directory\n"
+    )
+    assert not step_dirs(run) and not (run / "metrics.jsonl").exists()  # it wrote nothing
+    assert main(argv) == 0
+    assert main([*argv[:-1], "3"]) == 0 and "resumed from" in capsys.readouterr().err  # the lock ended with the run
+    assert sorted(step for step, _ in step_dirs(run)) == [2, 3]

@@ -137,7 +137,7 @@ def staged(out: Path) -> Iterator[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         _sweep(target)
         tmp = _sibling(target)
-        held = _hold(tmp)
+        held = hold(tmp)
     except OSError as error:
         _remove_made(made)
         file = next((path for path in out.parents if path.exists() and not path.is_dir()), None)
@@ -156,18 +156,23 @@ def staged(out: Path) -> Iterator[Path]:
         os.close(held)
 
 
-def _hold(tmp: Path) -> int:
-    """A descriptor of `tmp` holding an exclusive lock on it while this process prepares into it:
-    the kernel lets go when the process ends, however it ends, so a temporary no one holds is a
-    killed run's."""
-    fd = os.open(tmp, os.O_RDONLY)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+def hold(directory: Path) -> int:
+    """A descriptor of `directory` holding an exclusive lock on it while this process writes into
+    it (a preparation's temporary, a training run's --out): the kernel lets go when the descriptor
+    is closed or the process ends, however it ends, so a directory no one holds is a finished or
+    killed run's. BlockingIOError while another process holds it."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 
 def _sweep(target: Path) -> None:
     """Remove the temporaries of killed preparations of `target` (`.NAME.tmp-XXXX`, up to a whole
-    preparation each): those no process holds (`_hold`) and unchanged for STALE_AFTER_S (one just
+    preparation each): those no process holds (`hold`) and unchanged for STALE_AFTER_S (one just
     made by another run is not locked yet). Only while `target` exists: a run killed between
     `publish`'s two renames left the earlier preparation set aside as its only copy."""
     if not target.is_dir():

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,7 +303,11 @@ class Trainer:
     def run(self) -> Path | None:
         """Train until --max-steps, --max-minutes or SIGTERM, saving every --save-every steps and
         at the end; returns the last checkpoint written. The ranks agree on when to stop, so
-        none is left waiting in an all-reduce."""
+        none is left waiting in an all-reduce. Rank 0 holds --out meanwhile (`holding`)."""
+        with startup.holding(self.out) if self.rank == 0 else nullcontext():
+            return self._train()
+
+    def _train(self) -> Path | None:
         cfg = self.cfg
         start = time.time()
         self.origin = start - self.wall_before  # the log's wall_s counts on from the checkpoint's

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import torch
 
 from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
+from attnlab.data.staging import hold
 from attnlab.errors import ConfigError
 from attnlab.model.config import ModelConfig
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
@@ -71,6 +74,28 @@ def check_out(out: Path) -> None:
         raise ConfigError(
             f"--out {out} cannot be created ({error.strerror or error}); name another run directory"
         ) from None
+
+
+@contextmanager
+def holding(out: Path) -> Iterator[None]:
+    """`out` held by this run while it trains: two runs on one --out both wrote checkpoints into it
+    and every line of metrics.jsonl twice; the second is refused in one line. The lock ends with
+    the run (or its process, however it ends: a killed run leaves none), so a resume, in a new
+    process or the same notebook, takes it again. Only rank 0 writes --out and takes it: ranks
+    never lock each other out. A file system that cannot lock a directory runs unlocked, as before."""
+    try:
+        held = hold(out)
+    except BlockingIOError:
+        raise ConfigError(
+            f"--out {out} is in use by another `attnlab train` run; wait for it to end or name another run directory"
+        ) from None
+    except OSError:
+        held = None
+    try:
+        yield
+    finally:
+        if held is not None:
+            os.close(held)
 
 
 def check_align_gold(name: str, meta: dict[str, Any]) -> None:
