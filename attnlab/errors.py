@@ -26,6 +26,10 @@ class TimeLimitError(ModelInputError):
     """Decoding ran past the time limit set for it (`attnlab.decode.deadline.time_limit`)."""
 
 
+class RecordingError(AttnlabError):
+    """A recording read as what it is not: several forward passes joined as one."""
+
+
 class DataError(AttnlabError):
     """A corpus or prepared data set that is missing, mismatched or malformed."""
 

@@ -13,7 +13,7 @@ import torch
 
 from attnlab import preset
 from attnlab.decode.api import Result, load
-from attnlab.errors import AttnlabError, CheckpointError
+from attnlab.errors import AttnlabError, CheckpointError, RecordingError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate
 from attnlab.record.equation import attention_parts
@@ -532,3 +532,39 @@ def test_attention_parts_refuse_what_is_not_a_loaded_model_or_a_trace() -> None:
         with pytest.raises(AttnlabError, match=match) as info:
             attention_parts(*args, "cross", 0, 0)
         assert "\n" not in str(info.value)
+
+
+def test_separate_passes_are_refused_and_decoding_steps_still_join(model: Transformer) -> None:
+    """`rec.weights` joins every call of a hook point: two passes of other lengths came back
+    stacked along the queries as if they were decoding steps, and a sentence translated by beam
+    search (one row at the first step, the beam's after) was torch.cat's raw "sizes must match".
+    Each is one line now, while incremental decoding's steps still join into the pass's maps."""
+    src, tgt = _batch()
+    with torch.no_grad(), record(model) as rec:
+        model(src, tgt)
+        model(src[:, :5], tgt)
+    for kind in ("encoder", "decoder", "cross"):
+        for read in (rec.weights, rec.allowed):
+            with pytest.raises(RecordingError, match=f"^{kind} layer 0 was recorded in 2 calls that are not one") as e:
+                read(kind, 0)
+            assert "\n" not in str(e.value) and "record one forward pass per `record` block" in str(e.value)
+    with pytest.raises(RecordingError):
+        rec.traces(src, tgt, _tokens(src), _tokens(tgt))
+    one, first = src[2:], tgt[2:]
+    with torch.no_grad(), record(model) as whole:
+        model(one, first)
+    with torch.no_grad(), record(model) as steps:
+        mask = model.src_mask(one)
+        memory, cache = model.encode(one, mask), KVCache()
+        model.decode(first[:, :3], memory, mask, cache)  # a prefix, then one position at a time
+        for t in range(3, tgt.size(1)):
+            model.decode(first[:, t : t + 1], memory, mask, cache)
+    for kind in ("encoder", "decoder", "cross"):
+        assert torch.allclose(whole.weights(kind, 1), steps.weights(kind, 1), atol=1e-5)
+    with torch.no_grad(), record(model, kinds="cross") as beams:
+        cache = KVCache()
+        model.decode(first[:, :1], memory, mask, cache)
+        cache.reorder(torch.tensor([0, 0, 0]))  # the beam: one row becomes three
+        model.decode(tgt[:, 1:2], memory, mask, cache)
+    with pytest.raises(RecordingError, match=r"\(call 2: 3 rows, 1 queries, 9 keys; the next decoding step: 1 rows"):
+        beams.weights("cross", 0)

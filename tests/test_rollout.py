@@ -116,6 +116,22 @@ def test_a_trace_that_lacks_layers_heads_or_a_kind_is_one_line(make, said: str) 
         rollout(trace, "cross")
 
 
+def test_what_is_not_a_trace_is_refused_as_the_logit_lens_refuses_it() -> None:
+    """`rollout(None, ...)` and `rollout(result, ...)` (a Result, not its .trace) were an
+    AttributeError from inside the rollout."""
+    import attnlab
+
+    model = attnlab.load(BUNDLED)
+    result = model.translate("A dog runs.")
+    for given in (None, result):  # (result.trace is None: translated without record=True)
+        with pytest.raises(AttnlabError) as lens:
+            attnlab.logit_lens(model, given)
+        for kind in ("encoder", "cross"):
+            with pytest.raises(AttnlabError) as error:
+                rollout(given, kind)
+            assert str(error.value) == str(lens.value) and "not an AttentionTrace" in str(error.value)
+
+
 @pytest.mark.parametrize("residual", [-0.1, 1.5, float("nan"), True, "0.5", None])
 def test_a_residual_weight_outside_zero_to_one_is_one_line(residual: object) -> None:
     with pytest.raises(AttnlabError, match="residual weight"):

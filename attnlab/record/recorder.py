@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, RecordingError
 from attnlab.model.hooks import HOOKS, attached
 from attnlab.model.transformer import MultiHeadAttention, Transformer
 from attnlab.record.trace import KINDS, AttentionTrace, check_flag
@@ -77,8 +77,9 @@ class Recording:
 
     def weights(self, kind: str, layer: int) -> Tensor:
         """(B, h, Lq, Lk) for one hook point; incremental calls are stacked along Lq (keys
-        that did not exist yet at an earlier step are exactly zero, as the causal mask says)."""
-        parts = self._capture(kind, layer).weights
+        that did not exist yet at an earlier step are exactly zero, as the causal mask says), and
+        calls that cannot be one pass are refused (`_one_pass`)."""
+        parts = self._one_pass(kind, layer).weights
         width = max(part.size(-1) for part in parts)
         padded = [torch.nn.functional.pad(part, (0, width - part.size(-1))) for part in parts]
         return torch.cat(padded, dim=2)
@@ -96,6 +97,27 @@ class Recording:
         if (kind, layer) not in self.captures:
             raise AttnlabError(f"nothing was recorded for {kind} layer {layer}")
         return self.captures[(kind, layer)]
+
+    def _one_pass(self, kind: str, layer: int) -> _Capture:
+        """What `_capture` gives, checked to be one forward pass, which `weights` and `allowed`
+        join: one call, or the steps of incremental decoding. A step feeds one more query for
+        the same rows, and its keys are then every query so far (self-attention) or the same
+        source (cross). Anything else is separate passes: a sentence translated by beam search
+        (one row at the first step, the beam's after) made torch.cat's "sizes must match", and a
+        user's own passes of other lengths came back stacked as if they were decoding steps."""
+        capture = self._capture(kind, layer)
+        rows, _, queries, keys = capture.weights[0].shape
+        for call, part in enumerate(capture.weights[1:], start=2):
+            queries += 1  # a step's one query, whose keys (self-attention) are every query so far
+            step = (rows, 1, queries if kind != "cross" else keys)
+            if (part.size(0), part.size(2), part.size(3)) != step:
+                raise RecordingError(
+                    f"{kind} layer {layer} was recorded in {len(capture.weights)} calls that are not one forward "
+                    f"pass (call {call}: {part.size(0)} rows, {part.size(2)} queries, {part.size(3)} keys; the next "
+                    f"decoding step: {rows} rows, 1 query, {step[2]} keys); record one forward pass per `record` "
+                    "block, or use model.translate(..., record=True) for a decoded sentence's attention"
+                )
+        return capture
 
     def traces(
         self,
@@ -175,7 +197,7 @@ class Recording:
         """(B, 1, Lq, Lk) bool: what each call of the hook point allowed, stacked along Lq like
         `weights` (a call without a mask allowed every key that existed then: incremental
         decoding feeds one position at a time, so later keys are False)."""
-        capture = self._capture(kind, layer)
+        capture = self._one_pass(kind, layer)
         parts = []
         for weights, mask in zip(capture.weights, capture.masks, strict=True):
             rows, _, queries, keys = weights.shape

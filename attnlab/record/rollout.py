@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlab.errors import AttnlabError
+from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 
 RESIDUAL = 0.5  # Abnar & Zuidema's weight for the residual path
@@ -35,7 +36,10 @@ RESIDUAL = 0.5  # Abnar & Zuidema's weight for the residual path
 
 def rollout(trace: AttentionTrace, kind: str, residual: float = RESIDUAL) -> np.ndarray:
     """(layers, q, k) rollout of `kind` in `trace`: entry l is R_l, the flow from the input tokens
-    to each query position of layer l (see the module's docstring); every row sums to 1."""
+    to each query position of layer l (see the module's docstring); every row sums to 1. Anything
+    but a trace (None, a Result in place of its .trace) is refused as the logit lens refuses it: it
+    was an AttributeError from deep inside."""
+    check_trace(trace, "the trace")
     if isinstance(residual, bool) or not isinstance(residual, int | float) or not 0.0 <= residual <= 1.0:
         raise AttnlabError(f"rollout's residual weight is a number in [0, 1], got {residual!r}")
     if kind == "cross":
