@@ -180,30 +180,37 @@ def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa:
 def test_the_command_says_where_each_piece_was_decided(
     model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One line per input line (`piece@layer`), an empty line for an empty one (status 1), and the
-    layers' shares over the file on stderr; `--json` carries the lens's numbers."""
+    """One line per input line (`piece@layer`), an empty line for an empty one (not a failure: status 0,
+    as translate answers it; it was status 1), and the layers' shares over the file on stderr; `--json`
+    carries the lens's numbers, and an object for a blank or failed line too (an empty line there broke
+    a JSON-lines reader): the keys of every other object, their lists empty, a failed one's "error"."""
     from attnlab.cli import main
 
     source = tmp_path / "in.en"
     source.write_text("A dog runs.\n\nTwo men are working on a roof.\n", encoding="utf-8")
-    assert main(["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "--input", str(source)]) == 1
+    assert main(["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "--input", str(source)]) == 0
     captured = capsys.readouterr()
     first, empty, third = captured.out.splitlines()
     lens = logit_lens(model, model.translate("A dog runs.", record=True).trace)
     expected = [f"{p}@{'-' if layer is None else layer}" for p, layer in zip(lens.produced, lens.settled, strict=True)]
     assert first.split() == expected and empty == "" and third.endswith("</s>@0")
-    assert "line 2: the line is empty; writing an empty line" in captured.err
+    assert "attnlab lens: line 2 is empty; writing an empty line" in captured.err
+    assert "attnlab lens: 2 of 3 lines in " in captured.err
     pieces = len(first.split()) + len(third.split())
     assert f"of {pieces} pieces, decided at layer 0: " in captured.err.splitlines()[-1]
 
     reference = tmp_path / "ref.de"
-    reference.write_text("Ein Hund rennt.\n\nZwei Männer arbeiten auf einem Dach.\n", encoding="utf-8")
+    reference.write_text("Ein Hund rennt.\n\n\n", encoding="utf-8")  # line 3's reference is empty: it fails
     argv = ["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), "--json", "--top", "2"]
     assert main([*argv, "--reference", str(reference)]) == 1
-    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    captured = capsys.readouterr()
+    row, blank, failed = (json.loads(line) for line in captured.out.splitlines())
     forced = logit_lens(model, model.score("A dog runs.", "Ein Hund rennt.").trace, top=2)
     assert row["tokens"] == forced.produced and row["decided"] == forced.settled and row["top"] == forced.top
     np.testing.assert_allclose(row["p"], forced.p, atol=1e-4)
+    assert blank == dict.fromkeys(row, []) and failed == blank | {"error": "its reference is empty"}
+    assert "line 2 is empty; writing an empty object" in captured.err
+    assert "line 3: its reference is empty; writing an empty object" in captured.err
 
 
 @pytest.mark.parametrize(

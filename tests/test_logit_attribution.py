@@ -124,13 +124,14 @@ def test_the_command_names_each_pieces_largest_writer(
     model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`attnlab lens --attribute`: `piece@part` (the part with the largest share), an empty line for
-    an empty input line, each kind's share of all the logits on stderr; `--json` carries the shares."""
+    an empty input line (not a failure), each kind's share of all the logits on stderr; `--json`
+    carries the shares, and for the empty line an object of the same keys, their lists empty."""
     from attnlab.cli import main
 
     source = tmp_path / "in.en"
     source.write_text(f"{SENTENCE}\n\nTwo dogs play in the snow.\n", encoding="utf-8")
     argv = ["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), "--attribute"]
-    assert main(argv) == 1
+    assert main(argv) == 0
     captured = capsys.readouterr()
     first, empty, _ = captured.out.splitlines()
     got = logit_attribution(model, model.translate(SENTENCE, record=True).trace)
@@ -148,8 +149,9 @@ def test_the_command_names_each_pieces_largest_writer(
     shares = [float(part.split()[-1].rstrip("%")) for part in kinds.split(": ", 2)[2].split(", ")]
     assert len(shares) == 6 and sum(shares) == pytest.approx(100.0, abs=0.5)  # the kinds add up to the logits
 
-    assert main([*argv, "--json", "--against", "runner-up"]) == 1
-    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert main([*argv, "--json", "--against", "runner-up"]) == 0
+    row, blank, _ = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert blank == dict.fromkeys(row, [])
     ranked = logit_attribution(model, model.translate(SENTENCE, record=True).trace, against="runner-up")
     assert row["tokens"] == ranked.produced and row["against"] == ranked.contrast
     np.testing.assert_allclose(row["cross_heads"], ranked.cross_heads, atol=1e-4)

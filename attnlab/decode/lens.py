@@ -16,6 +16,9 @@ import json
 import sys
 import time
 from collections import Counter
+from typing import Any
+
+import numpy as np
 
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.api import load
@@ -35,7 +38,8 @@ def cli(argv: list[str]) -> int:
         description="For each line, the output pieces, each with the decoder layer from which it stays the "
         f"layer's first choice up to the top (`piece@layer`; @{NEVER}: not even the top layer's first choice). "
         "The logit lens: every decoder layer read through the pre-softmax projection.",
-        epilog=f"{EXIT_STATUS} stderr ends with the share of pieces each layer decided.",
+        epilog=f"{EXIT_STATUS} An empty input line is answered with an empty line. stderr ends with the share "
+        "of pieces each layer decided.",
     )
     add_checkpoint_argument(parser)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
@@ -45,7 +49,7 @@ def cli(argv: list[str]) -> int:
         "--json",
         action="store_true",
         help="one JSON object per line instead: pieces, decided layers, each layer's P(piece) and its --top "
-        "likeliest pieces",
+        "likeliest pieces (an empty line's object holds empty lists, a failed line's also its \"error\")",
     )
     parser.add_argument("--top", type=int, default=3, help="pieces per layer and position with --json (default 3)")
     parser.add_argument(
@@ -71,13 +75,18 @@ def cli(argv: list[str]) -> int:
     if references is not None and len(references) != len(lines):
         raise AttnlabError(f"{len(lines)} input lines but {len(references)} reference lines")
     model = load(args.checkpoint)
+    written = "object" if args.json else "line"  # what an unanswered line is written as (`_unanswered`)
     settings = search_settings(model.task, args.beam, args.alpha)
     start, decided, kinds, writers, failed = time.time(), Counter(), Counter(), Counter(), 0
     out = []
     for i, line in enumerate(lines):
+        if is_blank(line):  # answered with an empty line (object), as translate and parse answer it
+            print(f"attnlab lens: line {i + 1} is empty; writing an empty {written}", file=sys.stderr)
+            out.append(json.dumps(_unanswered(args.attribute, args.against)) if args.json else "")
+            continue
         try:
-            if is_blank(line) or (references is not None and is_blank(references[i])):
-                raise ModelInputError("the line is empty" if is_blank(line) else "its reference is empty")
+            if references is not None and is_blank(references[i]):
+                raise ModelInputError("its reference is empty")
             if references is not None:
                 result = model.score(line, references[i], record=True)
             else:
@@ -88,18 +97,21 @@ def cli(argv: list[str]) -> int:
                 lens = logit_lens(model, result.trace, top=args.top)
         except ModelInputError as error:
             failed += 1
-            print(f"attnlab lens: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
-            out.append("")
+            print(f"attnlab lens: line {i + 1}: {error}; writing an empty {written}", file=sys.stderr)
+            unanswered = _unanswered(args.attribute, args.against) | {"error": str(error)}
+            out.append(json.dumps(unanswered, ensure_ascii=False) if args.json else "")
             continue
         if args.attribute:
             kinds.update(kind_shares(attribution))
             writers.update(largest_writers(attribution))
-            out.append(_attribution_json(attribution) if args.json else _writers(attribution))
+            row = _attribution_json(attribution) if args.json else _writers(attribution)
         else:
             decided.update(lens.settled)
-            out.append(_json(lens) if args.json else _pieces(lens))
+            row = _json(lens) if args.json else _pieces(lens)
+        out.append(json.dumps(row, ensure_ascii=False) if args.json else row)
     write_stdout("".join(line + "\n" for line in out))
-    print(f"attnlab lens: {len(lines) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
+    answered = len(lines) - failed - sum(map(is_blank, lines))
+    print(f"attnlab lens: {answered} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
     if decided:
         print(f"attnlab lens: {share_line(decided, model.config.n_layers)}", file=sys.stderr)
     if kinds:
@@ -122,17 +134,26 @@ def _pieces(lens: Lens) -> str:
     )
 
 
-def _json(lens: Lens) -> str:
-    return json.dumps(
-        {
-            "tokens": lens.produced,
-            "decided": lens.settled,
-            "p": [[round(float(p), 4) for p in row] for row in lens.p],
-            "top": lens.top,
-            "top_p": [[[round(float(p), 4) for p in cell] for cell in row] for row in lens.top_p],
-        },
-        ensure_ascii=False,
-    )
+def _json(lens: Lens) -> dict[str, Any]:
+    return {
+        "tokens": lens.produced,
+        "decided": lens.settled,
+        "p": [[round(float(p), 4) for p in row] for row in lens.p],
+        "top": lens.top,
+        "top_p": [[[round(float(p), 4) for p in cell] for cell in row] for row in lens.top_p],
+    }
+
+
+def _unanswered(attribute: bool, against: str) -> dict[str, Any]:
+    """The --json object of a line with no output pieces, blank or failed (the caller adds a failed
+    one's "error"): what `_json` or `_attribution_json` gives a sentence pair of no pieces, every
+    key there and every list empty. An empty line there broke a JSON-lines reader; an object of its
+    own keys ({"line": N, "error": ...}) would make a reader tell the two kinds apart before
+    reading any, and a line's number is already its place in the output, as for every other line."""
+    none = np.zeros((0, 0, 0, 0))  # no positions: every list below is empty
+    if attribute:
+        return _attribution_json(LogitAttribution([], [], [], against, [], *[none] * 8))
+    return _json(Lens([], [], [], none, none, none))
 
 
 # -- --attribute ---------------------------------------------------------------------------------------------
@@ -187,21 +208,18 @@ def _writers(attribution: LogitAttribution) -> str:
     )
 
 
-def _attribution_json(attribution: LogitAttribution) -> str:
+def _attribution_json(attribution: LogitAttribution) -> dict[str, Any]:
     def rounded(a: object) -> object:
         return [rounded(x) for x in a] if isinstance(a, list) else round(float(a), 4)
 
-    return json.dumps(
-        {
-            "tokens": attribution.produced,
-            "against": attribution.contrast if attribution.against != "mean" else "mean",
-            "logit": rounded(attribution.logit.tolist()),
-            **{
-                name: rounded(getattr(attribution, name).tolist())
-                for name in ("self_heads", "cross_heads", "ffn", "embedding", "position", "bias")
-            },
-            "source": attribution.source,
-            "source_shares": rounded(attribution.cross_source.sum((0, 1)).tolist()),
+    return {
+        "tokens": attribution.produced,
+        "against": attribution.contrast if attribution.against != "mean" else "mean",
+        "logit": rounded(attribution.logit.tolist()),
+        **{
+            name: rounded(getattr(attribution, name).tolist())
+            for name in ("self_heads", "cross_heads", "ffn", "embedding", "position", "bias")
         },
-        ensure_ascii=False,
-    )
+        "source": attribution.source,
+        "source_shares": rounded(attribution.cross_source.sum((0, 1)).tolist()),
+    }
