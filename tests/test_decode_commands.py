@@ -378,6 +378,25 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     )
 
 
+def test_src_is_refused_where_nothing_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evaluate --hyp H --ref R --src S` read S, counted its lines (and refused a count that
+    differed) and scored H without it; only a parse's linearised references take their words from
+    --src, and --task align reads none (its pairs are --input)."""
+    ref, src = write(tmp_path / "ref.de", REFERENCES), write(tmp_path / "s.en", SOURCES)
+    score = ["evaluate", "--ref", str(ref), "--hyp", str(ref)]
+    said = (
+        "--src is read with --hyp only to score parses (the words of linearised trees); "
+        "translate outputs are scored against --ref alone: drop --src"
+    )
+    assert refused(capsys, [*score, "--src", str(src)]) == said
+    assert refused(capsys, [*score, "--src", str(write(tmp_path / "one.en", SOURCES[:1]))]) == said  # not "1 lines"
+    assert refused(capsys, [*score, "--src", str(src), "--checkpoint", str(bundled(TRANSLATOR))]) == said
+    gold = write(tmp_path / "gold", ["0-0", "0-0"])
+    align = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(gold), "--src", str(src)]
+    assert refused(capsys, align) == "--src is a decoding option, and --task align decodes nothing (teacher-forced)"
+    assert main(score) == 0  # without it, scored as before
+
+
 def test_align_refuses_a_layer_or_head_its_method_does_not_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

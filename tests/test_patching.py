@@ -156,6 +156,37 @@ def test_refusals_are_one_line(model: Model) -> None:
         corpus_patching(model, [CLEAN], [CLEAN])
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--limit", "3"], "--limit reads only the first N lines of files of pairs: give it with --files"),
+        (["--files", "--limit", "0"], "--limit takes N ≥ 1 lines of the --files, got 0"),
+        (["--sender", "cross:1:1"], "--sender names the head whose paths to split: give it with --paths"),
+        (
+            ["--paths", "--files", "--sender", "cross:1:1"],
+            "--sender splits the paths of one pair: give one --clean and --corrupted, not --files",
+        ),
+        (
+            ["--threshold", "0.1"],
+            "--threshold is the smallest share a path of --circuit keeps: give it with --circuit N",
+        ),
+        (
+            ["--paths", "--threshold", "0"],
+            "--threshold is the smallest share a path of --circuit keeps: give it with --circuit N",
+        ),
+    ],
+)
+def test_the_command_names_what_an_option_lacks(given: list[str], said: str, capsys: pytest.CaptureFixture) -> None:
+    """`--limit 3` without --files said "--limit takes N ≥ 1 lines ..., got 3"; `--sender` without
+    --paths said "not --files" where no --files was given; a --threshold without --circuit was
+    ignored (status 0). Each is one line naming what is wrong, status 2, before the model loads."""
+    from attnlab.cli import main
+
+    argv = ["heads", "patch", "--checkpoint", str(CHECKPOINT), "--clean", CLEAN, "--corrupted", CORRUPTED, *given]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"attnlab heads: error: {said}\n"
+
+
 def test_the_command_prints_the_grids_and_json(tmp_path: Path) -> None:
     """`attnlab heads patch` end to end: the grids and the heads by share, JSON with --json, files
     of pairs with --files, and files of unequal length refused in one line."""

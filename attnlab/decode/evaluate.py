@@ -112,7 +112,7 @@ def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
 
 def cli(argv: list[str]) -> int:
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", help="source sentences, one per line (- for stdin)")
+    parser.add_argument("--src", help="source lines to decode (- for stdin); with --hyp read by --task parse only")
     parser.add_argument("--ref", help="references (translations, or one tree per line for parsing; - for stdin)")
     parser.add_argument("--hyp", help="score these outputs instead of decoding (for align: Pharaoh links; - for stdin)")
     parser.add_argument(
@@ -167,18 +167,23 @@ def cli(argv: list[str]) -> int:
     refs = read_input(args.ref)
     if all(is_blank(line) for line in refs):  # blank ones scored BLEU 0.00 against ref_len 0, exit 0
         raise AttnlabError(f"{args.ref}: no lines to score" + (" (every line is empty)" if refs else ""))
-    sources = read_input(args.src) if args.src else None
     outputs = read_input(args.hyp) if args.hyp else None
-    for name, lines in ((args.src, sources), (args.hyp, outputs)):
-        if lines is not None and len(lines) != len(refs):
-            raise AttnlabError(f"{name} has {len(lines)} lines but {args.ref} has {len(refs)}")
     tgt_lang = None
     if outputs is not None:
         task = args.task or "translate"
         if args.checkpoint:  # not decoded, but it names the target language and the task
             named = load(args.checkpoint)  # found as decoding finds it: a run's newest, a Marian directory
             task, tgt_lang = args.task or named.task, named.meta.get("data", {}).get("tgt_lang")
-    else:
+        if args.src and task != "parse":  # it was read, its lines counted, and the outputs scored without it
+            raise AttnlabError(
+                "--src is read with --hyp only to score parses (the words of linearised trees); "
+                f"{task} outputs are scored against --ref alone: drop --src"
+            )
+    sources = read_input(args.src) if args.src else None
+    for name, lines in ((args.src, sources), (args.hyp, outputs)):
+        if lines is not None and len(lines) != len(refs):
+            raise AttnlabError(f"{name} has {len(lines)} lines but {args.ref} has {len(refs)}")
+    if outputs is None:
         if not (args.checkpoint and sources is not None):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
         blank = next((i for i, line in enumerate(sources) if is_blank(line)), None)
@@ -332,16 +337,16 @@ ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save
 
 def _refuse_unused(args: argparse.Namespace) -> None:
     """Options nothing would read: decoding options where nothing is decoded (`--hyp out.de --beam 8
-    --dtype bf16` scored the given outputs and ignored both, as if they had been decoded so;
-    alignment reads teacher-forced), alignment options outside `--task align`, and `--save-best`
-    without `--all-heads`."""
+    --dtype bf16` scored the outputs and ignored both; alignment reads teacher-forced, its pairs from
+    --input, not --src), alignment options outside `--task align`, and `--save-best` without
+    `--all-heads`. --src with --hyp is refused once the task is known (a parse reads trees' words there)."""
     aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
     if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
         raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
     if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
         raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
     given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
-    given += ["--truncate"] * args.truncate
+    given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
     if args.task == "align":
         given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
         if given:

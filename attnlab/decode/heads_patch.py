@@ -85,7 +85,7 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         help="the N heads that move most and their paths (to the output, or through a later head or "
         "feed-forward layer) of at least --threshold of the difference",
     )
-    run.add_argument("--threshold", type=float, default=0.05, help="with --circuit: the smallest share a path keeps")
+    run.add_argument("--threshold", type=float, help="with --circuit: the smallest share a path keeps (default 0.05)")
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
     run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")
@@ -93,14 +93,20 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
 
 def patch_command(args: argparse.Namespace) -> int:
     """`attnlab heads patch`: heads or the residual stream, of one pair or over files of pairs."""
-    if args.limit is not None and (args.limit < 1 or not args.files):
+    # each refusal names what is wrong with what was given: `--limit 3` alone said "got 3", and
+    # `--sender` without --paths said "not --files"; a --threshold without --circuit was ignored
+    if args.limit is not None and not args.files:
+        raise ConfigError("--limit reads only the first N lines of files of pairs: give it with --files")
+    if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit takes N ≥ 1 lines of the --files, got {args.limit}")
     if args.positions is not None and args.files:
         raise AttnlabError("--positions picks pieces of one output: give one --clean and --corrupted, not --files")
-    if args.sender is not None and (not args.paths or args.files):
-        raise AttnlabError(
-            "--sender names the head whose paths to split: give it with --paths on one pair, not --files"
-        )
+    if args.sender is not None and not args.paths:
+        raise AttnlabError("--sender names the head whose paths to split: give it with --paths")
+    if args.sender is not None and args.files:
+        raise AttnlabError("--sender splits the paths of one pair: give one --clean and --corrupted, not --files")
+    if args.threshold is not None and args.circuit is None:
+        raise AttnlabError("--threshold is the smallest share a path of --circuit keeps: give it with --circuit N")
     if sum(map(bool, (args.paths, args.residual, args.circuit is not None))) > 1:
         raise AttnlabError("--paths, --residual and --circuit each patch something else: give one of them")
     if args.circuit is not None and args.files:
@@ -122,9 +128,8 @@ def patch_command(args: argparse.Namespace) -> int:
     }
     if args.circuit is not None:
         one = {"positions": args.positions, "direction": args.direction, "truncate": args.truncate}
-        circuit = patch_circuit(
-            model, args.clean, args.corrupted, args.target, senders=args.circuit, threshold=args.threshold, **one
-        )
+        one |= {} if args.threshold is None else {"threshold": args.threshold}  # (else patch_circuit's default)
+        circuit = patch_circuit(model, args.clean, args.corrupted, args.target, senders=args.circuit, **one)
         pairs, left = 1, {}
         result = circuit.total
         answer = about | {
