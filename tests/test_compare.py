@@ -371,6 +371,13 @@ def test_rollouts_compare_a_restricted_model_with_a_global_one() -> None:
     far = np.abs(np.subtract.outer(np.arange(image.shape[0]), np.arange(image.shape[1]))) > 3
     assert (attnlab.rollout(second, "encoder")[0][far] == 0).all() and (image[far] > 0).any()
     assert figures[2].title.text == "global − r3 · attention rollout up to layer 0"
+    # both rollouts on one colour scale (0-0.6 and 0-0.7 side by side), the difference named as they are
+    tops = [f.select_one({"name": "cells"}).glyph.color_mapper.high for f in figures[:2]]
+    assert tops[0] == tops[1] == max(attnlab.rollout(t, "encoder")[0].max() for t in (first, second))
+    assert (figures[2].xaxis[0].axis_label, figures[2].yaxis[0].axis_label) == (
+        figures[0].xaxis[0].axis_label,
+        figures[0].yaxis[0].axis_label,
+    )
 
 
 def test_rollouts_of_models_of_different_sizes_say_what_is_missing(tmp_path: Path) -> None:

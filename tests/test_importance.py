@@ -441,6 +441,12 @@ def test_the_compare_tab_weighs_both_models_heads_when_asked(lab: dict[str, Path
     c = shown.compare.comparison
     expected = trace_importance(shown.compare.second_model, c.second_on_first.trace).gradient.ravel()
     np.testing.assert_allclose(second.select_one({"name": "cells"}).data_source.data["value"], expected)
+    tops = [f.select_one({"name": "cells"}).glyph.fill_color.transform.high for f in (first, second)]
+    assert (
+        tops[0]
+        == tops[1]
+        == pytest.approx(max(expected.max(), trace_importance(shown.store.model, c.first.trace).gradient.max()))
+    )
     shown.tabs.active = 4  # pick a head to switch off, and compare this model without it
     shown.ablation.add_head("cross", 1, 2)
     shown.tabs.active = 5
@@ -465,5 +471,8 @@ def test_compare_models_weighs_both_models_heads(model: Model) -> None:
         np.testing.assert_allclose(data, trace_importance(model, side.trace).gradient.ravel())
     second = np.asarray(shown.figures["importance_second"].select_one({"name": "cells"}).data_source.data["value"])
     assert (second.reshape(3, 3, 4)[2, 2, [1, 2]] == 0).all() and not shown.errors.message
+    figures = [shown.figures[f"importance_{role}"] for role in ("first", "second")]
+    tops = [f.select_one({"name": "cells"}).glyph.fill_color.transform.high for f in figures]
+    assert tops[0] == tops[1]  # one colour scale for both models
     shown.show_importances.value = False
     assert shown.figures["importance_first"] is None

@@ -32,7 +32,7 @@ from attnlab.app.notebook import (
     reporting,
 )
 from attnlab.app.patching_text import compared_residual
-from attnlab.app.words import compared_lens_title, figure_words
+from attnlab.app.words import compared_lens_title, figure_words, shared_high
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
 from attnlab.record.importance import trace_importance
@@ -173,9 +173,14 @@ class Compare(w.VBox):
             title = compared_lens_title(name, self.names[0], lang)
             return viz.lens_figure(logit_lens(model, trace), title=title, words=words)
 
+        weighed: dict[str, Any] = {}  # both models' importance, weighed before either is drawn
+
         def importance(model: Any, trace: Any, name: str) -> Any:
+            if not weighed:
+                both = [(m, getattr(c, side).trace) for m, side in sides]
+                weighed.update(zip(self.names, (trace_importance(*side) for side in both), strict=True))
             title = i18n.text("compare.importance_title", lang, name=name)
-            return viz.importance_figure(trace_importance(model, trace), title=title, words=words)
+            return viz.importance_figure(weighed[name], title=title, words=words, high=shared_high(weighed.values()))
 
         def patching(model: Any, trace: Any, name: str) -> Any:
             return compared_residual(model, trace, self.changed.value.strip(), self.how, name, lang, words)

@@ -7,9 +7,10 @@ that one mapping to every view they draw.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from types import MappingProxyType
+from typing import Any
 
 from attnlab.app.i18n import DEFAULT, LANGUAGES, text
 
@@ -187,3 +188,9 @@ def compared_lens_title(name: str, first: str, lang: str) -> str:
     if name == first:
         return text("compare.lens_title", lang, name=name)
     return text("compare.lens_title_second", lang, name=name, first=first)
+
+
+def shared_high(importances: Iterable[Any]) -> float:
+    """The top of one colour scale for several models' head importance grids drawn side by side
+    (each on its own scale, the same blue read 0.39 in one and 1.27 in the other)."""
+    return max(max(float(abs(i.gradient).max()) for i in importances), 1e-9)

@@ -19,7 +19,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.rollout import rollout
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.colors import DIFF_PALETTE
+from attnlab.viz.colors import DIFF_PALETTE, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, off_note
 from attnlab.viz.options import check_options
@@ -142,20 +142,27 @@ def compare_rollouts(
     words: Mapping[str, str] | None = None,
 ) -> list[Any]:
     """[A's rollout, B's rollout, A − B] of `kind` up to `layer` (`attnlab.rollout`): where a
-    restricted model's receptive field grows with depth beside a global one's, say. Notes where a
-    model lacks the layer or the two read or wrote different pieces, as `compare_figures` has."""
+    restricted model's receptive field grows with depth beside a global one's, say; both rollouts on
+    one colour scale (each on its own, the same colour read 0.6 in one and 0.7 in the other). Notes
+    where a model lacks the layer or the two read or wrote different pieces, as `compare_figures` has."""
     _check(first, second, names, budget)
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": ""}
     figures: list[Any] = []
     held = [_has_layer(trace, kind, layer) for trace in (first, second)]
+    flows = [
+        rollout(t, kind)[t.layers[kind].index(t.layer_index(kind, layer))]
+        for t, has in zip((first, second), held, strict=True)
+        if has
+    ]
+    top = max(color_scale(flow, None) for flow in flows) if flows else None  # one colour scale for both models
     for trace, name, role, has in zip((first, second), names, ("first", "second"), held, strict=True):
         if has:
             title = said["compare.rollout_title"].format(
                 name=name, **{**fields, "layer": trace.layer_index(kind, layer)}
             )
             figures.append(rollout_figure(
-                trace, kind, layer, budget=budget, title=title, name=f"compare-rollout-{role}", words=said
+                trace, kind, layer, budget=budget, title=title, name=f"compare-rollout-{role}", words=said, vmax=top
             ))  # fmt: skip
         else:
             layers = len(trace.layers.get(kind, []))
@@ -165,11 +172,12 @@ def compare_rollouts(
     elif first.labels(kind) != second.labels(kind):
         figures.append(_note(said["compare.pieces"].format(**fields), "diff"))
     else:
-        a, b = (rollout(t, kind)[t.layers[kind].index(t.layer_index(kind, layer))] for t in (first, second))
+        a, b = flows
         q_labels, k_labels = first.labels(kind)
         figures.append(matrix_figure(
             a - b, q_labels, k_labels, allowed=first.mask(kind) if kind == "decoder" else None, vmin=-1.0, vmax=1.0,
-            palette=DIFF_PALETTE, budget=budget, value_name=said["timeline.diff_value"], name="compare-rollout-diff",
+            palette=DIFF_PALETTE, budget=budget, value_name=f"Δ {said['rollout.share']}", name="compare-rollout-diff",
+            axis_labels=(said["rollout.input"], said["head.query"]),  # as the two rollouts' ("key", "weight": a head's)
             title=said["compare.rollout_diff"].format(first=names[0], second=names[1], layer=first.layer_index(kind, layer)),
             words=said,
         ))  # fmt: skip

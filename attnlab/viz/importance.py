@@ -17,7 +17,7 @@ from bokeh.plotting import figure
 from attnlab.errors import AttnlabError
 from attnlab.viz.cells import decimals, head_grid
 from attnlab.viz.cells import head_pick as importance_pick  # its name since it was importance's alone
-from attnlab.viz.colors import PALETTE
+from attnlab.viz.colors import PALETTE, color_scale
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import check_on_select
 from attnlab.viz.words import say
@@ -38,11 +38,13 @@ def importance_figure(
     name: str = "head-importance",
     on_select: Callable[[str, int, int], None] | None = None,
     words: Mapping[str, str] | None = None,
+    high: float | None = None,
 ) -> figure:
     """Every head's importance by `measure` ("gradient": |∂ log P / ∂ gate|; "ablation": the
     log-probability lost with the head off, which `exact=True` measured). `title` None is its own;
     `on_select(kind, layer, head)` is called when a cell is tapped (in a Bokeh server or Panel
-    session); `words` replaces any of `viz.words.WORDS` ("importance.*", "kind.*")."""
+    session); `words` replaces any of `viz.words.WORDS` ("importance.*", "kind.*"); `high` tops the
+    colour scale (None: the largest |score|), so that two models' grids side by side share one."""
     check_options(title=title)
     check_on_select(on_select, "(kind, layer, head)")
     if not (hasattr(importance, "scores") and isinstance(getattr(importance, "gradient", None), np.ndarray)):
@@ -52,9 +54,9 @@ def importance_figure(
     scores = importance.scores(measure)
     said = say(words)
     values = scores.ravel()
-    top = max(float(np.abs(values).max()), 1e-12)
+    top = color_scale(np.abs(values), high)
     low = min(0.0, float(values.min()))  # the exact measure can be negative: a head that hurt this output
-    digits = decimals(float(np.abs(values).max()))
+    digits = decimals(top)
     return head_grid(
         scores,
         [f"{v:.{digits}f}" for v in values],

@@ -29,19 +29,21 @@ def rollout_figure(
     name: str | None = None,
     words: Mapping[str, str] | None = None,
     fit: bool = False,
+    vmax: float | None = None,
 ) -> figure:
     """The rollout of `kind` up to `layer` (negative: from the top): rows are that layer's query
     positions, columns the input tokens (the source for "encoder" and "cross", the decoder's input
     for "decoder"); the causal mask's forbidden cells hatched. `title` (None: its own) and `name`
     (None: "rollout-KIND") as the Compare view sets them; `words` replaces any of `viz.words.WORDS`
-    ("rollout.*", the hover's "head.*"); with `fit` it narrows with the window (`matrix_figure`)."""
+    ("rollout.*", the hover's "head.*"); with `fit` it narrows with the window (`matrix_figure`);
+    `vmax` tops the colour scale (None: the largest share), so that two rollouts side by side share one."""
     said = say(words)
     q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
     index = trace.layer_index(kind, layer)
     flow = rollout(trace, kind, residual)[index]
     allowed = trace.mask(kind) if kind == "decoder" else None  # rolled-up self-attention keeps the causal band
     return matrix_figure(  # matrix_figure sets the fonts
-        flow, q_labels, k_labels, allowed=allowed, vmax=color_scale(flow, None),
+        flow, q_labels, k_labels, allowed=allowed, vmax=color_scale(flow, vmax),
         title=title or said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index), budget=budget,
         value_name=said["rollout.share"], name=name or f"rollout-{kind}",
         axis_labels=(said["rollout.input"], said["head.query"]), words=said, fit=fit,
