@@ -498,6 +498,11 @@ def test_tree_figure_draws_every_word_and_label() -> None:
     text = [r for r in chain.renderers if r.glyph.__class__.__name__ == "Text"][0].data_source.data["text"]
     assert sorted(text) == sorted(["S ×40", "NP", "XX", "XX", "VP", "XX", "The", "dog", "barks"])
     assert chain.height < 70 + 44 * 6  # four levels and the words' row, not 44
+    words = [f"w{i}" for i in range(55)]  # a long sentence: 21 words at once, 64 px apart, dragged sideways
+    long = viz.tree_figure("(S " + " ".join(f"(XX {w})" for w in words) + ")")  # (squeezed into 1,400 px, unreadable)
+    assert (long.x_range.start, long.x_range.end, long.x_range.bounds) == (-0.8, 20.8, (-0.8, 54.8))
+    assert long.width == 21 * 64 and long.title.text == "parse tree: drag sideways to see all 55 words"
+    assert fig.title.text == "parse tree" and fig.x_range.end == 3.8 and fig.width == 320
     with pytest.raises(AttnlabError, match="not a bracketed tree"):
         viz.tree_figure("no brackets here")
     with pytest.raises(AttnlabError):

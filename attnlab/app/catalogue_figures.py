@@ -109,6 +109,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.residual_embeddings": {"en": "embeddings", "es": "incrustaciones", "zh": "词嵌入"},
     "figure.residual_source": {"en": "source", "es": "entrada", "zh": "原文"},
     "figure.tree": {"en": "parse tree", "es": "árbol sintáctico", "zh": "句法树"},
+    "figure.tree_drag": {"en": "{title}: drag sideways to see all {n} words", "es": "{title}: arrastre de lado para ver las {n} palabras", "zh": "{title}：左右拖动可查看全部 {n} 个词"},
     "figure.model": {"en": "model", "es": "modelo", "zh": "模型"},
     "figure.weights": {"en": "weights {sha}", "es": "pesos {sha}", "zh": "权重 {sha}"},
 }

@@ -159,6 +159,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "residual.not_patched": text("figure.patching_not_patched", lang),
             # a parse, the export, two models
             "tree.title": text("figure.tree", lang),
+            "tree.drag": text("figure.tree_drag", lang),
             "export.input": text("widgets.input", lang),
             "export.output": text("widgets.output", lang),
             "export.model": text("figure.model", lang),

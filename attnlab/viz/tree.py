@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 from bokeh.models import (
     ColumnDataSource,
     Range1d,
@@ -20,16 +19,22 @@ from attnlab.viz.labels import short_label
 from attnlab.viz.options import check_options
 from attnlab.viz.words import say
 
+LEAF_PX = 64  # pixels a word: closer, a long sentence's words and its preterminals ran together
+SHOWN = 21  # words at once (1,344 px); a longer sentence is dragged sideways
+
 
 def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | None = None) -> figure:
     """A bracketed tree drawn top-down: words at the bottom, constituents above the words they span.
     A chain of one label over itself is one node, "S ×43": an undertrained parser (a training
     timeline's early steps) nests dozens, and drawn level by level they ran off the page.
-    The title is `title`, else `words`' "tree.title" ("parse tree")."""
+    At most `SHOWN` words at once, `LEAF_PX` apart: a longer sentence is dragged sideways (55 words
+    squeezed into 1,400 px read "Tycwomaintlbrigrec"). The title is `title`, else `words`'
+    "tree.title" ("parse tree"), saying so when it is dragged ("tree.drag")."""
     if not isinstance(text, str):
         raise AttnlabError(f"a tree is drawn from its bracketed text, got {type(text).__name__}")
     check_options(title=title)
-    title = say(words)["tree.title"] if title is None else title
+    said = say(words)
+    title = said["tree.title"] if title is None else title
     try:
         trees = parse(text)
     except AttnlabError:
@@ -62,10 +67,12 @@ def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | 
     leaves = len(words)
     depth = max(d for _, d, _ in nodes) + 1  # the word row
     edges = [(x0, d0, x1, depth if d1 < 0 else d1) for x0, d0, x1, d1 in edges]
-    width = int(np.clip(leaves * 64, 320, 1400))
+    shown = min(max(leaves, 1), SHOWN)
     fig = figure(
-        width=width, height=70 + 44 * (depth + 1), x_range=Range1d(-0.8, max(leaves, 1) - 0.2), y_range=Range1d(depth + 0.6, -0.6),
-        tools="pan,wheel_zoom,reset,save", toolbar_location="right", title=title, name="tree",
+        width=max(320, shown * LEAF_PX), height=70 + 44 * (depth + 1), y_range=Range1d(depth + 0.6, -0.6),
+        x_range=Range1d(-0.8, shown - 0.2, bounds=(-0.8, max(leaves, 1) - 0.2)), tools="xpan,wheel_zoom,reset,save",
+        active_drag="xpan", toolbar_location="right", name="tree",
+        title=title if leaves <= SHOWN else said["tree.drag"].format(title=title, n=leaves),
     )  # fmt: skip
     fig.segment(
         x0=[e[0] for e in edges],

@@ -157,6 +157,7 @@ WORDS: dict[str, str] = {
     "residual.not_patched": "not patched: the two sources have a different number of pieces, so encoder positions do not line up",
     # a parse (tree.py), the export (export.py)
     "tree.title": "parse tree",
+    "tree.drag": "{title}: drag sideways to see all {n} words",
     "export.input": "input",
     "export.output": "output",
     "export.model": "model",
