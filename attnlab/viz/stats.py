@@ -83,6 +83,7 @@ def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str,
         autosize_mode="none",
         height=height,
         sortable=True,
+        reorderable=False,  # (dragging columns needs jquery-ui, which BokehJS warned of on every page)
         index_position=None,
         selectable=True,
         name="stats-table",
