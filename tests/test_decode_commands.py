@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from attnlab.decode.alignment import align_lines, reading
 from attnlab.decode.api import DEFAULTS, load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import read_profile
-from attnlab.errors import ArgumentParser
+from attnlab.errors import ArgumentParser, CheckpointError
 from attnlab.model.checkpoint import read_config, verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +170,7 @@ def test_out_that_is_an_input_is_refused_before_anything_runs(
     assert src.read_text() == "".join(s + "\n" for s in SOURCES) and ref.read_text().startswith("Ein Hund")
     assert pairs.read_text().startswith("A dog runs")
     new = [*evaluate, "--out", str(tmp_path / "out.de")]  # a new file: on to the (missing) checkpoint
-    assert refused(capsys, new) == f"{none}: not a directory"
+    assert refused(capsys, new) == f"{none}: does not exist"
 
 
 def test_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -462,3 +463,57 @@ def test_a_line_that_failed_makes_the_exit_status_1(tmp_path: Path, capsys: pyte
     assert capsys.readouterr().out.split("\n")[1:] == ["", ""]
     pairs = write(tmp_path / "pairs", [f"{SOURCES[0]} ||| {REFERENCES[0]}"])
     assert main(["align", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(pairs)]) == 0
+
+
+def test_a_line_of_invalid_utf8_is_answered_empty_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One bad byte refused the whole input: "stdin: invalid UTF-8 (invalid start byte at byte 14)"
+    (which line?), and with --input Python's "'utf-8' codec can't decode byte 0xff in position 14".
+    `translate`, `parse` and `align` answer that line alone with an empty line, named as `data
+    prepare` names it, exit 1; the commands that read a file whole refuse it naming file and line,
+    the same words for stdin and for a file."""
+    import io
+
+    def stdin(data: bytes) -> None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+    said = "line 2: invalid UTF-8 (invalid start byte at byte 2); writing an empty line"
+    data = f"{SOURCES[0]}\nA \xff\xfe cat sleeps.\n{SOURCES[1]}\n".encode("latin-1")
+    source = tmp_path / "in.en"
+    source.write_bytes(data)
+    for task, checkpoint in (("translate", TRANSLATOR), ("parse", PARSER)):
+        for where in ([], ["--input", str(source)]):
+            stdin(data)
+            assert main([task, "--checkpoint", str(bundled(checkpoint)), "--beam", "1", *where]) == 1
+            captured = capsys.readouterr()
+            assert [bool(line) for line in captured.out.split("\n")] == [True, False, True, False], captured.out
+            assert f"attnlab {task}: {said}" in captured.err and "2 of 3 lines" in captured.err
+    pairs = tmp_path / "pairs"
+    pairs.write_bytes(f"{SOURCES[0]} ||| {REFERENCES[0]}\nA \xff ||| B\nA dog ||| Ein Hund\n".encode("latin-1"))
+    assert main(["align", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(pairs)]) == 1
+    captured = capsys.readouterr()
+    assert [bool(line) for line in captured.out.split("\n")] == [True, False, True, False], captured.out
+    assert f"attnlab align: {said}" in captured.err
+    hyp = write(tmp_path / "hyp", ["Ein Hund .", "Ein Hund .", "Ein Hund ."])
+    stdin(data)
+    assert refused(capsys, ["evaluate", "--hyp", str(hyp), "--ref", "-"]) == (
+        "stdin:2: invalid UTF-8 (invalid start byte at byte 2)"
+    )
+    assert refused(capsys, ["evaluate", "--hyp", str(hyp), "--ref", str(source)]) == (
+        f"{source}:2: invalid UTF-8 (invalid start byte at byte 2)"
+    )
+
+
+def test_a_checkpoint_that_does_not_exist_is_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """translate, export and `attnlab.load` said "not a directory" of a path that does not exist
+    (and `attnlab explore` "no such directory"): a file is not a directory, a typo does not exist."""
+    (tmp_path / "a-file").write_text("x")
+    for name, said in (("missing", "does not exist"), ("a-file", "not a directory")):
+        path = tmp_path / name
+        for argv in (["translate", "--checkpoint", str(path)], ["export", "ctranslate2", str(path)]):
+            assert refused(capsys, [*argv, "--out", str(tmp_path / "out")] if argv[0] == "export" else argv) == (
+                f"{path}: {said}"
+            )
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: {said}$"):
+            load(path)

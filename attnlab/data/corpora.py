@@ -125,15 +125,45 @@ def read_whole(handle: IO[bytes], name: str) -> bytes:
     return data
 
 
-def read_text(path: str | os.PathLike[str]) -> list[str]:
-    """The lines of a UTF-8 text file (`text_lines`); an unreadable file is one line naming it."""
+def read_text(path: str | os.PathLike[str], keep_invalid: bool = False) -> list[str]:
+    """The lines of a UTF-8 text file (`decode_lines`); an unreadable file is one line naming it."""
     try:  # bytes first: text mode would turn a lone "\r" into a line end of its own
         with open(path, "rb") as handle:
-            return text_lines(read_whole(handle, str(path)).decode("utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        if isinstance(error, UnicodeDecodeError) and error.object[:2] in UTF16_MARKS:
-            raise DataError(f"{path}: {UTF16_SAID}") from None
+            data = read_whole(handle, str(path))
+    except OSError as error:
         raise DataError(f"cannot read {path}: {error}") from None
+    return decode_lines(data, str(path), keep_invalid)
+
+
+def decode_lines(data: bytes, name: str, keep_invalid: bool = False) -> list[str]:
+    """`data` (the bytes of the file or stream `name`) cut into lines by `text_lines`. A line that
+    is not UTF-8 is refused as `read_lines` refuses it, NAME:LINE and why; with `keep_invalid` it
+    is kept, its bad bytes as lone surrogates (surrogateescape) that `invalid_lines` names, so that
+    a command that answers line by line can fail that line alone. Decoding the whole text strictly
+    said only a byte offset in it ("invalid start byte at byte 14"), never which line."""
+    if data[:2] in UTF16_MARKS:  # (no UTF-8 text begins so)
+        raise DataError(f"{name}: {UTF16_SAID}")
+    lines = text_lines(data.decode("utf-8", "surrogateescape"))
+    if not keep_invalid and (invalid := invalid_lines(lines)):
+        number, said = next(iter(invalid.items()))
+        raise DataError(f"{name}:{number}: {said}")
+    return lines
+
+
+def invalid_lines(lines: list[str]) -> dict[int, str]:
+    """{line number, from 1: what is wrong} of the lines `decode_lines` kept that are not UTF-8."""
+    found = {}
+    for number, line in enumerate(lines, 1):
+        try:
+            line.encode("utf-8", "surrogateescape").decode("utf-8")
+        except UnicodeDecodeError as error:
+            found[number] = utf8_said(error)
+    return found
+
+
+def utf8_said(error: UnicodeDecodeError) -> str:
+    """A line's invalid UTF-8 in the words every reader of text uses: what is wrong, and where in the line."""
+    return f"invalid UTF-8 ({error.reason} at byte {error.start})"
 
 
 def read_lines(path: Path) -> Iterator[str]:
@@ -146,7 +176,7 @@ def read_lines(path: Path) -> Iterator[str]:
             except UnicodeDecodeError as error:
                 if number == 1 and raw[:2] in UTF16_MARKS:
                     raise DataError(f"{path}: {UTF16_SAID}") from None
-                raise DataError(f"{path}:{number}: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+                raise DataError(f"{path}:{number}: {utf8_said(error)}") from None
             yield line.removeprefix("\ufeff") if number == 1 else line
 
 

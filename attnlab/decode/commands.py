@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from attnlab.data.corpora import invalid_lines
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
-from attnlab.decode.pharaoh import format_pharaoh
+from attnlab.decode.pharaoh import Links, format_pharaoh
 from attnlab.decode.streams import check_out, model_directory, one_stdin, read_input, write_out, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
@@ -141,9 +142,13 @@ def _decode_cli(argv: list[str], task: str) -> int:
     if task == "translate" and model.task == "parse":  # refused rather than guessed: the command names the task
         raise AttnlabError(f"{args.checkpoint} is a parse model: use attnlab parse")
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b)
-    lines = read_input(args.input)
+    lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
-    good = [i for i, line in enumerate(lines) if not is_blank(line)]  # (a blank batch line fails them all)
+    invalid = invalid_lines(lines)
+    for number, said in invalid.items():
+        print(f"attnlab {task}: line {number}: {said}; writing an empty line", file=sys.stderr)
+    # (a blank line fails the whole batch; a line that is not UTF-8 is answered empty, as said above)
+    good = [i for i, line in enumerate(lines) if i + 1 not in invalid and not is_blank(line)]
     outputs = [""] * len(lines)
     failed = 0
     if good:
@@ -163,7 +168,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
             print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
     write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or invalid else 0
 
 
 def cli_translate(argv: list[str]) -> int:
@@ -303,10 +308,16 @@ def cli_align(argv: list[str]) -> int:
     if method is None and (args.layer is not None or args.head is not None):
         method = "head" if args.head is not None else "layer"
     chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
-    lines = read_input(args.input)
+    lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     links, threshold = link_rule(args)
-    (found,), failed = align_lines(model, lines, [chosen], args.reverse_input, links, threshold)
+    invalid = invalid_lines(lines)
+    kept = [i for i in range(len(lines)) if i + 1 not in invalid]
+    (aligned,), unaligned = align_lines(model, [lines[i] for i in kept], [chosen], args.reverse_input, links, threshold)
+    found: list[Links] = [set() for _ in lines]
+    for i, pairs in zip(kept, aligned, strict=True):
+        found[i] = pairs
+    failed = sorted([*invalid.items(), *((kept[number - 1] + 1, reason) for number, reason in unaligned)])
     for number, reason in failed:
         print(f"attnlab align: line {number}: {reason}; writing an empty line", file=sys.stderr)
     text = "".join(format_pharaoh(links) + "\n" for links in found)

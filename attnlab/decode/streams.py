@@ -10,22 +10,21 @@ import os
 import sys
 from pathlib import Path
 
-from attnlab.data.corpora import read_text, read_whole, text_lines
+from attnlab.data.corpora import decode_lines, read_text, read_whole
 from attnlab.errors import AttnlabError
 
 
-def read_input(source: str | None) -> list[str]:
-    """The lines of a file, or of stdin for "-" or None (`text_lines`: cut at "\\n" only); every
-    command reads its inputs here, so that each takes "-" (`evaluate --src -` and `heads profile
-    --src -` once failed with "cannot read -: No such file")."""
+def read_input(source: str | None, keep_invalid: bool = False) -> list[str]:
+    """The lines of a file, or of stdin for "-" or None (`decode_lines`: cut at "\\n" only, a line
+    that is not UTF-8 refused as FILE:LINE or stdin:LINE, or with `keep_invalid` kept for
+    `invalid_lines` to name); every command reads its inputs here, so that each takes "-"
+    (`evaluate --src -` and `heads profile --src -` once failed with "cannot read -: No such file")."""
     if source not in (None, "-"):
-        return read_text(source)
+        return read_text(source, keep_invalid)
     if sys.stdin is None or sys.stdin.closed:  # None: Python started with it closed (`<&-`); .buffer then raised
         raise AttnlabError("stdin (-) is closed, so there is nothing to read: name an input file instead")
-    try:  # the bytes, decoded strictly: Python's own stdin decoding turns a bad byte into a surrogate
-        return text_lines(read_whole(sys.stdin.buffer, "stdin").decode("utf-8"))  # (`< /dev/zero` grew forever)
-    except UnicodeDecodeError as error:
-        raise AttnlabError(f"stdin: invalid UTF-8 ({error.reason} at byte {error.start})") from None
+    # the bytes: Python's own stdin decoding turns a bad byte into a surrogate (`< /dev/zero` grew forever)
+    return decode_lines(read_whole(sys.stdin.buffer, "stdin"), "stdin", keep_invalid)
 
 
 def one_stdin(inputs: dict[str, str | None]) -> None:
