@@ -241,6 +241,21 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
         assert "must be ≥ 1" in capsys.readouterr().err and not (tmp_path / "bad.parquet").exists()
 
 
+def test_an_out_that_is_not_parquet_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`heads profile --out x.csv` wrote Parquet under a .csv name, exit 0: a spreadsheet then
+    opened it as garbage. The name is refused in one line, before the checkpoint (missing here) is read."""
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    argv = ["heads", "profile", "--checkpoint", str(tmp_path / "no-checkpoint"), "--src", str(tmp_path / "src.en")]
+    for name in ("x.csv", "x", "x.parquet.tmp"):
+        assert main([*argv, "--out", str(tmp_path / name)]) == 2
+        assert capsys.readouterr().err == (
+            f"attnlab heads: error: --out {tmp_path / name}: a profile is a Parquet file; name it NAME.parquet\n"
+        )
+        assert not (tmp_path / name).exists()
+    assert main([*argv, "--out", str(tmp_path / "x.Parquet")]) == 2  # the name taken: the checkpoint is missing
+    assert "no-checkpoint" in capsys.readouterr().err
+
+
 def test_bad_input_is_one_line_before_any_decoding(model, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """An empty reference (line 2) was "the target is empty", naming no line, after decoding line
     1; gold links past a sentence's end went unnoticed; --out naming a directory failed in

@@ -53,7 +53,9 @@ def cli_heads(argv: list[str]) -> int:
         help="the gold's links are target-source (i: a --tgt word, j: a --src word), as `evaluate --task align "
         "--reverse-gold` reads them: e.g. the shared zh-en gold (alignment/zhen_dev.gold) with an en→zh model",
     )
-    run.add_argument("--out", required=True, help="the profile file (.parquet)")
+    run.add_argument(
+        "--out", required=True, help="the profile file to write: NAME.parquet (Parquet, for `heads query`)"
+    )
     add_search_arguments(run, lengths=False)
     run.add_argument("--batch", type=int, default=64, help="sentences decoded together (default 64)")
     run.add_argument("--limit", type=int, help="only the first N sentences")
@@ -110,6 +112,8 @@ def cli_heads(argv: list[str]) -> int:
         raise AttnlabError("--beam and --alpha set the search, and with --tgt the references are read, not searched")
     inputs = {"--src": args.src, "--tgt": args.tgt, "--gold": args.gold}
     out = check_out(args.out, inputs=inputs)  # before minutes of decoding; os.replace onto a directory failed last
+    if out.suffix.lower() != ".parquet":  # `--out x.csv` was Parquet under a .csv name, exit 0
+        raise AttnlabError(f"--out {out}: a profile is a Parquet file; name it NAME.parquet")
     one_stdin(inputs)
     sources = read_input(args.src)[: args.limit]
     if not sources:  # a profile of no sentences was written, exit 0
