@@ -559,7 +559,7 @@ def test_numpy_numbers_are_numbers(checkpoint: Path) -> None:
 def test_a_home_directory_of_no_such_user_is_a_path_that_does_not_exist(tmp_path: Path) -> None:
     """`~name` of an unknown user stays as written, as a shell leaves it: `Path.expanduser` raised
     RuntimeError, so `translate --checkpoint '~nouser/x'` and `AttentionTrace.load` were tracebacks."""
-    with pytest.raises(CheckpointError, match=r"^~no-such-user-attnlab/x: not a directory$"):
+    with pytest.raises(CheckpointError, match=r"^~no-such-user-attnlab/x: does not exist$"):
         attnlab.load("~no-such-user-attnlab/x")
     with pytest.raises(CheckpointError, match=r"^~no-such-user-attnlab/x\.trace: no such trace file$"):
         attnlab.AttentionTrace.load("~no-such-user-attnlab/x.trace")
@@ -572,5 +572,5 @@ def test_a_home_directory_of_no_such_user_is_a_path_that_does_not_exist(tmp_path
         cwd=tmp_path,
     )
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "attnlab translate: error: ~no-such-user-attnlab/x: not a directory"
+        "attnlab translate: error: ~no-such-user-attnlab/x: does not exist"
     ]

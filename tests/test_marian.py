@@ -349,6 +349,23 @@ def test_import_writes_a_checkpoint_with_a_model_card(marian: dict[str, Path], t
     assert main(["import", "marian", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
 
 
+def test_import_of_what_is_no_marian_directory_says_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty directory was "EMPTY/config.json: not readable JSON (FileNotFoundError)", as if the
+    file were there and damaged; a file given as the directory was "no such directory"."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    for name, said in (
+        ("empty", "not a Hugging Face Marian model (no config.json)"),
+        ("missing", "does not exist"),
+        ("a-file", "not a directory"),
+    ):
+        assert main(["import", "marian", str(tmp_path / name), "--out", str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err == f"attnlab import: error: {tmp_path / name}: {said}\n"
+        assert not (tmp_path / "out").exists()
+
+
 def test_every_view_works_on_an_imported_model(marian: dict[str, Path]) -> None:
     model = attnlab.load(marian["separate-untied"])
     result = model.translate(TEXTS[1], record=True)

@@ -24,7 +24,7 @@ import torch
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
-from attnlab.model.checkpoint import open_modes, refuse_existing, save_checkpoint, temporary_sibling
+from attnlab.model.checkpoint import check_directory, open_modes, refuse_existing, save_checkpoint, temporary_sibling
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 
@@ -240,8 +240,7 @@ def cli_import(argv: list[str]) -> int:
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
     parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
     args = parser.parse_args(argv)
-    if not Path(args.directory).is_dir():
-        raise AttnlabError(f"{args.directory}: no such directory")
+    check_directory(Path(args.directory))  # before --out is touched
     path = import_marian(args.directory, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.force)
     print(f"imported {args.directory} into {path} (open it with `attnlab explore --checkpoint {path}`)")
     return 0

@@ -200,11 +200,17 @@ def update_meta(directory: str | os.PathLike, **changes: Any) -> None:
     os.replace(directory / f".{MANIFEST}.tmp", directory / MANIFEST)
 
 
+def check_directory(directory: Path) -> None:
+    """Refuse, in one line, a model path that is no directory: one that does not exist (a typo)
+    is said so, where it was "not a directory" as a file is."""
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: {'not a directory' if directory.exists() else 'does not exist'}")
+
+
 def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
     """The manifest, after checking every file's size (and sha256 when `deep`)."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: not a directory")
+    check_directory(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         hint = (

@@ -109,6 +109,10 @@ def is_marian(directory: str | Path) -> bool:
 
 
 def read_hf_config(directory: Path) -> dict[str, Any]:
+    """config.json of a Marian directory; none there is "not a Marian model", not a damaged file
+    (it was "config.json: not readable JSON (FileNotFoundError)")."""
+    if not (directory / "config.json").is_file():
+        raise CheckpointError(f"{directory}: not a Hugging Face Marian model (no config.json)")
     try:
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
