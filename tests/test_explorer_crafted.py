@@ -299,3 +299,22 @@ def test_a_crafted_change_of_another_property_is_dropped(
         assert download.disabled and download.data is None
     errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
     assert "Callback failed" not in caplog.text and "Traceback" not in caplog.text and errors == []
+
+
+def test_the_step_slider_writes_steps_as_the_titles_do(lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of thousands of steps: the slider said "training step: 1900" beside a title of "step
+    1,900" and a note of "steps 300–3,026"; it writes "1,900" too, and so does its notice."""
+    from attnlab.app.checkpoints import probe_snapshots
+    from attnlab.app.explorer import timeline
+
+    def far(checkpoint: Path, allows: object) -> list[tuple[int, list[Path]]]:  # the run's probes, 100× later
+        return [(step * 100, files) for step, files in probe_snapshots(checkpoint, allows)]
+
+    monkeypatch.setattr(timeline, "probe_snapshots", far)
+    explorer = Explorer({"run": str(lab / "run")}, CheckpointRoots([lab]))
+    explorer.open_listed("run")
+    explorer.tabs.active = 3
+    slider = explorer.timeline.step
+    assert slider.options == {"1,000": 1000, "2,000": 2000, "3,000": 3000} and slider.value == 1000
+    slider._slider._process_events({"value": 7})  # a position a crafted request sends
+    assert explorer.store.notices[-1].endswith("it stays at 1,000.")

@@ -93,7 +93,7 @@ class StepSlider(pn.widgets.DiscreteSlider):
             self._slider,
             self._store,
             lambda sent: whole(sent) and 0 <= sent < len(self.values),
-            lambda: str(self.value),  # (its labels hold the slider's own label and markup)
+            lambda: f"{self.value:,}",  # a step as its label writes it (the labels hold the slider's markup)
             name=self.name,
         )
         _guard(self._slider)

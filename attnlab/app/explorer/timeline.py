@@ -72,7 +72,7 @@ class TimelineTab(pn.viewable.Viewer):
         self.note.object = html.escape(
             text("timeline.snapshots", lang, count=len(steps), first=steps[0], last=steps[-1])
         )
-        self.step.options = steps
+        self.step.options = {f"{step:,}": step for step in steps}  # "1,900", as the titles and the note write it
         self.step.value = steps[0]
         probes = {
             f"{i}: {self._trace(path).meta.get('text', path.stem)[:60]}": i for i, path in enumerate(snapshots[-1][1])
