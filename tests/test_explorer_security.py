@@ -582,3 +582,29 @@ def test_a_message_bokeh_refuses_is_one_line_in_the_log(caplog: pytest.LogCaptur
     line = record.getMessage()
     assert line.startswith("refused a browser's message: ValueError(") and "expected str, got None" in line
     assert len(line) < 300 and "\n" not in line and record.exc_info is None and not caplog.text.count("Traceback")
+
+
+def test_a_page_closed_during_an_update_is_one_line_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A visitor closing a tab while the server writes to it: asyncio logged "Task exception was
+    never retrieved" and Tornado's traceback for each. Through asyncio's own handler."""
+    import asyncio
+
+    from tornado.websocket import WebSocketClosedError
+
+    from attnlab.app.serve import one_line_closed_pages
+
+    one_line_closed_pages()
+    one_line_closed_pages()  # once is enough
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            try:
+                raise WebSocketClosedError()
+            except WebSocketClosedError as error:
+                loop.default_exception_handler({"message": "Task exception was never retrieved", "exception": error})
+            loop.default_exception_handler({"message": "another", "exception": ValueError("kept")})
+    finally:
+        loop.close()
+    closed, other = caplog.records
+    assert closed.getMessage() == "a page was closed while the explorer updated it (WebSocketClosedError)"
+    assert closed.exc_info is None and other.exc_info is not None  # any other error keeps its traceback

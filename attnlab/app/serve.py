@@ -75,6 +75,31 @@ def one_line_refusals() -> None:
         logger.addFilter(_OneLineRefusal())
 
 
+class _ClosedPage(logging.Filter):
+    """asyncio's record of a message the server wrote to a page the browser had closed, as one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tornado.iostream import StreamClosedError
+        from tornado.websocket import WebSocketClosedError
+
+        if record.exc_info and isinstance(record.exc_info[1], WebSocketClosedError | StreamClosedError):
+            record.msg, record.args = (
+                "a page was closed while the explorer updated it (%s)",
+                (record.exc_info[0].__name__,),
+            )
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def one_line_closed_pages() -> None:
+    """Log a page closed while the server was writing to it in one line: a visitor closing a tab
+    during an update is ordinary, and asyncio logged "Task exception was never retrieved" with a
+    traceback of Tornado's for each. Run where `close_component_route` runs."""
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _ClosedPage) for f in logger.filters):
+        logger.addFilter(_ClosedPage())
+
+
 def free_port(address: str) -> int:
     """A TCP port free on `address` now (the kernel's choice for port 0)."""
     try:
