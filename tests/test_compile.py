@@ -118,13 +118,14 @@ def test_compiled_loss_scatters_nothing_and_equals_the_eager_loss() -> None:
     scatters into a fresh zeroed (N, V) float table that Inductor writes and reads again (3.3 GiB
     of an H200's peak memory at base's 25k positions; 1.3x the loss's time on a CPU). Neither
     graph gathers or scatters, and the loss, NLL and gradient are the eager ones."""
+    from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     graphs: list[torch.fx.GraphModule] = []
 
     def keep(graph: torch.fx.GraphModule, _inputs):
         graphs.append(graph)
-        return graph.forward
+        return make_boxed_func(graph.forward)  # (unboxed, AOTAutograd warned of it)
 
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(40, 300, generator=g)

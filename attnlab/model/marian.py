@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,9 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
             raise CheckpointError(f"{safetensors}: not a safetensors file ({type(error).__name__})") from None
     if legacy.is_file():
         try:
-            weights = torch.load(legacy, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch's note that Hugging Face pickled with protocol 4: not the user's
+                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+                weights = torch.load(legacy, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise CheckpointError(f"{legacy}: refused; it is not plain tensors ({first[:160]})") from None
