@@ -385,7 +385,7 @@ def test_the_path_lines_split_the_senders_share_in_each_language(paths: PathPatc
     es, zh = path_lines(paths, "es"), path_lines(paths, "zh")
     assert "FFN del decodificador · capa 1 +0.29, decodificador · capa 2 · cabeza 1 +0.10" in es[1]
     assert es[1].startswith("cruzada · capa 1 · cabeza 1 mueve +0.66")
-    assert "解码器 · 第 1 层前馈层 +0.29, 解码器 · 第 2 层 · 头 1 +0.10" in zh[1] and zh[1].startswith(
+    assert "解码器 · 第 1 层前馈层 +0.29、解码器 · 第 2 层 · 头 1 +0.10" in zh[1] and zh[1].startswith(
         "交叉 · 第 1 层 · 头 1"
     )
     assert len(path_lines(replace(paths, sender=None, receivers=None, ffn=None), "zh")) == 1

@@ -24,6 +24,11 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     return template.format(**values) if values else template
 
 
+def listed(items: list[str], lang: str = DEFAULT) -> str:
+    """`items` as a sentence lists them: "a, b, c"; in Chinese with the enumeration comma, "a、b、c"."""
+    return ("、" if lang == "zh" else ", ").join(items)
+
+
 def checked(lang: str) -> str:
     """`lang` as a caller chose it (the widgets' `lang=`): one we have, exactly ("ES" and "zh-CN"
     are refused too, rather than guessed), else a one-line `ConfigError` naming those we have."""

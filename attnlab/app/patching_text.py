@@ -12,7 +12,7 @@ import numpy as np
 from bokeh.models import LayoutDOM
 
 from attnlab import viz
-from attnlab.app.i18n import kind_name, kind_title, text
+from attnlab.app.i18n import kind_name, kind_title, listed, text
 from attnlab.errors import AttnlabError
 from attnlab.record.circuit import trace_circuit
 from attnlab.record.patching import HeadPatching
@@ -80,7 +80,7 @@ def path_lines(paths: PathPatching, lang: str) -> list[str]:
         text(
             "paths.sender", lang,
             sender=sender, total=rounded(total), direct=rounded(direct), indirect=rounded(total - direct),
-            through=", ".join(parts), rest=rounded(paths.rest),
+            through=listed(parts, lang), rest=rounded(paths.rest),
         )
     )  # fmt: skip
     return lines

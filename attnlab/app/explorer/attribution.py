@@ -39,7 +39,7 @@ class AttributionBox(pn.viewable.Viewer):
         self.against = pn.widgets.Select(
             label=text("attribution.against", lang),
             options=against_options(lang),
-            width=300,
+            width=400,  # (Spanish's runner-up option was cut at 300)
             css_classes=["attn-attribution-against"],
         )
         self.line = pn.pane.HTML("", css_classes=["attn-attribution-line"], **PROSE)

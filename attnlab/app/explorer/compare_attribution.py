@@ -48,7 +48,7 @@ class CompareAttribution(pn.viewable.Viewer):
         self.against = pn.widgets.Select(
             label=text("attribution.against", lang),
             options=against_options(lang),
-            width=300,
+            width=400,  # (Spanish's runner-up option was cut at 300)
             css_classes=["attn-compare-attribution-against"],
         )
         self.controls = pn.FlexBox(self.position, self.against, visible=False)  # wraps in a narrow window
