@@ -500,9 +500,11 @@ def test_tree_figure_draws_every_word_and_label() -> None:
     assert chain.height < 70 + 44 * 6  # four levels and the words' row, not 44
     words = [f"w{i}" for i in range(55)]  # a long sentence: 21 words at once, 64 px apart, dragged sideways
     long = viz.tree_figure("(S " + " ".join(f"(XX {w})" for w in words) + ")")  # (squeezed into 1,400 px, unreadable)
-    assert (long.x_range.start, long.x_range.end, long.x_range.bounds) == (-0.8, 20.8, (-0.8, 54.8))
+    assert (long.x_range.start, long.x_range.end, long.x_range.bounds) == (0, 21, (0, 55))
     assert long.width == 21 * 64 and long.title.text == "parse tree: drag sideways to see all 55 words"
-    assert fig.title.text == "parse tree" and fig.x_range.end == 3.8 and fig.width == 320
+    # narrower, as in a 1,024 px window (674 px: 40 words ran together), it shows fewer words as far apart
+    assert long.sizing_mode == "stretch_width" and long.min_width < long.width and long.js_property_callbacks
+    assert fig.title.text == "parse tree" and fig.x_range.end == 4 and fig.width == 320
     with pytest.raises(AttnlabError, match="not a bracketed tree"):
         viz.tree_figure("no brackets here")
     with pytest.raises(AttnlabError):
