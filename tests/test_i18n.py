@@ -108,6 +108,17 @@ def test_an_entry_that_sends_the_reader_to_a_tab_names_it_as_the_tab_reads() -> 
     assert {sent: langs for sent, langs in sending.items() if langs} == {}
 
 
+def test_spanish_groups_digits_its_own_way() -> None:
+    """A field written {n:,} read "paso 3,026" in Spanish, where a comma is the decimal one: four
+    digits stay whole, more go in threes with a narrow space (the RAE's rule); English and Chinese
+    keep the comma."""
+    assert text("timeline.title", "es", step=3026, head="h") == "paso 3026 · h"
+    assert text("timeline.title", "es", step=123456, head="h") == "paso 123\u202f456 · h"
+    assert text("timeline.title", "en", step=3026, head="h") == "step 3,026 · h"
+    assert text("timeline.title", "zh", step=3026, head="h").startswith("第 3,026 步")
+    assert i18n.grouped(999, "es") == "999" and i18n.grouped(-12345, "es") == "-12\u202f345"
+
+
 def test_text_fills_fields_and_falls_back_to_english() -> None:
     assert text("status.done", "es", run=3, decode_ms=12.4, views_ms=40) == (
         "ejecución 3 · decodificado en 12 ms · todas las vistas en 40 ms"

@@ -21,7 +21,20 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     """The entry `key` in `lang` (English where `lang` is unknown), its fields filled in."""
     entry = MESSAGES[key]
     template = entry.get(lang if lang in LANGUAGES else DEFAULT, entry[DEFAULT])
+    for name, value in values.items() if lang == "es" else ():  # a field written {n:,}: Spanish groups it its way
+        if isinstance(value, int) and not isinstance(value, bool) and f"{{{name}:,}}" in template:
+            template, values[name] = template.replace(f"{{{name}:,}}", f"{{{name}}}"), grouped(value, lang)
     return template.format(**values) if values else template
+
+
+def grouped(number: int, lang: str = DEFAULT) -> str:
+    """A whole number with its digits grouped as `lang` writes them: 3,026 and 100,000 in English
+    and Chinese; in Spanish 3026 and 100 000 (the RAE's rule: a comma there reads as the decimal
+    one, "paso 3,026" as three point zero two six; four digits stay whole, more go in threes with
+    a narrow space)."""
+    if lang != "es" or abs(number) < 10_000:
+        return f"{number:,}" if lang != "es" else str(number)
+    return f"{number:,}".replace(",", "\u202f")
 
 
 def listed(items: list[str], lang: str = DEFAULT) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 import panel as pn
 
 from attnlab.app.explorer.store import Store, sentence
-from attnlab.app.i18n import text
+from attnlab.app.i18n import grouped, text
 
 SENT = ("value", "value_throttled", "active")  # the properties through which a browser chooses
 BROWSER = (*SENT, "value_input", "clicks")  # all a visitor changes in the page (a download's click)
@@ -93,7 +93,7 @@ class StepSlider(pn.widgets.DiscreteSlider):
             self._slider,
             self._store,
             lambda sent: whole(sent) and 0 <= sent < len(self.values),
-            lambda: f"{self.value:,}",  # a step as its label writes it (the labels hold the slider's markup)
+            lambda: grouped(self.value, self._store.lang),  # as its label writes it (the labels hold markup)
             name=self.name,
         )
         _guard(self._slider)

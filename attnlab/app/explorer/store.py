@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import param
 
 from attnlab.app.checkpoints import BUNDLED, open_model
-from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, kind_name, text
+from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, grouped, kind_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
@@ -309,7 +309,9 @@ class Store(param.Parameterized):
             notices.append(text("notice.reference_cut", self.lang, chars=len(self.reference), most=MAX_INPUT_CHARS))
         if not self.greedy and self.beam is not None and not 1 <= self.beam <= MAX_BEAM:
             notices.append(
-                text("notice.beam_cut", self.lang, asked=_count(self.beam), most=MAX_BEAM, used=self.beam_size)
+                text(
+                    "notice.beam_cut", self.lang, asked=_count(self.beam, self.lang), most=MAX_BEAM, used=self.beam_size
+                )
             )
             self.beam = self.beam_size
         return notices
@@ -352,7 +354,7 @@ def sentence(message: str) -> str:
     return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
 
 
-def _count(number: int) -> str:
-    """A whole number as a notice shows it: 1,000 with separators, but 1e+300 (which a crafted
-    request can send as a beam size) in three digits, not three hundred."""
-    return f"{number:,}" if abs(number) < 10**12 else f"{float(number):.3g}"
+def _count(number: int, lang: str) -> str:
+    """A whole number as a notice shows it: 1,000 with separators (`grouped`), but 1e+300 (which a
+    crafted request can send as a beam size) in three digits, not three hundred."""
+    return grouped(number, lang) if abs(number) < 10**12 else f"{float(number):.3g}"

@@ -19,7 +19,7 @@ from attnlab import viz
 from attnlab.app.checkpoints import alignment_snapshots, importance_curves, importance_snapshots, probe_snapshots
 from attnlab.app.explorer.screen import StepSlider
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import kind_name, text
+from attnlab.app.i18n import grouped, kind_name, text
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -72,7 +72,7 @@ class TimelineTab(pn.viewable.Viewer):
         self.note.object = html.escape(
             text("timeline.snapshots", lang, count=len(steps), first=steps[0], last=steps[-1])
         )
-        self.step.options = {f"{step:,}": step for step in steps}  # "1,900", as the titles and the note write it
+        self.step.options = {grouped(step, lang): step for step in steps}  # as the titles and the note write it
         self.step.value = steps[0]
         probes = {
             f"{i}: {self._trace(path).meta.get('text', path.stem)[:60]}": i for i, path in enumerate(snapshots[-1][1])
