@@ -39,11 +39,16 @@ def test_a_model_against_itself_with_heads_off() -> None:
     # an ablated head still attends (its output is zeroed): its own map says so, under its model's layer
     assert off.second_on_first.trace.meta["heads_off"] == [["cross", layer, h] for layer in (1, 2) for h in range(4)]
     assert "heads_off" not in off.first.trace.meta and "heads_off" not in same.second_on_first.trace.meta
-    titles = [f.title.text for f in viz.compare_figures(off.first.trace, off.second_on_first.trace, "cross", -1, 1)[:2]]
-    assert titles == [
+    maps = viz.compare_figures(off.first.trace, off.second_on_first.trace, "cross", -1, 1)
+    assert [" ".join(f.title.text.split()) for f in maps[:2]] == [
         "A · encoder–decoder attention · layer 2 · head 1",
         "B · encoder–decoder attention · layer 2 · head 1 · switched off (its output zeroed)",
     ]
+    # a long title wraps rather than widening the maps: in Spanish they were 1,042 px, past a 1,280 px window
+    from attnlab.app.words import figure_words
+
+    spanish = viz.compare_figures(off.first.trace, off.second_on_first.trace, "cross", -1, 1, words=figure_words("es"))
+    assert "\n" in spanish[1].title.text and max(f.width for f in spanish) < 640
     assert viz.heatmap(off.second_on_first.trace, "cross", 0, 3).title.text.endswith(" · head 3")  # layer 0 was on
     assert viz.heatmap(off.second_on_first.trace, "cross", 1, 3).title.text.endswith("switched off (its output zeroed)")
     # heads off in the decoder's cross-attention change what the decoder's self-attention does too

@@ -22,6 +22,7 @@ from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import DIFF_PALETTE, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, off_note
+from attnlab.viz.labels import wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_map, model_layer
@@ -99,6 +100,9 @@ def compare_figures(
         if has_head(trace, kind, layer, head):
             own = {**fields, "layer": model_layer(trace, kind, layer)}  # (layer -1 titled "layer -1")
             title = said["compare.title"].format(name=name, **own) + off_note(trace, kind, layer, head, said)
+            title = wrap_title(
+                title, budget + 90
+            )  # (a Spanish "…cabeza 0 · desactivada (su salida se anula)" ran 1,042 px wide)
             figures.append(
                 heatmap(
                     trace,

@@ -227,7 +227,7 @@ def update_matrix(
     cell_q, cell_k = cell_px(q, budget), cell_px(k, budget)
     room = label_room(list(q_labels) + list(k_labels)) + 16
     # The title starts above the frame (after the query labels) and bokeh clips it at the edge.
-    width = max(int(k * cell_k) + 90, title_px(title) + 40) + room
+    width = max(int(k * cell_k) + 90, max(title_px(line) for line in title.split("\n")) + 40) + room
     fig.update(width=width, height=int(q * cell_q) + room + 100)  # title above, toolbar below
     if fig.sizing_mode == "stretch_width":  # `fit`: narrows from its new width; its new data refits it
         fit_widths(fig)
