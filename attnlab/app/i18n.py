@@ -32,9 +32,9 @@ def grouped(number: int, lang: str = DEFAULT) -> str:
     and Chinese; in Spanish 3026 and 100 000 (the RAE's rule: a comma there reads as the decimal
     one, "paso 3,026" as three point zero two six; four digits stay whole, more go in threes with
     a narrow space)."""
-    if lang != "es" or abs(number) < 10_000:
-        return f"{number:,}" if lang != "es" else str(number)
-    return f"{number:,}".replace(",", "\u202f")
+    if lang != "es":
+        return f"{number:,}"
+    return str(number) if abs(number) < 10_000 else f"{number:,}".replace(",", "\u202f")
 
 
 def listed(items: list[str], lang: str = DEFAULT) -> str:
