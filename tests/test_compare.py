@@ -293,6 +293,10 @@ def test_the_notebook_widget_patches_both_models() -> None:
     widget.patch(TEXT, method="attribution")
     assert "changes the target's log-probability by only" in widget.errors.message
     assert widget.figures["patching_first"] is None and widget.figures["lens_first"] is not None
+    widget.changed.value = changed  # typed in its box and Enter (nothing listened to the box)
+    assert widget.figures["patching_first"] is not None and not widget.errors.message
+    widget.run("Two dogs run in the snow .")  # another sentence: the change typed for the last one goes
+    assert widget.changed.value == "" and widget.figures["patching_first"] is None  # (it patched "Two dogs" with it)
 
 
 def test_the_notebook_widget_draws_both_models_circuits() -> None:

@@ -33,7 +33,7 @@ class CompareCircuitBox(w.VBox):
         """`errors` is where what the library refuses is shown; `changed`: the changed sentence and
         how to patch it ({direction, ...}), as the widget's patching box has them now."""
         self.errors, self.lang, self.changed = errors, lang, changed
-        self.show = checkbox(text("compare.circuits", lang))
+        self.show = checkbox(text("widgets.compare_circuits", lang))
         self.senders, self.threshold = menus(lang)
         self.controls = w.HBox([self.senders, self.threshold], layout=w.Layout(display="none"))
         self.panes = [BokehPane(), BokehPane()]

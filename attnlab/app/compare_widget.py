@@ -70,7 +70,11 @@ class Compare(w.VBox):
         self.show_importances = checkbox(i18n.text("compare.importances", lang))
         self.importance_panes = [BokehPane(), BokehPane()]
         self.show_patchings = checkbox(i18n.text("widgets.compare_patchings", lang))
-        self.changed = w.Text(placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="95%"))
+        self.changed = w.Text(  # Enter or leaving the box patches (typing each letter would)
+            placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="95%"), continuous_update=False
+        )
+        self.changed.observe(lambda _change: self._patch_again(), "value")
+        self._running = False  # a new sentence is being compared: its emptied changed sentence draws nothing yet
         self.patching_panes, self.how = [BokehPane(), BokehPane()], {"direction": "denoise", "method": "activation"}
         for box in (self.show_lenses, self.show_importances, self.show_patchings):
             box.observe(lambda _change: self._draw_readings(), "value")
@@ -106,6 +110,8 @@ class Compare(w.VBox):
         """Decode with both models; returns the `attnlab.decode.compare.Comparison`, or None on error."""
         if text is not None:
             self.text.value = checked_text(text, self.lang)
+        if self.comparison is not None and self.comparison.text != self.text.value:
+            self._running, self.changed.value, self._running = True, "", False  # it changed the last sentence
         self.errors.clear()
         with reporting(self.errors):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
@@ -142,10 +148,18 @@ class Compare(w.VBox):
         """Patch both models' residual stream against `changed` (the sentence with a change), in
         `direction`, measured or estimated (`method`), and show both grids (ticks the box); both
         circuits too while their box is ticked."""
-        self.changed.value, self.how = checked_text(changed, self.lang), {"direction": direction, "method": method}
+        self.how, changed = {"direction": direction, "method": method}, checked_text(changed, self.lang)
+        if self.changed.value == changed:
+            self._patch_again()
+        self.changed.value = changed  # (another sentence: its observer patches)
+        self.show_patchings.value = True
+
+    def _patch_again(self) -> None:
+        """The changed sentence as the box holds it now, patched (grids while ticked, circuits)."""
+        if self._running:
+            return
         if self.show_patchings.value:
             self._draw_readings()
-        self.show_patchings.value = True
         self.circuits.draw()
 
     def redraw(self) -> None:

@@ -44,7 +44,7 @@ class PathsBox(w.VBox):
         self.note = w.HTML()
         labelled = {"style": {"description_width": "initial"}}  # (a label is cut at 90 px by default)
         self.sender = w.Dropdown(
-            description=text("ablation.paths_sender", lang), layout=w.Layout(width="360px", display="none"), **labelled
+            description=text("ablation.paths_sender", lang), layout=w.Layout(width="480px", display="none"), **labelled
         )
         self.lines = w.HTML()
         self.direct, self.indirect, self.receivers = BokehPane(), BokehPane(), BokehPane()
@@ -154,9 +154,10 @@ class PatchingRow(w.VBox):
     def __init__(self, model: Any, errors: ErrorBox, lang: str) -> None:
         """`model` runs the patching; `errors` is where what the library refuses is shown."""
         self.model, self.errors, self.lang = model, errors, lang
-        self.changed = w.Text(placeholder=text("widgets.patch_changed", lang), layout=w.Layout(width="60%"))
+        self.changed = w.Text(placeholder=text("widgets.patch_changed", lang), layout=w.Layout(width="50%"))
         both = {text("ablation.patch_denoise", lang): "denoise", text("ablation.patch_noise", lang): "noise"}
-        self.direction = w.Dropdown(options=list(both.items()), value="denoise", layout=w.Layout(width="35%"))
+        # (at 35% the Spanish "restaurar: la de la frase abierta, en la ejecución de la cambiada" was cut)
+        self.direction = w.Dropdown(options=list(both.items()), value="denoise", layout=w.Layout(width="45%"))
         methods = {
             text("ablation.patch_measured", lang): "activation",
             text("ablation.patch_attribution", lang): "attribution",
