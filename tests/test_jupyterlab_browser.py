@@ -6,8 +6,9 @@ a temporary root holding a copy of notebooks/01_quickstart.ipynb; its kernel is 
 that is not for 127.0.0.1 is aborted and recorded, and the test asserts there were none: BokehJS
 must come from the notebook itself (`attnlab.widgets.setup`), not from a CDN. The test runs all
 cells, waits for the bokeh figures to paint, clicks a thumbnail of the grid (a bokeh Tap event
-that travels to the kernel and back) and translates a new sentence in the explorer widget.
-Screenshots go to test-artifacts/ and are checked for content (a blank render fails).
+that travels to the kernel and back), translates a new sentence in the explorer widget and opens
+its logit lens, which must take the room the notebook gives it. Screenshots go to test-artifacts/
+and are checked for content (a blank render fails).
 """
 
 from __future__ import annotations
@@ -235,6 +236,22 @@ def test_quickstart_renders_live_widgets_offline(lab: tuple[JupyterLab, dict[str
             " && !e.closest('.bk-Figure, textarea, select')).map(e => e.textContent.trim())"
         )
         assert len(page.locator(".widget-checkbox").all()) >= 8 and cut == [], cut
+        # a figure that narrows with the window takes the room it has: the logit lens of a long output
+        # stayed at its 660 px least in a box of no width, its last columns hidden
+        explorer_cell.locator("textarea").fill(
+            "Two small dogs and a big brown cat play with a red ball in the deep white snow near the old house."
+        )
+        explorer_cell.get_by_role("button", name="Translate").click()
+        explorer_cell.locator(".widget-checkbox").filter(has_text="logit lens").locator("input").check()
+        page.wait_for_function(
+            f"(cell) => {FIGURES_JS}(cell, 'logit-lens').length > 0", arg=explorer_cell.element_handle(), timeout=60_000
+        )
+        page.wait_for_timeout(1500)
+        lens = page.evaluate(
+            f"(cell) => {FIGURES_JS}(cell, 'logit-lens').map(v => [v.el.getBoundingClientRect().width, v.model.max_width])",
+            explorer_cell.element_handle(),
+        )
+        assert lens and lens[0][0] > 900, lens  # (~1,070 px free beside the prompt; it was 660)
         page.screenshot(path=str(ARTIFACTS / "jupyterlab-page.png"))
         browser.close()
 

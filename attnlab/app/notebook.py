@@ -74,6 +74,10 @@ class BokehPane(w.Box):
             self.bokeh = BokehModel(figure)
         else:
             self.bokeh.update_from_model(figure)
+        # a figure that narrows with the window (`cells.fit_window`) takes the row's width: in a box
+        # of no width it collapsed to its 660 px least, columns hidden where 1,070 px were free
+        stretches = getattr(figure, "sizing_mode", None) == "stretch_width"
+        self.layout.width = self.bokeh.layout.width = "100%" if stretches else None
         self.children = (self.bokeh,)
 
 
