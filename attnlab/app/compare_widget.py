@@ -32,10 +32,9 @@ from attnlab.app.notebook import (
     reporting,
 )
 from attnlab.app.patching_text import compared_residual
-from attnlab.app.words import compared_lens_title, figure_words, shared_high
+from attnlab.app.words import WeighedAlike, compared_lens_title, figure_words
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
-from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 
 
@@ -111,7 +110,9 @@ class Compare(w.VBox):
         if text is not None:
             self.text.value = checked_text(text, self.lang)
         if self.comparison is not None and self.comparison.text != self.text.value:
-            self._running, self.changed.value, self._running = True, "", False  # it changed the last sentence
+            self._running = True  # (the emptied box patches nothing)
+            self.changed.value = ""  # a change typed for the last sentence is no change of this one
+            self._running = False
         self.errors.clear()
         with reporting(self.errors):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
@@ -187,14 +188,12 @@ class Compare(w.VBox):
             title = compared_lens_title(name, self.names[0], lang)
             return viz.lens_figure(logit_lens(model, trace), title=title, words=words)
 
-        weighed: dict[str, Any] = {}  # both models' importance, weighed before either is drawn
+        weighed = WeighedAlike(lambda: [(model, getattr(c, side).trace) for model, side in sides])
 
         def importance(model: Any, trace: Any, name: str) -> Any:
-            if not weighed:
-                both = [(m, getattr(c, side).trace) for m, side in sides]
-                weighed.update(zip(self.names, (trace_importance(*side) for side in both), strict=True))
             title = i18n.text("compare.importance_title", lang, name=name)
-            return viz.importance_figure(weighed[name], title=title, words=words, high=shared_high(weighed.values()))
+            found, high = weighed(self.names.index(name))
+            return viz.importance_figure(found, title=title, words=words, high=high)
 
         def patching(model: Any, trace: Any, name: str) -> Any:
             return compared_residual(model, trace, self.changed.value.strip(), self.how, name, lang, words)

@@ -7,12 +7,13 @@ that one mapping to every view they draw.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from types import MappingProxyType
 from typing import Any
 
 from attnlab.app.i18n import DEFAULT, LANGUAGES, text
+from attnlab.record.importance import trace_importance
 
 
 @cache
@@ -191,7 +192,19 @@ def compared_lens_title(name: str, first: str, lang: str) -> str:
     return text("compare.lens_title_second", lang, name=name, first=first)
 
 
-def shared_high(importances: Iterable[Any]) -> float:
-    """The top of one colour scale for several models' head importance grids drawn side by side
-    (each on its own scale, the same blue read 0.39 in one and 1.27 in the other)."""
-    return max(max(float(abs(i.gradient).max()) for i in importances), 1e-9)
+class WeighedAlike:
+    """Both compared models' head importance (`trace_importance` of each (model, trace) side that
+    `sides` gives), weighed once, on the first grid drawn, and the top of the one colour scale
+    both grids share (each on its own scale, the same blue read 0.39 in one and 1.27 in the other).
+    The explorer's Compare tab and `compare_models` draw with it."""
+
+    def __init__(self, sides: Callable[[], Sequence[tuple[Any, Any]]]) -> None:
+        self._sides, self._found = sides, None
+
+    def __call__(self, side: int) -> tuple[Any, float]:
+        """(side `side`'s importance, the shared top of the scale)."""
+        if self._found is None:
+            weighed = [trace_importance(model, trace) for model, trace in self._sides()]
+            self._found = weighed, max(max(float(abs(w.gradient).max()) for w in weighed), 1e-9)
+        weighed, high = self._found
+        return weighed[side], high

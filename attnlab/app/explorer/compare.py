@@ -38,11 +38,10 @@ from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import task_name, text
 from attnlab.app.patching_text import compared_residual
-from attnlab.app.words import compared_lens_title, shared_high
+from attnlab.app.words import WeighedAlike, compared_lens_title
 from attnlab.decode.compare import compare, mismatch
 from attnlab.decode.deadline import time_limit
 from attnlab.errors import AttnlabError
-from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 
 log = logging.getLogger("attnlab.explorer")
@@ -278,18 +277,12 @@ class CompareTab(pn.viewable.Viewer):
             title = compared_lens_title(name, self.names[0], lang)
             return viz.lens_figure(logit_lens(model, trace), title=title, name=figure_name, words=store.words)
 
-        weighed: dict[str, Any] = {}  # both models' importance, weighed before either is drawn
+        weighed = WeighedAlike(self._sides)
 
         def importance(model: Any, trace: Any, name: str, figure_name: str) -> Any:
-            if not weighed:
-                weighed.update(
-                    zip(IMPORTANCE_FIGURES, (trace_importance(*side) for side in self._sides()), strict=True)
-                )
             title = text("compare.importance_title", lang, name=name)
-            high = shared_high(weighed.values())
-            return viz.importance_figure(
-                weighed[figure_name], title=title, name=figure_name, words=store.words, high=high
-            )
+            found, high = weighed(IMPORTANCE_FIGURES.index(figure_name))
+            return viz.importance_figure(found, title=title, name=figure_name, words=store.words, high=high)
 
         def patching(model: Any, trace: Any, name: str, figure_name: str) -> Any:
             return compared_residual(model, trace, *self.changed(), name, lang, store.words, name=figure_name)
