@@ -12,8 +12,10 @@ begins (argparse's default, under which `--vocab 1000` quietly set --vocab-size)
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import os
+import signal
 import sys
 import warnings
 from typing import Any, TextIO
@@ -77,6 +79,8 @@ def _run(command: str, rest: list[str]) -> int:
             raise
         with contextlib.suppress(OSError, ValueError):  # the unwritten rest goes nowhere, not to a second traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        if error.errno == errno.EPIPE:  # the reader had enough (`| head`): quiet, as a Unix tool killed by SIGPIPE
+            return 128 + signal.SIGPIPE
         print(f"attnlab {command}: error: cannot write to stdout: {error.strerror or error}", file=sys.stderr)
         return 2
     finally:
@@ -85,8 +89,8 @@ def _run(command: str, rest: list[str]) -> int:
 
 
 class _Stdout:
-    """sys.stdout, remembering the error a write to it raised: `attnlab presets | head` or a
-    full disk is then one line, and an OSError of any other file stays what it is."""
+    """sys.stdout, remembering the error a write to it raised: a full disk is then one line,
+    `attnlab presets | head` no line at all, and an OSError of any other file stays what it is."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream, self.failed = stream, None

@@ -92,12 +92,8 @@ def write_out(path: Path, text: str) -> None:
 
 
 def write_stdout(text: str) -> None:
-    """Write and flush the answer, so that a closed pipe (`| head`) or a full disk is one line
-    here rather than a traceback, or a second one when Python flushes stdout at exit."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as error:
-        with contextlib.suppress(OSError, ValueError):  # a stdout with no file (a test's) has no rest to drop
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the unwritten rest goes nowhere
-        raise AttnlabError(f"cannot write to stdout: {error.strerror or error}") from None
+    """Write and flush the answer now, before the summary line on stderr: a full disk or a closed
+    pipe (`| head`) raises here, and the command table (`attnlab.cli`) says the one and keeps
+    quiet about the other."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
