@@ -846,9 +846,9 @@ def test_checkpoints_under_the_roots_open_and_nothing_shows_a_server_path(
         run = page.run_number()
         open_path(page, request)
         page.wait_run(run + 1, timeout=90_000)  # another model: the text is decoded with it
-        assert info.inner_text().startswith(f"{request}\ntask: translate"), info.inner_text()
         picked = page.page.locator(".attn-checkpoint select").input_value()  # "EN→DE translator · multi30k-en-de"
         assert picked.split(" · ")[-1] in (request, Path(request).name), picked
+        assert info.inner_text().startswith(f"{picked}\ntask: translate"), info.inner_text()  # named alike
     server_paths = [str(checkpoints["translate"].parent), str(ROOT), str(Path.home())]
     document = page.page.evaluate(JS_DOCUMENT)
     assert "classroom/tiny-copy" in document and not [p for p in server_paths if p in document]

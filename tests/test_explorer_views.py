@@ -416,3 +416,13 @@ def test_an_output_of_no_words_is_said_not_left_blank(lab: dict[str, Path]) -> N
     store.result = replace(best, text=" ", hypotheses=[replace(best, text=" ")])
     shown.output.show()
     assert shown.output.text.object.count(html.escape(empty)) == 2  # the output, and its row
+
+
+def test_a_listed_model_opened_by_path_is_named_as_the_picker_names_it(lab: dict[str, Path]) -> None:
+    """The picker's "tiny" opened again as "tiny-parser" in the path box was "tiny" in the picker
+    and "tiny-parser" above the model's task, in the exports' names and in the Corpus tab's notes."""
+    shown = explorer(lab, tiny="translate", parser="parse")
+    shown.open(lab["parse"].name)
+    assert shown.store.model.task == "parse" and not shown.store.error, shown.store.error
+    assert shown.checkpoint_select.value == shown.store.checkpoint_name == "parser"
+    assert "parser<br>" in shown.model_info.object and lab["parse"].name not in shown.model_info.object

@@ -236,6 +236,7 @@ class Explorer(pn.viewable.Viewer):
             name = store.checkpoint_name
             self.checkpoints[name] = store.checkpoint
             self.checkpoint_select.options = list(self.checkpoints)
+        store.checkpoint_name = name  # a listed model opened by path is named as the picker names it
         self._pick(name)
         config, lang, parse = model.config, self.lang, model.task == "parse"
         info = text(
