@@ -297,6 +297,10 @@ def test_the_notebook_widget_patches_both_models() -> None:
     assert widget.figures["patching_first"] is not None and not widget.errors.message
     widget.run("Two dogs run in the snow .")  # another sentence: the change typed for the last one goes
     assert widget.changed.value == "" and widget.figures["patching_first"] is None  # (it patched "Two dogs" with it)
+    # one width, so that their cells line up: B's longer title made its lens 590 px wide, A's 558
+    lenses = widget.figures["lens_first"], widget.figures["lens_second"]
+    assert lenses[0].width == lenses[1].width and lenses[0].max_width == lenses[1].max_width
+    assert "read on the output of all heads" in lenses[1].title.text.replace("\n", " ")  # not "all heads's output"
 
 
 def test_the_notebook_widget_draws_both_models_circuits() -> None:

@@ -392,7 +392,9 @@ def test_the_compare_tab_draws_both_logit_lenses_when_asked(lab: dict[str, Path]
     assert " ".join(first.title.text.split()) == "A · logit lens (red: not yet the final choice)"
     # B reads A's output: its red is where it would not write A's piece (its top row was red under
     # A's legend, "not yet the final choice")
-    assert " ".join(second.title.text.split()) == "B · logit lens, read on A's output (red: not A's piece there)"
+    assert (
+        " ".join(second.title.text.split()) == "B · logit lens, read on the output of A (red: not the piece of A there)"
+    )
     c = shown.compare.comparison
     expected = logit_lens(shown.compare.second_model, c.second_on_first.trace).p.ravel()
     assert second.select_one({"name": "cells"}).data_source.data["p"].tolist() == expected.tolist()

@@ -1,7 +1,8 @@
 """The explorer and the widgets in English, Spanish and Chinese: one catalogue (`attnlab.app.i18n`).
 
 Three kinds of checks:
-- the catalogue itself: every entry in every language, non-empty, with the same `{fields}`;
+- the catalogue itself: every entry in every language, non-empty, with the same `{fields}`; a
+  singular (`KEY.one`, read for a count of 1) beside its entry, and no "head(s)" left;
 - the source (ast): every `text("key", ...)` names an entry (and every entry is used), and no
   user-visible string literal is written in the explorer's or the widgets' code instead of coming
   from the catalogue. The scanner is tried on synthetic code too, so that it is seen to fail;
@@ -48,7 +49,44 @@ def test_every_entry_has_every_language_with_the_same_fields() -> None:
         for lang, template in entry.items():
             assert template.strip() == template and template, f"{key} [{lang}] is empty or padded"
             assert fields(template) == fields(entry["en"]), f"{key} [{lang}]: fields {fields(template)} ≠ English's"
-            text(key, lang, **dict.fromkeys(fields(template), 1))  # formats (1 fits every spec: ',', '.3f', '+g')
+            text(key, lang, **dict.fromkeys(fields(template), 2))  # formats (2 fits every spec: ',', '.3f', '+g';
+            # and, as a count, is not 1: `text` reads this entry, not its `.one`)
+
+
+def test_a_singular_entry_goes_with_its_plural_one() -> None:
+    """`KEY.one` is what `text` reads where `{count}` is 1: it has its entry `KEY`, which counts
+    with `{count}`, and the same fields; Chinese has no plural, so its `.one` repeats the sentence.
+    No English or Spanish entry hedges a plural ("head(s)", "cabeza(s) desactivada(s)")."""
+    singular = [key for key in MESSAGES if key.endswith(".one")]
+    assert len(singular) >= 4, singular
+    for key in singular:
+        base = MESSAGES.get(key.removesuffix(".one"))
+        assert base is not None, f"{key}: no entry {key.removesuffix('.one')!r} to be the singular of"
+        assert "count" in fields(base["en"]), f"{key}: its entry has no {{count}} to be chosen by"
+        assert fields(MESSAGES[key]["en"]) == fields(base["en"]), f"{key}: fields ≠ its entry's"
+        assert MESSAGES[key]["zh"] == base["zh"], f"{key} [zh]: Chinese has no plural"
+    hedges = r"\w\((?:s|es|a|as|o|os)\)"  # head(s), carácter(es), desactivada(s)
+    assert [f"{k} [{lang}]" for k, e in MESSAGES.items() for lang in ("en", "es") if re.search(hedges, e[lang])] == []
+
+
+def test_a_count_of_one_reads_in_the_singular() -> None:
+    said = {(lang, n): text("compare.heads_off", lang, count=n) for lang in LANGUAGES for n in (0, 1, 2)}
+    assert said == {
+        ("en", 0): "0 heads off",
+        ("en", 1): "1 head off",
+        ("en", 2): "2 heads off",
+        ("es", 0): "0 cabezas desactivadas",
+        ("es", 1): "1 cabeza desactivada",
+        ("es", 2): "2 cabezas desactivadas",
+        ("zh", 0): "关闭 0 个头",
+        ("zh", 1): "关闭 1 个头",
+        ("zh", 2): "关闭 2 个头",
+    }
+    assert text("ablation.verdict", "es", count=1, verdict="cambia") == "Con 1 cabeza desactivada, la salida cambia:"
+    assert text("ablation.verdict", "es", count=2, verdict="cambia") == "Con 2 cabezas desactivadas, la salida cambia:"
+    assert text("ablation.verdict", "en", count=1, verdict="unchanged") == "With 1 head off the output is unchanged:"
+    assert text("notice.unknown_characters", "es", count=1, characters="☃").startswith("1 carácter no está en")
+    assert text("notice.unknown_characters", "en", count=3, characters="☃").startswith("3 characters are not in")
 
 
 def test_the_spanish_and_chinese_entries_are_written_in_their_language() -> None:
@@ -216,7 +254,9 @@ def test_every_key_used_exists_and_every_entry_is_used() -> None:
                 continue
             used.update(keys)
             problems += [f"{name}:{line}: no entry {key!r}" for key in keys if key not in MESSAGES]
+            problems += [f"{name}:{line}: {key!r} is read by count, not named" for key in keys if key.endswith(".one")]
     assert problems == []
+    used |= {f"{key}.one" for key in used}  # a singular is used where its entry is (`text` picks it)
     assert sorted(set(MESSAGES) - used) == [], "entries no screen uses"
 
 

@@ -448,13 +448,13 @@ def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
 def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Model) -> None:
     off = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0], ("cross", 1): [1]})
     assert off.names == ("all heads", "heads off")
-    assert "heads off: 2 head(s) switched off (encoder L0 H0, cross L1 H1)" in off.output.value
+    assert "heads off: 2 heads switched off (encoder L0 H0, cross L1 H1)" in off.output.value
     assert "'s output" not in off.output.value  # not "all heads's output"
     spanish = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0]}, lang="es")
-    assert "1 cabeza(s) desactivada(s) (codificador · capa 0 · cabeza 0)" in spanish.output.value
+    assert "1 cabeza desactivada (codificador · capa 0 · cabeza 0)" in spanish.output.value
     for same in (widgets.compare_models(translator, translator), widgets.compare_models(translator, heads_off={})):
         assert same.names == ("A", "B") and "the same model, with no head off" in same.output.value
-        assert "head(s) off" not in same.output.value
+        assert "switched off" not in same.output.value
 
 
 def test_compare_models_draws_both_rollouts_and_both_lenses_when_asked(translator: attnlab.decode.Model) -> None:

@@ -121,7 +121,7 @@ class Compare(w.VBox):
             notes = [i18n.text("widgets.read_on", lang, verdict=verdict, first=a, second=b)]
             off = _heads_named(self.heads_off, lang)
             if off:
-                notes.append(i18n.text("widgets.which_off", lang, name=b, n=len(off), heads=", ".join(off)))
+                notes.append(i18n.text("widgets.which_off", lang, name=b, count=len(off), heads=", ".join(off)))
             elif self.second is self.first:
                 notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
             self.output.value = (
@@ -208,9 +208,14 @@ class Compare(w.VBox):
             for pane in panes:
                 pane.update(None)
             with reporting(self.errors):  # (a reading one model refuses leaves the others drawn)
-                for pane, (model, side), name in zip(panes, sides, self.names, strict=True):
-                    shown = box.value and c is not None
-                    pane.update(figure_of(model, getattr(c, side).trace, name) if shown else None)
+                figures = [None, None]
+                if box.value and c is not None:
+                    figures = [
+                        figure_of(model, getattr(c, side).trace, name)
+                        for (model, side), name in zip(sides, self.names, strict=True)
+                    ]
+                for pane, figure in zip(panes, viz.one_width(figures), strict=True):
+                    pane.update(figure)
 
 
 def compare_models(

@@ -1,7 +1,8 @@
 """The interface's words in English, Spanish and Chinese: one catalogue for the explorer and the
 widgets (its entries: `attnlab.app.catalogue`), so that a missing translation is a test failure
 rather than an English word in a Chinese page (tests/test_i18n.py checks every entry has every
-language). `text(key, lang, name=...)` looks an entry up and fills its `{name}` fields.
+language). `text(key, lang, name=...)` looks an entry up and fills its `{name}` fields; a
+sentence that counts (`{count}`) may have a singular entry `KEY.one` (see `text`).
 
 A page's language is `language(?lang=, Accept-Language)`. attnlab's errors are raised in English
 deep in the library, where no page is known; `error_message` puts a lead line in the reader's
@@ -18,7 +19,14 @@ DEFAULT = "en"
 
 
 def text(key: str, lang: str = DEFAULT, **values: object) -> str:
-    """The entry `key` in `lang` (English where `lang` is unknown), its fields filled in."""
+    """The entry `key` in `lang` (English where `lang` is unknown), its fields filled in.
+
+    Plurals: the number a sentence counts things by is its field `{count}`; where that is 1 and
+    the catalogue has an entry `KEY.one`, that entry is read instead ("1 head off", "1 cabeza
+    desactivada"; any other count, 0 included, reads `KEY`: "2 heads off"). English and Spanish
+    have these two forms; Chinese has no plural, so its `.one` repeats its sentence."""
+    if values.get("count") == 1 and f"{key}.one" in MESSAGES:
+        key = f"{key}.one"
     entry = MESSAGES[key]
     template = entry.get(lang if lang in LANGUAGES else DEFAULT, entry[DEFAULT])
     for name, value in values.items() if lang == "es" else ():  # a field written {n:,}: Spanish groups it its way

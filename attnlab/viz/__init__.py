@@ -28,6 +28,7 @@ that replaces any of them, which the screens fill from their catalogue in the pa
 """
 
 from attnlab.viz.ablation import token_delta_figure
+from attnlab.viz.cells import one_width
 from attnlab.viz.circuit import circuit_figure
 from attnlab.viz.colors import (
     DIFF_PALETTE,
@@ -103,6 +104,7 @@ __all__ = [
     "logit_source_figure",
     "mask_figure",
     "matrix_figure",
+    "one_width",
     "circuit_figure",
     "path_patching_figure",
     "patching_figure",

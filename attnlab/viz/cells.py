@@ -18,6 +18,7 @@ from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
+    Div,
     FixedTicker,
     GlyphRenderer,
     HoverTool,
@@ -87,6 +88,20 @@ def fit_window(
 def fit_widths(fig: figure) -> None:
     """The widths `fit_window` narrows `fig` between: its own, and at least `FIT_PX`."""
     fig.max_width, fig.min_width = fig.width, min(fig.width, FIT_PX)
+
+
+def one_width(figures: Sequence[Any]) -> list[Any]:
+    """`figures` drawn side by side over the same cells (two models' maps or readings of one
+    output) made as wide as the widest, Divs and Nones left as they are: a frame stretches to its
+    title, and the short "A − B" title drew the difference with narrower cells than A's and B's,
+    B's longer logit-lens title ("…, read on the output of A") B's cells wider than A's, hard to line
+    up. A figure that narrows with the window (`fit_window`) narrows from its new width."""
+    drawn = [f for f in figures if f is not None and not isinstance(f, Div)]
+    for fig in drawn:
+        fig.width = max(f.width for f in drawn)
+        if fig.sizing_mode == "stretch_width":
+            fit_widths(fig)
+    return list(figures)
 
 
 def decimals(top: float, least: int = 2, most: int = 4) -> int:

@@ -19,6 +19,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.rollout import rollout
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.cells import one_width
 from attnlab.viz.colors import DIFF_PALETTE, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, off_note
@@ -132,7 +133,7 @@ def compare_figures(
                 first, second, kind, layer, head, budget, title=title, name="compare-diff", words=said, mask=mask
             )
         )
-    return _one_width(figures)
+    return one_width(figures)
 
 
 def compare_rollouts(
@@ -185,16 +186,7 @@ def compare_rollouts(
             title=said["compare.rollout_diff"].format(first=names[0], second=names[1], layer=first.layer_index(kind, layer)),
             words=said,
         ))  # fmt: skip
-    return _one_width(figures)
-
-
-def _one_width(figures: list[Any]) -> list[Any]:
-    """The maps made as wide as the widest: a map's frame stretches to its title, and the short
-    "A − B" title drew the difference with narrower cells than A's and B's, hard to line up."""
-    maps = [f for f in figures if not isinstance(f, Div)]
-    for fig in maps:
-        fig.width = max(m.width for m in maps)
-    return figures
+    return one_width(figures)
 
 
 def _check(first: object, second: object, names: object, budget: object) -> None:

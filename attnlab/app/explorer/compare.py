@@ -178,7 +178,7 @@ class CompareTab(pn.viewable.Viewer):
                 self._clear(text("compare.no_heads", lang))
                 return
             second, second_name, heads_off = store.model, first_name, ablated_heads(list(labels))
-            names = (text("compare.all_heads", lang), text("compare.heads_off", lang, n=len(labels)))
+            names = (text("compare.all_heads", lang), text("compare.heads_off", lang, count=len(labels)))
         else:
             path = self.checkpoints.get(choice)
             if path is None:  # not a picker entry (a crafted request): nothing to open
@@ -298,10 +298,12 @@ class CompareTab(pn.viewable.Viewer):
             figures, self.refused[reading] = [None, None], ""
             if box.value and c is not None:
                 try:
-                    figures = [
-                        figure_of(model, trace, name, figure_name)
-                        for (model, trace), name, figure_name in zip(self._sides(), self.names, names, strict=True)
-                    ]
+                    figures = viz.one_width(
+                        [
+                            figure_of(model, trace, name, figure_name)
+                            for (model, trace), name, figure_name in zip(self._sides(), self.names, names, strict=True)
+                        ]
+                    )
                 except AttnlabError as error:
                     figures, self.refused[reading] = [None, None], store.explain(error)
             for pane, figure in zip(panes, figures, strict=True):
