@@ -660,7 +660,7 @@ def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> Non
     page.shot("lens-click")
 
 
-def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
+def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrower_one(page: Page) -> None:
     """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
     and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the
     grids narrow and drag the rest into view, the table scrolls in its box, Eq. (1)'s output goes
@@ -699,6 +699,18 @@ def test_the_wide_views_fit_a_1024_px_window(page: Page) -> None:
         assert page.painted(figure, 5)
         widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
     assert widths == dict.fromkeys(widths, 1024), widths
+    tabs = page.page.locator(".bk-tab").filter(has_text="Logit lens").bounding_box()
+    assert tabs["x"] > 350, tabs  # the views beside the inputs
+    # narrower than the inputs and the narrowest views side by side, the views go under the inputs
+    # (at 900 px the page scrolled 60 px sideways, the logit lens 110)
+    page.page.set_viewport_size({"width": 900, "height": 768})
+    for tab, figure in (("Logit lens", "logit-lens"), ("Heads", "heatmap-cross")):
+        page.page.locator(".bk-tab").filter(has_text=tab).first.click()
+        assert page.painted(figure, 5)
+        widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
+    assert (widths["Logit lens"], widths["Heads"]) == (900, 900), widths
+    tabs, go = (page.page.locator(css).bounding_box() for css in (".bk-tab >> nth=0", ".attn-go"))
+    assert tabs["x"] < 50 and tabs["y"] > go["y"] + go["height"], (tabs, go)
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:

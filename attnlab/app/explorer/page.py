@@ -29,6 +29,7 @@ from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.language import Address, carried, language_switch, session_language, set_page_language
+from attnlab.app.explorer.layout import TABS_CSS, page_row
 from attnlab.app.explorer.lens import LensTab
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.rollout import RolloutTab
@@ -41,9 +42,6 @@ from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.errors import AttnlabError
 
-# The tab titles: onto a second line where they do not fit (Bokeh cut them at the window's edge,
-# and "Logit lens" could not be clicked in a 1024 px window).
-TABS_CSS = ".bk-headers-wrapper { flex-wrap: wrap; }"
 EXAMPLES = {
     "translate": "A little girl in a pink dress is climbing into a wooden playhouse.",
     "parse": "The old man saw the dog with a telescope .",
@@ -166,7 +164,7 @@ class Explorer(pn.viewable.Viewer):
             "lens": (8, self.lens.draw),  # the run only: no kind, layer or head in it
         }
         self.alerts.follow(self.tabs, {name: tab for name, (tab, _draw) in self._views.items()} | {"corpus": 6})
-        self.layout = pn.Row(
+        self.layout = page_row(
             pn.Column(
                 pn.Row(
                     pn.pane.HTML(f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220),
