@@ -9,6 +9,7 @@ encoder–decoder heads read into it, and the line with the other shares and the
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
@@ -53,9 +54,9 @@ class AttributionBox(w.VBox):
         self.trace: AttentionTrace | None = None
         self.attribution: LogitAttribution | None = None
         self._setting = False  # the options of a new reading are being set: one redraw, not one per change
-        self.show.observe(lambda _change: self._read(None), "value")
-        self.against.observe(lambda _change: self._read(self.position.value), "value")
-        self.position.observe(lambda _change: self._redraw(), "value")
+        self.show.observe(lambda _change: self._chosen(lambda: self._read(None)), "value")
+        self.against.observe(lambda _change: self._chosen(lambda: self._read(self.position.value)), "value")
+        self.position.observe(lambda _change: self._chosen(self._redraw), "value")
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
@@ -76,6 +77,15 @@ class AttributionBox(w.VBox):
         positions = [value for _label, value in self.position.options]
         self.position.value = viz.pick(position, positions, "position")
         return self.attribution
+
+    def _chosen(self, action: Callable[[], None]) -> None:
+        """The box or a menu changed by the reader: `action`, after the last action's error goes
+        (not when `set_trace`, one part of opening a hypothesis, reads: the others' errors stay)."""
+        if self._setting:
+            return
+        self.errors.clear()
+        with reporting(self.errors):
+            action()
 
     def _read(self, position: int | None) -> None:
         """Read the open trace against the chosen contrast and open the piece at `position` (None:

@@ -95,6 +95,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.paths_not_receiver": {"en": "not a receiver: this head does not read what the sender writes", "es": "no es receptora: esta cabeza no lee lo que escribe la emisora", "zh": "不是接收者：这个头不读取发送者写入的内容"},
     "figure.paths_sender": {"en": "the sender: its effect splits over the heads that read it", "es": "la emisora: su efecto se reparte entre las cabezas que la leen", "zh": "发送者：它的效应分配给读取它的各个头"},
     "figure.circuit_title": {"en": "the paths that carry the change, each as wide as its share (≥ {threshold:.2f})", "es": "los caminos que llevan el cambio, cada uno tan ancho como su parte (≥ {threshold:.2f})", "zh": "传递这一改动的路径，线宽与其比例成正比（≥ {threshold:.2f}）"},
+    "figure.circuit_empty": {"en": "no path carries {threshold:.2f} of the change or more: lower the smallest path", "es": "ningún camino lleva {threshold:.2f} del cambio o más: baja el camino más pequeño", "zh": "没有路径传递该改动的 {threshold:.2f} 或更多：请调低最小路径"},
     "figure.circuit_ffn": {"en": "FFN", "es": "FFN", "zh": "前馈层"},
     "figure.circuit_row_encoder": {"en": "self-attn", "es": "autoatención", "zh": "自注意力"},
     "figure.circuit_row_decoder": {"en": "masked self-attn", "es": "autoatención enmascarada", "zh": "掩码自注意力"},

@@ -136,7 +136,7 @@ def word(pieces: list[str], index: int) -> str:
     mark (by its position where the pieces are not known)."""
     if index >= len(pieces):
         return str(index)
-    return viz.piece_label(pieces[index].lstrip("\u2581") or pieces[index], None)
+    return viz.piece_word(pieces[index])
 
 
 def compared_residual(

@@ -42,8 +42,10 @@ class Circuit:
 
     @property
     def nodes(self) -> list[Any]:
-        """Every node an edge touches, senders first, OUTPUT last."""
-        seen = dict.fromkeys(self.senders)
+        """Every node an edge touches, senders first, OUTPUT last (always: with no edge, alone). A
+        sender whose paths all fell under the threshold is none: it stays in `senders` and `shares`."""
+        touched = {node for start, end, _ in self.edges for node in (start, end)}
+        seen = dict.fromkeys(sender for sender in self.senders if sender in touched)
         for start, end, _ in self.edges:
             seen.update(dict.fromkeys(n for n in (start, end) if n != OUTPUT))
         return [*seen, OUTPUT]

@@ -47,7 +47,7 @@ from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summar
 from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
 from attnlab.viz.importance import importance_figure, importance_pick
-from attnlab.viz.labels import display_width, piece_label
+from attnlab.viz.labels import display_width, piece_label, piece_word
 from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.logit_attribution import (
     attribution_scale,
@@ -110,6 +110,7 @@ __all__ = [
     "patching_figure",
     "pick",
     "piece_label",
+    "piece_word",
     "profile_grid",
     "profile_pick",
     "residual_patching_figure",

@@ -107,6 +107,13 @@ def piece_label(label: str, width: int | None = LABEL_WIDTH, *, isolate: bool = 
     return FSI + text + PDI if isolate and is_rtl(text) else text
 
 
+def piece_word(piece: str) -> str:
+    """A piece as prose names it (a title, a line of text): whole, without sentencepiece's word mark
+    "▁", which the axes keep to show where words begin (a title named “▁Hund” where the menu of
+    pieces and the line under it said “Hund”)."""
+    return piece_label(piece.lstrip("\u2581") or piece, None)
+
+
 def change_label(before: str, after: str, width: int | None = LABEL_WIDTH) -> str:
     """A piece changed into another ("▁man→▁woman"), each side as `piece_label` shows it, cut to
     half of `width` columns (None: whole). A right-to-left side is isolated on its own, so the
