@@ -1,9 +1,10 @@
 """The notebook explorer's error line says what went wrong in the reader's last action, never an
 earlier one's: every action that can report an error (the hypothesis menu, a reading's box, the
-attribution box and its menus, the circuit's menus) clears it first, as a run and a patch do;
-an action made of several parts (opening a hypothesis) clears it once, before all of them, so
-that one part's error is not wiped by the next part. Random-weight tiny models, as in
-test_widgets.py.
+attribution box and its menus, the paths box and its sender menu, the circuit's menus) clears it
+first, as a run and a patch do; an action made of several parts (opening a hypothesis) clears it
+once, before all of them, so that one part's error is not wiped by the next part. The same in the
+compare widget (its attribution and circuit boxes and their menus; a run is the larger action).
+Random-weight tiny models, as in test_widgets.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from test_notebooks import make_checkpoints
 
 import attnlab
 from attnlab import widgets
+from attnlab.app import compare_circuit_widget, compare_widget, patching_widget
 
 SENTENCE, CHANGED = "A man sits on a bike .", "A dog sits on a bike ."
 
@@ -124,3 +126,110 @@ def test_the_circuit_menus_clear_an_earlier_error(
         menu.value = value
         assert cleared(explorer) and circuit_box.circuit is not None, menu.description
         explorer.show_lens.value = False
+
+
+def test_the_paths_box_and_its_sender_menu_clear_an_earlier_error(
+    translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    explorer = widgets.explore(translator, text=SENTENCE, beam=2)
+    paths_box = explorer.patching_row.paths_box
+    explorer.patch(CHANGED)
+    monkeypatch.setattr(widgets.Explorer, "_draw_lens", failing_lens)  # (a refused patch takes the paths away)
+    explorer.show_lens.value = True
+    assert explorer.errors.message == "RuntimeError: no lens"
+    paths_box.split.value = True
+    assert cleared(explorer) and explorer.figures["paths_direct"] is not None
+    explorer.show_lens.value = False
+    explorer.show_lens.value = True
+    assert explorer.errors.message == "RuntimeError: no lens"
+    paths_box.sender.value = [value for _label, value in paths_box.sender.options][1]
+    assert cleared(explorer) and explorer.figures["paths_receivers"] is not None
+    explorer.show_lens.value = False
+    explorer.show_lens.value = True
+    paths_box.split.value = False
+    assert cleared(explorer) and explorer.figures["paths_direct"] is None
+    # a split that fails is said in the error line, not raised into the log console
+    monkeypatch.setattr(patching_widget, "trace_path_patching", broken_lens)
+    paths_box.split.value = True
+    assert explorer.errors.message == "RuntimeError: no lens"
+
+
+def failing_lenses(widget: widgets.Compare, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compare widget's lenses fail while ticked: an error in its error line (cleared by
+    unticking them, the box's own action), that the next action must clear."""
+    monkeypatch.setattr(compare_widget, "logit_lens", broken_lens)
+    widget.show_lenses.value = False
+    widget.show_lenses.value = True
+    assert widget.errors.message == "RuntimeError: no lens"
+
+
+def test_the_compare_attribution_box_and_its_menus_clear_an_earlier_error(
+    translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    widget = widgets.compare_models(translator, text=SENTENCE)
+    box = widget.attributions
+    failing_lenses(widget, monkeypatch)
+    box.show.value = True
+    assert widget.errors.message == "" and widget.figures["attribution_first"] is not None
+    failing_lenses(widget, monkeypatch)
+    box.against.value = "runner-up"
+    assert widget.errors.message == "" and box.attributions[0].against == "runner-up"
+    failing_lenses(widget, monkeypatch)
+    positions = [value for _label, value in box.position.options]
+    box.position.value = next(p for p in positions if p != box.position.value)
+    assert widget.errors.message == ""
+    failing_lenses(widget, monkeypatch)
+    widget.run()  # a run reads the box again as one of its parts: the lenses' error stays
+    assert widget.errors.message == "RuntimeError: no lens" and widget.figures["attribution_first"] is not None
+    # a piece the figures fail on is said in the error line, not raised into the log console
+    monkeypatch.setattr(widgets.viz, "logit_attribution_figure", broken_lens)
+    box.position.value = positions[0] if box.position.value != positions[0] else positions[1]
+    assert widget.errors.message == "RuntimeError: no lens"
+
+
+def test_the_compare_circuit_box_and_its_menus_clear_an_earlier_error(
+    translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    widget = widgets.compare_models(translator, text=SENTENCE)
+    box = widget.circuits
+    widget.patch(CHANGED)
+    failing_lenses(widget, monkeypatch)
+    box.show.value = True
+    assert widget.errors.message == "" and widget.figures["circuit_first"] is not None
+    for menu, value in ((box.threshold, 0.02), (box.senders, 2)):
+        failing_lenses(widget, monkeypatch)
+        menu.value = value
+        assert widget.errors.message == "" and widget.figures["circuit_first"] is not None, menu.description
+    failing_lenses(widget, monkeypatch)
+    widget.run()  # a run draws the circuits again as one of its parts: the lenses' error stays
+    assert widget.errors.message == "RuntimeError: no lens" and widget.figures["circuit_first"] is not None
+    # circuits that fail are said in the error line, not raised into the log console
+    monkeypatch.setattr(compare_circuit_widget, "compared_circuit", broken_lens)
+    box.threshold.value = 0.05
+    assert widget.errors.message == "RuntimeError: no lens" and widget.figures["circuit_first"] is None
+    failing_lenses(widget, monkeypatch)
+    box.show.value = False
+    assert widget.errors.message == ""
+
+
+def test_a_compare_run_keeps_its_maps_error_and_a_picked_head_or_ticked_box_clears_one(
+    translator: attnlab.decode.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's maps that failed were said and then wiped by the readings drawn after them (each of
+    the two parts cleared the line); a head picked or a box ticked clears the last action's error."""
+    widget = widgets.compare_models(translator, text=SENTENCE)
+    monkeypatch.setattr(compare_widget.viz, "compare_figures", broken_lens)
+    widget.run()
+    assert widget.errors.message == "RuntimeError: no lens"
+    monkeypatch.undo()
+    heads = [value for _label, value in widget.picker.head.options]
+    for act in (
+        lambda: widget.show_rollouts.set_trait("value", True),
+        lambda: widget.picker.head.set_trait("value", next(h for h in heads if h != widget.picker.head.value)),
+        lambda: widget.show_importances.set_trait("value", True),
+    ):
+        failing_lenses(widget, monkeypatch)
+        monkeypatch.undo()  # (the lenses work again: ticking the importances redraws them too)
+        act()
+        assert widget.errors.message == "" and widget.figures["first"] is not None
+        widget.show_lenses.value = False

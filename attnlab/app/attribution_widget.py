@@ -81,11 +81,8 @@ class AttributionBox(w.VBox):
     def _chosen(self, action: Callable[[], None]) -> None:
         """The box or a menu changed by the reader: `action`, after the last action's error goes
         (not when `set_trace`, one part of opening a hypothesis, reads: the others' errors stay)."""
-        if self._setting:
-            return
-        self.errors.clear()
-        with reporting(self.errors):
-            action()
+        if not self._setting:
+            self.errors.act(action)
 
     def _read(self, position: int | None) -> None:
         """Read the open trace against the chosen contrast and open the piece at `position` (None:

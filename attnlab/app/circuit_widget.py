@@ -42,7 +42,7 @@ class CircuitBox(w.VBox):
         self.asked: tuple[AttentionTrace, str, Any, str] | None = None  # the trace, changed sentence,
         # positions and direction of the patch on show
         for menu in (self.senders, self.threshold):
-            menu.observe(lambda _change: self._chosen(), "value")
+            menu.observe(lambda _change: self.errors.act(self.draw), "value")
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
@@ -66,12 +66,6 @@ class CircuitBox(w.VBox):
                 self.model, trace, changed, positions, direction, self.senders.value, self.threshold.value
             )
             self.pane.update(viz.circuit_figure(self.circuit, words=figure_words(self.lang)))
-
-    def _chosen(self) -> None:
-        """A menu changed by the reader: the circuit again, after the last action's error goes (not
-        in `draw`, which the paths box runs as one part of splitting a patch)."""
-        self.errors.clear()
-        self.draw()
 
     def clear(self) -> None:
         """Nothing split: no graph, and the menus hidden."""

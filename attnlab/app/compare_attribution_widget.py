@@ -9,6 +9,7 @@ direct share of its logit, with a line each of the other shares and their sum.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
@@ -42,9 +43,9 @@ class CompareAttributionBox(w.VBox):
         self.names = ("A", "B")
         self.attributions: list[LogitAttribution] = []
         self._setting = False  # the options of a new reading are being set: one redraw, not one per change
-        self.show.observe(lambda _change: self._read(None), "value")
-        self.against.observe(lambda _change: self._read(self.position.value), "value")
-        self.position.observe(lambda _change: self._redraw(), "value")
+        self.show.observe(lambda _change: self._chosen(lambda: self._read(None)), "value")
+        self.against.observe(lambda _change: self._chosen(lambda: self._read(self.position.value)), "value")
+        self.position.observe(lambda _change: self._chosen(self._redraw), "value")
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
@@ -55,6 +56,12 @@ class CompareAttributionBox(w.VBox):
         the first model was surest of."""
         self.sides, self.names = sides, names
         self._read(None)
+
+    def _chosen(self, action: Callable[[], None]) -> None:
+        """The box or a menu changed by the reader: `action`, after the last action's error goes
+        (not when `compare`, one part of a run, reads: the run's other errors stay)."""
+        if not self._setting:
+            self.errors.act(action)
 
     def _read(self, position: int | None) -> None:
         """Read both models against the chosen contrast and open the piece at `position` (None:

@@ -41,7 +41,7 @@ class CompareCircuitBox(w.VBox):
         self.sides: tuple[tuple[Any, Any], ...] = ()  # ((model, trace), (model, trace)): both readings of the output
         self.names = ("A", "B")
         for asked in (self.show, self.senders, self.threshold):
-            asked.observe(lambda _change: self.draw(), "value")
+            asked.observe(lambda _change: self.errors.act(self.draw), "value")
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:

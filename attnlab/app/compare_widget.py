@@ -59,13 +59,13 @@ class Compare(w.VBox):
         self.button = button(i18n.text("widgets.compare", lang), "primary")
         self.button.on_click(lambda _button: self.run())
         self.output = w.HTML()
-        self.picker = HeadPicker(self.redraw, lang)
+        self.picker = HeadPicker(lambda: self.errors.act(self.redraw), lang)
         self.panes = [BokehPane(), BokehPane(), BokehPane()]
         self.show_rollouts = checkbox(i18n.text("compare.rollouts", lang))
         self.rollout_panes = [BokehPane(), BokehPane(), BokehPane()]
         self.show_lenses = checkbox(i18n.text("compare.lenses", lang))
         self.lens_panes = [BokehPane(), BokehPane()]
-        self.show_rollouts.observe(lambda _change: self.redraw(), "value")
+        self.show_rollouts.observe(lambda _change: self.errors.act(self.redraw), "value")
         self.show_importances = checkbox(i18n.text("compare.importances", lang))
         self.importance_panes = [BokehPane(), BokehPane()]
         self.show_patchings = checkbox(i18n.text("widgets.compare_patchings", lang))
@@ -76,7 +76,7 @@ class Compare(w.VBox):
         self._running = False  # a new sentence is being compared: its emptied changed sentence draws nothing yet
         self.patching_panes, self.how = [BokehPane(), BokehPane()], {"direction": "denoise", "method": "activation"}
         for box in (self.show_lenses, self.show_importances, self.show_patchings):
-            box.observe(lambda _change: self._draw_readings(), "value")
+            box.observe(lambda _change: self.errors.act(self._draw_readings), "value")
         self.errors = ErrorBox(lang)
         self.attributions = CompareAttributionBox(self.errors, self.lang)
         self.circuits = CompareCircuitBox(self.errors, self.lang, lambda: (self.changed.value.strip(), self.how))
@@ -159,6 +159,7 @@ class Compare(w.VBox):
         """The changed sentence as the box holds it now, patched (grids while ticked, circuits)."""
         if self._running:
             return
+        self.errors.clear()
         if self.show_patchings.value:
             self._draw_readings()
         self.circuits.draw()
@@ -166,7 +167,6 @@ class Compare(w.VBox):
     def redraw(self) -> None:
         if self.comparison is None:
             return
-        self.errors.clear()
         with reporting(self.errors):
             c, (kind, layer, head) = self.comparison, self.picker.value
             traces, words = (c.first.trace, c.second_on_first.trace), figure_words(self.lang)
@@ -203,7 +203,6 @@ class Compare(w.VBox):
             (self.show_importances, self.importance_panes, importance),
             (self.show_patchings, self.patching_panes, patching),
         )
-        self.errors.clear()
         for box, panes, figure_of in readings:
             for pane in panes:
                 pane.update(None)

@@ -151,6 +151,15 @@ class ErrorBox(w.HTML):
         self.message = ""
         self.value = ""
 
+    def act(self, action: Callable[[], None]) -> None:
+        """A reader's own action (a box ticked, a menu or head chosen): `action`, after the last
+        action's error goes (it stayed under the new view), its own error said here. A part of a
+        larger action (a reading drawn as a hypothesis opens, a run) is called directly instead:
+        clearing there would wipe the error of a part before it."""
+        self.clear()
+        with reporting(self):
+            action()
+
     def report(self, error: BaseException) -> None:
         lang = self.lang
         if isinstance(error, AttnlabError):

@@ -56,7 +56,7 @@ class PathsBox(w.VBox):
         self.asked: tuple[AttentionTrace, str, Any, str, HeadPatching] | None = None  # the patch on show: its
         # trace, changed sentence, positions, direction, and heads' grid
         self._setting = False  # the menu of a new patch is being filled: one run, not one per change
-        self.split.observe(lambda _change: self.draw(), "value")
+        self.split.observe(lambda _change: self.errors.act(self.draw), "value")
         self.sender.observe(lambda change: self._receivers(change["new"]), "value")
 
     @property

@@ -29,7 +29,6 @@ from __future__ import annotations
 import html
 import numbers
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,11 +196,11 @@ class Explorer(w.VBox):
         self.errors = ErrorBox(lang)
         self.view = TraceView(caption=False, lang=lang)
         self.show_lens = checkbox(i18n.text("widgets.show_lens", lang))
-        self.show_lens.observe(lambda _change: self._ticked(self._draw_lens), "value")
+        self.show_lens.observe(lambda _change: self.errors.act(self._draw_lens), "value")
         self.lens = BokehPane()
         self.attribution = AttributionBox(model, self.errors, lang)
         self.show_importance = checkbox(i18n.text("widgets.show_importance", lang))
-        self.show_importance.observe(lambda _change: self._ticked(self._draw_importance), "value")
+        self.show_importance.observe(lambda _change: self.errors.act(self._draw_importance), "value")
         self.importance = BokehPane()
         self.patching_row = PatchingRow(model, self.errors, lang)
         row = self.patching_row  # (its parts keep the names they had here: `explore(...).changed`, ...)
@@ -289,9 +288,7 @@ class Explorer(w.VBox):
 
     def _hypothesis_chosen(self, change: dict) -> None:
         if change["new"] is not None and self.result is not None and not self._listing:
-            self.errors.clear()  # (as every action does: what it says is about the action before)
-            with reporting(self.errors):
-                self._show_hypothesis(change["new"])
+            self.errors.act(lambda: self._show_hypothesis(change["new"]))
 
     def _show_hypothesis(self, rank: int) -> None:
         hyp, lang = self.result.hypotheses[rank], self.lang
@@ -309,12 +306,6 @@ class Explorer(w.VBox):
         self.attribution.set_trace(hyp.trace)
         self._draw_importance()
         self.patching_row.set_trace(hyp.trace)  # (what it showed read the hypothesis open before)
-
-    def _ticked(self, draw: Callable[[], None]) -> None:
-        """A reading's box ticked or unticked: its `draw`, after the last action's error goes. (Not
-        inside `draw`, which `_show_hypothesis` runs among other readings whose errors must stay.)"""
-        self.errors.clear()
-        draw()
 
     def _draw_lens(self) -> None:
         """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
