@@ -104,10 +104,16 @@ def test_the_attribution_box_and_its_menus_clear_an_earlier_error(
     positions = [value for _label, value in box.position.options]
     box.position.value = next(p for p in positions if p != box.position.value)
     assert cleared(explorer)
-    # a piece the figures fail on is said in the error line, not raised into the log console
+    a_failing_piece_is_said(box, explorer.errors, monkeypatch)
+
+
+def a_failing_piece_is_said(box: object, errors: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attribution box's piece the figures fail on is said in the error line, not raised into
+    the log console (the menu redrew outside the error box)."""
     monkeypatch.setattr(widgets.viz, "logit_attribution_figure", broken_lens)
+    positions = [value for _label, value in box.position.options]
     box.position.value = positions[0] if box.position.value != positions[0] else positions[1]
-    assert explorer.errors.message == "RuntimeError: no lens"
+    assert errors.message == "RuntimeError: no lens"
 
 
 def test_the_circuit_menus_clear_an_earlier_error(
@@ -181,10 +187,7 @@ def test_the_compare_attribution_box_and_its_menus_clear_an_earlier_error(
     failing_lenses(widget, monkeypatch)
     widget.run()  # a run reads the box again as one of its parts: the lenses' error stays
     assert widget.errors.message == "RuntimeError: no lens" and widget.figures["attribution_first"] is not None
-    # a piece the figures fail on is said in the error line, not raised into the log console
-    monkeypatch.setattr(widgets.viz, "logit_attribution_figure", broken_lens)
-    box.position.value = positions[0] if box.position.value != positions[0] else positions[1]
-    assert widget.errors.message == "RuntimeError: no lens"
+    a_failing_piece_is_said(box, widget.errors, monkeypatch)
 
 
 def test_the_compare_circuit_box_and_its_menus_clear_an_earlier_error(
