@@ -8,6 +8,8 @@ after a truncated one, heads picked before the model changed.
 from __future__ import annotations
 
 import html
+import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -428,3 +430,41 @@ def test_a_listed_model_opened_by_path_is_named_as_the_picker_names_it(lab: dict
     assert shown.store.model.task == "parse" and not shown.store.error, shown.store.error
     assert shown.checkpoint_select.value == shown.store.checkpoint_name == "parser"
     assert "parser<br>" in shown.model_info.object and lab["parse"].name not in shown.model_info.object
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [("en", "1 finished hypothesis (beam 4, α 0.6)"), ("es", "1 hipótesis completa (haz 4, α 0.6)")],
+)
+def test_one_hypothesis_is_counted_in_the_singular(lab: dict[str, Path], lang: str, said: str) -> None:
+    """A beam that stops with one finished hypothesis (or greedy search) read from an entry of its
+    own; it is the plural's `.one` now, as every other count's singular."""
+    shown = Explorer({"tiny": str(lab["translate"])}, CheckpointRoots([lab["root"]]), lang=lang)
+    shown.open_listed("tiny")
+    best = shown.store.result
+    shown.store.result = replace(best, hypotheses=best.hypotheses[:1])
+    shown.output.show()
+    assert f"<summary class='attn-muted'>{html.escape(said)}</summary>" in shown.output.text.object
+
+
+def test_a_run_with_one_snapshot_and_an_unnamed_aer_set(lab: dict[str, Path], tmp_path: Path) -> None:
+    """A run that recorded its probes at one checkpoint said "1 snapshots (steps 10–10)", and its
+    AER table, which named no set, drew a curve titled "AER % on  (cross layer 1)"."""
+    run = tmp_path / "run"
+    shutil.copytree(lab["translate"], run)
+    load(run).score("the dog runs .", "der hund läuft .", record=True).trace.save(run / "probes/step_10/probe_0.trace")
+    rows = [{"reading": f"head L1 H{h}", "method": "head", "layer": 1, "head": h, "aer": 0.5} for h in range(2)]
+    (run / "probes/step_10/alignment.json").write_text(json.dumps({"set": "", "pairs": 2, "rows": rows}))
+    said = {
+        "en": ("1 snapshot (step 10); the differences are to step 10 itself.", "AER % (cross layer 1)"),
+        "es": ("1 instantánea (paso 10); las diferencias son respecto al propio paso 10.", "AER % (cruzada, capa 1)"),
+        "zh": ("1 个快照（第 10 步）；差异均相对于第 10 步。", "AER %（交叉，第 1 层）"),
+    }
+    for lang, (note, aer) in said.items():
+        shown = Explorer({"run": str(run)}, CheckpointRoots([tmp_path]), lang=lang)
+        shown.open_listed("run")
+        shown.store.kind, shown.store.layer = "cross", 1
+        shown.tabs.active = 3  # the timeline
+        assert shown.timeline.note.object == html.escape(note) and not shown.store.error, shown.store.error
+        figure = shown.timeline.figures.objects[-1].object
+        assert figure.name == "timeline-aer" and aer in figure.title.text.replace("\n", " "), figure.title.text

@@ -157,6 +157,25 @@ def test_spanish_groups_digits_its_own_way() -> None:
     assert i18n.grouped(999, "es") == "999" and i18n.grouped(-12345, "es") == "-12\u202f345"
 
 
+def test_chinese_spaces_a_field_by_what_fills_it() -> None:
+    """Chinese puts a space between Chinese and a Latin letter or digit, none between two Chinese
+    words, and an entry cannot know which its field holds: "平均 {stat}" read "平均 熵", and
+    "读取{first}的输出" "读取A的输出". `text` settles the spaces at a filled field's edges."""
+    grid = {stat: text("corpus.grid_title", "zh", kind="交叉注意力", stat=stat) for stat in ("熵", "AER")}
+    assert grid == {"熵": "交叉注意力：各头的平均熵（点击查看）", "AER": "交叉注意力：各头的平均 AER（点击查看）"}
+    largest = text("corpus.extremes_largest", "zh", kind="交叉注意力", layer=1, head=2, stat="熵")
+    assert largest == "交叉注意力 · 第 1 层 · 头 2：熵最大的句子（点击打开）"  # the entry's own spaces stay
+    lens = {first: text("compare.lens_title_second", "zh", name="B", first=first) for first in ("A", "模型甲")}
+    assert lens == {
+        "A": "B · logit 透镜，读取 A 的输出（红色：不是 A 在该处的词元）",
+        "模型甲": "B · logit 透镜，读取模型甲的输出（红色：不是模型甲在该处的词元）",
+    }
+    pairs = [text("checkpoint.translator", "zh", src="英", tgt=tgt) for tgt in ("德", "PT")]
+    assert pairs == ["英→德翻译模型", "英→PT 翻译模型"]  # PT: a language with no character of its own
+    assert text("timeline.entropy", "zh", kind="cross", layer=1) == "熵（cross，第 1 层）"  # punctuation: no space
+    assert text("corpus.grid_title", "en", kind="cross", stat="entropy") == "cross: mean entropy per head (click one)"
+
+
 def test_text_fills_fields_and_falls_back_to_english() -> None:
     assert text("status.done", "es", run=3, decode_ms=12.4, views_ms=40) == (
         "ejecución 3 · decodificado en 12 ms · todas las vistas en 40 ms"
@@ -617,7 +636,7 @@ def test_the_picker_names_models_in_the_page_language(tmp_path: Path) -> None:
     expected = {
         "en": ["EN→ES translator", "EN→ZH translator", "English parser (WSJ)"],
         "es": ["Traductor EN→ES", "Traductor EN→ZH", "Analizador sintáctico del inglés (WSJ)"],
-        "zh": ["英→西 翻译模型", "英→中 翻译模型", "英语句法分析模型（WSJ）"],
+        "zh": ["英→西翻译模型", "英→中翻译模型", "英语句法分析模型（WSJ）"],  # no space between Chinese words
     }
     for lang, described in expected.items():
         names = list(find_checkpoints(bundled=tmp_path, lang=lang))

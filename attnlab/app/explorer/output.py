@@ -79,8 +79,8 @@ class Output(pn.viewable.Viewer):
             if store.greedy
             else text("decoding.settings", lang, beam=store.beam_size, alpha=store.alpha_value)
         )
-        count = len(result.hypotheses)  # one with greedy search, or when the beam stops early
-        summary = text("output.hypothesis" if count == 1 else "output.hypotheses", lang, count=count, decoding=decoding)
+        # one with greedy search, or when the beam stops early: `text` reads the singular then
+        summary = text("output.hypotheses", lang, count=len(result.hypotheses), decoding=decoding)
         header = (
             f"<th>{text('output.rank', lang)}</th><th>{text('output.score', lang)}</th>"
             f"<th>{text('output.logp', lang)}</th><th>{text('output.output', lang)}</th>"

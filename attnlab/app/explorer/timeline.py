@@ -69,9 +69,8 @@ class TimelineTab(pn.viewable.Viewer):
             self.figures.objects = []
             return
         steps = [step for step, _ in snapshots]
-        self.note.object = html.escape(
-            text("timeline.snapshots", lang, count=len(steps), first=steps[0], last=steps[-1])
-        )
+        span = "–".join(dict.fromkeys(grouped(step, lang) for step in (steps[0], steps[-1])))  # "10–30"; one: "10"
+        self.note.object = html.escape(text("timeline.snapshots", lang, count=len(steps), steps=span, last=steps[-1]))
         self.step.options = {grouped(step, lang): step for step in steps}  # as the titles and the note write it
         self.step.value = steps[0]
         probes = {
@@ -172,5 +171,6 @@ class TimelineTab(pn.viewable.Viewer):
             for h in heads
         }
         curves[text("timeline.aer_best", lang)] = [100 * min(t.values()) for t in tables]
-        stat = text("timeline.aer", lang, set=last.get("set", ""), kind=kind_name("cross", lang), layer=layer)
+        kind, named = kind_name("cross", lang), last.get("set") or ""  # a table may name no set: "AER % (…)"
+        stat = text("timeline.aer" if named else "timeline.aer_unnamed", lang, set=named, kind=kind, layer=layer)
         return [pn.pane.Bokeh(viz.timeline_curve(steps, curves, step, stat, self.store.words, name="timeline-aer"))]
