@@ -1028,3 +1028,14 @@ def test_png_and_svg_of_a_short_sentence_hold_title_and_colour_bar() -> None:
     bar = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("fill") == "url(#bar)")
     assert float(bar.get("y")) + float(bar.get("height")) + 4 <= svg_h  # "0.00" sits at the bar's end
     assert svg_w >= need, (svg_w, need)
+
+
+def test_the_figures_chinese_titles_are_spaced_as_the_pages_words(trace: AttentionTrace) -> None:
+    """The figures fill their templates themselves (`attnlab.viz`), outside `text`: the heads'
+    scatter was titled "注意力头：熵 与 距离"; its Chinese templates are `viz.words.Spaced` too."""
+    from attnlab.app.words import figure_words
+
+    source = viz.stats_source(head_stats(trace))
+    title = viz.stats_scatter(source, "entropy", "distance", words=figure_words("zh")).title.text
+    assert " ".join(title.split()) == "注意力头：熵与距离", title
+    assert viz.stats_scatter(source, "entropy", "distance").title.text == "heads: entropy vs distance"

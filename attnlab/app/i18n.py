@@ -11,17 +11,12 @@ language (per error class) before the English detail.
 
 from __future__ import annotations
 
-import re
-
 from attnlab.app.catalogue import MESSAGES
 from attnlab.errors import CheckpointError, ConfigError, DataError, ModelInputError, TimeLimitError
+from attnlab.viz.words import Spaced
 
 LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "zh": "中文"}
 DEFAULT = "en"
-HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")  # a Chinese character (not its punctuation: "（" needs no space)
-LATIN = re.compile("[0-9A-Za-z\u00c0-\u024f]")  # a Latin letter (ü, é too) or a digit
-FIELD = re.compile(r"(\{\{|\}\})|(\{[^{}]*\})")  # an escaped brace, or a field
-JOINT = re.compile(r"(?<=(.))[ \x00]*\x00[ \x00]*(?=(.))")  # a filled field's edge (\x00), the spaces at it
 
 
 def text(key: str, lang: str = DEFAULT, **values: object) -> str:
@@ -32,12 +27,9 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
     desactivada"; any other count, 0 included, reads `KEY`: "2 heads off"). English and Spanish
     have these two forms; Chinese has no plural, so its `.one` repeats its sentence.
 
-    Chinese spacing: a space between Chinese and Latin letters or digits, none between two Chinese
-    words. An entry cannot know which its fields will be ("平均 {stat}": 平均熵 but 平均 AER;
-    "读取{first}的输出": 读取 A 的输出), so in Chinese the edges of each filled field are settled
-    after filling: Chinese on both sides loses the spaces between, Chinese against a Latin letter
-    or digit gets exactly one; any other edge (punctuation, markup, Latin on both sides) is left
-    as it is, and so is every space away from a field's edge ("第 {layer} 层" stays as written)."""
+    Chinese spacing: an entry cannot know what its fields will hold ("平均 {stat}": 平均熵 but
+    平均 AER), so in Chinese the spaces at each filled field's edges are settled after filling
+    (`viz.words.Spaced`, which the figures' Chinese templates fill with too)."""
     if values.get("count") == 1 and f"{key}.one" in MESSAGES:
         key = f"{key}.one"
     entry = MESSAGES[key]
@@ -47,18 +39,7 @@ def text(key: str, lang: str = DEFAULT, **values: object) -> str:
             template, values[name] = template.replace(f"{{{name}:,}}", f"{{{name}}}"), grouped(value, lang)
     if not values:
         return template
-    if lang != "zh":
-        return template.format(**values)
-    marked = FIELD.sub(lambda m: m[1] or f"\x00{m[2]}\x00", template)  # each field's edges marked
-    return JOINT.sub(_joint, marked.format(**values)).replace("\x00", "")
-
-
-def _joint(edge: re.Match[str]) -> str:
-    """The spaces at a filled field's edge in Chinese, from the characters either side (see `text`)."""
-    han, latin = ([bool(kind.match(c)) for c in edge.groups()] for kind in (HAN, LATIN))
-    if all(han):
-        return ""
-    return " " if (han[0] and latin[1]) or (latin[0] and han[1]) else edge[0]
+    return (Spaced(template) if lang == "zh" else template).format(**values)
 
 
 def grouped(number: int, lang: str = DEFAULT) -> str:

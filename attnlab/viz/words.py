@@ -9,6 +9,7 @@ tokens themselves are never words: they are drawn as they are in every language.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from attnlab.errors import AttnlabError
@@ -176,9 +177,36 @@ WORDS: dict[str, str] = {
 # fmt: on
 
 
+HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")  # a Chinese character (not its punctuation: "（" needs no space)
+LATIN = re.compile("[0-9A-Za-z\u00c0-\u024f]")  # a Latin letter (ü, é too) or a digit
+FIELD = re.compile(r"(\{\{|\}\})|(\{[^{}]*\})")  # an escaped brace, or a field
+JOINT = re.compile(r"(?<=(.))[ \x00]*\x00[ \x00]*(?=(.))")  # a filled field's edge (\x00), the spaces at it
+
+
+class Spaced(str):
+    """A template written in Chinese, whose `format` sets the spaces at each filled field's edges
+    as Chinese is set: none between two Chinese words, one between Chinese and a Latin letter or
+    digit. A template cannot know what its fields will hold ("平均 {stat}": 平均熵 but 平均 AER;
+    "读取{first}的输出": 读取 A 的输出; "{x} 与 {y}": 熵与距离); any other edge (punctuation,
+    markup, Latin on both sides) and every space away from a field stay as written ("第 {layer} 层")."""
+
+    def format(self, *args: object, **kwargs: object) -> str:
+        marked = FIELD.sub(lambda m: m[1] or f"\x00{m[2]}\x00", self)  # each field's edges marked
+        return JOINT.sub(_joint, marked.format(*args, **kwargs)).replace("\x00", "")
+
+
+def _joint(edge: re.Match[str]) -> str:
+    """The spaces at a filled field's edge, from the characters either side (see `Spaced`)."""
+    han, latin = ([bool(kind.match(c)) for c in edge.groups()] for kind in (HAN, LATIN))
+    if all(han):
+        return ""
+    return " " if (han[0] and latin[1]) or (latin[0] and han[1]) else edge[0]
+
+
 def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The templates a view writes with: English, with `words`' replacements. `words` that are
-    not a mapping of strings are one line (a TypeError, or an AttributeError in a title)."""
+    """The templates a view writes with: English, with `words`' replacements, those in Chinese
+    made `Spaced`. `words` that are not a mapping of strings are one line (a TypeError, or an
+    AttributeError in a title)."""
     if words is None:
         return dict(WORDS)
     if not isinstance(words, Mapping):
@@ -186,7 +214,7 @@ def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
     for key, value in words.items():
         if not isinstance(value, str):
             raise AttnlabError(f"words[{key!r}] must be a string (a template), got {type(value).__name__}")
-    return {**WORDS, **words}
+    return {**WORDS, **{key: Spaced(value) if HAN.search(value) else value for key, value in words.items()}}
 
 
 def kind_title(kind: str, words: Mapping[str, str]) -> str:
