@@ -462,6 +462,45 @@ def test_hover_shows_tokens_and_weight(page: Page) -> None:
     page.shot("hover")
 
 
+JS_LINES = """(name) => {
+  const stack = [...Bokeh.index], seen = new Set();
+  while (stack.length) {
+    const v = stack.pop();
+    if (!v || seen.has(v)) continue;
+    seen.add(v);
+    if (v.model && v.model.name === name && v.canvas_view) {
+      const data = v.model.renderers.find(r => r.name === "lines").data_source.data;
+      return {q: [...data.q], k: [...data.k], w: [...data.w], alpha: [...data.alpha]};
+    }
+    try { for (const c of v.children()) stack.push(c); } catch (e) {}
+  }
+  return null;
+}"""
+
+
+def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page) -> None:
+    """Beside the heatmap, the open head as lines (bertviz's head view): every line at its weight;
+    pointing at a query word leaves its lines alone, at a key word the lines to it."""
+    page.translate("A dog runs .")
+    box = page.figure_box("lines-cross")
+
+    def point(x: float, y: float) -> dict[str, list[float]]:
+        page.page.mouse.move(
+            box["left"] + box["x0"] + (box["x1"] - box["x0"]) * x, box["top"] + box["y0"] + (box["y1"] - box["y0"]) * y
+        )
+        page.page.wait_for_timeout(300)
+        return page.page.evaluate(JS_LINES, "lines-cross")
+
+    every = point(0.5, 0.5)  # (between the columns: no word)
+    assert every["alpha"] == every["w"] and len(set(every["q"])) > 2, every
+    for side, x in (("q", -0.05), ("k", 1.05)):
+        lines = point(x, -1)  # the second word of that column
+        shown = {(q, k) for q, k, a in zip(lines["q"], lines["k"], lines["alpha"], strict=True) if a > 0}
+        mine = {(q, k) for q, k in zip(lines["q"], lines["k"], strict=True) if (q if side == "q" else k) == 1}
+        assert shown == mine and mine, (side, shown, mine)
+    assert point(0.5, 0.5)["alpha"] == every["w"]  # off the words again: every line
+
+
 def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:
     run = page.run_number()
     page.page.locator(".attn-checkpoint select").select_option(label="tiny-parse")

@@ -468,3 +468,20 @@ def test_a_run_with_one_snapshot_and_an_unnamed_aer_set(lab: dict[str, Path], tm
         assert shown.timeline.note.object == html.escape(note) and not shown.store.error, shown.store.error
         figure = shown.timeline.figures.objects[-1].object
         assert figure.name == "timeline-aer" and aer in figure.title.text.replace("\n", " "), figure.title.text
+
+
+def test_the_heads_tab_draws_the_open_head_as_lines_too(lab: dict[str, Path]) -> None:
+    """Beside its heatmap, the open head as lines (bertviz's head view), on the same scale, in place
+    when another head or kind is opened, in the page's words."""
+    shown = explorer(lab, tiny="translate")
+    store, lines = shown.store, shown.heads.lines.object
+    assert lines.name == f"lines-{store.kind}" and f"layer {store.layer} · head {store.head}" in lines.title.text
+    store.select(kind="encoder", layer=0, head=1)
+    assert (
+        shown.heads.lines.object is lines and lines.name == "lines-encoder" and "layer 0 · head 1" in lines.title.text
+    )
+    data = lines.select_one({"name": "lines"}).data_source.data
+    weights = store.trace.attention("encoder", 0)[1]
+    assert len(data["q"]) == int((weights >= 0.01).sum())
+    store.scale_to_max = True  # (as the heatmap: its largest weight is the darkest line)
+    assert max(lines.select_one({"name": "lines"}).data_source.data["alpha"]) == 1.0

@@ -875,7 +875,7 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     drawn = ("lens", "importance", "patching", "residual_decoder", "attribution", "attribution_source")
     shown = {name: explorer.figures[name] for name in drawn}
     views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 30, views
+    assert None not in views.values() and len(views) == 31, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

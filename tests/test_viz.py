@@ -149,6 +149,34 @@ def test_heatmap_is_one_image_with_token_labels_and_hover(trace: AttentionTrace)
     assert fig.toolbar_location == "below" and fig.xaxis[0] in fig.above
 
 
+def test_lines_draw_each_weight_from_its_query_to_its_key(trace: AttentionTrace) -> None:
+    """bertviz's head view: a line from query i (left, y = -i) to key j (right, y = -j) for each
+    weight ≥ LEAST, as opaque as the weight over the scale's top; the decoder's future keys (0)
+    draw none; pointing at a word (both columns' hover) is wired to the lines' source."""
+    from attnlab.viz.lines import LEAST
+
+    fig = viz.lines_figure(trace, "decoder", 1, 2)
+    data = fig.select_one({"name": "lines"}).data_source.data
+    weights = trace.attention("decoder", 1)[2]
+    q, k = np.nonzero(weights >= LEAST)
+    assert (data["q"], data["k"]) == (q.tolist(), k.tolist()) and all(kk <= qq for qq, kk in zip(q, k, strict=True))
+    np.testing.assert_allclose(data["alpha"], weights[q, k])
+    assert data["y0"] == (-q).tolist() and data["y1"] == (-k).tolist() and set(data["x0"]) == {0.0}
+    tokens = {side: fig.select_one({"name": f"{side}-tokens"}).data_source.data["label"] for side in ("q", "k")}
+    assert tokens == {"q": trace.tgt_tokens, "k": ["<s>", *trace.tgt_tokens[:-1]]}
+    hovers = [t for t in fig.tools if isinstance(t, HoverTool)]
+    assert [h.callback.args["side"] for h in hovers] == ["q_at", "k_at"]
+    assert all(h.callback.args["lines"] is fig.select_one({"name": "lines"}).data_source for h in hovers)
+    assert fig.name == "lines-decoder" and "layer 1 · head 2" in fig.title.text
+    # scaled to the head's largest weight (a query with one key left out), in place for another head
+    viz.update_lines(fig, trace, "cross", 0, 1, vmax=None)
+    data, cross = fig.select_one({"name": "lines"}).data_source.data, trace.attention("cross", 0)[1]
+    assert max(data["alpha"]) == 1.0 and fig.name == "lines-cross" and "layer 0 · head 1" in fig.title.text
+    np.testing.assert_allclose(max(data["alpha"]) * cross.max(), max(cross[cross >= LEAST]))
+    with pytest.raises(AttnlabError, match="^head 9 does not exist in this trace"):
+        viz.lines_figure(trace, "cross", 0, 9)
+
+
 def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:
     with_mask = viz.heatmap(trace, "decoder", 0, 0, mask=True)
     overlay = renderers(with_mask, ImageRGBA)
@@ -609,6 +637,8 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
     views = {
         "heatmap": lambda **o: viz.heatmap(trace, "cross", 0, 0, **o),
         "update_heatmap": lambda **o: viz.update_heatmap(viz.heatmap(trace, "cross", 0, 0), trace, "cross", 0, 0, **o),
+        "lines_figure": lambda **o: viz.lines_figure(trace, "cross", 0, 0, **o),
+        "update_lines": lambda **o: viz.update_lines(viz.lines_figure(trace, "cross", 0, 0), trace, "cross", 0, 0, **o),
         "matrix_figure": lambda **o: viz.matrix_figure(weights, *labels, **o),
         "update_matrix": lambda **o: viz.update_matrix(viz.matrix_figure(weights, *labels), weights, *labels, **o),
         "mask_figure": lambda **o: viz.mask_figure(trace, "decoder", **o),

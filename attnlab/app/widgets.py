@@ -82,7 +82,7 @@ MAX_BEAM = 50  # the explorer's beam field goes up to this
 # -- one trace ------------------------------------------------------------------------------------------
 class TraceView(w.VBox):
     """Every head of one trace: the layers × heads grid (click a thumbnail to open it), the
-    selected head's heatmap, and, on request, the mask that shaped the kind and the attention
+    selected head's heatmap and its lines (bertviz's head view), and, on request, the mask that shaped the kind and the attention
     rollout up to the selected layer (`attnlab.record.rollout`)."""
 
     def __init__(self, trace: AttentionTrace | None = None, caption: bool = True, lang: str = i18n.DEFAULT) -> None:
@@ -96,8 +96,10 @@ class TraceView(w.VBox):
         for box in (self.mask, self.scale, self.show_mask, self.show_rollout):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
-        self.grid, self.head, self.mask_figure, self.rollout = BokehPane(), BokehPane(), BokehPane(), BokehPane()
-        self._panes = {"grid": self.grid, "head": self.head, "mask": self.mask_figure, "rollout": self.rollout}
+        self.grid, self.head, self.lines = BokehPane(), BokehPane(), BokehPane()
+        self.mask_figure, self.rollout = BokehPane(), BokehPane()
+        self._panes = {"grid": self.grid, "head": self.head, "lines": self.lines}
+        self._panes |= {"mask": self.mask_figure, "rollout": self.rollout}
         self.errors = ErrorBox(lang)
         options = w.HBox([self.mask, self.scale, self.show_mask, self.show_rollout])
         figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
@@ -142,6 +144,7 @@ class TraceView(w.VBox):
             chosen = {"selected": (layer, head), "on_select": self.select}
             self.grid.update(viz.grid(self.trace, kind, mask=mask, vmax=vmax, words=words, **chosen))
             self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax, words=words))
+            self.lines.update(viz.lines_figure(self.trace, kind, layer, head, vmax=vmax, words=words))
             self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
             rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
             self.rollout.update(rolled)

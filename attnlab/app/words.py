@@ -34,6 +34,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "head.key": text("figure.key", lang),
             "head.weight": text("figure.weight", lang),
             "head.masked": text("figure.masked", lang),
+            "lines.hint": text("figure.lines_hint", lang),
             "grid.title": text("figure.grid_title", lang),
             "grid.layer": text("figure.grid_layer", lang),
             "grid.head": text("figure.grid_head", lang),

@@ -49,6 +49,7 @@ from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matr
 from attnlab.viz.importance import importance_figure, importance_pick
 from attnlab.viz.labels import display_width, piece_label, piece_word
 from attnlab.viz.lens import lens_figure, lens_pick
+from attnlab.viz.lines import lines_figure, update_lines
 from attnlab.viz.logit_attribution import (
     attribution_scale,
     attribution_title,
@@ -100,6 +101,7 @@ __all__ = [
     "importance_pick",
     "lens_figure",
     "lens_pick",
+    "lines_figure",
     "logit_attribution_figure",
     "logit_source_figure",
     "mask_figure",
@@ -128,6 +130,7 @@ __all__ = [
     "two_names",
     "update_grid",
     "update_heatmap",
+    "update_lines",
     "update_matrix",
     "use_fonts",
     "word_diff",

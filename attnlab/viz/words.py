@@ -30,6 +30,8 @@ WORDS: dict[str, str] = {
     "head.key": "key",
     "head.weight": "weight",
     "head.masked": "masked (score −∞, weight 0)",
+    # one head as lines (lines.py), under its "head.title"
+    "lines.hint": "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone",
     # every head (overview.py)
     "grid.title": "{kind_title}: layers × heads (click one to open it)",
     "grid.layer": "layer {layer}",

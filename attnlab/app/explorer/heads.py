@@ -1,6 +1,7 @@
 """The Heads tab: the grid of every head of the open kind (a click opens one), the open head's
-heatmap, and a caption that says what is shown. Both figures are edited in place after the first
-draw, so that a new selection sends only new data to the browser, not new figures.
+heatmap and its lines (bertviz's head view: where each word looks), and a caption that says what
+is shown. The figures are edited in place after the first draw, so that a new selection sends
+only new data to the browser, not new figures.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class HeadsTab(pn.viewable.Viewer):
         self.caption = pn.pane.HTML("", css_classes=["attn-head-caption", "attn-muted"])
         self.grid = pn.pane.Bokeh(None, css_classes=["attn-grid"])
         self.heatmap = pn.pane.Bokeh(None, css_classes=["attn-head"])
-        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap))
+        self.lines = pn.pane.Bokeh(None, css_classes=["attn-lines"])
+        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, self.lines))
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -64,6 +66,10 @@ class HeadsTab(pn.viewable.Viewer):
             self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax, words=store.words, fit=True)
         else:
             viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax, words=store.words)
+        if self.lines.object is None:
+            self.lines.object = viz.lines_figure(*selection, vmax=vmax, words=store.words)
+        else:
+            viz.update_lines(self.lines.object, *selection, vmax=vmax, words=store.words)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
         lang = store.lang
         caption = text(
