@@ -18,7 +18,6 @@ from bokeh.plotting import figure
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room
-from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import PALETTE, choice_rows, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import head_title
@@ -28,7 +27,7 @@ from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
 ROW_PX = 20  # pixels between two tokens of a column
-SPAN_PX = 220  # pixels between the two columns, where the lines run, at least
+SPAN_PX = 160  # pixels between the two columns, where the lines run (narrow: it stands beside the heatmap)
 LEAST = 0.01  # the smallest weight drawn as a line (a 60-token map is 3,600 weights, most near 0)
 COLOR = PALETTE[-2]  # the lines' colour: the heatmap's dark end
 # each column: its words' alignment and where they stand (the lines run from x 0 to 1), its header
@@ -114,7 +113,7 @@ def update_lines(
     weights = head_map(trace, kind, layer, head)
     top = color_scale(choice_rows(weights, trace.mask(kind)), vmax)
     rooms = [label_room(labels) + 8 for labels in (q_labels, k_labels)]
-    unit = max(SPAN_PX, TITLE_MIN_PX - sum(rooms))  # pixels a unit of x (the columns stand at 0 and 1)
+    unit = SPAN_PX  # pixels a unit of x (the columns stand at 0 and 1)
     rows = max(len(q_labels), len(k_labels))
     title = wrap_title(title or head_title(trace, kind, layer, head, said), unit + sum(rooms))
     hint = wrap_title(said["lines.hint"], unit + sum(rooms))
