@@ -716,6 +716,7 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
         ("Head ablation", "head-importance"),
         ("Masks & Eq. (1)", "eq1-values"),
         ("Heads dashboard", "stats-scatter"),
+        ("Training timeline", "timeline-diff"),  # its difference's one-line title ran 60 px past (Spanish 148)
     ):
         page.page.locator(".bk-tab").filter(has_text=tab).click()
         assert page.painted(figure, 5)

@@ -1069,3 +1069,14 @@ def test_the_figures_chinese_titles_are_spaced_as_the_pages_words(trace: Attenti
     title = viz.stats_scatter(source, "entropy", "distance", words=figure_words("zh")).title.text
     assert " ".join(title.split()) == "注意力头：熵与距离", title
     assert viz.stats_scatter(source, "entropy", "distance").title.text == "heads: entropy vs distance"
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_the_timeline_difference_wraps_its_title_to_its_cells(trace: AttentionTrace, lang: str) -> None:
+    """On one line the difference's own title set its width: 692 px in English, 780 in Spanish
+    for a map of three keys, past a 1024 px window beside the inputs and twice the step's map."""
+    from attnlab.app.words import figure_words
+    from attnlab.viz.cells import TITLE_MIN_PX
+
+    diff = viz.diff_figure(trace, trace, "cross", 1, 2, budget=380, words=figure_words(lang))
+    assert "\n" in diff.title.text and diff.width <= TITLE_MIN_PX + 90, (diff.width, diff.title.text)

@@ -33,7 +33,7 @@ from attnlab.viz.colors import (
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label, title_px
+from attnlab.viz.labels import TITLE_LINE_PX, piece_label, title_px
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map, model_head, model_layer
 from attnlab.viz.words import kind_title, say
@@ -228,7 +228,8 @@ def update_matrix(
     room = label_room(list(q_labels) + list(k_labels)) + 16
     # The title starts above the frame (after the query labels) and bokeh clips it at the edge.
     width = max(int(k * cell_k) + 90, max(title_px(line) for line in title.split("\n")) + 40) + room
-    fig.update(width=width, height=int(q * cell_q) + room + 100)  # title above, toolbar below
+    lines = TITLE_LINE_PX * title.count("\n")  # (a wrapped title's lines came out of the cells' height)
+    fig.update(width=width, height=int(q * cell_q) + room + 100 + lines)  # title above, toolbar below
     if fig.sizing_mode == "stretch_width":  # `fit`: narrows from its new width; its new data refits it
         fit_widths(fig)
     fig.title.text = title

@@ -17,6 +17,8 @@ from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
 from attnlab.record.trace import AttentionTrace, check_flag
+from attnlab.viz.axes import cell_px
+from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
@@ -52,9 +54,13 @@ def diff_figure(
             raise AttnlabError(f"the traces read other pieces ({axis} {n}: {a!r} vs {b!r}): not the same sentence pair")
     q_labels, k_labels = trace.labels(kind)
     allowed = trace.mask(kind) if check_flag(mask, "mask") else None
+    # its own title wrapped to the map's cells: on one line it set the width (the Spanish one ran
+    # 148 px past a 1024 px window, wider than the step's map beside it)
+    own = said["timeline.diff_title"].format(kind=kind_title(kind, said), layer=layer, head=head)
+    cells = int(len(k_labels) * cell_px(len(k_labels), budget)) + 90
     return matrix_figure(
         now - final, q_labels, k_labels, allowed=allowed, vmin=-1.0, vmax=1.0, palette=DIFF_PALETTE,
-        title=title or said["timeline.diff_title"].format(kind=kind_title(kind, said), layer=layer, head=head), budget=budget,
+        title=title or wrap_title(own, max(cells, TITLE_MIN_PX)), budget=budget,
         value_name=said["timeline.diff_value"], name=name, words=said,
     )  # fmt: skip
 
