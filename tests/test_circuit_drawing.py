@@ -109,3 +109,19 @@ def test_the_labels_of_a_crowded_circuit_do_not_overlap(model: Model, trace: obj
     assert not clashes, clashes
     on_dots = [(text, i) for text, box in labels for i, dot in enumerate(dots) if meet(box, dot)]
     assert not on_dots, on_dots
+
+
+def test_curves_pass_under_the_names_and_a_path_is_said_in_the_pages_language(model: Model, trace: object) -> None:
+    """The long encoder→decoder curves struck through the decoder's row names ("masked self-attn
+    L2") and ran over node labels: both stand on a white ground now. A path's hover wrote "→ 输出:
+    +0.222" with an ASCII colon where the node's wrote "：总效应"."""
+    from bokeh.models import Label
+
+    circuit = trace_circuit(model, trace, CORRUPTED, senders=8, threshold=0.02)
+    fig = circuit_figure(circuit, words=figure_words("zh"))
+    rows = [label for label in fig.select(Label) if label.text_color == "#888888"]
+    labels = fig.select_one({"name": "labels"}).glyph
+    assert rows and all(label.background_fill_color == "white" for label in rows)
+    assert labels.background_fill_color == "white"
+    tips = drawn(fig, "paths")["tip"]
+    assert tips and all("：" in tip and ": " not in tip for tip in tips), tips[:3]

@@ -139,6 +139,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "circuit.decoder": text("kind.decoder", lang),
             "circuit.ffn": text("figure.circuit_ffn", lang),
             "circuit.empty": text("figure.circuit_empty", lang),
+            "circuit.path_tip": text("figure.circuit_path_tip", lang),
             "circuit.row_encoder": text("figure.circuit_row_encoder", lang),
             "circuit.row_decoder": text("figure.circuit_row_decoder", lang),
             "circuit.row_cross": text("figure.circuit_row_cross", lang),

@@ -60,6 +60,8 @@ SPOTS = (
     (-0.8, 0.8, "right", "top"),
 )
 Box = tuple[float, float, float, float]  # (left, top, right, bottom) in screen pixels
+# behind a row's or a node's name: the curves pass under it (they struck through "masked self-attn L2")
+UNDER_CURVES = {"background_fill_color": "white", "background_fill_alpha": 0.8}
 
 
 def circuit_figure(
@@ -96,7 +98,9 @@ def circuit_figure(
         curves["ys"].append(ys)
         curves["color"].append(UP if share >= 0 else DOWN)
         curves["width"].append(1 + (MOST_WIDTH - 1) * abs(share) / top)
-        curves["tip"].append(f"{_named(start, said)} → {_named(end, said)}: {share:+.3f}")
+        curves["tip"].append(
+            said["circuit.path_tip"].format(start=_named(start, said), end=_named(end, said), share=share)
+        )
         fig.add_layout(
             Arrow(
                 end=VeeHead(size=9, fill_color=curves["color"][-1], line_color=curves["color"][-1]),
@@ -165,7 +169,7 @@ def _skeleton(
         fig.add_layout(
             Label(
                 x=x, y=y, text=text, text_align="right", text_baseline="middle", text_font_size=f"{ROW_PX}px",
-                text_color="#888888",
+                text_color="#888888", **UNDER_CURVES,
             )
         )  # fmt: skip
 
@@ -207,7 +211,7 @@ def _nodes(
     fig.text(
         "x", "y", text="label", x_offset="dx", y_offset="dy", text_align={"field": "align"},
         text_baseline={"field": "baseline"}, text_font_size=f"{LABEL_PX}px", source=ColumnDataSource(data),
-        name="labels",
+        name="labels", **UNDER_CURVES,
     )  # fmt: skip
     fig.add_tools(HoverTool(renderers=[dots], tooltips=[(said["circuit.part"], "@tip")]))
 

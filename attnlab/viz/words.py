@@ -143,6 +143,7 @@ WORDS: dict[str, str] = {
     "circuit.row_ffn": "FFN",
     "circuit.output": "output",
     "circuit.empty": "no path carries {threshold:.2f} of the change or more: lower the smallest path",
+    "circuit.path_tip": "{start} → {end}: {share:+.3f}",  # a curve's hover
     "circuit.path": "path",  # a curve's hover: "cross L1 H1 → decoder FFN L1: +0.290"
     "circuit.part": "part",  # a node's hover
     "circuit.node": "{name}: total {total:+.3f}, direct {direct:+.3f}",
