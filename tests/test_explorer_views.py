@@ -485,3 +485,26 @@ def test_the_heads_tab_draws_the_open_head_as_lines_too(lab: dict[str, Path]) ->
     assert len(data["q"]) == int((weights >= 0.01).sum())
     store.scale_to_max = True  # (as the heatmap: its largest weight is the darkest line)
     assert max(lines.select_one({"name": "lines"}).data_source.data["alpha"]) == 1.0
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_compare_tab_says_how_the_model_with_heads_off_was_read(lab: dict[str, Path], lang: str) -> None:
+    """With heads off, A and B are the model with all heads and with one off: "Los mapas de 1 cabeza
+    desactivada se registran mientras lee la salida de todas las cabezas" named them as models. And
+    Chinese runs its two sentences on after "。" ("两者输出相同。 B 的注意力图": a stray space)."""
+    from attnlab.app.explorer.compare import ABLATED
+
+    shown = Explorer({"tiny": str(lab["translate"])}, CheckpointRoots([lab["root"]]), lang=lang)
+    shown.open_listed("tiny")
+    shown.tabs.active = 4  # Head ablation: the open head picked there, for this model
+    shown.ablation.add_open_head()
+    shown.tabs.active = 5
+    shown.compare.second.value = ABLATED
+    said = html.unescape(shown.compare.outputs.object)
+    ablated = text(
+        "compare.read_on_ablated",
+        lang,
+        first=text("compare.all_heads", lang),
+        second=text("compare.heads_off", lang, count=1),
+    )
+    assert ablated in said and "。 " not in said, said

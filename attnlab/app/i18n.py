@@ -57,6 +57,12 @@ def listed(items: list[str], lang: str = DEFAULT) -> str:
     return ("、" if lang == "zh" else ", ").join(items)
 
 
+def sentences(parts: list[str], lang: str = DEFAULT) -> str:
+    """Sentences one after another: a space between them, none in Chinese, whose full stop "。"
+    is wide ("两者输出相同。 B 的注意力图…" had a stray space)."""
+    return ("" if lang == "zh" else " ").join(parts)
+
+
 def checked(lang: str) -> str:
     """`lang` as a caller chose it (the widgets' `lang=`): one we have, exactly ("ES" and "zh-CN"
     are refused too, rather than guessed), else a one-line `ConfigError` naming those we have."""

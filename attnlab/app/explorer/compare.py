@@ -36,7 +36,7 @@ from attnlab.app.explorer.compare_circuit import CompareCircuit
 from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import task_name, text
+from attnlab.app.i18n import sentences, task_name, text
 from attnlab.app.patching_text import compared_residual
 from attnlab.app.words import WeighedAlike, compared_lens_title
 from attnlab.decode.compare import compare, mismatch
@@ -231,14 +231,15 @@ class CompareTab(pn.viewable.Viewer):
     def _html(self, first_name: str, second_name: str) -> str:
         c, (a, b), lang = self.comparison, self.names, self.lang
         verdict = text("compare.same", lang) if c.same_output else text("compare.different", lang, first=a, second=b)
+        # A and B, or the model with all heads and with some off: "the maps of 1 head off" said nothing
+        read_on = text("compare.read_on_ablated" if c.heads_off else "compare.read_on", lang, first=a, second=b)
         return (
             f"<div class='attn-compare-result' data-run='{self.store.run}'>"
             f"<div class='attn-muted'>{html.escape(a)} · {html.escape(first_name)}</div>"
             f"<div class='attn-output attn-compare-first-text'>{html.escape(c.first.text)}</div>"
             f"<div class='attn-muted'>{html.escape(b)} · {html.escape(second_name)}</div>"
             f"<div class='attn-output attn-compare-second-text'>{viz.word_diff(c.first.text, c.second.text)}</div>"
-            f"<div class='attn-muted'>{html.escape(verdict)} "
-            f"{html.escape(text('compare.read_on', lang, first=a, second=b))}</div></div>"
+            f"<div class='attn-muted'>{html.escape(sentences([verdict, read_on], lang))}</div></div>"
         )
 
     def _draw_maps(self) -> None:
