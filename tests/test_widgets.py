@@ -450,6 +450,8 @@ def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Mode
     assert off.names == ("all heads", "heads off")
     assert "heads off: 2 heads switched off (encoder L0 H0, cross L1 H1)" in off.output.value
     assert "'s output" not in off.output.value  # not "all heads's output"
+    # nor "the maps of heads off are read on the output of all heads", as if they were two models
+    assert "with heads off, the maps are recorded while the model reads its output with all heads" in off.output.value
     spanish = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0]}, lang="es")
     assert "1 cabeza desactivada (codificador · capa 0 · cabeza 0)" in spanish.output.value
     for same in (widgets.compare_models(translator, translator), widgets.compare_models(translator, heads_off={})):

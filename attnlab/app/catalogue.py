@@ -239,6 +239,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.compare": {"en": "Compare", "es": "Comparar", "zh": "对比"},
     "widgets.same": {"en": "the same output", "es": "la misma salida", "zh": "输出相同"},
     "widgets.different": {"en": "different outputs", "es": "salidas distintas", "zh": "输出不同"},
+    "widgets.read_on_ablated": {"en": "{verdict}; with {second}, the maps are recorded while the model reads its output with {first}", "es": "{verdict}; con {second}, los mapas se registran mientras el modelo lee su salida con {first}", "zh": "{verdict}；{second}时的注意力图，是模型读取{first}时的输出记录下来的"},
     "widgets.read_on": {"en": "{verdict}; the maps of {second} are read on the output of {first}", "es": "{verdict}; los mapas de {second} se registran sobre la salida de {first}", "zh": "{verdict}；{second} 的注意力图是在读取 {first} 的输出时记录的"},
     "widgets.all_heads": {"en": "all heads", "es": "todas las cabezas", "zh": "全部注意力头"},
     "widgets.heads_off": {"en": "heads off", "es": "sin esas cabezas", "zh": "关闭部分头"},
