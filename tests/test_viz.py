@@ -1004,6 +1004,16 @@ def test_a_short_sentence_figure_is_as_wide_as_its_title(lang: str) -> None:
     )
 
 
+def test_a_chinese_title_never_ends_a_line_on_an_opening_bracket() -> None:
+    """Chinese wraps between characters: "按原文片段分（" ended a line, its "合计 +8.9）" on the next."""
+    from attnlab.viz.labels import wrap_title
+
+    title = "编码器–解码器注意力头直接读入的内容按原文片段分（合计很多）以及更多的文字内容"
+    for pixels in range(100, 500, 2):
+        lines = wrap_title(title, pixels).split("\n")
+        assert "".join(lines) == title and not any(line.endswith("（") for line in lines), (pixels, lines)
+
+
 @pytest.mark.parametrize("lang", ["en", "es", "zh"])
 def test_grid_titles_wrap_inside_their_figure(lang: str) -> None:
     """A model of four heads had its layers × heads grid and its corpus grids cut mid-title at the

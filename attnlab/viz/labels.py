@@ -144,7 +144,8 @@ def wrap_title(text: str, pixels: float) -> str:
         for cluster in clusters(word):  # a word wider than a line: cut between its clusters
             closing = unicodedata.category(cluster[0]) in ("Pe", "Pf", "Po")  # "）", "。" end a line
             if line and title_px(line + cluster) > pixels and not closing:
-                lines.append(line)
-                line = ""
+                opening = unicodedata.category(line[-1]) in ("Ps", "Pi")  # "（" begins one: it goes too
+                lines.append(line[:-1] if opening and len(line) > 1 else line)
+                line = line[-1] if opening and len(line) > 1 else ""
             line += cluster
     return "\n".join([*lines, line])
