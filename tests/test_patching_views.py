@@ -692,6 +692,8 @@ def test_the_line_says_where_the_difference_sits_from_the_numbers(lab: dict[str,
     assert "not patched; in the output the change lands on 'Ein' (57%) and 'Mann' (44%).</p>" in said
     one = replace(stays, decoder=np.ones((2, 1)), target=["</s>"])
     assert html.unescape(tab._where(one)).endswith("in the output it lands on '</s>' (100%).</p>")
+    alone = replace(stays, decoder=np.array([[0.1, 0.0, 0.0], [1.0, 0.004, -0.004]]))  # "and 'Mann' (0%)" said nothing
+    assert html.unescape(tab._where(alone)).endswith("in the output it lands on 'Ein' (100%).</p>")
 
 
 def test_the_compare_tab_patches_both_models_on_the_changed_sentence(lab: dict[str, Path]) -> None:  # noqa: F811
@@ -780,6 +782,9 @@ def test_the_compare_tabs_circuit_menus_redraw_both_circuits(lab: dict[str, Path
     assert not tab.notice.visible
     box.show.value = False
     assert not box.controls.visible and all(pane.object is None for pane in box.panes)
+    box.show.value = True
+    tab.second.value = ""  # no second model (or one that cannot be compared): no menus over no circuit
+    assert tab.comparison is None and not box.controls.visible
 
 
 def test_the_compare_tab_says_each_refusal_once(

@@ -109,9 +109,10 @@ def residual_line(residual: ResidualPatching, lang: str) -> str:
     changed pieces (it stays there, or has spread); in the output, the two pieces of the decoder's
     top row with the largest shares (that row splits the whole difference)."""
     top = residual.decoder[-1]
+    first, *second = np.argsort(-top, kind="stable")[:2]
     landed = [
         text("ablation.residual_piece", lang, piece=word(residual.target, i), share=float(top[i]))
-        for i in np.argsort(-top, kind="stable")[:2]
+        for i in (first, *(i for i in second if round(100 * float(top[i])) != 0))  # (a second at 0% says nothing)
     ]
     lands = text("ablation.residual_two", lang, first=landed[0], second=landed[1]) if len(landed) > 1 else landed[0]
     if not residual.encoder_patched:

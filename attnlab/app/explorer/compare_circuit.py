@@ -76,7 +76,7 @@ class CompareCircuit(pn.viewable.Viewer):
         if self.show.value and self.sides:
             drawn, refused = self.store.attempt(self._figures, f"compare circuits {self.changed()[0][:80]!r}")
             figures = drawn or figures
-        self.controls.visible = self.show.value
+        self.controls.visible = bool(self.show.value and self.sides)  # (menus over no circuit read as broken)
         for pane, fig in zip(self.panes, figures, strict=True):
             pane.object = fig
         if refused != self.refused:  # (else the notice already says it, or says another box's line)

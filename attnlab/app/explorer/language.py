@@ -137,7 +137,7 @@ def language_switch(lang: str) -> pn.widgets.Select:
         label=text("language", lang),
         options={name: code for code, name in LANGUAGES.items()},
         value=lang,
-        width=110,
+        width=100,  # (with the 220 px title, clear of the views column beside the 350 px inputs)
         css_classes=["attn-language"],
     )
     switch.jscallback(value=RELOAD.replace("MAX", str(CARRIED_CHARS)))
