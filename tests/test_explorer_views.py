@@ -485,6 +485,14 @@ def test_the_heads_tab_draws_the_open_head_as_lines_too(lab: dict[str, Path]) ->
     assert len(data["q"]) == int((weights >= 0.01).sum())
     store.scale_to_max = True  # (as the heatmap: its largest weight is the darkest line)
     assert max(lines.select_one({"name": "lines"}).data_source.data["alpha"]) == 1.0
+    shown.heads.every.value = True  # every head of the layer, each in its colour (bertviz's default)
+    every = store.trace.attention("encoder", 0)
+    assert len(lines.select_one({"name": "lines"}).data_source.data["q"]) == int((every >= 0.01).sum())
+    assert "every head" in lines.title.text and shown.heads.lines.object is lines
+    store.select(layer=1)
+    assert "layer 1 · every head" in lines.title.text.replace("\n", " ")
+    shown.heads.every.value = False
+    assert f"layer 1 · head {store.head}" in lines.title.text
 
 
 @pytest.mark.parametrize("lang", ["es", "zh"])

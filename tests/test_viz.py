@@ -175,6 +175,16 @@ def test_lines_draw_each_weight_from_its_query_to_its_key(trace: AttentionTrace)
     np.testing.assert_allclose(max(data["alpha"]) * cross.max(), max(cross[cross >= LEAST]))
     with pytest.raises(AttnlabError, match="^head 9 does not exist in this trace"):
         viz.lines_figure(trace, "cross", 0, 9)
+    # every head of the layer (head None), each in its colour, named between the columns' headers
+    viz.update_lines(fig, trace, "cross", 0, None)
+    data, every = fig.select_one({"name": "lines"}).data_source.data, trace.attention("cross", 0)
+    assert len(data["q"]) == int((every >= LEAST).sum()) and "every head" in fig.title.text
+    heads = fig.select_one({"name": "heads"}).data_source.data
+    assert heads["label"] == ["H0", "H1", "H2"] and len(set(heads["color"])) == 3
+    h0 = [c for c, q, k in zip(data["color"], data["q"], data["k"], strict=True) if c == heads["color"][0]]
+    assert len(h0) == int((every[0] >= LEAST).sum())  # head 0's lines in head 0's colour
+    viz.update_lines(fig, trace, "cross", 0, 1)
+    assert fig.select_one({"name": "heads"}).data_source.data["label"] == []  # one head: one colour, no names
 
 
 def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:

@@ -124,6 +124,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "kind.decoder.title": {"en": "decoder self-attention (masked)", "es": "autoatención del decodificador (con máscara)", "zh": "解码器自注意力（带掩码）"},
     "kind.cross.title": {"en": "encoder–decoder attention", "es": "atención codificador–decodificador", "zh": "编码器–解码器注意力"},
     "head.short": {"en": "{kind} L{layer} H{head}", "es": "{kind} · capa {layer} · cabeza {head}", "zh": "{kind} · 第 {layer} 层 · 头 {head}"},
+    "heads.lines_every": {"en": "lines: every head of the layer, each in its colour", "es": "líneas: todas las cabezas de la capa, cada una en su color", "zh": "连线：该层的全部注意力头，各用一种颜色"},
     "heads.caption": {"en": "showing {kind} · layer {layer} · head {head} · {size} · mask overlay {mask} · colours {scale}", "es": "se muestra: {kind} · capa {layer} · cabeza {head} · {size} · máscara {mask} · colores {scale}", "zh": "当前：{kind} · 第 {layer} 层 · 头 {head} · {size} · 掩码叠加{mask} · 色阶 {scale}"},
     "heads.on": {"en": "on", "es": "sí", "zh": "开"},
     "heads.off": {"en": "off", "es": "no", "zh": "关"},

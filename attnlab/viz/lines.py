@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, Title
+from bokeh.palettes import Category10
 from bokeh.plotting import figure
 
 from attnlab.record.stats import check_trace
@@ -23,13 +24,14 @@ from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import head_title
 from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
 from attnlab.viz.options import check_options
-from attnlab.viz.selection import head_map
-from attnlab.viz.words import say
+from attnlab.viz.selection import head_ids, head_map, model_layer
+from attnlab.viz.words import kind_title, say
 
 ROW_PX = 20  # pixels between two tokens of a column
 SPAN_PX = 160  # pixels between the two columns, where the lines run (narrow: it stands beside the heatmap)
 LEAST = 0.01  # the smallest weight drawn as a line (a 60-token map is 3,600 weights, most near 0)
-COLOR = PALETTE[-2]  # the lines' colour: the heatmap's dark end
+COLOR = PALETTE[-2]  # one head's lines: the heatmap's dark end
+HEAD_COLORS = Category10[10]  # every head of a layer: each in its own, as bertviz draws them
 # each column: its words' alignment and where they stand (the lines run from x 0 to 1), its header
 SIDES = {"q": ("right", -0.02, "head.query"), "k": ("left", 1.02, "head.key")}
 # The pointed-at word's lines alone, or every line when none is: each side's hover remembers its
@@ -50,7 +52,7 @@ def lines_figure(
     trace: AttentionTrace,
     kind: str,
     layer: int,
-    head: int,
+    head: int | None,
     *,
     vmax: float | None = 1.0,
     title: str | None = None,
@@ -58,10 +60,11 @@ def lines_figure(
     words: Mapping[str, str] | None = None,
 ) -> figure:
     """One head's weights as lines from the queries (left) to the keys (right), each as dark as
-    its weight over `vmax` (None: the head's largest, as "scale to max" does), those under `LEAST`
-    left out; pointing at a word keeps its lines alone. `words` replaces any of `viz.words.WORDS`
-    (the title's "head.title", the line under it "lines.hint", the columns' "head.query" and
-    "head.key")."""
+    its weight over `vmax` (None: the largest, as "scale to max" does), those under `LEAST` left
+    out; `head` None draws every head of the layer, each in its colour (named between the
+    columns' headers). Pointing at a word keeps its lines alone. `words` replaces any of
+    `viz.words.WORDS` (the title's "head.title" or "lines.every_head", the line under it
+    "lines.hint", the columns' "head.query" and "head.key")."""
     fig = figure(
         tools="save",
         toolbar_location="below",
@@ -72,8 +75,14 @@ def lines_figure(
     fig.axis.visible = fig.grid.visible = False
     fig.outline_line_color = None
     fig.add_layout(Title(text="", text_font_size="11px", text_font_style="italic", name="hint"), "above")
-    lines = ColumnDataSource({"x0": [], "y0": [], "x1": [], "y1": [], "q": [], "k": [], "w": [], "alpha": []})
-    fig.segment("x0", "y0", "x1", "y1", source=lines, line_color=COLOR, line_alpha="alpha", line_width=2, name="lines")
+    columns = ("x0", "y0", "x1", "y1", "q", "k", "w", "alpha", "color")
+    lines = ColumnDataSource(dict.fromkeys(columns, []))
+    fig.segment(
+        "x0", "y0", "x1", "y1", source=lines, line_color="color", line_alpha="alpha", line_width=2, name="lines"
+    )
+    heads = ColumnDataSource({"x": [], "label": [], "color": []})  # every head's name in its colour
+    fig.text("x", 1, text="label", text_color="color", source=heads, text_align="center", text_baseline="middle",
+             text_font_size="11px", text_font_style="bold", name="heads")  # fmt: skip
     for side, (align, at, _header) in SIDES.items():
         tokens = ColumnDataSource({"y": [], "label": []})
         fig.text(
@@ -97,25 +106,30 @@ def update_lines(
     trace: AttentionTrace,
     kind: str,
     layer: int,
-    head: int,
+    head: int | None,
     *,
     vmax: float | None = 1.0,
     title: str | None = None,
     name: str | None = None,
     words: Mapping[str, str] | None = None,
 ) -> figure:
-    """Show another head (or trace) in a figure made by `lines_figure`, in place."""
+    """Show another head (or every head, or trace) in a figure made by `lines_figure`, in place."""
     check_options(title=title)
     said = say(words)
     q_labels, k_labels = (
         [piece_label(label) for label in labels] for labels in check_trace(trace, "the trace").labels(kind)
     )
-    weights = head_map(trace, kind, layer, head)
+    heads = head_ids(trace) if head is None else [head]
+    weights = np.stack([head_map(trace, kind, layer, h) for h in heads])  # (heads, queries, keys)
     top = color_scale(choice_rows(weights, trace.mask(kind)), vmax)
     rooms = [label_room(labels) + 8 for labels in (q_labels, k_labels)]
     unit = SPAN_PX  # pixels a unit of x (the columns stand at 0 and 1)
     rows = max(len(q_labels), len(k_labels))
-    title = wrap_title(title or head_title(trace, kind, layer, head, said), unit + sum(rooms))
+    if head is None:
+        own = said["lines.every_head"].format(kind_title=kind_title(kind, said), layer=model_layer(trace, kind, layer))
+    else:
+        own = head_title(trace, kind, layer, head, said)
+    title = wrap_title(title or own, unit + sum(rooms))
     hint = wrap_title(said["lines.hint"], unit + sum(rooms))
     fig.update(
         width=unit + sum(rooms) + 20,
@@ -125,12 +139,20 @@ def update_lines(
     fig.select_one({"name": "hint"}).text = hint
     fig.x_range.update(start=-rooms[0] / unit, end=1 + rooms[1] / unit)
     fig.y_range.update(start=-rows + 0.5, end=1.5)
-    q, k = np.nonzero(weights >= LEAST)
-    shown = np.minimum(weights[q, k] / top, 1.0)
+    h, q, k = np.nonzero(weights >= LEAST)
+    shown = np.minimum(weights[h, q, k] / top, 1.0)
+    colors = [COLOR] if head is not None else [HEAD_COLORS[i % len(HEAD_COLORS)] for i in range(len(heads))]
     fig.select_one({"name": "lines"}).data_source.data = {
         "x0": [0.0] * len(q), "y0": (-q).tolist(), "x1": [1.0] * len(k), "y1": (-k).tolist(),
         "q": q.tolist(), "k": k.tolist(), "w": shown.tolist(), "alpha": shown.tolist(),
+        "color": [colors[i] for i in h],
     }  # fmt: skip
+    named = [] if head is not None else [f"H{h}" for h in heads]  # (short, as the circuit names heads: 8 fit)
+    fig.select_one({"name": "heads"}).data_source.data = {
+        "x": np.linspace(0.08, 0.92, len(named)).tolist() if len(named) > 1 else [0.5] * len(named),
+        "label": named,
+        "color": colors[: len(named)],
+    }
     for (side, (align, at, header)), labels, room in zip(SIDES.items(), (q_labels, k_labels), rooms, strict=True):
         fig.select_one({"name": f"{side}-tokens"}).data_source.data = {
             "y": (-np.arange(len(labels))).tolist(),

@@ -31,6 +31,7 @@ WORDS: dict[str, str] = {
     "head.weight": "weight",
     "head.masked": "masked (score −∞, weight 0)",
     # one head as lines (lines.py), under its "head.title"
+    "lines.every_head": "{kind_title} · layer {layer} · every head, each in its colour",
     "lines.hint": "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone",
     # every head (overview.py)
     "grid.title": "{kind_title}: layers × heads (click one to open it)",

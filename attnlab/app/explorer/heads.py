@@ -38,7 +38,9 @@ class HeadsTab(pn.viewable.Viewer):
         self.grid = pn.pane.Bokeh(None, css_classes=["attn-grid"])
         self.heatmap = pn.pane.Bokeh(None, css_classes=["attn-head"])
         self.lines = pn.pane.Bokeh(None, css_classes=["attn-lines"])
-        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, self.lines))
+        self.every = pn.widgets.Checkbox(label=text("heads.lines_every", store.lang), css_classes=["attn-lines-every"])
+        self.every.param.watch(lambda _event: self.draw_heatmap(), "value")
+        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, pn.Column(self.lines, self.every)))
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -66,10 +68,11 @@ class HeadsTab(pn.viewable.Viewer):
             self.heatmap.object = viz.heatmap(*selection, mask=store.mask, vmax=vmax, words=store.words, fit=True)
         else:
             viz.update_heatmap(self.heatmap.object, *selection, mask=store.mask, vmax=vmax, words=store.words)
+        lines = (*selection[:3], None if self.every.value else store.head)  # (every head of the layer, in colours)
         if self.lines.object is None:
-            self.lines.object = viz.lines_figure(*selection, vmax=vmax, words=store.words)
+            self.lines.object = viz.lines_figure(*lines, vmax=vmax, words=store.words)
         else:
-            viz.update_lines(self.lines.object, *selection, vmax=vmax, words=store.words)
+            viz.update_lines(self.lines.object, *lines, vmax=vmax, words=store.words)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
         lang = store.lang
         caption = text(
