@@ -100,6 +100,12 @@ def test_show_draws_the_selected_head(trace: AttentionTrace) -> None:
     assert reads(head.yaxis[0], trace.src_tokens, flip=True)
     (frame,) = glyphs(view.figures["grid"], Rect)  # the red frame marks the open head in the grid
     assert (frame.glyph.x, frame.glyph.y) == pytest.approx((2 * GAP + 0.5, 0 * GAP + 0.5))
+    # beside the heatmap, the same head as lines (bertviz's head view), or every head of the layer
+    assert "layer 1 · head 2" in " ".join(view.figures["lines"].title.text.split())
+    view.every_head.value = True
+    lines = view.figures["lines"].select_one({"name": "lines"}).data_source.data
+    assert "every head" in " ".join(view.figures["lines"].title.text.split())
+    assert len(lines["q"]) == int((trace.attention("encoder", 1) >= 0.01).sum())
 
 
 def test_the_browser_receives_the_new_figure(trace: AttentionTrace) -> None:

@@ -93,7 +93,8 @@ class TraceView(w.VBox):
         self.scale = checkbox(i18n.text("widgets.scale", lang))
         self.show_mask = checkbox(i18n.text("widgets.show_mask", lang))
         self.show_rollout = checkbox(i18n.text("widgets.show_rollout", lang))
-        for box in (self.mask, self.scale, self.show_mask, self.show_rollout):
+        self.every_head = checkbox(i18n.text("heads.lines_every", lang))  # the lines of the whole layer
+        for box in (self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
         self.grid, self.head, self.lines = BokehPane(), BokehPane(), BokehPane()
@@ -101,7 +102,7 @@ class TraceView(w.VBox):
         self._panes = {"grid": self.grid, "head": self.head, "lines": self.lines}
         self._panes |= {"mask": self.mask_figure, "rollout": self.rollout}
         self.errors = ErrorBox(lang)
-        options = w.HBox([self.mask, self.scale, self.show_mask, self.show_rollout])
+        options = w.HBox([self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head])
         figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
         super().__init__([self.caption, self.picker, options, self.errors, figures])
         if trace is not None:
@@ -144,7 +145,8 @@ class TraceView(w.VBox):
             chosen = {"selected": (layer, head), "on_select": self.select}
             self.grid.update(viz.grid(self.trace, kind, mask=mask, vmax=vmax, words=words, **chosen))
             self.head.update(viz.heatmap(self.trace, kind, layer, head, mask=mask, vmax=vmax, words=words))
-            self.lines.update(viz.lines_figure(self.trace, kind, layer, head, vmax=vmax, words=words))
+            lines_head = None if self.every_head.value else head
+            self.lines.update(viz.lines_figure(self.trace, kind, layer, lines_head, vmax=vmax, words=words))
             self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
             rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
             self.rollout.update(rolled)
