@@ -319,44 +319,50 @@ JS_UPDATED = (
   return kinds.has("heatmap") && kinds.has("grid") && views.every(v => v.has_finished());
 }"""
 )
-JS_HEATMAP_MODEL = """(name) => {
+
+
+def js_view(found: str, visible: bool = False) -> str:
+    """A function of a figure's Bokeh name that finds its view in BokehJS's view tree (`visible`:
+    one laid out wider than 0 px, not a hidden tab's) and returns `found`, JS of the view `v`."""
+    hidden = "if (v.canvas_view.el.getBoundingClientRect().width === 0) continue;" if visible else ""
+    return (
+        """(name) => {
   const stack = [...Bokeh.index], seen = new Set();
   while (stack.length) {
     const v = stack.pop();
     if (!v || seen.has(v)) continue;
     seen.add(v);
     if (v.model && v.model.name === name && v.canvas_view) {
-      const hover = v.model.toolbar.tools.find(t => t.type === "HoverTool" || t.constructor.name === "HoverTool");
-      const f = hover.formatters;
-      const get = (key) => (f instanceof Map ? f.get(key) : f[key]).args;
-      const args = (key) => { const a = get(key); return a instanceof Map ? Object.fromEntries(a) : a; };
-      return {keys: v.model.x_range.end, queries: v.model.y_range.end,
-              key_labels: args("$x").labels, query_labels: args("$y").labels};
+      """
+        + hidden
+        + found
+        + """
     }
     try { for (const c of v.children()) stack.push(c); } catch (e) {}
   }
   return null;
 }"""
-JS_FIGURE = """(name) => {
-  const stack = [...Bokeh.index], seen = new Set();
-  while (stack.length) {
-    const v = stack.pop();
-    if (!v || seen.has(v)) continue;
-    seen.add(v);
-    if (v.model && v.model.name === name && v.canvas_view) {
-      if (v.canvas_view.el.getBoundingClientRect().width === 0) continue;
+    )
+
+
+JS_HEATMAP_MODEL = js_view("""
+      const hover = v.model.toolbar.tools.find(t => t.type === "HoverTool" || t.constructor.name === "HoverTool");
+      const f = hover.formatters;
+      const get = (key) => (f instanceof Map ? f.get(key) : f[key]).args;
+      const args = (key) => { const a = get(key); return a instanceof Map ? Object.fromEntries(a) : a; };
+      return {keys: v.model.x_range.end, queries: v.model.y_range.end,
+              key_labels: args("$x").labels, query_labels: args("$y").labels};""")
+JS_FIGURE = js_view(
+    """
       v.canvas_view.el.scrollIntoView({block: "nearest"});  // a figure below the fold can be shot
       const r = v.canvas_view.el.getBoundingClientRect();
       const f = v.frame.bbox;
       return {left: r.left, top: r.top, width: r.width, height: r.height,
               frame_left: r.left + f.left, frame_top: r.top + f.top,
               x0: v.frame.x_scale.compute(0), x1: v.frame.x_scale.compute(1),
-              y0: v.frame.y_scale.compute(0), y1: v.frame.y_scale.compute(1)};
-    }
-    try { for (const c of v.children()) stack.push(c); } catch (e) {}
-  }
-  return null;
-}"""
+              y0: v.frame.y_scale.compute(0), y1: v.frame.y_scale.compute(1)};""",
+    visible=True,
+)
 
 
 @pytest.fixture
@@ -462,20 +468,9 @@ def test_hover_shows_tokens_and_weight(page: Page) -> None:
     page.shot("hover")
 
 
-JS_LINES = """(name) => {
-  const stack = [...Bokeh.index], seen = new Set();
-  while (stack.length) {
-    const v = stack.pop();
-    if (!v || seen.has(v)) continue;
-    seen.add(v);
-    if (v.model && v.model.name === name && v.canvas_view) {
+JS_LINES = js_view("""
       const data = v.model.renderers.find(r => r.name === "lines").data_source.data;
-      return {q: [...data.q], k: [...data.k], w: [...data.w], alpha: [...data.alpha]};
-    }
-    try { for (const c of v.children()) stack.push(c); } catch (e) {}
-  }
-  return null;
-}"""
+      return {q: [...data.q], k: [...data.k], w: [...data.w], alpha: [...data.alpha]};""")
 
 
 def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page) -> None:
