@@ -1014,14 +1014,16 @@ def test_a_short_sentence_figure_is_as_wide_as_its_title(lang: str) -> None:
     )
 
 
-def test_a_chinese_title_never_ends_a_line_on_an_opening_bracket() -> None:
-    """Chinese wraps between characters: "按原文片段分（" ended a line, its "合计 +8.9）" on the next."""
+def test_a_chinese_title_never_ends_a_line_on_an_opening_bracket_nor_leaves_a_character_alone() -> None:
+    """Chinese wraps between characters: "按原文片段分（" ended a line, its "合计 +8.9）" on the next,
+    and "…放进改动句的运" one whose next held "行" alone."""
     from attnlab.viz.labels import wrap_title
 
     title = "编码器–解码器注意力头直接读入的内容按原文片段分（合计很多）以及更多的文字内容"
     for pixels in range(100, 500, 2):
         lines = wrap_title(title, pixels).split("\n")
         assert "".join(lines) == title and not any(line.endswith("（") for line in lines), (pixels, lines)
+        assert len(lines) == 1 or len(lines[-1]) > 1, (pixels, lines)  # "…的运" / "行": no character alone
 
 
 @pytest.mark.parametrize("lang", ["en", "es", "zh"])

@@ -28,7 +28,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "page.open": {"en": "Open", "es": "Abrir", "zh": "打开"},
     "page.model_info": {"en": "task: {task} · {layers} layers · {heads} heads · d_model {d_model} · vocab {vocab}", "es": "tarea: {task} · {layers} capas · {heads} cabezas · d_model {d_model} · vocabulario {vocab}", "zh": "任务：{task} · {layers} 层 · 每层 {heads} 个头 · d_model {d_model} · 词表 {vocab}"},
     "page.source": {"en": "Source text", "es": "Texto de entrada", "zh": "原文"},
-    "page.reference": {"en": "Reference (optional; its teacher-forced attention is shown)", "es": "Referencia (opcional; se muestra su atención como salida)", "zh": "参考文本（可选；显示以它做教师强制时的注意力）"},
+    "page.reference": {"en": "Reference (optional; its teacher-forced attention is shown)", "es": "Referencia (opcional; se muestra la atención al forzarla)", "zh": "参考文本（可选；显示以它做教师强制时的注意力）"},
     "page.decoding": {"en": "decoding", "es": "decodificación", "zh": "解码方式"},
     "page.beam_size": {"en": "beam size", "es": "ancho", "zh": "束宽"},
     "page.beam_help": {"en": "How many hypotheses the beam search keeps (1–{most} here; the paper uses 4).", "es": "Cuántas hipótesis conserva la búsqueda en haz (1–{most} aquí; el artículo usa 4).", "zh": "束搜索保留的假设个数（此处为 1–{most}；论文取 4）。"},

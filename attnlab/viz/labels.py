@@ -132,20 +132,25 @@ def wrap_title(text: str, pixels: float) -> str:
     by `title_px`: at spaces, and inside a run of wide characters (Chinese has no spaces), never
     inside a cluster. A small figure's title is otherwise cut at the canvas's edge."""
     lines: list[str] = []
-    line = ""
+    line, cut = "", False  # `cut`: the last line began inside a word
     for word in text.split(" "):
         joined = f"{line} {word}" if line else word
         if title_px(joined) <= pixels or not line and title_px(word) <= pixels:
-            line = joined
+            line, cut = joined, cut and bool(line)
             continue
         if line:
             lines.append(line)
-        line = ""
+        line, cut = "", False
         for cluster in clusters(word):  # a word wider than a line: cut between its clusters
             closing = unicodedata.category(cluster[0]) in ("Pe", "Pf", "Po")  # "）", "。" end a line
             if line and title_px(line + cluster) > pixels and not closing:
                 opening = unicodedata.category(line[-1]) in ("Ps", "Pi")  # "（" begins one: it goes too
                 lines.append(line[:-1] if opening and len(line) > 1 else line)
-                line = line[-1] if opening and len(line) > 1 else ""
+                line, cut = line[-1] if opening and len(line) > 1 else "", True
             line += cluster
+    before = clusters(lines[-1]) if cut else []
+    if len(clusters(line)) == 1 and display_width(line) == 2 and len(before) > 2 and display_width(before[-1]) == 2:
+        # one Chinese character alone on the last line ("…的运" / "行"): its neighbour comes down too
+        moved = 2 if unicodedata.category(before[-2][0]) in ("Ps", "Pi") else 1  # (not leaving a "（" behind)
+        lines[-1], line = "".join(before[:-moved]), "".join(before[-moved:]) + line
     return "\n".join([*lines, line])
