@@ -118,14 +118,15 @@ class Compare(w.VBox):
             self.comparison = compare(self.first, self.second, self.text.value, heads_off=self.heads_off)
             c, (a, b), lang = self.comparison, self.names, self.lang
             verdict = i18n.text("widgets.same" if c.same_output else "widgets.different", lang)
-            read_on = i18n.text(  # (with heads off: one model, not two)
-                "widgets.read_on_ablated" if self.heads_off else "widgets.read_on",
-                lang,
-                verdict=verdict,
-                first=a,
-                second=b,
-            )
-            notes = [read_on]
+            notes = [
+                i18n.text(  # (with heads off: one model read two ways, not two models)
+                    "widgets.read_on_ablated" if self.heads_off else "widgets.read_on",
+                    lang,
+                    verdict=verdict,
+                    first=a,
+                    second=b,
+                )
+            ]
             off = _heads_named(self.heads_off, lang)
             if off:
                 notes.append(i18n.text("widgets.which_off", lang, name=b, count=len(off), heads=", ".join(off)))

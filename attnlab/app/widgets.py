@@ -82,8 +82,9 @@ MAX_BEAM = 50  # the explorer's beam field goes up to this
 # -- one trace ------------------------------------------------------------------------------------------
 class TraceView(w.VBox):
     """Every head of one trace: the layers × heads grid (click a thumbnail to open it), the
-    selected head's heatmap and its lines (bertviz's head view), and, on request, the mask that shaped the kind and the attention
-    rollout up to the selected layer (`attnlab.record.rollout`)."""
+    selected head's heatmap and its lines (bertviz's head view; or every head of its layer), and,
+    on request, the mask that shaped the kind and the attention rollout up to the selected layer
+    (`attnlab.record.rollout`)."""
 
     def __init__(self, trace: AttentionTrace | None = None, caption: bool = True, lang: str = i18n.DEFAULT) -> None:
         self.trace: AttentionTrace | None = None

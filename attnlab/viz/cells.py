@@ -97,8 +97,9 @@ def one_width(figures: Sequence[Any]) -> list[Any]:
     B's longer logit-lens title ("…, read on the output of A") B's cells wider than A's, hard to line
     up. A figure that narrows with the window (`fit_window`) narrows from its new width."""
     drawn = [f for f in figures if f is not None and not isinstance(f, Div)]
+    widest = max((f.width for f in drawn), default=0)
     for fig in drawn:
-        fig.width = max(f.width for f in drawn)
+        fig.width = widest
         if fig.sizing_mode == "stretch_width":
             fit_widths(fig)
     return list(figures)
