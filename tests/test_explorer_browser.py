@@ -470,7 +470,9 @@ def test_hover_shows_tokens_and_weight(page: Page) -> None:
 
 JS_LINES = js_view("""
       const data = v.model.renderers.find(r => r.name === "lines").data_source.data;
-      return {q: [...data.q], k: [...data.k], w: [...data.w], alpha: [...data.alpha]};""")
+      const heads = v.model.renderers.find(r => r.name === "heads").data_source.data;
+      return {q: [...data.q], k: [...data.k], h: [...data.h], w: [...data.w], alpha: [...data.alpha],
+              head_x: [...heads.x], head_y: [...heads.y], head_alpha: [...heads.alpha]};""")
 
 
 def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page) -> None:
@@ -494,6 +496,48 @@ def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page)
         mine = {(q, k) for q, k in zip(lines["q"], lines["k"], strict=True) if (q if side == "q" else k) == 1}
         assert shown == mine and mine, (side, shown, mine)
     assert point(0.5, 0.5)["alpha"] == every["w"]  # off the words again: every line
+
+
+JS_TOP = js_view("""
+      v.canvas_view.el.scrollIntoView({block: "start"});
+      return true;""")
+
+
+def test_a_click_on_a_heads_name_hides_its_lines_and_a_second_shows_them(page: Page) -> None:
+    """Every head of the layer as lines (the box under them): a click on "H0" leaves head 0's
+    lines out, of the word pointed at too, and fades its name; a second click brings them back."""
+    page.translate("A dog runs .")
+    page.page.locator(".attn-lines-every input").check()
+    page.page.wait_for_function(f"name => ({JS_LINES})(name).head_x.length > 1", arg="lines-cross", timeout=10_000)
+    page.settle()  # (the figure grows by the hint's longer text)
+    page.page.evaluate(JS_TOP, "lines-cross")  # the names at the top of a figure taller than the window
+    box = page.figure_box("lines-cross")
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return box["left"] + box["x0"] + (box["x1"] - box["x0"]) * x, box["top"] + box["y0"] + (
+            box["y1"] - box["y0"]
+        ) * y
+
+    def lines() -> dict[str, list[float]]:
+        page.page.wait_for_timeout(300)
+        return page.page.evaluate(JS_LINES, "lines-cross")
+
+    every = lines()
+    assert every["alpha"] == every["w"] and {0, 1} <= set(every["h"]), every
+    page.page.mouse.click(*at(every["head_x"][0], every["head_y"][0]))
+    hidden = lines()
+    assert [a for a, h in zip(hidden["alpha"], hidden["h"], strict=True) if h == 0] == [0] * every["h"].count(0)
+    assert [a for a, h in zip(hidden["alpha"], hidden["h"], strict=True) if h] == [
+        w for w, h in zip(every["w"], every["h"], strict=True) if h
+    ]
+    assert hidden["head_alpha"][0] < 1 == hidden["head_alpha"][1]
+    page.page.mouse.move(*at(-0.05, -1))  # the second query word: its lines, head 0's still hidden
+    pointed = lines()
+    shown = {(q, h) for q, h, a in zip(pointed["q"], pointed["h"], pointed["alpha"], strict=True) if a > 0}
+    assert shown and {q for q, _ in shown} == {1} and 0 not in {h for _, h in shown}, shown
+    page.page.mouse.click(*at(every["head_x"][0], every["head_y"][0]))
+    assert lines()["alpha"] == every["w"]  # head 0 again, off the words: every line
+    page.shot("lines-every")
 
 
 def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:

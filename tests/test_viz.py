@@ -187,6 +187,47 @@ def test_lines_draw_each_weight_from_its_query_to_its_key(trace: AttentionTrace)
     assert fig.select_one({"name": "heads"}).data_source.data["label"] == []  # one head: one colour, no names
 
 
+def test_every_heads_names_stand_in_rows_and_a_click_on_one_toggles_its_lines() -> None:
+    """With every head drawn, each line knows its head (`h`) and each name is shown (`on`); a tap
+    on a name's box runs the toggle, and both the toggle and the hover draw only heads that are
+    on. Big's 16 heads stand in two rows of 8, each in a colour of its own, the figure taller by
+    the row it adds; a layer's first row shares the columns' headers' row."""
+    from bokeh.models import TapTool
+
+    from attnlab.viz.labels import TITLE_LINE_PX
+    from attnlab.viz.lines import HEAD_COLORS, PER_ROW, ROW_PX
+
+    four, sixteen = synthetic_trace(n_heads=4), synthetic_trace(n_heads=16)
+    fig = viz.lines_figure(four, "cross", 0, None)
+    lines, heads = (fig.select_one({"name": name}).data_source for name in ("lines", "heads"))
+    assert set(lines.data["h"]) == {0, 1, 2, 3} and heads.data["on"] == [1] * 4 and set(heads.data["y"]) == {1.0}
+    assert [lines.data["color"][n] for n in range(len(lines.data["h"]))] == [
+        heads.data["color"][h] for h in lines.data["h"]
+    ]
+    boxes = fig.select_one({"name": "head-boxes"})
+    tap = fig.select_one(TapTool)
+    assert tap.renderers == [boxes] and boxes.data_source.data["x"] == heads.data["x"]
+    assert (
+        tap.callback.args["heads"] is heads and tap.callback.args["lines"] is lines and "on[h[n]]" in tap.callback.code
+    )
+    assert all("on[h[n]]" in h.callback.code for h in fig.tools if isinstance(h, HoverTool))
+
+    def body() -> int:  # the figure's height less its title's and hint's lines (the 16 heads' span is wider)
+        lines = fig.title.text.count("\n") + fig.select_one({"name": "hint"}).text.count("\n")
+        return fig.height - TITLE_LINE_PX * lines
+
+    height = body()
+    viz.update_lines(fig, sixteen, "cross", 0, None)
+    data = heads.data
+    assert data["label"] == [f"H{h}" for h in range(16)] and len(set(data["color"])) == 16 == len(set(HEAD_COLORS[:16]))
+    assert data["y"] == [2.0] * PER_ROW + [1.0] * PER_ROW and data["x"][:PER_ROW] == data["x"][PER_ROW:]
+    assert body() == height + ROW_PX and fig.y_range.end == 2.5
+    assert boxes.glyph.width == pytest.approx(data["x"][1] - data["x"][0])  # each box as wide as a name's place
+    assert "click a head's name" in fig.select_one({"name": "hint"}).text.replace("\n", " ")
+    viz.update_lines(fig, four, "cross", 0, 2)
+    assert "click" not in fig.select_one({"name": "hint"}).text and heads.data["label"] == []  # one head: no names
+
+
 def test_mask_overlay_marks_forbidden_cells_only(trace: AttentionTrace) -> None:
     with_mask = viz.heatmap(trace, "decoder", 0, 0, mask=True)
     overlay = renderers(with_mask, ImageRGBA)

@@ -35,6 +35,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "head.weight": text("figure.weight", lang),
             "head.masked": text("figure.masked", lang),
             "lines.hint": text("figure.lines_hint", lang),
+            "lines.hint_every": text("figure.lines_hint_every", lang),
             "lines.every_head": text("figure.lines_every_head", lang),
             "grid.title": text("figure.grid_title", lang),
             "grid.layer": text("figure.grid_layer", lang),

@@ -2,8 +2,9 @@
 left, the keys on the right, and a line from each query to each key it reads, as dark as its
 weight. The heatmap shows every weight at once; the lines show where a word looks: point at a
 word and only its lines stay (a query's to the keys it reads, a key's from the queries that read
-it). `update_lines` puts another head or trace into the same figure, so a live session sends only
-new data.
+it). Every head of a layer can be drawn at once, each in its colour; a click on a head's name hides
+its lines or shows them again, in the browser (bertviz's head toggles). `update_lines` puts another
+head or trace into the same figure, so a live session sends only new data.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, Title
-from bokeh.palettes import Category10
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, TapTool, Title
+from bokeh.palettes import Category20
 from bokeh.plotting import figure
 
 from attnlab.record.stats import check_trace
@@ -30,22 +31,35 @@ from attnlab.viz.words import kind_title, say
 ROW_PX = 20  # pixels between two tokens of a column
 SPAN_PX = 160  # pixels between the two columns, where the lines run (narrow: it stands beside the heatmap)
 LEAST = 0.01  # the smallest weight drawn as a line (a 60-token map is 3,600 weights, most near 0)
+PER_ROW = 8  # head names side by side between the columns (big's 16 take two rows)
+NAME_PX = 30  # pixels each name in a row needs ("H15" in bold, and a gap): 8 widen the span to 240
+OFF_ALPHA = 0.25  # a hidden head's name: faint, there to be clicked again
 COLOR = PALETTE[-2]  # one head's lines: the heatmap's dark end
-HEAD_COLORS = Category10[10]  # every head of a layer: each in its own, as bertviz draws them
+# every head of a layer: each in its own, as bertviz draws them (Category10, then its light twins for 16 heads)
+HEAD_COLORS = Category20[20][0::2] + Category20[20][1::2]
 # each column: its words' alignment and where they stand (the lines run from x 0 to 1), its header
 SIDES = {"q": ("right", -0.02, "head.query"), "k": ("left", 1.02, "head.key")}
-# The pointed-at word's lines alone, or every line when none is: each side's hover remembers its
-# word on the lines' source (both tools report each move, the side not pointed at with nothing).
-_POINT_JS = """
-const at = cb_data.index.indices;
-lines[side] = at.length ? at[0] : null;
-const q = lines.data.q, k = lines.data.k, w = lines.data.w, alpha = new Array(w.length);
+# The lines shown: the pointed-at word's alone (every line when none is) of the heads not hidden.
+# Each side's hover remembers its word on the lines' source (both tools report each move, the side
+# not pointed at with nothing); a click on a head's name flips its entry of `on` (kept on `heads`).
+_SHOW_JS = """
+const q = lines.data.q, k = lines.data.k, h = lines.data.h, w = lines.data.w, on = heads.data.on;
+const alpha = new Array(w.length);
 for (let n = 0; n < w.length; n++) {
   const mine = lines.q_at != null ? q[n] == lines.q_at : lines.k_at != null ? k[n] == lines.k_at : true;
-  alpha[n] = mine ? w[n] : 0;
+  alpha[n] = mine && (on.length == 0 || on[h[n]]) ? w[n] : 0;
 }
 lines.data = {...lines.data, alpha: alpha};
 """
+_POINT_JS = "const at = cb_data.index.indices;\nlines[side] = at.length ? at[0] : null;\n" + _SHOW_JS
+_TOGGLE_JS = f"""
+const at = chips.selected.indices;
+if (!at.length) return;
+chips.selected.indices = [];
+const flipped = [...heads.data.on];
+flipped[at[0]] = flipped[at[0]] ? 0 : 1;
+heads.data = {{...heads.data, on: flipped, alpha: flipped.map(shown => shown ? 1 : {OFF_ALPHA})}};
+{_SHOW_JS}"""
 
 
 def lines_figure(
@@ -75,14 +89,19 @@ def lines_figure(
     fig.axis.visible = fig.grid.visible = False
     fig.outline_line_color = None
     fig.add_layout(Title(text="", text_font_size="11px", text_font_style="italic", name="hint"), "above")
-    columns = ("x0", "y0", "x1", "y1", "q", "k", "w", "alpha", "color")
+    columns = ("x0", "y0", "x1", "y1", "q", "k", "h", "w", "alpha", "color")
     lines = ColumnDataSource(dict.fromkeys(columns, []))
     fig.segment(
         "x0", "y0", "x1", "y1", source=lines, line_color="color", line_alpha="alpha", line_width=2, name="lines"
     )
-    heads = ColumnDataSource({"x": [], "label": [], "color": []})  # every head's name in its colour
-    fig.text("x", 1, text="label", text_color="color", source=heads, text_align="center", text_baseline="middle",
-             text_font_size="11px", text_font_style="bold", name="heads")  # fmt: skip
+    # every head's name in its colour (faint while hidden), over an invisible box a click finds
+    heads = ColumnDataSource(dict.fromkeys(("x", "y", "label", "color", "on", "alpha"), []))
+    fig.text("x", "y", text="label", text_color="color", text_alpha="alpha", source=heads, text_align="center",
+             text_baseline="middle", text_font_size="11px", text_font_style="bold", name="heads")  # fmt: skip
+    chips = ColumnDataSource({"x": [], "y": []})
+    boxes = fig.rect("x", "y", width=0.1, height=1, source=chips, fill_alpha=0, line_alpha=0, name="head-boxes")
+    toggle = CustomJS(args={"lines": lines, "heads": heads, "chips": chips}, code=_TOGGLE_JS)
+    fig.add_tools(TapTool(renderers=[boxes], callback=toggle, description="lines-heads"))
     for side, (align, at, _header) in SIDES.items():
         tokens = ColumnDataSource({"y": [], "label": []})
         fig.text(
@@ -95,7 +114,7 @@ def lines_figure(
         )  # fmt: skip
         # each word's box, invisible, where pointing at the word finds it (sized in `update_lines`)
         spots = fig.rect(at, "y", width=1, height=1, source=tokens, fill_alpha=0, line_alpha=0, name=f"{side}-spots")
-        point = CustomJS(args={"lines": lines, "side": f"{side}_at"}, code=_POINT_JS)
+        point = CustomJS(args={"lines": lines, "heads": heads, "side": f"{side}_at"}, code=_POINT_JS)
         fig.add_tools(HoverTool(renderers=[spots], tooltips=None, callback=point, description=f"lines-{side}"))
     update_lines(fig, trace, kind, layer, head, vmax=vmax, title=title, name=name, words=words)
     return use_fonts(fig)
@@ -122,37 +141,48 @@ def update_lines(
     heads = head_ids(trace) if head is None else [head]
     weights = np.stack([head_map(trace, kind, layer, h) for h in heads])  # (heads, queries, keys)
     top = color_scale(choice_rows(weights, trace.mask(kind)), vmax)
-    rooms = [label_room(labels) + 8 for labels in (q_labels, k_labels)]
-    unit = SPAN_PX  # pixels a unit of x (the columns stand at 0 and 1)
+    # each column as wide as its widest word or header (a one-letter source cut "query" short)
+    rooms = [
+        label_room([*labels, said[header]]) + 8
+        for labels, (*_, header) in zip((q_labels, k_labels), SIDES.values(), strict=True)
+    ]
     rows = max(len(q_labels), len(k_labels))
+    named = [] if head is not None else [f"H{h}" for h in heads]  # (short, as the circuit names heads)
+    name_rows = -(-len(named) // PER_ROW)  # the first row beside the columns' headers, the others above it
+    per_row = -(-len(named) // max(name_rows, 1))  # as many in each row, so that the names stand in columns
+    unit = max(SPAN_PX, NAME_PX * per_row)  # pixels a unit of x (the columns stand at 0 and 1)
     if head is None:
         own = said["lines.every_head"].format(kind_title=kind_title(kind, said), layer=model_layer(trace, kind, layer))
     else:
         own = head_title(trace, kind, layer, head, said)
     title = wrap_title(title or own, unit + sum(rooms))
-    hint = wrap_title(said["lines.hint"], unit + sum(rooms))
+    hint = wrap_title(said["lines.hint" if head is not None else "lines.hint_every"], unit + sum(rooms))
     fig.update(
         width=unit + sum(rooms) + 20,
-        height=(rows + 1) * ROW_PX + TITLE_LINE_PX * (title.count("\n") + hint.count("\n") + 2) + 50,
+        height=(rows + max(name_rows, 1)) * ROW_PX + TITLE_LINE_PX * (title.count("\n") + hint.count("\n") + 2) + 50,
     )
     fig.title.text, fig.name = title, name or f"lines-{kind}"
     fig.select_one({"name": "hint"}).text = hint
     fig.x_range.update(start=-rooms[0] / unit, end=1 + rooms[1] / unit)
-    fig.y_range.update(start=-rows + 0.5, end=1.5)
+    fig.y_range.update(start=-rows + 0.5, end=0.5 + max(name_rows, 1))
     h, q, k = np.nonzero(weights >= LEAST)
     shown = np.minimum(weights[h, q, k] / top, 1.0)
     colors = [COLOR] if head is not None else [HEAD_COLORS[i % len(HEAD_COLORS)] for i in range(len(heads))]
     fig.select_one({"name": "lines"}).data_source.data = {
         "x0": [0.0] * len(q), "y0": (-q).tolist(), "x1": [1.0] * len(k), "y1": (-k).tolist(),
-        "q": q.tolist(), "k": k.tolist(), "w": shown.tolist(), "alpha": shown.tolist(),
+        "q": q.tolist(), "k": k.tolist(), "h": h.tolist(), "w": shown.tolist(), "alpha": shown.tolist(),
         "color": [colors[i] for i in h],
     }  # fmt: skip
-    named = [] if head is not None else [f"H{h}" for h in heads]  # (short, as the circuit names heads: 8 fit)
-    fig.select_one({"name": "heads"}).data_source.data = {
-        "x": np.linspace(0.08, 0.92, len(named)).tolist() if len(named) > 1 else [0.5] * len(named),
-        "label": named,
-        "color": colors[: len(named)],
+    step = 0.84 / (per_row - 1) if per_row > 1 else 0.84
+    spots = {
+        "x": [0.5 + (i % per_row - (per_row - 1) / 2) * step for i in range(len(named))],
+        "y": [float(name_rows - i // per_row) for i in range(len(named))],
     }
+    fig.select_one({"name": "heads"}).data_source.data = {
+        **spots, "label": named, "color": colors[: len(named)], "on": [1] * len(named), "alpha": [1.0] * len(named)
+    }  # fmt: skip
+    boxes = fig.select_one({"name": "head-boxes"})
+    boxes.data_source.data, boxes.glyph.width = spots, step
     for (side, (align, at, header)), labels, room in zip(SIDES.items(), (q_labels, k_labels), rooms, strict=True):
         fig.select_one({"name": f"{side}-tokens"}).data_source.data = {
             "y": (-np.arange(len(labels))).tolist(),

@@ -33,6 +33,10 @@ WORDS: dict[str, str] = {
     # one head as lines (lines.py), under its "head.title"
     "lines.every_head": "{kind_title} · layer {layer} · every head, each in its colour",
     "lines.hint": "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone",
+    "lines.hint_every": (
+        "each head's lines in its colour, as dark as the weight; point at a word for its lines alone,"
+        " click a head's name to hide or show it"
+    ),
     # every head (overview.py)
     "grid.title": "{kind_title}: layers × heads (click one to open it)",
     "grid.layer": "layer {layer}",
