@@ -780,6 +780,8 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
     assert widths == dict.fromkeys(widths, 1024), widths
     tabs = page.page.locator(".bk-tab").filter(has_text="Logit lens").bounding_box()
     assert tabs["x"] > 350, tabs  # the views beside the inputs
+    model, source = (page.page.locator(css).bounding_box() for css in (".attn-checkpoint", ".attn-source"))
+    assert source["x"] == model["x"] and source["y"] > model["y"], (model, source)  # the inputs in one column
     # narrower than the inputs and the narrowest views side by side, the views go under the inputs
     # (at 900 px the page scrolled 60 px sideways, the logit lens 110)
     page.page.set_viewport_size({"width": 900, "height": 768})
@@ -790,6 +792,10 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
     assert (widths["Logit lens"], widths["Heads"]) == (900, 900), widths
     tabs, go = (page.page.locator(css).bounding_box() for css in (".bk-tab >> nth=0", ".attn-go"))
     assert tabs["x"] < 50 and tabs["y"] > go["y"] + go["height"], (tabs, go)
+    # and the inputs, over the views, in two columns side by side (the views started 250 px lower)
+    model, source = (page.page.locator(css).bounding_box() for css in (".attn-checkpoint", ".attn-source"))
+    assert source["x"] >= model["x"] + model["width"] and source["y"] < model["y"] + model["height"], (model, source)
+    page.shot("900")
 
 
 def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> None:

@@ -1,5 +1,6 @@
-"""The page's frame, as CSS that Panel's own layouts lack: the inputs beside the views, and under
-them in a window too narrow for both; tab titles on two lines rather than cut at the window's edge."""
+"""The page's frame, as CSS that Panel's own layouts lack: the inputs beside the views, and over
+them, side by side, in a window too narrow for both; tab titles on two lines rather than cut at
+the window's edge."""
 
 from __future__ import annotations
 
@@ -10,12 +11,24 @@ from attnlab.viz.cells import FIT_PX
 # Tab titles go onto a second line where they do not fit (Bokeh cut them at the window's edge,
 # and "Logit lens" could not be clicked in a 1024 px window).
 TABS_CSS = ".bk-headers-wrapper { flex-wrap: wrap; }"
+INPUTS_PX = 350  # each inputs column (a checkpoint's long name, the beam and α side by side)
 
 
-def page_row(inputs: pn.Column, views: pn.Column) -> pn.Row:
-    """`inputs` (a fixed-width column) beside `views`, which narrow with the window down to their
-    grids' narrowest (`FIT_PX`, and its margins); in a narrower window `views` go under `inputs`,
-    as wide as the window (at 900 px the page scrolled 60 px sideways, the logit lens 110).
-    The row takes the window's width and may be narrower than its content, or it never wraps."""
-    views.styles = {**views.styles, "min-width": f"{FIT_PX + 10}px"}
-    return pn.Row(inputs, views, sizing_mode="stretch_width", styles={"flex-wrap": "wrap", "min-width": "0"})
+def page_row(inputs: tuple[pn.Column, pn.Column], views: pn.Column) -> pn.Row:
+    """The two `inputs` columns (the model; the text and how to decode it), one above the other,
+    beside `views`, which narrow with the window down to their grids' narrowest (`FIT_PX`, and
+    its margins). In a narrower window `views` go under the inputs, as wide as the window (at
+    900 px the page scrolled 60 px sideways, the logit lens 110), and the inputs, alone on their
+    line, grow to the window's width and stand side by side: the views start ~250 px higher (at
+    1,000 × 768 not one map showed). The growth is the flex rule's: the inputs grow 1 and the
+    views 1,000 shares of what is left, so beside the views the inputs keep their width."""
+    views.styles = {**views.styles, "flex": "1000 1 0", "min-width": f"{FIT_PX + 10}px"}
+    for column in inputs:
+        column.width = INPUTS_PX
+    block = pn.FlexBox(
+        *inputs,
+        flex_wrap="wrap",
+        css_classes=["attn-inputs"],
+        styles={"flex": f"1 1 {INPUTS_PX}px", "column-gap": "20px"},
+    )
+    return pn.Row(block, views, sizing_mode="stretch_width", styles={"flex-wrap": "wrap", "min-width": "0"})

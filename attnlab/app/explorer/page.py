@@ -165,22 +165,27 @@ class Explorer(pn.viewable.Viewer):
         }
         self.alerts.follow(self.tabs, {name: tab for name, (tab, _draw) in self._views.items()} | {"corpus": 6})
         self.layout = page_row(
-            pn.Column(
-                pn.Row(
-                    pn.pane.HTML(f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220),
-                    self.language,
+            (
+                pn.Column(
+                    pn.Row(
+                        pn.pane.HTML(
+                            f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220
+                        ),
+                        self.language,
+                    ),
+                    self.checkpoint_select,
+                    pn.Row(self.path_input, self.open_button),
+                    self.model_info,
                 ),
-                self.checkpoint_select,
-                pn.Row(self.path_input, self.open_button),
-                self.model_info,
-                self.text_input,
-                self.reference_input,
-                pn.Row(self.mode, self.beam_input, self.alpha_input),
-                self.go,
-                self.error,
-                self.notice,
-                self.address.box,
-                width=350,
+                pn.Column(
+                    self.text_input,
+                    self.reference_input,
+                    pn.Row(self.mode, self.beam_input, self.alpha_input),
+                    self.go,
+                    self.error,
+                    self.notice,
+                    self.address.box,
+                ),
             ),
             pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
         )
