@@ -236,6 +236,16 @@ def test_quickstart_renders_live_widgets_offline(lab: tuple[JupyterLab, dict[str
             " && !e.closest('.bk-Figure, textarea, select')).map(e => e.textContent.trim())"
         )
         assert len(page.locator(".widget-checkbox").all()) >= 8 and cut == [], cut
+        # in a narrower window the rows of boxes wrap: show()'s five ran 45 px past a 1,280 px notebook in Spanish
+        page.set_viewport_size({"width": 1000, "height": 1100})
+        page.wait_for_timeout(500)
+        over = page.evaluate(
+            "() => [...document.querySelectorAll('.jp-OutputArea-output .widget-hbox')]"
+            ".filter(e => e.querySelector(':scope > .widget-checkbox') && e.scrollWidth > e.clientWidth + 1)"
+            ".map(e => [e.clientWidth, e.scrollWidth, e.textContent.trim().slice(0, 60)])"
+        )
+        assert over == [], over
+        page.set_viewport_size({"width": 1500, "height": 1100})
         # a figure that narrows with the window takes the room it has: the logit lens of a long output
         # stayed at its 660 px least in a box of no width, its last columns hidden
         explorer_cell.locator("textarea").fill(

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from bokeh.core.json_encoder import serialize_json
 from bokeh.events import Tap
+from bokeh.layouts import row
 from bokeh.models import GlyphRenderer, Image, ImageRGBA, Line, Rect
 from test_notebooks import make_checkpoints
 from test_viz import some_heads
@@ -449,6 +450,10 @@ def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
     figure = viz.mask_figure(trace, "cross")
     pane = widgets.plot(figure)
     assert pane.figure is figure and pane.bokeh is not None and figure.id in sent(pane)
+    # a row of figures wraps in the cell's width (three masks ran 380 px past a 1,280 px notebook)
+    figures = row(*[viz.mask_figure(trace, kind) for kind in trace.kinds])
+    pane = widgets.plot(figures)
+    assert figures.styles["flex-wrap"] == "wrap" and pane.layout.width == "100%" == pane.bokeh.layout.width
 
 
 def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Model) -> None:

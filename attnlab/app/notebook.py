@@ -15,7 +15,7 @@ from typing import Any
 
 import ipywidgets as w
 from bokeh.io import output_notebook
-from bokeh.models import LayoutDOM
+from bokeh.models import LayoutDOM, Row
 from bokeh.resources import Resources
 from IPython import get_ipython
 from jupyter_bokeh import BokehModel
@@ -78,6 +78,8 @@ class BokehPane(w.Box):
         # of no width it collapsed to its 660 px least, columns hidden where 1,070 px were free
         stretches = getattr(figure, "sizing_mode", None) == "stretch_width"
         self.layout.width = self.bokeh.layout.width = "100%" if stretches else None
+        # and one of a fixed width keeps it: in a row that wraps, a box shrunk 14 px under its figure
+        self.layout.flex = None if stretches else "0 0 auto"
         self.children = (self.bokeh,)
 
 
@@ -97,9 +99,13 @@ def button(description: str, style: str = "") -> w.Button:
 
 def plot(figure: LayoutDOM) -> BokehPane:
     """Any `attnlab.viz` figure (or a bokeh layout of them) as a live notebook widget; anything
-    else is one line (a bare AssertionError from jupyter_bokeh before)."""
+    else is one line (a bare AssertionError from jupyter_bokeh before). A `row` of figures
+    wraps: the figures stand side by side where the cell has room, else under each other (three
+    masks ran 380 px past a 1,280 px notebook, a rollout beside its heatmap out of sight)."""
     if not isinstance(figure, LayoutDOM):
         raise AttnlabError(text("widgets.not_a_figure", DEFAULT, got=type(figure).__name__))
+    if isinstance(figure, Row):
+        figure.update(sizing_mode="stretch_width", styles={**figure.styles, "flex-wrap": "wrap"})
     return BokehPane(figure)
 
 

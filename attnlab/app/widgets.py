@@ -103,7 +103,11 @@ class TraceView(w.VBox):
         self._panes = {"grid": self.grid, "head": self.head, "lines": self.lines}
         self._panes |= {"mask": self.mask_figure, "rollout": self.rollout}
         self.errors = ErrorBox(lang)
-        options = w.HBox([self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head])
+        # (wrapping: in Spanish the five boxes ran 45 px past a 1,280 px notebook)
+        options = w.HBox(
+            [self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head],
+            layout=w.Layout(flex_flow="row wrap"),
+        )
         figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
         super().__init__([self.caption, self.picker, options, self.errors, figures])
         if trace is not None:
