@@ -11,7 +11,15 @@ from typing import NoReturn
 
 
 class AttnlabError(Exception):
-    """Base class: bad input, bad files, impossible configurations."""
+    """Base class: bad input, bad files, impossible configurations.
+
+    The message is English (the library knows no reader's language). An error a reader meets
+    often, as an empty box, may also carry a `key` and the `fields` that fill it, from which a
+    screen in another language says the whole message in that language (`attnlab.app.i18n`)."""
+
+    def __init__(self, *args: object, key: str | None = None, **fields: object) -> None:
+        super().__init__(*args)
+        self.key, self.fields = key, fields
 
 
 class ConfigError(AttnlabError, ValueError):

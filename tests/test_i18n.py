@@ -219,6 +219,28 @@ def test_errors_keep_their_detail_and_get_a_lead_line_in_other_languages() -> No
     assert len(leads) == 12  # one lead per class and language
 
 
+def test_the_errors_a_reader_meets_most_are_said_whole_in_their_language(paths: dict[str, Path]) -> None:
+    """An empty box and a text too long name their catalogue entry: said whole in Spanish and
+    Chinese ("Detalle (en inglés): the input is empty" before), in English as the library says them."""
+    from attnlab.app.checkpoints import open_model
+
+    model = open_model(paths["translate"])
+    room = model.config.max_len - 1
+    for call, key, fields in (
+        (lambda: model.translate("  "), "error.input_empty", {}),
+        (lambda: model.score("A dog .", " "), "error.target_empty", {}),
+        (lambda: model.translate("dog " * (room + 5), truncate=False), "error.input_too_long", {"room": room}),
+        (lambda: model.score("A dog .", "Hund " * (room + 5)), "error.target_too_long", {"room": room}),
+    ):
+        with pytest.raises(ModelInputError) as caught:
+            call()
+        error = caught.value
+        assert error_message(error, "en") == str(error) == text(key, "en", **error.fields)
+        assert {name: error.fields[name] for name in fields} == fields
+        for lang in ("es", "zh"):
+            assert error_message(error, lang) == text(key, lang, **error.fields) and "(" not in text(key, lang)[:2]
+
+
 def test_the_refusal_says_what_the_roots_say(tmp_path: Path) -> None:
     """The explorer writes the path refusal from the catalogue (so that it is translated); in
     English it is the sentence `CheckpointRoots.refusal` makes, word for word."""
@@ -507,8 +529,8 @@ def test_the_explorer_speaks_the_language_it_was_built_in(paths: dict[str, Path]
 
     explorer.text_input.value = "  "
     explorer.translate()
-    assert explorer.store.error.startswith(text("error.input", lang))
-    assert explorer.store.error.endswith("The input is empty.")  # the library's detail follows, in English
+    # said whole in the page's language (it read "El modelo no puede leer esta entrada. Detalle (en inglés): …")
+    assert explorer.store.error == text("error.input_empty", lang) != text("error.input_empty", "en")
 
 
 def label_px(label: str) -> float:
@@ -551,8 +573,8 @@ def test_the_page_fits_a_1024_px_window() -> None:
     from attnlab.app.roots import CheckpointRoots
 
     explorer = Explorer({}, CheckpointRoots([]), lang="es")  # the longest words
-    column = explorer.layout[0].width
-    assert column == 350
+    column = {c.width for c in explorer.layout[0]}.pop()  # the inputs' two columns, one over the other
+    assert column == 350 and [c.width for c in explorer.layout[0]] == [350, 350]
     rows = {
         " + ".join(type(o).__name__ for o in row): sum((o.width or 0) + 10 for o in row)  # each with its margin
         for row in explorer.layout[1].select(pn.Row)
@@ -586,8 +608,9 @@ def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
     which = text("widgets.hypothesis", lang, rank=1, count=len(result.hypotheses), score=score)
     assert html.escape(which) in explorer.output.value
     assert explorer.run("   ") is None
-    assert explorer.errors.message.startswith(text("error.input", lang))
-    assert f"<b>{text('widgets.error', lang)}</b>" in explorer.errors.value
+    # an empty box is said whole in the reader's language ("Detalle (en inglés): the input is empty")
+    assert explorer.errors.message == text("error.input_empty", lang) != text("error.input_empty", "en")
+    assert f"<b>{text('widgets.error', lang)}</b> {html.escape(explorer.errors.message)}" in explorer.errors.value
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     assert compared.names == (text("widgets.all_heads", lang), text("widgets.heads_off", lang))
     assert compared.button.description == text("widgets.compare", lang)

@@ -99,6 +99,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     "error.data": {"en": "Data is missing or malformed.", "es": "Faltan datos o no tienen el formato esperado.", "zh": "数据缺失或格式有误。"},
     "error.config": {"en": "This configuration is not valid.", "es": "La configuración no es válida.", "zh": "配置无效。"},
     "error.other": {"en": "This could not be done.", "es": "No se pudo completar la acción.", "zh": "操作未能完成。"},
+    # attnlab's errors that name an entry here (their `key`; the fields fill it): said whole
+    "error.input_empty": {"en": "the input is empty", "es": "La entrada está vacía: escribe una frase.", "zh": "输入为空：请输入一个句子。"},
+    "error.target_empty": {"en": "the target is empty", "es": "La salida que se fuerza (la referencia) está vacía.", "zh": "强制的输出（参考文本）为空。"},
+    "error.input_too_long": {"en": "the input has {pieces} pieces; this model takes at most {room}", "es": "La entrada tiene {pieces} piezas y este modelo lee como máximo {room}.", "zh": "输入有 {pieces} 个词元，而此模型最多读取 {room} 个。"},
+    "error.target_too_long": {"en": "the target has {pieces} pieces; this model takes at most {room}", "es": "La salida que se fuerza (la referencia) tiene {pieces} piezas y este modelo lee como máximo {room}.", "zh": "强制的输出（参考文本）有 {pieces} 个词元，而此模型最多读取 {room} 个。"},
     "error.with_detail": {"en": "{lead} {detail}", "es": "{lead} Detalle (en inglés): {detail}", "zh": "{lead}详细信息（英文）：{detail}"},
     # the output above the tabs
     "output.translation": {"en": "Translation", "es": "Traducción", "zh": "译文"},
@@ -262,7 +267,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.snapshots": {"en": "Timeline takes a non-empty list of (step, AttentionTrace) pairs, got {got}", "es": "Timeline recibe una lista no vacía de pares (paso, AttentionTrace), no {got}", "zh": "Timeline 需要由 (步数, AttentionTrace) 对组成的非空列表，而不是 {got}"},
     "widgets.snapshot_steps": {"en": "the steps of a Timeline are whole numbers, each once, in increasing order; got {steps}", "es": "los pasos de un Timeline son números enteros, cada uno una vez, en orden creciente; no {steps}", "zh": "Timeline 的步数须为整数，各出现一次，并按递增顺序排列；而不是 {steps}"},
     "widgets.snapshot_other": {"en": "the trace of step {step} is not of the sentence, layers and heads of step {last}'s: a Timeline follows one probe sentence through a run", "es": "la traza del paso {step} no tiene la frase, las capas ni las cabezas de la del paso {last}: un Timeline sigue una sola frase de prueba a lo largo del entrenamiento", "zh": "第 {step} 步的 trace 与第 {last} 步的句子、层或注意力头不同：Timeline 只跟踪同一个探针句子在训练中的变化"},
-    "widgets.error": {"en": "error", "es": "error", "zh": "错误"},
+    "widgets.error": {"en": "error:", "es": "error:", "zh": "错误："},
     "widgets.traceback": {"en": "traceback", "es": "traza de la pila", "zh": "调用栈"},
     # --- compare mode (#17) ---
     "compare.tab": {"en": "Compare", "es": "Comparar", "zh": "对比"},

@@ -121,6 +121,21 @@ def language_code(code: str, lang: str = DEFAULT) -> str:
     }.get(code, code.upper())
 
 
+def said_whole(error: BaseException, lang: str) -> str | None:
+    """The message of an error that names its catalogue entry (`AttnlabError.key`), in `lang`."""
+    fields = getattr(error, "fields", {})
+    match getattr(error, "key", None):
+        case "input_empty":
+            return text("error.input_empty", lang)
+        case "target_empty":
+            return text("error.target_empty", lang)
+        case "input_too_long":
+            return text("error.input_too_long", lang, **fields)
+        case "target_too_long":
+            return text("error.target_too_long", lang, **fields)
+    return None
+
+
 def error_message(error: BaseException, lang: str = DEFAULT, detail: str | None = None) -> str:
     """One of attnlab's errors as a reader of `lang` sees it.
 
@@ -128,10 +143,15 @@ def error_message(error: BaseException, lang: str = DEFAULT, detail: str | None 
     no page and no language is known. In English the message is shown as it is (`detail`: the
     message as the screen tidied it, default `str(error)`); in another language a lead line from
     the catalogue says, per error class, what went wrong, and the English detail follows it for
-    the specifics (a file name, a size) and for a search or a bug report."""
+    the specifics (a file name, a size) and for a search or a bug report. An error a reader
+    meets often (an empty box, a text too long) names its catalogue entry (`key`): it is said
+    whole in the reader's language."""
     detail = str(error) if detail is None else detail
     if lang not in LANGUAGES or lang == DEFAULT:
         return detail
+    whole = said_whole(error, lang)
+    if whole is not None:
+        return whole
     if isinstance(error, TimeLimitError):
         lead = text("error.time_limit", lang)
     elif isinstance(error, ModelInputError):

@@ -177,7 +177,7 @@ class ErrorBox(w.HTML):
             details = f"<details><summary>{text('widgets.traceback', lang)}</summary><pre>{html.escape(trace)}</pre></details>"
         self.value = (
             '<div class="attnlab-error" style="color:#a50f15;background:#fee0d2;padding:4px 8px;border-radius:4px">'
-            f"<b>{text('widgets.error', lang)}</b>: {html.escape(self.message)}{details}</div>"
+            f"<b>{text('widgets.error', lang)}</b> {html.escape(self.message)}{details}</div>"  # (zh: "错误：")
         )
 
 

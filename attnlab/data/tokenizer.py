@@ -267,7 +267,7 @@ def check_text(text: str, what: str) -> None:
     lone surrogate (what a mangled copy-paste or a bad decode of bytes leaves), on which
     sentencepiece fails with a C++ cast error."""
     if is_blank(text):
-        raise ModelInputError(f"the {what} is empty")
+        raise ModelInputError(f"the {what} is empty", key=f"{what}_empty")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

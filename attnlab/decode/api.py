@@ -107,7 +107,10 @@ class Model:
         ids = self.tokenizer.encode(as_read(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room and not truncate:
-            raise ModelInputError(f"the input has {len(ids)} pieces; this model takes at most {room}")
+            raise ModelInputError(
+                f"the input has {len(ids)} pieces; this model takes at most {room}",
+                key="input_too_long", pieces=len(ids), room=room,
+            )  # fmt: skip
         return ids[:room] + [self.config.eos_id], len(ids) > room
 
     def _source_text(self, text: str) -> str:
@@ -275,7 +278,10 @@ class Model:
         if len(pieces) <= room:
             return pieces, False
         if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
-            raise ModelInputError(f"the target has {len(pieces)} pieces; this model takes at most {room}")
+            raise ModelInputError(
+                f"the target has {len(pieces)} pieces; this model takes at most {room}",
+                key="target_too_long", pieces=len(pieces), room=room,
+            )  # fmt: skip
         return pieces[:room], True
 
     def _teacher_forced(self, src_ids: list[int], outputs: list[list[int]]) -> list[list[float]]:
