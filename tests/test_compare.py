@@ -279,10 +279,13 @@ def test_the_notebook_widget_patches_both_models() -> None:
 
     widget = compare_models(str(TRANSLATOR), text=TEXT, heads_off=OFF)
     widget.show_lenses.value = True
-    widget.show_patchings.value = True  # nothing typed yet
-    assert "type the sentence with a change" in widget.errors.message and widget.figures["lens_first"] is not None
+    widget.show_patchings.value = True  # nothing typed yet: no error (it sent the reader to the explorer's tab)
+    assert not widget.errors.message and widget.figures["patching_first"] is None
+    assert "Type the sentence with a change in the box above" in widget.changed_hint.value
+    assert widget.figures["lens_first"] is not None
     changed = TEXT.replace(" man ", " woman ")
     widget.patch(changed)
+    assert widget.changed_hint.value == ""
     c, grids = widget.comparison, []
     for role, side in (("first", c.first), ("second", c.second_on_first)):
         expected = trace_residual_patching(widget.first, side.trace, changed)
@@ -316,7 +319,13 @@ def test_the_notebook_widget_draws_both_models_circuits() -> None:
     changed = TEXT.replace(" man ", " woman ")
     widget.patch(changed)
     assert widget.figures["circuit_first"] is None and widget.figures["patching_first"] is not None  # unticked
-    widget.circuits.show.value = True
+    widget.changed.value = ""
+    widget.circuits.show.value = True  # with no changed sentence: no error, the hint asks for one
+    assert not widget.errors.message and widget.figures["circuit_first"] is None and widget.changed_hint.value
+    widget.show_patchings.value = False
+    widget.circuits.threshold.value = widget.circuits.threshold.options[-1][1]  # (a menu redrew the error)
+    assert not widget.errors.message and widget.changed_hint.value
+    widget.circuits.threshold.value = 0.05  # (the menu's first value, which `expected` below keeps)
     c = widget.comparison
     for direction in ("denoise", "noise"):
         widget.patch(changed, direction=direction)

@@ -54,13 +54,13 @@ class CompareCircuitBox(w.VBox):
 
     def draw(self) -> None:
         """Both circuits for the changed sentence as it is now, with what the menus say; nothing
-        while unticked or with no comparison."""
+        while unticked, with no comparison or no changed sentence (the widget asks for it)."""
         for pane in self.panes:
             pane.update(None)
         self.controls.layout.display = None if self.show.value else "none"
-        if not (self.show.value and self.sides):
-            return
         changed, how = self.changed()
+        if not (self.show.value and self.sides and changed):
+            return
         words, chosen = figure_words(self.lang), {"senders": self.senders.value, "threshold": self.threshold.value}
         with reporting(self.errors):
             figures = [

@@ -73,6 +73,7 @@ class Compare(w.VBox):
             placeholder=i18n.text("widgets.patch_changed", lang), layout=w.Layout(width="95%"), continuous_update=False
         )
         self.changed.observe(lambda _change: self._patch_again(), "value")
+        self.changed_hint = w.HTML()  # under the box, while a reading waits for its sentence
         self._running = False  # a new sentence is being compared: its emptied changed sentence draws nothing yet
         self.patching_panes, self.how = [BokehPane(), BokehPane()], {"direction": "denoise", "method": "activation"}
         for box in (self.show_lenses, self.show_importances, self.show_patchings):
@@ -80,6 +81,8 @@ class Compare(w.VBox):
         self.errors = ErrorBox(lang)
         self.attributions = CompareAttributionBox(self.errors, self.lang)
         self.circuits = CompareCircuitBox(self.errors, self.lang, lambda: (self.changed.value.strip(), self.how))
+        for asked in (self.show_patchings, self.circuits.show, self.changed):
+            asked.observe(lambda _change: self._hint(), "value")
         self.comparison: Any = None
         rows = [w.HBox(panes, layout=w.Layout(flex_flow="row wrap")) for panes in (self.panes, self.rollout_panes)]
         lenses, importances, patchings = (
@@ -88,7 +91,7 @@ class Compare(w.VBox):
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
         readings = [self.show_lenses, lenses, self.show_importances, importances]
-        readings += [self.show_patchings, self.changed, patchings, self.attributions, self.circuits]
+        readings += [self.show_patchings, self.changed, self.changed_hint, patchings, self.attributions, self.circuits]
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
@@ -163,6 +166,13 @@ class Compare(w.VBox):
         self.changed.value = changed  # (another sentence: its observer patches)
         self.show_patchings.value = True
 
+    def _hint(self) -> None:
+        """Ask for the changed sentence while a box that needs it is ticked and it is empty (a red
+        error for ticking a box sent the reader to the explorer's Head ablation tab)."""
+        waiting = (self.show_patchings.value or self.circuits.show.value) and not self.changed.value.strip()
+        hint = i18n.text("widgets.changed_hint", self.lang) if waiting else ""
+        self.changed_hint.value = f"<span style='color:#666'>{html.escape(hint)}</span>" if hint else ""
+
     def _patch_again(self) -> None:
         """The changed sentence as the box holds it now, patched (grids while ticked, circuits)."""
         if self._running:
@@ -204,7 +214,8 @@ class Compare(w.VBox):
             return viz.importance_figure(found, title=title, words=words, high=high)
 
         def patching(model: Any, trace: Any, name: str) -> Any:
-            return compared_residual(model, trace, self.changed.value.strip(), self.how, name, lang, words)
+            changed = self.changed.value.strip()  # (none yet: nothing drawn, the hint asks for it)
+            return compared_residual(model, trace, changed, self.how, name, lang, words) if changed else None
 
         readings = (
             (self.show_lenses, self.lens_panes, lens),
