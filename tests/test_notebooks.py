@@ -247,3 +247,6 @@ def test_notebook_runs(
     assert "cdn.bokeh.org" not in json.dumps(outputs), "BokehJS was loaded from bokeh's CDN"
     widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert widgets, f"{name} displays no widget"
+    # nothing on stderr, which JupyterLab shows red, as an error (notebook 04's training log was)
+    red = [o.get("text", "")[:80] for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+    assert red == [], f"{name} writes to stderr: {red}"

@@ -4,6 +4,7 @@ checkpoint averaging, and checkpoints that never unpickle."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pickle
@@ -620,7 +621,11 @@ def test_a_resumed_run_cleans_and_redoes_what_a_kill_left_half_done(prepared: Pa
     run = tmp_path / "run"
     settings = {"data": str(prepared), "out": str(run), "preset": "tiny", "compile": "off", "probes": 0}
     settings |= {"eval_sentences": 3, "save_every": 2, "max_tokens": 600}
-    Trainer(TrainConfig(**settings, max_steps=2)).run()
+    capsys.readouterr()
+    log = io.StringIO()  # a notebook's log goes where it asks (on stderr JupyterLab shows it red, as an error)
+    Trainer(TrainConfig(**settings, max_steps=2), log=log).run()
+    assert "attnlab train: tiny" in log.getvalue() and "step 2: dev_loss" in log.getvalue()
+    assert capsys.readouterr().err == ""
     metrics = run / "metrics.jsonl"
     metrics.write_text("".join(line + "\n" for line in metrics.read_text().splitlines() if "dev_" not in line))
     (run / "checkpoints" / ".step_3.tmp-x1y2").mkdir()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
@@ -101,8 +101,8 @@ class TrainConfig:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, log: TextIO | None = None) -> None:
+        self.cfg, self.log = cfg, log or sys.stderr  # where the log goes (a notebook: sys.stdout, not red)
         self.rank, self.world = distributed()
         agree(dataclasses.asdict(cfg), self.world)
         self.device = resolve_device(cfg.device)
@@ -142,7 +142,7 @@ class Trainer:
         self.model, self.optimizer = build(self.config, self.device, params)
         self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps, bf16=self.autocast)
         if self.rank == 0:
-            print("\n".join(filter(None, (note, bf16_note(self.device, self.autocast)))), file=sys.stderr)
+            print("\n".join(filter(None, (note, bf16_note(self.device, self.autocast)))), file=self.log)
         if self.device.type == "cpu":
             keep_freed_memory()
         self.loss_fn = make_loss(self.compile != "off")
@@ -220,7 +220,7 @@ class Trainer:
             mine = {**dataclasses.asdict(self.cfg), "precision": "bf16" if self.autocast else "fp32"}
             changed = changed_update_rule(info, mine)
             if changed:
-                print(f"attnlab train: resuming with {changed}: the run's trajectory changes here", file=sys.stderr)
+                print(f"attnlab train: resuming with {changed}: the run's trajectory changes here", file=self.log)
         return str(latest)
 
     def checkpoint(self) -> Path | None:
@@ -318,13 +318,13 @@ class Trainer:
                 f"{len(self.data):,} pairs, {'bf16' if self.autocast else 'fp32'} on {self.device}; "
                 + tokens_line(cfg, self.world)
                 + (f"; resumed from {self.resumed_from}" if self.resumed_from else ""),
-                file=sys.stderr,
+                file=self.log,
             )
         redo = self.resumed_from and cfg.eval_sentences > 0 and self.rank == 0  # killed while evaluating it?
         if redo and not has_dev_record(self.metrics.path, self.step):
             self.evaluate(Path(self.resumed_from))
-        quiet = 1.0 if sys.stderr.isatty() else 60.0  # off a terminal every refresh is another line in a log
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, mininterval=quiet, file=sys.stderr)
+        quiet = 1.0 if self.log.isatty() else 60.0  # off a terminal every refresh is another line in a log
+        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=self.rank != 0, mininterval=quiet, file=self.log)
         stream = self.batches()
         self.window_start, self.window_tokens = time.time(), 0.0
         last_saved = None
@@ -393,5 +393,5 @@ class Trainer:
             self.metrics.write({"step": self.step, **report})
             print(
                 f"\nstep {self.step}: " + ", ".join(f"{k} {v:.3f}" for k, v in report.items() if isinstance(v, float)),
-                file=sys.stderr,
+                file=self.log,
             )
