@@ -416,3 +416,14 @@ def test_rollouts_of_models_of_different_sizes_say_what_is_missing(tmp_path: Pat
     assert "B has no cross layer 2 (1 layers)" in figures[1].text
     with pytest.raises(AttnlabError, match="^names are two strings"):
         viz.compare_rollouts(result.first.trace, result.second_on_first.trace, "cross", 0, names=("A",))
+
+
+def test_the_notebook_widget_names_the_characters_the_vocabulary_lacks() -> None:
+    """As `explore()` does: Chinese typed into the EN→DE model is read as UTF-8 byte pieces, and
+    the output (with "�" where those bytes do not make a character) said nothing of it."""
+    from attnlab.app.i18n import text
+
+    widget = compare_models(str(TRANSLATOR), text="一个男人 rides a bike .", heads_off=OFF)
+    assert text("widgets.unknown", characters="一 个 男 人") in widget.output.value
+    widget.run(TEXT)
+    assert text("widgets.unknown", characters="§").split("§")[0] not in widget.output.value
