@@ -458,7 +458,7 @@ def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
 
 def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Model) -> None:
     off = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0], ("cross", 1): [1]})
-    assert off.names == ("all heads", "heads off")
+    assert off.names == ("all heads", "heads off") and off.button.layout.align_self == "flex-start"  # (not cell-wide)
     assert "heads off: 2 heads switched off (encoder L0 H0, cross L1 H1)" in off.output.value
     assert "'s output" not in off.output.value  # not "all heads's output"
     # nor "the maps of heads off are read on the output of all heads", as if they were two models

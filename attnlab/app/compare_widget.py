@@ -58,6 +58,7 @@ class Compare(w.VBox):
         self.heads_off, self.names = heads_off or {}, checked_names(names, lang)
         self.text = w.Textarea(value=checked_text(text, lang), layout=w.Layout(width="95%", height="3.5em"))
         self.button = button(i18n.text("widgets.compare", lang), "primary")
+        self.button.layout.align_self = "flex-start"  # as wide as its word, not the column (explore()'s is)
         self.button.on_click(lambda _button: self.run())
         self.output = w.HTML()
         self.picker = HeadPicker(lambda: self.errors.act(self.redraw), lang)
