@@ -76,6 +76,9 @@ def _run(command: str, rest: list[str]) -> int:
         return 130
     except OSError as error:
         if error is not stdout.failed:
+            if isinstance(error, PermissionError) and error.filename:  # the system's no, not a bug
+                print(f"attnlab {command}: error: {error.filename}: {error.strerror}", file=sys.stderr)
+                return 2
             raise
         with contextlib.suppress(OSError, ValueError):  # the unwritten rest goes nowhere, not to a second traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())

@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -34,6 +37,7 @@ from attnlab.train.guard import TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.regime import label_smoothed_loss, make_loss
 
+ROOT = Path(__file__).resolve().parents[1]
 ARGS = [
     *("--preset", "tiny", "--max-tokens", "600", "--eval-sentences", "0", "--probes", "0"),
     *("--log-every", "1", "--save-every", "2", "--keep-last", "0", "--warmup", "10", "--max-steps", "6"),
@@ -315,3 +319,59 @@ def test_reading_a_pair_from_a_cut_file_is_a_data_error(prepared: Path, tmp_path
     read = split.src_text if name.endswith(".txt") else split.src
     with pytest.raises(DataError, match=rf"{name}: .*cut short"):
         read(len(split) - 1)
+
+
+def _as_nobody(*argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """The CLI run by a user without rights to what root made (root reads and writes anything,
+    so a permission fault needs another user); skipped where this is not root or has no setpriv."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run a command as another user")
+    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    cli = [sys.executable, "-c", "import sys; from attnlab.cli import main; sys.exit(main())"]
+    env = {**os.environ, "HOME": "/tmp", "TORCHINDUCTOR_CACHE_DIR": "/tmp/attnlab-nobody-inductor"}
+    return subprocess.run([*drop, *cli, *argv], input=stdin, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _shared() -> Path:
+    """A directory under /tmp that every user may enter (pytest's are root's alone)."""
+    shared = Path(tempfile.mkdtemp(prefix="attnlab-faults-", dir="/tmp"))
+    shared.chmod(0o755)
+    return shared
+
+
+def test_a_checkpoint_the_user_may_not_read_is_one_line(tmp_path: Path) -> None:
+    """Every command that loads a model printed a PermissionError traceback for a weights file
+    (or checkpoint directory) the user may not read."""
+    shared = _shared()
+    try:
+        model = shared / "model"
+        shutil.copytree(ROOT / "checkpoints" / "multi30k-en-de", model)
+        for path in [model, *model.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (model / "model.safetensors").chmod(0o000)
+        done = _as_nobody("translate", "--checkpoint", str(model), stdin="A dog runs .\n")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert done.stderr.strip() == (
+            f"attnlab translate: error: {model}: cannot read model.safetensors (Permission denied)"
+        )
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_resuming_a_run_the_user_may_not_write_is_one_line(prepared: Path, reference: Path) -> None:
+    """Resuming another user's run (readable, not writable) was a PermissionError traceback from
+    its metrics log, after the model was built."""
+    shared = _shared()
+    try:
+        data, run = shared / "data", shared / "run"
+        shutil.copytree(prepared, data)
+        shutil.copytree(reference, run)
+        for path in [shared, *shared.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        done = _as_nobody("train", "--data", str(data), "--out", str(run), *ARGS[:-1], "8", "--compile", "off")
+        assert done.returncode == 2 and _error_line(done.stderr) == (
+            f"attnlab train: error: --out {run} cannot be written (Permission denied); name another run directory"
+        )
+    finally:
+        shutil.rmtree(shared)

@@ -208,8 +208,17 @@ def check_directory(directory: Path) -> None:
 
 
 def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
-    """The manifest, after checking every file's size (and sha256 when `deep`)."""
+    """The manifest, after checking every file's size (and sha256 when `deep`); a file or
+    directory the user may not read is one line (a PermissionError traceback before)."""
     directory = Path(directory)
+    try:
+        return _verify(directory, deep)
+    except OSError as error:
+        name = Path(error.filename).name if error.filename else directory.name
+        raise CheckpointError(f"{directory}: cannot read {name} ({error.strerror or error})") from None
+
+
+def _verify(directory: Path, deep: bool) -> dict[str, Any]:
     check_directory(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():

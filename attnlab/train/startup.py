@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,6 +74,12 @@ def check_out(out: Path) -> None:
     except OSError as error:
         raise ConfigError(
             f"--out {out} cannot be created ({error.strerror or error}); name another run directory"
+        ) from None
+    try:  # a run to resume that this user may not write (another's): a traceback from its metrics log
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as error:
+        raise ConfigError(
+            f"--out {out} cannot be written ({error.strerror or error}); name another run directory"
         ) from None
 
 
