@@ -171,6 +171,21 @@ def test_explore_refuses_an_empty_checkpoint_or_root(capsys: pytest.CaptureFixtu
     assert page is not None and f"--checkpoint-root {missing}: no such directory" in page.object
 
 
+def test_explore_refuses_a_directory_that_holds_no_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An empty or unrelated `--checkpoint` directory was served and listed as a model, where
+    every other command refuses it; a run before its first checkpoint and a damaged checkpoint
+    (the page says what is wrong with it) are still listed."""
+    (tmp_path / "empty").mkdir()
+    said = refused(capsys, ["explore", "--checkpoint", str(tmp_path / "empty"), "--dry-run"])
+    assert said.endswith(f"{tmp_path / 'empty'}: not an attnlab checkpoint, run directory or Marian model")
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "manifest.json").write_text("{")
+    for listed in ("run", "damaged"):
+        assert main(["explore", "--checkpoint", str(tmp_path / listed), "--dry-run"]) == 0
+        assert f"--checkpoint {tmp_path / listed}" in capsys.readouterr().out
+
+
 def test_explore_serves_on_an_ipv6_address(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`explore --address ::1` never served: bokeh takes no IPv6 websocket origin ("ERROR: ERROR:
     Invalid host value: ::1:5006", exit 1), and the address printed, http://::1:5006/explorer, was

@@ -17,11 +17,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from attnlab.app.checkpoints import ROOT, find_checkpoints
 from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ConfigError
 from attnlab.model.checkpoint import user_path
 from attnlab.model.cpu import check_threads
+from attnlab.model.marian import is_marian
 
 APP = ROOT / "apps" / "explorer.py"
 HARDEN = ROOT / "apps" / "harden.py"  # run by `panel serve --setup`: `close_component_route`
@@ -132,6 +134,12 @@ def url_host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
+def is_model_directory(path: Path) -> bool:
+    """What `attnlab.load` opens: a checkpoint, a run directory (before its first checkpoint too:
+    its log), or a Hugging Face Marian directory."""
+    return (path / "manifest.json").is_file() or (path / "checkpoints").is_dir() or is_marian(path)
+
+
 def check_directories_named(checkpoints: Sequence[str], roots: Sequence[str]) -> None:
     """Refuse an empty `--checkpoint` or `--checkpoint-root` (a shell variable never set, as in
     `--checkpoint "$CKPT"`), as `translate --checkpoint ''` is refused: "" is the working
@@ -234,11 +242,13 @@ def cli(argv: list[str]) -> int:
         args.port = free_port(args.address)  # websocket origin (allowed as ADDRESS:PORT) would be ":0"
     check_threads(args.threads)  # (< 1 was taken as 1 without a word; 100000 crashed the server)
     check_directories_named(args.checkpoint, args.checkpoint_root)
-    for path in args.checkpoint:  # (a directory that is no checkpoint is listed: the page says what is wrong)
+    for path in args.checkpoint:  # (a damaged checkpoint is listed: the page says what is wrong with it)
         if not user_path(path).exists():
             raise CheckpointError(f"{path}: no such directory")
         if not user_path(path).is_dir():  # a file was listed as a checkpoint
             raise CheckpointError(f"{path} is a file; --checkpoint names a checkpoint or run directory")
+        if not is_model_directory(user_path(path)):  # an empty or unrelated one was served, as a model
+            raise CheckpointError(f"{path}: not an attnlab checkpoint, run directory or Marian model")
     if not args.checkpoint and not find_checkpoints():
         print(
             "attnlab explore: no bundled checkpoints yet; pass --checkpoint DIR or --checkpoint-root DIR",
