@@ -184,6 +184,16 @@ def test_an_out_that_cannot_be_created_is_one_line_before_the_model(prepared: Pa
         f"--out {shipped} is a checkpoint, not a run; name a run directory (a new one, or a run to resume)"
     )
     assert sorted(p.name for p in shipped.iterdir()) == before
+    mine = tmp_path / "mine"  # a directory of the user's own files: a run's checkpoints/ went in among them
+    mine.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (mine / name).write_text("mine")
+    line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(mine)])
+    assert line.endswith(
+        f"--out {mine} holds other files (a.txt, b.txt, c.txt, …) and no run; "
+        "name a run directory (a new one, or a run to resume)"
+    )
+    assert sorted(p.name for p in mine.iterdir()) == ["a.txt", "b.txt", "c.txt", "d.txt"]
 
 
 @pytest.mark.parametrize("setting", [("--seed", "99999999999999999999999"), ("--max-tokens", "99999999999999999999")])

@@ -60,6 +60,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
+RUN_FILES = {"checkpoints", "metrics.jsonl", "probes"}  # what a run directory holds (one killed early: some)
+
+
 def check_out(out: Path) -> None:
     """Create the run directory now: a path that cannot be one (`/proc/x`, under a file, no
     permission) failed only after the model was built (a FileNotFoundError traceback)."""
@@ -68,6 +71,12 @@ def check_out(out: Path) -> None:
     if (out / "manifest.json").is_file():  # a run grew inside a shipped checkpoint, which kept its old model
         raise ConfigError(
             f"--out {out} is a checkpoint, not a run; name a run directory (a new one, or a run to resume)"
+        )
+    others = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if others and not RUN_FILES & set(others):  # a run's checkpoints/ went in among a user's own files
+        raise ConfigError(
+            f"--out {out} holds other files ({', '.join(others[:3])}{', …' if len(others) > 3 else ''}) and no run; "
+            "name a run directory (a new one, or a run to resume)"
         )
     try:
         out.mkdir(parents=True, exist_ok=True)
