@@ -567,6 +567,25 @@ def test_a_run_resumes_only_on_the_vocabulary_it_was_trained_with(
     assert Trainer(TrainConfig(data=str(prepared), **settings)).resumed_from == str(saved)
 
 
+def test_out_alone_resumes_a_run_with_the_settings_it_was_saved_with(prepared: Path, tmp_path: Path, capsys) -> None:
+    """A flag left out on resuming went back to its default (a run of --warmup 2 went on at 4000,
+    said in one line) and --data had to be given again; a flag given still wins, and says so."""
+    from attnlab.train.commands import cli
+
+    run = tmp_path / "run"
+    first = ["--data", str(prepared), "--out", str(run), "--preset", "tiny", "--compile", "off", "--probes", "0"]
+    first += ["--eval-sentences", "0", "--max-tokens", "600", "--warmup", "2", "--lr-scale", "3", "--max-steps", "2"]
+    assert cli(first) == 0
+    capsys.readouterr()
+    assert cli(["--out", str(run), "--max-steps", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "resumed from" in err and "resuming with" not in err, err
+    info = json.loads((run / "checkpoints" / "step_3" / "trainer.json").read_text())["train_config"]
+    assert (info["warmup"], info["lr_scale"], info["data"], info["max_tokens"]) == (2, 3.0, str(prepared), 600)
+    assert cli(["--out", str(run), "--max-steps", "4", "--warmup", "5"]) == 0
+    assert "resuming with warmup=5 (the run had 2)" in capsys.readouterr().err
+
+
 def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Path, capsys) -> None:
     """A bf16 run resumed without --dtype bf16 goes on in fp32: allowed, but said in one line."""
     from attnlab.train.loop import Trainer

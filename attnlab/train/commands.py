@@ -1,10 +1,12 @@
 """`attnlab train`: the command line of the training loop (`attnlab.train.loop`). Every field
-of `TrainConfig` is a flag; a recipe fills them all in, and flags given beside it win."""
+of `TrainConfig` is a flag; a recipe fills them all in, and flags given beside it win. A run
+resumed (`--out` of an existing run) starts from the settings it was saved with."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import signal
 import sys
 from pathlib import Path
@@ -70,9 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_settings(out: str | None) -> dict[str, Any]:
+    """The settings a run was last saved with (from its newest checkpoint that has them), {} for
+    a new run: `--out RUN` alone resumes as the run went. A flag left out was its default before
+    (a run of --warmup 2 went on at 4000, said in one line), and --data had to be given again."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    for _step, path in reversed(step_dirs(Path(out)) if out else []):
+        try:
+            saved = json.loads((path / "trainer.json").read_text()).get("train_config", {})
+        except (OSError, ValueError, AttributeError):  # a damaged checkpoint: the one before it
+            continue
+        return {key: value for key, value in saved.items() if key in names and key != "out"}
+    return {}
+
+
 def config_from_args(argv: list[str]) -> TrainConfig:
     args, rest = build_parser().parse_known_args(argv)
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = run_settings(args.out or (recipe(args.recipe).get("out") if args.recipe else None))
     if args.recipe:
         values.update(recipe(args.recipe))
     overrides = dict(values.pop("overrides", {}))
@@ -91,7 +107,7 @@ def config_from_args(argv: list[str]) -> TrainConfig:
     for key, value in preset_defaults(values.get("preset", "base")).items():
         values.setdefault(key, value)  # neither the recipe nor a flag gave it
     if not values.get("data") or not values.get("out"):
-        raise ConfigError("--data and --out are required (or --recipe NAME)")
+        raise ConfigError("--data and --out are required (or --recipe NAME; --out alone resumes a run)")
     return TrainConfig(**values, overrides=overrides)
 
 
