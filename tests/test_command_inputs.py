@@ -169,6 +169,11 @@ def test_explore_refuses_an_empty_checkpoint_or_root(capsys: pytest.CaptureFixtu
     )
     page = refusal(["--checkpoint-root", missing])
     assert page is not None and f"--checkpoint-root {missing}: no such directory" in page.object
+    a_file = str(BUNDLED / "manifest.json")  # a file is there: it was "no such directory"
+    capsys.readouterr()
+    assert refused(capsys, ["explore", "--checkpoint-root", a_file, "--dry-run"]).endswith(
+        f"--checkpoint-root {a_file}: a file, not a directory"
+    )
 
 
 def test_explore_refuses_a_directory_that_holds_no_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -219,7 +219,8 @@ def test_cli_prepares_and_reports_errors_in_one_line(tmp_path, capsys):
     for bad, match in (
         (["--seed", "-1"], "--seed must be"),
         (["--out", str(tmp_path / "a-file")], "is a file"),
-        (["--vocab-size", "0"], "--vocab-size at least 300"),
+        (["--vocab-size", "0"], "error: --vocab-size must be at least 300 (256 byte pieces + specials), got 0"),
+        (["--max-len", "0"], "error: --max-len must be positive, got 0"),  # (each alone: it named both)
     ):
         argv = ["data", "prepare", "multi30k", "--out", str(tmp_path / "new"), "--data-dir", str(root), *bad]
         assert cli.main(argv) == 2

@@ -149,8 +149,9 @@ def check_directories_named(checkpoints: Sequence[str], roots: Sequence[str]) ->
         if any(not path.strip() for path in paths):
             raise CheckpointError(f"{flag}: expected a directory's path, got an empty one")
     for path in roots:
-        if not user_path(path).is_dir():
-            raise CheckpointError(f"--checkpoint-root {path}: no such directory")
+        if not user_path(path).is_dir():  # (a file was "no such directory")
+            said = "a file, not a directory" if user_path(path).exists() else "no such directory"
+            raise CheckpointError(f"--checkpoint-root {path}: {said}")
 
 
 def check_time_limit(seconds: float) -> float:

@@ -164,8 +164,10 @@ def prepare(
     pair = pair or DEFAULT_PAIR[corpus]
     check_pair(corpus, pair)
     vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
-    if max_len < 1 or vocab_size < 300:
-        raise DataError("--max-len must be positive and --vocab-size at least 300 (256 byte pieces + specials)")
+    if max_len < 1:  # (each said alone: --vocab-size 0 was "--max-len must be positive and ...")
+        raise DataError(f"--max-len must be positive, got {max_len}")
+    if vocab_size < 300:
+        raise DataError(f"--vocab-size must be at least 300 (256 byte pieces + specials), got {vocab_size}")
     if vocab_size > MAX_VOCAB:  # past 2**31 - 1, sentencepiece's ValueError traceback
         raise DataError(
             f"--vocab-size must be at most {MAX_VOCAB:,}, the most pieces a model takes, got {vocab_size:,}"
