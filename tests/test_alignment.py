@@ -592,3 +592,50 @@ def test_piece_words_refuses_what_is_not_a_list_of_strings() -> None:
         with pytest.raises(AttnlabError, match=match):
             piece_words(*args)
     assert piece_words(("▁a", "</s>"), ("a",)) == [(0,), ()]  # any sequence of strings
+
+
+def test_a_layer_or_head_the_trace_lacks_is_one_line_for_every_method() -> None:
+    """`--method direct --layer 3` of a three-layer model was numpy's IndexError (its shares are
+    indexed directly); every method now gives the other methods' line, which names the layers held
+    from the top too (`--layer -4` listed only [0, 1, 2]), and a head past the last says as much."""
+    cross = np.array([[[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]] * 2)  # 2 heads
+    maps = {"encoder": [np.stack([np.eye(3)] * 2)] * 2, "cross": [cross, cross]}
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], maps)
+    src, tgt, shares = [(0,), (1,), ()], [(0,), (1,), ()], np.ones((2, 2, 3, 3))
+    for method, head in (
+        ("layer", None),
+        ("head", 0),
+        ("shift", None),
+        ("shift", 1),
+        ("rollout", None),
+        ("direct", None),
+    ):
+        for layer in (2, -3):
+            said = rf"^layer {layer} of cross attention was not recorded \(recorded: \[0, 1\], or from the top: \[-2, -1\]\)$"
+            with pytest.raises(AttnlabError, match=said):
+                trace_links(trace, src, tgt, method, layer=layer, head=head, shares=shares)
+        assert trace_links(trace, src, tgt, method, layer=-2, head=head, shares=shares)  # from the top: layer 0
+    with pytest.raises(
+        AttnlabError, match=r"^head -3 does not exist in this trace: it holds heads 0, 1 \(from the last: -2, -1\)$"
+    ):
+        trace_links(trace, src, tgt, "head", layer=0, head=-3)
+
+
+def test_align_refuses_a_layer_past_the_model_in_one_line(capsys: pytest.CaptureFixture, pairs_file: Path) -> None:
+    """`align --method direct --layer 3` printed a traceback; its --help says negatives count from the top."""
+    for layer in ("3", "-4"):
+        assert (
+            main(
+                ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--method", "direct", "--layer", layer]
+            )
+            == 2
+        )
+        error = capsys.readouterr().err.strip()
+        assert error == (
+            f"attnlab align: error: layer {layer} of cross attention was not recorded (recorded: [0, 1, 2], "
+            "or from the top: [-3, -2, -1])"
+        )
+    with pytest.raises(SystemExit):
+        main(["align", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "from 0 (negative: from the top, -1 the last;" in said and "from 0 (negative: from the last, -1;" in said

@@ -517,3 +517,77 @@ def test_a_checkpoint_that_does_not_exist_is_said_so(tmp_path: Path, capsys: pyt
             )
         with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: {said}$"):
             load(path)
+
+
+# -- heads patch: what is given, read as it was meant ------------------------------------------------------
+def test_patch_refuses_file_names_given_as_sentences(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --files, `--clean cl.txt --corrupted co.txt` patched the two file names as sentences and
+    printed a table of them; an empty pair of files said "as many clean lines as clean ones (0)"."""
+    clean, corrupted = write(tmp_path / "cl.txt", ["A man sleeps ."]), write(tmp_path / "co.txt", ["A woman sleeps ."])
+    patch = ["heads", "patch", "--checkpoint", str(bundled(TRANSLATOR))]
+    for given, said in (
+        (["--clean", str(clean), "--corrupted", str(corrupted)], f"--clean {clean}"),
+        (["--clean", "A man sleeps .", "--corrupted", str(corrupted)], f"--corrupted {corrupted}"),
+        (["--clean", "A man .", "--corrupted", "A woman .", "--target", str(clean)], f"--target {clean}"),
+    ):
+        assert (
+            refused(capsys, [*patch, *given]) == f"{said} names a file: give --files to read the sentences from files"
+        )
+    empty = write(tmp_path / "empty", [])
+    assert refused(capsys, [*patch, "--files", "--clean", str(empty), "--corrupted", str(empty)]) == (
+        f"{empty} and {empty} have no lines: there is no pair to patch"
+    )
+    from attnlab.decode.patching import corpus_patching
+    from attnlab.errors import AttnlabError
+
+    with pytest.raises(AttnlabError, match=r"^patching a corpus needs a list of clean lines, one or more; got \[\]$"):
+        corpus_patching(load(TRANSLATOR), [], [])
+
+
+def test_patch_circuit_names_its_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--circuit 1000` said "most is how many nodes a circuit follows at most ... got 16" (a
+    parameter the command does not have), and `--circuit N --method attribution` patched
+    activations without a word (a circuit is found by patching each path)."""
+    patch = ["heads", "patch", "--checkpoint", str(bundled(TRANSLATOR)), "--clean", "A man .", "--corrupted", "A dog ."]
+    for n in ("1000", "0"):
+        assert refused(capsys, [*patch, "--circuit", n]) == (
+            f"--circuit N follows the N heads that move most: N from 1 to 16, got {n}"
+        )
+    assert refused(capsys, [*patch, "--circuit", "2", "--method", "attribution"]) == (
+        "--circuit patches each path (activation patching): --method attribution is not read"
+    )
+    with pytest.raises(SystemExit):
+        main(["heads", "patch", "--help"])
+    assert "from 0 (negative: from the end, -1 the </s>)" in " ".join(capsys.readouterr().out.split())
+
+
+# -- control characters read as spaces ---------------------------------------------------------------------
+def test_a_control_character_in_a_line_is_read_as_a_space(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A NUL inside a line was dropped and joined the words around it: "A\\x00man." was translated
+    "Ein Wachmann." (as "Aman."). NUL, ESC, DEL and C1 controls now read as a space, by every
+    command and by the API; a parser's words are split there too (one leaf each)."""
+    spaced = ["A man is sleeping .", "Two dogs run ."]
+    controlled = ["A\x00man is\x1bsleeping .", "Two\x7fdogs\x85\x9frun ."]
+    model = load(bundled(TRANSLATOR))
+    assert [r.text for r in model.translate(controlled, beam=1)] == [r.text for r in model.translate(spaced, beam=1)]
+    argv = ["translate", "--checkpoint", str(TRANSLATOR), "--beam", "1", "--input"]
+    assert main([*argv, str(write(tmp_path / "spaced", spaced))]) == 0
+    expected = capsys.readouterr().out
+    assert main([*argv, str(write(tmp_path / "controlled", controlled))]) == 0
+    assert capsys.readouterr().out == expected
+    assert (
+        main(
+            [
+                "parse",
+                "--checkpoint",
+                str(bundled(PARSER)),
+                "--beam",
+                "1",
+                "--input",
+                str(write(tmp_path / "p", ["The\x00cat sat ."])),
+            ]
+        )
+        == 0
+    )
+    tree = capsys.readouterr().out
+    assert "The)" in tree and "cat)" in tree and "\x00" not in tree  # two leaves, not "The\x00cat"

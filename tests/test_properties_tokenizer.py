@@ -19,7 +19,7 @@ import pytest
 from hypothesis import strategies as st
 from properties import examples, prove
 
-from attnlab.data.tokenizer import train_tokenizer
+from attnlab.data.tokenizer import as_read, spaced_controls, train_tokenizer
 
 MARK = "\u2581"  # sentencepiece's word-boundary mark
 
@@ -98,3 +98,16 @@ def test_a_line_read_from_a_file_comes_back(tokenizer, tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text(text, encoding="utf-8")
     for line in (tmp_path / "in.txt").read_text(encoding="utf-8").splitlines():
         assert tokenizer.decode(_checked_ids(tokenizer, line.strip())) == line.strip()
+
+
+def test_every_control_character_is_read_as_a_space() -> None:
+    """`as_read` dropped control characters, joining the words around them: "A\\x00man." was read
+    "Aman." (translated "Ein Wachmann."). Every one of C0, DEL and C1 (those the tokenizer would
+    keep as byte pieces a model never saw between words) now parts the words as a space does; a
+    byte-order mark, which is no word break, is still dropped."""
+    controls = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cc"]
+    assert len(controls) == 65 and "\x00" in controls and "\x85" in controls  # C0 (32), DEL, C1 (32)
+    for char in controls:
+        assert as_read(f"A{char}man{char}{char}sleeps.") == "A man sleeps.", repr(char)
+        assert spaced_controls(f"A{char}b") == "A b"
+    assert as_read("A\ufeffman") == "Aman" and as_read("\ufeff A  man ") == "A man"

@@ -245,14 +245,21 @@ def composed(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def spaced_controls(text: str) -> str:
+    """`text` with each control character (C0, DEL and C1: NUL, ESC, U+0080, ...) a space, as
+    `as_read` reads them. Dropped, they joined the words around them: "A\x00man." was read as
+    "Aman." and translated "Ein Wachmann."; a parser must split its words where the model does."""
+    return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+
+
 def as_read(text: str) -> str:
     """`text` as a model reads it: composed (`composed`), every run of whitespace one space
-    (tabs, no-break spaces, line separators, doubled spaces), control characters and byte-order
-    marks dropped. The tokenizer keeps all of them as pieces of their own (a tab is the byte piece
-    <0x09>, a no-break space two), which a model never saw between words: "A\tman\tis\triding"
-    came back as "Ein Quuarterback verste Henna-…" where "A man is riding" gives "Ein Mann fährt"."""
-    kept = "".join(c for c in text if c != "\ufeff" and (c.isspace() or unicodedata.category(c) != "Cc"))
-    return " ".join(composed(kept).split())
+    (tabs, no-break spaces, line separators, doubled spaces), control characters spaces too
+    (`spaced_controls`), byte-order marks dropped. The tokenizer keeps all of them as pieces of
+    their own (a tab is the byte piece <0x09>, a no-break space two), which a model never saw
+    between words: "A\tman\tis\triding" came back as "Ein Quuarterback verste Henna-…" where "A
+    man is riding" gives "Ein Mann fährt"."""
+    return " ".join(composed(spaced_controls(text.replace("\ufeff", ""))).split())
 
 
 def is_blank(text: str) -> bool:
@@ -272,6 +279,17 @@ def check_text(text: str, what: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ModelInputError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
+
+
+def too_long(what: str, pieces: int, room: int) -> ModelInputError:
+    """A text (`what`: input or target) of more pieces than the model takes, named for the
+    screens that say it in another language (`AttnlabError.key`)."""
+    return ModelInputError(
+        f"the {what} has {pieces} pieces; this model takes at most {room}",
+        key=f"{what}_too_long",
+        pieces=pieces,
+        room=room,
+    )
 
 
 def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:

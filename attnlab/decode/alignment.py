@@ -2,11 +2,9 @@
 (`attnlab.decode.aer`).
 
 Links are sets of (source_word, target_word) pairs, 0-indexed. Attention is between pieces; gold
-links are between words. `piece_words` maps each piece to the words it spells by character
-offsets (the pieces are detokenised cumulatively, UTF-8 byte pieces included, and their
-characters aligned to the words' characters), so Chinese fed without spaces, byte-fallback
-pieces and punctuation split off a word all land on the right word, and a piece that runs over a
-word boundary (Chinese "我爱" for the words 我 爱) counts for both.
+links are between words. `piece_words` (`attnlab.decode.piece_words`) maps each piece to the
+words it spells by character offsets, so Chinese fed without spaces, byte-fallback pieces and
+punctuation split off a word all land on the right word.
 `word_links` then sums a target piece's attention over the pieces of each source word, averages
 over the pieces of a target word, and links each target word to its argmax source word (or to
 every source word above a threshold).
@@ -24,9 +22,6 @@ needs the model as well as the trace (`align_lines` passes the shares).
 
 from __future__ import annotations
 
-import codecs
-import difflib
-import re
 from collections.abc import Iterable, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any
@@ -36,84 +31,16 @@ import numpy as np
 from attnlab.data.tokenizer import join_words
 from attnlab.decode.aer import corpus_aer
 from attnlab.decode.pharaoh import Links
+from attnlab.decode.piece_words import piece_words
 from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.logit_attribution import logit_attribution
 from attnlab.record.rollout import rollout
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, whole_number
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
 
 METHODS = ("head", "layer", "all", "shift", "rollout", "direct")
-SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
-_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-
-
-# -- pieces -> words --------------------------------------------------------------------------------------
-def _piece_bytes(piece: str) -> bytes:
-    byte = _BYTE_PIECE.match(piece)
-    if byte:
-        return bytes([int(byte[1], 16)])
-    if piece == "<unk>":
-        return "\ufffd".encode()  # a character that matches no word's: placed between its neighbours
-    return piece.replace("\u2581", " ").encode()
-
-
-def piece_words(pieces: Sequence[str], words: Sequence[str]) -> list[tuple[int, ...]]:
-    """The indices of the words each piece spells: one for most pieces, several for a piece
-    that runs over a word boundary, none for <s>, </s>, <pad>.
-
-    The pieces are detokenised one after another (UTF-8 byte pieces are joined into their
-    character) and the non-space characters of the result are aligned to those of the words, so
-    the text the model read may have had spaces between the words or not (Chinese). A piece
-    that is only a word boundary ("▁") belongs to the word after it. Characters the
-    tokenizer changed are placed between their aligned neighbours."""
-    for name, texts in (("pieces", pieces), ("words", words)):  # None was a TypeError from deep inside
-        if (
-            isinstance(texts, str | bytes)
-            or not isinstance(texts, Sequence)
-            or not all(isinstance(t, str) for t in texts)
-        ):
-            raise AttnlabError(f"piece_words takes {name} as a list of strings, got {texts!r:.60}")
-    if not words:
-        return [()] * len(pieces)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    text, spans = "", []
-    for piece in pieces:
-        if piece in SPECIALS:
-            spans.append(None)
-            continue
-        start = len(text)
-        text += decoder.decode(_piece_bytes(piece))
-        spans.append((start, max(len(text), start + 1)))  # a partial character: the one it begins
-    text += decoder.decode(b"", final=True)
-    # characters of the text (spaces dropped) -> characters of the words -> word index
-    kept = [i for i, char in enumerate(text) if not char.isspace()]
-    ours = "".join(text[i] for i in kept)
-    theirs = "".join(word for word in words)
-    word_of_char = [w for w, word in enumerate(words) for _ in word]
-    target = [0] * len(ours)
-    matcher = difflib.SequenceMatcher(None, ours, theirs, autojunk=False)
-    for op, a0, a1, b0, b1 in matcher.get_opcodes():
-        for a in range(a0, a1):
-            if op == "equal":
-                target[a] = b0 + a - a0
-            elif op == "replace":
-                target[a] = b0 + (a - a0) * (b1 - b0) // (a1 - a0)
-            else:  # a character the words do not have: next to where it stands
-                target[a] = min(b0, len(theirs) - 1)
-    stripped_index = {i: n for n, i in enumerate(kept)}
-    result: list[tuple[int, ...]] = []
-    for span in spans:
-        chars = [stripped_index[i] for i in range(*span) if i in stripped_index] if span and theirs else []
-        result.append(tuple(dict.fromkeys(word_of_char[target[c]] for c in chars)))  # in order, once each
-    # a piece of spaces only (a lone "▁") joins the next word, else the previous one
-    for n, span in enumerate(spans):
-        if span is not None and not result[n]:
-            after = [w for w in result[n + 1 :] if w]
-            before = [w for w in result[:n] if w]
-            result[n] = after[0][:1] if after else before[-1][-1:] if before else ()
-    return result
 
 
 # -- attention -> word links ---------------------------------------------------------------------------
@@ -191,20 +118,20 @@ def attention_rows(
     shares in each output piece's logit (`shares`: `LogitAttribution.cross_source` of the trace),
     over every layer or one. Layers and heads are the model's ids
     (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
-    head 2 in its first row."""
+    head 2 in its first row. One it lacks is one line naming those it holds, both ways."""
     reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
     if method == "head" and (layer is None or head is None):
         raise AttnlabError("--method head needs --layer and --head")
     if method == "direct":
         return direct_rows(shares, layer), 0
-    if method == "rollout":
-        return rollout(trace, "cross")[trace.layer_index("cross", -1 if layer is None else layer)], 0
     if method == "all" or (method == "shift" and layer is None):
         maps = [trace.attention("cross", n) for n in trace.layers["cross"]]
         weights = np.mean([m.mean(0) for m in maps], axis=0)
+    elif method == "rollout":
+        return rollout(trace, "cross")[cross_layer(trace, -1 if layer is None else layer)], 0
     else:
-        stack = trace.attention("cross", -1 if layer is None else layer)
-        row = None if head is None else trace.head_row(head)
+        stack = trace.attention("cross", cross_layer(trace, -1 if layer is None else layer))
+        row = None if head is None else head_row(trace, head)
         weights = stack[row] if row is not None and method in ("head", "shift") else stack.mean(0)
     if method == "shift":
         return weights[1:], 1
@@ -218,8 +145,44 @@ def direct_rows(shares: np.ndarray | None, layer: int | None = None) -> np.ndarr
     attention."""
     if shares is None:
         raise AttnlabError("--method direct reads the model as well as the trace: give the model")
+    held = list(range(len(shares)))  # every layer of the model: a layer past them was numpy's IndexError
+    if layer is not None and not (whole_number(layer) and -len(held) <= layer < len(held)):
+        raise _not_recorded(layer, held, len(held))
     summed = (shares if layer is None else shares[[layer]]).sum((0, 1)).clip(min=0.0)
     return summed / np.where(summed.sum(1, keepdims=True) > 0, summed.sum(1, keepdims=True), 1.0)
+
+
+def _not_recorded(layer: object, held: list[int], top: int) -> AttnlabError:
+    """The refusal of a cross-attention layer that is not held, naming those that are both ways
+    (`--layer -4` of a three-layer model listed only [0, 1, 2])."""
+    return AttnlabError(
+        f"layer {layer!r} of cross attention was not recorded (recorded: {held}, or from the top: "
+        f"{[n - top for n in held]})"
+    )
+
+
+def cross_layer(trace: AttentionTrace, layer: int) -> int:
+    """The model's index of cross-attention `layer` in `trace` (negative: from the top), as
+    `AttentionTrace.layer_index` gives it; one the trace lacks is `_not_recorded`."""
+    try:
+        return trace.layer_index("cross", layer)
+    except AttnlabError:
+        if not whole_number(layer) or "cross" not in trace.layers:
+            raise  # (not a layer, or no cross attention: its own line)
+        held = trace.layers["cross"]
+        raise _not_recorded(layer, held, int(trace.model.get("config", {}).get("n_layers", max(held) + 1))) from None
+
+
+def head_row(trace: AttentionTrace, head: int) -> int:
+    """`AttentionTrace.head_row`, its refusal naming the heads held from the last too."""
+    try:
+        return trace.head_row(head)
+    except AttnlabError as error:
+        if not whole_number(head):
+            raise
+        held = list(trace.heads) if trace.heads is not None else list(range(trace.n_heads))
+        top = int(trace.model.get("config", {}).get("n_heads", max(held, default=-1) + 1))
+        raise AttnlabError(f"{error} (from the last: {', '.join(str(h - top) for h in held)})") from None
 
 
 def trace_links(

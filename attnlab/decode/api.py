@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, load_tokenizer
+from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, load_tokenizer, too_long
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
 from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
@@ -107,18 +107,15 @@ class Model:
         ids = self.tokenizer.encode(as_read(self._source_text(text)))
         room = self.config.max_len - 1  # </s> takes one position
         if len(ids) > room and not truncate:
-            raise ModelInputError(
-                f"the input has {len(ids)} pieces; this model takes at most {room}",
-                key="input_too_long", pieces=len(ids), room=room,
-            )  # fmt: skip
+            raise too_long("input", len(ids), room)
         return ids[:room] + [self.config.eos_id], len(ids) > room
 
     def _source_text(self, text: str) -> str:
-        """Parsers read whitespace-separated words, brackets escaped as in the Penn Treebank
-        (also inside a word, ":-)" -> ":--RRB-", so every tree written back parses)."""
+        """Parsers read the words `as_read` spaces (a control character splits two), brackets escaped
+        as in the Penn Treebank (inside a word too: ":-)" -> ":--RRB-", so every tree parses back)."""
         if self.task != "parse":
             return text.strip()
-        return " ".join("".join(PTB_ESCAPES.get(char, char) for char in word) for word in text.split())
+        return " ".join("".join(PTB_ESCAPES.get(char, char) for char in w) for w in as_read(text).split())
 
     def _batch(self, rows: list[list[int]]) -> torch.Tensor:
         width = max(len(r) for r in rows)
@@ -278,10 +275,7 @@ class Model:
         if len(pieces) <= room:
             return pieces, False
         if not truncate:  # scored whole or not at all: a cut target's log-probability is another's
-            raise ModelInputError(
-                f"the target has {len(pieces)} pieces; this model takes at most {room}",
-                key="target_too_long", pieces=len(pieces), room=room,
-            )  # fmt: skip
+            raise too_long("target", len(pieces), room)
         return pieces[:room], True
 
     def _teacher_forced(self, src_ids: list[int], outputs: list[list[int]]) -> list[list[float]]:

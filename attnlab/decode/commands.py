@@ -294,8 +294,14 @@ def cli_align(argv: list[str]) -> int:
         "the output piece's logit, over all layers or --layer: what the heads wrote rather than where they "
         "looked). Default: the model card's meta.alignment, else all",
     )
-    parser.add_argument("--layer", type=int, help="the decoder layer --method reads, from 0 (alone: --method layer)")
-    parser.add_argument("--head", type=int, help="one head of --layer, from 0 (--method head)")
+    parser.add_argument(
+        "--layer",
+        type=int,
+        help="the decoder layer --method reads, from 0 (negative: from the top, -1 the last; alone: --method layer)",
+    )
+    parser.add_argument(
+        "--head", type=int, help="one head of --layer, from 0 (negative: from the last, -1; --method head)"
+    )
     parser.add_argument("--out", help="write the links here (default: stdout)")
     args = parser.parse_args(argv)
     if not args.checkpoint:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import warnings
@@ -36,16 +35,18 @@ from attnlab.decode.commands import (
     fit_lines,
     link_rule,
 )
+from attnlab.decode.evaluate_inputs import one_indexed_hint, save_best_target, word_counts
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
-from attnlab.errors import ArgumentParser, AttnlabError, CheckpointError, ModelInputError
-from attnlab.model.checkpoint import update_meta, verify
+from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
+from attnlab.model.checkpoint import update_meta
 from attnlab.model.memory import keep_freed_memory
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
 BLEU_TOKENIZE = {"zh": "zh"}  # target language -> sacreBLEU tokenizer (as sacrebleu -l xx-zh picks); else 13a
 TOKENIZERS = ("13a", "intl", "zh", "char", "none")  # sacreBLEU's tokenizers that need no download
 LINEARISED = re.compile(r"(^|\s)\)[^\s()]")  # `)NP`: a prepared target closes each phrase with its label
+TREE = re.compile(r"\([^\s()]+ [^\s()]+\)")  # `(NN cat)`: a Penn tree's word under its tag
 
 
 def bleu_tokenize(tgt_lang: str | None) -> str:
@@ -174,6 +175,11 @@ def cli(argv: list[str]) -> int:
         if args.checkpoint:  # not decoded, but it names the target language and the task
             named = load(args.checkpoint)  # found as decoding finds it: a run's newest, a Marian directory
             task, tgt_lang = args.task or named.task, named.meta.get("data", {}).get("tgt_lang")
+        elif args.task is None and all_trees([*refs, *outputs]):  # a guess: trees scored BLEU 100 as translations
+            raise AttnlabError(
+                f"every line of {args.hyp} and {args.ref} is a bracketed tree: give --task parse for bracket F1 "
+                "(or --task translate to score them as text)"
+            )
         if args.src and task != "parse":  # it was read, its lines counted, and the outputs scored without it
             raise AttnlabError(
                 "--src is read with --hyp only to score parses (the words of linearised trees); "
@@ -232,6 +238,13 @@ def cli(argv: list[str]) -> int:
     return 0
 
 
+def all_trees(lines: list[str]) -> bool:
+    """Whether every line that is not blank (a failed parse) is a bracketed tree: a Penn tree (a
+    `(TAG word)` in it) or a linearised target (`)NP`); "(Applause)" is none."""
+    shown = [line.strip() for line in lines if line.strip()]
+    return bool(shown) and all(t.startswith("(") and (TREE.search(t) or LINEARISED.search(t)) for t in shown)
+
+
 def parse_report(
     refs: list[str], outputs: list[str], sources: list[str] | None, ref_name: str, hyp_name: str
 ) -> dict[str, Any]:
@@ -278,7 +291,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not args.gold:
         raise AttnlabError("--task align needs --gold (human links)")
     lines = read_input(args.input) if args.input else None
-    lengths = [_word_counts(line) for line in lines] if lines is not None else None
+    lengths = [word_counts(line) for line in lines] if lines is not None else None
     gold = read_pharaoh(
         read_input(args.gold),
         one_indexed=args.gold_one_indexed,
@@ -291,6 +304,8 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         raise AttnlabError(
             f"{args.gold}: " + ("no sure links: AER is undefined without them" if gold else "no lines to score")
         )
+    if not args.gold_one_indexed and (hint := one_indexed_hint(gold, args.gold)):  # a hint, not proof: scored
+        warnings.warn(hint, stacklevel=1)
     if not args.all_heads:
         if not args.hyp:
             raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
@@ -307,7 +322,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not (args.checkpoint and lines is not None):
         raise AttnlabError("--all-heads needs --checkpoint and --input (the `source ||| target` pairs)")
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
-    target = _save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
+    target = save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
     links, threshold = link_rule(args)
     rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold)
     for number, reason in failed:
@@ -353,41 +368,6 @@ def _refuse_unused(args: argparse.Namespace) -> None:
             raise AttnlabError(f"{given[0]} is a decoding option, and --task align decodes nothing (teacher-forced)")
     elif args.hyp and given:
         raise AttnlabError(f"{given[0]} is a decoding option, and --hyp scores given outputs: nothing is decoded")
-
-
-def _save_best_target(checkpoint: str, model: Any) -> Path:
-    """The checkpoint --save-best writes into, checked before every head is scored: given a run
-    directory, this failed "not an attnlab checkpoint" only after minutes of scoring. A run
-    directory's is its newest valid checkpoint, the one `load` opened and the heads are read in."""
-    target = Path(model.path)
-    if not (target / "manifest.json").exists() and model.meta.get("imported_from", {}).get("marian"):
-        raise AttnlabError(
-            f"--save-best: {checkpoint} is a Marian directory read in memory; "
-            "save it as an attnlab checkpoint with `attnlab import marian` first"
-        )
-    try:
-        verify(target, deep=False)
-    except CheckpointError as error:
-        raise AttnlabError(f"--save-best: {error}") from None
-    if not os.access(target, os.W_OK | os.X_OK):  # update_meta renames new files over the old
-        raise AttnlabError(f"--save-best: no permission to write in {target}")
-    if target != Path(checkpoint):
-        print(
-            f"attnlab evaluate: --save-best: {checkpoint} is a run directory: saving in its newest valid checkpoint, "
-            f"{target}",
-            file=sys.stderr,
-        )
-    return target
-
-
-def _word_counts(line: str) -> tuple[int, int] | None:
-    """(left, right) words of a `source ||| target` line in the file's order of sides, as the
-    gold links count them; None for a line that is not a pair (it is scored as no links)."""
-    try:
-        left, right = split_pair(line)
-    except ModelInputError:
-        return None
-    return len(left), len(right)
 
 
 def diagonal_links(line: str) -> set[tuple[int, int]]:

@@ -32,7 +32,7 @@ from attnlab.decode.patching import (
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
-from attnlab.record.circuit import Circuit
+from attnlab.record.circuit import MOST, Circuit
 from attnlab.record.patching import DIRECTIONS, METHODS, HeadPatching
 from attnlab.record.paths import SIDES, Node, PathPatching, node_name
 from attnlab.record.residual import ResidualPatching
@@ -54,7 +54,12 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--target", help="the output to read (default: the model's for --clean; with --files a file)")
     run.add_argument("--files", action="store_true", help="--clean, --corrupted, --target name line-aligned files")
     run.add_argument("--limit", type=int, help="with --files: only the first N lines")
-    run.add_argument("--positions", type=int, nargs="+", help="sum the log-probability over these target positions")
+    run.add_argument(
+        "--positions",
+        type=int,
+        nargs="+",
+        help="sum the log-probability over these target positions, from 0 (negative: from the end, -1 the </s>)",
+    )
     run.add_argument("--direction", choices=DIRECTIONS, default="denoise", help="clean into corrupted, or the reverse")
     run.add_argument(
         "--residual",
@@ -111,6 +116,15 @@ def patch_command(args: argparse.Namespace) -> int:
         raise AttnlabError("--paths, --residual and --circuit each patch something else: give one of them")
     if args.circuit is not None and args.files:
         raise AttnlabError("--circuit follows the paths of one pair: give one --clean and --corrupted, not --files")
+    if args.circuit is not None and not 1 <= args.circuit <= MOST:  # was "most is how many nodes ...; got 16"
+        raise ConfigError(f"--circuit N follows the N heads that move most: N from 1 to {MOST}, got {args.circuit}")
+    if args.circuit is not None and args.method != "activation":  # it patched activations without a word
+        raise AttnlabError(f"--circuit patches each path (activation patching): --method {args.method} is not read")
+    named = [
+        f"--{n} {v}" for n in ("clean", "corrupted", "target") if _is_file(v := getattr(args, n)) and not args.files
+    ]
+    if named:  # the file's name was patched as a sentence, and a table of it printed
+        raise AttnlabError(f"{named[0]} names a file: give --files to read the sentences from files")
     sender = _sender(args.sender) if args.sender is not None else None
     if args.files:  # read (and refused) before the model loads
         one_stdin({"--clean": args.clean, "--corrupted": args.corrupted, "--target": args.target})
@@ -119,6 +133,8 @@ def patch_command(args: argparse.Namespace) -> int:
         if len(clean) != len(corrupted) or (targets is not None and len(targets) != len(clean)):
             counts = f"{args.clean} has {len(clean)} lines, {args.corrupted} has {len(corrupted)}"
             raise AttnlabError(counts + ("" if targets is None else f", {args.target} has {len(targets)}"))
+        if not clean:  # was "needs as many clean lines as clean ones (0)"
+            raise AttnlabError(f"{args.clean} and {args.corrupted} have no lines: there is no pair to patch")
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     started = time.perf_counter()
     how = {"direction": args.direction, "method": args.method, "truncate": args.truncate}
@@ -185,6 +201,12 @@ def patch_command(args: argparse.Namespace) -> int:
     print(said + (f" ({out}: left out)" if out else ""), file=sys.stderr)
     write_stdout(json.dumps(answer, ensure_ascii=False) + "\n" if args.json else table)
     return 0
+
+
+def _is_file(path: str | None) -> bool:
+    """Whether `--clean` (or --corrupted, --target) names an existing file; a sentence with a NUL
+    or too long for a path is none (`os.path.isfile` says False, where `Path.is_file` raised)."""
+    return path is not None and os.path.isfile(path)
 
 
 def _patch_tables(result: HeadPatching) -> str:

@@ -237,7 +237,9 @@ def _each_pair(
     model cannot take is named by its number."""
     check_model(model, "patching")
     check_how(model.model, direction, method)
-    for name, lines in (("clean", clean), ("corrupted", corrupted), ("targets", targets)):
+    if isinstance(clean, str) or not clean:  # (checked with the others: "as many clean lines as clean ones (0)")
+        raise AttnlabError(f"patching a corpus needs a list of clean lines, one or more; got {clean!r:.60}")
+    for name, lines in (("corrupted", corrupted), ("targets", targets)):
         if lines is not None and (isinstance(lines, str) or not lines or len(lines) != len(clean)):
             raise AttnlabError(f"patching a corpus needs as many {name} lines as clean ones ({_count(clean)})")
     targets = model.translate(list(clean), truncate=truncate) if targets is None else targets

@@ -164,29 +164,12 @@ class Explorer(pn.viewable.Viewer):
             "lens": (8, self.lens.draw),  # the run only: no kind, layer or head in it
         }
         self.alerts.follow(self.tabs, {name: tab for name, (tab, _draw) in self._views.items()} | {"corpus": 6})
+        heading = pn.pane.HTML(f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220)
+        model = (pn.Row(heading, self.language), self.checkpoint_select, pn.Row(self.path_input, self.open_button))
+        decoding = pn.Row(self.mode, self.beam_input, self.alpha_input)
+        inputs = (self.text_input, self.reference_input, decoding, self.go, self.error, self.notice, self.address.box)
         self.layout = page_row(
-            (
-                pn.Column(
-                    pn.Row(
-                        pn.pane.HTML(
-                            f"<h2 style='margin:4px 0'>{html.escape(text('page.title', lang))}</h2>", width=220
-                        ),
-                        self.language,
-                    ),
-                    self.checkpoint_select,
-                    pn.Row(self.path_input, self.open_button),
-                    self.model_info,
-                ),
-                pn.Column(
-                    self.text_input,
-                    self.reference_input,
-                    pn.Row(self.mode, self.beam_input, self.alpha_input),
-                    self.go,
-                    self.error,
-                    self.notice,
-                    self.address.box,
-                ),
-            ),
+            (pn.Column(*model, self.model_info), pn.Column(*inputs)),
             pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
         )
         screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
