@@ -35,7 +35,7 @@ from attnlab.decode.commands import (
     fit_lines,
     link_rule,
 )
-from attnlab.decode.evaluate_inputs import one_indexed_hint, save_best_target, word_counts
+from attnlab.decode.evaluate_inputs import one_indexed_hint, save_best_target, script_hint, word_counts
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
@@ -169,12 +169,12 @@ def cli(argv: list[str]) -> int:
     if all(is_blank(line) for line in refs):  # blank ones scored BLEU 0.00 against ref_len 0, exit 0
         raise AttnlabError(f"{args.ref}: no lines to score" + (" (every line is empty)" if refs else ""))
     outputs = read_input(args.hyp) if args.hyp else None
-    tgt_lang = None
+    tgt_lang, meta = None, {}
     if outputs is not None:
         task = args.task or "translate"
         if args.checkpoint:  # not decoded, but it names the target language and the task
             named = load(args.checkpoint)  # found as decoding finds it: a run's newest, a Marian directory
-            task, tgt_lang = args.task or named.task, named.meta.get("data", {}).get("tgt_lang")
+            task, tgt_lang, meta = args.task or named.task, named.meta.get("data", {}).get("tgt_lang"), named.meta
         elif args.task is None and all_trees([*refs, *outputs]):  # a guess: trees scored BLEU 100 as translations
             raise AttnlabError(
                 f"every line of {args.hyp} and {args.ref} is a bracketed tree: give --task parse for bracket F1 "
@@ -197,8 +197,7 @@ def cli(argv: list[str]) -> int:
             raise AttnlabError(f"{args.src}:{blank + 1}: the line is empty; every line needs a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits
         model = load(args.checkpoint, dtype=args.dtype or "fp32")
-        task = args.task or model.task
-        tgt_lang = model.meta.get("data", {}).get("tgt_lang")
+        task, tgt_lang, meta = args.task or model.task, model.meta.get("data", {}).get("tgt_lang"), model.meta
         cut = fit_lines(model, sources, None, (args.src, ""), args.truncate)  # a BLEU of cut sources, said or refused
         if cut:
             warnings.warn(cut_notice(cut, len(sources), model), stacklevel=1)
@@ -213,6 +212,8 @@ def cli(argv: list[str]) -> int:
     if tgt_lang is None and mostly_han(refs):  # no checkpoint names the language: the text does
         tgt_lang = "zh"
         print("attnlab evaluate: the references are Chinese: BLEU tokenized as zh, ROUGE by character", file=sys.stderr)
+    if hint := script_hint(meta, tgt_lang, refs, args.ref):  # scored as given, but not without a word
+        warnings.warn(hint, stacklevel=1)
     tokenize = args.tokenize or bleu_tokenize(tgt_lang)
     report = bleu_chrf(outputs, refs, tokenize) if "bleu" in metrics else {}
     if args.tokenized:
