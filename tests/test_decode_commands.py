@@ -201,6 +201,15 @@ def test_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.
     }
 
 
+def test_record_refuses_a_beam_with_a_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Recorded teacher-forced on --reference, nothing is decoded: --beam was read by nothing."""
+    reference = write(tmp_path / "ref.de", ["Ein Hund rennt ."])
+    argv = ["record", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "traces"), "--reference", str(reference)]
+    assert refused(capsys, [*argv, "--beam", "2", "A dog runs ."]) == (
+        "--beam is a decoding option, and --reference records teacher-forced: nothing is decoded"
+    )
+
+
 def test_record_out_inside_a_model_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`record --checkpoint CK --out CK` (or `--out CK/probes`) wrote `00000.trace` among the
     weights and the training probes, exit 0, as `evaluate --out CK/...` once did; refused before
@@ -276,11 +285,12 @@ def test_profile_reads_the_shared_zh_en_gold_with_an_en_zh_model(
         for head, links_of_head in zip(heads, found, strict=True):
             expected = aer(links_of_head[sentence], *links[sentence])["aer"]
             assert rows[(sentence, head["layer"], head["head"])] == pytest.approx(expected, abs=1e-6), (sentence, head)
-    alone = ["heads", "profile", "--checkpoint", str(CHINESE), "--src", str(files[0]), "--reverse-gold"]
-    assert (
-        refused(capsys, [*alone, "--out", str(tmp_path / "x.parquet")])
-        == "--reverse-gold reads --gold: give the gold links too"
-    )
+    for flag in ("--reverse-gold", "--gold-one-indexed"):  # (--gold-one-indexed alone was read by nothing)
+        alone = ["heads", "profile", "--checkpoint", str(CHINESE), "--src", str(files[0]), flag]
+        assert (
+            refused(capsys, [*alone, "--out", str(tmp_path / "x.parquet")])
+            == f"{flag} reads --gold: give the gold links too"
+        )
 
 
 # -- 4. --save-best with a run directory ----------------------------------------------------------------------
@@ -370,6 +380,12 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     )
     for flag in (["--gold", str(gold)], ["--all-heads"], ["--reverse-gold"], ["--input", str(ref)]):
         assert refused(capsys, [*score, *flag]) == f"{flag[0]} is an alignment option: give it with --task align"
+    for flag in (["--links", "threshold"], ["--threshold", "0.5"]):  # a BLEU was printed, they read by nothing
+        assert refused(capsys, [*score, *flag]) == f"{flag[0]} is an alignment option: give it with --task align"
+    for flag in (["--ref", str(ref)], ["--tokenize", "zh"], ["--metric", "rouge"], ["--tokenized"], ["--out", "o"]):
+        assert refused(capsys, [*align, *flag]) == (  # (--out wrote nothing)
+            f"{flag[0]} scores translations or parses: --task align reads --hyp and --gold"
+        )
     assert main(score) == 0 and main(align) == 0  # without them, scored as before
     capsys.readouterr()
     src = write(tmp_path / "s.en", SOURCES)

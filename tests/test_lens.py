@@ -216,8 +216,14 @@ def test_the_command_says_where_each_piece_was_decided(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--top", "0"], "--top is a whole number from 1 to 50, got 0"),
+        (["--json", "--top", "0"], "--top is a whole number from 1 to 50, got 0"),
         (["--reference", "{short}"], "3 input lines but 1 reference lines"),
+        # read by nothing, without a word: the lines' pieces carry no --top; teacher-forced, nothing is decoded
+        (["--top", "5"], "--top is how many pieces the lens's --json lists: give it with --json, without --attribute"),
+        (
+            ["--reference", "{short}", "--alpha", "1"],
+            "--alpha is a decoding option, and --reference reads teacher-forced: nothing is decoded",
+        ),
     ],
 )
 def test_the_command_refuses_in_one_line(

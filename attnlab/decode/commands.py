@@ -203,6 +203,8 @@ def cli_record(argv: list[str]) -> int:
         )
     names = [f"sentence {n}" for n in range(1, len(args.sentences) + 1)]
     names += [f"{args.input}:{n}" for n in range(1, len(sentences) - len(args.sentences) + 1)]
+    if args.reference and args.beam is not None:  # teacher-forced: nothing is decoded, and it was ignored
+        raise AttnlabError("--beam is a decoding option, and --reference records teacher-forced: nothing is decoded")
     references = read_input(args.reference) if args.reference else None
     if references is not None and len(references) != len(sentences):
         raise AttnlabError(f"{len(sentences)} sentences but {len(references)} reference lines")

@@ -349,6 +349,8 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
 
 
 ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
+ALIGNMENT_ONLY += ("links", "threshold")  # (a BLEU was printed with them ignored)
+TEXT_ONLY = ("ref", "tokenize", "metric", "tokenized", "out")  # what --task align reads none of (--out wrote nothing)
 
 
 def _refuse_unused(args: argparse.Namespace) -> None:
@@ -359,6 +361,9 @@ def _refuse_unused(args: argparse.Namespace) -> None:
     aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
     if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
         raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
+    scoring_text = [f"--{n}" for n in TEXT_ONLY if getattr(args, n)]
+    if scoring_text and args.task == "align":
+        raise AttnlabError(f"{scoring_text[0]} scores translations or parses: --task align reads --hyp and --gold")
     if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
         raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
     given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]

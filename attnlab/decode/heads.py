@@ -106,8 +106,9 @@ def cli_heads(argv: list[str]) -> int:
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be ≥ 1, got {value}")
     set_threads(args.threads)  # (--threads 100000 was a segmentation fault once the model was loaded)
-    if args.reverse_gold and not args.gold:
-        raise AttnlabError("--reverse-gold reads --gold: give the gold links too")
+    for flag, given in (("--reverse-gold", args.reverse_gold), ("--gold-one-indexed", args.gold_one_indexed)):
+        if given and not args.gold:  # (--gold-one-indexed alone was read by nothing, without a word)
+            raise AttnlabError(f"{flag} reads --gold: give the gold links too")
     if args.tgt and (args.beam is not None or args.alpha is not None):  # else ignored, as if searched so
         raise AttnlabError("--beam and --alpha set the search, and with --tgt the references are read, not searched")
     inputs = {"--src": args.src, "--tgt": args.tgt, "--gold": args.gold}

@@ -51,7 +51,7 @@ def cli(argv: list[str]) -> int:
         help="one JSON object per line instead: pieces, decided layers, each layer's P(piece) and its --top "
         "likeliest pieces (an empty line's object holds empty lists, a failed line's also its \"error\")",
     )
-    parser.add_argument("--top", type=int, default=3, help="pieces per layer and position with --json (default 3)")
+    parser.add_argument("--top", type=int, help="pieces per layer and position with --json (default 3)")
     parser.add_argument(
         "--attribute",
         action="store_true",
@@ -68,8 +68,16 @@ def cli(argv: list[str]) -> int:
     one_stdin({"--input": args.input, "--reference": args.reference})
     if args.against != "mean" and not args.attribute:
         raise AttnlabError("--against reads each logit against a contrast with --attribute only")
+    if args.top is not None and not (args.json and not args.attribute):  # (it was read by nothing)
+        raise AttnlabError("--top is how many pieces the lens's --json lists: give it with --json, without --attribute")
+    args.top = 3 if args.top is None else args.top
     if not 1 <= args.top <= MAX_TOP:
         raise AttnlabError(f"--top is a whole number from 1 to {MAX_TOP}, got {args.top}")
+    decoding = [f"--{n}" for n in ("beam", "alpha") if getattr(args, n) is not None]
+    if args.reference and decoding:  # teacher-forced: nothing is decoded, and they were ignored
+        raise AttnlabError(
+            f"{decoding[0]} is a decoding option, and --reference reads teacher-forced: nothing is decoded"
+        )
     lines = read_input(args.input)
     references = read_input(args.reference) if args.reference else None
     if references is not None and len(references) != len(lines):
