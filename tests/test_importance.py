@@ -234,6 +234,13 @@ def test_the_command_prints_heads_and_the_curve(tmp_path: Path) -> None:
     assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0 and "--exact" in refused.stderr
     refused = subprocess.run([*common, "--across-layers"], capture_output=True, text=True)
     assert refused.returncode == 2 and "give --prune-src and --prune-ref" in refused.stderr
+    # refused before the heads are weighed: --beam 0 was, after the pass; --prune-every 36 printed "0 off" alone
+    for flags, said in (
+        (["--beam", "0"], "error: beam must be a whole number ≥ 1 (1: greedy), got 0"),
+        (["--prune-every", "36"], "error: --prune-every 36 ≥ the model's 36 heads: the curve would hold 0 off only"),
+    ):
+        refused = subprocess.run([*common, *pruning[:4], *flags], capture_output=True, text=True)
+        assert refused.returncode == 2 and refused.stderr.strip().endswith(said) and "weighed" not in refused.stderr
 
 
 # -- the figure and the explorer's Head ablation tab ----------------------------------------------------

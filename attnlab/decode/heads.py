@@ -23,6 +23,7 @@ from attnlab.decode.commands import add_checkpoint_argument, add_dtype_argument,
 from attnlab.decode.heads_patch import patch_command, patch_parser
 from attnlab.decode.importance import head_importance, pruning_curve
 from attnlab.decode.profile import profile, query, write_profile
+from attnlab.decode.search import check_settings
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
@@ -216,6 +217,14 @@ def _importance(args: argparse.Namespace) -> int:
     if tests is not None and (len(tests[0]) != len(tests[1]) or not tests[0]):
         raise AttnlabError(f"{args.prune_src} has {len(tests[0])} lines and {args.prune_ref} {len(tests[1])}")
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    settings = search_settings(model.task, args.beam, args.alpha)
+    if tests is not None:  # before the importance pass (minutes): --beam 0 was refused only after it
+        check_settings(**settings, n_best=None)
+        heads = 3 * model.config.n_layers * model.config.n_heads  # every kind's
+        if args.prune_every is not None and args.prune_every >= heads:  # the curve was its "0 off" point alone
+            raise ConfigError(
+                f"--prune-every {args.prune_every} ≥ the model's {heads} heads: the curve would hold 0 off only"
+            )
     started = time.perf_counter()
     importance = head_importance(model, sources, references, exact=args.exact, truncate=args.truncate)
     seconds = time.perf_counter() - started
@@ -226,7 +235,6 @@ def _importance(args: argparse.Namespace) -> int:
     if tests is not None:
         total = importance.gradient.size
         every = args.prune_every or max(1, total // 10)
-        settings = search_settings(model.task, args.beam, args.alpha)
         order = importance.order(args.order_by, per_layer=not args.across_layers)
         for off in range(0, total, every):  # a test set decoded per step: minutes, so each is said when done
             curve += pruning_curve(model, order, *tests, [off], truncate=args.truncate, **settings)
