@@ -261,6 +261,13 @@ def test_a_damaged_or_foreign_meta_json_is_one_line(tmp_path: Path) -> None:
         data.ParallelData(out, "train")
     (out / "meta.json").write_text(json.dumps(meta))
     assert len(data.ParallelData(out, "train")) == meta["splits"]["train"]["pairs"]
+    # another preparation's vocabulary copied in: a run trained on its pieces paired with these ids
+    data.prepare("multi30k", tmp_path / "other", data_dir=root, vocab_size=320, echo=quiet)
+    shutil.copy(tmp_path / "other" / "spm.model", out / "spm.model")
+    with pytest.raises(DataError, match=r"spm.model is not the vocabulary .*out's token ids were written with"):
+        data.ParallelData(out, "train")
+    (out / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "spm_sha256"}))
+    assert len(data.ParallelData(out, "train")) == meta["splits"]["train"]["pairs"]  # (prepared before: not checked)
 
 
 def test_prepare_is_deterministic_for_a_seed(tmp_path):

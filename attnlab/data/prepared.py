@@ -47,7 +47,7 @@ from attnlab.data.corpora import (
     text_splits,
     wmt14_splits,
 )
-from attnlab.data.staging import EXTS, check_out, publish, read_meta, refuse_overwriting_inputs, staged
+from attnlab.data.staging import EXTS, check_out, publish, read_meta, refuse_overwriting_inputs, spm_digest, staged
 from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, TrainingLines, spm_settings, train_tokenizer
@@ -220,6 +220,7 @@ def prepare(
             "limit": limit,
             "data_dir": str(root) if root else None,
             "seconds": round(time.perf_counter() - started, 2),
+            "spm_sha256": spm_digest(tmp / "spm.model"),  # checked as the ids are read (`read_meta`)
         }
         if corpus == "ptb":
             files = {name: f"wsj_{a:04d}-wsj_{b:04d}" for name, (a, b) in PTB_FILES.items()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -65,7 +66,17 @@ def read_meta(path: Path) -> dict:
         raise DataError(f"{path} has no pair count for each split; prepare the data again")
     if meta.get("dtype") not in ("uint16", "int32"):  # what `prepare` writes
         raise DataError(f"{path}: dtype {meta.get('dtype')!r} is not uint16 or int32; prepare the data again")
+    spm = path.parent / "spm.model"  # another preparation's, copied in: a run paired its pieces with these ids
+    if "spm_sha256" in meta and spm.is_file() and spm_digest(spm) != meta["spm_sha256"]:
+        raise DataError(
+            f"{spm} is not the vocabulary {path.parent}'s token ids were written with; prepare the data again"
+        )
     return meta
+
+
+def spm_digest(path: Path) -> str:
+    """sha256 of a sentencepiece model, which `prepare` records in meta.json (`spm_sha256`)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _is_prepared(out: Path) -> bool:
