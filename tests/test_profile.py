@@ -230,6 +230,12 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     # two statements showed the second's answer alone; another file, DuckDB's error with our view's SQL
     with pytest.raises(AttnlabError, match="^one SQL statement at a time"):
         query(out, "SELECT 1; SELECT count(*) FROM profile")
+    for path, said in (
+        (tmp_path, "a directory, not a profile file"),
+        (tmp_path / "no.parquet", "no such profile file"),
+    ):
+        with pytest.raises(AttnlabError, match=f"^{re.escape(str(path))}: {said}$"):  # (a directory was "no such")
+            query(path, "SELECT 1")
     other = tmp_path / "other.parquet"
     pq.write_table(pa.table({"x": [1]}), other)
     for path, said in ((tmp_path / "src.en", "not a readable profile"), (other, "not an attnlab profile")):

@@ -314,8 +314,8 @@ def query(path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
     """(column names, rows) of one DuckDB statement over the profile file as `profile`; the file is
     checked first (DuckDB's error quoted our view's SQL), and "A; B" is refused (it showed B only)."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such profile file")
+    if not path.is_file():  # (a directory was "no such profile file")
+        raise DataError(f"{path}: {'a directory, not a profile file' if path.is_dir() else 'no such profile file'}")
     try:
         _profile_meta(path, pq.read_schema(path).metadata)
     except (OSError, pa.ArrowException) as error:
