@@ -111,3 +111,5 @@ def test_every_control_character_is_read_as_a_space() -> None:
         assert as_read(f"A{char}man{char}{char}sleeps.") == "A man sleeps.", repr(char)
         assert spaced_controls(f"A{char}b") == "A b"
     assert as_read("A\ufeffman") == "Aman" and as_read("\ufeff A  man ") == "A man"
+    for unseen in "\u200b\u00ad\u2060":  # invisible and no word break: gone, as Tatoeba's Chinese had them removed
+        assert as_read(f"一个{unseen}男人 walks{unseen}.") == "一个男人 walks."

@@ -245,6 +245,12 @@ def composed(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+# Invisible, and no word break: a byte-order mark, a zero-width space (Tatoeba's Chinese side had
+# them removed before training), a soft hyphen, a word joiner. Read as UTF-8 byte pieces, they put
+# pieces no model saw between or inside words. (ZWJ and ZWNJ stay: they shape emoji and scripts.)
+UNSEEN = dict.fromkeys(map(ord, "\ufeff\u200b\u00ad\u2060"))
+
+
 def spaced_controls(text: str) -> str:
     """`text` with each control character (C0, DEL and C1: NUL, ESC, U+0080, ...) a space, as
     `as_read` reads them. Dropped, they joined the words around them: "A\x00man." was read as
@@ -255,11 +261,11 @@ def spaced_controls(text: str) -> str:
 def as_read(text: str) -> str:
     """`text` as a model reads it: composed (`composed`), every run of whitespace one space
     (tabs, no-break spaces, line separators, doubled spaces), control characters spaces too
-    (`spaced_controls`), byte-order marks dropped. The tokenizer keeps all of them as pieces of
-    their own (a tab is the byte piece <0x09>, a no-break space two), which a model never saw
-    between words: "A\tman\tis\triding" came back as "Ein Quuarterback verste Henna-…" where "A
-    man is riding" gives "Ein Mann fährt"."""
-    return " ".join(composed(spaced_controls(text.replace("\ufeff", ""))).split())
+    (`spaced_controls`), the invisible characters that are no word break dropped (`UNSEEN`). The
+    tokenizer keeps all of them as pieces of their own (a tab is the byte piece <0x09>, a no-break
+    space two), which a model never saw between words: "A\tman\tis\triding" came back as "Ein
+    Quuarterback verste Henna-…" where "A man is riding" gives "Ein Mann fährt"."""
+    return " ".join(composed(spaced_controls(text.translate(UNSEEN))).split())
 
 
 def is_blank(text: str) -> bool:
