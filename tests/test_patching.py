@@ -111,6 +111,11 @@ def test_positions_and_directions(model: Model, patched) -> None:
     one = patch_heads(model, CLEAN, CORRUPTED, out, positions=[1, -1])
     assert one.positions == [1, len(out.tokens) - 1] and one.pieces == out.tokens
     assert one.clean == pytest.approx(out.token_logprobs[1] + out.token_logprobs[-1], abs=1e-3)
+    n = len(out.tokens)  # a position past either end names both ways of counting (only 0 .. n-1 was said)
+    with pytest.raises(
+        AttnlabError, match=rf"^target position -99 does not exist: .* \(0 to {n - 1}, or from the end -1 to -{n}\)$"
+    ):
+        patch_heads(model, CLEAN, CORRUPTED, out, positions=[-99])
     noise = patch_heads(model, CLEAN, CORRUPTED, direction="noise")
     assert noise.clean == pytest.approx(patched.clean) and noise.direction == "noise"
     np.testing.assert_allclose(noise.share, -noise.nats / (noise.clean - noise.corrupted))

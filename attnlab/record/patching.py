@@ -231,7 +231,10 @@ def target_positions(positions: Sequence[int] | None, length: int) -> list[int]:
     chosen = set()
     for p in positions:
         if isinstance(p, bool) or not isinstance(p, int | np.integer) or not -length <= p < length:
-            raise AttnlabError(f"target position {p!r} does not exist: the target has {length} pieces, </s> included")
+            raise AttnlabError(
+                f"target position {p!r} does not exist: the target has {length} pieces, </s> included "
+                f"(0 to {length - 1}, or from the end -1 to -{length})"
+            )
         chosen.add(int(p) % length)
     return sorted(chosen)
 
