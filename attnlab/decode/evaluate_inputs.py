@@ -76,7 +76,7 @@ def script_hint(meta: dict[str, Any], tgt_lang: str | None, refs: list[str], nam
     script = meta.get("data", {}).get("tatoeba", {}).get("script", {})
     if not script or script.get("side") != tgt_lang or tgt_lang != "zh":
         return None
-    from attnlab.data.tatoeba import to_simplified
+    from attnlab.data.tatoeba import to_simplified  # lazy: opencc, for a Chinese model's references only
 
     changed = sum(a != b for a, b in zip(refs, to_simplified(refs), strict=True))
     if not changed:
