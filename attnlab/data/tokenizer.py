@@ -233,7 +233,7 @@ def _training_failure(message: str, vocab_size: int, meta_pieces: int) -> str:
     return f"sentencepiece training failed: {message.splitlines()[0] if message else 'no reason given'}"
 
 
-_BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
+BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # a UTF-8 byte spelled as a piece (byte fallback)
 
 
 # -- input notices ---------------------------------------------------------------------------------------
@@ -308,6 +308,6 @@ def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list
             continue
         ids = tokenizer.encode(char)
         pieces = [tokenizer.id_to_piece(i) for i in ids]
-        if any(i == unk or _BYTE_PIECE.match(p) for i, p in zip(ids, pieces, strict=True)):
+        if any(i == unk or BYTE_PIECE.match(p) for i, p in zip(ids, pieces, strict=True)):
             missing.append(char)
     return missing

@@ -35,7 +35,7 @@ from attnlab.decode.piece_words import piece_words
 from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.logit_attribution import logit_attribution
 from attnlab.record.rollout import rollout
-from attnlab.record.trace import AttentionTrace, whole_number
+from attnlab.record.trace import AttentionTrace, not_recorded, whole_number
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
@@ -128,10 +128,10 @@ def attention_rows(
         maps = [trace.attention("cross", n) for n in trace.layers["cross"]]
         weights = np.mean([m.mean(0) for m in maps], axis=0)
     elif method == "rollout":
-        return rollout(trace, "cross")[cross_layer(trace, -1 if layer is None else layer)], 0
+        return rollout(trace, "cross")[trace.layer_index("cross", -1 if layer is None else layer)], 0
     else:
-        stack = trace.attention("cross", cross_layer(trace, -1 if layer is None else layer))
-        row = None if head is None else head_row(trace, head)
+        stack = trace.attention("cross", -1 if layer is None else layer)
+        row = None if head is None else trace.head_row(head)
         weights = stack[row] if row is not None and method in ("head", "shift") else stack.mean(0)
     if method == "shift":
         return weights[1:], 1
@@ -147,42 +147,9 @@ def direct_rows(shares: np.ndarray | None, layer: int | None = None) -> np.ndarr
         raise AttnlabError("--method direct reads the model as well as the trace: give the model")
     held = list(range(len(shares)))  # every layer of the model: a layer past them was numpy's IndexError
     if layer is not None and not (whole_number(layer) and -len(held) <= layer < len(held)):
-        raise _not_recorded(layer, held, len(held))
+        raise not_recorded("cross", layer, held, len(held))
     summed = (shares if layer is None else shares[[layer]]).sum((0, 1)).clip(min=0.0)
     return summed / np.where(summed.sum(1, keepdims=True) > 0, summed.sum(1, keepdims=True), 1.0)
-
-
-def _not_recorded(layer: object, held: list[int], top: int) -> AttnlabError:
-    """The refusal of a cross-attention layer that is not held, naming those that are both ways
-    (`--layer -4` of a three-layer model listed only [0, 1, 2])."""
-    return AttnlabError(
-        f"layer {layer!r} of cross attention was not recorded (recorded: {held}, or from the top: "
-        f"{[n - top for n in held]})"
-    )
-
-
-def cross_layer(trace: AttentionTrace, layer: int) -> int:
-    """The model's index of cross-attention `layer` in `trace` (negative: from the top), as
-    `AttentionTrace.layer_index` gives it; one the trace lacks is `_not_recorded`."""
-    try:
-        return trace.layer_index("cross", layer)
-    except AttnlabError:
-        if not whole_number(layer) or "cross" not in trace.layers:
-            raise  # (not a layer, or no cross attention: its own line)
-        held = trace.layers["cross"]
-        raise _not_recorded(layer, held, int(trace.model.get("config", {}).get("n_layers", max(held) + 1))) from None
-
-
-def head_row(trace: AttentionTrace, head: int) -> int:
-    """`AttentionTrace.head_row`, its refusal naming the heads held from the last too."""
-    try:
-        return trace.head_row(head)
-    except AttnlabError as error:
-        if not whole_number(head):
-            raise
-        held = list(trace.heads) if trace.heads is not None else list(range(trace.n_heads))
-        top = int(trace.model.get("config", {}).get("n_heads", max(held, default=-1) + 1))
-        raise AttnlabError(f"{error} (from the last: {', '.join(str(h - top) for h in held)})") from None
 
 
 def trace_links(

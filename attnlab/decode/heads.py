@@ -29,6 +29,7 @@ from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import weights_digest
 from attnlab.model.cpu import set_threads
 from attnlab.record.importance import HeadImportance
+from attnlab.record.trace import KINDS
 
 
 def cli_heads(argv: list[str]) -> int:
@@ -220,7 +221,7 @@ def _importance(args: argparse.Namespace) -> int:
     settings = search_settings(model.task, args.beam, args.alpha)
     if tests is not None:  # before the importance pass (minutes): --beam 0 was refused only after it
         check_settings(**settings, n_best=None)
-        heads = 3 * model.config.n_layers * model.config.n_heads  # every kind's
+        heads = len(KINDS) * model.config.n_layers * model.config.n_heads  # every kind's
         if args.prune_every is not None and args.prune_every >= heads:  # the curve was its "0 off" point alone
             raise ConfigError(
                 f"--prune-every {args.prune_every} ≥ the model's {heads} heads: the curve would hold 0 off only"

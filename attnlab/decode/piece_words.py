@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import codecs
 import difflib
-import re
 from collections.abc import Sequence
 
+from attnlab.data.tokenizer import BYTE_PIECE
 from attnlab.errors import AttnlabError
 
 SPECIALS = frozenset({"<s>", "</s>", "<pad>"})  # pieces that spell no word
-_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 def _piece_bytes(piece: str) -> bytes:
-    byte = _BYTE_PIECE.match(piece)
+    byte = BYTE_PIECE.match(piece)
     if byte:
         return bytes([int(byte[1], 16)])
     if piece == "<unk>":

@@ -33,6 +33,15 @@ BOS, EOS = "<s>", "</s>"
 ROUNDING = 2.0**-7
 
 
+def not_recorded(kind: str, layer: object, held: list[int], top: int) -> AttnlabError:
+    """The refusal of a layer not held, naming those held both ways, counted from the first and
+    from the top of the model's `top` layers (`--layer -4` of a three-layer model listed [0, 1, 2])."""
+    return AttnlabError(
+        f"layer {layer!r} of {kind} attention was not recorded (recorded: {held}, or from the top: "
+        f"{[n - top for n in held]})"
+    )
+
+
 @dataclass
 class AttentionTrace:
     """Attention of one sentence pair.
@@ -103,7 +112,7 @@ class AttentionTrace:
         n_model_layers = int(self.model.get("config", {}).get("n_layers", max(layers) + 1))
         index = layer + n_model_layers if layer < 0 else layer
         if index not in layers:
-            raise AttnlabError(f"layer {layer} of {kind} attention was not recorded (recorded: {layers})")
+            raise not_recorded(kind, layer, layers, n_model_layers)
         return index
 
     def head_row(self, head: int) -> int:
@@ -116,7 +125,10 @@ class AttentionTrace:
             index = int(head) + n_model_heads if head < 0 else int(head)
             if index in held:
                 return held.index(index)
-        raise AttnlabError(f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, held))}")
+        raise AttnlabError(
+            f"head {head!r} does not exist in this trace: it holds heads {', '.join(map(str, held))} "
+            f"(from the last: {', '.join(str(h - n_model_heads) for h in held)})"
+        )
 
     def mask(self, kind: str) -> np.ndarray:
         """(q_len, k_len) bool, True where attending was allowed."""
