@@ -154,7 +154,12 @@ def cli(argv: list[str]) -> int:
         "--truncate", action="store_true", help="cut --src lines longer than the model takes (default: refuse them)"
     )
     parser.add_argument("--out", help="also write the outputs here")
-    parser.add_argument("--json", action="store_true", help="one JSON object (scores, signature) instead of lines")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON instead of lines: BLEU, chrF and F1 out of 100 as printed; AER, precision and recall of "
+        "alignments as fractions (0.25 where the table prints 25.0)",
+    )
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
     inputs = {f"--{name}": getattr(args, name) for name in ("src", "ref", "hyp", "input", "gold")}
