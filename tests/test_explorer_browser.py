@@ -576,6 +576,51 @@ def test_the_address_follows_the_model_and_the_text(page: Page) -> None:
     assert page.page.locator(".attn-model-info").inner_text().startswith("tiny-translate\n")
 
 
+def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_cannot(
+    browser: object, server: Server
+) -> None:
+    """The address also names the reference, the open tab and the open head, and follows each
+    change of them: a copied link opens the one head a lesson is about. What a link names that the
+    page does not offer is said in the notice box, one line each, and the page's own choice shown."""
+    query = "text=The+dog+jumps+.&reference=Der+Hund+springt+.&kind=encoder&layer=0&head=2&view=equation"
+    page = Page(browser, server.url)
+    try:
+        selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
+
+        def opened(url: str | None) -> None:  # (`wait_run` waits for the Heads tab's views: not open here)
+            page.page.goto(url) if url else page.page.reload()
+            page.page.locator(".attn-run[data-run='1']").wait_for(timeout=90_000)
+
+        def shows(layer: str, head: str, tab: str) -> None:
+            assert [box.input_value() for box in selected] == [layer, head]
+            assert page.page.locator(".bk-tab.bk-active").inner_text().strip() == tab
+
+        opened(f"{server.url}?{query}")
+        shows("0", "2", "Masks & Eq. (1)")
+        assert page.page.get_by_role("button", name="encoder").get_attribute("class").count("bk-active") == 1
+        assert page.reference_box().input_value() == "Der Hund springt ."
+        assert "teacher-forced" in page.page.locator(".attn-result").inner_text()
+        assert "link" not in page.page.locator(".attn-notice-text").inner_text()  # (the tiny model lacks "T": said)
+        selected[1].select_option("3")
+        page.page.wait_for_url(re.compile(r"head=3"), timeout=10_000)
+        page.page.locator(".bk-tab").filter(has_text="Logit lens").click()
+        page.page.wait_for_url(re.compile(r"view=lens"), timeout=10_000)
+        assert "reference=Der+Hund+springt+." in page.page.url and "kind=encoder&layer=0" in page.page.url
+        opened(None)
+        shows("0", "3", "Logit lens")
+        opened(f"{server.url}?kind=bogus&layer=99&head=-1&view=nope")
+        notice = page.page.locator(".attn-notice-text").inner_text().splitlines()
+        assert notice == [
+            "The link asks for kind=bogus, which this page does not offer; it shows cross.",
+            "The link asks for layer=99, which this page does not offer; it shows layer 1.",
+            "The link asks for head=-1, which this page does not offer; it shows head 0.",
+            "The link asks for view=nope, which this page does not offer; it shows Heads.",
+        ], notice
+        shows("1", "0", "Heads")
+    finally:
+        page.close()
+
+
 def test_exports(page: Page, tmp_path: Path) -> None:
     from PIL import Image
 

@@ -11,10 +11,8 @@ titles, captions, notices, figure titles), and a reload draws all of them again 
 language by the same code that drew the first ones, so no view is ever half translated and the
 URL says what the page shows. What the reload costs: the session starts again (the model comes
 from the server's cache); the typed text and the open model ride along in the address (`?text=`,
-`?checkpoint=`, up to `CARRIED_CHARS`), so the same sentence is decoded again in the new language.
-After each run the address is rewritten in place to name the model open and the text decoded
-(`Address`), so that a reload or a copied link opens what the page shows; a model opened by path
-is named by its root-relative path, which the path box's rules then open (or refuse) again.
+`?checkpoint=`, up to `CARRIED_CHARS`), so the same sentence is decoded again in the new language,
+and the rest of what the address names (`link`: the reference, the view, the head) with them.
 
 The page itself says its language too (`<html lang="zh">`): browsers pick fonts by it (a Chinese
 page gets Chinese glyph shapes for the characters Chinese and Japanese share), and screen readers
@@ -24,8 +22,6 @@ session's document the same template with the session's language in its place.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +31,7 @@ from panel.io.resources import BASE_TEMPLATE, parse_template
 if TYPE_CHECKING:
     from jinja2 import Template
 
+from attnlab.app.explorer.link import CARRIED_CHARS, requested
 from attnlab.app.i18n import LANGUAGES, language, text
 
 # In the browser: the Select's value is the language's code (Panel sends {code: native name} as
@@ -54,46 +51,6 @@ if (url.searchParams.get("lang") !== cb_obj.value) {
   window.location.assign(url.toString());
 }
 """
-CARRIED_CHARS = 2000  # longer texts are not carried in the address
-# After each run the address names the open model and the text decoded, in place (no reload, no
-# entry in the history), so that a reload or a copied link opens what the page shows: it kept the
-# model and the text the page was opened with, whatever was opened and typed since.
-KEEP = """
-const [checkpoint, typed] = JSON.parse(cb_obj.value || "[null, null]");
-if (checkpoint === null) return;
-const url = new URL(window.location.href);
-url.searchParams.set("checkpoint", checkpoint);
-if (typed.length <= MAX) url.searchParams.set("text", typed); else url.searchParams.delete("text");
-window.history.replaceState(window.history.state, "", url.toString());
-"""
-
-
-class Address:
-    """A hidden box the page sets after each run to the model open and the text decoded; the
-    browser then writes both into its address (`KEEP`), as `carried` reads them."""
-
-    def __init__(self) -> None:
-        self.box = pn.widgets.TextInput(value="", visible=False, css_classes=["attn-address"])
-        self.box.jscallback(value=KEEP.replace("MAX", str(CARRIED_CHARS)))
-
-    def keep(self, picked: str, typed: str) -> None:
-        """The picker entry `picked` (its directory's name, or the root-relative path of a model
-        opened by path) and the text `typed`."""
-        self.box.value = json.dumps([picked.split(" · ")[-1], typed])
-
-
-def requested(name: str) -> str:
-    """The session's `?name=` as text ("" when absent, or outside a server session)."""
-    value = ((pn.state.session_args or {}).get(name) or [b""])[0]
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def carried(names: Iterable[str]) -> tuple[list[str], str, str]:
-    """The picker entries whose directory is the session's `?checkpoint=`, its `?text=`, and the
-    `?checkpoint=` when no entry is it (a path the page opened under a root: "" when there is none)."""
-    wanted = requested("checkpoint")
-    named = [n for n in names if wanted and n.split(" · ")[-1] == wanted]
-    return named, requested("text"), "" if named else wanted
 
 
 def session_language() -> str:

@@ -28,15 +28,16 @@ from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
-from attnlab.app.explorer.language import Address, carried, language_switch, session_language, set_page_language
+from attnlab.app.explorer.language import language_switch, session_language, set_page_language
 from attnlab.app.explorer.layout import TABS_CSS, page_row
 from attnlab.app.explorer.lens import LensTab
+from attnlab.app.explorer.link import Address, carried, follow, open_view
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.rollout import RolloutTab
 from attnlab.app.explorer.screen import screen
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.startup import arguments
-from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, Store
+from attnlab.app.explorer.store import MAX_BEAM, Store
 from attnlab.app.explorer.timeline import TimelineTab
 from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
@@ -121,7 +122,7 @@ class Explorer(pn.viewable.Viewer):
         self.alerts = Alerts(store)
         self.error, self.notice = self.alerts.error, self.alerts.notice
         self.status = pn.pane.HTML("", css_classes=["attn-status"], width=600)
-        self.address = Address()  # the browser's address follows the model and the text
+        self.address = Address()  # the browser's address names what the page shows (`link`)
 
         # views
         self.selection = Selection(store)
@@ -136,16 +137,12 @@ class Explorer(pn.viewable.Viewer):
         self.rollout = RolloutTab(store)
         self.lens = LensTab(store, open_cell=self.open_lens_cell)
         self.export = ExportBar(store)
+        self.titles = [text("tab.heads", lang), text("tab.equation", lang), text("tab.dashboard", lang)]
+        self.titles += [text("tab.timeline", lang), text("tab.ablation", lang), self.compare.title]
+        self.titles += [text("corpus.tab", lang), text("tab.rollout", lang), text("tab.lens", lang)]
+        views = (self.heads, self.equation, self.dashboard, self.timeline, self.ablation, self.compare, self.corpus)
         self.tabs = pn.Tabs(
-            (text("tab.heads", lang), self.heads),
-            (text("tab.equation", lang), self.equation),
-            (text("tab.dashboard", lang), self.dashboard),
-            (text("tab.timeline", lang), self.timeline),
-            (text("tab.ablation", lang), self.ablation),
-            (self.compare.title, self.compare),
-            (text("corpus.tab", lang), self.corpus),
-            (text("tab.rollout", lang), self.rollout),
-            (text("tab.lens", lang), self.lens),
+            *zip(self.titles, (*views, self.rollout, self.lens), strict=True),  # in `link.VIEWS`'s order
             stylesheets=[TABS_CSS],
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
@@ -183,7 +180,7 @@ class Explorer(pn.viewable.Viewer):
         self.mode.param.watch(self._on_mode, "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
         store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
-        self.tabs.param.watch(lambda _event: self._refresh_stale(), "active")
+        self.tabs.param.watch(lambda _event: (self._refresh_stale(), self._keep_address()), "active")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -295,7 +292,13 @@ class Explorer(pn.viewable.Viewer):
         store.timing = dict(store.timing, views_ms=views_ms)
         said = text("status.done", self.lang, run=store.run, decode_ms=store.timing["decode_ms"], views_ms=views_ms)
         self.status.object = f"<span class='attn-run attn-muted' data-run='{store.run}'>{html.escape(said)}</span>"
-        self.address.keep(self.checkpoint_select.value, store.text)
+        self._keep_address()
+
+    def _keep_address(self) -> None:
+        """Name what the page shows in the browser's address (`link`): after each run, and each
+        change of head or tab since."""
+        if self.store.trace is not None:
+            self.address.keep(self.checkpoint_select.value, self.store, self.tabs.active)
 
     def _update_after_run(self) -> None:
         self.output.show()
@@ -311,6 +314,7 @@ class Explorer(pn.viewable.Viewer):
             self.export.name_files()
             rollout = ["rollout"] if {event.name for event in events} & {"kind", "layer"} else []  # no head in it
             self._refresh(["head", "grid", "mask", "eq1", "timeline", "compare", *rollout])
+            self._keep_address()
 
     # -- refreshing views ---------------------------------------------------------------------------
     def _refresh(self, names: list[str]) -> None:
@@ -367,15 +371,18 @@ def app(argv: list[str] | None = None) -> Explorer:
     explorer.store.time_limit = args.time_limit
     if explorer.checkpoints:  # open the first checkpoint given on the command line, else the first listed one
         given = [n for path in args.checkpoint[:1] for n, p in explorer.checkpoints.items() if same_directory(p, path)]
-        named, typed, path = carried(explorer.checkpoints)  # over a switch of language, or in a shared link
+        named, typed, reference, path = carried(explorer.checkpoints)  # over a switch of language, or in a link
         first = (named + given + list(explorer.checkpoints))[0]
-        explorer.text_input.value = explorer.text_input.value_input = typed[:MAX_INPUT_CHARS]  # "": the example
+        explorer.text_input.value = explorer.text_input.value_input = typed  # "": the example
+        explorer.reference_input.value = explorer.reference_input.value_input = reference
+        open_view(explorer.tabs)
 
         def start() -> None:
             if path:  # a model the page had opened by path (under a root), as its address says
                 explorer.open(path)
             if explorer.store.model is None:
                 explorer.open_listed(first)
+            follow(explorer.store, explorer.tabs, explorer.titles)  # the link's head
 
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.onload(start)

@@ -83,7 +83,7 @@ class Store(param.Parameterized):
         `lang`: the language of the session's messages and of every view's words."""
         super().__init__(**params)
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
-        self._refused = ""  # the notice of the last value a widget refused (`refuse`)
+        self._refused: tuple[str, ...] = ()  # the notices of the last values refused (`refuse`)
         self.param.kind.objects = self._kinds(list(self.param.kind.objects))
 
     @param.depends("kind", watch=True)
@@ -173,10 +173,11 @@ class Store(param.Parameterized):
         errors = {name: error for name, error in self.errors.items() if name != view}
         self.errors = {**errors, view: said} if said else errors
 
-    def refuse(self, said: str) -> None:
-        """Say why a value a browser sent was refused (`takes`, `screen.screen`): beside the last
-        decode's notices, in place of the last refusal's."""
-        self.notices = [*(n for n in self.notices if n != self._refused), said]
+    def refuse(self, *said: str) -> None:
+        """Say why a value a browser sent was refused (`takes`, `screen.screen`), or why each of
+        the values a link named was (`link.follow`): beside the last decode's notices, in place of
+        the last refusal's."""
+        self.notices = [*(n for n in self.notices if n not in self._refused), *said]
         self._refused = said
 
     @property

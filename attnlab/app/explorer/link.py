@@ -1,0 +1,115 @@
+"""The page's address as a link to what it shows.
+
+After each run, and each time the open head or tab changes, the browser's address is rewritten
+in place (no reload, no entry in the history) to name the model open, the text decoded, the
+reference scored, the open tab and the open head: `?checkpoint=`, `?text=`, `?reference=`,
+`?view=`, `?kind=`, `?layer=`, `?head=`. A reload or a copied link then opens what the page
+showed: a teacher can send the one head a lesson is about ("cross-attention, layer 5, head 3 on
+this sentence") rather than steps to reach it. A model opened by path is named by its
+root-relative path, which the path box's rules then open (or refuse) again; a text or reference
+longer than `CARRIED_CHARS` is left out of the address (a link of megabytes breaks browsers).
+
+A link is a request like any other: what it names that the page does not offer (a layer the
+model lacks, a tab by no such name, a crafted value) is said in the notice box, and the page
+shows its own choice instead (`follow`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import panel as pn
+
+from attnlab.app.explorer.store import MAX_INPUT_CHARS, Store
+from attnlab.app.i18n import kind_name, text
+
+CARRIED_CHARS = 2000  # longer texts are not carried in the address
+# The tabs by the names a link gives them, in the page's order (`Explorer.tabs`).
+VIEWS = ("heads", "equation", "dashboard", "timeline", "ablation", "compare", "corpus", "rollout", "lens")
+SHOWN = 40  # characters of a refused value the notice repeats (a crafted one may be any length)
+
+# In the browser: the box's value is a JSON object of the address's parameters; an empty or too
+# long one is taken out of the address, the others set, and parameters it does not name (`lang`)
+# are kept.
+KEEP = """
+const named = JSON.parse(cb_obj.value || "null");
+if (named === null) return;
+const url = new URL(window.location.href);
+for (const [name, value] of Object.entries(named)) {
+  if (value === "" || value.length > MAX) url.searchParams.delete(name); else url.searchParams.set(name, value);
+}
+window.history.replaceState(window.history.state, "", url.toString());
+"""
+
+
+class Address:
+    """A hidden box the page sets to what it shows; the browser then writes it into its address
+    (`KEEP`), as `carried` and `follow` read it."""
+
+    def __init__(self) -> None:
+        self.box = pn.widgets.TextInput(value="", visible=False, css_classes=["attn-address"])
+        self.box.jscallback(value=KEEP.replace("MAX", str(CARRIED_CHARS)))
+
+    def keep(self, picked: str, store: Store, tab: int) -> None:
+        """The picker entry `picked` (its directory's name, or the root-relative path of a model
+        opened by path), the text and reference `store` decoded, the open head and the tab `tab`."""
+        named = {"checkpoint": picked.split(" · ")[-1], "text": store.text, "reference": store.reference}
+        head = {"kind": store.kind, "layer": str(store.layer), "head": str(store.head)}
+        self.box.value = json.dumps({**named, "view": VIEWS[tab], **head})
+
+
+def requested(name: str) -> str:
+    """The session's `?name=` as text ("" when absent, or outside a server session)."""
+    value = ((pn.state.session_args or {}).get(name) or [b""])[0]
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def carried(names: Iterable[str]) -> tuple[list[str], str, str, str]:
+    """The picker entries whose directory is the session's `?checkpoint=`, its `?text=` and
+    `?reference=` (cut to what the store decodes), and the `?checkpoint=` when no entry is it (a
+    path the page opened under a root: "" when there is none)."""
+    wanted = requested("checkpoint")
+    named = [n for n in names if wanted and n.split(" · ")[-1] == wanted]
+    typed, reference = (requested(name)[:MAX_INPUT_CHARS] for name in ("text", "reference"))
+    return named, typed, reference, "" if named else wanted
+
+
+def open_view(tabs: pn.Tabs) -> None:
+    """Open the tab the session's link names, before the page is first sent: a tab opened in the
+    page's `onload` had Panel fetch its loading spinner's stylesheet from its CDN (no explorer may
+    reach the internet). One it does not offer is said by `follow`."""
+    if (asked := requested("view")) in VIEWS:
+        tabs.active = VIEWS.index(asked)
+
+
+def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
+    """Open the head the session's link names, once its text is decoded; each value the page does
+    not offer, the tab's included, is said in a notice (`titles`: the tabs' titles, to name the one
+    shown)."""
+    lang, said = store.lang, []
+
+    def refuse(name: str, asked: str, kept: str) -> None:
+        cut = asked if len(asked) <= SHOWN else asked[:SHOWN] + "…"
+        said.append(text("notice.link_refused", lang, name=name, asked=cut, kept=kept))
+
+    if store.trace is not None:
+        kind, asked = store.kind, requested("kind")
+        if asked in store.trace.kinds:
+            kind = asked
+        elif asked:
+            refuse("kind", asked, kind_name(kind, lang))
+        offered = {"layer": store.trace.layers[kind], "head": list(range(store.trace.n_heads))}
+        asked_for = {name: requested(name) for name in offered}
+        # (isdigit: "1e9999", "nan" or "-1" name no layer a menu offers)
+        chosen = {name: int(a) if a.isdigit() and int(a) in offered[name] else None for name, a in asked_for.items()}
+        store.select(kind, **chosen)
+        words = {"layer": text("selection.layer", lang), "head": text("selection.head", lang)}
+        for name, asked in asked_for.items():
+            if asked and chosen[name] is None:
+                refuse(name, asked, f"{words[name]} {getattr(store, name)}")
+    asked = requested("view")
+    if asked and asked not in VIEWS:
+        refuse("view", asked, titles[tabs.active])
+    if said:
+        store.refuse(*said)
