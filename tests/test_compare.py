@@ -87,7 +87,7 @@ def test_models_of_different_sizes_show_what_each_has(tmp_path: Path) -> None:
     result = compare(model, tiny, TEXT)
     figures = viz.compare_figures(result.first.trace, result.second_on_first.trace, "cross", 2, 3)
     assert [f.name for f in figures] == ["compare-first", "compare-note-second", "compare-note-diff"]
-    assert "1 layers × 2 heads" in figures[1].text
+    assert "(N = 1, h = 2)" in figures[1].text  # Table 3's names: no "1 layers"
     assert [f.name for f in viz.compare_figures(result.first.trace, result.second_on_first.trace, "cross", 0, 1)] == [
         "compare-first",
         "compare-second",
@@ -413,7 +413,7 @@ def test_rollouts_of_models_of_different_sizes_say_what_is_missing(tmp_path: Pat
     result = compare(attnlab.load(TRANSLATOR), attnlab.load(tmp_path / "one-layer"), TEXT)
     figures = viz.compare_rollouts(result.first.trace, result.second_on_first.trace, "cross", 2)
     assert [f.name for f in figures] == ["compare-rollout-first", "compare-note-second", "compare-note-diff"]
-    assert "B has no cross layer 2 (1 layers)" in figures[1].text
+    assert "B has no cross layer 2 (N = 1)" in figures[1].text
     with pytest.raises(AttnlabError, match="^names are two strings"):
         viz.compare_rollouts(result.first.trace, result.second_on_first.trace, "cross", 0, names=("A",))
 
@@ -427,3 +427,22 @@ def test_the_notebook_widget_names_the_characters_the_vocabulary_lacks() -> None
     assert text("widgets.unknown", characters="一 个 男 人") in widget.output.value
     widget.run(TEXT)
     assert text("widgets.unknown", characters="§").split("§")[0] not in widget.output.value
+
+
+def test_a_head_neither_trace_holds_or_no_model_to_compare_is_one_line() -> None:
+    """A kind "foo", a layer "0" or 99 in both traces drew two notes blaming the models ("A has no
+    cross layer 0 ...", "the two models differ in size") for the same trace twice; `compare` of
+    None was an AttributeError."""
+    model = attnlab.load(TRANSLATOR)
+    trace = model.translate(TEXT, record=True).trace
+    for kind, layer, said in (("foo", 0, "unknown attention kind 'foo'"), ("cross", "0", "a layer is a whole number")):
+        with pytest.raises(AttnlabError, match=f"^{said}"):
+            viz.compare_figures(trace, trace, kind, layer, 0)
+        with pytest.raises(AttnlabError, match=f"^{said}"):
+            viz.compare_rollouts(trace, trace, kind, layer)
+    with pytest.raises(AttnlabError, match="^layer 99 of cross attention was not recorded"):
+        viz.compare_figures(trace, trace, "cross", 99, 0)
+    with pytest.raises(AttnlabError, match="^head 9 does not exist in this trace"):
+        viz.compare_figures(trace, trace, "cross", 0, 9)
+    with pytest.raises(AttnlabError, match="^compare needs a model from attnlab.load"):
+        compare(model, None, TEXT)

@@ -620,6 +620,10 @@ def test_the_widgets_speak_lang(paths: dict[str, Path], lang: str) -> None:
     assert " ".join(compared.figures["first"].title.text.split()) == title  # (a long one wraps)
     with pytest.raises(AttnlabError, match=re.escape(text("widgets.not_a_model", lang, caller="explore", got="int"))):
         widgets.explore(42, lang=lang)
+    with pytest.raises(
+        AttnlabError, match=re.escape(text("widgets.not_a_model", lang, caller="Explorer", got="NoneType"))
+    ):
+        widgets.Explorer(None, lang=lang)  # an AttributeError (NoneType ... no attribute task)
     # ipywidgets cuts a label longer than its box (a button 148 px, a checkbox 300): every one of
     # them, hidden parts too, is as wide as its label ("Sustituir cabeza a cabeza" was cut)
     found, boxes = [explorer, compared], []

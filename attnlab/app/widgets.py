@@ -181,7 +181,8 @@ class Explorer(w.VBox):
     positions carry the change."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
-        self.model, self.lang = model, i18n.checked(lang)
+        self.lang = i18n.checked(lang)
+        self.model = model = checked_model(model, "Explorer", lang)  # a path too, as `explore` takes
         self.verb = i18n.text("page.parse" if model.task == "parse" else "page.translate", lang)
         self.text = w.Textarea(
             value=checked_text(text, lang) if text is not None else EXAMPLES.get(model.task, EXAMPLES["translate"]),

@@ -11,6 +11,7 @@ from typing import Any
 from attnlab.decode.api import Model, Result
 from attnlab.errors import AttnlabError
 from attnlab.record.ablation import ablate
+from attnlab.record.importance import check_model
 
 
 @dataclass
@@ -56,6 +57,7 @@ def compare(
     """Translate (or parse) `text` with both models, with the same beam and length penalty α
     (default: the task's); `heads_off` switches heads off in the second (pass the same model
     twice to see what those heads do)."""
+    check_model(first, "compare"), check_model(second, "compare")  # (None was an AttributeError)
     why = mismatch(first, second)
     if why == "task":
         raise AttnlabError(f"cannot compare a {first.task} model with a {second.task} model")

@@ -94,6 +94,8 @@ def compare_figures(
     and {heads} (a model's size); the kinds' names; the maps' hover), e.g. in a screen's
     language; `mask` and `vmax` are the heatmaps' (`viz.heatmap`)."""
     _check(first, second, names, budget)
+    if not (has_head(first, kind, layer, head) or has_head(second, kind, layer, head)):
+        head_map(first, kind, layer, head)  # neither holds it (a kind "foo", a layer "0"): why, not two notes
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": head}
     figures: list[Any] = []
@@ -151,10 +153,12 @@ def compare_rollouts(
     one colour scale (each on its own, the same colour read 0.6 in one and 0.7 in the other). Notes
     where a model lacks the layer or the two read or wrote different pieces, as `compare_figures` has."""
     _check(first, second, names, budget)
+    held = [_has_layer(trace, kind, layer) for trace in (first, second)]
+    if not any(held):
+        first.layer_index(kind, layer)  # neither holds it (a kind "foo", a layer "0"): why, not two notes
     said = say(words)
     fields = {"kind": kind_name(kind, said), "kind_title": kind_title(kind, said), "layer": layer, "head": ""}
     figures: list[Any] = []
-    held = [_has_layer(trace, kind, layer) for trace in (first, second)]
     flows = [
         rollout(t, kind)[t.layers[kind].index(t.layer_index(kind, layer))]
         for t, has in zip((first, second), held, strict=True)

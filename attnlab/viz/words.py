@@ -175,10 +175,10 @@ WORDS: dict[str, str] = {
     # two models side by side (compare.py); fields {name}, {first}, {second}, {layers}, {heads}
     "compare.title": "{name} · {kind_title} · layer {layer} · head {head}",
     "compare.diff_title": "{first} − {second} · layer {layer} · head {head}",
-    "compare.missing": "{name} has no {kind} layer {layer} head {head} ({layers} layers × {heads} heads)",
+    "compare.missing": "{name} has no {kind} layer {layer} head {head} (N = {layers}, h = {heads})",  # Table 3's names
     "compare.rollout_title": "{name} · attention rollout · {kind_title} · up to layer {layer}",
     "compare.rollout_diff": "{first} − {second} · attention rollout up to layer {layer}",
-    "compare.rollout_missing": "{name} has no {kind} layer {layer} ({layers} layers)",
+    "compare.rollout_missing": "{name} has no {kind} layer {layer} (N = {layers})",
     "compare.sizes": "no difference map: the two models differ in size here",
     "compare.pieces": "no difference map: the models read or wrote different pieces",
 }
