@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from attnlab.data.corpora import invalid_lines
-from attnlab.data.tokenizer import is_blank
+from attnlab.data.tokenizer import as_read, is_blank, unknown_characters
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
 from attnlab.decode.pharaoh import Links, format_pharaoh
@@ -122,6 +122,20 @@ def cut_notice(cut: list[int], total: int, model: Model) -> str:
     return f"{len(cut)} of {total} lines cut to the {room} pieces this model takes (the first: line {cut[0]})"
 
 
+def unknown_notice(model: Model, lines: dict[int, str], task: str) -> str:
+    """A line for stderr naming the characters of `lines` ({number: line}) the model's vocabulary
+    lacks (it reads them as UTF-8 byte pieces it hardly saw in training), as the explorer's notice
+    does: Chinese given to the EN→DE model came back as German-looking nonsense without a word.
+    "" when none."""
+    missing = unknown_characters(model.tokenizer, "\n".join(lines.values()))
+    if not missing:
+        return ""
+    first = next(n for n, line in lines.items() if not set(missing).isdisjoint(as_read(line)))
+    shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")
+    count = "1 character is" if len(missing) == 1 else f"{len(missing)} characters are"
+    return f"attnlab {task}: {count} not in this model's vocabulary, read as UTF-8 byte pieces (first on line {first}): {shown}"
+
+
 def _decode_cli(argv: list[str], task: str) -> int:
     parser = ArgumentParser(
         allow_abbrev=False,
@@ -149,6 +163,8 @@ def _decode_cli(argv: list[str], task: str) -> int:
         print(f"attnlab {task}: line {number}: {said}; writing an empty line", file=sys.stderr)
     # (a blank line fails the whole batch; a line that is not UTF-8 is answered empty, as said above)
     good = [i for i, line in enumerate(lines) if i + 1 not in invalid and not is_blank(line)]
+    if notice := unknown_notice(model, {i + 1: lines[i] for i in good}, task):
+        print(notice, file=sys.stderr)
     outputs = [""] * len(lines)
     failed = 0
     if good:
