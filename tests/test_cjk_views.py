@@ -27,7 +27,17 @@ from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz import fonts
 from attnlab.viz.fonts import FONT_STACK, MISSING
-from attnlab.viz.labels import DOTTED_CIRCLE, ELLIPSIS, FSI, PDI, clusters, display_width, piece_label, short_label
+from attnlab.viz.labels import (
+    DOTTED_CIRCLE,
+    ELLIPSIS,
+    FSI,
+    PDI,
+    clusters,
+    display_width,
+    piece_label,
+    short_label,
+    spelled,
+)
 
 LONG = "▁这是一个非常非常长的中文词片段"  # 16 characters, 31 columns: cut on every axis
 SRC = ["▁中文", "▁注意力", "▁café", "▁naïve", "▁שלום", "▁مرحبا", "e\u0301", "\u0301", LONG, "</s>"]
@@ -173,6 +183,21 @@ def test_heatmap_labels_are_cut_with_the_whole_piece_on_hover() -> None:
     ablation = viz.token_delta_figure([LONG, "▁שלום"], [-1.0, -2.0], [-1.5, -3.0])
     assert ablation.renderers[0].data_source.data["token"] == [LONG, FSI + "▁שלום" + PDI]
     assert list(ablation.xaxis[0].major_label_overrides.values()) == [short_label(LONG), FSI + "▁שלום" + PDI]
+
+
+def test_byte_pieces_are_shown_as_the_characters_they_spell() -> None:
+    """A character the vocabulary lacks is spelled as UTF-8 byte pieces (the EN→DE model spells
+    digits): the axes read <0x32> <0x30> <0x31> <0x32> for "2012", <0xE6> <0x88> <0x91> for "我".
+    Each byte is named by its character (and its place in it); bytes of no character keep their piece."""
+    bytes_of = ["<0xE6>", "<0x88>", "<0x91>", "▁", "<0x32>", "<0x30>", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
+    assert spelled(bytes_of) == ["我 1/3", "我 2/3", "我 3/3", "▁", "2", "0", *(f"😀 {k}/4" for k in range(1, 5))]
+    cut = ["<0xE6>", "<0x88>", "▁x", "<0x09>", "<0x80>", "<0xC2>", "<0xA0>", "<0xC0>", "<0x80>", "<0xE6>"]
+    assert spelled(cut) == cut  # cut short, a tab, a lone continuation, a no-break space, an overlong form
+    trace = cjk_trace(["▁In", "<0x32>", "<0xE6>", "<0x88>", "<0x91>", "</s>"], ["<0x32>", "</s>"])
+    fig = viz.heatmap(trace, "cross", 0, 0)
+    assert list(fig.xaxis[0].major_label_overrides.values()) == ["▁In", "2", "我 1/3", "我 2/3", "我 3/3", "</s>"]
+    assert fig.select_one(HoverTool).formatters["$y"].args["labels"] == ["2", "</s>"]
+    assert "我 3/3" in viz.heatmap_svg(trace, "cross", 0, 0)
 
 
 # -- export -----------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from attnlab.viz.cells import one_width
 from attnlab.viz.colors import DIFF_PALETTE, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, off_note
-from attnlab.viz.labels import wrap_title
+from attnlab.viz.labels import spelled, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.selection import head_map, model_layer
@@ -182,7 +182,7 @@ def compare_rollouts(
         figures.append(_note(said["compare.pieces"].format(**fields), "diff"))
     else:
         a, b = flows
-        q_labels, k_labels = first.labels(kind)
+        q_labels, k_labels = map(spelled, first.labels(kind))
         figures.append(matrix_figure(
             a - b, q_labels, k_labels, allowed=first.mask(kind) if kind == "decoder" else None, vmin=-1.0, vmax=1.0,
             palette=DIFF_PALETTE, budget=budget, value_name=f"Δ {said['rollout.share']}", name="compare-rollout-diff",

@@ -30,7 +30,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
+from attnlab.viz.labels import TITLE_LINE_PX, piece_label, spelled, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.words import kind_name, say
 
@@ -42,7 +42,7 @@ def mask_figure(trace: AttentionTrace, kind: str, budget: int = 360, words: Mapp
     any of `viz.words.WORDS` ("mask.*", and the hover's "head.*")."""
     check_options(budget=budget)
     said = say(words)
-    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
+    q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
     allowed = trace.mask(kind)
     padded = bool((~allowed).all(0).any())  # a key no query may see (one sentence: none)
     what = said["mask.causal" if kind == "decoder" else "mask.padded" if padded else "mask.padding"]

@@ -38,7 +38,7 @@ from attnlab.viz.colors import (
 )
 from attnlab.viz.fonts import FONT_STACK, draw_text, has_glyph, png_fonts, text_length, use_fonts
 from attnlab.viz.head import head_title
-from attnlab.viz.labels import display_width, piece_label, title_px
+from attnlab.viz.labels import display_width, piece_label, spelled, title_px
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
@@ -67,7 +67,7 @@ def heatmap_png(
     """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar;
     its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
-    q_labels, k_labels = trace.labels(kind)
+    q_labels, k_labels = map(spelled, trace.labels(kind))
     q, k = weights.shape
     cell = int(np.clip(720 // max(q, k, 1), 2, 28))
     fonts = png_fonts(max(8, min(13, cell)))
@@ -116,7 +116,7 @@ def heatmap_svg(
     """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded
     image); its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
-    q_labels, k_labels = trace.labels(kind)
+    q_labels, k_labels = map(spelled, trace.labels(kind))
     q, k = weights.shape
     cell = float(np.clip(720 / max(q, k, 1), 2, 24))
     font = max(7.0, min(12.0, cell * 0.8))

@@ -33,7 +33,7 @@ from attnlab.viz.colors import (
     mask_overlay,
 )
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import TITLE_LINE_PX, piece_label, title_px
+from attnlab.viz.labels import TITLE_LINE_PX, piece_label, spelled, title_px
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map, model_head, model_layer
 from attnlab.viz.words import kind_title, say
@@ -96,7 +96,7 @@ def update_heatmap(
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
     check_options(title=title, budget=budget)
-    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
+    q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
     weights, allowed = head_map(trace, kind, layer, head), trace.mask(kind)
     update_matrix(
         fig,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Sequence
+
+from attnlab.data.tokenizer import BYTE_PIECE
 
 ELLIPSIS = "…"
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
@@ -105,6 +108,38 @@ def piece_label(label: str, width: int | None = LABEL_WIDTH, *, isolate: bool = 
     if text and unicodedata.category(text[0]) in ("Mn", "Mc", "Me"):
         text = DOTTED_CIRCLE + text
     return FSI + text + PDI if isolate and is_rtl(text) else text
+
+
+def spelled(pieces: Sequence[str]) -> list[str]:
+    """`pieces` with the UTF-8 bytes a tokenizer spells a character it lacks in (byte fallback:
+    "我" is <0xE6> <0x88> <0x91>) named by that character, each byte with its place ("我 1/3",
+    "我 2/3", "我 3/3"), and an ASCII byte as itself (the EN→DE model spells digits: the axes of
+    "2012" read <0x32> <0x30> <0x31> <0x32>). Bytes that make no printable character (cut short,
+    a control such as <0x09>) keep their piece."""
+    shown = list(pieces)
+    values = [int(m.group(1), 16) if (m := BYTE_PIECE.match(piece)) else None for piece in pieces]
+    i = 0
+    while i < len(values):
+        n = 0 if values[i] is None else _utf8_length(values[i])
+        run = values[i : i + n]
+        try:
+            char = bytes(run).decode("utf-8") if n and len(run) == n and None not in run else ""
+        except UnicodeDecodeError:  # (a lead byte followed by bytes that continue no character)
+            char = ""
+        if not (char and char.isprintable()):
+            i += 1
+            continue
+        shown[i : i + n] = [char] if n == 1 else [f"{char} {k}/{n}" for k in range(1, n + 1)]
+        i += n
+    return shown
+
+
+def _utf8_length(lead: int) -> int:
+    """The bytes of the UTF-8 character byte `lead` starts (0: it starts none)."""
+    for length, low, high in ((1, 0x00, 0x7F), (2, 0xC2, 0xDF), (3, 0xE0, 0xEF), (4, 0xF0, 0xF4)):
+        if low <= lead <= high:
+            return length
+    return 0
 
 
 def piece_word(piece: str) -> str:

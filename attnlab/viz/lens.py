@@ -21,7 +21,7 @@ from attnlab.errors import AttnlabError
 from attnlab.viz.cells import labelled_cells, piece_grid
 from attnlab.viz.colors import PALETTE
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label
+from attnlab.viz.labels import piece_label, spelled
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import check_on_select, on_tap
 from attnlab.viz.words import say
@@ -55,7 +55,8 @@ def lens_figure(
     n_layers, n = lens.p.shape
     layer, position = np.meshgrid(np.arange(n_layers), np.arange(n), indexing="ij")
     first = [cell[0] for row in lens.top for cell in row]
-    produced = [lens.produced[i] for i in position.ravel()]
+    shown, inputs = spelled(lens.produced), spelled(lens.inputs)  # (<0x32>: "2")
+    produced = [shown[i] for i in position.ravel()]
     p = lens.p.ravel()
     chosen = lens.rank.ravel() == 0
     source = ColumnDataSource(
@@ -69,7 +70,7 @@ def lens_figure(
             "text_color": [
                 ("white" if q >= DARK else "#222222") if c else OTHER for q, c in zip(p, chosen, strict=True)
             ],
-            "input": [piece_label(lens.inputs[i], None) for i in position.ravel()],
+            "input": [piece_label(inputs[i], None) for i in position.ravel()],
             "produced": [piece_label(piece, None) for piece in produced],
             "top": [
                 ", ".join(f"{piece_label(piece, None)} {q:.2f}" for piece, q in zip(cell, probs, strict=True))
@@ -81,7 +82,7 @@ def lens_figure(
     title = title or said["lens.title"]
     fig = piece_grid(
         [str(i) for i in range(n_layers)],
-        [piece_label(piece) for piece in lens.produced],
+        [piece_label(piece) for piece in shown],
         title=title,
         name=name,
         axes=(said["lens.layer"], said["lens.output"]),

@@ -23,7 +23,7 @@ from attnlab.viz.axes import label_room
 from attnlab.viz.colors import PALETTE, choice_rows, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import head_title
-from attnlab.viz.labels import TITLE_LINE_PX, piece_label, wrap_title
+from attnlab.viz.labels import TITLE_LINE_PX, piece_label, spelled, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_ids, head_map, model_layer
 from attnlab.viz.words import kind_title, say
@@ -136,7 +136,7 @@ def update_lines(
     check_options(title=title)
     said = say(words)
     q_labels, k_labels = (
-        [piece_label(label) for label in labels] for labels in check_trace(trace, "the trace").labels(kind)
+        [piece_label(label) for label in spelled(labels)] for labels in check_trace(trace, "the trace").labels(kind)
     )
     heads = head_ids(trace) if head is None else [head]
     weights = np.stack([head_map(trace, kind, layer, h) for h in heads])  # (heads, queries, keys)

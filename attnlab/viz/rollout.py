@@ -15,6 +15,7 @@ from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.colors import color_scale
 from attnlab.viz.head import matrix_figure
+from attnlab.viz.labels import spelled
 from attnlab.viz.words import kind_title, say
 
 
@@ -38,7 +39,7 @@ def rollout_figure(
     ("rollout.*", the hover's "head.*"); with `fit` it narrows with the window (`matrix_figure`);
     `vmax` tops the colour scale (None: the largest share), so that two rollouts side by side share one."""
     said = say(words)
-    q_labels, k_labels = check_trace(trace, "the trace").labels(kind)
+    q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
     index = trace.layer_index(kind, layer)
     flow = rollout(trace, kind, residual)[index]
     allowed = trace.mask(kind) if kind == "decoder" else None  # rolled-up self-attention keeps the causal band

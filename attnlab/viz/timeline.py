@@ -22,7 +22,7 @@ from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import TITLE_LINE_PX, wrap_title
+from attnlab.viz.labels import TITLE_LINE_PX, spelled, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import kind_title, say
@@ -52,7 +52,7 @@ def diff_figure(
             n = _first_difference(ours, theirs)
             a, b = (labels[n] if n < len(labels) else None for labels in (ours, theirs))
             raise AttnlabError(f"the traces read other pieces ({axis} {n}: {a!r} vs {b!r}): not the same sentence pair")
-    q_labels, k_labels = trace.labels(kind)
+    q_labels, k_labels = map(spelled, trace.labels(kind))
     allowed = trace.mask(kind) if check_flag(mask, "mask") else None
     # its own title wrapped to the map's cells: on one line it set the width (the Spanish one ran
     # 148 px past a 1024 px window, wider than the step's map beside it)
