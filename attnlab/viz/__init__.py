@@ -47,7 +47,7 @@ from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summar
 from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
 from attnlab.viz.importance import importance_figure, importance_pick
-from attnlab.viz.labels import display_width, piece_label, piece_word
+from attnlab.viz.labels import display_width, piece_label, piece_word, spelled
 from attnlab.viz.lens import lens_figure, lens_pick
 from attnlab.viz.lines import lines_figure, update_lines
 from attnlab.viz.logit_attribution import (
@@ -118,6 +118,7 @@ __all__ = [
     "residual_patching_figure",
     "rollout_figure",
     "selection",
+    "spelled",
     "standalone_html",
     "stat_name",
     "stats_scatter",

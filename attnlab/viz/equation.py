@@ -86,6 +86,7 @@ def computation_figure(
     if isinstance(query, bool) or not isinstance(query, numbers.Integral) or not -q <= query < q:
         raise AttnlabError(f"query {query!r} is not a row of this {q}×{k} map (0 to {q - 1}, or -1 for the last)")
     scores, allowed, weights = parts["scores"][query], parts["allowed"][query], parts["weights"][query]
+    q_labels, k_labels = spelled(q_labels), spelled(k_labels)  # (a trace's own pieces, as the other views name them)
     k = len(k_labels)
     width = int(np.clip(k * 26, 360, 900)) + 80
     keys = np.arange(k) + 0.5

@@ -36,7 +36,7 @@ class EquationTab(pn.viewable.Viewer):
     def draw_eq1(self) -> None:
         store, trace = self.store, self.store.trace
         q_labels, k_labels = trace.labels(store.kind)
-        self.query.options = {f"{i}: {t}": i for i, t in enumerate(q_labels)}
+        self.query.options = {f"{i}: {t}": i for i, t in enumerate(viz.spelled(q_labels))}
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
         query = min(store.query, len(q_labels) - 1)
         self.eq1.object = viz.computation_figure(
