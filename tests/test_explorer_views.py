@@ -26,6 +26,7 @@ from attnlab.data.treebank import leaves, parse_tree
 from attnlab.decode.api import load
 from attnlab.decode.profile import profile, write_profile
 from attnlab.model.checkpoint import weights_digest
+from attnlab.record.stats import head_pattern
 
 SOURCES = ["the dog runs in the park .", "a girl sits on a red bike ."]
 TREE = "(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))"
@@ -480,6 +481,11 @@ def test_the_heads_tab_draws_the_open_head_as_lines_too(lab: dict[str, Path]) ->
     assert (
         shown.heads.lines.object is lines and lines.name == "lines-encoder" and "layer 0 · head 1" in lines.title.text
     )
+    # and what it does on this sentence, in a sentence (`head_pattern` of its statistics)
+    name, share = head_pattern(next(r for r in store.stats if (r["kind"], r["layer"], r["head"]) == ("encoder", 0, 1)))
+    said = html.unescape(shown.heads.caption.object.split("attn-head-pattern'>")[1].removesuffix("</span>"))
+    assert said == text("pattern.lead", "en", what=text("pattern." + name, "en", share=share))
+    assert said.startswith("On this sentence, this head ") and said.endswith(".")
     data = lines.select_one({"name": "lines"}).data_source.data
     weights = store.trace.attention("encoder", 0)[1]
     assert len(data["q"]) == int((weights >= 0.01).sum())

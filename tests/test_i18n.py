@@ -278,6 +278,9 @@ def literal_keys(node: ast.AST) -> list[str] | None:
     if isinstance(node, ast.IfExp):
         body, orelse = literal_keys(node.body), literal_keys(node.orelse)
         return None if body is None or orelse is None else body + orelse
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):  # {name: "key", ...}[name]
+        keys = [literal_keys(value) for value in node.value.values]
+        return None if None in keys else [key for found in keys for key in found]
     return None
 
 

@@ -18,7 +18,7 @@ from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate
 from attnlab.record.equation import attention_parts
 from attnlab.record.recorder import model_info, record, weights_hash
-from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
+from attnlab.record.stats import COLUMNS, head_pattern, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
 
@@ -568,3 +568,35 @@ def test_separate_passes_are_refused_and_decoding_steps_still_join(model: Transf
         model.decode(tgt[:, 1:2], memory, mask, cache)
     with pytest.raises(RecordingError, match=r"\(call 2: 3 rows, 1 queries, 9 keys; the next decoding step: 1 rows"):
         beams.weights("cross", 0)
+
+
+def test_a_heads_pattern_is_named_by_the_share_of_weight_that_shows_it() -> None:
+    """`head_pattern` names a head by where at least half its weight lies (an offset of
+    self-attention, the diagonal of encoder–decoder attention, the first key or </s>), else by the
+    shape of its rows; built from maps whose answer is known."""
+    n = 6
+    eye = np.eye(n, dtype=np.float32)
+
+    def pattern(kind: str, weights: np.ndarray) -> tuple[str, float]:
+        src = [f"▁w{i}" for i in range(n - 1)] + ["</s>"]
+        maps = {kind: [weights[None].astype(np.float32)]}
+        trace = AttentionTrace(src, src if kind != "encoder" else [], maps)
+        (row,) = head_stats(trace)
+        return head_pattern(row)
+
+    previous = 0.7 * np.roll(eye, -1, axis=1) + 0.3 * eye  # key i-1 (wrapping at row 0)
+    assert pattern("encoder", previous)[0] == "prev" and pattern("encoder", previous)[1] > 0.5
+    assert pattern("encoder", eye) == ("self", 1.0)
+    assert pattern("encoder", np.roll(eye, 1, axis=1))[0] == "next"
+    assert pattern("cross", eye) == ("diagonal", 1.0)  # (cross: the diagonal, not "self")
+    eos = np.zeros((n, n), np.float32)
+    eos[:, -1] = 0.9
+    eos[:, 0] += 0.1
+    assert pattern("cross", eos)[0] == "eos"
+    assert pattern("encoder", np.roll(eos, 1, axis=1))[0] == "first"  # 0.9 on key 0
+    assert pattern("encoder", np.full((n, n), 1 / n, np.float32)) == ("broad", pytest.approx(1 / n))
+    content = np.zeros((n, n), np.float32)  # one key each, far from any offset: chosen by content
+    content[np.arange(n), [3, 4, 5, 0, 1, 2]] = 1.0
+    assert pattern("encoder", content) == ("peaked", 1.0)
+    mixed = 0.45 * content + 0.35 * eye + 0.2 / n
+    assert pattern("encoder", mixed)[0] == "mixed"

@@ -8,6 +8,7 @@ is covered by test_jupyterlab_browser.py.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from attnlab import viz, widgets
 from attnlab.app import i18n, notebook
 from attnlab.app.replay import Timeline
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
+from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
 GAP = 1.12  # viz.grid: thumbnails are 1 unit wide with 0.12 between them
@@ -86,9 +88,12 @@ def reads(axis: object, tokens: list[str], flip: bool = False) -> bool:
 def test_show_draws_the_selected_head(trace: AttentionTrace) -> None:
     view = widgets.show(trace)
     assert view.picker.value == ("cross", 0, 0)
+    assert "On this sentence, this head " in view.pattern.value  # what the open head does, as the explorer says
     np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 0)[0], atol=1e-6)
     view.picker.head.value = 2
     np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 0)[2], atol=1e-6)
+    row = next(r for r in head_stats(trace) if (r["kind"], r["layer"], r["head"]) == ("cross", 0, 2))
+    assert html.escape(i18n.head_pattern_text([row], "cross", 0, 2)) in view.pattern.value  # follows the head
     view.picker.layer.value = 1
     np.testing.assert_allclose(shown(view.figures["head"]), trace.attention("cross", 1)[2], atol=1e-6)
     assert reads(view.figures["head"].xaxis[0], trace.src_tokens)  # keys: the source

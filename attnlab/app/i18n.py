@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from attnlab.app.catalogue import MESSAGES
 from attnlab.errors import CheckpointError, ConfigError, DataError, ModelInputError, TimeLimitError
+from attnlab.record.stats import head_pattern
 from attnlab.viz.words import Spaced
 
 LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "zh": "中文"}
@@ -69,6 +70,32 @@ def checked(lang: str) -> str:
     if not isinstance(lang, str) or lang not in LANGUAGES:
         raise ConfigError(f"lang must be one of {', '.join(map(repr, LANGUAGES))}, got {lang!r}")
     return lang
+
+
+def head_pattern_text(stats: list[dict], kind: str, layer: int, head: int, lang: str = DEFAULT) -> str:
+    """What a head does on the sentence `stats` (its `head_stats`) were read from, in a sentence
+    (`attnlab.record.stats.head_pattern`): a reader new to attention learns what to look for in
+    its map. "" when `stats` hold no such head."""
+    row = next((r for r in stats if (r["kind"], r["layer"], r["head"]) == (kind, layer, head)), None)
+    if row is None:
+        return ""
+    name, share = head_pattern(row)
+    what = text(  # (the keys written out, for the catalogue's test to read)
+        {
+            "prev": "pattern.prev",
+            "self": "pattern.self",
+            "next": "pattern.next",
+            "diagonal": "pattern.diagonal",
+            "first": "pattern.first",
+            "eos": "pattern.eos",
+            "peaked": "pattern.peaked",
+            "broad": "pattern.broad",
+            "mixed": "pattern.mixed",
+        }[name],
+        lang,
+        share=share,
+    )
+    return text("pattern.lead", lang, what=what)
 
 
 def task_name(task: str, lang: str = DEFAULT) -> str:

@@ -62,6 +62,7 @@ from attnlab.decode.api import DEFAULTS
 from attnlab.errors import ConfigError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
+from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
 __all__ = [
@@ -98,6 +99,8 @@ class TraceView(w.VBox):
         for box in (self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
+        self.pattern = w.HTML()  # what the open head does on this sentence
+        self._stats: list[dict] = []
         self.grid, self.head, self.lines = BokehPane(), BokehPane(), BokehPane()
         self.mask_figure, self.rollout = BokehPane(), BokehPane()
         self._panes = {"grid": self.grid, "head": self.head, "lines": self.lines}
@@ -109,7 +112,7 @@ class TraceView(w.VBox):
             layout=w.Layout(flex_flow="row wrap"),
         )
         figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([self.caption, self.picker, options, self.errors, figures])
+        super().__init__([self.caption, self.picker, options, self.pattern, self.errors, figures])
         if trace is not None:
             self.set_trace(trace)
 
@@ -125,12 +128,13 @@ class TraceView(w.VBox):
         self.picker.configure(trace)
         self.picker.layout.display = None
         self.caption.value = trace_caption(trace, self.lang)
+        self._stats = head_stats(trace)
         self.redraw()
 
     def clear(self) -> None:
         """Show no trace (after a failed run: nothing of the previous sentence stays on show)."""
-        self.trace = None
-        self.caption.value = ""
+        self.trace, self._stats = None, []
+        self.caption.value = self.pattern.value = ""
         self.picker.layout.display = "none"
         for pane in self._panes.values():
             pane.update(None)
@@ -146,6 +150,8 @@ class TraceView(w.VBox):
         self.errors.clear()
         with reporting(self.errors):
             kind, layer, head = self.picker.value
+            said = i18n.head_pattern_text(self._stats, kind, layer, head, self.lang)
+            self.pattern.value = f"<span style='color:#555'>{html.escape(said)}</span>"
             vmax, mask, words = None if self.scale.value else 1.0, self.mask.value, figure_words(self.lang)
             chosen = {"selected": (layer, head), "on_select": self.select}
             self.grid.update(viz.grid(self.trace, kind, mask=mask, vmax=vmax, words=words, **chosen))

@@ -31,6 +31,11 @@ from attnlab.errors import AttnlabError
 from attnlab.record.trace import EOS, KINDS, AttentionTrace
 
 COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max", "diagonal")
+# What `head_pattern` may call a head, in the order it looks: a weight share on one kind of key,
+# then the shape of its rows.
+PATTERNS = ("prev", "self", "next", "diagonal", "first", "eos", "peaked", "broad", "mixed")
+SHARE = 0.5  # the share of a head's weight one kind of key must hold to name the head by it
+PEAKED, BROAD = 0.8, 0.3  # a row's largest weight, on average, above which a head reads one key; below, many
 
 
 def _row_sums(weights: np.ndarray, eos_keys: np.ndarray) -> np.ndarray:
@@ -134,3 +139,21 @@ def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
         row.update({name: float(v) for name, v in zip(COLUMNS, sums[key] / max(rows[key], 1), strict=True)})
         table.append(row)
     return table
+
+
+def head_pattern(row: dict[str, Any]) -> tuple[str, float]:
+    """The plainest description a `head_stats` (or `sentence_stats`) row supports, as (one of
+    `PATTERNS`, the number that shows it), for a reader who meets a head for the first time.
+
+    A self-attention head is named by the offset where at least half (`SHARE`) of its weight
+    lies: the previous, its own or the next position (Voita et al. (2019)'s "positional" heads);
+    an encoder–decoder head by the length-scaled diagonal (a monotone alignment). Either may park
+    its weight on the first key or on </s> (often a head with nothing to do: Clark et al., 2019).
+    Otherwise the shape of its rows: "peaked" when its largest weight averages over `PEAKED` (one
+    key, chosen by content), "broad" under `BROAD`, "mixed" between."""
+    offsets = ("diagonal",) if row["kind"] == "cross" else ("prev", "self", "next")
+    share, name = max((row[name], name) for name in (*offsets, "first", "eos"))
+    if share >= SHARE:
+        return name, share
+    peak = row["max"]
+    return ("peaked" if peak >= PEAKED else "broad" if peak <= BROAD else "mixed"), peak

@@ -14,7 +14,7 @@ import panel as pn
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import kind_name, text
+from attnlab.app.i18n import head_pattern_text, kind_name, text
 from attnlab.record.trace import AttentionTrace
 
 
@@ -85,4 +85,8 @@ class HeadsTab(pn.viewable.Viewer):
             mask=text("heads.on" if store.mask else "heads.off", lang),
             scale=text("heads.to_max", lang) if store.scale_to_max else "0..1",
         )
-        self.caption.object = f"<span class='attn-caption'>{html.escape(caption)}</span>"
+        pattern = html.escape(head_pattern_text(store.stats, store.kind, store.layer, store.head, lang))
+        self.caption.object = (
+            f"<span class='attn-caption'>{html.escape(caption)}</span><br>"
+            f"<span class='attn-head-pattern'>{pattern}</span>"
+        )
