@@ -234,3 +234,19 @@ def test_a_trace_file_without_maps_is_damaged(model: Transformer, tmp_path: Path
     path = _trace(model).save(tmp_path / "t.trace")
     _rewrite(path, tensors=lambda tensors: {})
     _refused(lambda: AttentionTrace.load(path), CheckpointError, "damaged trace .*needs attention maps")
+
+
+def test_maps_made_by_hand_become_float32_arrays_or_are_refused_when_made() -> None:
+    """A torch tensor's heatmap failed in bokeh ("step must be greater than zero"), and an object
+    array, or a ragged list, in `_damage` as a NumPy TypeError or ValueError."""
+    from attnlab import viz
+
+    half = torch.full((1, 2, 2), 0.5, dtype=torch.bfloat16, requires_grad=True)
+    trace = AttentionTrace(["a", "b"], [], {"encoder": [half, [[[1, 0], [0, 1]]]]})
+    assert all(type(m) is np.ndarray and m.dtype == np.float32 for m in trace.maps["encoder"])
+    assert trace.maps["encoder"][0].tolist() == [[[0.5, 0.5], [0.5, 0.5]]]
+    viz.heatmap(trace, "encoder", 0, 0)
+    for bad in (np.array([[[0.5, "x"], [0.5, 0.5]]], dtype=object), [[[0.5, 0.5], [0.5]]], np.full((1, 2, 2), "0.5")):
+        _refused(
+            lambda: AttentionTrace(["a", "b"], [], {"encoder": [bad]}), AttnlabError, "encoder maps hold real numbers"
+        )

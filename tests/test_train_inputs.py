@@ -5,6 +5,7 @@ data. Each test starts no training beyond one tiny step."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from pathlib import Path
@@ -13,9 +14,9 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 from attnlab.model.config import preset
-from attnlab.train import startup
+from attnlab.train import label_smoothed_loss, learning_rate, make_optimizer, startup
 from attnlab.train.commands import build_parser, config_from_args
 from attnlab.train.loop import TrainConfig, Trainer
 from attnlab.train.recipes import RECIPES
@@ -253,6 +254,62 @@ def test_a_run_config_of_paths_and_numpy_numbers_saves_and_other_types_are_one_l
         with pytest.raises(ConfigError, match=re.escape(said)) as error:
             TrainConfig(**{"data": str(prepared), "out": str(tmp_path / "x"), **setting})
         assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"compile": "x"}, "compile must be one of auto, off, loss, model, got 'x'"),
+        ({"preset": "huge"}, "unknown preset 'huge'; choose one of: base, big"),
+        ({"dtype": "fp16"}, "dtype must be fp32, bf16 or auto, got 'fp16'"),
+        ({"device": "gpu"}, "device must be cpu, cuda, cuda:N, mps or auto, got 'gpu'"),
+        ({"overrides": {"p_drop": -1}}, "p_drop must be a number in [0, 1), got -1"),
+    ],
+)
+def test_a_bad_choice_is_refused_when_the_config_is_built_and_by_trainer_before_the_run_directory(
+    tmp_path: Path, setting: dict, said: str
+) -> None:
+    """Each was accepted by TrainConfig and refused by Trainer (a bad compile mode after --out was
+    made, an empty run directory left behind); a field set after construction, and a Trainer of
+    None (a TypeError from dataclasses.asdict), are one line too."""
+    run = {"data": str(tmp_path), "out": str(tmp_path / "run")}
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        TrainConfig(**run, **setting)
+    cfg = TrainConfig(**run, preset="tiny", overrides={"eos_id": 1500})  # the data's vocabulary may hold it
+    for name, value in setting.items():
+        setattr(cfg, name, value)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        Trainer(cfg)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match="Trainer takes a TrainConfig, got None"):
+        Trainer(None)  # type: ignore[arg-type]
+
+
+def test_the_regimes_functions_refuse_bad_input_in_one_line() -> None:
+    """`learning_rate(10, -4)` was a complex number, d_model or warmup 0 a ZeroDivisionError; ε 2.0
+    weighed the vocabulary negatively; mismatched shapes and an id past the logits were torch
+    RuntimeErrors; `make_optimizer(None)` an AttributeError."""
+    logits, target = torch.zeros(2, 3, 5), torch.ones(2, 3, dtype=torch.long)
+    for call, said in (
+        (lambda: learning_rate(10, -4), "d_model must be a positive whole number, got -4"),
+        (lambda: learning_rate(1, 0), "d_model must be a positive whole number, got 0"),
+        (lambda: learning_rate(1, 512, warmup=0), "warmup must be a positive whole number, got 0"),
+        (lambda: label_smoothed_loss(logits, target, eps=2.0, pad_id=0), "eps must be a number in [0, 1), got 2.0"),
+        (
+            lambda: label_smoothed_loss(logits, target[:, :2], 0.1, 0),
+            "the same leading shape; got (2, 3, 5) and (2, 2)",
+        ),
+        (lambda: label_smoothed_loss(logits, target + 9, 0.1, 0), "target holds id 10, outside the logits' vocabulary"),
+        (
+            lambda: label_smoothed_loss(logits, target.float(), 0.1, 0),
+            "target a tensor of int64 ids, got torch.float32",
+        ),
+        (lambda: make_optimizer(None), "make_optimizer takes a torch.nn.Module, got None"),
+    ):
+        with pytest.raises(AttnlabError, match=re.escape(said)) as error:
+            call()
+        assert "\n" not in str(error.value)
+    assert label_smoothed_loss(logits, target, 0.0, 0)[1] == pytest.approx(6 * math.log(5))
 
 
 def test_a_recipe_without_its_data_names_its_prepare_command(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -664,6 +664,22 @@ def test_mask_is_true_or_false_in_every_view(trace: AttentionTrace) -> None:
     assert viz.heatmap(trace, "cross", 0, 0, mask=np.bool_(False)) is not None  # NumPy's bools are bools
 
 
+def test_a_name_of_the_wrong_kind_or_a_map_that_is_not_a_matrix_is_one_line(trace: AttentionTrace) -> None:
+    """`heatmap(name=5)` failed in bokeh's validation and `name=0` became the default name without
+    a word; a 1-D matrix failed unpacking its shape ("not enough values to unpack")."""
+    weights, labels = trace.attention("cross", 0)[0], trace.labels("cross")
+    for view in (
+        lambda: viz.heatmap(trace, "cross", 0, 0, name=5),
+        lambda: viz.heatmap(trace, "cross", 0, 0, name=0),
+        lambda: viz.matrix_figure(weights, *labels, name=5),
+    ):
+        with pytest.raises(AttnlabError, match=r"^name must be a string \(or None\), got [05] \(int\)$"):
+            view()
+    assert viz.heatmap(trace, "cross", 0, 0, name="mine").name == "mine"
+    with pytest.raises(AttnlabError, match=re.escape("a map is a (queries, keys) matrix, got one of shape (3,)")):
+        viz.matrix_figure(np.ones(3), ["a"], ["b", "c", "d"])
+
+
 def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: AttentionTrace) -> None:
     """`title=123` was a TypeError from measuring it (an AttributeError in the profile grid, a
     bokeh validation error in the tree, and `standalone_html` wrote `<title>123</title>`);

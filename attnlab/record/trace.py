@@ -70,6 +70,7 @@ class AttentionTrace:
             if kind not in KINDS:
                 raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
             self.layers.setdefault(kind, list(range(len(maps))))
+        self.maps = {kind: [_float32(kind, m) for m in maps] for kind, maps in self.maps.items()}
         # Every accessor reads a kind's first map (n_heads, mask, repr): refuse a trace without
         # one here, once, rather than let each of them fail in its own way.
         empty = [kind for kind, maps in self.maps.items() if len(maps) == 0]
@@ -338,6 +339,18 @@ def _outside_softmax(kind: str, maps: list[np.ndarray], layers: list[int], heads
             head = heads[rows[0]] if heads else int(rows[0])
             return f"{kind} layer {layer} head {head} holds a weight of {worst:g}: attention weights lie in [0, 1]"
     return None
+
+
+def _float32(kind: str, weights: Any) -> np.ndarray:
+    """`weights` as the float32 array the views read, a torch tensor's too (duck-typed: traces load
+    without torch), or one line: a tensor was drawn with a zero step, an object array failed in `_damage`."""
+    try:
+        array = np.asarray(weights.detach().cpu().float().numpy() if hasattr(weights, "detach") else weights)
+    except ValueError:  # a ragged list
+        array = np.array(weights, dtype=object)
+    if array.dtype.kind not in "biuf":
+        raise AttnlabError(f"a trace's {kind} maps hold real numbers (arrays or tensors), got dtype {array.dtype}")
+    return array.astype(np.float32, copy=False)
 
 
 def whole_number(value: object) -> bool:

@@ -102,6 +102,9 @@ class TrainConfig:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: TextIO | None = None) -> None:
+        if not isinstance(cfg, TrainConfig):  # (None was a TypeError from dataclasses.asdict)
+            raise ConfigError(f"Trainer takes a TrainConfig, got {cfg!r:.80}")
+        cfg = dataclasses.replace(cfg)  # a copy checked again, as built: a field set since is refused here too
         self.cfg, self.log = cfg, log or sys.stderr  # where the log goes (a notebook: sys.stdout, not red)
         self.rank, self.world = distributed()
         agree(dataclasses.asdict(cfg), self.world)
@@ -109,10 +112,7 @@ class Trainer:
         if self.device.type == "cuda" and self.world > 1:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(self.device)
-        dtype = cfg.dtype if cfg.dtype != "auto" else ("bf16" if self.device.type == "cuda" else "fp32")
-        if dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"dtype must be fp32 or bf16, got {dtype!r}")
-        self.autocast = dtype == "bf16"
+        self.autocast = cfg.dtype == "bf16" or (cfg.dtype == "auto" and self.device.type == "cuda")
         self.out = Path(cfg.out)
         self.spm_path = Path(cfg.data) / "spm.model"
         self.data = ParallelData(cfg.data, "train")

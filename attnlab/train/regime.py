@@ -6,6 +6,7 @@ where.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import shutil
 import sys
 
@@ -13,12 +14,15 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attnlab.errors import ConfigError
+from attnlab.errors import ConfigError, ModelInputError
 from attnlab.model import kernels
 
 
 def learning_rate(step: int, d_model: int, warmup: int = 4000, scale: float = 1.0) -> float:
     """Eq. (3): d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
+    for name, value in (("d_model", d_model), ("warmup", warmup)):  # (-4: a complex number; 0: ZeroDivisionError)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
     step = max(step, 1)
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
@@ -32,6 +36,7 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     log-probabilities is written and kept for the backward pass (compiled on a 2-core CPU, base's
     37,000-word loss: 71-78 ms instead of 93-107 ms forward and backward; the same values).
     """
+    _check_loss_inputs(logits, target, eps)
     x = logits.float()  # (B, L, V)
     log_z = torch.logsumexp(x, dim=-1)
     keep = target.ne(pad_id)
@@ -41,6 +46,25 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, eps: float, pad_id: int)
     # where(), not loss[keep]: boolean indexing has a data-dependent shape (a graph break and a
     # host synchronisation when compiled); the masked sum adds the same terms.
     return torch.where(keep, loss, 0.0).sum(), torch.where(keep, nll, 0.0).sum()
+
+
+def _check_loss_inputs(logits: Tensor, target: Tensor, eps: float) -> None:
+    """One line for ε outside [0, 1) (2.0 gave the vocabulary negative weights) and for shapes or
+    ids torch refused deep inside. Shapes are free to check when compiled (guards); the ids only
+    eagerly on the CPU: elsewhere reading them back waits for the device (or breaks the graph)."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0.0 <= eps < 1.0:
+        raise ConfigError(f"eps must be a number in [0, 1), got {eps!r}")
+    if not isinstance(logits, Tensor) or not isinstance(target, Tensor) or target.dtype != torch.int64:
+        got = " and ".join(str(getattr(t, "dtype", type(t).__name__)) for t in (logits, target))
+        raise ModelInputError(f"logits must be a float tensor and target a tensor of int64 ids, got {got}")
+    if logits.dim() < 1 or logits.shape[:-1] != target.shape:
+        shapes = f"{tuple(logits.shape)} and {tuple(target.shape)}"
+        raise ModelInputError(f"logits must be (..., V) and target (...), the same leading shape; got {shapes}")
+    if target.device.type == "cpu" and target.numel() and not torch.compiler.is_compiling():
+        low, high = (int(bound) for bound in torch.aminmax(target))
+        if low < 0 or high >= logits.size(-1):
+            bad = low if low < 0 else high
+            raise ModelInputError(f"target holds id {bad}, outside the logits' vocabulary [0, {logits.size(-1)})")
 
 
 def _target_logit(x: Tensor, target: Tensor) -> Tensor:
@@ -64,6 +88,8 @@ def _target_logit(x: Tensor, target: Tensor) -> Tensor:
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Adam:
     """§5.3: Adam(β1 0.9, β2 0.98, ε 1e-9); the learning rate is set every step by Eq. (3).
     `fused`: one kernel for all parameters instead of a few per tensor (same update rule)."""
+    if not isinstance(model, torch.nn.Module):  # (None was an AttributeError)
+        raise ConfigError(f"make_optimizer takes a torch.nn.Module, got {model!r:.80}")
     return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
@@ -135,6 +161,16 @@ COMPILE_PAYS_FROM = 500  # updates: below, ~20 s of compiling the loss is not wo
 MODEL_PAYS_FROM = 4000  # updates: the model's extra ~2 min of compiling, won back in bf16 on a CPU
 
 
+def compile_setting(requested: object) -> str:
+    """The mode `requested` names, one of COMPILE_MODES, or one line (`TrainConfig` checks it when
+    built: refused here only, a bad one left an empty run directory behind)."""
+    if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
+        return "model" if requested else "off"
+    if not isinstance(requested, str) or requested not in COMPILE_MODES:
+        raise ConfigError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {requested!r}")
+    return requested
+
+
 def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool = False) -> tuple[str, str]:
     """The `torch.compile` mode a run uses ("off", "loss" or "model": model and loss) and one
     line saying why. "auto" compiles where it pays, as measured by benchmarks/train_throughput.py
@@ -146,10 +182,7 @@ def compile_mode(requested: str | bool, device_type: str, steps: int, bf16: bool
     where no compiler is found (inductor needs a C++ compiler on a CPU, Triton on a GPU). On a
     CPU where attnlab's kernels are built, training's loss is its one-pass kernel in every mode
     (`make_loss`), and a compiled loss is compiled only if the kernel does not take it."""
-    if isinstance(requested, bool):  # run configs before 2026-12 stored a flag: model and loss, or nothing
-        requested = "model" if requested else "off"
-    if requested not in COMPILE_MODES:
-        raise ConfigError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {requested!r}")
+    requested = compile_setting(requested)
     if requested == "off":
         return "off", "torch.compile: off (--compile off)"
     missing = _missing_compiler(device_type)

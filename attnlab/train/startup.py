@@ -21,10 +21,10 @@ from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.staging import hold
 from attnlab.errors import ConfigError
-from attnlab.model.config import ModelConfig
+from attnlab.model.config import MAX_SIZES, ModelConfig, preset, resolve_device
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.transformer import Transformer, count_parameters
-from attnlab.train.regime import make_optimizer
+from attnlab.train.regime import compile_setting, make_optimizer
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments, before any activation
 
@@ -49,6 +49,19 @@ def check_settings(cfg: Any) -> None:
     if not isinstance(cfg.overrides, dict) or not all(isinstance(key, str) for key in cfg.overrides):
         raise ConfigError(f"overrides must be a dict of model config keys to values, got {cfg.overrides!r}")
     cfg.overrides = {key: _plain(value) for key, value in cfg.overrides.items()}
+    check_choices(cfg)
+
+
+def check_choices(cfg: Any) -> None:
+    """The compile mode, dtype, device, preset and overrides, checked as `Trainer` checks them, or
+    one line: each was refused only by `Trainer`, and a bad compile mode after --out was made."""
+    compile_setting(cfg.compile)
+    if cfg.dtype not in ("auto", "fp32", "bf16"):
+        raise ConfigError(f"dtype must be fp32, bf16 or auto, got {cfg.dtype!r}")
+    resolve_device(cfg.device)
+    # The data's vocabulary is read by Trainer; till then the largest one a model takes stands in,
+    # so a special id inside the data's vocabulary is not refused for the preset's.
+    preset(cfg.preset, **{"vocab_size": cfg.overrides.get("tgt_vocab_size", MAX_SIZES["vocab_size"]), **cfg.overrides})
 
 
 def _plain(value: Any) -> Any:

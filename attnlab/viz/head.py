@@ -95,7 +95,7 @@ def update_heatmap(
 ) -> figure:
     """Show another head (or trace) in a figure made by `heatmap`, in place: a live session sends
     only the new data instead of a new figure. `words`: the title's template, as in `heatmap`."""
-    check_options(title=title, budget=budget)
+    check_options(title=title, budget=budget, name=name)
     q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
     weights, allowed = head_map(trace, kind, layer, head), trace.mask(kind)
     update_matrix(
@@ -158,7 +158,7 @@ def matrix_figure(
     down to `cells.FIT_PX`, its cells keeping their width and the keys that no longer fit dragged
     into view (`cells.fit_window`; a map of 25 source pieces was 729 px, past a 1024 px window),
     here and after each `update_matrix`; without, it keeps its width (an export, a notebook)."""
-    check_options(title=title, budget=budget)
+    check_options(title=title, budget=budget, name=name)
     said = say(words)
     value_name = said["head.weight"] if value_name is None else value_name
     query, key = said["head.query"], said["head.key"]
@@ -221,6 +221,8 @@ def update_matrix(
     with `fit`, the widths it narrows between); `title` None is none."""
     check_options(title=title, budget=budget)
     title = title or ""
+    if np.ndim(values) != 2:  # (a 1-D one failed unpacking its shape)
+        raise AttnlabError(f"a map is a (queries, keys) matrix, got one of shape {np.shape(values)}")
     q, k = values.shape
     if (q, k) != (len(q_labels), len(k_labels)):
         raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
