@@ -30,7 +30,7 @@ from attnlab.record.logit_attribution import LogitAttribution
 from attnlab.record.patching import HeadPatching
 from attnlab.record.paths import PathPatching
 from attnlab.record.residual import ResidualPatching
-from attnlab.record.stats import head_stats
+from attnlab.record.stats import head_pattern, head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.selection import head_map, pick
 
@@ -506,6 +506,16 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
 
     headers = [c.title for c in viz.stats_table(source, words=figure_words("es")).columns]
     assert "&lt;/s&gt;" in headers and "</s>" not in headers
+    # each head's pattern (`head_pattern`), named short in the table's words: a sortable column, and in the hover
+    patterns = [viz.WORDS[f"stats.pattern.{head_pattern(row)[0]}"] for row in head_stats(trace)]
+    assert source.data["pattern"] == patterns and "pattern" in [c.field for c in viz.stats_table(source).columns]
+    spanish = viz.stats_source(head_stats(trace), words=figure_words("es")).data["pattern"]
+    assert set(spanish) <= {"pieza anterior", "su posición", "pieza siguiente", "diagonal", "primera pieza"} | {
+        "final </s>",
+        "concentrada",
+        "dispersa",
+        "mixta",
+    }
     assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
     diff = viz.diff_figure(trace, trace, "cross", 0, 1)
     assert diff.name == "timeline-diff"  # its title names the kind, as the heatmap's beside it does

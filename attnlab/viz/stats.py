@@ -19,6 +19,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
+from attnlab.record.stats import head_pattern
 from attnlab.record.trace import whole_number
 from attnlab.viz.colors import (
     KIND_COLORS,
@@ -54,6 +55,8 @@ def stats_source(rows: Sequence[dict], words: Mapping[str, str] | None = None) -
         said["stats.label"].format(kind=kind_name(r["kind"], said), layer=r["layer"], head=r["head"]) for r in rows
     ]
     data["color"] = [KIND_COLORS[r["kind"]] for r in rows]
+    # what each head does, named short: sortable, so that the positional heads or the sinks stand together
+    data["pattern"] = [said[f"stats.pattern.{head_pattern(r)[0]}"] if "diagonal" in r else "" for r in rows]
     return ColumnDataSource(data)
 
 
@@ -68,17 +71,20 @@ def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str,
     columns = [TableColumn(field="kind_name", title=escape(said["stats.kind"]), formatter=StringFormatter(), width=70)]
     columns += [TableColumn(field=name, title=escape(said[f"stats.{name}"]), width=45) for name in ("layer", "head")]
     columns += [
+        TableColumn(field="pattern", title=escape(said["stats.pattern"]), formatter=StringFormatter(), width=100)
+    ]
+    columns += [
         TableColumn(field=name, title=escape(said.get(f"stats.{name}", name)), formatter=number, width=65)
         for name in STAT_COLUMNS
     ]
     table = DataTable(
         source=source,
         columns=columns,
-        width=720,
-        # as wide as the window allows, up to its columns' 720 px; narrower, it scrolls inside its
-        # own box (its fixed 720 px ran 56 px past a 1024 px window)
+        width=820,
+        # as wide as the window allows, up to its columns' 820 px; narrower, it scrolls inside its
+        # own box (a fixed 720 px ran 56 px past a 1024 px window)
         sizing_mode="stretch_width",
-        max_width=720,
+        max_width=820,
         min_width=240,
         autosize_mode="none",
         height=height,
@@ -126,7 +132,12 @@ def stats_scatter(
     fig.add_tools(
         HoverTool(
             renderers=[renderer],
-            tooltips=[(said["stats.head"], "@label"), (x_name, f"@{x}{{0.000}}"), (y_name, f"@{y}{{0.000}}")],
+            tooltips=[
+                (said["stats.head"], "@label"),
+                (said["stats.pattern"], "@pattern"),
+                (x_name, f"@{x}{{0.000}}"),
+                (y_name, f"@{y}{{0.000}}"),
+            ],
         )
     )
     fig.xaxis.axis_label, fig.yaxis.axis_label = x_name, y_name

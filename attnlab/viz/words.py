@@ -61,6 +61,16 @@ WORDS: dict[str, str] = {
     "stats.recall": "recall",
     "stats.importance": "importance",  # |∂ log P / ∂ gate| (Michel et al. 2019), a profile's column if asked for
     "stats.direct": "direct share of the logits",  # a decoder head's direct logit attribution, a profile's column if asked for
+    "stats.pattern": "pattern",  # what the head does (`record.stats.head_pattern`), then each pattern's name
+    "stats.pattern.prev": "previous piece",
+    "stats.pattern.self": "own position",
+    "stats.pattern.next": "next piece",
+    "stats.pattern.diagonal": "diagonal",
+    "stats.pattern.first": "first piece",
+    "stats.pattern.eos": "end </s>",
+    "stats.pattern.peaked": "peaked",
+    "stats.pattern.broad": "broad",
+    "stats.pattern.mixed": "mixed",
     "stats.label": "{kind} L{layer} H{head}",
     "stats.title": "heads: {x} vs {y}",
     # training dynamics (timeline.py)
