@@ -621,6 +621,26 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
         page.close()
 
 
+def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
+    """In a real browser: ← → the next head, ↓ the next layer, every view and the address
+    following; the same keys in the text box move its caret, not the head."""
+    selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
+    page.page.get_by_role("button", name="encoder").click()
+    selected[0].select_option("0")
+    selected[1].select_option("0")
+    page.page.locator(".attn-status").click()  # the page has the focus, no box
+    for key, layer, head in (("ArrowRight", "0", "1"), ("ArrowDown", "1", "1"), ("ArrowLeft", "1", "0")):
+        page.page.keyboard.press(key)
+        page.page.wait_for_url(re.compile(f"layer={layer}&head={head}"), timeout=10_000)
+        assert [box.input_value() for box in selected] == [layer, head]
+    page.source_box().click()
+    page.page.keyboard.press("ArrowRight")
+    page.page.wait_for_timeout(500)
+    assert [box.input_value() for box in selected] == ["1", "0"]
+    assert "keys ← → another head, ↑ ↓ another layer" in page.page.locator(".attn-caption").inner_text()
+    assert page.errors == []
+
+
 def test_exports(page: Page, tmp_path: Path) -> None:
     from PIL import Image
 

@@ -36,6 +36,7 @@ from test_notebooks import make_checkpoints
 from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer import Explorer
 from attnlab.app.explorer.boxes import AlphaInput, BeamInput
+from attnlab.app.explorer.keys import ArrowKeys
 from attnlab.app.roots import CheckpointRoots
 from attnlab.decode.api import load
 from attnlab.decode.profile import profile, write_profile
@@ -318,3 +319,27 @@ def test_the_step_slider_writes_steps_as_the_titles_do(lab: Path, monkeypatch: p
     assert slider.options == {"1,000": 1000, "2,000": 2000, "3,000": 3000} and slider.value == 1000
     slider._slider._process_events({"value": 7})  # a position a crafted request sends
     assert explorer.store.notices[-1].endswith("it stays at 1,000.")
+
+
+def test_the_arrow_keys_move_the_open_head_and_take_nothing_else(lab: Path) -> None:
+    """← → open the head before or after, ↑ ↓ the layer above or below in the grid, stopping at the
+    ends; what else a crafted message sends the keys' element (a long string, None, a number, another
+    key, its size or visibility) changes nothing and says nothing."""
+    explorer = Explorer({"run": str(lab / "run")}, CheckpointRoots([lab]))
+    explorer.open_listed("run")
+    (keys,) = explorer.layout.select(ArrowKeys)
+    store = explorer.store
+    store.select(kind="encoder", layer=0, head=0)
+    opened = []
+    for n, key in enumerate(["ArrowRight", "ArrowDown", "ArrowDown", "ArrowUp", "ArrowUp", "ArrowLeft", "ArrowLeft"]):
+        keys._process_events({"pressed": f"{key} {n}"})  # as Panel applies the browser's message
+        opened.append((store.layer, store.head))
+    assert store.kind == "encoder" and (len(store.param.layer.objects), len(store.param.head.objects)) == (2, 4)
+    assert opened == [(0, 1), (1, 1), (1, 1), (0, 1), (0, 1), (0, 0), (0, 0)]  # the tiny model: no wrapping round
+    notices = list(store.notices)
+    for crafted in ("x" * 1000, None, 5, "Enter 1", "", "ArrowRight" * 5):
+        keys._process_events({"pressed": crafted})
+    for prop, crafted in (("width", 500), ("visible", False), ("css_classes", ["x"])):
+        keys._process_events({prop: crafted})
+        assert getattr(keys, prop) != crafted
+    assert (store.layer, store.head) == (0, 0) and store.notices == notices and not store.error

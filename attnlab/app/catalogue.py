@@ -135,6 +135,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "heads.on": {"en": "on", "es": "sí", "zh": "开"},
     "heads.off": {"en": "off", "es": "no", "zh": "关"},
     "heads.to_max": {"en": "0..max", "es": "0..máx", "zh": "0..最大值"},
+    "heads.keys": {"en": "keys ← → another head, ↑ ↓ another layer", "es": "teclas ← → otra cabeza, ↑ ↓ otra capa", "zh": "按键 ← → 切换头，↑ ↓ 切换层"},
     # --- what the open head does on this sentence (attnlab.record.stats.head_pattern) ---
     "pattern.lead": {"en": "On this sentence, this head {what}.", "es": "En esta frase, esta cabeza {what}.", "zh": "在这个句子上，这个头{what}。"},
     "pattern.prev": {"en": "reads mostly the previous piece ({share:.0%} of its weight): a positional head", "es": "lee sobre todo la pieza anterior ({share:.0%} de su peso): una cabeza posicional", "zh": "主要读取前一个词元（占其权重的 {share:.0%}）：一个位置头"},

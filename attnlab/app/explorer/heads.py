@@ -85,6 +85,7 @@ class HeadsTab(pn.viewable.Viewer):
             mask=text("heads.on" if store.mask else "heads.off", lang),
             scale=text("heads.to_max", lang) if store.scale_to_max else "0..1",
         )
+        caption += " · " + text("heads.keys", lang)  # (`keys.ArrowKeys`)
         pattern = html.escape(head_pattern_text(store.stats, store.kind, store.layer, store.head, lang))
         self.caption.object = (
             f"<span class='attn-caption'>{html.escape(caption)}</span><br>"

@@ -28,6 +28,7 @@ from attnlab.app.explorer.dashboard import DashboardTab
 from attnlab.app.explorer.equation import EquationTab
 from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
+from attnlab.app.explorer.keys import ArrowKeys
 from attnlab.app.explorer.language import language_switch, session_language, set_page_language
 from attnlab.app.explorer.layout import TABS_CSS, page_row
 from attnlab.app.explorer.lens import LensTab
@@ -167,7 +168,7 @@ class Explorer(pn.viewable.Viewer):
         inputs = (self.text_input, self.reference_input, decoding, self.go, self.error, self.notice, self.address.box)
         self.layout = page_row(
             (pn.Column(*model, self.model_info), pn.Column(*inputs)),
-            pn.Column(self.status, self.output, self.selection, self.export, self.tabs),
+            pn.Column(self.status, self.output, self.selection, self.export, self.tabs, ArrowKeys(store)),
         )
         screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
 

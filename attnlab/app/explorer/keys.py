@@ -1,0 +1,69 @@
+"""The arrow keys move the open head: ← → the head before or after it in its layer, ↑ ↓ the layer
+above or below it in the grid (layer 0 on top), so that a reader can walk through every head of a
+kind without aiming at thumbnails, and every view follows as it does a click on the grid.
+
+Keys pressed while typing (a text box, a menu, a number box) are theirs, not the page's, and so
+are keys with Ctrl, Alt or ⌘. The browser sends the key's name (with a time stamp, so that the
+same key twice is two changes); anything else a crafted message sends is ignored, and the
+component takes no other property from a browser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import param
+from panel.reactive import ReactiveHTML
+
+from attnlab.app.explorer.store import Store
+
+# {key: (the selector it moves, the step)}: ↓ goes down the grid, to the next layer
+MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
+SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
+
+
+class ArrowKeys(ReactiveHTML):
+    """An invisible element whose script listens to the page's arrow keys (one listener, however
+    often the element is drawn again) and sends each as `pressed`: "ArrowLeft 1733480000000"."""
+
+    pressed = param.String(default="", doc="the last arrow key pressed outside a text box, and when")
+
+    _template = "<div id='keys'></div>"
+    _scripts = {
+        "render": """
+const typing = (e) => {
+  const target = e.composedPath()[0];  // inside a widget's shadow root, not its host
+  return target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+};
+if (window.attnArrowKeys) document.removeEventListener("keydown", window.attnArrowKeys);
+window.attnArrowKeys = (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey || typing(e) || !MOVES.includes(e.key)) return;
+  e.preventDefault();  // (the page would scroll)
+  data.pressed = e.key + " " + Date.now();
+};
+document.addEventListener("keydown", window.attnArrowKeys);
+""".replace("MOVES", str(list(MOVES)))
+    }
+
+    def __init__(self, store: Store, **params: Any) -> None:
+        super().__init__(width=0, height=0, margin=0, **params)
+        self.store = store
+        self.param.watch(lambda event: move(store, event.new.split(" ")[0]), "pressed")
+
+    def _process_property_change(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Only `pressed`, as a short string, from a browser."""
+        msg = super()._process_property_change(msg)
+        sent = msg.get("pressed")
+        return {"pressed": sent} if isinstance(sent, str) and len(sent) <= SENT_CHARS else {}
+
+
+def move(store: Store, key: str) -> None:
+    """Open the head `key` (one of `MOVES`) points to from the open one, if there is one: the
+    first and last heads and layers stay where they are (no wrapping round to the other end)."""
+    if key not in MOVES or store.trace is None:
+        return
+    name, step = MOVES[key]
+    offered = list(store.param[name].objects)
+    now = offered.index(getattr(store, name))
+    if 0 <= now + step < len(offered):
+        store.select(**{name: offered[now + step]})
