@@ -522,3 +522,22 @@ def test_the_compare_tab_says_how_the_model_with_heads_off_was_read(lab: dict[st
         second=text("compare.heads_off", lang, count=1),
     )
     assert ablated in said and "。 " not in said, said
+
+
+def test_the_equation_tab_takes_apart_the_score_of_the_key_the_query_reads_most(lab: dict[str, Path]) -> None:
+    """Under Eq. (1), one score dimension by dimension: of the key the open query reads most, or of
+    the key the reader picks, until another query or head is opened."""
+    shown = explorer(lab, tiny="translate")
+    store = shown.store
+    store.select(kind="cross", layer=0, head=1)
+    shown.tabs.active = 1
+    weights = store.trace.attention("cross", 0)[1]
+    assert shown.equation.key.value == int(weights[0].argmax())
+    products = shown.equation.dot.object.select_one({"name": "dot-products"}).renderers[0].data_source.data["top"]
+    assert sum(products) == pytest.approx(float(shown.equation._parts["scores"][0, shown.equation.key.value]), abs=1e-5)
+    other = (shown.equation.key.value + 1) % weights.shape[1]
+    shown.equation.key.value = other  # picked: kept while the same query is open (a mask toggle redraws)
+    store.mask = not store.mask
+    assert shown.equation.key.value == other and f"key {other} (" in shown.equation.dot.object.children[0].title.text
+    store.query = 1  # another query: the key it reads most
+    assert shown.equation.key.value == int(weights[1].argmax())

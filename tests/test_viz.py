@@ -674,6 +674,35 @@ def test_mask_is_true_or_false_in_every_view(trace: AttentionTrace) -> None:
     assert viz.heatmap(trace, "cross", 0, 0, mask=np.bool_(False)) is not None  # NumPy's bools are bools
 
 
+def test_one_score_taken_apart_sums_to_the_score_dimension_by_dimension() -> None:
+    """bertviz's neuron view: qᵢ and kⱼ dimension by dimension, and products that sum to Eq. (1)'s
+    score qᵢ·kⱼ/√d_k (here 4 dimensions: 1·2 + 2·(−1) + 0·5 + 3·1 = 3, over √4); the bars' colours
+    are the strips' (red above 0, blue below)."""
+    q = np.array([[1.0, 2.0, 0.0, 3.0], [0.0, 0.0, 0.0, 1.0]])
+    k = np.array([[2.0, -1.0, 5.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    parts = {"q": q, "k": k, "scores": q @ k.T / 2.0}
+    layout = viz.dot_product_figure(parts, 0, 0, ["▁a", "b"], ["x", "<0x32>", "</s>"], title="enc L0 H0")
+    bars = layout.select_one({"name": "dot-products"})
+    data = bars.renderers[0].data_source.data
+    assert list(data["top"]) == [1.0, -1.0, 0.0, 1.5] and sum(data["top"]) == parts["scores"][0, 0] == 1.5
+    assert data["color"] == [viz.DIFF_PALETTE[-2], viz.DIFF_PALETTE[1], viz.DIFF_PALETTE[-2], viz.DIFF_PALETTE[-2]]
+    assert (
+        "1.500" in bars.title.text
+        and "query 0 (▁a) · key 0 (x)" in layout.select_one({"name": "dot-vectors"}).title.text
+    )
+    assert (
+        "key 1 (2)"
+        in viz.dot_product_figure(parts, -1, -2, ["▁a", "b"], ["x", "<0x32>", "</s>"])
+        .select_one({"name": "dot-vectors"})
+        .title.text
+    )  # a negative index from the last; a byte piece named by its character
+    for query, key, said in ((2, 0, "query 2 is not in this 2×3 map"), (0, 3, "key 3 is not"), (0, True, "key True")):
+        with pytest.raises(AttnlabError, match=re.escape(said)):
+            viz.dot_product_figure(parts, query, key, ["▁a", "b"], ["x", "y", "z"])
+    with pytest.raises(AttnlabError, match="reads the q, k and scores"):
+        viz.dot_product_figure({"scores": parts["scores"]}, 0, 0, ["▁a", "b"], ["x", "y", "z"])
+
+
 def test_a_name_of_the_wrong_kind_or_a_map_that_is_not_a_matrix_is_one_line(trace: AttentionTrace) -> None:
     """`heatmap(name=5)` failed in bokeh's validation and `name=0` became the default name without
     a word; a 1-D matrix failed unpacking its shape ("not enough values to unpack")."""

@@ -148,6 +148,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "pattern.broad": {"en": "spreads its weight over many pieces (its largest weight averages {share:.2f})", "es": "reparte su peso entre muchas piezas (su mayor peso es de {share:.2f} de media)", "zh": "把权重分散到许多词元上（其最大权重平均为 {share:.2f}）"},
     "pattern.mixed": {"en": "follows no single pattern: no one kind of key holds half its weight (its largest weight averages {share:.2f})", "es": "no sigue un patrón único: ningún tipo de clave reúne la mitad de su peso (su mayor peso es de {share:.2f} de media)", "zh": "没有单一模式：没有哪一类键占到其权重的一半（其最大权重平均为 {share:.2f}）"},
     "equation.query": {"en": "query position (Eq. 1)", "es": "posición de la consulta (Ec. 1)", "zh": "查询位置（公式 1）"},
+    "equation.key": {"en": "key of the score taken apart (q·k)", "es": "clave de la puntuación desglosada (q·k)", "zh": "拆解得分所用的键（q·k）"},
     "dashboard.x": {"en": "x", "es": "eje x", "zh": "横轴"},
     "dashboard.y": {"en": "y", "es": "eje y", "zh": "纵轴"},
     # the training timeline (also the widgets' `replay`)

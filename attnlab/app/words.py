@@ -95,6 +95,9 @@ def _words(lang: str) -> Mapping[str, str]:
             "eq1.dimension": text("figure.dimension", lang),
             "eq1.value": text("figure.value", lang),
             "eq1.output": text("output.output", lang),
+            "dot.title": text("figure.dot_title", lang),
+            "dot.products": text("figure.dot_products", lang),
+            "dot.dimension": text("figure.dot_dimension", lang),
             # attention rollout
             "rollout.title": text("figure.rollout_title", lang),
             "rollout.share": text("figure.rollout_share", lang),

@@ -42,7 +42,7 @@ from attnlab.viz.colors import (
     hatch,
 )
 from attnlab.viz.compare import compare_figures, compare_rollouts, has_head, two_names, word_diff
-from attnlab.viz.equation import computation_figure, mask_figure
+from attnlab.viz.equation import computation_figure, dot_product_figure, mask_figure
 from attnlab.viz.export import heatmap_png, heatmap_svg, standalone_html, summary_div
 from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
@@ -87,6 +87,7 @@ __all__ = [
     "computation_figure",
     "diff_figure",
     "display_width",
+    "dot_product_figure",
     "downsample",
     "grid",
     "grid_pick",

@@ -25,9 +25,7 @@ from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.axes import label_room, token_axis
 from attnlab.viz.cells import FIT_PX
-from attnlab.viz.colors import (
-    DIFF_PALETTE,
-)
+from attnlab.viz.colors import DIFF_PALETTE, colorize
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import TITLE_LINE_PX, piece_label, spelled, wrap_title
@@ -188,3 +186,70 @@ def computation_figure(
         raw, masked, soft, values, sizing_mode="stretch_width", max_width=max(width, values.max_width), name="eq1"
     )
     return use_fonts(steps)
+
+
+def dot_product_figure(
+    parts: dict[str, np.ndarray],
+    query: int,
+    key: int,
+    q_labels: Sequence[str],
+    k_labels: Sequence[str],
+    title: str | None = "",
+    words: Mapping[str, str] | None = None,
+) -> Any:
+    """One score of Eq. (1) taken apart (bertviz's neuron view): the query vector qᵢ and the key
+    vector kⱼ of the head, dimension by dimension (each on its own colour scale: blue below 0, red
+    above), and their products qᵢ_d·kⱼ_d/√d_k as bars, which sum to the score `scores[i, j]`. A
+    score is high where the two vectors agree in sign on dimensions where both are large.
+
+    `parts` as `computation_figure` reads them, with (q, d_k) `q` and (k, d_k) `k`; `query` and
+    `key` are a row and a column of the map (a negative one counts from the last). `words`
+    replaces any of `viz.words.WORDS` ("dot.*", "eq1.value"); `title` leads the figure's title."""
+    check_options(title=title)
+    said = say(words)
+    if not all(name in parts for name in ("q", "k", "scores")):
+        raise AttnlabError("dot_product_figure reads the q, k and scores of attnlab.record.equation.attention_parts")
+    n_q, n_k = np.shape(parts["scores"])
+    if (len(q_labels), len(k_labels)) != (n_q, n_k):
+        raise AttnlabError(f"these parts are of a {n_q}×{n_k} map: they need {n_q} query and {n_k} key labels")
+    for name, index, size in (("query", query, n_q), ("key", key, n_k)):
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not -size <= index < size:
+            raise AttnlabError(f"{name} {index!r} is not in this {n_q}×{n_k} map (0 to {size - 1}, or -1 for the last)")
+    query, key = int(query) % n_q, int(key) % n_k
+    q, k = parts["q"][query], parts["k"][key]
+    products = q * k / math.sqrt(q.size)
+    q_label, k_label = (piece_label(spelled(labels)[i]) for labels, i in ((q_labels, query), (k_labels, key)))
+    dims = np.arange(q.size) + 0.5
+    width = int(np.clip(q.size * 12, 360, 900)) + 80
+    x_range = Range1d(0, q.size)
+    heading = said["dot.title"].format(title=title or "", i=query, q=q_label, j=key, k=k_label)
+    rows = [("q", f"q · {q_label}", q), ("k", f"k · {k_label}", k)]
+    strips = figure(
+        width=width, height=110 + TITLE_LINE_PX * wrap_title(heading, width - 60).count("\n"), x_range=x_range,
+        y_range=[name for _, name, _ in reversed(rows)], tools="hover,save", toolbar_location=None,
+        title=wrap_title(heading, width - 60), name="dot-vectors",
+    )  # fmt: skip
+    for _, name, values in rows:
+        bound = float(np.abs(values).max()) or 1.0  # each vector on its own scale: q and k differ in size
+        source = ColumnDataSource({
+            "x": dims, "y": [name] * q.size, "color": [f"#{r:02x}{g:02x}{b:02x}" for r, g, b in
+            colorize(values[None], -bound, bound, DIFF_PALETTE)[0]], "d": list(range(q.size)),
+            "text": [f"{v:.3f}" for v in values],
+        })  # fmt: skip
+        strips.rect(x="x", y="y", width=1, height=0.9, fill_color="color", line_color=None, source=source)
+    strips.select_one(HoverTool).tooltips = [(said["dot.dimension"], "@d"), (said["eq1.value"], "@text")]
+    score = float(products.sum())
+    bars = figure(
+        width=width, height=170, x_range=x_range, tools="hover,save", toolbar_location=None, name="dot-products",
+        title=said["dot.products"].format(score=score),
+    )  # fmt: skip
+    colors = [DIFF_PALETTE[-2] if p >= 0 else DIFF_PALETTE[1] for p in products]  # the strips' red and blue
+    source = ColumnDataSource({"x": dims, "top": products, "color": colors, "d": list(range(q.size))})
+    source.data["text"] = [f"{p:.3f}" for p in products]
+    bars.vbar(x="x", top="top", width=0.8, color="color", source=source)
+    bars.select_one(HoverTool).tooltips = [(said["dot.dimension"], "@d"), (said["eq1.value"], "@text")]
+    for fig in (strips, bars):
+        fig.xaxis.axis_label = said["dot.dimension"]
+        fig.xgrid.visible = False
+    strips.xaxis.visible = False
+    return use_fonts(column(strips, bars, name="dot"))

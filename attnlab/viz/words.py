@@ -97,6 +97,10 @@ WORDS: dict[str, str] = {
     "eq1.dimension": "dimension of v",
     "eq1.value": "value",
     "eq1.output": "output",
+    # one score taken apart (`dot_product_figure`)
+    "dot.title": "{title} · query {i} ({q}) · key {j} ({k}): the score, dimension by dimension",
+    "dot.products": "q_d·k_d/√d_k for each dimension d: they sum to the score, {score:.3f}",
+    "dot.dimension": "dimension d",
     # attention rollout (rollout.py): the flow from the input tokens up to a layer
     "rollout.title": "attention rollout · {kind_title} · up to layer {layer}",
     "rollout.share": "share",

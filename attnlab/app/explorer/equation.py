@@ -1,6 +1,8 @@
 """The Masks & Eq. (1) tab: the mask the open kind of attention applies, and Eq. (1) of the paper
 worked through for one query of the open head (QKᵀ/√d_k, the mask, the softmax, the weighted
-values), from the parts `attnlab.record.equation` recomputes in a teacher-forced pass.
+values), from the parts `attnlab.record.equation` recomputes in a teacher-forced pass; and one of
+its scores taken apart dimension by dimension (bertviz's neuron view), for the key the query reads
+most unless another is picked.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ class EquationTab(pn.viewable.Viewer):
             store.param.query, label=text("equation.query", store.lang), width=260
         )
         self.eq1 = pn.pane.Bokeh(None, css_classes=["attn-eq1"])
+        self.key = pn.widgets.Select(label=text("equation.key", store.lang), width=260, css_classes=["attn-key"])
+        self.dot = pn.pane.Bokeh(None, css_classes=["attn-dot"])
+        self._parts: dict = {}
+        self._read_most: tuple = ()  # (run, kind, layer, head, query) the key menu was set for
+        self.key.param.watch(lambda _event: self._draw_dot(), "value")
         # a FlexBox: Eq. (1) goes under the mask when both do not fit the window (a Row ran past it)
-        self.layout = pn.FlexBox(self.mask, pn.Column(self.query, self.eq1), align_items="flex-start")
+        column = pn.Column(self.query, self.eq1, self.key, self.dot)
+        self.layout = pn.FlexBox(self.mask, column, align_items="flex-start")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -41,4 +49,26 @@ class EquationTab(pn.viewable.Viewer):
         query = min(store.query, len(q_labels) - 1)
         self.eq1.object = viz.computation_figure(
             parts, query, q_labels, k_labels, title=store.open_head, words=store.words
+        )
+        self._parts = parts
+        keys = {f"{j}: {t}": j for j, t in enumerate(viz.spelled(k_labels))}
+        # the key the reader picked, while the same query of the same head is open; else the one it reads most
+        opened = (store.run, store.kind, store.layer, store.head, query)
+        kept = opened == self._read_most and self.key.value in keys.values()
+        self._read_most = opened
+        chosen = self.key.value if kept else int(parts["weights"][query].argmax())
+        if self.key.options != keys or self.key.value != chosen:
+            self.key.param.update(options=keys, value=chosen)  # (draws the product through its watcher)
+        else:
+            self._draw_dot()
+
+    def _draw_dot(self) -> None:
+        """The open query's score against the chosen key, dimension by dimension."""
+        store, trace = self.store, self.store.trace
+        if trace is None or not self._parts or self.key.value is None:
+            return
+        q_labels, k_labels = trace.labels(store.kind)
+        query = min(store.query, len(q_labels) - 1)
+        self.dot.object = viz.dot_product_figure(
+            self._parts, query, self.key.value, q_labels, k_labels, title=store.open_head, words=store.words
         )
