@@ -60,6 +60,7 @@ from common import machine
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
+import attnlab.app.explorer.keys  # noqa: F401  (registers the arrow keys' data model, which the page holds)
 from attnlab.app.checkpoints import BUNDLED, ROOT
 from attnlab.app.serve import free_port, serve_command
 from attnlab.decode.api import load
