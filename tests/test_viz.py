@@ -749,6 +749,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "update_matrix": lambda **o: viz.update_matrix(viz.matrix_figure(weights, *labels), weights, *labels, **o),
         "mask_figure": lambda **o: viz.mask_figure(trace, "decoder", **o),
         "computation_figure": lambda **o: viz.computation_figure(parts, 0, *labels, **o),
+        "dot_product_figure": lambda **o: viz.dot_product_figure(
+            {**parts, "q": np.ones((len(labels[0]), 4)), "k": np.ones((len(labels[1]), 4))}, 0, 0, *labels, **o
+        ),
         "compare_figures": lambda **o: viz.compare_figures(trace, trace, "cross", 0, 0, **o),
         "compare_rollouts": lambda **o: viz.compare_rollouts(trace, trace, "cross", 0, **o),
         "diff_figure": lambda **o: viz.diff_figure(trace, trace, "cross", 0, 0, **o),
