@@ -892,6 +892,22 @@ def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
     assert "&lt;b&gt;" in page  # the source text is escaped
 
 
+def test_standalone_html_where_the_current_document_was_destroyed(trace: AttentionTrace) -> None:
+    """In a served explorer, once a session had closed, bokeh's current document could be that
+    session's destroyed one, and the "HTML page" export was an AttributeError
+    ('DocumentCallbackManager' object has no attribute '_js_event_callbacks')."""
+    from bokeh.document import Document
+    from bokeh.io.doc import curdoc, set_curdoc
+
+    before, dead = curdoc(), Document()
+    dead.callbacks.destroy()  # (what a closed session's document is left with)
+    set_curdoc(dead)
+    try:
+        assert "<html" in viz.standalone_html(viz.heatmap(trace, "cross", 0, 0))
+    finally:
+        set_curdoc(before)
+
+
 def test_standalone_html_of_what_is_not_a_figure_is_one_line(trace: AttentionTrace) -> None:
     """A list of figures, a trace or None was an AttributeError ('references') from `use_fonts`."""
     for layout in ([viz.heatmap(trace, "cross", 0, 0)], trace, None):

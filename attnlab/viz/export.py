@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from bokeh.document import Document
 from bokeh.embed import file_html
+from bokeh.io.doc import patch_curdoc
 from bokeh.models import (
     Div,
     LayoutDOM,
@@ -195,7 +197,12 @@ def standalone_html(layout: Any, title: str | None = "attnlab") -> str:
         raise AttnlabError(f"standalone_html takes a figure of attnlab.viz or a bokeh layout (column(...)), not {kind}")
     check_options(title=title)
     title = "attnlab" if title is None else title  # bokeh's own was "Bokeh Application"
-    return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
+    # A document of its own to copy from: bokeh copies the current document's JS callbacks into
+    # the file's, and in a server where a session has closed, the current one can be that
+    # session's destroyed document (the explorer's "HTML page" was an AttributeError there).
+    own = Document()
+    with patch_curdoc(own):
+        return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
 
 
 def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -> Div:
