@@ -541,3 +541,17 @@ def test_the_equation_tab_takes_apart_the_score_of_the_key_the_query_reads_most(
     assert shown.equation.key.value == other and f"key {other} (" in shown.equation.dot.object.children[0].title.text
     store.query = 1  # another query: the key it reads most
     assert shown.equation.key.value == int(weights[1].argmax())
+
+
+def test_a_download_that_fails_says_so_in_one_line(lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed export said nothing (the button only spun; the traceback went to the server's log):
+    it is one line in the error box, its traceback still in the log."""
+    shown = explorer(lab, tiny="translate")
+
+    def broken(*_args: object, **_kwargs: object) -> str:
+        raise RuntimeError("no page today")
+
+    monkeypatch.setattr("attnlab.viz.standalone_html", broken)
+    assert shown.export.html_download.callback() is None
+    assert shown.store.error == text("error.internal", "en", error="RuntimeError")
+    assert shown.export.png_download.callback().getvalue()[:4] == b"\x89PNG"  # the others still export

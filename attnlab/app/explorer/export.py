@@ -44,10 +44,12 @@ class ExportBar(pn.viewable.Viewer):
         super().__init__()
         self.store = store
         lang = store.lang
-        self.png_download = _download(self.png, "head.png", label=text("export.png", lang))
-        self.svg_download = _download(self.svg, "head.svg", label=text("export.svg", lang))
-        self.trace_download = _download(self.trace_file, "attention.trace", label=text("export.trace", lang))
-        self.html_download = _download(self.html, "attention.html", label=text("export.html", lang), width=110)
+        self.png_download = _download(self.said(self.png), "head.png", label=text("export.png", lang))
+        self.svg_download = _download(self.said(self.svg), "head.svg", label=text("export.svg", lang))
+        trace_file = self.said(self.trace_file)
+        self.trace_download = _download(trace_file, "attention.trace", label=text("export.trace", lang))
+        html_page = self.said(self.html)
+        self.html_download = _download(html_page, "attention.html", label=text("export.html", lang), width=110)
         self.layout = pn.Row(
             pn.pane.HTML(f"<b>{text('export.title', lang)}</b>", align="center"),
             self.png_download,
@@ -58,6 +60,18 @@ class ExportBar(pn.viewable.Viewer):
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
+
+    def said(self, export: Callable[[], io.IOBase | None]) -> Callable[[], io.IOBase | None]:
+        """`export`, whose failure is one line in the error box (`Store.attempt`: a bug's traceback
+        goes to the server's log): a failed download said nothing, the button only spun."""
+
+        def attempt() -> io.IOBase | None:
+            made, said = self.store.attempt(export, f"exporting {export.__name__}")
+            if said:
+                self.store.error = said
+            return made
+
+        return attempt
 
     def enable(self) -> None:
         for button in (self.png_download, self.svg_download, self.trace_download, self.html_download):
