@@ -13,8 +13,11 @@ if __name__.startswith("bokeh"):
     close_component_route()  # (from the first session on, for a server started without apps/harden.py)
     one_line_refusals()
     refused = refusal()  # unknown options, or --num-threads: a page that says why, not wrong outputs
+    # location=False: no Panel Location, whose reading of the address raised on a crafted number
+    # (`?layer=²`, 5,000 digits) before the app ran, leaving a blank page; the app reads and
+    # writes its address itself (`attnlab.app.explorer.link`)
     if refused is not None:
-        refused.servable(title=text("page.title", DEFAULT))
+        refused.servable(title=text("page.title", DEFAULT), location=False)
     else:
         explorer = app()
-        explorer.servable(title=text("page.title", explorer.lang))
+        explorer.servable(title=text("page.title", explorer.lang), location=False)

@@ -608,15 +608,24 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
         assert "reference=Der+Hund+springt+." in page.page.url and "kind=encoder&layer=0" in page.page.url
         opened(None)
         shows("0", "3", "Logit lens")
-        opened(f"{server.url}?kind=bogus&layer=99&head=-1&view=nope")
+        assert page.errors == []  # (a head opened after the first draw: "reference isn't known", six a load)
+        # "²" and 5,000 digits: Panel's own reading of the address raised on them, and the page stayed blank
+        opened(f"{server.url}?kind=bogus&layer=%C2%B2&head={'9' * 5000}&view=nope")
         notice = page.page.locator(".attn-notice-text").inner_text().splitlines()
         assert notice == [
             "The link asks for kind=bogus, which this page does not offer; it shows cross.",
-            "The link asks for layer=99, which this page does not offer; it shows layer 1.",
-            "The link asks for head=-1, which this page does not offer; it shows head 0.",
+            "The link asks for layer=², which this page does not offer; it shows layer 1.",
+            f"The link asks for head={'9' * 40}…, which this page does not offer; it shows head 0.",
             "The link asks for view=nope, which this page does not offer; it shows Heads.",
         ], notice
         shows("1", "0", "Heads")
+        opened(f"{server.url}?layer=99&head=-1&kind=%E2%80%AEcross")  # a right-to-left override is not obeyed
+        assert page.page.locator(".attn-notice-text").inner_text().splitlines() == [
+            "The link asks for kind=\\u202ecross, which this page does not offer; it shows cross.",
+            "The link asks for layer=99, which this page does not offer; it shows layer 1.",
+            "The link asks for head=-1, which this page does not offer; it shows head 0.",
+        ]
+        assert page.errors == []
     finally:
         page.close()
 

@@ -75,41 +75,44 @@ def carried(names: Iterable[str]) -> tuple[list[str], str, str, str]:
     return named, typed, reference, "" if named else wanted
 
 
-def open_view(tabs: pn.Tabs) -> None:
-    """Open the tab the session's link names, before the page is first sent: a tab opened in the
-    page's `onload` had Panel fetch its loading spinner's stylesheet from its CDN (no explorer may
-    reach the internet). One it does not offer is said by `follow`."""
+def open_view(store: Store, tabs: pn.Tabs) -> None:
+    """Open the tab and the head the session's link names, before the page is first sent and its
+    text decoded, so that the views draw them first: a tab opened in the page's `onload` had Panel
+    fetch its loading spinner's stylesheet from its CDN (no explorer may reach the internet), and a
+    head opened there sent edits ahead of the figures they edit (`Store.prefer`). What the page
+    does not offer is said by `follow`."""
     if (asked := requested("view")) in VIEWS:
         tabs.active = VIEWS.index(asked)
+    layer, head = (int(asked) if number(asked := requested(name)) else None for name in ("layer", "head"))
+    store.prefer(requested("kind"), layer, head)
 
 
 def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
-    """Open the head the session's link names, once its text is decoded; each value the page does
-    not offer, the tab's included, is said in a notice (`titles`: the tabs' titles, to name the one
-    shown)."""
+    """Say, once the link's text is decoded, each value it names that the page does not offer (a
+    kind, layer, head or view: `titles` are the tabs' titles, to name the one shown instead)."""
     lang, said = store.lang, []
 
     def refuse(name: str, asked: str, kept: str) -> None:
         cut = asked if len(asked) <= SHOWN else asked[:SHOWN] + "…"
+        cut = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)  # (a bidi override reversed the line)
         said.append(text("notice.link_refused", lang, name=name, asked=cut, kept=kept))
 
     if store.trace is not None:
-        kind, asked = store.kind, requested("kind")
-        if asked in store.trace.kinds:
-            kind = asked
-        elif asked:
-            refuse("kind", asked, kind_name(kind, lang))
-        offered = {"layer": store.trace.layers[kind], "head": list(range(store.trace.n_heads))}
-        asked_for = {name: requested(name) for name in offered}
-        # (isdigit: "1e9999", "nan" or "-1" name no layer a menu offers)
-        chosen = {name: int(a) if a.isdigit() and int(a) in offered[name] else None for name, a in asked_for.items()}
-        store.select(kind, **chosen)
+        if (asked := requested("kind")) and asked != store.kind:
+            refuse("kind", asked, kind_name(store.kind, lang))
         words = {"layer": text("selection.layer", lang), "head": text("selection.head", lang)}
-        for name, asked in asked_for.items():
-            if asked and chosen[name] is None:
-                refuse(name, asked, f"{words[name]} {getattr(store, name)}")
+        for name, word in words.items():
+            if (asked := requested(name)) and not (number(asked) and int(asked) == getattr(store, name)):
+                refuse(name, asked, f"{word} {getattr(store, name)}")
     asked = requested("view")
     if asked and asked not in VIEWS:
         refuse("view", asked, titles[tabs.active])
     if said:
         store.refuse(*said)
+
+
+def number(asked: str) -> bool:
+    """Whether a link's value is a layer's or a head's number as the address writes them: ASCII
+    digits, a few ("1e9999", "nan", "-1" or "²" name none a menu offers; `int` read "١" as 1, and
+    raised on "²" or 5,000 digits)."""
+    return asked.isascii() and asked.isdigit() and len(asked) <= 6

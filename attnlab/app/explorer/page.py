@@ -376,14 +376,14 @@ def app(argv: list[str] | None = None) -> Explorer:
         first = (named + given + list(explorer.checkpoints))[0]
         explorer.text_input.value = explorer.text_input.value_input = typed  # "": the example
         explorer.reference_input.value = explorer.reference_input.value_input = reference
-        open_view(explorer.tabs)
+        open_view(explorer.store, explorer.tabs)
 
         def start() -> None:
             if path:  # a model the page had opened by path (under a root), as its address says
                 explorer.open(path)
             if explorer.store.model is None:
                 explorer.open_listed(first)
-            follow(explorer.store, explorer.tabs, explorer.titles)  # the link's head
+            follow(explorer.store, explorer.tabs, explorer.titles)  # what the link named that is not here
 
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.onload(start)

@@ -84,6 +84,7 @@ class Store(param.Parameterized):
         super().__init__(**params)
         self.roots = roots if roots is not None else CheckpointRoots([BUNDLED])
         self._refused: tuple[str, ...] = ()  # the notices of the last values refused (`refuse`)
+        self._preferred: dict[str, int] = {}  # the layer and head the next trace opens at (`prefer`)
         self.param.kind.objects = self._kinds(list(self.param.kind.objects))
 
     @param.depends("kind", watch=True)
@@ -328,13 +329,24 @@ class Store(param.Parameterized):
         layers, heads = trace.layers[kind], list(range(trace.n_heads))
         queries = list(range(len(trace.labels(kind)[0])))
         # Decide first: widgets following these selectors jump to their first option when theirs goes.
+        preferred, self._preferred = self._preferred, {}
+        layer, head = (preferred.get(name, getattr(self, name)) for name in ("layer", "head"))
         chosen = {
-            "layer": self.layer if self.layer in layers else layers[-1],
-            "head": self.head if self.head in heads else 0,
+            "layer": layer if layer in layers else self.layer if self.layer in layers else layers[-1],
+            "head": head if head in heads else self.head if self.head in heads else 0,
             "query": self.query if self.query in queries else 0,
         }
         self.param.layer.objects, self.param.head.objects, self.param.query.objects = layers, heads, queries
         self.param.update(**chosen)
+
+    def prefer(self, kind: str, layer: int | None, head: int | None) -> None:
+        """Open `kind`, and `layer` and `head` where the next trace has them (a link's head, set
+        before the page's first decode): the views then draw that head first. Selected after
+        the first draw, its edits reached the browser before the figures they edit ("reference
+        isn't known" in the console)."""
+        if kind in self.param.kind.objects:
+            self.kind = kind
+        self._preferred = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
 
     def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Open one head (from the grid, the dashboard, or code)."""
