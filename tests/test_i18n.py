@@ -913,3 +913,19 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     assert views["mask"].title.text.startswith(i18n.kind_name("decoder", lang))
     assert views["curve"].xaxis[0].axis_label == text("timeline.step", lang)
     assert text("figure.diff_value", lang) in texts and text("figure.masked", lang) in texts
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "zh"])
+def test_a_decoder_heads_pattern_names_positions_by_the_pieces_its_axes_show(lang: str) -> None:
+    """A decoder's queries are named by the pieces they predict, its keys by the pieces it was
+    given: "its own position" read as the previous word under those labels, so it says which."""
+    import numpy as np
+
+    from attnlab.record.stats import head_stats
+    from attnlab.record.trace import AttentionTrace
+
+    own = 0.4 * np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None] + 0.6 * np.eye(3)
+    rows = head_stats(AttentionTrace(["▁a", "</s>"], ["▁x", "▁y", "</s>"], {"decoder": [own[None]]}))
+    said = i18n.head_pattern_text(rows, "decoder", 0, 0, lang)
+    assert said == text("pattern.lead", lang, what=text("pattern.self_decoder", lang, share=rows[0]["self"]))
+    assert "the one before the piece it predicts" in said or lang != "en"

@@ -600,3 +600,16 @@ def test_a_heads_pattern_is_named_by_the_share_of_weight_that_shows_it() -> None
     assert pattern("encoder", content) == ("peaked", 1.0)
     mixed = 0.45 * content + 0.35 * eye + 0.2 / n
     assert pattern("encoder", mixed)[0] == "mixed"
+    # ... and by more than chance: an even spread over a 4-piece pair puts 62% within one of the
+    # diagonal (it read as an aligner), and a decoder's first row can read only its first key
+    even = AttentionTrace(["▁a", "▁b", "▁c", "</s>"], ["▁x", "▁y", "▁z", "</s>"], {"cross": [np.full((1, 4, 4), 0.25)]})
+    (row,) = head_stats(even)
+    assert row["diagonal"] == pytest.approx(0.625) == row["chance"]["diagonal"]
+    assert head_pattern(row) == ("broad", 0.25)
+    causal = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]  # each row even over the keys it may read
+    (row,) = head_stats(AttentionTrace(["▁a", "</s>"], ["▁x", "▁y", "</s>"], {"decoder": [causal[None]]}))
+    assert row["first"] == pytest.approx(11 / 18) == row["self"]  # row 0 reads key 0 whatever the head does
+    assert head_pattern(row)[0] == "mixed"  # (it parked "on the first piece", and "on its own position")
+    mostly_self = 0.4 * causal + 0.6 * np.eye(3)
+    (row,) = head_stats(AttentionTrace(["▁a", "</s>"], ["▁x", "▁y", "</s>"], {"decoder": [mostly_self[None]]}))
+    assert head_pattern(row)[0] == "self"

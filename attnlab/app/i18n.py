@@ -80,8 +80,12 @@ def head_pattern_text(stats: list[dict], kind: str, layer: int, head: int, lang:
     if row is None:
         return ""
     name, share = head_pattern(row)
+    if kind == "decoder" and name in ("self", "prev"):  # its queries are named by the pieces they predict
+        name += "_decoder"
     what = text(  # (the keys written out, for the catalogue's test to read)
         {
+            "self_decoder": "pattern.self_decoder",
+            "prev_decoder": "pattern.prev_decoder",
             "prev": "pattern.prev",
             "self": "pattern.self",
             "next": "pattern.next",

@@ -35,6 +35,7 @@ COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max",
 # then the shape of its rows.
 PATTERNS = ("prev", "self", "next", "diagonal", "first", "eos", "peaked", "broad", "mixed")
 SHARE = 0.5  # the share of a head's weight one kind of key must hold to name the head by it
+LIFT = 0.4  # ... and how far that share must lie from an even spread's towards all of it
 PEAKED, BROAD = 0.8, 0.3  # a row's largest weight, on average, above which a head reads one key; below, many
 
 
@@ -78,6 +79,18 @@ def _head_sums(trace: AttentionTrace) -> Iterator[tuple[str, int, int, np.ndarra
             heads = trace.heads if trace.heads is not None else range(weights.shape[0])
             for head, total in zip(heads, _row_sums(weights, eos_keys), strict=True):
                 yield kind, layer, head, total, weights.shape[1]
+
+
+def _chance_sums(trace: AttentionTrace) -> dict[str, np.ndarray]:
+    """{kind: (len(COLUMNS),) sums over the query rows} of a head that spreads each row evenly
+    over the keys its mask allows: what a column reads by chance (on a 5-word sentence a third of
+    the cells lie within one of the diagonal, and a decoder's first row can read only its first key)."""
+    sums = {}
+    for kind in trace.kinds:
+        eos_keys = np.array([token == EOS for token in trace.labels(kind)[1]], dtype=np.float64)
+        allowed = trace.mask(kind).astype(np.float64)
+        sums[kind] = _row_sums((allowed / np.maximum(allowed.sum(-1, keepdims=True), 1.0))[None], eos_keys)[0]
+    return sums
 
 
 def check_trace(trace: Any, what: str) -> AttentionTrace:
@@ -127,16 +140,20 @@ def head_stats(traces: AttentionTrace | Iterable[AttentionTrace]) -> list[dict]:
         raise AttnlabError("head_stats needs at least one trace: none given")
     _check_one_model(traces)
     sums: dict[tuple[str, int, int], np.ndarray] = {}
+    chance: dict[tuple[str, int, int], np.ndarray] = {}
     rows: dict[tuple[str, int, int], int] = {}
     for trace in traces:
+        even = _chance_sums(trace)
         for kind, layer, head, total, n_rows in _head_sums(trace):
             key = (kind, layer, head)
             sums[key] = sums.get(key, 0.0) + total
+            chance[key] = chance.get(key, 0.0) + even[kind]
             rows[key] = rows.get(key, 0) + n_rows
     table = []
     for key in sorted(sums, key=lambda key: (KINDS.index(key[0]), *key[1:])):
         row = dict(zip(("kind", "layer", "head"), key, strict=True), rows=rows[key])
         row.update({name: float(v) for name, v in zip(COLUMNS, sums[key] / max(rows[key], 1), strict=True)})
+        row["chance"] = {name: float(v) for name, v in zip(COLUMNS, chance[key] / max(rows[key], 1), strict=True)}
         table.append(row)
     return table
 
@@ -149,11 +166,21 @@ def head_pattern(row: dict[str, Any]) -> tuple[str, float]:
     lies: the previous, its own or the next position (Voita et al. (2019)'s "positional" heads);
     an encoder–decoder head by the length-scaled diagonal (a monotone alignment). Either may park
     its weight on the first key or on </s> (often a head with nothing to do: Clark et al., 2019).
-    Otherwise the shape of its rows: "peaked" when its largest weight averages over `PEAKED` (one
-    key, chosen by content), "broad" under `BROAD`, "mixed" between."""
+    That share must also lie `LIFT` of the way from what an even spread over the allowed keys
+    would put there (the row's "chance", from `head_stats`) to all of it: on a 5-word sentence an
+    even spread puts half its weight within one of the diagonal, and 10 of 12 heads read as
+    aligners. Otherwise the shape of its rows: "peaked" when its largest weight averages over
+    `PEAKED` (one key, chosen by content), "broad" under `BROAD`, "mixed" between."""
     offsets = ("diagonal",) if row["kind"] == "cross" else ("prev", "self", "next")
-    share, name = max((row[name], name) for name in (*offsets, "first", "eos"))
-    if share >= SHARE:
+    chance = row.get("chance") or {}
+
+    def lifted(name: str) -> bool:
+        even = min(chance.get(name, 0.0), 1.0 - 1e-9)
+        return (row[name] - even) / (1.0 - even) >= LIFT
+
+    named = [(row[name], name) for name in (*offsets, "first", "eos") if row[name] >= SHARE and lifted(name)]
+    if named:
+        share, name = max(named)
         return name, share
     peak = row["max"]
     return ("peaked" if peak >= PEAKED else "broad" if peak <= BROAD else "mixed"), peak
