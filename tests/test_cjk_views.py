@@ -191,8 +191,9 @@ def test_byte_pieces_are_shown_as_the_characters_they_spell() -> None:
     Each byte is named by its character (and its place in it); bytes of no character keep their piece."""
     bytes_of = ["<0xE6>", "<0x88>", "<0x91>", "▁", "<0x32>", "<0x30>", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
     assert spelled(bytes_of) == ["我 1/3", "我 2/3", "我 3/3", "▁", "2", "0", *(f"😀 {k}/4" for k in range(1, 5))]
-    cut = ["<0xE6>", "<0x88>", "▁x", "<0x09>", "<0x80>", "<0xC2>", "<0xA0>", "<0xC0>", "<0x80>", "<0xE6>"]
-    assert spelled(cut) == cut  # cut short, a tab, a lone continuation, a no-break space, an overlong form
+    cut = ["<0xE6>", "<0x88>", "▁x", "<0x01>", "<0x80>", "<0xC0>", "<0x80>", "<0xE6>"]
+    assert spelled(cut) == cut  # cut short, a control, a lone continuation, an overlong form
+    assert spelled(["<0xC2>", "<0xA0>", "<0x09>"]) == ["␣ 1/2", "␣ 2/2", "␣"]  # a no-break space, a tab
     trace = cjk_trace(["▁In", "<0x32>", "<0xE6>", "<0x88>", "<0x91>", "</s>"], ["<0x32>", "</s>"])
     fig = viz.heatmap(trace, "cross", 0, 0)
     assert list(fig.xaxis[0].major_label_overrides.values()) == ["▁In", "2", "我 1/3", "我 2/3", "我 3/3", "</s>"]

@@ -426,7 +426,9 @@ def test_the_ablation_tab_patches_the_open_sentence_and_a_tap_picks_a_head(lab: 
     # one output piece's log-probability instead of the whole output's: the pieces of the open output offered
     pieces = store.trace.tgt_tokens
     assert list(tab.read.options.values()) == [-1, *range(len(pieces))] and tab.read.value == -1
-    assert list(tab.read.options)[2] == text("ablation.patch_read_piece", position=1, piece=pieces[1].lstrip("▁"))
+    assert list(tab.read.options)[2] == text(
+        "ablation.patch_read_piece", position=1, piece=viz.spelled(pieces)[1].lstrip("▁")
+    )
     where = trace_residual_patching(store.model, store.trace, "the cat runs in the park .", direction="noise")
     k = int(np.argmax(np.abs(where.decoder[-1])))  # the piece the change moves most
     tab.read.value = k

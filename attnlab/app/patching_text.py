@@ -134,10 +134,11 @@ def _estimate(result: HeadPatching | ResidualPatching, said: str, lang: str) -> 
 
 def word(pieces: list[str], index: int) -> str:
     """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
-    mark (by its position where the pieces are not known)."""
+    mark, a byte piece by the character it spells (`viz.spelled`), and by its position where the
+    pieces are not known."""
     if index >= len(pieces):
         return str(index)
-    return viz.piece_word(pieces[index])
+    return viz.piece_word(viz.spelled(pieces)[index])
 
 
 def compared_residual(

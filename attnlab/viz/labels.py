@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from attnlab.data.tokenizer import BYTE_PIECE
 
 ELLIPSIS = "…"
+OPEN_BOX = "␣"  # a space spelled as bytes, as editors show one
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
 ARROW = "→"  # between a piece and what it was changed into
 DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
@@ -114,8 +115,9 @@ def spelled(pieces: Sequence[str]) -> list[str]:
     """`pieces` with the UTF-8 bytes a tokenizer spells a character it lacks in (byte fallback:
     "我" is <0xE6> <0x88> <0x91>) named by that character, each byte with its place ("我 1/3",
     "我 2/3", "我 3/3"), and an ASCII byte as itself (the EN→DE model spells digits: the axes of
-    "2012" read <0x32> <0x30> <0x31> <0x32>). Bytes that make no printable character (cut short,
-    a control such as <0x09>) keep their piece."""
+    "2012" read <0x32> <0x30> <0x31> <0x32>), a space of any kind as "␣" (the no-break space the
+    model writes between "2012" and a number is <0xC2> <0xA0>: "␣ 1/2", "␣ 2/2"). Bytes that make
+    no character, or an invisible one (cut short, a control such as <0x01>), keep their piece."""
     shown = list(pieces)
     values = [int(m.group(1), 16) if (m := BYTE_PIECE.match(piece)) else None for piece in pieces]
     i = 0
@@ -126,6 +128,7 @@ def spelled(pieces: Sequence[str]) -> list[str]:
             char = bytes(run).decode("utf-8") if n and len(run) == n and None not in run else ""
         except UnicodeDecodeError:  # (a lead byte followed by bytes that continue no character)
             char = ""
+        char = OPEN_BOX if char.isspace() else char  # a space of another kind (no-break, a tab): seen as one
         if not (char and char.isprintable()):
             i += 1
             continue

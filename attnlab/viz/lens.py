@@ -54,7 +54,7 @@ def lens_figure(
     said = say(words)
     n_layers, n = lens.p.shape
     layer, position = np.meshgrid(np.arange(n_layers), np.arange(n), indexing="ij")
-    first = [cell[0] for row in lens.top for cell in row]
+    first = [spelled(cell[:1])[0] for row in lens.top for cell in row]  # (a byte alone: "2" for <0x32>)
     shown, inputs = spelled(lens.produced), spelled(lens.inputs)  # (<0x32>: "2")
     produced = [shown[i] for i in position.ravel()]
     p = lens.p.ravel()
@@ -73,7 +73,7 @@ def lens_figure(
             "input": [piece_label(inputs[i], None) for i in position.ravel()],
             "produced": [piece_label(piece, None) for piece in produced],
             "top": [
-                ", ".join(f"{piece_label(piece, None)} {q:.2f}" for piece, q in zip(cell, probs, strict=True))
+                ", ".join(f"{piece_label(spelled([p])[0], None)} {q:.2f}" for p, q in zip(cell, probs, strict=True))
                 for row, row_p in zip(lens.top, lens.top_p, strict=True)
                 for cell, probs in zip(row, row_p, strict=True)
             ],

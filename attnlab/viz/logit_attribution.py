@@ -25,7 +25,7 @@ from attnlab.errors import AttnlabError
 from attnlab.viz.axes import token_axis
 from attnlab.viz.cells import block_grid, block_starts, fitted_title, share_label
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label, piece_word
+from attnlab.viz.labels import piece_label, piece_word, spelled
 from attnlab.viz.options import check_options
 from attnlab.viz.patching import DARK, SHARE_PALETTE
 from attnlab.viz.selection import pick
@@ -70,7 +70,7 @@ def logit_attribution_figure(
             values.append(float(shares[layer, head, position]))
             parts.append(said["head.title"].format(kind_title=kind_title(kind, said), layer=layer, head=head))
             read = attribution.cross_source[layer, head, position] if kind == "cross" else None
-            reads.append("–" if read is None else _most_read(read, attribution.source))
+            reads.append("–" if read is None else _most_read(read, spelled(attribution.source)))
     for layer in range(n_layers):
         x.append(starts[2] + 0.5)
         y.append(layer + 0.5)
@@ -135,7 +135,7 @@ def logit_source_figure(
     shares = attribution.cross_source[:, :, position].sum((0, 1))  # (source positions,)
     n = len(shares)
     bars_px = int(np.clip(n * BAR_PX, 360, 560))
-    piece = piece_word(attribution.produced[position])
+    piece = piece_word(spelled(attribution.produced)[position])
     own = said["attribution.source_title"].format(piece=piece, total=float(shares.sum()))
     wrapped, title_width, title_lines = fitted_title(title or own, bars_px)
     low, high = min(0.0, float(shares.min())), max(0.0, float(shares.max()))
@@ -155,7 +155,7 @@ def logit_source_figure(
             "x": np.arange(n) + 0.5,
             "share": shares,
             "color": [FOR if v >= 0 else AGAINST for v in shares],
-            "piece": [piece_label(p, None) for p in attribution.source],
+            "piece": [piece_label(p, None) for p in spelled(attribution.source)],
             "share_tip": [f"{v:+.3f}" for v in shares],
         }
     )
@@ -167,7 +167,7 @@ def logit_source_figure(
             tooltips=[(said["attribution.source"], "@piece"), (said["attribution.share"], "@share_tip")],
         )
     )
-    token_axis(fig.xaxis[0], attribution.source, bars_px, flip=False)
+    token_axis(fig.xaxis[0], spelled(attribution.source), bars_px, flip=False)
     fig.xaxis.major_label_orientation = math.pi / 2
     fig.xaxis.axis_label = said["attribution.source"]
     fig.yaxis.axis_label = said["attribution.share"]
@@ -190,13 +190,13 @@ def attribution_title(attribution: LogitAttribution, position: int, *, words: Ma
     """The grid's own title: the piece, what its logit is read against, and the logit (a screen
     that names the model adds its name before it)."""
     said = say(words)
-    piece, other = piece_word(attribution.produced[position]), attribution.contrast[position]
+    piece, other = piece_word(spelled(attribution.produced)[position]), attribution.contrast[position]
     logit = float(attribution.logit[position])
     if not other:
         return said["attribution.title_mean"].format(piece=piece, position=position, logit=logit)
     against = "runner_up" if attribution.against == "runner-up" else "other"
     return said[f"attribution.title_{against}"].format(
-        piece=piece, position=position, other=piece_word(other), logit=logit
+        piece=piece, position=position, other=piece_word(spelled([other])[0]), logit=logit
     )
 
 
