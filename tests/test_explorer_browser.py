@@ -610,9 +610,11 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
         shows("0", "3", "Logit lens")
         assert page.errors == []  # (a head opened after the first draw: "reference isn't known", six a load)
         # "²" and 5,000 digits: Panel's own reading of the address raised on them, and the page stayed blank
-        opened(f"{server.url}?kind=bogus&layer=%C2%B2&head={'9' * 5000}&view=nope")
+        opened(f"{server.url}?kind=bogus&layer=%C2%B2&head={'9' * 5000}&view=nope&checkpoint=tiny-typo&lang=fr")
         notice = page.page.locator(".attn-notice-text").inner_text().splitlines()
-        assert notice == [
+        assert notice == [  # (a model's name misspelt opened the first one without a word)
+            "The link asks for checkpoint=tiny-typo, which this page does not offer; it shows tiny-translate.",
+            "The link asks for lang=fr, which this page does not offer; it shows English.",
             "The link asks for kind=bogus, which this page does not offer; it shows cross.",
             "The link asks for layer=², which this page does not offer; it shows layer 1.",
             f"The link asks for head={'9' * 40}…, which this page does not offer; it shows head 0.",

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 import panel as pn
 
 from attnlab.app.explorer.store import MAX_INPUT_CHARS, Store
-from attnlab.app.i18n import kind_name, text
+from attnlab.app.i18n import LANGUAGES, kind_name, text
+from attnlab.data.tokenizer import is_blank
 
 CARRIED_CHARS = 2000  # longer texts are not carried in the address
 # The tabs by the names a link gives them, in the page's order (`Explorer.tabs`).
@@ -72,6 +73,7 @@ def carried(names: Iterable[str]) -> tuple[list[str], str, str, str]:
     wanted = requested("checkpoint")
     named = [n for n in names if wanted and n.split(" · ")[-1] == wanted]
     typed, reference = (requested(name)[:MAX_INPUT_CHARS] for name in ("text", "reference"))
+    typed = "" if is_blank(typed) else typed  # ("\0\1" showed as "□□" in the box, refused as empty: no page)
     return named, typed, reference, "" if named else wanted
 
 
@@ -97,6 +99,11 @@ def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
         cut = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)  # (a bidi override reversed the line)
         said.append(text("notice.link_refused", lang, name=name, asked=cut, kept=kept))
 
+    shown = store.checkpoint_name.split(" · ")[-1]  # (a typo in a link showed another model without a word)
+    if (asked := requested("checkpoint")) and store.model is not None and asked != shown:
+        refuse("checkpoint", asked, shown)
+    if (asked := requested("lang")) and asked not in LANGUAGES:
+        refuse("lang", asked, LANGUAGES[lang])
     if store.trace is not None:
         if (asked := requested("kind")) and asked != store.kind:
             refuse("kind", asked, kind_name(store.kind, lang))
