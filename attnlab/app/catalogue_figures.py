@@ -19,7 +19,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.lines_every_head": {"en": "{kind_title} · layer {layer} · every head, each in its colour", "es": "{kind_title} · capa {layer} · todas las cabezas, cada una en su color", "zh": "{kind_title} · 第 {layer} 层 · 全部注意力头，各用一种颜色"},
     "figure.lines_hint": {"en": "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone", "es": "una línea de cada consulta a cada clave que lee, tan oscura como el peso; señala una palabra para ver solo sus líneas", "zh": "每个查询到它所读取的每个键各有一条线，颜色越深权重越大；指向某个词即可只看它的线"},
     "figure.lines_hint_every": {"en": "each head's lines in its colour, as dark as the weight; point at a word for its lines alone, click a head's name to hide or show it", "es": "las líneas de cada cabeza en su color, tan oscuras como el peso; señala una palabra para ver solo sus líneas y haz clic en el nombre de una cabeza para ocultarla o mostrarla", "zh": "每个注意力头的线用它自己的颜色，颜色越深权重越大；指向某个词即可只看它的线，点击注意力头的名称可隐藏或显示它"},
-    "figure.grid_title": {"en": "{kind_title}: layers × heads (click one to open it)", "es": "{kind_title}: capas × cabezas (haz clic en una para abrirla)", "zh": "{kind_title}：层 × 头（点击任意一个即可打开）"},
+    "figure.grid_title": {"en": "{kind_title}: layers × heads (click one to open it)", "es": "{kind_title}: capas × cabezas (haz clic en una para abrirla)", "zh": "{kind_title}：层\u00a0×\u00a0头（点击任意一个即可打开）"},
     "figure.grid_title_page": {"en": "{kind_title}: layers × heads", "es": "{kind_title}: capas × cabezas", "zh": "{kind_title}：层 × 头"},
     "figure.grid_layer": {"en": "layer {layer}", "es": "capa {layer}", "zh": "第 {layer} 层"},
     "figure.grid_head": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
