@@ -3,9 +3,9 @@ above or below it in the grid (layer 0 on top), so that a reader can walk throug
 kind without aiming at thumbnails, and every view follows as it does a click on the grid.
 
 Keys pressed while typing (a text box, a menu, a number box) or in a table's cell are theirs, not
-the page's, and so are keys with Ctrl, Alt or ⌘. The browser sends the key's name (with a time stamp, so that the
-same key twice is two changes); anything else a crafted message sends is ignored, and the
-component takes no other property from a browser.
+the page's, and so are keys with Ctrl, Alt or ⌘. The browser sends the key's name (with a time
+stamp, so that the same key twice is two changes); anything else a crafted message sends is
+ignored, and the component takes no other property from a browser.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ document.addEventListener("keydown", window.attnArrowKeys);
 
     def __init__(self, store: Store, **params: Any) -> None:
         super().__init__(width=0, height=0, margin=0, **params)
-        self.store = store
         self.param.watch(lambda event: move(store, event.new.split(" ")[0]), "pressed")
 
     def _process_property_change(self, msg: dict[str, Any]) -> dict[str, Any]:

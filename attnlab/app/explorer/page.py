@@ -141,9 +141,10 @@ class Explorer(pn.viewable.Viewer):
         self.titles = [text("tab.heads", lang), text("tab.equation", lang), text("tab.dashboard", lang)]
         self.titles += [text("tab.timeline", lang), text("tab.ablation", lang), self.compare.title]
         self.titles += [text("corpus.tab", lang), text("tab.rollout", lang), text("tab.lens", lang)]
-        views = (self.heads, self.equation, self.dashboard, self.timeline, self.ablation, self.compare, self.corpus)
+        views = (self.heads, self.equation, self.dashboard, self.timeline, self.ablation)
+        views += (self.compare, self.corpus, self.rollout, self.lens)
         self.tabs = pn.Tabs(
-            *zip(self.titles, (*views, self.rollout, self.lens), strict=True),  # in `link.VIEWS`'s order
+            *zip(self.titles, views, strict=True),  # in `link.VIEWS`'s order
             stylesheets=[TABS_CSS],
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
