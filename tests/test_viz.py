@@ -1052,6 +1052,7 @@ def test_app_store_and_views(explorer_module: object, checkpoints: dict[str, Pat
     page = first.export.html().getvalue()
     assert "<script" in page and json.dumps(f"{first.store.open_head} · query")[1:-1] in page  # Eq. (1) named none
     assert "click one" not in page  # a click opens nothing in a file
+    assert "On this sentence, this head " in page and '"name":"dot-products"' in page.replace(" ", "")  # as the tabs
     first.ablation.choice.value = ["cross L0 H0", "cross L1 H1"]
     first.ablation.ablate()
     assert "log P(reference)" in first.ablation.effect.objects[0].object  # the open trace is the reference's

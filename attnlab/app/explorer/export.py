@@ -5,6 +5,7 @@ with `AttentionTrace.load`), and the current views as one self-contained HTML pa
 
 from __future__ import annotations
 
+import html
 import io
 import re
 import tempfile
@@ -14,10 +15,11 @@ from typing import TypeVar
 
 import panel as pn
 from bokeh.layouts import column, row
+from bokeh.models import Div
 
 from attnlab import viz
 from attnlab.app.explorer.store import Store
-from attnlab.app.i18n import text
+from attnlab.app.i18n import head_pattern_text, text
 from attnlab.record.equation import attention_parts
 
 T = TypeVar("T")
@@ -121,12 +123,16 @@ class ExportBar(pn.viewable.Viewer):
         parts = attention_parts(store.model, trace, store.kind, store.layer, store.head)
         query = min(store.query, len(q_labels) - 1)
         static = {**words, "grid.title": text("figure.grid_title_page", lang)}  # a click opens nothing in a file
+        pattern = head_pattern_text(store.stats, store.kind, store.layer, store.head, lang)  # as the Heads tab says
+        key = int(parts["weights"][query].argmax())  # the key the query reads most, as the tab opens it
         layout = column(
             viz.summary_div(trace, words=words),
             row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=static),
                 viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax, words=words)),
+            Div(text=f"<p>{html.escape(pattern)}</p>", width=900),
             row(viz.mask_figure(trace, store.kind, words=words),
-                viz.computation_figure(parts, query, q_labels, k_labels, title=store.open_head, words=words)),
+                column(viz.computation_figure(parts, query, q_labels, k_labels, title=store.open_head, words=words),
+                       viz.dot_product_figure(parts, query, key, q_labels, k_labels, title=store.open_head, words=words))),
             row(viz.stats_table(source, words=words), viz.stats_scatter(source, words=words)),
         )  # fmt: skip
         return io.StringIO(viz.standalone_html(layout, title=f"attnlab: {trace.meta.get('text', '')[:60]}"))
