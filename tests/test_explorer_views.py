@@ -541,6 +541,10 @@ def test_the_equation_tab_takes_apart_the_score_of_the_key_the_query_reads_most(
     assert shown.equation.key.value == other and f"key {other} (" in shown.equation.dot.object.children[0].title.text
     store.query = 1  # another query: the key it reads most
     assert shown.equation.key.value == int(weights[1].argmax())
+    store.query, shown.equation.key.value = 0, 0
+    store.select(kind="decoder")  # whose query 0 reads key 0 alone: the menu keeps its value, the figure goes on
+    title = shown.equation.dot.object.children[0].title.text
+    assert title.startswith(store.open_head) and store.open_head.startswith("decoder"), title  # (it kept cross's)
 
 
 def test_a_download_that_fails_says_so_in_one_line(lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:

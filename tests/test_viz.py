@@ -683,6 +683,7 @@ def test_one_score_taken_apart_sums_to_the_score_dimension_by_dimension() -> Non
     parts = {"q": q, "k": k, "scores": q @ k.T / 2.0}
     layout = viz.dot_product_figure(parts, 0, 0, ["▁a", "b"], ["x", "<0x32>", "</s>"], title="enc L0 H0")
     bars = layout.select_one({"name": "dot-products"})
+    assert layout.sizing_mode == bars.sizing_mode == "stretch_width" and bars.min_width <= 660  # (cut at 1024 px)
     data = bars.renderers[0].data_source.data
     assert list(data["top"]) == [1.0, -1.0, 0.0, 1.5] and sum(data["top"]) == parts["scores"][0, 0] == 1.5
     assert data["color"] == [viz.DIFF_PALETTE[-2], viz.DIFF_PALETTE[1], viz.DIFF_PALETTE[-2], viz.DIFF_PALETTE[-2]]

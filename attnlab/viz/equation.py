@@ -222,12 +222,15 @@ def dot_product_figure(
     dims = np.arange(q.size) + 0.5
     width = int(np.clip(q.size * 12, 360, 900)) + 80
     x_range = Range1d(0, q.size)
-    heading = said["dot.title"].format(title=title or "", i=query, q=q_label, j=key, k=k_label)
+    heading = wrap_title(  # for the narrowest it may be drawn (as Eq. (1)'s bars, it narrows to the window)
+        said["dot.title"].format(title=title or "", i=query, q=q_label, j=key, k=k_label), min(width, FIT_PX) - 60
+    )
     rows = [("q", f"q · {q_label}", q), ("k", f"k · {k_label}", k)]
+    fits = {"sizing_mode": "stretch_width", "max_width": width, "min_width": min(width, FIT_PX)}
     strips = figure(
-        width=width, height=110 + TITLE_LINE_PX * wrap_title(heading, width - 60).count("\n"), x_range=x_range,
+        width=width, height=110 + TITLE_LINE_PX * heading.count("\n"), x_range=x_range,
         y_range=[name for _, name, _ in reversed(rows)], tools="hover,save", toolbar_location=None,
-        title=wrap_title(heading, width - 60), name="dot-vectors",
+        title=heading, name="dot-vectors", **fits,
     )  # fmt: skip
     for _, name, values in rows:
         bound = float(np.abs(values).max()) or 1.0  # each vector on its own scale: q and k differ in size
@@ -241,7 +244,7 @@ def dot_product_figure(
     score = float(products.sum())
     bars = figure(
         width=width, height=170, x_range=x_range, tools="hover,save", toolbar_location=None, name="dot-products",
-        title=said["dot.products"].format(score=score),
+        title=said["dot.products"].format(score=score), **fits,
     )  # fmt: skip
     colors = [DIFF_PALETTE[-2] if p >= 0 else DIFF_PALETTE[1] for p in products]  # the strips' red and blue
     source = ColumnDataSource({"x": dims, "top": products, "color": colors, "d": list(range(q.size))})
@@ -252,4 +255,4 @@ def dot_product_figure(
         fig.xaxis.axis_label = said["dot.dimension"]
         fig.xgrid.visible = False
     strips.xaxis.visible = False
-    return use_fonts(column(strips, bars, name="dot"))
+    return use_fonts(column(strips, bars, name="dot", sizing_mode="stretch_width", max_width=width))

@@ -30,7 +30,8 @@ class EquationTab(pn.viewable.Viewer):
         self.dot = pn.pane.Bokeh(None, css_classes=["attn-dot"])
         self._parts: dict = {}
         self._read_most: tuple = ()  # (run, kind, layer, head, query) the key menu was set for
-        self.key.param.watch(lambda _event: self._draw_dot(), "value")
+        self._setting = False  # while `draw_eq1` sets the menu (it draws the figure itself, once)
+        self.key.param.watch(lambda _event: None if self._setting else self._draw_dot(), "value")
         # a FlexBox: Eq. (1) goes under the mask when both do not fit the window (a Row ran past it)
         column = pn.Column(self.query, self.eq1, self.key, self.dot)
         self.layout = pn.FlexBox(self.mask, column, align_items="flex-start")
@@ -57,10 +58,12 @@ class EquationTab(pn.viewable.Viewer):
         kept = opened == self._read_most and self.key.value in keys.values()
         self._read_most = opened
         chosen = self.key.value if kept else int(parts["weights"][query].argmax())
-        if self.key.options != keys or self.key.value != chosen:
-            self.key.param.update(options=keys, value=chosen)  # (draws the product through its watcher)
-        else:
-            self._draw_dot()
+        self._setting = True
+        try:
+            self.key.param.update(options=keys, value=chosen)
+        finally:
+            self._setting = False
+        self._draw_dot()  # (always: the same key of another head or run is another score)
 
     def _draw_dot(self) -> None:
         """The open query's score against the chosen key, dimension by dimension."""
