@@ -24,7 +24,7 @@ from attnlab.decode.api import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import profile, query, read_profile, write_profile
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
-from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
+from attnlab.record.stats import COLUMNS, PATTERNS, head_pattern, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +62,7 @@ def check_against_head_stats(table: pa.Table, traces: list[AttentionTrace]) -> N
             assert row["queries"] == expected["rows"]
             for name in COLUMNS:
                 assert row[name] == pytest.approx(expected[name], abs=1e-5), (index, name)
+            assert row["pattern"] == head_pattern(expected)[0]  # named as the Heads tab names it
 
 
 # -- the statistics --------------------------------------------------------------------------------------
@@ -105,6 +106,7 @@ def test_profile_of_translations_matches_head_stats(model) -> None:
     check_against_head_stats(table, [r.trace for r in results])
     assert [by_head(table, i)[("cross", 0, 0)]["output"] for i in range(3)] == [r.text for r in results]
     assert by_head(table, 2)[("encoder", 1, 3)]["source"] == SOURCES[2]
+    assert set(table.column("pattern").to_pylist()) <= set(PATTERNS)
 
 
 def test_profile_of_references_is_teacher_forced(model) -> None:
@@ -218,6 +220,9 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     top = max((r for r in table if r["kind"] == "cross"), key=lambda r: r["eos"])
     assert rows[0][:3] == (top["sentence"], top["layer"], top["head"])
     assert rows[0][3] == pytest.approx(top["eos"])
+    # each head's pattern on each sentence, counted by SQL (the Heads tab's sentence, named)
+    names, counted = query(out, "SELECT pattern, count(*) AS n FROM profile GROUP BY pattern ORDER BY n DESC")
+    assert sum(n for _, n in counted) == len(table) and {p for p, _ in counted} <= set(PATTERNS)
     # the Corpus view's numbers: a grid cell is the mean over sentences, extremes are sorted
     layers, grid = found.grid("eos", "cross")
     cells = [r["eos"] for r in table if r["kind"] == "cross" and (r["layer"], r["head"]) == (top["layer"], top["head"])]

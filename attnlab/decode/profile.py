@@ -7,7 +7,8 @@
 A profile is one Parquet table (pyarrow) with one row per (sentence, kind, layer, head): the
 sentence's index, its source and output text, the head's `attnlab.record.stats.sentence_stats`
 columns (entropy, distance, self/prev/next, first, eos, max, diagonal; each the mean over the
-sentence's query rows) and, given gold word alignments of the references, each cross-attention
+sentence's query rows), the head's `pattern` on the sentence (`attnlab.record.stats.head_pattern`:
+"prev", "diagonal", "eos", ..., "mixed"; `GROUP BY pattern` counts them) and, given gold word alignments of the references, each cross-attention
 head's AER, precision and recall (`attnlab.decode.alignment`, `attnlab.decode.aer`); with
 `--importance`, each head's importance for the sentence's output (|∂ log P / ∂ gate|, Michel et al.
 2019; `attnlab.record.importance`: the Corpus tab's grid of it is their I_h); with `--direct`, each
@@ -49,13 +50,14 @@ from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.equation import trace_ids
 from attnlab.record.importance import check_model, sentence_importance
 from attnlab.record.logit_attribution import logit_attribution
-from attnlab.record.stats import COLUMNS, sentence_stats
+from attnlab.record.stats import COLUMNS, head_pattern, sentence_stats
 from attnlab.record.trace import KINDS, check_flag, whole_number
 
 FORMAT, VERSION = "attnlab-profile", 1
 ALIGNMENT = ("aer", "precision", "recall")  # of cross-attention heads, with gold alignments; null elsewhere
 IMPORTANCE = "importance"  # |∂ log P(output) / ∂ gate| of each head on each sentence (Michel et al. 2019), if asked
 DIRECT = "direct"  # each decoder head's mean direct share of the output's logits, if asked; null for encoder heads
+PATTERN = "pattern"  # what the head does on the sentence, named (`head_pattern`)
 SCHEMA = pa.schema(
     [
         ("sentence", pa.int32()),
@@ -134,7 +136,8 @@ def profile(
         *((IMPORTANCE,) if importance else ()),
         *((DIRECT,) if direct else ()),
     ]
-    schema = pa.schema([*SCHEMA, *(pa.field(name, pa.float32()) for name in extra)])
+    # (the pattern is not in SCHEMA: a profile written before it had none, and is read all the same)
+    schema = pa.schema([*SCHEMA, pa.field(PATTERN, pa.string()), *(pa.field(name, pa.float32()) for name in extra)])
     columns: dict[str, list] = {field.name: [] for field in schema}
     bar = tqdm(total=len(sources), unit="sent", disable=not progress, file=sys.stderr, desc="profile")
     for start in range(0, len(sources), batch):
@@ -197,6 +200,7 @@ def _add_rows(
     encoder heads write into no logit directly: null)."""
     for row in sentence_stats(result.trace):
         row.update(sentence=index, score=result.score, source=result.source, output=result.text)
+        row[PATTERN] = head_pattern(row)[0]
         if scores is not None:
             found = scores.get((row["layer"], row["head"])) if row["kind"] == "cross" else None
             row.update({name: None if found is None else found[name] for name in ALIGNMENT})

@@ -118,12 +118,14 @@ def _check_one_model(traces: Sequence[AttentionTrace]) -> None:
 
 def sentence_stats(trace: AttentionTrace) -> list[dict]:
     """One row per (kind, layer, head) of one trace: the columns above averaged over its query
-    rows, plus `kind`, `layer`, `head`, `queries` (rows) and `keys`."""
+    rows, plus `kind`, `layer`, `head`, `queries` (rows), `keys` and `chance` (each column as an
+    even spread over the allowed keys would read it: `head_pattern`'s yardstick)."""
     check_trace(trace, "the trace")
-    table = []
+    table, even = [], _chance_sums(trace)
     for kind, layer, head, total, n_rows in _head_sums(trace):
         row = {"kind": kind, "layer": layer, "head": head, "queries": n_rows, "keys": len(trace.labels(kind)[1])}
         row.update({name: float(v) for name, v in zip(COLUMNS, total / max(n_rows, 1), strict=True)})
+        row["chance"] = {name: float(v) for name, v in zip(COLUMNS, even[kind] / max(n_rows, 1), strict=True)}
         table.append(row)
     return table
 
