@@ -134,11 +134,13 @@ def _estimate(result: HeadPatching | ResidualPatching, said: str, lang: str) -> 
 
 def word(pieces: list[str], index: int) -> str:
     """The piece at `index` as a reader names it in a sentence: whole, without sentencepiece's word
-    mark, a byte piece by the character it spells (`viz.spelled`), and by its position where the
-    pieces are not known."""
+    mark, a byte piece by the character it spells (`viz.spelled`, over the pieces around it only: a
+    character takes at most 4 bytes, and menus name every piece of a sentence this way), and by its
+    position where the pieces are not known."""
     if index >= len(pieces):
         return str(index)
-    return viz.piece_word(viz.spelled(pieces)[index])
+    start = max(0, index - 3)
+    return viz.piece_word(viz.spelled(pieces[start : index + 4])[index - start])
 
 
 def compared_residual(

@@ -330,12 +330,12 @@ class Store(param.Parameterized):
         queries = list(range(len(trace.labels(kind)[0])))
         # Decide first: widgets following these selectors jump to their first option when theirs goes.
         preferred, self._preferred = self._preferred, {}
-        layer, head = (preferred.get(name, getattr(self, name)) for name in ("layer", "head"))
-        chosen = {
-            "layer": layer if layer in layers else self.layer if self.layer in layers else layers[-1],
-            "head": head if head in heads else self.head if self.head in heads else 0,
-            "query": self.query if self.query in queries else 0,
-        }
+
+        def kept(name: str, offered: list[int], otherwise: int) -> int:  # a link's choice, else the open one
+            return next((v for v in (preferred.get(name), getattr(self, name)) if v in offered), otherwise)
+
+        chosen = {"layer": kept("layer", layers, layers[-1]), "head": kept("head", heads, 0)}
+        chosen["query"] = self.query if self.query in queries else 0
         self.param.layer.objects, self.param.head.objects, self.param.query.objects = layers, heads, queries
         self.param.update(**chosen)
 
