@@ -623,11 +623,12 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
             "The link asks for view=nope, which this page does not offer; it shows Heads.",
         ], notice
         shows("1", "0", "Heads")
-        opened(f"{server.url}?layer=99&head=-1&kind=%E2%80%AEcross")  # a right-to-left override is not obeyed
+        opened(f"{server.url}?layer=99&head=-1&kind=%E2%80%AEcross&layer=0")  # a right-to-left override is not obeyed
         assert page.page.locator(".attn-notice-text").inner_text().splitlines() == [
             "The link asks for kind=\\u202ecross, which this page does not offer; it shows cross.",
             "The link asks for layer=99, which this page does not offer; it shows layer 1.",
             "The link asks for head=-1, which this page does not offer; it shows head 0.",
+            "The link names layer= 2 times; the page reads the first (99).",
         ]
         assert page.errors == []
     finally:

@@ -28,6 +28,8 @@ from attnlab.data.tokenizer import is_blank
 CARRIED_CHARS = 2000  # longer texts are not carried in the address
 # The tabs by the names a link gives them, in the page's order (`Explorer.tabs`).
 VIEWS = ("heads", "equation", "dashboard", "timeline", "ablation", "compare", "corpus", "rollout", "lens")
+# The parameters a link may name (`lang` is the interface's, read by `explorer.language`).
+NAMED = ("checkpoint", "text", "reference", "lang", "view", "kind", "layer", "head")
 SHOWN = 40  # characters of a refused value the notice repeats (a crafted one may be any length)
 
 # In the browser: the box's value is a JSON object of the address's parameters; an empty or too
@@ -95,9 +97,7 @@ def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
     lang, said = store.lang, []
 
     def refuse(name: str, asked: str, kept: str) -> None:
-        cut = asked if len(asked) <= SHOWN else asked[:SHOWN] + "…"
-        cut = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)  # (a bidi override reversed the line)
-        said.append(text("notice.link_refused", lang, name=name, asked=cut, kept=kept))
+        said.append(text("notice.link_refused", lang, name=name, asked=quoted(asked), kept=kept))
 
     shown = store.checkpoint_name.split(" · ")[-1]  # (a typo in a link showed another model without a word)
     if (asked := requested("checkpoint")) and store.model is not None and asked != shown:
@@ -114,8 +114,18 @@ def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
     asked = requested("view")
     if asked and asked not in VIEWS:
         refuse("view", asked, titles[tabs.active])
+    for name in NAMED:  # (`?layer=1&layer=2` showed layer 1 without a word)
+        if (count := len((pn.state.session_args or {}).get(name) or [])) > 1:
+            said.append(text("notice.link_repeated", lang, name=name, count=count, asked=quoted(requested(name))))
     if said:
         store.refuse(*said)
+
+
+def quoted(asked: str) -> str:
+    """A link's value as a notice repeats it: cut to `SHOWN` characters, and what does not print
+    spelt as its code (a right-to-left override reversed the notice's line)."""
+    cut = asked if len(asked) <= SHOWN else asked[:SHOWN] + "…"
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in cut)
 
 
 def number(asked: str) -> bool:
