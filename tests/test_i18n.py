@@ -665,7 +665,7 @@ def test_the_picker_names_models_in_the_page_language(tmp_path: Path) -> None:
         (tmp_path / name / "manifest.json").write_text("{}")
     expected = {
         "en": ["EN→ES translator", "EN→ZH translator", "English parser (WSJ)"],
-        "es": ["Traductor EN→ES", "Traductor EN→ZH", "Analizador sintáctico del inglés (WSJ)"],
+        "es": ["Traductor EN→ES", "Traductor EN→ZH", "Analizador del inglés (WSJ)"],
         "zh": ["英→西翻译模型", "英→中翻译模型", "英语句法分析模型（WSJ）"],  # no space between Chinese words
     }
     for lang, described in expected.items():

@@ -330,8 +330,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     **FIGURES,
     # --- the checkpoint picker: what a model does (attnlab.app.checkpoints.describe) ---
     "checkpoint.translator": {"en": "{src}→{tgt} translator", "es": "Traductor {src}→{tgt}", "zh": "{src}→{tgt} 翻译模型"},
-    "checkpoint.parser": {"en": "{language} parser", "es": "Analizador sintáctico del {language}", "zh": "{language}句法分析模型"},
-    "checkpoint.parser_corpus": {"en": "{language} parser ({corpus})", "es": "Analizador sintáctico del {language} ({corpus})", "zh": "{language}句法分析模型（{corpus}）"},
+    "checkpoint.parser": {"en": "{language} parser", "es": "Analizador del {language}", "zh": "{language}句法分析模型"},
+    "checkpoint.parser_corpus": {"en": "{language} parser ({corpus})", "es": "Analizador del {language} ({corpus})", "zh": "{language}句法分析模型（{corpus}）"},
     "lang.en": {"en": "English", "es": "inglés", "zh": "英语"},
     "lang.de": {"en": "German", "es": "alemán", "zh": "德语"},
     "lang.fr": {"en": "French", "es": "francés", "zh": "法语"},
