@@ -637,7 +637,9 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
 
 def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     """In a real browser: ← → the next head, ↓ the next layer, every view and the address
-    following; the same keys in the text box move its caret, not the head."""
+    following, also just after a box was ticked (its box weighs the maps by what each key
+    writes, and says which piece changes most); the same keys in the text box move its caret,
+    not the head."""
     selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
     page.page.get_by_role("button", name="encoder").click()
     selected[0].select_option("0")
@@ -647,6 +649,21 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
         page.page.keyboard.press(key)
         page.page.wait_for_url(re.compile(f"layer={layer}&head={head}"), timeout=10_000)
         assert [box.input_value() for box in selected] == [layer, head]
+    weigh = page.page.locator(".attn-weigh input")
+    weigh.check()  # (the arrows stopped walking the heads once a box was clicked)
+    page.page.keyboard.press("ArrowRight")
+    page.page.wait_for_url(re.compile("layer=1&head=1"), timeout=10_000)
+    said = page.page.locator(".attn-weighed")
+    said.wait_for(timeout=10_000)
+    assert re.fullmatch(
+        r"Weighed by what each key writes \(‖αf\(x\)‖, Kobayashi et al\. 2020\), \S+ changes most: it takes \d+% of "
+        r"this head's weight and brings \d+% of what the head writes \(a short vector read with a large weight moves little\)\.",
+        said.inner_text(),
+    ), said.inner_text()
+    weigh.uncheck()
+    said.wait_for(state="detached", timeout=10_000)
+    page.page.keyboard.press("ArrowLeft")
+    page.page.wait_for_url(re.compile("layer=1&head=0"), timeout=10_000)
     page.source_box().click()
     page.page.keyboard.press("ArrowRight")
     page.page.wait_for_timeout(500)

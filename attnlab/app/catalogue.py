@@ -136,6 +136,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "heads.on": {"en": "on", "es": "sí", "zh": "开"},
     "heads.off": {"en": "off", "es": "no", "zh": "关"},
     "heads.to_max": {"en": "0..max", "es": "0..máx", "zh": "0..最大值"},
+    "heads.weigh": {"en": "weigh by what each key writes, ‖αf(x)‖", "es": "ponderar por lo que escribe cada clave, ‖αf(x)‖", "zh": "按每个键写入的内容加权，‖αf(x)‖"},
+    "heads.weighed": {"en": "Weighed by what each key writes (‖αf(x)‖, Kobayashi et al. 2020), {piece} changes most: it takes {weight:.0%} of this head's weight and brings {share:.0%} of what the head writes (a short vector read with a large weight moves little).", "es": "Ponderada por lo que escribe cada clave (‖αf(x)‖, Kobayashi et al. 2020), {piece} es la que más cambia: recibe el {weight:.0%} del peso de esta cabeza y aporta el {share:.0%} de lo que la cabeza escribe (un vector corto leído con mucho peso mueve poco).", "zh": "按每个键写入的内容加权（‖αf(x)‖，Kobayashi 等，2020）后变化最大的是 {piece}：它占这个头 {weight:.0%} 的权重，带来该头所写内容的 {share:.0%}（以大权重读取的短向量作用很小）。"},
     "heads.keys": {"en": "keys ← → another head, ↑ ↓ another layer", "es": "teclas ← → otra cabeza, ↑ ↓ otra capa", "zh": "按键 ← → 切换头，↑ ↓ 切换层"},
     # --- what the open head does on this sentence (attnlab.record.stats.head_pattern) ---
     "pattern.lead": {"en": "On this sentence, this head {what}.", "es": "En esta frase, esta cabeza {what}.", "zh": "在这个句子上，这个头{what}。"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 # One line per entry, the three languages side by side (not reflowed: easier to compare).
 # fmt: off
 FIGURES: dict[str, dict[str, str]] = {
+    "figure.head_normed": {"en": "weighed by ‖αf(x)‖", "es": "ponderado por ‖αf(x)‖", "zh": "按 ‖αf(x)‖ 加权"},
     "figure.head_off": {"en": "switched off (its output zeroed)", "es": "desactivada (su salida se anula)", "zh": "已关闭（输出置零）"},
     "figure.head_title": {"en": "{kind_title} · layer {layer} · head {head}", "es": "{kind_title} · capa {layer} · cabeza {head}", "zh": "{kind_title} · 第 {layer} 层 · 头 {head}"},
     "figure.query": {"en": "query", "es": "consulta", "zh": "查询"},

@@ -30,6 +30,7 @@ def _words(lang: str) -> Mapping[str, str]:
             # one head, every head
             "head.title": text("figure.head_title", lang),
             "head.off": text("figure.head_off", lang),
+            "head.normed": text("figure.head_normed", lang),
             "head.query": text("figure.query", lang),
             "head.key": text("figure.key", lang),
             "head.weight": text("figure.weight", lang),

@@ -58,6 +58,41 @@ def check_same_model(
         )
 
 
+def loaded(model: Any, what: str) -> Transformer:
+    """The `Transformer` of what `attnlab.load` returns; anything else (a bare `Transformer`, whose
+    tokenizers are missing to read a trace's pieces) is a one-line error naming `what` needs it."""
+    if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
+        raise AttnlabError(
+            f"{what} needs what attnlab.load returns (its tokenizers read the trace's pieces), got {type(model).__name__}"
+        )
+    return model.model
+
+
+def layer_inputs(model: Any, trace: AttentionTrace, modules: list[Any]) -> dict[Any, dict[str, Any]]:
+    """{module: its "x", "memory" (None in self-attention) and "mask"} as each of `modules` (attention
+    modules of `model.model`) received them in a teacher-forced pass over the trace's sentence pair:
+    the source, then <s> and the produced pieces but the last. The trace must be this model's."""
+    net = model.model
+    src_ids, produced = trace_ids(model, trace)
+    check_same_model(net, trace)
+    src = torch.tensor([src_ids])
+    tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]]) if produced else torch.tensor([[net.config.bos_id]])
+    seen: dict[Any, dict[str, Any]] = {}
+
+    def capture(module: Any, args: tuple, kwargs: dict) -> None:
+        memory = args[1] if len(args) > 1 else kwargs.get("memory")
+        seen[module] = {"x": args[0], "memory": memory, "mask": kwargs.get("mask")}
+
+    handles = [module.register_forward_pre_hook(capture, with_kwargs=True) for module in modules]
+    try:
+        with torch.no_grad():
+            net(src, tgt)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
 def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:
     """Recompute one head of one layer along Eq. (1), from the inputs the layer really received
     in the teacher-forced pass over the trace's sentence pair.
@@ -69,12 +104,7 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
     (each was an AttributeError from inside).
     """
     check_trace(trace, "the trace")
-    if not (isinstance(getattr(model, "model", None), Transformer) and hasattr(model, "target_tokenizer")):
-        raise AttnlabError(
-            f"Eq. (1) step by step needs what attnlab.load returns (its tokenizers read the trace's pieces), "
-            f"got {type(model).__name__}"
-        )
-    net = model.model
+    net = loaded(model, "Eq. (1) step by step")
     layer_index = index_in(layer, net.config.n_layers, "layer")
     head = index_in(head, net.config.n_heads, "head")
     if kind == "encoder":
@@ -84,23 +114,7 @@ def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, he
         module = block.self_attn if kind == "decoder" else block.cross_attn
     else:
         raise AttnlabError(f"unknown attention kind {kind!r}")
-    src_ids, produced = trace_ids(model, trace)
-    check_same_model(net, trace)
-    src = torch.tensor([src_ids])
-    tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]]) if produced else torch.tensor([[net.config.bos_id]])
-    seen: dict[str, Any] = {}
-
-    def capture(_module: Any, args: tuple, kwargs: dict) -> None:
-        seen["x"] = args[0]
-        seen["memory"] = args[1] if len(args) > 1 else kwargs.get("memory")
-        seen["mask"] = kwargs.get("mask")
-
-    handle = module.register_forward_pre_hook(capture, with_kwargs=True)
-    try:
-        with torch.no_grad():
-            net(src, tgt)
-    finally:
-        handle.remove()
+    seen = layer_inputs(model, trace, [module])[module]
     with torch.no_grad():
         x = seen["x"]
         source = x if seen["memory"] is None else seen["memory"]

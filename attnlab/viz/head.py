@@ -22,6 +22,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from attnlab.errors import AttnlabError
+from attnlab.record.norms import NORMED
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace, check_flag
 from attnlab.viz.axes import TOOLS, cell_px, label_room, token_axis
@@ -129,9 +130,12 @@ def head_title(trace: AttentionTrace, kind: str, layer: int, head: int, words: M
 
 def off_note(trace: AttentionTrace, kind: str, layer: int, head: int, said: Mapping[str, str]) -> str:
     """`said["head.off"]` for a head that was switched off while the trace was recorded (its
-    weights are still computed and drawn, but nothing it attends to reached the output), else ""."""
+    weights are still computed and drawn, but nothing it attends to reached the output), and
+    `said["head.normed"]` for a trace whose weights are weighed by what each key writes
+    (`attnlab.record.norms`); "" for neither."""
     off = trace.meta.get("heads_off", [])
-    return f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), model_head(trace, head)] in off else ""
+    note = f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), model_head(trace, head)] in off else ""
+    return note + (f" · {said['head.normed']}" if trace.meta.get("weighed") == NORMED else "")
 
 
 def matrix_figure(

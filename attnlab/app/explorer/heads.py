@@ -1,7 +1,9 @@
 """The Heads tab: the grid of every head of the open kind (a click opens one), the open head's
 heatmap and its lines (bertviz's head view: where each word looks), and a caption that says what
-is shown. The figures are edited in place after the first draw, so that a new selection sends
-only new data to the browser, not new figures.
+is shown. A box weighs every one of them by what each key writes (‖αf(x)‖, `attnlab.record.norms`):
+a head's weight parked on a piece whose vector is short moves next to nothing, and the weighed
+maps show where what a head writes comes from. The figures are edited in place after the first
+draw, so that a new selection sends only new data to the browser, not new figures.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import head_pattern_text, kind_name, text
+from attnlab.record.norms import norm_trace, shift
 from attnlab.record.trace import AttentionTrace
 
 
@@ -31,16 +34,22 @@ def bokeh_edit(edit: Callable[..., None], *args: Any, **kwargs: Any) -> None:
 class HeadsTab(pn.viewable.Viewer):
     """Every head at a glance, and the open one up close."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, redraw: Callable[[], None]) -> None:
+        """`redraw`: draws the tab's views again as the page draws them (a trace the box cannot
+        weigh is then said in the error box)."""
         super().__init__()
         self.store = store
+        self._weighed: tuple[AttentionTrace | None, AttentionTrace | None] = (None, None)  # (trace, it weighed)
         self.caption = pn.pane.HTML("", css_classes=["attn-head-caption", "attn-muted"])
         self.grid = pn.pane.Bokeh(None, css_classes=["attn-grid"])
         self.heatmap = pn.pane.Bokeh(None, css_classes=["attn-head"])
         self.lines = pn.pane.Bokeh(None, css_classes=["attn-lines"])
         self.every = pn.widgets.Checkbox(label=text("heads.lines_every", store.lang), css_classes=["attn-lines-every"])
         self.every.param.watch(lambda _event: self.draw_heatmap(), "value")
-        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, pn.Column(self.lines, self.every)))
+        self.weigh = pn.widgets.Checkbox(label=text("heads.weigh", store.lang), css_classes=["attn-weigh"])
+        self.weigh.param.watch(lambda _event: redraw(), "value")
+        boxes = pn.Column(self.lines, self.every, self.weigh)
+        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, boxes))
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -49,16 +58,26 @@ class HeadsTab(pn.viewable.Viewer):
         """A click on the grid: open that head of the kind shown."""
         self.store.select(layer=layer, head=head)
 
+    def shown(self) -> AttentionTrace:
+        """The store's trace, or while the box is ticked that trace weighed by what each key writes
+        (one teacher-forced pass of the open model, once per trace)."""
+        trace = self.store.trace
+        if not self.weigh.value:
+            return trace
+        if self._weighed[0] is not trace:
+            self._weighed = (trace, norm_trace(self.store.model, trace))
+        return self._weighed[1]
+
     def draw_heatmap(self) -> None:
-        bokeh_edit(self._show_head, self.store.trace, self.store.vmax)
+        bokeh_edit(self._show_head, self.shown(), self.store.vmax)
 
     def draw_grid(self) -> None:
-        store = self.store
+        store, trace = self.store, self.shown()
         options = {"selected": (store.layer, store.head), "mask": store.mask, "vmax": store.vmax, "words": store.words}
         if self.grid.object is None:
-            self.grid.object = viz.grid(store.trace, store.kind, on_select=self.picked, **options)
+            self.grid.object = viz.grid(trace, store.kind, on_select=self.picked, **options)
         else:
-            bokeh_edit(viz.update_grid, self.grid.object, store.trace, store.kind, **options)
+            bokeh_edit(viz.update_grid, self.grid.object, trace, store.kind, **options)
 
     def _show_head(self, trace: AttentionTrace, vmax: float | None) -> None:
         store = self.store
@@ -87,7 +106,15 @@ class HeadsTab(pn.viewable.Viewer):
         )
         caption += " · " + text("heads.keys", lang)  # (`keys.ArrowKeys`)
         pattern = html.escape(head_pattern_text(store.stats, store.kind, store.layer, store.head, lang))
+        weighed = f"<br><span class='attn-weighed'>{html.escape(self._weighed_text(trace))}</span>"
         self.caption.object = (
             f"<span class='attn-caption'>{html.escape(caption)}</span><br>"
-            f"<span class='attn-head-pattern'>{pattern}</span>"
+            f"<span class='attn-head-pattern'>{pattern}</span>{weighed if trace is not self.store.trace else ''}"
         )
+
+    def _weighed_text(self, weighed: AttentionTrace) -> str:
+        """How much of what the open head writes comes from the piece it reads most."""
+        store = self.store
+        key, weight, share = shift(store.trace, weighed, store.kind, store.layer, store.head)
+        piece = viz.spelled(store.trace.labels(store.kind)[1])[key]
+        return text("heads.weighed", store.lang, piece=piece, weight=weight, share=share)

@@ -3,7 +3,8 @@ above or below it in the grid (layer 0 on top), so that a reader can walk throug
 kind without aiming at thumbnails, and every view follows as it does a click on the grid.
 
 Keys pressed while typing (a text box, a menu, a number box) or in a table's cell are theirs, not
-the page's, and so are keys with Ctrl, Alt or ⌘. The browser sends the key's name (with a time
+the page's, and so are keys with Ctrl, Alt or ⌘; a checkbox just ticked keeps none (the arrows
+stopped walking the heads once "mask overlay" was clicked). The browser sends the key's name (with a time
 stamp, so that the same key twice is two changes); anything else a crafted message sends is
 ignored, and the component takes no other property from a browser.
 """
@@ -33,8 +34,9 @@ class ArrowKeys(ReactiveHTML):
         "render": """
 const typing = (e) => {
   const target = e.composedPath()[0];  // inside a widget's shadow root, not its host
-  // (a table's cell: its arrows move between the cells)
-  return target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
+  // (a table's cell: its arrows move between the cells; a ticked box keeps no arrow for itself)
+  const box = target && target.tagName === "INPUT" && target.type === "checkbox";
+  return target && !box && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
     || Boolean(target.closest && target.closest(".slick-cell")));
 };
 if (window.attnArrowKeys) document.removeEventListener("keydown", window.attnArrowKeys);

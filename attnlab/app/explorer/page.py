@@ -128,7 +128,7 @@ class Explorer(pn.viewable.Viewer):
         # views
         self.selection = Selection(store)
         self.output = Output(store)
-        self.heads = HeadsTab(store)
+        self.heads = HeadsTab(store, redraw=lambda: self._refresh(["grid", "head"]))
         self.equation = EquationTab(store)
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
