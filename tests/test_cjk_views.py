@@ -23,6 +23,7 @@ from browser import launched_chromium
 from PIL import Image, ImageDraw
 
 from attnlab import viz
+from attnlab.record.residual import ResidualPatching
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz import fonts
@@ -199,6 +200,17 @@ def test_byte_pieces_are_shown_as_the_characters_they_spell() -> None:
     assert list(fig.xaxis[0].major_label_overrides.values()) == ["▁In", "2", "我 1/3", "我 2/3", "我 3/3", "</s>"]
     assert fig.select_one(HoverTool).formatters["$y"].args["labels"] == ["2", "</s>"]
     assert "我 3/3" in viz.heatmap_svg(trace, "cross", 0, 0)
+    # the residual grids and the ablation bars too ("<0x35>→<0x36>" ran into the next label)
+    layers, source = np.zeros((2, 4)), ["▁In", "<0x35>", "<0xE6>", "</s>"]
+    patched = ResidualPatching(layers, layers, -1.0, -2.0, "denoise", [1], source, ["▁In", "<0x36>", "<0xE6>", "</s>"])
+    fig = viz.residual_patching_figure(patched)
+    assert sorted(fig.xaxis[0].major_label_overrides.items())[1][1] == "5→6"
+    fig = viz.token_delta_figure(["<0xE6>", "<0x88>", "<0x91>"], [-1.0] * 3, [-2.0] * 3)
+    assert list(fig.xaxis[0].major_label_overrides.values()) == ["我 1/3", "我 2/3", "我 3/3"]
+    (before, after), ticks = (r.glyph for r in fig.renderers), list(fig.xaxis[0].major_label_overrides)
+    bars = fig.renderers[0].data_source.data  # each pair side by side about its piece's tick, neither hiding the other
+    assert list((np.array(bars[before.x]) + np.array(bars[after.x])) / 2) == pytest.approx(ticks)
+    assert (np.array(bars[after.x]) - np.array(bars[before.x]) >= before.width).all()
 
 
 # -- export -----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, Plot, Rect
+from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, Legend, Plot, Rect
 
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
@@ -32,6 +32,8 @@ from attnlab.record.paths import PathPatching
 from attnlab.record.residual import ResidualPatching
 from attnlab.record.stats import head_pattern, head_stats
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.export import SUMMARY_PX
+from attnlab.viz.labels import title_px
 from attnlab.viz.selection import head_map, pick
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -517,6 +519,11 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
         "mixta",
     }
     assert viz.stats_scatter(source, "entropy", "max").xaxis[0].axis_label == "entropy"
+    scatter = viz.stats_scatter(source, "entropy", "max")  # its legend under the plot: in a corner it hid heads
+    assert isinstance(scatter.below[-1], Legend) and not any(isinstance(m, Legend) for m in scatter.center)
+    spanish = figure_words("es")
+    spanish = viz.stats_table(viz.stats_source(head_stats(trace), words=spanish), words=spanish)
+    assert spanish.columns[0].width >= title_px("decodificador")  # (70 px cut it to "decodifica…")
     diff = viz.diff_figure(trace, trace, "cross", 0, 1)
     assert diff.name == "timeline-diff"  # its title names the kind, as the heatmap's beside it does
     assert (
@@ -527,6 +534,10 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     assert not transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1))
     assert transparent_overlay(viz.diff_figure(trace, trace, "decoder", 0, 1, mask=False))
     assert viz.timeline_curve([1, 2, 3], {"head 0": [1.0, 0.5, 0.2]}, current=2).name == "timeline-curve"
+    # the value axis names the statistic where it fits along it (the explorer's ran off both ends); the title, always
+    for stat, axis in (("entropy", "entropy"), ("entropía (atención codificador–decodificador, capa 2)", "")):
+        curve = viz.timeline_curve([1, 2], {"head 0": [1.0, 0.5]}, stat=stat)
+        assert curve.yaxis[0].axis_label == axis and stat in " ".join(curve.title.text.split("\n"))
     assert viz.token_delta_figure(["a", "b"], [-1.0, -2.0], [-1.5, -3.0]).name == "ablation-tokens"
 
 
@@ -791,6 +802,13 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         for option, value in (("title", "a title"), ("title", None), ("budget", np.int64(300))):
             if option in takes[name]:
                 assert view(**{option: value}) is not None, (name, option, value)  # what is right still draws
+    untitled = set()  # every colour bar says what its colours measure (the grids of patching and importance did not)
+    for name, view in views.items():
+        made = view() if name != "standalone_html" else []
+        for part in made if isinstance(made, list) else [made]:
+            if any(not bar.title for bar in part.select({"type": ColorBar}) if bar.visible):
+                untitled.add(name)
+    assert not untitled, untitled
 
 
 def test_views_refuse_what_is_not_a_trace_in_one_line(trace: AttentionTrace) -> None:
@@ -1197,6 +1215,12 @@ def test_png_and_svg_of_a_short_sentence_hold_title_and_colour_bar() -> None:
     bar = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("fill") == "url(#bar)")
     assert float(bar.get("y")) + float(bar.get("height")) + 4 <= svg_h  # "0.00" sits at the bar's end
     assert svg_w >= need, (svg_w, need)
+    above = [
+        t for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text == "weight"
+    ]  # the bar says what it shows
+    assert len(above) == 1 and float(above[0].get("y")) < float(bar.get("y"))
+    summary = viz.summary_div(synthetic_trace(n_src=45, n_tgt=2))  # (45 pieces were one line of 1,586 px)
+    assert summary.width == SUMMARY_PX and summary.styles["overflow-wrap"] == "anywhere"
 
 
 def test_the_figures_chinese_titles_are_spaced_as_the_pages_words(trace: AttentionTrace) -> None:

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 from attnlab.errors import AttnlabError
 from attnlab.viz.axes import token_axis
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import piece_label
+from attnlab.viz.labels import piece_label, spelled
 from attnlab.viz.words import say
 
 
@@ -46,11 +46,14 @@ def token_delta_figure(
         name="ablation-tokens",
     )
     x = np.arange(n) + 0.5
+    tokens = spelled(tokens)  # byte pieces by the character they spell
+    # side by side about the tick (the second bar, at x + 0.2 and as wide, hid half the first)
     source = ColumnDataSource(
-        {"x": x, "before": list(before), "after": list(after), "token": [piece_label(t, None) for t in tokens]}
+        {"left": x - 0.2, "right": x + 0.2, "before": list(before), "after": list(after)}
+        | {"token": [piece_label(t, None) for t in tokens]}
     )
-    bars_before = fig.vbar(x="x", top="before", width=0.38, source=source, color="#9ecae1")
-    bars_after = fig.vbar(x=np.asarray(x) + 0.2, top=list(after), width=0.38, color="#d62728")
+    bars_before = fig.vbar(x="left", top="before", width=0.38, source=source, color="#9ecae1")
+    bars_after = fig.vbar(x="right", top="after", width=0.38, source=source, color="#d62728")
     fig.add_layout(
         Legend(
             items=[

@@ -198,7 +198,8 @@ def head_grid(
     """Every head's number in `values` (kinds in `KINDS` order, layers, heads) as a cell coloured
     through `mapper` and labelled with `labels` (flat, in `values`' order) in `text_color`. The
     kinds' names from `words` (as `say` returns them) above their blocks, `axes` the (layer, head)
-    axis words, `tips` the hover's rows after the head's kind, layer and head (bokeh fields of
+    axis words, `tips` the hover's rows after the head's kind, layer and head (the first names the
+    value, as the colour bar's title; bokeh fields of
     `value` or of `columns`, more flat source columns), a colour bar of `mapper` on the right, and
     `on_select(kind, layer, head)` called when a cell is tapped (in a Bokeh server or Panel session)."""
     n_kinds, n_layers, n_heads = values.shape
@@ -227,6 +228,7 @@ def head_grid(
         name=name,
         axes=axes,
         tooltips=[("", "@kind"), (layer_word, "@layer"), (head_word, "@head"), *tips],
+        value=tips[0][0],
         tap=on_select is not None,
         drag=words["grid.drag"],
     )
@@ -249,6 +251,7 @@ def block_grid(
     name: str,
     axes: tuple[str, str],
     tooltips: list[tuple[str, str]],
+    value: str,
     tap: bool = False,
     drag: str = "{axis}",
 ) -> figure:
@@ -256,7 +259,8 @@ def block_grid(
     of `CELL`-pixel cells: `blocks` are (the name written above the block, its columns' tick
     labels). `source` holds the cells (`labelled_cells`' columns, the value in "value"), a block's
     column c at layer l at (`block_starts`[block] + c + 0.5, l + 0.5); `axes` are the (layer,
-    column) axis words, `tooltips` the hover's rows; a colour bar of `mapper` on the right; `tap`
+    column) axis words, `tooltips` the hover's rows; a colour bar of `mapper` on the right, titled
+    `value` (what the colours measure: the grids of patching and importance had a bare one); `tap`
     adds the tap tool; `drag` (field {axis}, the columns' word) is the x axis's label while a narrow
     window hides some columns (`fit_window`). Fonts are the caller's to set, once it has added its
     own parts."""
@@ -283,7 +287,8 @@ def block_grid(
     )  # fmt: skip
     layer_word, column_word = axes
     fig.add_tools(HoverTool(renderers=[cells], tooltips=tooltips))
-    fig.add_layout(ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5)), "right")
+    bar = ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=value)
+    fig.add_layout(bar, "right")
     centres = [s + c + 0.5 for s, w in zip(starts, widths, strict=True) for c in range(w)]
     fig.xaxis.ticker = FixedTicker(ticks=centres)
     fig.xaxis.major_label_overrides = dict(zip(centres, [t for _, ticks in blocks for t in ticks], strict=True))

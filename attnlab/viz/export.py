@@ -47,6 +47,7 @@ from attnlab.viz.words import say
 
 _BAR_PX = 200  # the colour bar's height in both exports
 _STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
+SUMMARY_PX = 640  # the standalone page's summary block: as wide as a heatmap's budget and its labels
 
 
 def _png_text(text: str, fonts: tuple[Any, ...]) -> str:
@@ -66,13 +67,13 @@ def heatmap_png(
     vmax: float | None = 1.0,
     words: Mapping[str, str] | None = None,
 ) -> bytes:
-    """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar;
-    its title is `words`' "head.title" (`viz.words.WORDS`)."""
+    """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar
+    (titled `words`' "head.weight"); its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
     q_labels, k_labels = map(spelled, trace.labels(kind))
     q, k = weights.shape
     cell = int(np.clip(720 // max(q, k, 1), 2, 28))
-    fonts = png_fonts(max(8, min(13, cell)))
+    fonts = png_fonts(max(8, min(13, cell - 3)))  # (13 px letters in 13 px cells touched their neighbours)
     stride_q, stride_k = label_stride(q, q * cell), label_stride(k, k * cell)
     q_text = [_png_text(piece_label(s, isolate=False), fonts) for s in q_labels]
     k_text = [_png_text(piece_label(s, isolate=False), fonts) for s in k_labels]
@@ -80,8 +81,11 @@ def heatmap_png(
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
     title_fonts = png_fonts(14)
     title = _png_text(head_title(trace, kind, layer, head, words), title_fonts)
-    # As wide as the title, as tall as the colour bar (200 px) with its lower label's half line.
+    bar_word = _png_text(say(words)["head.weight"], fonts)
+    bar_x = left + k * cell + 12
+    # As wide as the title and the bar's word, as tall as the colour bar (200 px) with its lower label's half line.
     width = max(left + k * cell + bar, 12 + math.ceil(text_length(title, title_fonts)))
+    width = max(width, bar_x + 6 + math.ceil(text_length(bar_word, fonts)))
     height = top + max(q * cell, _BAR_PX) + 16
     scale = color_scale(choice_rows(weights, trace.mask(kind)), vmax)  # as the heatmap on screen
     cells = hatch(colorize(weights, 0.0, scale), trace.mask(kind) if check_flag(mask, "mask") else None, cell)
@@ -97,7 +101,8 @@ def heatmap_png(
         draw_text(column_draw, (4, j * cell + cell / 2), k_text[j], fonts)
     image.paste(column_labels.rotate(90, expand=True), (left, 30))
     ramp = colorize(np.linspace(scale, 0.0, _BAR_PX)[:, None].repeat(12, 1), 0.0, scale)
-    image.paste(Image.fromarray(ramp), (left + k * cell + 12, top))
+    image.paste(Image.fromarray(ramp), (bar_x, top))
+    draw_text(draw, (bar_x, top - 12), bar_word, fonts)
     for value, y in ((scale, top), (0.0, top + _BAR_PX - 1)):
         draw_text(draw, (left + k * cell + 28, y), f"{value:.2f}", fonts)
     out = io.BytesIO()
@@ -116,7 +121,7 @@ def heatmap_svg(
     words: Mapping[str, str] | None = None,
 ) -> str:
     """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded
-    image); its title is `words`' "head.title" (`viz.words.WORDS`)."""
+    image); its title is `words`' "head.title", its colour bar's "head.weight" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
     q_labels, k_labels = map(spelled, trace.labels(kind))
     q, k = weights.shape
@@ -168,6 +173,9 @@ def heatmap_svg(
         )
     bar_x = left + k * cell + 14
     parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="{_BAR_PX}" fill="url(#bar)" stroke="#999"/>')
+    parts.append(
+        f'<text x="{bar_x:.1f}" y="{top - 6:.1f}" font-size="10">{html.escape(say(words)["head.weight"])}</text>'
+    )
     parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 8:.1f}" font-size="10">{scale:.2f}</text>')
     parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + _BAR_PX:.1f}" font-size="10">0.00</text>')
     parts.append("</svg>")
@@ -207,7 +215,9 @@ def standalone_html(layout: Any, title: str | None = "attnlab") -> str:
 
 def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -> Div:
     """Source, output and model identity as a small HTML block (for the standalone page), its
-    words ("export.*" of `viz.words.WORDS`) replaced by `words`."""
+    words ("export.*" of `viz.words.WORDS`) replaced by `words`. It is `SUMMARY_PX` wide, its
+    lines wrapped inside (a 45-word source was one line of 1,586 px, and bokeh sized the block to
+    its text in the default font, which the page's font stack then overran by a few pixels)."""
     said = {key: html.escape(value) for key, value in say(words).items()}
     meta = check_trace(trace, "the trace").meta
     text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
@@ -217,6 +227,8 @@ def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -
     return use_fonts(
         Div(
             text=f"<h2>attnlab</h2><p><b>{said['export.input']}</b>: <bdi>{text}</bdi></p>"
-            f"<p><b>{said['export.output']}</b>: <bdi>{output}</bdi></p><p><small>{model} · {weights}</small></p>"
+            f"<p><b>{said['export.output']}</b>: <bdi>{output}</bdi></p><p><small>{model} · {weights}</small></p>",
+            width=SUMMARY_PX,
+            styles={"overflow-wrap": "anywhere", "white-space": "normal", "padding-right": "8px"},
         )
     )

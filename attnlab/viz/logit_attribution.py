@@ -100,6 +100,7 @@ def logit_attribution_figure(
         name=name,
         axes=(said["attribution.layer"], said["attribution.head"]),
         tooltips=[("", "@part"), (said["attribution.share"], "@share_tip"), (said["attribution.reads"], "@reads")],
+        value=said["attribution.share"],
         drag=said["grid.drag"],
     )
     return use_fonts(fig)

@@ -25,7 +25,7 @@ from bokeh.plotting import figure
 from attnlab.errors import AttnlabError
 from attnlab.viz.cells import labelled_cells, piece_grid, share_label
 from attnlab.viz.fonts import use_fonts
-from attnlab.viz.labels import change_label, piece_label
+from attnlab.viz.labels import change_label, piece_label, spelled
 from attnlab.viz.options import check_options
 from attnlab.viz.patching import DARK, NOT_PATCHED, SHARE_PALETTE, estimated, share_scale
 from attnlab.viz.words import say
@@ -122,12 +122,14 @@ def residual_patching_figure(
 def _pieces(patching: ResidualPatching, side: str, n: int) -> tuple[list[str], list[str]]:
     """The `n` columns' pieces as the axis shows them and whole (for the hover): the target's on
     the decoder side; on the encoder side the clean source's, a changed one as "before→after"
-    where both sources are known and as long. By position where the pieces are not known."""
+    where both sources are known and as long. By position where the pieces are not known. Byte
+    pieces are named by the character they spell (`spelled`: "<0x35>→<0x36>" read "5→6")."""
     pieces = list(patching.source if side == "encoder" else patching.target)
     if len(pieces) != n:
         return [str(i) for i in range(n)], [str(i) for i in range(n)]
     changed = list(patching.changed) if side == "encoder" and len(patching.changed) == n else pieces
+    named = list(zip(pieces, changed, spelled(pieces), spelled(changed), strict=True))
     return (
-        [piece_label(a) if a == b else change_label(a, b) for a, b in zip(pieces, changed, strict=True)],
-        [piece_label(a, None) if a == b else change_label(a, b, None) for a, b in zip(pieces, changed, strict=True)],
+        [piece_label(s) if a == b else change_label(s, t) for a, b, s, t in named],
+        [piece_label(s, None) if a == b else change_label(s, t, None) for a, b, s, t in named],
     )

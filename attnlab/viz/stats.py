@@ -12,6 +12,8 @@ from bokeh.models import (
     ColumnDataSource,
     DataTable,
     HoverTool,
+    Legend,
+    LegendItem,
     NumberFormatter,
     StringFormatter,
     TableColumn,
@@ -25,6 +27,7 @@ from attnlab.viz.colors import (
     KIND_COLORS,
 )
 from attnlab.viz.fonts import use_fonts
+from attnlab.viz.labels import title_px
 from attnlab.viz.words import kind_name, say
 
 STAT_COLUMNS = ("entropy", "distance", "self", "prev", "next", "first", "eos", "max")
@@ -68,7 +71,11 @@ def stats_table(source: ColumnDataSource, height: int = 320, words: Mapping[str,
         raise AttnlabError(f"stats_table: height (pixels) must be a whole number > 0, got {height!r}")
     said = say(words)
     number = NumberFormatter(format="0.000")
-    columns = [TableColumn(field="kind_name", title=escape(said["stats.kind"]), formatter=StringFormatter(), width=70)]
+    # as wide as the longest kind's name: "decodificador" was cut to "decodifica…" in 70 px
+    kind_px = max(70, max((title_px(name) for name in source.data["kind_name"]), default=0) + 16)
+    columns = [
+        TableColumn(field="kind_name", title=escape(said["stats.kind"]), formatter=StringFormatter(), width=kind_px)
+    ]
     columns += [TableColumn(field=name, title=escape(said[f"stats.{name}"]), width=45) for name in ("layer", "head")]
     columns += [
         TableColumn(field="pattern", title=escape(said["stats.pattern"]), formatter=StringFormatter(), width=100)
@@ -123,7 +130,6 @@ def stats_scatter(
         y=y,
         source=source,
         color="color",
-        legend_field="kind_name",
         size=10,
         alpha=0.8,
         selection_color="#d62728",
@@ -141,7 +147,9 @@ def stats_scatter(
         )
     )
     fig.xaxis.axis_label, fig.yaxis.axis_label = x_name, y_name
-    fig.legend.location = "top_left"
+    # under the plot, not in it: in its top-left corner the legend hid the heads that sat there
+    kinds = LegendItem(label={"field": "kind_name"}, renderers=[renderer])
+    fig.add_layout(Legend(items=[kinds], orientation="horizontal", location="center"), "below")
     return use_fonts(fig)
 
 

@@ -22,10 +22,12 @@ from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import DIFF_PALETTE
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import TITLE_LINE_PX, spelled, wrap_title
+from attnlab.viz.labels import TITLE_LINE_PX, spelled, title_px, wrap_title
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_map
 from attnlab.viz.words import kind_title, say
+
+AXIS_PX = 180  # the value axis's length in a curve 260 px high, less its title and the step axis
 
 
 def diff_figure(
@@ -114,7 +116,9 @@ def timeline_curve(
     fig.add_layout(Legend(items=items, label_text_font_size="9px"), "right")
     if current is not None:
         fig.add_layout(Span(location=current, dimension="height", line_color="#d62728", line_dash="dashed"))
-    fig.xaxis.axis_label, fig.yaxis.axis_label = said["timeline.step"], stat
+    # the value axis names `stat` only where it fits along the plot's side (the whole of "entropy
+    # (encoder–decoder attention layer 2)" ran off both ends); the title holds it anyway
+    fig.xaxis.axis_label, fig.yaxis.axis_label = said["timeline.step"], stat if title_px(stat) <= AXIS_PX else ""
     return use_fonts(fig)
 
 
