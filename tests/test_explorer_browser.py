@@ -584,7 +584,7 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
     """The address also names the reference, the open tab and the open head, and follows each
     change of them: a copied link opens the one head a lesson is about. What a link names that the
     page does not offer is said in the notice box, one line each, and the page's own choice shown."""
-    query = "text=The+dog+jumps+.&reference=Der+Hund+springt+.&kind=encoder&layer=0&head=2&view=equation"
+    query = "text=The+dog+jumps+.&reference=Der+Hund+springt+.&kind=encoder&layer=0&head=2&view=equation&weigh=norm"
     page = Page(browser, server.url)
     try:
         selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
@@ -603,16 +603,24 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
         assert page.reference_box().input_value() == "Der Hund springt ."
         assert "teacher-forced" in page.page.locator(".attn-result").inner_text()
         assert "link" not in page.page.locator(".attn-notice-text").inner_text()  # (the tiny model lacks "T": said)
+        assert "weigh=norm" in page.page.url  # kept: the Heads tab's maps weighed by what each key writes
         selected[1].select_option("3")
         page.page.wait_for_url(re.compile(r"head=3"), timeout=10_000)
         page.page.locator(".bk-tab").filter(has_text="Logit lens").click()
         page.page.wait_for_url(re.compile(r"view=lens"), timeout=10_000)
         assert "reference=Der+Hund+springt+." in page.page.url and "kind=encoder&layer=0" in page.page.url
+        assert "weigh=norm" in page.page.url
         opened(None)
         shows("0", "3", "Logit lens")
+        page.page.locator(".bk-tab").filter(has_text="Heads").first.click()
+        page.page.locator(".attn-weighed").wait_for(timeout=10_000)
+        page.page.locator(".attn-weigh input").uncheck()
+        page.page.wait_for_url(lambda url: "weigh=" not in url, timeout=10_000)
         assert page.errors == []  # (a head opened after the first draw: "reference isn't known", six a load)
         # "²" and 5,000 digits: Panel's own reading of the address raised on them, and the page stayed blank
-        opened(f"{server.url}?kind=bogus&layer=%C2%B2&head={'9' * 5000}&view=nope&checkpoint=tiny-typo&lang=fr")
+        opened(
+            f"{server.url}?kind=bogus&layer=%C2%B2&head={'9' * 5000}&view=nope&checkpoint=tiny-typo&lang=fr&weigh=yes"
+        )
         notice = page.page.locator(".attn-notice-text").inner_text().splitlines()
         assert notice == [  # (a model's name misspelt opened the first one without a word)
             "The link asks for checkpoint=tiny-typo, which this page does not offer; it shows tiny-translate.",
@@ -621,6 +629,7 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
             "The link asks for layer=², which this page does not offer; it shows layer 1.",
             f"The link asks for head={'9' * 40}…, which this page does not offer; it shows head 0.",
             "The link asks for view=nope, which this page does not offer; it shows Heads.",
+            "The link asks for weigh=yes, which this page does not offer; it shows the weights as they are.",
         ], notice
         shows("1", "0", "Heads")
         opened(f"{server.url}?layer=99&head=-1&kind=%E2%80%AEcross&layer=0")  # a right-to-left override is not obeyed

@@ -84,6 +84,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "notice.alpha_refused": {"en": "α = {asked} is not a number from {low} to {high}: α stays {kept}.", "es": "α = {asked} no es un número entre {low} y {high}: α sigue en {kept}.", "zh": "α = {asked} 不是 {low} 到 {high} 之间的数，α 仍为 {kept}。"},
     "notice.choice_refused": {"en": "{widget}: {asked} is not one of its choices; it stays at {kept}.", "es": "{widget}: {asked} no es una de sus opciones; sigue en {kept}.", "zh": "{widget}：{asked} 不是可选项之一，仍为 {kept}。"},
     "notice.link_refused": {"en": "The link asks for {name}={asked}, which this page does not offer; it shows {kept}.", "es": "El enlace pide {name}={asked}, que esta página no ofrece; muestra {kept}.", "zh": "链接中的 {name}={asked} 在此页面中不可用，改为显示{kept}。"},
+    "link.unweighed": {"en": "the weights as they are", "es": "los pesos tal cual", "zh": "原始权重"},
     "notice.link_repeated": {"en": "The link names {name}= {count} times; the page reads the first ({asked}).", "es": "El enlace nombra {name}= {count} veces; la página lee el primero ({asked}).", "zh": "链接中 {name}= 出现了 {count} 次，页面读取第一个（{asked}）。"},
     "error.no_model": {"en": "No checkpoint is loaded: pick one above.", "es": "No hay ningún modelo cargado: elige uno arriba.", "zh": "尚未加载模型：请先在上方选择一个。"},
     "error.refused": {"en": "Cannot open that path: no such directory under the explorer's checkpoint roots ({roots}).", "es": "No se puede abrir esa ruta: no existe esa carpeta dentro de las carpetas de modelos del explorador ({roots}).", "zh": "无法打开该路径：允许打开的模型根目录（{roots}）下没有这个目录。"},

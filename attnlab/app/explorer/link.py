@@ -3,7 +3,8 @@
 After each run, and each time the open head or tab changes, the browser's address is rewritten
 in place (no reload, no entry in the history) to name the model open, the text decoded, the
 reference scored, the open tab and the open head: `?checkpoint=`, `?text=`, `?reference=`,
-`?view=`, `?kind=`, `?layer=`, `?head=`. A reload or a copied link then opens what the page
+`?view=`, `?kind=`, `?layer=`, `?head=`, and `?weigh=norm` while the Heads tab weighs the maps
+by what each key writes. A reload or a copied link then opens what the page
 showed: a teacher can send the one head a lesson is about ("cross-attention, layer 5, head 3 on
 this sentence") rather than steps to reach it. A model opened by path is named by its
 root-relative path, which the path box's rules then open (or refuse) again; a text or reference
@@ -29,7 +30,8 @@ CARRIED_CHARS = 2000  # longer texts are not carried in the address
 # The tabs by the names a link gives them, in the page's order (`Explorer.tabs`).
 VIEWS = ("heads", "equation", "dashboard", "timeline", "ablation", "compare", "corpus", "rollout", "lens")
 # The parameters a link may name (`lang` is the interface's, read by `explorer.language`).
-NAMED = ("checkpoint", "text", "reference", "lang", "view", "kind", "layer", "head")
+NAMED = ("checkpoint", "text", "reference", "lang", "view", "kind", "layer", "head", "weigh")
+WEIGHED = "norm"  # `?weigh=`'s one value: the Heads tab's maps weighed by ‖αf(x)‖ (`record.norms`)
 SHOWN = 40  # characters of a refused value the notice repeats (a crafted one may be any length)
 
 # In the browser: the box's value is a JSON object of the address's parameters; an empty or too
@@ -54,12 +56,13 @@ class Address:
         self.box = pn.widgets.TextInput(value="", visible=False, css_classes=["attn-address"])
         self.box.jscallback(value=KEEP.replace("MAX", str(CARRIED_CHARS)))
 
-    def keep(self, picked: str, store: Store, tab: int) -> None:
+    def keep(self, picked: str, store: Store, tab: int, weighed: bool) -> None:
         """The picker entry `picked` (its directory's name, or the root-relative path of a model
-        opened by path), the text and reference `store` decoded, the open head and the tab `tab`."""
+        opened by path), the text and reference `store` decoded, the open head and the tab `tab`,
+        and whether the maps are `weighed` by what each key writes."""
         named = {"checkpoint": picked.split(" · ")[-1], "text": store.text, "reference": store.reference}
         head = {"kind": store.kind, "layer": str(store.layer), "head": str(store.head)}
-        self.box.value = json.dumps({**named, "view": VIEWS[tab], **head})
+        self.box.value = json.dumps({**named, "view": VIEWS[tab], **head, "weigh": WEIGHED if weighed else ""})
 
 
 def requested(name: str) -> str:
@@ -79,8 +82,9 @@ def carried(names: Iterable[str]) -> tuple[list[str], str, str, str]:
     return named, typed, reference, "" if named else wanted
 
 
-def open_view(store: Store, tabs: pn.Tabs) -> None:
-    """Open the tab and the head the session's link names, before the page is first sent and its
+def open_view(store: Store, tabs: pn.Tabs, weigh: pn.widgets.Checkbox) -> None:
+    """Open the tab and the head the session's link names (and tick `weigh`, the Heads tab's box,
+    when it says `weigh=norm`), before the page is first sent and its
     text decoded, so that the views draw them first: a tab opened in the page's `onload` had Panel
     fetch its loading spinner's stylesheet from its CDN (no explorer may reach the internet), and a
     head opened there sent edits ahead of the figures they edit (`Store.prefer`). What the page
@@ -89,6 +93,7 @@ def open_view(store: Store, tabs: pn.Tabs) -> None:
         tabs.active = VIEWS.index(asked)
     layer, head = (int(asked) if number(asked := requested(name)) else None for name in ("layer", "head"))
     store.prefer(requested("kind"), layer, head)
+    weigh.value = requested("weigh") == WEIGHED
 
 
 def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
@@ -114,6 +119,8 @@ def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
     asked = requested("view")
     if asked and asked not in VIEWS:
         refuse("view", asked, titles[tabs.active])
+    if (asked := requested("weigh")) and asked != WEIGHED:
+        refuse("weigh", asked, text("link.unweighed", lang))
     for name in NAMED:  # (`?layer=1&layer=2` showed layer 1 without a word)
         if (count := len((pn.state.session_args or {}).get(name) or [])) > 1:
             said.append(text("notice.link_repeated", lang, name=name, count=count, asked=quoted(requested(name))))

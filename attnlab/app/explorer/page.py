@@ -128,7 +128,7 @@ class Explorer(pn.viewable.Viewer):
         # views
         self.selection = Selection(store)
         self.output = Output(store)
-        self.heads = HeadsTab(store, redraw=lambda: self._refresh(["grid", "head"]))
+        self.heads = HeadsTab(store, redraw=lambda: (self._refresh(["grid", "head"]), self._keep_address()))
         self.equation = EquationTab(store)
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
@@ -300,7 +300,7 @@ class Explorer(pn.viewable.Viewer):
         """Name what the page shows in the browser's address (`link`): after each run, and each
         change of head or tab since."""
         if self.store.trace is not None:
-            self.address.keep(self.checkpoint_select.value, self.store, self.tabs.active)
+            self.address.keep(self.checkpoint_select.value, self.store, self.tabs.active, self.heads.weigh.value)
 
     def _update_after_run(self) -> None:
         self.output.show()
@@ -377,7 +377,7 @@ def app(argv: list[str] | None = None) -> Explorer:
         first = (named + given + list(explorer.checkpoints))[0]
         explorer.text_input.value = explorer.text_input.value_input = typed  # "": the example
         explorer.reference_input.value = explorer.reference_input.value_input = reference
-        open_view(explorer.store, explorer.tabs)
+        open_view(explorer.store, explorer.tabs, explorer.heads.weigh)
 
         def start() -> None:
             if path:  # a model the page had opened by path (under a root), as its address says
