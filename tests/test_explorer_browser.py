@@ -647,8 +647,8 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
 def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     """In a real browser: ← → the next head, ↓ the next layer, every view and the address
     following, also just after a box was ticked (its box weighs the maps by what each key
-    writes, and says which piece changes most); the same keys in the text box move its caret,
-    not the head."""
+    writes, and says which piece changes most); on a tab's title they move between tabs; the
+    same keys in the text box move its caret, not the head."""
     selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
     page.page.get_by_role("button", name="encoder").click()
     selected[0].select_option("0")
@@ -673,6 +673,28 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     said.wait_for(state="detached", timeout=10_000)
     page.page.keyboard.press("ArrowLeft")
     page.page.wait_for_url(re.compile("layer=1&head=0"), timeout=10_000)
+    # on a tab's title: Enter opens it, ← → the one beside it, and the head stays (a click was the only way in)
+    active = page.page.locator(".bk-tab.bk-active")
+    page.page.locator(".bk-tab").filter(has_text="Heads dashboard").focus()
+    for key, tab, view in (("Enter", "Heads dashboard", "dashboard"), ("ArrowLeft", "Masks & Eq. (1)", "equation")):
+        page.page.keyboard.press(key)
+        page.page.wait_for_url(re.compile(f"view={view}"), timeout=10_000)
+        assert active.inner_text().strip() == tab and [box.input_value() for box in selected] == ["1", "0"]
+    page.page.keyboard.press("ArrowLeft")
+    page.page.wait_for_url(re.compile("view=heads"), timeout=10_000)
+    focused = """() => {  // the focused element through the shadow roots, and its ring (a 1 px dotted grey one was Bokeh's)
+      let at = document.activeElement;
+      while (at && at.shadowRoot && at.shadowRoot.activeElement) at = at.shadowRoot.activeElement;
+      const style = getComputedStyle(at);
+      return at.textContent.trim() === "Heads" && style.outlineWidth === "2px" && style.outlineStyle === "solid";
+    }"""
+    for _ in range(
+        50
+    ):  # the title opened keeps the focus, and shows it (`wait_for_function` never saw it: polled here)
+        if page.page.evaluate(focused):
+            break
+        page.page.wait_for_timeout(100)
+    assert page.page.evaluate(focused)
     page.source_box().click()
     page.page.keyboard.press("ArrowRight")
     page.page.wait_for_timeout(500)

@@ -2,9 +2,12 @@
 above or below it in the grid (layer 0 on top), so that a reader can walk through every head of a
 kind without aiming at thumbnails, and every view follows as it does a click on the grid.
 
-Keys pressed while typing (a text box, a menu, a number box) or in a table's cell are theirs, not
-the page's, and so are keys with Ctrl, Alt or ⌘; a checkbox just ticked keeps none (the arrows
-stopped walking the heads once "mask overlay" was clicked). The browser sends the key's name (with a time
+Keys pressed while typing (a text box, a menu, a number box), on a slider's handle or in a
+table's cell are theirs, not the page's, and so are keys with Ctrl, Alt or ⌘; a checkbox just
+ticked keeps none (the arrows stopped walking the heads once "mask overlay" was clicked). On a
+tab's title, Enter or Space opens that tab and ← → the one beside it, as a tab list does (BokehJS
+lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
+keyboard's reach, and ← → moved the head). The browser sends the key's name (with a time
 stamp, so that the same key twice is two changes); anything else a crafted message sends is
 ignored, and the component takes no other property from a browser.
 """
@@ -37,11 +40,39 @@ const typing = (e) => {
   // (a table's cell: its arrows move between the cells; a ticked box keeps no arrow for itself)
   const box = target && target.tagName === "INPUT" && target.type === "checkbox";
   return target && !box && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
-    || Boolean(target.closest && target.closest(".slick-cell")));
+    || Boolean(target.closest && target.closest(".slick-cell, [role=slider], .noUi-handle")));
+};
+const titles = (root, found = []) => {  // every tab title, through the widgets' shadow roots
+  for (const el of root.querySelectorAll("*")) {
+    if (el.classList.contains("bk-tab")) found.push(el);
+    if (el.shadowRoot) titles(el.shadowRoot, found);
+  }
+  return found;
+};
+// The server draws the tabs again once one opens, and the focus fell to the page: it goes back to
+// the title opened, for two seconds, unless something else has taken it meanwhile.
+const refocus = (title, tries) => {
+  const now = titles(document).find((t) => t.textContent === title);
+  if (now && document.activeElement === document.body) now.focus();
+  if (tries > 0) setTimeout(() => refocus(title, tries - 1), 100);
+};
+const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside it; true when it was one
+  const target = e.composedPath()[0];
+  const tab = target && target.closest && target.closest(".bk-tab");
+  if (!tab) return false;
+  const row = [...tab.parentElement.querySelectorAll(".bk-tab")];
+  const next = e.key === "Enter" || e.key === " " ? tab
+    : row[row.indexOf(tab) + ({ArrowLeft: -1, ArrowRight: 1}[e.key] || NaN)];
+  if (next) {
+    e.preventDefault();
+    next.click();
+    refocus(next.textContent, 20);
+  }
+  return ["Enter", " ", "ArrowLeft", "ArrowRight"].includes(e.key);
 };
 if (window.attnArrowKeys) document.removeEventListener("keydown", window.attnArrowKeys);
 window.attnArrowKeys = (e) => {
-  if (e.ctrlKey || e.metaKey || e.altKey || typing(e) || !MOVES.includes(e.key)) return;
+  if (e.ctrlKey || e.metaKey || e.altKey || tabbed(e) || typing(e) || !MOVES.includes(e.key)) return;
   e.preventDefault();  // (the page would scroll)
   data.pressed = e.key + " " + Date.now();
 };

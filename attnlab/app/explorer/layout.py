@@ -11,7 +11,16 @@ from attnlab.viz.cells import FIT_PX
 # Tab titles go onto a second line where they do not fit (Bokeh cut them at the window's edge,
 # and "Logit lens" could not be clicked in a 1024 px window).
 TABS_CSS = ".bk-headers-wrapper { flex-wrap: wrap; }"
+# Where the keyboard is: Bokeh's own ring, a 1 px dotted grey line, was barely visible on its grey
+# buttons and not at all on the blue one. Each widget draws in its own shadow root, so each gets it.
+FOCUS_CSS = ":focus-visible { outline: 2px solid #1a5fb4 !important; outline-offset: 2px; }"  # (over `.bk-btn:focus`)
 INPUTS_PX = 350  # each inputs column (a checkpoint's long name, the beam and α side by side)
+
+
+def focus_ring(layout: pn.viewable.Viewable) -> None:
+    """Give every widget and tab title in `layout` a ring that shows where the keyboard is."""
+    for part in (*layout.select(pn.widgets.Widget), *layout.select(pn.Tabs)):
+        part.stylesheets = [*part.stylesheets, FOCUS_CSS]
 
 
 def page_row(inputs: tuple[pn.Column, pn.Column], views: pn.Column) -> pn.Row:

@@ -30,7 +30,7 @@ from attnlab.app.explorer.export import ExportBar
 from attnlab.app.explorer.heads import HeadsTab, bokeh_edit
 from attnlab.app.explorer.keys import ArrowKeys
 from attnlab.app.explorer.language import language_switch, session_language, set_page_language
-from attnlab.app.explorer.layout import TABS_CSS, page_row
+from attnlab.app.explorer.layout import TABS_CSS, focus_ring, page_row
 from attnlab.app.explorer.lens import LensTab
 from attnlab.app.explorer.link import Address, carried, follow, open_view
 from attnlab.app.explorer.output import Output
@@ -172,6 +172,7 @@ class Explorer(pn.viewable.Viewer):
             pn.Column(self.status, self.output, self.selection, self.export, self.tabs, ArrowKeys(store)),
         )
         screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
+        focus_ring(self.layout)
 
         # wiring
         for box in (self.text_input, self.reference_input):  # code that sets `value` must win over stale typing
