@@ -1235,11 +1235,17 @@ def test_the_figures_chinese_titles_are_spaced_as_the_pages_words(trace: Attenti
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])
-def test_the_timeline_difference_wraps_its_title_to_its_cells(trace: AttentionTrace, lang: str) -> None:
+def test_the_timeline_difference_and_the_rollout_wrap_their_titles_to_their_cells(trace: AttentionTrace, lang: str) -> None:
     """On one line the difference's own title set its width: 692 px in English, 780 in Spanish
     for a map of three keys, past a 1024 px window beside the inputs and twice the step's map."""
     from attnlab.app.words import figure_words
+    from attnlab.viz.axes import label_room
     from attnlab.viz.cells import TITLE_MIN_PX
 
     diff = viz.diff_figure(trace, trace, "cross", 1, 2, budget=380, words=figure_words(lang))
     assert "\n" in diff.title.text and diff.width <= TITLE_MIN_PX + 90, (diff.width, diff.title.text)
+    # and the rollout's (in Spanish it stretched a 16-key map's cells: a 1024 px window hid two keys)
+    wide = synthetic_trace(n_src=16, n_tgt=8)
+    flow = viz.rollout_figure(wide, "cross", words=figure_words(lang))
+    room = label_room(wide.src_tokens + wide.tgt_tokens) + 16
+    assert flow.width == 16 * 28 + 90 + room, (flow.width, flow.title.text)

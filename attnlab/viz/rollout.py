@@ -13,9 +13,11 @@ from bokeh.plotting import figure
 from attnlab.record.rollout import RESIDUAL, rollout
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.axes import cell_px
+from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import color_scale
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import spelled
+from attnlab.viz.labels import spelled, wrap_title
 from attnlab.viz.words import kind_title, say
 
 
@@ -43,9 +45,13 @@ def rollout_figure(
     index = trace.layer_index(kind, layer)
     flow = rollout(trace, kind, residual)[index]
     allowed = trace.mask(kind) if kind == "decoder" else None  # rolled-up self-attention keeps the causal band
+    # its own title wrapped to the map's cells, as the timeline's difference does: on one line the
+    # Spanish one stretched the cells, and a 1024 px window hid the last two keys
+    own = said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index)
+    cells = int(len(k_labels) * cell_px(len(k_labels), budget)) + 50  # (`update_matrix` adds 40 to a title line)
     return matrix_figure(  # matrix_figure sets the fonts
         flow, q_labels, k_labels, allowed=allowed, vmax=color_scale(flow, vmax),
-        title=title or said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index), budget=budget,
+        title=title or wrap_title(own, max(cells, TITLE_MIN_PX)), budget=budget,
         value_name=said["rollout.share"], name=name or f"rollout-{kind}",
         axis_labels=(said["rollout.input"], said["head.query"]), words=said, fit=fit,
     )  # fmt: skip
