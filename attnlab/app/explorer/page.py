@@ -179,6 +179,7 @@ class Explorer(pn.viewable.Viewer):
             box.param.watch(lambda event: setattr(event.obj, "value_input", event.new), "value")
         self.go.on_click(lambda _event: self.translate())
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
+        self.path_input.param.watch(lambda _event: self.open(self.path_input.value), "enter_pressed")  # as "Open"
         self.checkpoint_select.param.watch(lambda event: self.open_listed(event.new), "value")
         self.mode.param.watch(self._on_mode, "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
