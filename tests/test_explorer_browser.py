@@ -823,6 +823,14 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
         timeout=10_000
     )
     page.page.get_by_role("button", name="add the open head").click()
+    search = page.page.locator(".choices__input--cloned")  # the menu's search: it says what to type
+    assert search.get_attribute("placeholder") == "type to search the heads, e.g. cross L1 H2"
+    search.press_sequentially("zzz")
+    page.page.locator(".choices__list--dropdown.is-active").wait_for(timeout=5_000)
+    page.page.wait_for_timeout(500)
+    assert not page.page.get_by_text("No results found").is_visible()  # its library's English, in any language
+    search.fill("")
+    search.press("Escape")
     page.page.get_by_role("button", name="Re-decode without them").click()
     page.page.locator(".attn-ablation-result").wait_for(timeout=30_000)
     assert "log P(original output)" in page.page.locator(".attn-ablation-result").inner_text()

@@ -173,6 +173,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "timeline.aer_best": {"en": "best reading", "es": "mejor lectura", "zh": "最佳读法"},
     # head ablation
     "ablation.choice": {"en": "heads to switch off", "es": "cabezas que desactivar", "zh": "要关闭的注意力头"},
+    "ablation.placeholder": {"en": "type to search the heads, e.g. {example}", "es": "escribe para buscar cabezas, p. ej. {example}", "zh": "输入以搜索注意力头，例如 {example}"},
     "ablation.add": {"en": "add the open head", "es": "añadir la cabeza abierta", "zh": "加入当前的头"},
     "ablation.go": {"en": "Re-decode without them", "es": "Decodificar de nuevo sin ellas", "zh": "关闭后重新解码"},
     "ablation.none": {"en": "Choose heads to switch off first.", "es": "Elige primero qué cabezas desactivar.", "zh": "请先选择要关闭的注意力头。"},

@@ -46,6 +46,11 @@ def _heads(labels: list[str]) -> dict[tuple[str, int], list[int]]:
     return heads
 
 
+# The menu's own lines, which only its library writes, and only in English ("No results found",
+# "No choices to choose from"): a search that matches no head shows none in any language.
+UNTRANSLATED_CSS = ".has-no-results, .has-no-choices { display: none; }"
+
+
 class AblationTab(pn.viewable.Viewer):
     """Which heads to switch off, and what happens to the output without them."""
 
@@ -53,7 +58,17 @@ class AblationTab(pn.viewable.Viewer):
         super().__init__()
         self.store = store
         lang = store.lang
-        self.choice = pn.widgets.MultiChoice(label=text("ablation.choice", lang), options={}, width=520)
+        self.choice = pn.widgets.MultiChoice(
+            label=text("ablation.choice", lang),
+            options={},
+            width=520,
+            placeholder=text(
+                "ablation.placeholder",
+                lang,
+                example=text("head.short", lang, kind=kind_name("cross", lang), layer=1, head=2),
+            ),
+            stylesheets=[UNTRANSLATED_CSS],
+        )
         self.add = pn.widgets.Button(label=text("ablation.add", lang), width=150, align="end")
         self.go = pn.widgets.Button(label=text("ablation.go", lang), color="warning", width=200, align="end")
         self.effect = pn.Column(css_classes=["attn-ablation"])
