@@ -1235,7 +1235,9 @@ def test_the_figures_chinese_titles_are_spaced_as_the_pages_words(trace: Attenti
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])
-def test_the_timeline_difference_and_the_rollout_wrap_their_titles_to_their_cells(trace: AttentionTrace, lang: str) -> None:
+def test_the_timeline_difference_and_the_rollout_wrap_their_titles_to_their_cells(
+    trace: AttentionTrace, lang: str
+) -> None:
     """On one line the difference's own title set its width: 692 px in English, 780 in Spanish
     for a map of three keys, past a 1024 px window beside the inputs and twice the step's map."""
     from attnlab.app.words import figure_words

@@ -310,6 +310,24 @@ def test_the_explorer_says_who_wrote_each_piece_of_the_open_hypothesis(translato
     assert explorer.figures["attribution"] is None and explorer.figures["attribution_source"] is None
 
 
+def test_the_explorer_weighs_each_head_by_what_its_keys_write(translator: attnlab.decode.Model) -> None:
+    """Its box redraws the open hypothesis's heads weighed by ‖αf(x)‖ (`record.norm_trace`), and
+    keeps doing so for the hypothesis chosen next; unticked, the weights as they are."""
+    from attnlab.record.norms import norm_trace
+
+    explorer = widgets.explore(translator, text="A man sits on a bike .", beam=3, lang="es")
+    hypotheses = explorer.result.hypotheses
+    explorer.weigh.value = True
+    for rank in (0, 2):
+        explorer.choose(rank)
+        weighed, (kind, layer, head) = norm_trace(translator, hypotheses[rank].trace), explorer.view.picker.value
+        np.testing.assert_allclose(shown(explorer.figures["head"]), weighed.attention(kind, layer)[head], atol=1e-6)
+        assert "ponderado por ‖αf(x)‖" in explorer.figures["head"].title.text
+    assert not explorer.errors.message
+    explorer.weigh.value = False
+    assert explorer.view.trace is hypotheses[2].trace
+
+
 def test_the_explorer_weighs_the_heads_of_the_open_hypothesis(translator: attnlab.decode.Model) -> None:
     """Its box draws every head's importance for the hypothesis that is open, following the
     chooser; unticked, nothing (it costs a pass forward and back)."""

@@ -62,6 +62,7 @@ from attnlab.decode.api import DEFAULTS
 from attnlab.errors import ConfigError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
+from attnlab.record.norms import norm_trace
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 
@@ -211,6 +212,8 @@ class Explorer(w.VBox):
         self.hypotheses = w.Select(description=beams, rows=4, layout=w.Layout(width="95%"))
         self.hypotheses.observe(self._hypothesis_chosen, "value")
         self.errors = ErrorBox(lang)
+        self.weigh = checkbox(i18n.text("heads.weigh", lang))  # (`attnlab.record.norms`, as the explorer's Heads tab)
+        self.weigh.observe(lambda _change: self.errors.act(self._show_heads), "value")
         self.view = TraceView(caption=False, lang=lang)
         self.show_lens = checkbox(i18n.text("widgets.show_lens", lang))
         self.show_lens.observe(lambda _change: self.errors.act(self._draw_lens), "value")
@@ -227,7 +230,7 @@ class Explorer(w.VBox):
         self.result: Any = None
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
-        parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.view]
+        parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.weigh, self.view]
         readings = [self.show_lens, self.lens, self.attribution, self.show_importance, self.importance, row]
         super().__init__([*parts, *readings])
         self.run()
@@ -318,11 +321,18 @@ class Explorer(w.VBox):
         title = i18n.text("widgets.tree", lang, rank=rank + 1)
         parse = self.model.task == "parse"
         self.tree.update(viz.tree_figure(hyp.text, title=title, words=figure_words(lang)) if parse else None)
-        self.view.set_trace(hyp.trace)
+        self._show_heads()
         self._draw_lens()
         self.attribution.set_trace(hyp.trace)
         self._draw_importance()
         self.patching_row.set_trace(hyp.trace)  # (what it showed read the hypothesis open before)
+
+    def _show_heads(self) -> None:
+        """The open hypothesis's heads, weighed by what each key writes while `weigh` is ticked."""
+        rank = self.hypotheses.value
+        if self.result is not None and rank is not None:
+            trace = self.result.hypotheses[rank].trace
+            self.view.set_trace(norm_trace(self.model, trace) if self.weigh.value else trace)
 
     def _draw_lens(self) -> None:
         """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
