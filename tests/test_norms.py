@@ -101,3 +101,13 @@ def test_weighing_refuses_another_models_trace_or_a_bare_transformer(model: obje
         with pytest.raises(AttnlabError, match=match) as info:
             norm_trace(*args)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int8"])
+def test_a_bf16_or_int8_model_weighs_as_its_fp32_weights_do(model: object, dtype: str) -> None:
+    """`attnlab.load(dtype=...)` models: bf16 activations meet bf16 weights (a float32 cast was a
+    dtype error) and an int8 W^O is dequantized (its `weight` is a method)."""
+    pair = ("Two dogs run across the grass .", "Zwei Hunde rennen über das Gras .")
+    other = load(CHECKPOINTS / "multi30k-en-de", dtype=dtype)
+    expected, got = (norm_trace(m, m.score(*pair, record=True).trace) for m in (model, other))
+    np.testing.assert_allclose(got.attention("cross", 0), expected.attention("cross", 0), atol=0.03)

@@ -116,7 +116,7 @@ def logit_attribution(model: Any, trace: AttentionTrace, against: str = "mean") 
         logits = net.logits(top if final is None else final(top)).double()[0]  # (Lt, V)
     target = torch.tensor(produced)
     contrast = _contrast(logits, target, against, vocab)
-    table = (net.target_embedding.weight if config.tie_output else _weight(net.out_proj)).detach().double()
+    table = (net.target_embedding.weight if config.tie_output else linear_weight(net.out_proj)).detach().double()
     r = table[target] - (table.mean(0) if contrast is None else table[contrast])  # (Lt, d) the readout
     logit = logits.gather(1, target[:, None])[:, 0]
     logit -= logits.mean(1) if contrast is None else logits.gather(1, contrast[:, None])[:, 0]
@@ -199,7 +199,7 @@ def _forward(
                 block = _Block(kind, residual.norm, x[0].double(), written[0][0].double(), _bias(output))
                 if attention is not None:
                     block.heads, block.weights, block.values = seen[attention]
-                    block.w_o = _weight(attention.w_o).view(block.out.size(-1), block.heads.size(0), -1)
+                    block.w_o = linear_weight(attention.w_o).view(block.out.size(-1), block.heads.size(0), -1)
                 blocks.append(block)
                 x = x_next
     return blocks, x
@@ -230,7 +230,7 @@ def _beta(norm: nn.LayerNorm) -> Tensor:
     return torch.zeros(norm.normalized_shape, dtype=torch.float64) if norm.bias is None else norm.bias.detach().double()
 
 
-def _weight(linear: nn.Module) -> Tensor:
+def linear_weight(linear: nn.Module) -> Tensor:
     """A linear layer's (out, in) weight as a float tensor; an int8 one (`attnlab.load(dtype="int8")`) dequantized."""
     weight = linear.weight() if callable(linear.weight) else linear.weight
     return (weight.dequantize() if weight.is_quantized else weight).detach().double()
@@ -238,4 +238,4 @@ def _weight(linear: nn.Module) -> Tensor:
 
 def _bias(linear: nn.Module) -> Tensor:
     bias = linear.bias() if callable(linear.bias) else linear.bias
-    return torch.zeros(_weight(linear).size(0), dtype=torch.float64) if bias is None else bias.detach().double()
+    return torch.zeros(linear_weight(linear).size(0), dtype=torch.float64) if bias is None else bias.detach().double()

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from attnlab.record.equation import layer_inputs, loaded
+from attnlab.record.logit_attribution import linear_weight
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
@@ -45,8 +46,8 @@ def written(model: Any, trace: AttentionTrace) -> dict[tuple[str, int], Tensor]:
         for point, module in wanted.items():
             seen = inputs[module]
             source = seen["x"] if seen["memory"] is None else seen["memory"]
-            values = module._split(module.w_v(source.float()), module.d_v)[0]  # (h, keys, d_v)
-            w_o = module.w_o.weight.float().view(-1, module.n_heads, module.d_v)  # (d_model, h, d_v)
+            values = module._split(module.w_v(source), module.d_v)[0].float()  # (h, keys, d_v), in the model's dtype
+            w_o = linear_weight(module.w_o).float().view(-1, module.n_heads, module.d_v)  # (d_model, h, d_v); int8 too
             out[point] = torch.einsum("hkv,dhv->hkd", values, w_o)
     return out
 
