@@ -4,9 +4,11 @@ when its command runs, so `attnlab --help` starts fast.
 
 This file only dispatches and turns `AttnlabError` into a one-line message and exit status 2,
 so that a user never sees a traceback for bad input (nor argparse's usage block above the line:
-every command's parser is an `attnlab.errors.ArgumentParser`). Every command's parser is built with
-`allow_abbrev=False`: a shortened or misspelt flag is refused, never taken for the flag it
-begins (argparse's default, under which `--vocab 1000` quietly set --vocab-size).
+every command's parser is an `attnlab.errors.ArgumentParser`). A refused command line names the
+parser that refused it, a nested command whole (`attnlab heads patch: error: ...`), as its
+`--help` hint does. Every command's parser is built with `allow_abbrev=False`: a shortened or
+misspelt flag is refused, never taken for the flag it begins (argparse's default, under which
+`--vocab 1000` quietly set --vocab-size).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, UsageError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "presets": ("attnlab.model.presets", "list the model presets (Table 3) with parameter counts"),
@@ -44,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def usage() -> str:
     lines = ["usage: attnlab COMMAND [options]   (attnlab COMMAND --help for details)", "", "commands:"]
     lines += [f"  {name:<10} {doc}" for name, (_, doc) in COMMANDS.items()]
+    lines += ["", 'e.g.  echo "A dog runs in the park ." | attnlab translate --checkpoint checkpoints/multi30k-en-de']
+    lines += ["", 'README.md ("Command line") shows every command at work; attnlab --version prints the version.']
     return "\n".join(lines)
 
 
@@ -51,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
+        return 0
+    if argv[0] == "--version":  # (it was "unknown command '--version'")
+        print(f"attnlab {importlib.import_module('attnlab').__version__}")  # by name, as the commands are
         return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
@@ -69,7 +76,8 @@ def _run(command: str, rest: list[str]) -> int:
         code = int(runner(rest) or 0)
         sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is then one line
     except AttnlabError as error:
-        print(f"attnlab {command}: error: {error}", file=sys.stderr)
+        name = error.command if isinstance(error, UsageError) else command  # `heads patch`, as its --help hint
+        print(f"attnlab {name}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"attnlab {command}: interrupted", file=sys.stderr)

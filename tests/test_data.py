@@ -137,6 +137,23 @@ def test_data_dir_resolution_order(tmp_path, monkeypatch):
         data.find_data_dir()
 
 
+def test_prepare_finds_what_download_saved_by_default(tmp_path, monkeypatch, capsys):
+    """`data download` saves into ./data without --out or $ATTNLAB_DATA, and `data prepare` looked
+    only in --data-dir, $ATTNLAB_DATA and ../shared/data: download, then prepare, read another
+    copy or none. ./data comes after $ATTNLAB_DATA and before ../shared/data."""
+    monkeypatch.delenv("ATTNLAB_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    fetched = []
+    monkeypatch.setattr(download, "download", lambda corpus, out, url_base: fetched.append(fake_multi30k(Path(out))))
+    assert cli.main(["data", "download", "multi30k"]) == 0 and fetched == [Path("data")]
+    assert cli.main(["data", "prepare", "multi30k", "--out", "prepared", "--vocab-size", "300"]) == 0
+    assert json.loads((tmp_path / "prepared" / "meta.json").read_text())["splits"]["train"]["pairs"] == 300
+    assert "prepared multi30k en-de" in capsys.readouterr().out
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path / "elsewhere"))
+    assert data.find_data_dir() == tmp_path / "elsewhere"
+
+
 # --- bad input, on small files made here ------------------------------------------------------------
 
 

@@ -320,6 +320,27 @@ def test_save_best_in_a_run_directory_saves_in_its_newest_checkpoint(
     assert "alignment" not in read_config(run / "checkpoints" / "step_100")[1]
 
 
+def test_save_best_says_what_it_wrote_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--save-best rewrites the checkpoint's config.json and manifest.json, the one command told
+    to write into a model (docs/RELIABILITY.md): stderr names both files and the reading saved,
+    and nothing else in the directory changes."""
+    model = tmp_path / "model"
+    shutil.copytree(bundled(TRANSLATOR), model, ignore=shutil.ignore_patterns("probes"))
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    pairs = write(tmp_path / "p.txt", [f"{s} ||| {r}" for s, r in zip(SOURCES, REFERENCES, strict=True)])
+    gold = write(tmp_path / "gold", ["0-0 1-1 2-2 3-3 5-4 6-5", "0-0 1-1 3-2 4-3 6-5 7-6"])
+    argv = ["evaluate", "--task", "align", "--all-heads", "--checkpoint", str(model), "--input", str(pairs)]
+    assert main([*argv, "--gold", str(gold), "--save-best", "--json"]) == 0
+    said = capsys.readouterr()
+    best = json.loads(said.out)[0]["reading"]
+    assert said.err.strip().splitlines()[-1] == (
+        f"attnlab evaluate: --save-best: wrote {best} as the default alignment reading into "
+        f"{model / 'config.json'} (meta.alignment) and {model / 'manifest.json'}; `attnlab align` now uses it"
+    )
+    changed = {p.name for p in model.iterdir() if p.is_file() and before.get(p.name) != p.read_bytes()}
+    assert changed == {"config.json", "manifest.json"}
+
+
 def test_save_best_checks_where_it_writes_before_scoring(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

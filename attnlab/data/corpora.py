@@ -1,8 +1,9 @@
 """The corpora attnlab reads, where to find them, and how each splits into train/valid/test.
 
-The shared corpus directory is `--data-dir`, then `$ATTNLAB_DATA`, then `../shared/data` beside
-the project. Text is read streaming (plain or gzip), parallel files are checked to have the same
-number of lines. Tatoeba, which comes as one list with no split, has its own module (`tatoeba.py`).
+The shared corpus directory is `--data-dir`, then `$ATTNLAB_DATA`, then `./data` (where `attnlab
+data download` saves by default), then `../shared/data` beside the project. Text is read
+streaming (plain or gzip), parallel files are checked to have the same number of lines.
+Tatoeba, which comes as one list with no split, has its own module (`tatoeba.py`).
 """
 
 from __future__ import annotations
@@ -37,25 +38,29 @@ WMT14_TESTS = {"valid": "newstest2013", "newstest2014": "newstest2014"}  # split
 # the files `prepare` writes, so a rerun can remove those of an earlier run's other splits.
 SPLIT_NAMES = tuple(dict.fromkeys((*TEXT_SPLITS, *MULTI30K_SPLITS, *WMT14_TESTS)))
 PTB_FILES = {"train": (1, 169), "valid": (170, 179), "test": (180, 189)}  # wsj_NNNN ranges, inclusive
+DOWNLOADED = "data"  # `attnlab data download`'s directory without --out or $ATTNLAB_DATA, relative to the working one
 
 
 # --- finding the corpora -------------------------------------------------------------------------
 
 
 def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The corpus directory: `--data-dir`, then `$ATTNLAB_DATA`, then `../shared/data` when present."""
+    """The corpus directory: `--data-dir`, then `$ATTNLAB_DATA`, then `./data` and `../shared/data`
+    when present. `./data` is where `attnlab data download` saves without `--out` or
+    `$ATTNLAB_DATA`: download, then prepare, failed "no data directory" without it."""
     for given, origin in ((explicit, "--data-dir"), (os.environ.get("ATTNLAB_DATA"), "$ATTNLAB_DATA")):
         if given:
             if not Path(given).is_dir():
                 problem = "is a file, not a directory" if Path(given).exists() else "does not exist"
                 raise DataError(f"data directory {given} (from {origin}) {problem}")
             return Path(given)
-    for candidate in (Path(__file__).resolve().parents[3] / "shared" / "data", Path.cwd().parent / "shared" / "data"):
+    shared = (Path(__file__).resolve().parents[3] / "shared" / "data", Path.cwd().parent / "shared" / "data")
+    for candidate in (Path(DOWNLOADED), *shared):
         if candidate.is_dir():
             return candidate
     raise DataError(
-        "no data directory: pass --data-dir DIR, set ATTNLAB_DATA, or place the corpora in ../shared/data "
-        "(`attnlab data download multi30k|wmt14|tatoeba --out DIR` fetches them)"
+        f"no data directory: pass --data-dir DIR, set ATTNLAB_DATA, or place the corpora in ./{DOWNLOADED} or "
+        f"../shared/data (`attnlab data download multi30k|wmt14|tatoeba` fetches them into ./{DOWNLOADED})"
     )
 
 

@@ -45,7 +45,7 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype",
         choices=sorted(DTYPES),
-        help="default fp32 (exact attention maps); bf16: about 2x faster decoding on CPUs with bf16 "
+        help="default fp32 (exact attention maps); bf16: about 1.5× faster decoding on CPUs with bf16 "
         "instructions; int8: int8 linear layers, CPU only (docs/BENCHMARKS.md)",
     )
 
@@ -204,7 +204,7 @@ def cli_record(argv: list[str]) -> int:
     parser.add_argument("sentences", nargs="*", help="sentences to record (or --input FILE)")
     parser.add_argument("--input", "-i", help="file with one sentence per line")
     parser.add_argument("--reference", help="file of target lines: record teacher-forced on them instead of decoding")
-    parser.add_argument("--out", default="traces", help="directory for the .trace files")
+    parser.add_argument("--out", default="traces", help="directory for the .trace files (default: traces)")
     parser.add_argument("--force", action="store_true", help="replace the traces an earlier run left in --out")
     parser.add_argument("--beam", type=int, help="beam size (default: the model's task's; 1: greedy)")
     args = parser.parse_args(argv)

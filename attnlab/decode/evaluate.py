@@ -39,7 +39,7 @@ from attnlab.decode.evaluate_inputs import one_indexed_hint, save_best_target, s
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
-from attnlab.model.checkpoint import update_meta
+from attnlab.model.checkpoint import MANIFEST, update_meta
 from attnlab.model.memory import keep_freed_memory
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
@@ -129,7 +129,9 @@ def cli(argv: list[str]) -> int:
     parser.add_argument(
         "--all-heads",
         action="store_true",
-        help="align: score every cross-attention head, layer average and Shift-Att of --checkpoint on --input",
+        help="align: score every reading of --checkpoint's cross-attention on --input: each head, each layer's "
+        "average and all layers', Shift-Att, each layer's rollout (through the encoder), and the direct shares "
+        "(direct logit attribution) of each layer and of all",
     )
     parser.add_argument(
         "--save-best",
@@ -336,7 +338,11 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if target is not None:
         best = {k: rows[0][k] for k in ("method", "layer", "head", "aer", "precision", "recall")}
         update_meta(target, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
-        print(f"attnlab evaluate: {target} now aligns with {rows[0]['reading']} by default", file=sys.stderr)
+        print(  # the one command that writes into a model: it says which files, where
+            f"attnlab evaluate: --save-best: wrote {rows[0]['reading']} as the default alignment reading into "
+            f"{target / 'config.json'} (meta.alignment) and {target / MANIFEST}; `attnlab align` now uses it",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(rows))
         return 0

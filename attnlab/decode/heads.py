@@ -42,7 +42,12 @@ def cli_heads(argv: list[str]) -> int:
     )
     commands = parser.add_subparsers(dest="action", required=True)
     run = commands.add_parser(
-        "profile", allow_abbrev=False, help="record a test set; per-sentence, per-head statistics as Parquet"
+        "profile",
+        allow_abbrev=False,
+        help="record a test set; per-sentence, per-head statistics as Parquet",
+        description="Decode (or, with --tgt, read teacher-forced) every sentence of --src with its attention "
+        "recorded, and write each head's statistics for each sentence (entropy, where it looks; with --gold "
+        "its AER, with --importance and --direct its share of the output) to a Parquet file for `heads query`.",
     )
     add_checkpoint_argument(run)
     run.add_argument("--src", required=True, help="one source sentence per line (- for stdin)")
@@ -86,7 +91,11 @@ def cli_heads(argv: list[str]) -> int:
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     ask = commands.add_parser(
-        "query", allow_abbrev=False, help="run SQL (DuckDB) over a profile, which is called `profile`"
+        "query",
+        allow_abbrev=False,
+        help="run SQL (DuckDB) over a profile, which is called `profile`",
+        description="Run one SQL query (DuckDB) over a profile written by `attnlab heads profile`, the table "
+        "named `profile`, and print the rows tab-separated.",
     )
     ask.add_argument("profile", help="a profile written by `attnlab heads profile` (.parquet)")
     ask.add_argument("sql", help='the query, e.g. "SELECT kind, avg(entropy) FROM profile GROUP BY kind"')
@@ -175,7 +184,12 @@ def _importance_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--tgt", help="their references, read teacher-forced (default: the model's own outputs)")
     run.add_argument("--limit", type=int, help="only the first N sentences of --src")
     run.add_argument("--exact", action="store_true", help="also switch each head off and measure the loss (slower)")
-    run.add_argument("--order-by", choices=("gradient", "ablation"), default="gradient", help="the pruning order")
+    run.add_argument(
+        "--order-by",
+        choices=("gradient", "ablation"),
+        default="gradient",
+        help="the pruning order (default: gradient; ablation needs --exact)",
+    )
     run.add_argument(
         "--across-layers",
         action="store_true",

@@ -60,7 +60,12 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         nargs="+",
         help="sum the log-probability over these target positions, from 0 (negative: from the end, -1 the </s>)",
     )
-    run.add_argument("--direction", choices=DIRECTIONS, default="denoise", help="clean into corrupted, or the reverse")
+    run.add_argument(
+        "--direction",
+        choices=DIRECTIONS,
+        default="denoise",
+        help="clean into corrupted, or the reverse (default: denoise)",
+    )
     run.add_argument(
         "--residual",
         action="store_true",
@@ -71,8 +76,9 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         "--method",
         choices=METHODS,
         default="activation",
-        help="attribution: estimate every patch from one backward pass (the gradient times the change), "
-        "a first-order estimate that is fast and, where the model is far from linear, wrong",
+        help="activation (the default): patch each for real; attribution: estimate every patch from one backward "
+        "pass (the gradient times the change), a first-order estimate that is fast and, where the model is far "
+        "from linear, wrong",
     )
     run.add_argument(
         "--paths",
@@ -81,7 +87,9 @@ def patch_parser(commands: argparse._SubParsersAction) -> None:
         "layer frozen) and the rest, and the sender's effect through each later head and feed-forward layer",
     )
     run.add_argument(
-        "--sender", help="with --paths: the head whose receivers to measure, KIND:LAYER:HEAD (default: the top one)"
+        "--sender",
+        help="with --paths: the head whose receivers to measure, KIND:LAYER:HEAD (e.g. cross:1:1), or a "
+        "feed-forward layer, ffn:SIDE:LAYER (e.g. ffn:decoder:1); default: the top head",
     )
     run.add_argument(
         "--circuit",

@@ -253,7 +253,11 @@ def cli_export(argv: list[str]) -> int:
     parser.add_argument("checkpoint", help="an attnlab checkpoint (or run, or Marian) directory")
     parser.add_argument("--out", required=True, help="the CTranslate2 model directory to write")
     parser.add_argument("--quantization", choices=QUANTIZATIONS, help="store the weights quantized (e.g. int8)")
-    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out if it is a CTranslate2 model or an empty directory (any other directory is refused)",
+    )
     args = parser.parse_args(argv)
     try:
         import ctranslate2  # noqa: F401  # optional: pip install attnlab[serve]

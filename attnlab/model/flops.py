@@ -96,8 +96,15 @@ def cli(argv: list[str]) -> int:
     )
     parser.add_argument("--tgt-len", type=int, default=32, help="target tokens a sentence (default 32)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the lines")
-    args, rest = parser.parse_known_args(argv)
-    overrides = parse_overrides(rest, ("--preset", "--src-len", "--tgt-len", "--json"))
+    parser.add_argument(  # in the usage line and --help; the items are checked by parse_overrides
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="change a field of the preset (e.g. d_model=256 n_layers=3); the paper's Table 2 figure is "
+        "quoted for an unchanged preset only",
+    )
+    args, rest = parser.parse_known_args(argv)  # rest: what looks like a flag but is none, first refused
+    overrides = parse_overrides([*rest, *args.overrides], ("--preset", "--src-len", "--tgt-len", "--json"))
     config = preset(args.preset, **overrides)
     fwd = forward_flops_per_target_token(config, args.src_len, args.tgt_len)
     report = {

@@ -28,7 +28,9 @@ def table(vocab_size: int) -> list[dict]:
 
 def cli(argv: list[str]) -> int:
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab presets", description=__doc__)
-    parser.add_argument("--vocab-size", type=int, default=37000, help="shared BPE vocabulary (paper: about 37000)")
+    parser.add_argument(
+        "--vocab-size", type=int, default=37000, help="shared BPE vocabulary (default 37000, about the paper's)"
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
     args = parser.parse_args(argv)
     try:

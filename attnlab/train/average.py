@@ -114,11 +114,13 @@ def cli(argv: list[str]) -> int:
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
     parser.add_argument("run_dir", help="a run directory of `attnlab train` (its checkpoints/step_N)")
     parser.add_argument(
-        "--last", type=int, default=5, help="how many of the newest checkpoints (paper: 5 base, 20 big)"
+        "--last", type=int, default=5, help="how many of the newest checkpoints (default 5; paper: 5 base, 20 big)"
     )
     parser.add_argument("--out", required=True, help="the averaged checkpoint's directory")
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
-    parser.add_argument("--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run")
+    parser.add_argument(
+        "--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run (default 0)"
+    )
     parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
     args = parser.parse_args(argv)
     if args.probes < 0:  # (it copied none without a word; `train --probes -1` is refused too)

@@ -35,7 +35,7 @@ HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each
     "clip_norm": "clip the gradient's norm to this (default 0: no clipping, as the paper)",
     "dtype": "fp32 or bf16 (autocast, fp32 weights); default auto: bf16 on a GPU, fp32 on a CPU",
     "compile": "torch.compile: off, loss, model (and loss), or auto (default: where it pays on this device "
-    "and run length; one line says which)",
+    "and run length; one line says which); a bare --compile means model",
     "log_every": "print and log the loss every N updates (default 50)",
     "eval_sentences": "dev pairs scored at each checkpoint: loss, perplexity, BLEU or F1 (default 200; 0: none)",
     "probes": "dev pairs whose attention is recorded at each checkpoint, for the explorer's Training "
@@ -56,9 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,  # `--lr 0.1` was taken as --lr-scale 0.1, `--warm` as --warmup, without a word
     )
     parser.add_argument("--preset", choices=list(PRESETS), help="model preset (default: base)")
-    parser.add_argument("--recipe", help="a named recipe (see attnlab.train.recipes) that fills in every other option")
-    parser.add_argument("--data", help="a directory written by `attnlab data prepare`")
-    parser.add_argument("--out", help="run directory (checkpoints, metrics.jsonl); an existing one resumes")
+    parser.add_argument(
+        "--recipe",
+        metavar="NAME",
+        help=f"a named recipe that fills in every other option: {', '.join(RECIPES)} (attnlab.train.recipes)",
+    )
+    parser.add_argument(
+        "--data", help="a directory written by `attnlab data prepare` (required for a new run without --recipe)"
+    )
+    parser.add_argument(
+        "--out",
+        help="run directory (checkpoints, metrics.jsonl); an existing one resumes (required without --recipe)",
+    )
     for f in dataclasses.fields(TrainConfig):
         if f.name in ("data", "out", "preset", "overrides"):
             continue
