@@ -473,8 +473,9 @@ def test_hover_shows_tokens_and_weight(page: Page) -> None:
 JS_LINES = js_view("""
       const data = v.model.renderers.find(r => r.name === "lines").data_source.data;
       const heads = v.model.renderers.find(r => r.name === "heads").data_source.data;
+      const y = side => [...v.model.renderers.find(r => r.name === side + "-tokens").data_source.data.y];
       return {q: [...data.q], k: [...data.k], h: [...data.h], w: [...data.w], alpha: [...data.alpha],
-              head_x: [...heads.x], head_y: [...heads.y], head_alpha: [...heads.alpha]};""")
+              head_x: [...heads.x], head_y: [...heads.y], head_alpha: [...heads.alpha], q_y: y("q"), k_y: y("k")};""")
 
 
 def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page) -> None:
@@ -493,7 +494,7 @@ def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page)
     every = point(0.5, 0.5)  # (between the columns: no word)
     assert every["alpha"] == every["w"] and len(set(every["q"])) > 2, every
     for side, x in (("q", -0.05), ("k", 1.05)):
-        lines = point(x, -1)  # the second word of that column
+        lines = point(x, every[f"{side}_y"][1])  # the second word of that column (a long one's rows are closer)
         shown = {(q, k) for q, k, a in zip(lines["q"], lines["k"], lines["alpha"], strict=True) if a > 0}
         mine = {(q, k) for q, k in zip(lines["q"], lines["k"], strict=True) if (q if side == "q" else k) == 1}
         assert shown == mine and mine, (side, shown, mine)
@@ -533,7 +534,7 @@ def test_a_click_on_a_heads_name_hides_its_lines_and_a_second_shows_them(page: P
         w for w, h in zip(every["w"], every["h"], strict=True) if h
     ]
     assert hidden["head_alpha"][0] < 1 == hidden["head_alpha"][1]
-    page.page.mouse.move(*at(-0.05, -1))  # the second query word: its lines, head 0's still hidden
+    page.page.mouse.move(*at(-0.05, every["q_y"][1]))  # the second query word: its lines, head 0's still hidden
     pointed = lines()
     shown = {(q, h) for q, h, a in zip(pointed["q"], pointed["h"], pointed["alpha"], strict=True) if a > 0}
     assert shown and {q for q, _ in shown} == {1} and 0 not in {h for _, h in shown}, shown

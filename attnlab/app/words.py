@@ -38,6 +38,8 @@ def _words(lang: str) -> Mapping[str, str]:
             "lines.hint": text("figure.lines_hint", lang),
             "lines.hint_every": text("figure.lines_hint_every", lang),
             "lines.every_head": text("figure.lines_every_head", lang),
+            "lines.tool_heads": text("figure.lines_tool_heads", lang),
+            "lines.tool_words": text("figure.lines_tool_words", lang),
             "grid.title": text("figure.grid_title", lang),
             "grid.layer": text("figure.grid_layer", lang),
             "grid.head": text("figure.grid_head", lang),

@@ -4,7 +4,9 @@ weight. The heatmap shows every weight at once; the lines show where a word look
 word and only its lines stay (a query's to the keys it reads, a key's from the queries that read
 it). Every head of a layer can be drawn at once, each in its colour; a click on a head's name hides
 its lines or shows them again, in the browser (bertviz's head toggles). `update_lines` puts another
-head or trace into the same figure, so a live session sends only new data.
+head or trace into the same figure, so a live session sends only new data. A long column keeps
+within the heatmap's budget (`ROWS_PX`): its rows closer, its words thinned to what fits; every
+line is still drawn, and pointing at a row names its word.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from bokeh.plotting import figure
 
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.axes import label_room
+from attnlab.viz.axes import label_room, label_stride
 from attnlab.viz.colors import PALETTE, choice_rows, color_scale
 from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import head_title
@@ -28,7 +30,10 @@ from attnlab.viz.options import check_options
 from attnlab.viz.selection import head_ids, head_map, model_layer
 from attnlab.viz.words import kind_title, say
 
-ROW_PX = 20  # pixels between two tokens of a column
+ROW_PX = 20  # pixels between two tokens of a column, while the column fits in `ROWS_PX`
+# the most pixels a column's tokens span, the heatmap's default budget: at `ROW_PX` a 100-piece
+# output drew a 2,152 px figure beside a 700 px heatmap (a parser's input + 300 pieces, 6,000)
+ROWS_PX = 560
 SPAN_PX = 160  # pixels between the two columns, where the lines run (narrow: it stands beside the heatmap)
 LEAST = 0.01  # the smallest weight drawn as a line (a 60-token map is 3,600 weights, most near 0)
 PER_ROW = 8  # head names side by side between the columns (big's 16 take two rows)
@@ -101,9 +106,10 @@ def lines_figure(
     chips = ColumnDataSource({"x": [], "y": []})
     boxes = fig.rect("x", "y", width=0.1, height=1, source=chips, fill_alpha=0, line_alpha=0, name="head-boxes")
     toggle = CustomJS(args={"lines": lines, "heads": heads, "chips": chips}, code=_TOGGLE_JS)
-    fig.add_tools(TapTool(renderers=[boxes], callback=toggle, description="lines-heads"))
+    said = say(words)
+    fig.add_tools(TapTool(renderers=[boxes], callback=toggle, description=said["lines.tool_heads"]))
     for side, (align, at, _header) in SIDES.items():
-        tokens = ColumnDataSource({"y": [], "label": []})
+        tokens = ColumnDataSource({"y": [], "label": [], "word": []})
         fig.text(
             at, "y", text="label", source=tokens, text_align=align, text_baseline="middle", text_font_size="12px",
             name=f"{side}-tokens",
@@ -112,10 +118,14 @@ def lines_figure(
             at, 1, text=value(""), text_align=align, text_baseline="middle", text_font_size="12px", text_font_style="bold",
             text_color="#666666", name=f"{side}-header",
         )  # fmt: skip
-        # each word's box, invisible, where pointing at the word finds it (sized in `update_lines`)
+        # each word's box, invisible, where pointing at the word finds it and names it whole (its
+        # label may be cut or thinned out) above or below it, off the lines (sized in `update_lines`)
         spots = fig.rect(at, "y", width=1, height=1, source=tokens, fill_alpha=0, line_alpha=0, name=f"{side}-spots")
         point = CustomJS(args={"lines": lines, "heads": heads, "side": f"{side}_at"}, code=_POINT_JS)
-        fig.add_tools(HoverTool(renderers=[spots], tooltips=None, callback=point, description=f"lines-{side}"))
+        fig.add_tools(
+            HoverTool(renderers=[spots], tooltips=[("", "@word")], attachment="vertical",
+                      callback=point, description=said["lines.tool_words"])
+        )  # fmt: skip
     update_lines(fig, trace, kind, layer, head, vmax=vmax, title=title, name=name, words=words)
     return use_fonts(fig)
 
@@ -132,12 +142,12 @@ def update_lines(
     name: str | None = None,
     words: Mapping[str, str] | None = None,
 ) -> figure:
-    """Show another head (or every head, or trace) in a figure made by `lines_figure`, in place."""
+    """Show another head (or every head, or trace) in a figure made by `lines_figure`, in place:
+    sizes, rows and labels follow the new trace (a long one's closer rows, back to `ROW_PX`)."""
     check_options(title=title)
     said = say(words)
-    q_labels, k_labels = (
-        [piece_label(label) for label in spelled(labels)] for labels in check_trace(trace, "the trace").labels(kind)
-    )
+    q_words, k_words = map(spelled, check_trace(trace, "the trace").labels(kind))
+    q_labels, k_labels = ([piece_label(label) for label in labels] for labels in (q_words, k_words))
     heads = head_ids(trace) if head is None else [head]
     weights = np.stack([head_map(trace, kind, layer, h) for h in heads])  # (heads, queries, keys)
     top = color_scale(choice_rows(weights, trace.mask(kind)), vmax)
@@ -146,7 +156,10 @@ def update_lines(
         label_room([*labels, said[header]]) + 8
         for labels, (*_, header) in zip((q_labels, k_labels), SIDES.values(), strict=True)
     ]
-    rows = max(len(q_labels), len(k_labels))
+    # each column's y from a token to the next (1: `ROW_PX`), on its own, as the heatmap sizes its
+    # rows and columns: a parser's 300 output pieces do not squeeze its 20 input words
+    pitches = [min(1.0, ROWS_PX / ROW_PX / max(len(labels) - 1, 1)) for labels in (q_labels, k_labels)]
+    span = max((len(labels) - 1) * pitch for labels, pitch in zip((q_labels, k_labels), pitches, strict=True))
     named = [] if head is not None else [f"H{h}" for h in heads]  # (short, as the circuit names heads)
     name_rows = -(-len(named) // PER_ROW)  # the first row beside the columns' headers, the others above it
     per_row = -(-len(named) // max(name_rows, 1))  # as many in each row, so that the names stand in columns
@@ -157,19 +170,19 @@ def update_lines(
         own = head_title(trace, kind, layer, head, said)
     title = wrap_title(title or own, unit + sum(rooms))
     hint = wrap_title(said["lines.hint" if head is not None else "lines.hint_every"], unit + sum(rooms))
+    body = round((span + 1 + max(name_rows, 1)) * ROW_PX)  # the columns, their headers, the names
     fig.update(
-        width=unit + sum(rooms) + 20,
-        height=(rows + max(name_rows, 1)) * ROW_PX + TITLE_LINE_PX * (title.count("\n") + hint.count("\n") + 2) + 50,
+        width=unit + sum(rooms) + 20, height=body + TITLE_LINE_PX * (title.count("\n") + hint.count("\n") + 2) + 50
     )
     fig.title.text, fig.name = title, name or f"lines-{kind}"
     fig.select_one({"name": "hint"}).text = hint
     fig.x_range.update(start=-rooms[0] / unit, end=1 + rooms[1] / unit)
-    fig.y_range.update(start=-rows + 0.5, end=0.5 + max(name_rows, 1))
+    fig.y_range.update(start=-span - 0.5, end=0.5 + max(name_rows, 1))
     h, q, k = np.nonzero(weights >= LEAST)
     shown = np.minimum(weights[h, q, k] / top, 1.0)
     colors = [COLOR] if head is not None else [HEAD_COLORS[i % len(HEAD_COLORS)] for i in range(len(heads))]
     fig.select_one({"name": "lines"}).data_source.data = {
-        "x0": [0.0] * len(q), "y0": (-q).tolist(), "x1": [1.0] * len(k), "y1": (-k).tolist(),
+        "x0": [0.0] * len(q), "y0": (-q * pitches[0]).tolist(), "x1": [1.0] * len(k), "y1": (-k * pitches[1]).tolist(),
         "q": q.tolist(), "k": k.tolist(), "h": h.tolist(), "w": shown.tolist(), "alpha": shown.tolist(),
         "color": [colors[i] for i in h],
     }  # fmt: skip
@@ -183,12 +196,17 @@ def update_lines(
     }  # fmt: skip
     boxes = fig.select_one({"name": "head-boxes"})
     boxes.data_source.data, boxes.glyph.width = spots, step
-    for (side, (align, at, header)), labels, room in zip(SIDES.items(), (q_labels, k_labels), rooms, strict=True):
-        fig.select_one({"name": f"{side}-tokens"}).data_source.data = {
-            "y": (-np.arange(len(labels))).tolist(),
-            "label": labels,
+    sides = zip(SIDES.items(), (q_words, k_words), (q_labels, k_labels), rooms, pitches, strict=True)
+    for (side, (align, at, header)), whole, labels, room, pitch in sides:
+        stride = label_stride(len(labels), len(labels) * pitch * ROW_PX)  # every `stride`-th word labelled
+        tokens = fig.select_one({"name": f"{side}-tokens"})
+        tokens.data_source.data = {
+            "y": (-np.arange(len(labels)) * pitch).tolist(),
+            "label": [label if i % stride == 0 else "" for i, label in enumerate(labels)],
+            "word": [piece_label(word, None) for word in whole],
         }
+        tokens.glyph.text_font_size = "12px" if pitch * ROW_PX >= 16 else "10px"  # (as `axes.token_axis`)
         fig.select_one({"name": f"{side}-header"}).glyph.text = value(said[header])
         spots = fig.select_one({"name": f"{side}-spots"}).glyph
-        spots.update(x=at + room / unit / 2 * (-1 if align == "right" else 1), width=room / unit)
+        spots.update(x=at + room / unit / 2 * (-1 if align == "right" else 1), width=room / unit, height=pitch)
     return fig

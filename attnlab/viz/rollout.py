@@ -18,6 +18,7 @@ from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import color_scale
 from attnlab.viz.head import matrix_figure
 from attnlab.viz.labels import spelled, wrap_title
+from attnlab.viz.options import check_options
 from attnlab.viz.words import kind_title, say
 
 
@@ -40,6 +41,7 @@ def rollout_figure(
     (None: "rollout-KIND") as the Compare view sets them; `words` replaces any of `viz.words.WORDS`
     ("rollout.*", the hover's "head.*"); with `fit` it narrows with the window (`matrix_figure`);
     `vmax` tops the colour scale (None: the largest share), so that two rollouts side by side share one."""
+    check_options(title=title, budget=budget)  # (before the cells are sized by `budget`)
     said = say(words)
     q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
     index = trace.layer_index(kind, layer)

@@ -38,6 +38,8 @@ WORDS: dict[str, str] = {
         "each head's lines in its colour, as dark as the weight; point at a word for its lines alone,"
         " click a head's name to hide or show it"
     ),
+    "lines.tool_heads": "hide or show a head's lines (click its name)",  # the toolbar's tips (they read "lines-heads")
+    "lines.tool_words": "a word's lines alone (point at it)",
     # every head (overview.py)
     "grid.title": "{kind_title}: layers × heads (click one to open it)",
     "grid.layer": "layer {layer}",
