@@ -50,15 +50,23 @@ const titles = (root, found = []) => {  // every tab title, through the widgets'
   return found;
 };
 // The server draws the tabs again once one opens, and the focus fell to the page: it goes back to
-// the title opened, for two seconds, unless something else has taken it meanwhile.
+// the title opened, for two seconds, unless something else has taken it meanwhile; a key pressed
+// while it is away (a quick second ←) is still the title's (`pending`).
+let pending = null, wanted = null;  // {title, until}; the title the focus goes back to (the last opened)
 const refocus = (title, tries) => {
+  if (title !== wanted) return;  // (a later key opened another: the earlier one's turn is over)
   const now = titles(document).find((t) => t.textContent === title);
-  if (now && document.activeElement === document.body) now.focus();
+  if (now && document.activeElement === document.body) {
+    now.focus();
+    pending = null;
+  }
   if (tries > 0) setTimeout(() => refocus(title, tries - 1), 100);
 };
 const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside it; true when it was one
   const target = e.composedPath()[0];
-  const tab = target && target.closest && target.closest(".bk-tab");
+  let tab = target && target.closest && target.closest(".bk-tab");
+  if (!tab && target === document.body && pending && Date.now() < pending.until)
+    tab = titles(document).find((t) => t.textContent === pending.title);
   if (!tab) return false;
   const row = [...tab.parentElement.querySelectorAll(".bk-tab")];
   const next = e.key === "Enter" || e.key === " " ? tab
@@ -66,7 +74,9 @@ const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside i
   if (next) {
     e.preventDefault();
     next.click();
-    refocus(next.textContent, 20);
+    pending = {title: next.textContent, until: Date.now() + 2000};
+    wanted = next.textContent;
+    refocus(wanted, 20);
   }
   return ["Enter", " ", "ArrowLeft", "ArrowRight"].includes(e.key);
 };
