@@ -27,6 +27,7 @@ from attnlab.decode.api import load
 from attnlab.decode.profile import profile, write_profile
 from attnlab.model.checkpoint import weights_digest
 from attnlab.record.stats import head_pattern
+from attnlab.record.trace import AttentionTrace
 
 SOURCES = ["the dog runs in the park .", "a girl sits on a red bike ."]
 TREE = "(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))"
@@ -286,7 +287,7 @@ def test_ablation_and_comparison_stop_at_the_servers_time_limit(lab: dict[str, P
     assert shown.compare.comparison is not None
 
 
-def test_downloads_are_named_after_the_model_the_run_and_the_head(lab: dict[str, Path]) -> None:
+def test_downloads_are_named_after_the_model_the_run_and_the_head(lab: dict[str, Path], tmp_path: Path) -> None:
     """They were all `cross-L1-H0.png` and `attention-run2.trace`: the same head of another
     model or sentence overwrote the last download, or read as the same."""
     shown = explorer(lab, tiny="translate", restricted="restricted")
@@ -299,6 +300,17 @@ def test_downloads_are_named_after_the_model_the_run_and_the_head(lab: dict[str,
         f"{run}-encoder-L0-H3.svg",
     )
     assert (export.trace_download.filename, export.html_download.filename) == (f"{run}.trace", f"{run}.html")
+    # weighed by what each key writes, the head's map is exported as the Heads tab shows it, and says so
+    plain, page = (download.callback().getvalue() for download in (export.svg_download, export.html_download))
+    shown.heads.weigh.value = True
+    assert export.png_download.filename == f"{run}-encoder-L0-H3-weighed.png"
+    weighed = export.svg_download.callback().getvalue()
+    assert "weighed by ‖αf(x)‖" in weighed and "weighed by" not in plain
+    assert "weighed by" in export.html_download.callback().getvalue() and "weighed by" not in page
+    (tmp_path / "a.trace").write_bytes(export.trace_download.callback().getvalue())
+    assert "weighed" not in AttentionTrace.load(tmp_path / "a.trace").meta  # the file is the recording
+    shown.heads.weigh.value = False
+    assert export.png_download.filename == f"{run}-encoder-L0-H3.png"
     shown.checkpoint_select.value = "restricted"
     assert export.trace_download.filename == f"restricted-run{store.run}.trace"
     store.checkpoint_name = "classroom/tiny copy"  # as a path typed under a root names it

@@ -1,6 +1,8 @@
 """The Export bar: downloads of what the session shows, made on the server when clicked and
 needing no browser or network to open: the open head as PNG or SVG, the whole trace (reload it
-with `AttentionTrace.load`), and the current views as one self-contained HTML page.
+with `AttentionTrace.load`), and the current views as one self-contained HTML page. The head's
+map and the grid are exported as the Heads tab shows them: weighed by what each key writes
+while its box is ticked (the file names then say `-weighed`); the trace file is the recording.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from bokeh.layouts import column, row
 from bokeh.models import Div
 
 from attnlab import viz
+from attnlab.app.explorer.heads import HeadsTab
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import head_pattern_text, text
 from attnlab.record.equation import attention_parts
+from attnlab.record.trace import AttentionTrace
 
 T = TypeVar("T")
 
@@ -42,9 +46,11 @@ def _slug(name: str) -> str:
 class ExportBar(pn.viewable.Viewer):
     """The download buttons; their file names follow the open head and the run."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, heads: HeadsTab | None = None) -> None:
+        """`heads`: the Heads tab, whose box may weigh what it draws (None: the store's trace as it is)."""
         super().__init__()
         self.store = store
+        self.heads = heads
         lang = store.lang
         self.png_download = _download(self.said(self.png), "head.png", label=text("export.png", lang))
         self.svg_download = _download(self.said(self.svg), "head.svg", label=text("export.svg", lang))
@@ -84,7 +90,8 @@ class ExportBar(pn.viewable.Viewer):
         head of another sentence or model do not overwrite each other or read as the same."""
         store = self.store
         run = f"{_slug(store.checkpoint_name) or 'attention'}-run{store.run}"
-        stem = f"{run}-{store.kind}-L{store.layer}-H{store.head}"
+        weighed = "-weighed" if self.heads is not None and self.heads.weigh.value else ""
+        stem = f"{run}-{store.kind}-L{store.layer}-H{store.head}{weighed}"
         self.png_download.filename, self.svg_download.filename = f"{stem}.png", f"{stem}.svg"
         self.trace_download.filename, self.html_download.filename = f"{run}.trace", f"{run}.html"
 
@@ -102,8 +109,12 @@ class ExportBar(pn.viewable.Viewer):
         if store.trace is None:
             return None
         return render(
-            store.trace, store.kind, store.layer, store.head, mask=store.mask, vmax=store.vmax, words=store.words
+            self.shown(), store.kind, store.layer, store.head, mask=store.mask, vmax=store.vmax, words=store.words
         )
+
+    def shown(self) -> AttentionTrace:
+        """The trace the Heads tab draws: the store's, weighed while the tab's box is ticked."""
+        return self.store.trace if self.heads is None else self.heads.shown()
 
     def trace_file(self) -> io.BytesIO | None:
         if self.store.trace is None:
@@ -125,10 +136,11 @@ class ExportBar(pn.viewable.Viewer):
         static = {**words, "grid.title": text("figure.grid_title_page", lang)}  # a click opens nothing in a file
         pattern = head_pattern_text(store.stats, store.kind, store.layer, store.head, lang)  # as the Heads tab says
         key = int(parts["weights"][query].argmax())  # the key the query reads most, as the tab opens it
+        shown = self.shown()  # (weighed as the Heads tab shows it)
         layout = column(
             viz.summary_div(trace, words=words),
-            row(viz.grid(trace, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=static),
-                viz.heatmap(trace, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax, words=words)),
+            row(viz.grid(shown, store.kind, selected=(store.layer, store.head), mask=store.mask, vmax=vmax, words=static),
+                viz.heatmap(shown, store.kind, store.layer, store.head, mask=store.mask, vmax=vmax, words=words)),
             Div(text=f"<p>{html.escape(pattern)}</p>", width=900),
             row(viz.mask_figure(trace, store.kind, words=words),
                 column(viz.computation_figure(parts, query, q_labels, k_labels, title=store.open_head, words=words),

@@ -128,7 +128,9 @@ class Explorer(pn.viewable.Viewer):
         # views
         self.selection = Selection(store)
         self.output = Output(store)
-        self.heads = HeadsTab(store, redraw=lambda: (self._refresh(["grid", "head"]), self._keep_address()))
+        self.heads = HeadsTab(
+            store, redraw=lambda: (self._refresh(["grid", "head"]), self._keep_address(), self.export.name_files())
+        )
         self.equation = EquationTab(store)
         self.dashboard = DashboardTab(store, redraw=lambda: self._refresh(["stats"]))
         self.timeline = TimelineTab(store, redraw=lambda: self._refresh(["timeline"]))
@@ -137,7 +139,7 @@ class Explorer(pn.viewable.Viewer):
         self.corpus = CorpusTab(store, open_sentence=self.open_sentence)
         self.rollout = RolloutTab(store)
         self.lens = LensTab(store, open_cell=self.open_lens_cell)
-        self.export = ExportBar(store)
+        self.export = ExportBar(store, self.heads)
         self.titles = [text("tab.heads", lang), text("tab.equation", lang), text("tab.dashboard", lang)]
         self.titles += [text("tab.timeline", lang), text("tab.ablation", lang), self.compare.title]
         self.titles += [text("corpus.tab", lang), text("tab.rollout", lang), text("tab.lens", lang)]
