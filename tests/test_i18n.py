@@ -676,6 +676,34 @@ def test_the_picker_names_models_in_the_page_language(tmp_path: Path) -> None:
 
 
 # -- the figures' own words (attnlab.viz draws them; attnlab.app.words hands it the catalogue's) ----------------
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_every_toolbar_tip_is_in_the_pages_language(lang: str) -> None:
+    """bokeh names its tools itself, in English ("Pan", "Wheel Zoom", "Hover"): on a Spanish or
+    Chinese page each tip is the figure's own word for it (`viz.words.name_tools`)."""
+    from bokeh.models import Tool
+    from test_viz import synthetic_trace
+
+    from attnlab import viz
+    from attnlab.app.words import figure_words
+    from attnlab.record.stats import head_stats
+
+    said, trace = figure_words(lang), synthetic_trace()
+    source = viz.stats_source(head_stats(trace), words=said)
+    figures = [
+        viz.heatmap(trace, "cross", 0, 0, words=said, fit=True),
+        viz.grid(trace, "cross", words=said, on_select=lambda *_: None),
+        viz.lines_figure(trace, "cross", 0, None, words=said),
+        viz.stats_scatter(source, words=said),
+        viz.tree_figure("(S (NP (XX A) (XX dog)) (VP (XX runs)))", words=said),
+        viz.timeline_curve([1, 2], {"h": [1.0, 2.0]}, words=said),
+        viz.rollout_figure(trace, "cross", words=said),
+    ]
+    tips = {tool.description for fig in figures for tool in fig.select({"type": Tool})}
+    ours = {value for key, value in said.items() if key.startswith(("tool.", "lines.tool_"))}
+    assert None not in tips and tips <= ours, tips - ours
+    assert {said["tool.save"], said["tool.hover"], said["tool.xpan"], said["tool.tap"]} <= tips
+
+
 def test_the_figures_words_are_the_catalogues() -> None:
     """Every template `attnlab.viz` draws with has an entry in every language with its fields, and
     in English the catalogue says exactly what the library says by itself."""

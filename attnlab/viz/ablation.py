@@ -70,4 +70,4 @@ def token_delta_figure(
     ]
     token_axis(fig.xaxis[0], tokens, width - 80, flip=False)
     fig.xaxis.major_label_orientation = math.pi / 2
-    return use_fonts(fig)
+    return use_fonts(fig, said)

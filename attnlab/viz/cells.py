@@ -233,7 +233,7 @@ def head_grid(
         drag=words["grid.drag"],
     )
     on_tap(fig, lambda x, y: head_pick(x, y, n_layers, n_heads), on_select)
-    return use_fonts(fig)
+    return use_fonts(fig, words)
 
 
 def block_starts(widths: Sequence[int]) -> list[int]:

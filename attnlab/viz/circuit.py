@@ -122,7 +122,7 @@ def circuit_figure(
     if not circuit.edges:  # (a bare skeleton read as a figure still drawing)
         empty = wrap_title(said["circuit.empty"].format(threshold=circuit.threshold), width - 80)
         fig.add_layout(Label(x=(right - MARGIN) / 2, y=layers / 2, text=empty, text_align="center", name="empty"))
-    use_fonts(fig)
+    use_fonts(fig, said)
     return fig
 
 

@@ -185,7 +185,7 @@ def computation_figure(
     steps = column(
         raw, masked, soft, values, sizing_mode="stretch_width", max_width=max(width, values.max_width), name="eq1"
     )
-    return use_fonts(steps)
+    return use_fonts(steps, said)
 
 
 def dot_product_figure(
@@ -255,4 +255,4 @@ def dot_product_figure(
         fig.xaxis.axis_label = said["dot.dimension"]
         fig.xgrid.visible = False
     strips.xaxis.visible = False
-    return use_fonts(column(strips, bars, name="dot", sizing_mode="stretch_width", max_width=width))
+    return use_fonts(column(strips, bars, name="dot", sizing_mode="stretch_width", max_width=width), said)

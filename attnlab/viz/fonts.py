@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from bokeh.core.property.dataspec import DataSpec
@@ -21,6 +22,8 @@ from bokeh.core.property.vectorization import value
 from bokeh.model import Model
 from bokeh.models import GlobalInlineStyleSheet, LayoutDOM, Plot
 from PIL import ImageFont
+
+from attnlab.viz.words import name_tools, say
 
 FONT_FAMILIES = (
     "Noto Sans",  # Latin, Greek, Cyrillic, accents
@@ -57,9 +60,12 @@ MISSING = "\U0010fffd"  # a private-use code point no font draws: what a missing
 Layout = TypeVar("Layout", bound=Model)
 
 
-def use_fonts(root: Layout) -> Layout:
+def use_fonts(root: Layout, words: Mapping[str, str] | None = None) -> Layout:
     """Put `FONT_STACK` on every text property of `root` and of every model it holds, and on its
-    HTML parts (tooltips, table cells, divs), which read bokeh's `--bokeh-base-font`."""
+    HTML parts (tooltips, table cells, divs), which read bokeh's `--bokeh-base-font`; and name
+    its toolbar's tools in `words` ("tool.*" of `viz.words.WORDS`, `words.name_tools`): the one
+    pass every view makes over what it drew."""
+    name_tools(root, say(words))
     for model in root.references():
         for name in model.properties():
             if name.endswith("text_font"):

@@ -206,7 +206,7 @@ def matrix_figure(
     update_matrix(fig, values, q_labels, k_labels, allowed=allowed, vmin=vmin, vmax=vmax, title=title, budget=budget)
     if fit:  # the keys' range, whatever map is put in it, all at the figure's own width
         fit_window(fig, None, None, said["grid.drag"].format(axis=fig.xaxis[0].axis_label), cells.data_source)
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def update_matrix(

@@ -108,7 +108,7 @@ def lens_figure(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=said["lens.p"]), "right"
     )
     on_tap(fig, lambda x, y: lens_pick(x, y, n_layers, n), on_select)
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def lens_pick(x: object, y: object, n_layers: int, n: int) -> tuple[int, int] | None:

@@ -127,7 +127,7 @@ def lines_figure(
                       callback=point, description=said["lines.tool_words"])
         )  # fmt: skip
     update_lines(fig, trace, kind, layer, head, vmax=vmax, title=title, name=name, words=words)
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def update_lines(

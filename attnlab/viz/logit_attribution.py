@@ -103,7 +103,7 @@ def logit_attribution_figure(
         value=said["attribution.share"],
         drag=said["grid.drag"],
     )
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def attribution_scale(attribution: LogitAttribution, position: int) -> float:
@@ -173,7 +173,7 @@ def logit_source_figure(
     fig.xaxis.axis_label = said["attribution.source"]
     fig.yaxis.axis_label = said["attribution.share"]
     fig.grid.visible = False
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def checked(attribution: object, position: object, caller: str) -> int:

@@ -71,7 +71,7 @@ def grid(
     fig.axis.axis_line_color = None
     check_on_select(on_select)
     on_tap(fig, lambda x, y: grid_pick(x, y, _GEOMETRY[fig]["layers"], _GEOMETRY[fig]["heads"]), on_select)
-    return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax, words=words))
+    return use_fonts(update_grid(fig, trace, kind, selected=selected, mask=mask, vmax=vmax, words=words), words)
 
 
 def update_grid(

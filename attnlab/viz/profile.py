@@ -101,7 +101,7 @@ def profile_grid(
         fig.rect(x=selected[1] + 0.5, y=held.index(selected[0]) + 0.5, width=1, height=1, fill_color=None,
                  line_color="#d62728", line_width=3, name="selected")  # fmt: skip
     on_tap(fig, lambda x, y: profile_pick(x, y, layers, n_heads), on_select)
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def profile_pick(x: float | None, y: float | None, layers: Sequence[int], n_heads: int) -> tuple[int, int] | None:

@@ -116,7 +116,7 @@ def residual_patching_figure(
         ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=5), title=said["residual.share"]),
         "right",
     )
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def _pieces(patching: ResidualPatching, side: str, n: int) -> tuple[list[str], list[str]]:

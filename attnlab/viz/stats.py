@@ -150,7 +150,7 @@ def stats_scatter(
     # under the plot, not in it: in its top-left corner the legend hid the heads that sat there
     kinds = LegendItem(label={"field": "kind_name"}, renderers=[renderer])
     fig.add_layout(Legend(items=[kinds], orientation="horizontal", location="center"), "below")
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def _check_source(source: object, caller: str) -> None:

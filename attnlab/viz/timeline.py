@@ -119,7 +119,7 @@ def timeline_curve(
     # the value axis names `stat` only where it fits along the plot's side (the whole of "entropy
     # (encoder–decoder attention layer 2)" ran off both ends); the title holds it anyway
     fig.xaxis.axis_label, fig.yaxis.axis_label = said["timeline.step"], stat if title_px(stat) <= AXIS_PX else ""
-    return use_fonts(fig)
+    return use_fonts(fig, said)
 
 
 def _numbers(values: object, name: str) -> list[float]:

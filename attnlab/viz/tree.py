@@ -138,4 +138,4 @@ def tree_figure(text: str, title: str | None = None, words: Mapping[str, str] | 
     fig.axis.visible = False
     fig.grid.visible = False
     fit_window(fig, shown, end)  # narrower than its `SHOWN` steps, it shows fewer, as far apart
-    return use_fonts(fig)
+    return use_fonts(fig, said)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from attnlab.errors import AttnlabError
 
@@ -40,6 +41,16 @@ WORDS: dict[str, str] = {
     ),
     "lines.tool_heads": "hide or show a head's lines (click its name)",  # the toolbar's tips (they read "lines-heads")
     "lines.tool_words": "a word's lines alone (point at it)",
+    # every figure's toolbar tips (`words.name_tools`; bokeh's own are English)
+    "tool.pan": "Pan",
+    "tool.xpan": "Pan sideways",
+    "tool.wheel_zoom": "Zoom with the wheel",
+    "tool.box_zoom": "Zoom to a box",
+    "tool.reset": "Reset the view",
+    "tool.save": "Save as PNG",
+    "tool.hover": "Details on hover",
+    "tool.tap": "Click to pick",
+    "tool.box_select": "Select with a box",
     # every head (overview.py)
     "grid.title": "{kind_title}: layers × heads (click one to open it)",
     "grid.layer": "layer {layer}",
@@ -256,3 +267,25 @@ def stat_name(column: str, words: Mapping[str, str]) -> str:
     """A head statistic's column ("eos") as `words` write it; a column with no words (one a newer
     `attnlab.record.stats` added) by its own name."""
     return words.get(f"stats.{column}", column)
+
+
+# bokeh's tools by the word that names them in `WORDS` ("tool.*"); a pan along x alone is "xpan"
+TOOL_WORDS = {
+    "PanTool": "tool.pan",
+    "WheelZoomTool": "tool.wheel_zoom",
+    "BoxZoomTool": "tool.box_zoom",
+    "ResetTool": "tool.reset",
+    "SaveTool": "tool.save",
+    "HoverTool": "tool.hover",
+    "TapTool": "tool.tap",
+    "BoxSelectTool": "tool.box_select",
+}
+
+
+def name_tools(root: Any, said: Mapping[str, str]) -> None:
+    """Give every toolbar tool in `root` that has no tip of its own the tip `said` names it by:
+    bokeh's own ("Pan", "Wheel Zoom", "Hover") are English on a Spanish or Chinese page."""
+    for model in root.references():
+        key = TOOL_WORDS.get(type(model).__name__)
+        if key is not None and getattr(model, "description", "") is None:
+            model.description = said["tool.xpan" if getattr(model, "dimensions", "") == "width" else key]
