@@ -649,7 +649,8 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     """In a real browser: ← → the next head, ↓ the next layer, every view and the address
     following, also just after a box was ticked (its box weighs the maps by what each key
     writes, and says which piece changes most); on a tab's title they move between tabs; the
-    same keys in the text box move its caret, not the head."""
+    same keys in the text box move its caret, not the head, and on the language or model menu
+    they choose nothing."""
     selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
     page.page.get_by_role("button", name="encoder").click()
     selected[0].select_option("0")
@@ -701,6 +702,15 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     page.page.wait_for_timeout(500)
     assert [box.input_value() for box in selected] == ["1", "0"]
     assert "keys ← → another head, ↑ ↓ another layer" in page.page.locator(".attn-caption").inner_text()
+    # on the language and model menus, closed, an arrow chooses nothing (one ↓ reloaded the page or opened a model)
+    run = page.run_number()
+    for menu in (".attn-checkpoint select", ".attn-language select"):
+        chosen = page.page.locator(menu).input_value()
+        page.page.locator(menu).focus()
+        page.page.keyboard.press("ArrowDown")
+        page.page.wait_for_timeout(1_000)
+        assert page.page.locator(menu).input_value() == chosen and "lang=" not in page.page.url, menu
+    assert page.run_number() == run
     assert page.errors == []
 
 

@@ -7,7 +7,8 @@ table's cell are theirs, not the page's, and so are keys with Ctrl, Alt or ⌘; 
 ticked keeps none (the arrows stopped walking the heads once "mask overlay" was clicked). On a
 tab's title, Enter or Space opens that tab and ← → the one beside it, as a tab list does (BokehJS
 lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
-keyboard's reach, and ← → moved the head). The browser sends the key's name (with a time
+keyboard's reach, and ← → moved the head). On the language and model menus, closed, the arrows
+do nothing: each choice there reloads the page or opens a model, and one ↓ did so at once. The browser sends the key's name (with a time
 stamp, so that the same key twice is two changes); anything else a crafted message sends is
 ignored, and the component takes no other property from a browser.
 """
@@ -23,6 +24,7 @@ from attnlab.app.explorer.store import Store
 
 # {key: (the selector it moves, the step)}: ↓ goes down the grid, to the next layer
 MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
+ACTING = ("attn-language", "attn-checkpoint")  # menus whose every choice acts: arrows do not choose on them
 SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
 
 
@@ -80,14 +82,18 @@ const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside i
   }
   return ["Enter", " ", "ArrowLeft", "ArrowRight"].includes(e.key);
 };
+// The language and model menus act on every choice (a reload, a model opened): an arrow on one
+// of them, closed, chose the next language or model at once; it opens with Space, Enter or Alt+↓.
+const acting = (e) => e.composedPath().some((el) => el.classList && ACTING.some((c) => el.classList.contains(c)));
 if (window.attnArrowKeys) document.removeEventListener("keydown", window.attnArrowKeys);
 window.attnArrowKeys = (e) => {
+  if (MOVES.includes(e.key) && !e.altKey && acting(e)) { e.preventDefault(); return; }
   if (e.ctrlKey || e.metaKey || e.altKey || tabbed(e) || typing(e) || !MOVES.includes(e.key)) return;
   e.preventDefault();  // (the page would scroll)
   data.pressed = e.key + " " + Date.now();
 };
 document.addEventListener("keydown", window.attnArrowKeys);
-""".replace("MOVES", str(list(MOVES)))
+""".replace("MOVES", str(list(MOVES))).replace("ACTING", str(list(ACTING)))
     }
 
     def __init__(self, store: Store, **params: Any) -> None:
