@@ -174,6 +174,40 @@ def test_direct_reads_what_the_heads_wrote_not_where_they_looked() -> None:
         trace_links(trace, src, tgt, "direct")
 
 
+def test_norm_reads_what_the_heads_move_not_how_much_they_look() -> None:
+    """Target x attends most to a, but a's value vector is short and b's long: the weights link x
+    to a, ‖Σ_h α f(x)‖ (Kobayashi et al. 2020) to b; each row sums to 1; `--layer` reads one layer."""
+    cross = np.array([[[0.6, 0.3, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]])
+    trace = AttentionTrace(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], {"cross": [cross, cross]})
+    moved = cross[0] * np.array([0.1, 1.0, 1.0])  # (what the layer moves from each key: a's is short)
+    norms = {0: cross[0], 1: moved}
+    src, tgt = [(0,), (1,), ()], [(0,), (1,), ()]
+    assert trace_links(trace, src, tgt, "layer", layer=1) == {(0, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "norm", norms=norms) == {(1, 0), (1, 1)}
+    assert trace_links(trace, src, tgt, "norm", layer=0, norms=norms) == {(0, 0), (1, 1)}
+    rows, offset = attention_rows(trace, "norm", norms=norms)
+    np.testing.assert_allclose(rows.sum(1), 1.0) and np.testing.assert_allclose(rows[0], moved[0] / moved[0].sum())
+    assert offset == 0
+    with pytest.raises(AttnlabError, match="^--method norm reads the model as well as the trace"):
+        trace_links(trace, src, tgt, "norm")
+
+
+def test_a_layers_norms_are_what_its_heads_move_together() -> None:
+    """`layer_norms` is ‖Σ_h α_ij f_h(x_j)‖ from the model's own vectors, and `align --method norm`
+    reads it."""
+    from attnlab.record.norms import layer_norms, written
+
+    model = load(CKPT)
+    trace = model.score("A dog runs in the park .", "Ein Hund rennt im Park .", record=True).trace
+    found, vectors = layer_norms(model, trace), written(model, trace)
+    assert sorted(found) == trace.layers["cross"]
+    for layer, moved in found.items():
+        alpha = trace.attention("cross", layer)  # (heads, queries, keys)
+        expected = np.linalg.norm(np.einsum("hqk,hkd->qkd", alpha, vectors[("cross", layer)].numpy()), axis=-1)
+        np.testing.assert_allclose(moved, expected, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(found[0] / found[0].sum(1, keepdims=True), trace.attention("cross", 0).mean(0), atol=0.01)
+
+
 # -- pieces -> words ----------------------------------------------------------------------------------------
 def _pieces(sp: spm.SentencePieceProcessor, text: str) -> list[str]:
     return [sp.id_to_piece(i) for i in sp.encode(text)] + ["</s>"]
@@ -387,8 +421,8 @@ def test_best_method_from_the_model_card() -> None:
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
         best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
     assert (
-        len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1
-    )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all
+        len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3
+    )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all, norms
 
 
 def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
@@ -444,7 +478,7 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and "reading" not in line]
     assert out.rstrip().endswith("same relative position: AER 0.0")  # this gold is the diagonal
-    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1  # the bundled model: 3 layers × 4 heads
+    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3  # the bundled model: 3 layers × 4 heads
     aers = [float(line.split("|")[2]) for line in table]
     assert aers == sorted(aers)
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(

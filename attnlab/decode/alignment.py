@@ -34,13 +34,14 @@ from attnlab.decode.pharaoh import Links
 from attnlab.decode.piece_words import piece_words
 from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.logit_attribution import logit_attribution
+from attnlab.record.norms import layer_norms
 from attnlab.record.rollout import rollout
 from attnlab.record.trace import AttentionTrace, not_recorded, whole_number
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
 
-METHODS = ("head", "layer", "all", "shift", "rollout", "direct")
+METHODS = ("head", "layer", "all", "shift", "rollout", "direct", "norm")
 
 
 # -- attention -> word links ---------------------------------------------------------------------------
@@ -107,6 +108,7 @@ def attention_rows(
     layer: int | None = None,
     head: int | None = None,
     shares: np.ndarray | None = None,
+    norms: dict[int, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, int]:
     """(target pieces, source pieces) cross-attention for a method, and the row offset: 0 for
     the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
@@ -116,7 +118,9 @@ def attention_rows(
     the last) rollout through the encoder (`attnlab.record.rollout`: its head average read through
     what each encoder output holds of each source token); `direct` the source pieces' direct
     shares in each output piece's logit (`shares`: `LogitAttribution.cross_source` of the trace),
-    over every layer or one. Layers and heads are the model's ids
+    over every layer or one; `norm` one layer's (default: the last) ‖Σ_h α f(x)‖, what its heads
+    together move from each source piece (`norms`: `record.norms.layer_norms` of the trace,
+    Kobayashi et al. 2020), each row scaled to sum to 1. Layers and heads are the model's ids
     (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
     head 2 in its first row. One it lacks is one line naming those it holds, both ways."""
     reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
@@ -124,6 +128,11 @@ def attention_rows(
         raise AttnlabError("--method head needs --layer and --head")
     if method == "direct":
         return direct_rows(shares, layer), 0
+    if method == "norm":
+        if norms is None:
+            raise AttnlabError("--method norm reads the model as well as the trace: give the model")
+        moved = norms[trace.layer_index("cross", -1 if layer is None else layer)]
+        return moved / np.where(moved.sum(1, keepdims=True) > 0, moved.sum(1, keepdims=True), 1.0), 0
     if method == "all" or (method == "shift" and layer is None):
         maps = [trace.attention("cross", n) for n in trace.layers["cross"]]
         weights = np.mean([m.mean(0) for m in maps], axis=0)
@@ -162,10 +171,11 @@ def trace_links(
     links: str = "argmax",
     threshold: float = 0.1,
     shares: np.ndarray | None = None,
+    norms: dict[int, np.ndarray] | None = None,
 ) -> Links:
     """(source_word, target_word) links of one teacher-forced trace, given each piece's words
-    (and, for `direct`, the trace's direct shares)."""
-    weights, offset = attention_rows(trace, method, layer, head, shares)
+    (and, for `direct`, the trace's direct shares; for `norm`, its layers' norms)."""
+    weights, offset = attention_rows(trace, method, layer, head, shares, norms)
     tgt = list(tgt_words)[: len(tgt_words) - offset]
     return word_links(weights, src_words, tgt, links, threshold)
 
@@ -173,7 +183,7 @@ def trace_links(
 def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     """Every way to read alignment off a model's traces: each layer × head, each layer's average,
     the all-layer average, Shift-Att on each layer's average and on the all-layer average, each
-    layer's rollout, and the direct shares of each layer and of all."""
+    layer's rollout, the direct shares of each layer and of all, and each layer's norms."""
     layers, heads = range(n_layers), n_heads
     out = [{"method": "head", "layer": n, "head": h} for n in layers for h in range(heads)]
     out += [{"method": "layer", "layer": n, "head": None} for n in layers]
@@ -181,7 +191,8 @@ def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     out += [{"method": "shift", "layer": n, "head": None} for n in layers]
     out += [{"method": "shift", "layer": None, "head": None}]
     out += [{"method": "rollout", "layer": n, "head": None} for n in layers]
-    return out + [{"method": "direct", "layer": n, "head": None} for n in [*layers, None]]
+    out += [{"method": "direct", "layer": n, "head": None} for n in [*layers, None]]
+    return out + [{"method": "norm", "layer": n, "head": None} for n in layers]
 
 
 # -- a model reading word pairs --------------------------------------------------------------------------
@@ -228,7 +239,7 @@ def reading(method: str, layer: int | None = None, head: int | None = None, stri
     --method all --layer 0` printed the all-layer links without a word), or dropped if not `strict`."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
-    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer", "direct": "layer"}
+    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer", "direct": "layer", "norm": "layer"}
     reads["shift"] = "layer head" if layer is not None else "layer"
     unread = [f"--{n} {v}" for n, v in (("layer", layer), ("head", head)) if v is not None and n not in reads[method]]
     if unread and strict:  # (Shift-Att reads a head of the --layer it is given; without one, the all-layer average)
@@ -267,7 +278,7 @@ def align_lines(
     check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
-    direct = any(r["method"] == "direct" for r in readings)
+    direct, normed = (any(r["method"] == method for r in readings) for method in ("direct", "norm"))
     out: list[list[Links]] = [[] for _ in readings]
     failed = []
     for number, line in enumerate(lines, 1):
@@ -280,20 +291,16 @@ def align_lines(
                 found.append(set())
             continue
         shares = logit_attribution(model, scored.trace).cross_source if direct else None
+        norms = layer_norms(model, scored.trace) if normed else None
+        read = {"links": links, "threshold": threshold, "shares": shares, "norms": norms}
         for found, reading in zip(out, readings, strict=True):
-            found.append(
-                oriented(
-                    trace_links(
-                        scored.trace, src_words, tgt_words, **reading, links=links, threshold=threshold, shares=shares
-                    ),
-                    reverse,
-                )
-            )
+            found.append(oriented(trace_links(scored.trace, src_words, tgt_words, **reading, **read), reverse))
     return out, failed
 
 
 def reading_name(reading: dict[str, Any]) -> str:
-    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`, `direct L3`, `direct all`."""
+    """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`, `direct L3`, `direct all`,
+    `norm L3`."""
     parts = [reading["method"]]
     if reading.get("layer") is not None:
         parts.append(f"L{reading['layer']}")

@@ -90,3 +90,16 @@ def shift(trace: AttentionTrace, normed: AttentionTrace, kind: str, layer: int, 
     shares = normed.attention(kind, layer)[row].mean(axis=0)
     key = int(np.abs(shares - weights).argmax())
     return key, float(weights[key]), float(shares[key])
+
+
+def layer_norms(model: Any, trace: AttentionTrace, kind: str = "cross") -> dict[int, np.ndarray]:
+    """{model layer: (queries, keys) ‖Σ_h α_ij f_h(x_j)‖}: how much the whole layer (its heads
+    together, before W^O's bias) moves from key j into query i. Kobayashi et al. read a
+    translator's cross-attention layer so, and it aligned words better than the layer's weights."""
+    held = trace.heads if trace.heads is not None else list(range(trace.n_heads))
+    out = {}
+    for (found, layer), vectors in written(model, trace).items():
+        if found == kind:
+            alpha = torch.from_numpy(trace.attention(kind, layer))  # (heads held, queries, keys)
+            out[layer] = torch.einsum("hqk,hkd->qkd", alpha, vectors[held]).norm(dim=-1).numpy()
+    return out
