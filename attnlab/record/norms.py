@@ -32,14 +32,15 @@ from attnlab.record.trace import AttentionTrace
 NORMED = "norm"  # `meta["weighed"]` of a trace whose maps are norm shares (views name it in their titles)
 
 
-def written(model: Any, trace: AttentionTrace) -> dict[tuple[str, int], Tensor]:
-    """{(kind, model layer): (n_heads, keys, d_model) f(x_j)} for every kind and layer the trace
-    holds, every head of the model, from one teacher-forced pass (`model` as `attnlab.load`
-    returns it, the one that recorded the trace)."""
+def written(model: Any, trace: AttentionTrace, kinds: tuple[str, ...] | None = None) -> dict[tuple[str, int], Tensor]:
+    """{(kind, model layer): (n_heads, keys, d_model) f(x_j)} for every layer the trace holds of
+    `kinds` (None: every kind it holds), every head of the model, from one teacher-forced pass
+    (`model` as `attnlab.load` returns it, the one that recorded the trace)."""
     net = loaded(model, "weighing attention by what it writes")
     check_trace(trace, "the trace")
     modules = {hook_point(m): m for m in net.attention_modules()}
-    wanted = {(kind, layer): modules[(kind, layer)] for kind in trace.kinds for layer in trace.layers[kind]}
+    kinds = trace.kinds if kinds is None else [kind for kind in trace.kinds if kind in kinds]
+    wanted = {(kind, layer): modules[(kind, layer)] for kind in kinds for layer in trace.layers[kind]}
     inputs = layer_inputs(model, trace, list(wanted.values()))
     out: dict[tuple[str, int], Tensor] = {}
     with torch.no_grad():
@@ -98,8 +99,7 @@ def layer_norms(model: Any, trace: AttentionTrace, kind: str = "cross") -> dict[
     translator's cross-attention layer so, and it aligned words better than the layer's weights."""
     held = trace.heads if trace.heads is not None else list(range(trace.n_heads))
     out = {}
-    for (found, layer), vectors in written(model, trace).items():
-        if found == kind:
-            alpha = torch.from_numpy(trace.attention(kind, layer))  # (heads held, queries, keys)
-            out[layer] = torch.einsum("hqk,hkd->qkd", alpha, vectors[held]).norm(dim=-1).numpy()
+    for (_, layer), vectors in written(model, trace, (kind,)).items():
+        alpha = torch.from_numpy(trace.attention(kind, layer))  # (heads held, queries, keys)
+        out[layer] = torch.einsum("hqk,hkd->qkd", alpha, vectors[held]).norm(dim=-1).numpy()
     return out

@@ -26,8 +26,8 @@ WORDS: dict[str, str] = {
     "kind_name.cross": "cross",
     # one head (head.py): its title, the hover's fields and axes, the colour bar
     "head.title": "{kind_title} · layer {layer} · head {head}",
-    "head.off": "switched off (its output zeroed)",
-    "head.normed": "weighed by ‖αf(x)‖",  # after " · " in the title of a trace weighed by `record.norms.norm_trace`  # after " · " in the title of a head ablated when recorded
+    "head.off": "switched off (its output zeroed)",  # after " · " in the title of a head ablated when recorded
+    "head.normed": "weighed by ‖αf(x)‖",  # after " · " in the title of a trace weighed by `record.norms.norm_trace`
     "head.query": "query",
     "head.key": "key",
     "head.weight": "weight",

@@ -113,7 +113,8 @@ class HeadsTab(pn.viewable.Viewer):
         )
 
     def _weighed_text(self, weighed: AttentionTrace) -> str:
-        """How much of what the open head writes comes from the piece it reads most."""
+        """The piece whose part in the open head changes most when weighed (`norms.shift`): its
+        share of the weight and of what the head writes."""
         store = self.store
         key, weight, share = shift(store.trace, weighed, store.kind, store.layer, store.head)
         piece = viz.spelled(store.trace.labels(store.kind)[1])[key]
