@@ -141,5 +141,5 @@ def test_the_lines_toolbar_says_what_its_tools_do() -> None:
     spanish = figure_words("es")
     fig = viz.lines_figure(cross_trace(4, 5), "cross", 0, 0, words=spanish)
     tips = {tool.description for tool in fig.tools if isinstance(tool, TapTool | HoverTool) and tool.callback}
-    assert tips == {spanish["lines.tool_heads"], spanish["lines.tool_words"]}, tips
+    assert tips == {spanish["lines.tool_heads"], spanish["lines.tool_q"], spanish["lines.tool_k"]}, tips
     assert all(not tip.startswith("lines-") for tip in tips)

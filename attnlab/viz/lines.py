@@ -124,7 +124,7 @@ def lines_figure(
         point = CustomJS(args={"lines": lines, "heads": heads, "side": f"{side}_at"}, code=_POINT_JS)
         fig.add_tools(
             HoverTool(renderers=[spots], tooltips=[("", "@word")], attachment="vertical",
-                      callback=point, description=said["lines.tool_words"])
+                      callback=point, description=said[f"lines.tool_{side}"])
         )  # fmt: skip
     update_lines(fig, trace, kind, layer, head, vmax=vmax, title=title, name=name, words=words)
     return use_fonts(fig, said)

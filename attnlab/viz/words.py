@@ -40,7 +40,8 @@ WORDS: dict[str, str] = {
         " click a head's name to hide or show it"
     ),
     "lines.tool_heads": "hide or show a head's lines (click its name)",  # the toolbar's tips (they read "lines-heads")
-    "lines.tool_words": "a word's lines alone (point at it)",
+    "lines.tool_q": "a query's lines alone (point at it)",  # (one per column: bokeh shows both on one button)
+    "lines.tool_k": "a key's lines alone (point at it)",
     # every figure's toolbar tips (`words.name_tools`; bokeh's own are English)
     "tool.pan": "Pan",
     "tool.xpan": "Pan sideways",
