@@ -957,3 +957,13 @@ def test_a_decoder_heads_pattern_names_positions_by_the_pieces_its_axes_show(lan
     said = i18n.head_pattern_text(rows, "decoder", 0, 0, lang)
     assert said == text("pattern.lead", lang, what=text("pattern.self_decoder", lang, share=rows[0]["self"]))
     assert "the one before the piece it predicts" in said or lang != "en"
+
+
+def test_the_timeline_step_reads_with_the_pages_colon() -> None:
+    """Panel writes "label: value" with an ASCII colon; a Chinese page's is full-width."""
+    from attnlab.app.explorer.screen import StepSlider
+    from attnlab.app.explorer.store import Store
+
+    for lang, said in (("zh", "训练步数：<b>300</b>"), ("es", "paso de entrenamiento: <b>300</b>")):
+        slider = StepSlider(Store(lang=lang), label=text("timeline.step", lang), options=[100, 300], value=300)
+        assert slider.labels[1] == said and slider._text.value == said
