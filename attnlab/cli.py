@@ -64,19 +64,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnlab: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
     with warnings.catch_warnings():  # a warning is a line for the user too, not a source location
-        warnings.showwarning = lambda message, *_: print(f"attnlab {command}: warning: {message}", file=sys.stderr)
         return _run(command, rest)
 
 
 def _run(command: str, rest: list[str]) -> int:
+    """Run `command`; its errors, warnings and interruption are one line naming it, a nested one
+    whole (`attnlab heads patch: error: ...`, as its module's `SUBCOMMANDS` list them)."""
     stdout = sys.stdout = _Stdout(sys.stdout)
+    warnings.showwarning = lambda message, *_: print(f"attnlab {command}: warning: {message}", file=sys.stderr)
     try:
         module = importlib.import_module(COMMANDS[command][0])  # (Ctrl-C while torch loads was a traceback)
-        runner = getattr(module, "cli_" + command, None) or module.cli
+        if rest and rest[0] in getattr(module, "SUBCOMMANDS", ()):
+            command = f"{command} {rest[0]}"  # (it said `attnlab heads:` where argparse said `attnlab heads patch:`)
+        runner = getattr(module, "cli_" + command.split()[0], None) or module.cli
         code = int(runner(rest) or 0)
         sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is then one line
     except AttnlabError as error:
-        name = error.command if isinstance(error, UsageError) else command  # `heads patch`, as its --help hint
+        name = error.command if isinstance(error, UsageError) else command  # the parser that refused, if argparse
         print(f"attnlab {name}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

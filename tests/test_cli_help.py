@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +130,24 @@ def test_flops_takes_the_overrides_its_usage_shows(capsys: pytest.CaptureFixture
     assert json.loads(capsys.readouterr().out)["overrides"] == {"d_ff": 64, "d_model": 32}
     assert main(["flops", "--preset", "tiny", "n_layers=x"]) == 2
     assert "n_layers" in capsys.readouterr().err
+
+
+def test_a_nested_commands_own_errors_and_warnings_name_it_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `heads profile` or `data prepare` refuse once running (not argparse) said `attnlab
+    heads:` / `attnlab data:`, where argparse's refusals of the same command said it whole; and
+    each module's SUBCOMMANDS are its parser's."""
+    from attnlab.data import commands as data_commands
+    from attnlab.decode import heads
+
+    assert (
+        main(["heads", "profile", "--checkpoint", str(tmp_path), "--src", str(tmp_path / "x"), "--out", "p.csv"]) == 2
+    )
+    assert capsys.readouterr().err.startswith("attnlab heads profile: error: ")
+    assert main(["data", "prepare", "multi30k", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.startswith("attnlab data prepare: error: ")
+    for module, command in ((heads, "heads"), (data_commands, "data")):
+        assert main([command, "bogus"]) == 2
+        offered = re.search(r"\(choose from ([^)]*)\)", capsys.readouterr().err).group(1)
+        assert offered.replace("'", "").split(", ") == list(module.SUBCOMMANDS)

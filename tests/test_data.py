@@ -230,7 +230,7 @@ def test_cli_prepares_and_reports_errors_in_one_line(tmp_path, capsys):
     assert (out / "spm.model").is_file() and (out / "train.src.bin").is_file()
     assert cli.main(["data", "prepare", "multi30k", "--out", str(out), "--data-dir", str(root), "--pair", "en-xx"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("attnlab data: error: unsupported --pair 'en-xx'") and "\n" not in error
+    assert error.startswith("attnlab data prepare: error: unsupported --pair 'en-xx'") and "\n" not in error
     # --seed -1 was a raw TypeError, --out naming a file a FileExistsError, --vocab-size 0 the default
     (tmp_path / "a-file").write_text("x")
     for bad, match in (

@@ -50,7 +50,8 @@ def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     """The one-line refusal of `attnlab ARGV` (status 2, no traceback)."""
     assert main(argv) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith(f"attnlab {argv[0]}: error: ") and "\n" not in error, error
+    named = (f"attnlab {argv[0]}", f"attnlab {' '.join(argv[:2])}")  # a nested command whole: `attnlab heads patch`
+    assert error.split(": error: ")[0] in named and "\n" not in error, error
     return error.split(": error: ", 1)[1]
 
 

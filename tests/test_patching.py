@@ -189,7 +189,7 @@ def test_the_command_names_what_an_option_lacks(given: list[str], said: str, cap
 
     argv = ["heads", "patch", "--checkpoint", str(CHECKPOINT), "--clean", CLEAN, "--corrupted", CORRUPTED, *given]
     assert main(argv) == 2
-    assert capsys.readouterr().err == f"attnlab heads: error: {said}\n"
+    assert capsys.readouterr().err == f"attnlab heads patch: error: {said}\n"
 
 
 def test_the_command_prints_the_grids_and_json(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def text_files(root: Path, splits: tuple[str, ...] = ("train", "valid")) -> dict
 def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     assert cli.main(argv) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("attnlab data: error: ") and "\n" not in error, error
+    assert error.startswith("attnlab data prepare: error: ") and "\n" not in error, error
     return error
 
 
@@ -214,7 +214,7 @@ def test_a_side_sentencepiece_mostly_skips_is_refused_naming_it(
     argv += ["--train", str(src), str(tgt), "--out", str(tmp_path / "out")]
     write_lines(src, document)
     assert refused(capsys, argv) == (
-        f"attnlab data: error: every one of the 200 training lines of the source ({src}) is longer than the 4,192 "
+        f"attnlab data prepare: error: every one of the 200 training lines of the source ({src}) is longer than the 4,192 "
         "bytes sentencepiece learns from: the shared vocabulary would be learnt from the target alone, and the model "
         "would read such lines as byte pieces; split them into sentences (a side is refused when more than half of "
         "its lines are that long)"
@@ -385,7 +385,7 @@ def test_an_interrupted_run_leaves_out_as_it_was(
             for out in (good, tmp_path / "new"):
                 interrupted.clear()
                 assert cli.main([*argv, "--out", str(out)]) == 130, name
-                assert capsys.readouterr().err == "attnlab data: interrupted\n", name
+                assert capsys.readouterr().err == "attnlab data prepare: interrupted\n", name
                 assert files_in(good) == before and not (tmp_path / "new").exists(), name
                 assert leftovers(tmp_path) == [], name
     assert cli.main([*argv, "--out", str(good)]) == 0
@@ -399,7 +399,7 @@ def test_an_interrupted_run_leaves_out_as_it_was(
         patch.setattr(prepared, "write_split", full_disk)
         assert cli.main([*argv[:3], "--vocab-size", "300", *argv[5:], "--out", str(good)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("attnlab data: error: stopped: No space left on device (") and "\n" not in error
+    assert error.startswith("attnlab data prepare: error: stopped: No space left on device (") and "\n" not in error
     assert error.endswith(f"train.src.bin); --out {good} is as it was") and files_in(good) == after
     assert leftovers(tmp_path) == []
 

@@ -260,7 +260,7 @@ def test_an_out_that_is_not_parquet_is_refused_before_any_work(tmp_path: Path, c
     for name in ("x.csv", "x", "x.parquet.tmp"):
         assert main([*argv, "--out", str(tmp_path / name)]) == 2
         assert capsys.readouterr().err == (
-            f"attnlab heads: error: --out {tmp_path / name}: a profile is a Parquet file; name it NAME.parquet\n"
+            f"attnlab heads profile: error: --out {tmp_path / name}: a profile is a Parquet file; name it NAME.parquet\n"
         )
         assert not (tmp_path / name).exists()
     assert main([*argv, "--out", str(tmp_path / "x.Parquet")]) == 2  # the name taken: the checkpoint is missing
@@ -282,7 +282,7 @@ def test_bad_input_is_one_line_before_any_decoding(model, tmp_path: Path, capsys
     assert main([*argv, "--out", str(tmp_path)]) == 2  # before the checkpoint (missing here) is read
     assert (
         capsys.readouterr().err.strip()
-        == f"attnlab heads: error: --out {tmp_path} is a directory; name the file to write"
+        == f"attnlab heads profile: error: --out {tmp_path} is a directory; name the file to write"
     )
     written = write_profile(pa.table({"sentence": pa.array([0], pa.int32())}), tmp_path / "p.parquet", {})
     for sql in ("", "  ", "-- only a comment"):
@@ -304,16 +304,20 @@ def test_a_line_too_long_is_refused_by_file_and_line_or_cut_with_truncate(
     argv = ["heads", "profile", "--checkpoint", str(BUNDLED), "--src", str(src), "--quiet", "--out", str(out)]
     room = model.config.max_len - 1
     assert main(argv) == 2  # before any decoding
-    error = f"attnlab heads: error: {src}:2: the input has 1500 pieces; this model takes at most {room}"
+    error = f"attnlab heads profile: error: {src}:2: the input has 1500 pieces; this model takes at most {room}"
     assert capsys.readouterr().err.strip() == error and not out.exists()
     assert main([*argv, "--tgt", str(ref)]) == 2
     assert capsys.readouterr().err.strip() == error
     ref.write_text(f"{long}\n{REFERENCES[1]}\n")  # a reference too long names the reference file
     src.write_text(f"{SOURCES[0]}\n{SOURCES[1]}\n")
     assert main([*argv, "--tgt", str(ref)]) == 2
-    assert capsys.readouterr().err.strip().startswith(f"attnlab heads: error: {ref}:1: the target has 1500 pieces")
+    assert (
+        capsys.readouterr().err.strip().startswith(f"attnlab heads profile: error: {ref}:1: the target has 1500 pieces")
+    )
     assert main([*argv, "--tgt", str(ref), "--truncate"]) == 0
-    notice = f"attnlab heads: warning: 1 of 2 lines cut to the {room} pieces this model takes (the first: line 1)"
+    notice = (
+        f"attnlab heads profile: warning: 1 of 2 lines cut to the {room} pieces this model takes (the first: line 1)"
+    )
     assert notice in capsys.readouterr().err.splitlines()
     assert read_profile(out).n_sentences == 2
     with pytest.raises(

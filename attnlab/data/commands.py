@@ -10,6 +10,8 @@ from attnlab.data.corpora import CORPORA, DEFAULT_PAIR, DEFAULT_VOCAB, DOWNLOADE
 from attnlab.data.prepared import prepare
 from attnlab.errors import ArgumentParser
 
+SUBCOMMANDS = ("prepare", "download")  # `attnlab data X`, as the CLI's lines name them
+
 
 def cli(argv: list[str]) -> int:
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab data", description="prepare or download corpora")

@@ -31,6 +31,8 @@ from attnlab.model.cpu import set_threads
 from attnlab.record.importance import HeadImportance
 from attnlab.record.trace import KINDS
 
+SUBCOMMANDS = ("profile", "query", "importance", "patch")  # `attnlab heads X`, as the CLI's lines name them
+
 
 def cli_heads(argv: list[str]) -> int:
     """`attnlab heads profile ...`, `attnlab heads query PROFILE SQL`, `attnlab heads importance ...`
