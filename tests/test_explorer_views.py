@@ -304,6 +304,7 @@ def test_downloads_are_named_after_the_model_the_run_and_the_head(lab: dict[str,
     plain, page = (download.callback().getvalue() for download in (export.svg_download, export.html_download))
     shown.heads.weigh.value = True
     assert export.png_download.filename == f"{run}-encoder-L0-H3-weighed.png"
+    assert (export.html_download.filename, export.trace_download.filename) == (f"{run}-weighed.html", f"{run}.trace")
     weighed = export.svg_download.callback().getvalue()
     assert "weighed by ‖αf(x)‖" in weighed and "weighed by" not in plain
     assert "weighed by" in export.html_download.callback().getvalue() and "weighed by" not in page

@@ -15,6 +15,7 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.model.attention import window_mask
 from attnlab.model.transformer import Transformer
+from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.recorder import computed_in, index_in, weights_hash
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
@@ -71,7 +72,8 @@ def loaded(model: Any, what: str) -> Transformer:
 def layer_inputs(model: Any, trace: AttentionTrace, modules: list[Any]) -> dict[Any, dict[str, Any]]:
     """{module: its "x", "memory" (None in self-attention) and "mask"} as each of `modules` (attention
     modules of `model.model`) received them in a teacher-forced pass over the trace's sentence pair:
-    the source, then <s> and the produced pieces but the last. The trace must be this model's."""
+    the source, then <s> and the produced pieces but the last, with the heads the trace recorded
+    switched off switched off again. The trace must be this model's."""
     net = model.model
     src_ids, produced = trace_ids(model, trace)
     check_same_model(net, trace)
@@ -85,7 +87,7 @@ def layer_inputs(model: Any, trace: AttentionTrace, modules: list[Any]) -> dict[
 
     handles = [module.register_forward_pre_hook(capture, with_kwargs=True) for module in modules]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), ablate(net, trace_heads_off(trace)):  # (all on, a later layer read other inputs)
             net(src, tgt)
     finally:
         for handle in handles:

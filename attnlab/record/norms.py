@@ -12,7 +12,8 @@ weights' own scale and every view of a trace draws it.
 
 The f(x_j) come from one teacher-forced pass over the trace's sentence pair (the inputs each
 layer really received, as `attnlab.record.equation` recomputes Eq. (1)); the weights are the
-trace's own. A head switched off while the trace was recorded is weighed as if it were on.
+trace's own. A head switched off while the trace was recorded is off again in that pass (the
+layers above it read what it did not write), and weighed as if it were on.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlab.errors import AttnlabError
 from attnlab.record.equation import layer_inputs, loaded
 from attnlab.record.logit_attribution import linear_weight
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import KINDS, AttentionTrace
 
 NORMED = "norm"  # `meta["weighed"]` of a trace whose maps are norm shares (views name it in their titles)
 
@@ -57,7 +59,10 @@ def norm_trace(model: Any, trace: AttentionTrace) -> AttentionTrace:
     """`trace` with each map's weights α_ij replaced by ‖α_ij f(x_j)‖ over its row's sum: how
     much of what a head writes into query i comes from key j. Its `meta["weighed"]` is `NORMED`
     and `meta["key_norms"]` holds ‖f(x_j)‖ by kind, as (layers, heads, keys) lists."""
-    vectors_by_layer = written(model, trace)  # (checks the model and the trace first)
+    loaded(model, "weighing attention by what it writes")
+    if check_trace(trace, "the trace").meta.get("weighed") == NORMED:  # (its shares were weighed again)
+        raise AttnlabError("the trace is already weighed by what each key writes; weigh the recorded one")
+    vectors_by_layer = written(model, trace)
     held = trace.heads if trace.heads is not None else list(range(trace.n_heads))
     maps: dict[str, list[np.ndarray]] = {}
     key_norms: dict[str, list] = {}
@@ -97,6 +102,8 @@ def layer_norms(model: Any, trace: AttentionTrace, kind: str = "cross") -> dict[
     """{model layer: (queries, keys) ‖Σ_h α_ij f_h(x_j)‖}: how much the whole layer (its heads
     together, before W^O's bias) moves from key j into query i. Kobayashi et al. read a
     translator's cross-attention layer so, and it aligned words better than the layer's weights."""
+    if kind not in KINDS:
+        raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
     held = trace.heads if trace.heads is not None else list(range(trace.n_heads))
     out = {}
     for (_, layer), vectors in written(model, trace, (kind,)).items():

@@ -93,7 +93,7 @@ class ExportBar(pn.viewable.Viewer):
         weighed = "-weighed" if self.heads is not None and self.heads.weigh.value else ""
         stem = f"{run}-{store.kind}-L{store.layer}-H{store.head}{weighed}"
         self.png_download.filename, self.svg_download.filename = f"{stem}.png", f"{stem}.svg"
-        self.trace_download.filename, self.html_download.filename = f"{run}.trace", f"{run}.html"
+        self.trace_download.filename, self.html_download.filename = f"{run}.trace", f"{run}{weighed}.html"
 
     def png(self) -> io.BytesIO | None:
         image = self._open_head(viz.heatmap_png)

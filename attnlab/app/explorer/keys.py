@@ -7,8 +7,9 @@ table's cell are theirs, not the page's, and so are keys with Ctrl, Alt or ⌘; 
 ticked keeps none (the arrows stopped walking the heads once "mask overlay" was clicked). On a
 tab's title, Enter or Space opens that tab and ← → the one beside it, as a tab list does (BokehJS
 lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
-keyboard's reach, and ← → moved the head). On the language and model menus, closed, the arrows
-do nothing: each choice there reloads the page or opens a model, and one ↓ did so at once. The browser sends the key's name (with a time
+keyboard's reach, and ← → moved the head). On the language and model menus, closed, no key
+chooses (an arrow, Home, End, a page key, a letter): each choice there reloads the page or opens
+a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list. The browser sends the key's name (with a time
 stamp, so that the same key twice is two changes); anything else a crafted message sends is
 ignored, and the component takes no other property from a browser.
 """
@@ -52,9 +53,10 @@ const titles = (root, found = []) => {  // every tab title, through the widgets'
   return found;
 };
 // The server draws the tabs again once one opens, and the focus fell to the page: it goes back to
-// the title opened, for two seconds, unless something else has taken it meanwhile; a key pressed
-// while it is away (a quick second ←) is still the title's (`pending`).
-let pending = null, wanted = null;  // {title, until}; the title the focus goes back to (the last opened)
+// the title opened, for two seconds, unless something else has taken it meanwhile. A key pressed
+// meanwhile (quick → → →) steps from the title the last key opened (`wanted`), not from the one
+// focused or drawn before it: three quick ← moved one tab.
+let pending = null, wanted = null;  // {until}: keys come quicker than the redraw; the title last opened
 const refocus = (title, tries) => {
   if (title !== wanted) return;  // (a later key opened another: the earlier one's turn is over)
   const now = titles(document).find((t) => t.textContent === title);
@@ -66,28 +68,32 @@ const refocus = (title, tries) => {
 };
 const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside it; true when it was one
   const target = e.composedPath()[0];
+  const quick = pending !== null && Date.now() < pending.until;
   let tab = target && target.closest && target.closest(".bk-tab");
-  if (!tab && target === document.body && pending && Date.now() < pending.until)
-    tab = titles(document).find((t) => t.textContent === pending.title);
-  if (!tab) return false;
-  const row = [...tab.parentElement.querySelectorAll(".bk-tab")];
-  const next = e.key === "Enter" || e.key === " " ? tab
-    : row[row.indexOf(tab) + ({ArrowLeft: -1, ArrowRight: 1}[e.key] || NaN)];
+  if (!tab && target === document.body && quick) tab = titles(document).find((t) => t.textContent === wanted);
+  const step = {ArrowLeft: -1, ArrowRight: 1, Enter: 0, " ": 0}[e.key];
+  if (!tab || step === undefined) return false;
+  e.preventDefault();
+  const row = [...tab.parentElement.querySelectorAll(".bk-tab")].map((t) => t.textContent);
+  const title = row[row.indexOf(quick ? wanted : tab.textContent) + step];
+  const next = title && titles(document).find((t) => t.textContent === title);  // (drawn now, not the stale one)
   if (next) {
-    e.preventDefault();
     next.click();
-    pending = {title: next.textContent, until: Date.now() + 2000};
-    wanted = next.textContent;
+    pending = {until: Date.now() + 2000};
+    wanted = title;
     refocus(wanted, 20);
   }
-  return ["Enter", " ", "ArrowLeft", "ArrowRight"].includes(e.key);
+  return true;
 };
-// The language and model menus act on every choice (a reload, a model opened): an arrow on one
-// of them, closed, chose the next language or model at once; it opens with Space, Enter or Alt+↓.
+// The language and model menus act on every choice (a reload, a model opened): an arrow, Home,
+// End, a page key or a letter on one of them, closed, chose another language or model at once;
+// it opens with Space, Enter or Alt+↓, and its list takes them all.
 const acting = (e) => e.composedPath().some((el) => el.classList && ACTING.some((c) => el.classList.contains(c)));
+const choosing = (e) => MOVES.includes(e.key) || ["Home", "End", "PageUp", "PageDown"].includes(e.key)
+  || (e.key.length === 1 && e.key !== " ");
 if (window.attnArrowKeys) document.removeEventListener("keydown", window.attnArrowKeys);
 window.attnArrowKeys = (e) => {
-  if (MOVES.includes(e.key) && !e.altKey && acting(e)) { e.preventDefault(); return; }
+  if (!e.altKey && !e.ctrlKey && !e.metaKey && choosing(e) && acting(e)) { e.preventDefault(); return; }
   if (e.ctrlKey || e.metaKey || e.altKey || tabbed(e) || typing(e) || !MOVES.includes(e.key)) return;
   e.preventDefault();  // (the page would scroll)
   data.pressed = e.key + " " + Date.now();
