@@ -4,9 +4,8 @@ when its command runs, so `attnlab --help` starts fast.
 
 This file only dispatches and turns `AttnlabError` into a one-line message and exit status 2,
 so that a user never sees a traceback for bad input (nor argparse's usage block above the line:
-every command's parser is an `attnlab.errors.ArgumentParser`). A refused command line names the
-parser that refused it, a nested command whole (`attnlab heads patch: error: ...`), as its
-`--help` hint does. Every command's parser is built with `allow_abbrev=False`: a shortened or
+every command's parser is an `attnlab.errors.ArgumentParser`). Every line names the command as
+typed, a nested one whole (`attnlab heads patch: error: ...`, `_run`). Every command's parser is built with `allow_abbrev=False`: a shortened or
 misspelt flag is refused, never taken for the flag it begins (argparse's default, under which
 `--vocab 1000` quietly set --vocab-size).
 """
@@ -22,7 +21,7 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-from attnlab.errors import AttnlabError, UsageError
+from attnlab.errors import AttnlabError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "presets": ("attnlab.model.presets", "list the model presets (Table 3) with parameter counts"),
@@ -80,8 +79,7 @@ def _run(command: str, rest: list[str]) -> int:
         code = int(runner(rest) or 0)
         sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is then one line
     except AttnlabError as error:
-        name = error.command if isinstance(error, UsageError) else command  # the parser that refused, if argparse
-        print(f"attnlab {name}: error: {error}", file=sys.stderr)
+        print(f"attnlab {command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"attnlab {command}: interrupted", file=sys.stderr)

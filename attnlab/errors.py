@@ -47,13 +47,7 @@ class CheckpointError(AttnlabError):
 
 
 class UsageError(AttnlabError):
-    """A command line argparse refused: a missing, unknown or ill-typed option. `command` is the
-    refusing parser's, `heads patch` for `attnlab heads patch`: the CLI's line names it, where
-    it named the top command (`attnlab heads: error: ... (attnlab heads patch --help ...)`)."""
-
-    def __init__(self, message: str, command: str) -> None:
-        super().__init__(message)
-        self.command = command
+    """A command line argparse refused: a missing, unknown or ill-typed option."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -62,4 +56,4 @@ class ArgumentParser(argparse.ArgumentParser):
     below half a screen of options. `--help` still prints the whole usage."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} ({self.prog} --help lists the options)", self.prog.removeprefix("attnlab "))
+        raise UsageError(f"{message} ({self.prog} --help lists the options)")

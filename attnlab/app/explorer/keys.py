@@ -9,9 +9,11 @@ tab's title, Enter or Space opens that tab and ← → the one beside it, as a t
 lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
 keyboard's reach, and ← → moved the head). On the language and model menus, closed, no key
 chooses (an arrow, Home, End, a page key, a letter): each choice there reloads the page or opens
-a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list. The browser sends the key's name (with a time
-stamp, so that the same key twice is two changes); anything else a crafted message sends is
-ignored, and the component takes no other property from a browser.
+a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list.
+
+The browser sends the key's name (with a time stamp, so that the same key twice is two changes);
+anything else a crafted message sends is ignored, and the component takes no other property from
+a browser.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from attnlab.app.explorer.store import Store
 
 # {key: (the selector it moves, the step)}: ↓ goes down the grid, to the next layer
 MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
-ACTING = ("attn-language", "attn-checkpoint")  # menus whose every choice acts: arrows do not choose on them
+ACTING = ("attn-language", "attn-checkpoint")  # menus whose every choice acts: no key chooses on them closed
 SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
 
 
