@@ -421,8 +421,8 @@ def test_best_method_from_the_model_card() -> None:
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
         best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
     assert (
-        len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3
-    )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all, norms
+        len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3 + 1
+    )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all, norms, saliency
 
 
 def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
@@ -478,7 +478,7 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("| ") and "reading" not in line]
     assert out.rstrip().endswith("same relative position: AER 0.0")  # this gold is the diagonal
-    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3  # the bundled model: 3 layers × 4 heads
+    assert len(table) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3 + 1  # the bundled model: 3 layers × 4 heads
     aers = [float(line.split("|")[2]) for line in table]
     assert aers == sorted(aers)
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(

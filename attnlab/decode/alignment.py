@@ -18,6 +18,9 @@ it is the decoder's *input*; `attention_rows(trace, "shift")` returns those rows
 output piece (`attnlab.record.logit_attribution`: a cross head's a · v W^O read through every
 LayerNorm above it), summed over the heads, the shares that push against the piece dropped. It
 needs the model as well as the trace (`align_lines` passes the shares).
+
+`saliency` reads no attention either: each source piece's |gradient × input| for the probability
+of each output piece (`attnlab.record.saliency`, Ding et al. 2019), each row scaled to sum to 1.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from attnlab.errors import AttnlabError, DataError, ModelInputError
 from attnlab.record.logit_attribution import logit_attribution
 from attnlab.record.norms import layer_norms
 from attnlab.record.rollout import rollout
+from attnlab.record.saliency import saliency
 from attnlab.record.trace import AttentionTrace, not_recorded, whole_number
 
 if TYPE_CHECKING:  # for annotations only: decode.api loads torch, which scoring links (evaluate) does not need
     from attnlab.decode.api import Result
 
-METHODS = ("head", "layer", "all", "shift", "rollout", "direct", "norm")
+METHODS = ("head", "layer", "all", "shift", "rollout", "direct", "norm", "saliency")
 
 
 # -- attention -> word links ---------------------------------------------------------------------------
@@ -109,6 +113,7 @@ def attention_rows(
     head: int | None = None,
     shares: np.ndarray | None = None,
     norms: dict[int, np.ndarray] | None = None,
+    salient: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """(target pieces, source pieces) cross-attention for a method, and the row offset: 0 for
     the row that outputs a piece, 1 for Shift-Att (row t+1, where piece t is the input; the
@@ -120,7 +125,8 @@ def attention_rows(
     shares in each output piece's logit (`shares`: `LogitAttribution.cross_source` of the trace),
     over every layer or one; `norm` one layer's (default: the last) ‖Σ_h α f(x)‖, what its heads
     together move from each source piece (`norms`: `record.norms.layer_norms` of the trace,
-    Kobayashi et al. 2020), each row scaled to sum to 1. Layers and heads are the model's ids
+    Kobayashi et al. 2020), each row scaled to sum to 1; `saliency` each source piece's share of the
+    output's |gradient × input| (`salient`: `Saliency.source_rows` of the trace). Layers and heads are the model's ids
     (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
     head 2 in its first row. One it lacks is one line naming those it holds, both ways."""
     reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
@@ -128,6 +134,10 @@ def attention_rows(
         raise AttnlabError("--method head needs --layer and --head")
     if method == "direct":
         return direct_rows(shares, layer), 0
+    if method == "saliency":
+        if salient is None:
+            raise AttnlabError("--method saliency reads the model as well as the trace: give the model")
+        return salient, 0
     if method == "norm":
         if norms is None:
             raise AttnlabError("--method norm reads the model as well as the trace: give the model")
@@ -172,10 +182,12 @@ def trace_links(
     threshold: float = 0.1,
     shares: np.ndarray | None = None,
     norms: dict[int, np.ndarray] | None = None,
+    salient: np.ndarray | None = None,
 ) -> Links:
     """(source_word, target_word) links of one teacher-forced trace, given each piece's words
-    (and, for `direct`, the trace's direct shares; for `norm`, its layers' norms)."""
-    weights, offset = attention_rows(trace, method, layer, head, shares, norms)
+    (and, for `direct`, the trace's direct shares; for `norm`, its layers' norms; for `saliency`,
+    its saliency rows)."""
+    weights, offset = attention_rows(trace, method, layer, head, shares, norms, salient)
     tgt = list(tgt_words)[: len(tgt_words) - offset]
     return word_links(weights, src_words, tgt, links, threshold)
 
@@ -183,7 +195,8 @@ def trace_links(
 def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     """Every way to read alignment off a model's traces: each layer × head, each layer's average,
     the all-layer average, Shift-Att on each layer's average and on the all-layer average, each
-    layer's rollout, the direct shares of each layer and of all, and each layer's norms."""
+    layer's rollout, the direct shares of each layer and of all, each layer's norms, and the
+    gradient saliency."""
     layers, heads = range(n_layers), n_heads
     out = [{"method": "head", "layer": n, "head": h} for n in layers for h in range(heads)]
     out += [{"method": "layer", "layer": n, "head": None} for n in layers]
@@ -192,7 +205,8 @@ def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     out += [{"method": "shift", "layer": None, "head": None}]
     out += [{"method": "rollout", "layer": n, "head": None} for n in layers]
     out += [{"method": "direct", "layer": n, "head": None} for n in [*layers, None]]
-    return out + [{"method": "norm", "layer": n, "head": None} for n in layers]
+    out += [{"method": "norm", "layer": n, "head": None} for n in layers]
+    return out + [{"method": "saliency", "layer": None, "head": None}]
 
 
 # -- a model reading word pairs --------------------------------------------------------------------------
@@ -239,7 +253,15 @@ def reading(method: str, layer: int | None = None, head: int | None = None, stri
     --method all --layer 0` printed the all-layer links without a word), or dropped if not `strict`."""
     if method not in METHODS:
         raise AttnlabError(f"unknown alignment method {method!r}; choose from {', '.join(METHODS)}")
-    reads = {"head": "layer head", "layer": "layer", "all": "", "rollout": "layer", "direct": "layer", "norm": "layer"}
+    reads = {
+        "head": "layer head",
+        "layer": "layer",
+        "all": "",
+        "rollout": "layer",
+        "direct": "layer",
+        "norm": "layer",
+        "saliency": "",
+    }
     reads["shift"] = "layer head" if layer is not None else "layer"
     unread = [f"--{n} {v}" for n, v in (("layer", layer), ("head", head)) if v is not None and n not in reads[method]]
     if unread and strict:  # (Shift-Att reads a head of the --layer it is given; without one, the all-layer average)
@@ -278,7 +300,7 @@ def align_lines(
     check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
-    direct, normed = (any(r["method"] == method for r in readings) for method in ("direct", "norm"))
+    direct, normed, salient = (any(r["method"] == m for r in readings) for m in ("direct", "norm", "saliency"))
     out: list[list[Links]] = [[] for _ in readings]
     failed = []
     for number, line in enumerate(lines, 1):
@@ -292,7 +314,8 @@ def align_lines(
             continue
         shares = logit_attribution(model, scored.trace).cross_source if direct else None
         norms = layer_norms(model, scored.trace) if normed else None
-        read = {"links": links, "threshold": threshold, "shares": shares, "norms": norms}
+        rows = saliency(model, scored.trace).source_rows() if salient else None
+        read = {"links": links, "threshold": threshold, "shares": shares, "norms": norms, "salient": rows}
         for found, reading in zip(out, readings, strict=True):
             found.append(oriented(trace_links(scored.trace, src_words, tgt_words, **reading, **read), reverse))
     return out, failed
@@ -300,7 +323,7 @@ def align_lines(
 
 def reading_name(reading: dict[str, Any]) -> str:
     """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`, `direct L3`, `direct all`,
-    `norm L3`."""
+    `norm L3`, `saliency`."""
     parts = [reading["method"]]
     if reading.get("layer") is not None:
         parts.append(f"L{reading['layer']}")

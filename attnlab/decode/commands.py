@@ -311,7 +311,8 @@ def cli_align(argv: list[str]) -> int:
         "rollout, Abnar & Zuidema 2020; default layer: the last), or direct (each source piece's direct share in "
         "the output piece's logit, over all layers or --layer: what the heads wrote rather than where they "
         "looked), or norm (a layer's ‖Σ_h αf(x)‖, what its heads move from each source piece, Kobayashi et al. "
-        "2020; default layer: the last). Default: the model card's meta.alignment, else all",
+        "2020; default layer: the last), or saliency (each source piece's |gradient × input| for the output "
+        "piece's probability, Ding et al. 2019). Default: the model card's meta.alignment, else all",
     )
     parser.add_argument(
         "--layer",

@@ -131,7 +131,8 @@ def cli(argv: list[str]) -> int:
         action="store_true",
         help="align: score every reading of --checkpoint's cross-attention on --input: each head, each layer's "
         "average and all layers', Shift-Att, each layer's rollout (through the encoder), and the direct shares "
-        "(direct logit attribution) of each layer and of all, and each layer's norm reading (‖Σ_h αf(x)‖)",
+        "(direct logit attribution) of each layer and of all, each layer's norm reading (‖Σ_h αf(x)‖), and the "
+        "gradient saliency (|gradient × input|)",
     )
     parser.add_argument(
         "--save-best",

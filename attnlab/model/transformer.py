@@ -186,8 +186,15 @@ class Transformer(nn.Module):
             raise ModelInputError(f"{what} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
 
     # -- §3.4, §3.5 ------------------------------------------------------------------------
-    def embed_tokens(self, ids: Tensor, start: int = 0, table: nn.Embedding | None = None) -> Tensor:
-        x = (self.embed if table is None else table)(ids) * self.embed_scale  # (B, L, d_model)
+    def embed_tokens(
+        self, ids: Tensor, start: int = 0, table: nn.Embedding | None = None, rows: Tensor | None = None
+    ) -> Tensor:
+        """ids (B, L) -> the first layer's input: each id's row of the embedding × √d_model, plus its
+        position. `rows` stands in for the looked-up rows (B, L, d_model): gradient saliency
+        (`attnlab.record.saliency`) differentiates with respect to them, as Hugging Face's
+        `inputs_embeds`."""
+        looked_up = (self.embed if table is None else table)(ids) if rows is None else rows
+        x = looked_up * self.embed_scale  # (B, L, d_model)
         if self.config.positional == "learned":
             pos = self.positions(torch.arange(start, start + ids.size(1), device=ids.device))
         else:
@@ -208,17 +215,25 @@ class Transformer(nn.Module):
         """(1, 1, L, L): position i may attend to positions ≤ i (§3.2.3)."""
         return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        """src: (B, Ls) ids -> memory (B, Ls, d_model)."""
+    def encode(self, src: Tensor, src_mask: Tensor | None = None, rows: Tensor | None = None) -> Tensor:
+        """src: (B, Ls) ids -> memory (B, Ls, d_model); `rows`: their embeddings (`embed_tokens`)."""
         self.check_ids(src, "source")
         mask = self.src_mask(src) if src_mask is None else src_mask
-        x = self.embed_tokens(src)
+        x = self.embed_tokens(src, rows=rows)
         for layer in self.encoder["layers"]:
             x = layer(x, mask)
         return self.final_norms[0](x) if self.final_norms else x
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None) -> Tensor:
-        """tgt: (B, Lt) decoder inputs (BOS first) -> hidden states (B, Lt, d_model).
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: KVCache | None = None,
+        rows: Tensor | None = None,
+    ) -> Tensor:
+        """tgt: (B, Lt) decoder inputs (BOS first) -> hidden states (B, Lt, d_model); `rows`: their
+        embeddings (`embed_tokens`).
 
         With a cache, `tgt` holds only the new positions and earlier ones are not recomputed.
         """
@@ -226,7 +241,7 @@ class Transformer(nn.Module):
         start = 0 if cache is None else cache.length
         if start + tgt.size(1) > self.config.max_len:
             raise ModelInputError(f"target would exceed the model's max_len={self.config.max_len}")
-        x = self.embed_tokens(tgt, start, self.target_embedding)
+        x = self.embed_tokens(tgt, start, self.target_embedding, rows)
         # With one new position per step, every cached key is visible: no mask needed (the
         # attention layers add the band of a restricted model themselves).
         tgt_mask = self.causal_mask(tgt.size(1), tgt.device) if tgt.size(1) > 1 else None

@@ -1,7 +1,7 @@
 """attnlab.record — what the model's heads did: the recorder that consumes the named hook points
 (`encoder.layers.3.self_attn`, ...), `AttentionTrace` (the one contract every view, the CLI and
 the notebooks read; saved and loaded losslessly), head statistics, attention rollout (the flow from the
-input tokens through the layers), the logit lens (what each decoder layer would output), direct logit attribution (what each decoder part wrote into each output piece's logit), head importance (how much an output depends on each head), activation patching (which heads, and which layers at which positions, carry a change of the input), path patching (which of a head's effect reaches the output directly and which through each later head or feed-forward layer) and the circuit of a change (the heads that move most and their paths), ablation (heads switched off through the same hook points), attention weighed by what each key writes (‖αf(x)‖, Kobayashi et al. 2020), and
+input tokens through the layers), the logit lens (what each decoder layer would output), direct logit attribution (what each decoder part wrote into each output piece's logit), head importance (how much an output depends on each head), activation patching (which heads, and which layers at which positions, carry a change of the input), path patching (which of a head's effect reaches the output directly and which through each later head or feed-forward layer) and the circuit of a change (the heads that move most and their paths), ablation (heads switched off through the same hook points), attention weighed by what each key writes (‖αf(x)‖, Kobayashi et al. 2020), gradient saliency (which input pieces each output's probability depends on, gradient × input), and
 Eq. (1) recomputed step by step for one head.
 
 May import: `attnlab.model` and `attnlab.errors` only. Recording costs one flag check per
@@ -19,6 +19,7 @@ from attnlab.record.paths import PathPatching, trace_path_patching
 from attnlab.record.recorder import Recording, hook_point, model_info, record, weights_hash
 from attnlab.record.residual import ResidualPatching, trace_residual_patching
 from attnlab.record.rollout import rollout
+from attnlab.record.saliency import Saliency, saliency
 from attnlab.record.stats import COLUMNS, head_stats, sentence_stats
 from attnlab.record.trace import KINDS, AttentionTrace
 
@@ -34,6 +35,7 @@ __all__ = [
     "LogitAttribution",
     "Recording",
     "ResidualPatching",
+    "Saliency",
     "ablate",
     "head_stats",
     "hook_point",
@@ -43,6 +45,7 @@ __all__ = [
     "model_info",
     "record",
     "rollout",
+    "saliency",
     "sentence_stats",
     "trace_circuit",
     "trace_importance",
