@@ -32,8 +32,11 @@ from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "attnlab" / "app"
-SCREENS = sorted((APP / "explorer").glob("*.py")) + [
-    APP / name for name in ("widgets.py", "notebook.py", "replay.py", "attribution_widget.py", "attribution_text.py")
+SCREENS = [
+    *sorted((APP / "explorer").glob("*.py")),
+    *sorted(APP.glob("*_widget.py")),  # every notebook box (saliency's was missed when listed by hand)
+    *sorted(APP.glob("*_text.py")),
+    *(APP / name for name in ("widgets.py", "notebook.py", "replay.py")),
 ]
 
 
@@ -332,7 +335,7 @@ def words(node: ast.AST) -> str:
 
 
 def words_of(literal: str) -> str:
-    if re.fullmatch(r"[a-z0-9]+(?:[-_][a-z0-9]+)+", literal):  # an identifier ("timeline-heatmap"), not words
+    if re.fullmatch(r"[a-z0-9{}]+(?:[-_][a-z0-9{}]+)+", literal):  # an identifier ("timeline-heatmap", "cells-{}")
         return ""
     plain = re.sub(r"<code>.*?</code>|<[^>]*>|&\w+;|\{[^}]*\}", " ", literal)  # code reads the same everywhere
     return " ".join(w for w in re.findall(r"[^\W\d_]{2,}", plain) if w not in NAMES)

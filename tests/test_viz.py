@@ -30,6 +30,7 @@ from attnlab.record.logit_attribution import LogitAttribution
 from attnlab.record.patching import HeadPatching
 from attnlab.record.paths import PathPatching
 from attnlab.record.residual import ResidualPatching
+from attnlab.record.saliency import Saliency
 from attnlab.record.stats import head_pattern, head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.export import SUMMARY_PX
@@ -780,6 +781,9 @@ def test_a_title_or_budget_of_the_wrong_kind_is_one_line_in_every_view(trace: At
         "circuit_figure": lambda **o: viz.circuit_figure(Circuit([], [], patched, patched, 0.05), **o),
         "residual_patching_figure": lambda **o: viz.residual_patching_figure(
             ResidualPatching(np.ones((3, 2)), np.ones((2, 2)), 0.0, -1.0, "noise", [0]), side="decoder", **o
+        ),
+        "saliency_figure": lambda **o: viz.saliency_figure(
+            Saliency(["x", "</s>"], ["<s>", "a"], ["a", "</s>"], np.ones((2, 2)), np.tril(np.ones((2, 2))), 0), **o
         ),
     }
     takes = {

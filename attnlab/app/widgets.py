@@ -56,6 +56,7 @@ from attnlab.app.notebook import (
 )
 from attnlab.app.patching_widget import PatchingRow
 from attnlab.app.replay import Timeline, replay
+from attnlab.app.saliency_widget import SaliencyBox
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
@@ -183,9 +184,9 @@ def show(
 class Explorer(w.VBox):
     """Type a sentence, translate (or parse) it with the paper's beam search, read the beam's
     hypotheses, and open any head of any of them; boxes add the open hypothesis's logit lens, who
-    wrote each of its pieces (`attribution`) and every head's importance for it, and a changed
-    version of the sentence, patched against it (`patch`), which heads and which layers at which
-    positions carry the change."""
+    wrote each of its pieces (`attribution`), which inputs each depends on (`saliency`) and every
+    head's importance for it, and a changed version of the sentence, patched against it (`patch`),
+    which heads and which layers at which positions carry the change."""
 
     def __init__(self, model: Any, text: str | None = None, beam: int | None = None, lang: str = i18n.DEFAULT) -> None:
         self.lang = i18n.checked(lang)
@@ -219,6 +220,7 @@ class Explorer(w.VBox):
         self.show_lens.observe(lambda _change: self.errors.act(self._draw_lens), "value")
         self.lens = BokehPane()
         self.attribution = AttributionBox(model, self.errors, lang)
+        self.saliency = SaliencyBox(model, self.errors, lang)
         self.show_importance = checkbox(i18n.text("widgets.show_importance", lang))
         self.show_importance.observe(lambda _change: self.errors.act(self._draw_importance), "value")
         self.importance = BokehPane()
@@ -231,14 +233,14 @@ class Explorer(w.VBox):
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.weigh, self.view]
-        readings = [self.show_lens, self.lens, self.attribution, self.show_importance, self.importance, row]
-        super().__init__([*parts, *readings])
+        readings = [self.show_lens, self.lens, self.attribution, self.saliency, self.show_importance, self.importance]
+        super().__init__([*parts, *readings, row])
         self.run()
 
     @property
     def figures(self) -> dict[str, LayoutDOM | None]:
         extra = {"tree": self.tree.figure, "lens": self.lens.figure, "importance": self.importance.figure}
-        extra |= self.patching_row.figures | self.attribution.figures
+        extra |= self.patching_row.figures | self.attribution.figures | self.saliency.figures
         return {**self.view.figures, **extra}
 
     def run(self, text: str | None = None) -> Any:
@@ -297,6 +299,7 @@ class Explorer(w.VBox):
         self.tree.update(None)
         self.lens.update(None)
         self.attribution.set_trace(None)
+        self.saliency.set_trace(None)
         self.importance.update(None)
         self.patching_row.set_trace(None)
         self.view.clear()
@@ -324,6 +327,7 @@ class Explorer(w.VBox):
         self._show_heads()
         self._draw_lens()
         self.attribution.set_trace(hyp.trace)
+        self.saliency.set_trace(hyp.trace)
         self._draw_importance()
         self.patching_row.set_trace(hyp.trace)  # (what it showed read the hypothesis open before)
 

@@ -13,7 +13,9 @@ from types import MappingProxyType
 from typing import Any
 
 from attnlab.app.i18n import DEFAULT, LANGUAGES, text
+from attnlab.app.patching_text import word
 from attnlab.record.importance import trace_importance
+from attnlab.record.saliency import Saliency
 
 
 @cache
@@ -138,6 +140,16 @@ def _words(lang: str) -> Mapping[str, str]:
             "attribution.reads": text("figure.attribution_reads", lang),
             "attribution.source_title": text("figure.attribution_source_title", lang),
             "attribution.source": text("figure.residual_source", lang),
+            # gradient saliency
+            "saliency.title": text("figure.saliency_title", lang),
+            "saliency.title_smooth": text("figure.saliency_title_smooth", lang),
+            "saliency.output": text("figure.saliency_output", lang),
+            "saliency.input": text("figure.saliency_input", lang),
+            "saliency.source": text("figure.residual_source", lang),
+            "saliency.inputs": text("figure.saliency_inputs", lang),
+            "saliency.share": text("figure.saliency_share", lang),
+            "saliency.score": text("figure.saliency_score", lang),
+            "saliency.masked": text("figure.saliency_masked", lang),
             # head importance
             "importance.title_gradient": text("figure.importance_title_gradient", lang),
             "importance.title_ablation": text("figure.importance_title_ablation", lang),
@@ -221,6 +233,16 @@ def compared_lens_title(name: str, first: str, lang: str) -> str:
     if name == first:
         return text("compare.lens_title", lang, name=name)
     return text("compare.lens_title_second", lang, name=name, first=first)
+
+
+def saliency_line(s: Saliency, lang: str) -> str:
+    """The line under a saliency map: the output piece whose |gradient × input| comes least from
+    the source (`Saliency.source_share`), where the map's left block is palest: a piece the model
+    wrote from the words before it (a German article's ending, the final "."), not by translating."""
+    shares = s.source_share()
+    least = int(shares.argmin())
+    percent = round(100 * float(shares[least]))
+    return text("saliency.least", lang, piece=word(s.produced, least), position=least, percent=percent)
 
 
 class WeighedAlike:

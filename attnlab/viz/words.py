@@ -143,6 +143,16 @@ WORDS: dict[str, str] = {
     "attribution.reads": "source pieces it read most",
     "attribution.source_title": "what the encoder–decoder heads read directly from each source piece for “{piece}” (in all {total:+.1f})",
     "attribution.source": "source",
+    # gradient saliency (saliency.py): each input piece's share of each output piece's |gradient × input|
+    "saliency.title": "gradient × input: which input pieces each output piece depends on (each row sums to 1)",
+    "saliency.title_smooth": "SmoothGrad (gradient × input averaged over {samples} noisy copies): which input pieces each output piece depends on (each row sums to 1)",
+    "saliency.output": "output piece",
+    "saliency.input": "input piece",
+    "saliency.source": "source",  # the two groups of columns
+    "saliency.inputs": "output so far",
+    "saliency.share": "share of the row's |gradient × input|",
+    "saliency.score": "gradient × input",  # the signed score, in the hover
+    "saliency.masked": "not seen: a later piece (causal mask)",
     # head importance (importance.py): how much the output depends on each head
     "importance.title_gradient": "how much the output depends on each head: |∂ log P(output) / ∂ gate| (Michel et al., 2019)",
     "importance.title_ablation": "log-probability of the output lost with each head alone switched off",
