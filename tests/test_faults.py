@@ -25,6 +25,7 @@ from types import FrameType
 import numpy as np
 import pytest
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from attnlab.cli import main
@@ -97,8 +98,24 @@ def _assert_resumes_to(prepared: Path, run: Path, reference: Path, capsys: pytes
     assert _losses(run) == _losses(reference)
 
 
+# What a full disk raises in the weights' write: safetensors wraps the OS's error in its own (a
+# real tmpfs of 5 MB gave this one; it was a traceback while only OSError was caught), or an OSError.
+FULL_DISK = {
+    "safetensors": lambda filename: SafetensorError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    ),
+    "os": lambda filename: OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename),
+}
+
+
+@pytest.mark.parametrize("raised", sorted(FULL_DISK))
 def test_disk_full_while_writing_a_checkpoint(
-    prepared: Path, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    prepared: Path,
+    reference: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    raised: str,
 ) -> None:
     """ENOSPC half way through step_4's weights: one line naming it, exit 2, step_2 as written,
     no temporary directory left; after space is freed the same command resumes."""
@@ -109,13 +126,13 @@ def test_disk_full_while_writing_a_checkpoint(
         if ".step_4.tmp-" in filename:
             with open(filename, "r+b") as handle:
                 handle.truncate(os.path.getsize(filename) // 2)
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+            raise FULL_DISK[raised](filename)
 
     monkeypatch.setattr(checkpoint, "save_file", full_disk)
     run = tmp_path / "run"
     assert _train(prepared, run) == 2
     line = _error_line(capsys.readouterr().err)
-    assert "step_4" in line and "No space left on device" in line and "resume" in line
+    assert "step_4" in line and "(No space left on device)" in line and "resume" in line
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2"]  # no .step_4.tmp-*
     assert _digests(run) == {2: _digests(reference)[2]}
     monkeypatch.undo()
@@ -378,3 +395,39 @@ def test_resuming_a_run_the_user_may_not_write_is_one_line(prepared: Path, refer
         )
     finally:
         shutil.rmtree(shared)
+
+
+def test_a_checkpoint_replaced_stays_whole_when_the_new_one_cannot_take_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replacing a checkpoint (`average --force`) removed the old one before the new one's rename:
+    a failure there (or a kill) left neither. The old one is renamed aside, back on a failure, and
+    removed only once the new one is in place."""
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.transformer import Transformer
+
+    spm = ROOT / "checkpoints" / "multi30k-en-de" / "spm.model"
+    target = tmp_path / "ckpt"
+    first = Transformer(ModelConfig(n_layers=1, d_model=16, d_ff=32, n_heads=2, vocab_size=40, max_len=16))
+    checkpoint.save_checkpoint(target, first, spm, meta={"which": "old"})
+    before = _tree_digest(target)
+    real, renames = os.replace, []
+
+    def failing(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        renames.append(Path(dst))
+        if renames.count(target) == 1 and Path(dst) == target:  # the new one taking the old one's place
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(checkpoint.CheckpointError, match=r"\(Input/output error\); nothing was written"):
+        checkpoint.save_checkpoint(target, first, spm, meta={"which": "new"})
+    assert _tree_digest(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    monkeypatch.undo()
+    checkpoint.save_checkpoint(target, first, spm, meta={"which": "new"})
+    assert json.loads((target / "config.json").read_text())["meta"] == {"which": "new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the old one, aside, removed
+
+
+def _tree_digest(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}

@@ -113,9 +113,15 @@ def test_refusals_are_one_line(model: object, trace: AttentionTrace) -> None:
     int8 = load(CHECKPOINTS / "multi30k-en-de", dtype="int8")
     with pytest.raises(AttnlabError, match="^gradient saliency differentiates through the model: .*not int8$"):
         saliency(int8, int8.score(*PAIR, record=True).trace)
-    for bad in ({"samples": -1}, {"samples": 2.5}, {"samples": True}, {"noise": -0.1}, {"noise": "big"}):
-        with pytest.raises(AttnlabError, match="^(samples|noise) is "):
-            saliency(model, trace, **bad)
+    bad = [{"samples": -1}, {"samples": 2.5}, {"samples": True}, {"noise": -0.1}, {"noise": "big"}, {"noise": True}]
+    bad += [{"seed": 2**70}, {"seed": "x"}, {"seed": 1.5}, {"seed": None}, {"seed": -1}]
+    for setting in bad:
+        with pytest.raises(AttnlabError, match="^(samples|noise|seed) is "):
+            saliency(model, trace, **setting)
+    numpy = saliency(model, trace, samples=np.int64(2), noise=np.float32(0.1), seed=np.int64(3))  # numbers as any
+    np.testing.assert_array_equal(
+        numpy.source_scores, saliency(model, trace, samples=2, noise=0.1, seed=3).source_scores
+    )
     with pytest.raises(AttnlabError, match="^gradient saliency needs what attnlab.load returns"):
         saliency(model.model, trace)
     model.model.train()

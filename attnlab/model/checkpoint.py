@@ -143,18 +143,44 @@ def save_checkpoint(
         for path in tmp.iterdir():  # make the bytes durable before the rename publishes them
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except OSError as error:  # ENOSPC, EDQUOT, EIO: nothing was published
+        publish(tmp, directory)
+    except (OSError, SafetensorError) as error:  # ENOSPC, EDQUOT, EIO (safetensors' own error for its files)
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(
-            f"could not write {directory} ({error.strerror or error}); nothing was written, older checkpoints are intact"
+            f"could not write {directory} ({why_not_written(error)}); nothing was written, older checkpoints are intact"
         ) from error
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def publish(tmp: Path, directory: Path) -> None:
+    """Rename the assembled `tmp` to `directory`, an older one there first renamed aside (and back,
+    if the second rename fails) and removed only after: removing it first (a whole checkpoint's
+    files) left a window in which a failure or a kill lost both, the old one half gone and the new
+    one not in its place."""
+    aside = temporary_sibling(directory) if directory.exists() else None  # (swept up as a temporary)
+    if aside is None:
+        os.replace(tmp, directory)
+        return
+    os.replace(directory, aside)
+    try:
+        os.replace(tmp, directory)
+    except BaseException:
+        os.replace(aside, directory)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def why_not_written(error: BaseException) -> str:
+    """The reason of a failed write in a few words: an OSError's strerror ("No space left on
+    device"); safetensors wraps the OS's error in its own ("Error while serializing: I/O error: No
+    space left on device (os error 28)"), which is read for the same words."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    found = re.search(r"I/O error: (.+?) \(os error \d+\)", str(error))
+    return found.group(1) if found else str(error)
 
 
 def _check_replaceable(directory: Path, training: bool) -> None:

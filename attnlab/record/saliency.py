@@ -18,6 +18,7 @@ the heads it recorded switched off switched off again, as the other readings of 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from attnlab.errors import AttnlabError
 from attnlab.record.ablation import ablate
 from attnlab.record.importance import BATCH_TOKENS, quantized
 from attnlab.record.lens import teacher_forced
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, whole_number
 
 
 @dataclass
@@ -68,10 +69,13 @@ def saliency(model: Any, trace: AttentionTrace, samples: int = 0, noise: float =
         raise AttnlabError("gradient saliency differentiates through the model: open it in fp32 or bf16, not int8")
     if net.training:  # dropout would make every gradient a random draw
         raise AttnlabError("gradient saliency reads a model in eval mode; call .eval() on it first")
-    if not (isinstance(samples, int) and not isinstance(samples, bool) and 0 <= samples <= 1000):
+    if not (whole_number(samples) and 0 <= samples <= 1000):
         raise AttnlabError(f"samples is a whole number of noisy copies in [0, 1000], got {samples!r}")
-    if not (isinstance(noise, (int, float)) and 0.0 <= noise <= 10.0):
+    if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0.0 <= noise <= 10.0):
         raise AttnlabError(f"noise is a share of the embeddings' spread in [0, 10], got {noise!r}")
+    if not (whole_number(seed) and 0 <= seed < 2**63):  # (torch's generator takes a signed 64-bit seed)
+        raise AttnlabError(f"seed is a whole number in [0, 2**63), got {seed!r}")
+    samples, noise, seed = int(samples), float(noise), int(seed)
     with torch.no_grad():
         rows = net.embed(src), net.target_embedding(tgt)  # (1, L, d) each
     target = torch.tensor(produced)
