@@ -16,7 +16,7 @@ import pytest
 
 from attnlab import cli, data
 from attnlab.data import download
-from attnlab.errors import DataError
+from attnlab.errors import CheckpointError, DataError
 
 
 def _data_dir() -> Path | None:
@@ -291,8 +291,44 @@ def test_prepare_is_deterministic_for_a_seed(tmp_path):
     root = fake_multi30k(tmp_path / "data")
     for out in ("a", "b"):
         data.prepare("multi30k", tmp_path / out, data_dir=root, vocab_size=300, seed=7, echo=quiet)
-    for name in ("spm.vocab", "train.src.bin", "train.tgt.idx", "valid.tgt.bin"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    for name in ("spm.model", "spm.vocab", "train.src.bin", "train.tgt.idx", "valid.tgt.bin"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert b".tmp-" not in (tmp_path / "a" / "spm.model").read_bytes()  # (sentencepiece stored its temporary path)
+
+
+def test_a_vocabulary_prepared_again_is_the_same_vocabulary(tmp_path, monkeypatch):
+    """A model trained before sentencepiece's output went through memory stored the temporary
+    directory it was written in, so the same corpus prepared again had other bytes, and a run
+    refused to resume on it ("another vocabulary"): vocabularies are compared by their pieces."""
+    import sentencepiece as spm
+
+    from attnlab.data.tokenizer import same_vocabulary
+    from attnlab.model.config import ModelConfig
+    from attnlab.train.resume import check_same_model
+
+    root = fake_multi30k(tmp_path / "data")
+    data.prepare("multi30k", tmp_path / "new", data_dir=root, vocab_size=300, seed=7, echo=quiet)
+    data.prepare("multi30k", tmp_path / "other", data_dir=root, vocab_size=320, seed=7, echo=quiet)
+    train = spm.SentencePieceTrainer.train
+
+    def on_disk(**settings: object) -> None:  # as `prepare` trained it before: to a prefix on the disk
+        writer, prefix = settings.pop("model_writer"), tmp_path / "legacy.tmp-x" / "spm"
+        prefix.parent.mkdir()
+        train(model_prefix=str(prefix), **settings)
+        writer.write(Path(f"{prefix}.model").read_bytes())
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", on_disk)
+    data.prepare("multi30k", tmp_path / "legacy", data_dir=root, vocab_size=300, seed=7, echo=quiet)
+    monkeypatch.undo()
+    new, old = tmp_path / "new" / "spm.model", tmp_path / "legacy" / "spm.model"
+    assert old.read_bytes() != new.read_bytes() and b"legacy.tmp-x" in old.read_bytes()
+    assert same_vocabulary(old, new) and not same_vocabulary(tmp_path / "other" / "spm.model", new)
+    checkpoint = tmp_path / "step_4"
+    checkpoint.mkdir()
+    shutil.copy(old, checkpoint / "spm.model")
+    check_same_model(checkpoint, ModelConfig(), ModelConfig(), new)  # resumes
+    with pytest.raises(CheckpointError, match="trained with another vocabulary"):
+        check_same_model(checkpoint, ModelConfig(), ModelConfig(), tmp_path / "other" / "spm.model")
 
 
 def test_wmt14_training_directory_pairs_files_by_stem(tmp_path):

@@ -5,6 +5,7 @@ specials every ModelConfig expects.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import unicodedata
@@ -132,10 +133,11 @@ def train_tokenizer(
             raise
 
     spm.set_random_generator_seed(seed)
+    proto = io.BytesIO()  # (not `model_prefix`: it is stored in the model, and the same data gave other bytes)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=guarded(),
-            model_prefix=str(prefix),
+            model_writer=proto,
             vocab_size=vocab_size,
             **settings,
             user_defined_symbols=["\u2581" + s for s in symbols],
@@ -154,7 +156,35 @@ def train_tokenizer(
             raise failed[0] from None
         meta_pieces = 4 + 256 * bool(settings.get("byte_fallback")) + len(symbols)
         raise DataError(_training_failure(str(error), vocab_size, meta_pieces)) from None
+    trained = spm.SentencePieceProcessor(model_proto=proto.getvalue())
+    Path(f"{prefix}.model").write_bytes(proto.getvalue())
+    Path(f"{prefix}.vocab").write_text("".join(f"{piece}\t{score:g}\n" for piece, score in _pieces(trained)), "utf-8")
     return load_tokenizer(f"{prefix}.model")
+
+
+def _pieces(processor: spm.SentencePieceProcessor) -> list[tuple[str, float]]:
+    """(piece, score) of every id, in order: what sentencepiece writes to its .vocab file."""
+    return [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
+
+
+def same_vocabulary(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two sentencepiece models hold one vocabulary: the same bytes, or the same pieces
+    with the same scores and kinds in the same order. Models trained before 2026-12-06 stored the
+    temporary directory they were trained in (sentencepiece's `model_prefix`), so preparing the
+    same corpus twice gave other bytes for the same vocabulary, and a run refused to resume on it."""
+    first, second = Path(a).read_bytes(), Path(b).read_bytes()
+    if first == second:
+        return True
+    try:
+        models = [spm.SentencePieceProcessor(model_proto=proto) for proto in (first, second)]
+    except RuntimeError:  # one that does not parse is no vocabulary, and so not the same
+        return False
+    kinds = ("is_control", "is_unknown", "is_unused", "is_byte")
+    tables = [
+        [(*piece, *(getattr(model, kind)(i) for kind in kinds)) for i, piece in enumerate(_pieces(model))]
+        for model in models
+    ]
+    return tables[0] == tables[1]
 
 
 class TrainingLines:

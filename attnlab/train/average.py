@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.data.tokenizer import same_vocabulary
 from attnlab.errors import ArgumentParser, CheckpointError, ConfigError
 from attnlab.model.checkpoint import (
     MANIFEST,
@@ -57,7 +58,11 @@ def _check_same_model(first: Path, first_manifest: dict, other: Path, manifest: 
         {n: f.get("sha256") for n, f in m.get("files", {}).items() if n not in NOT_TOKENIZERS}
         for m in (first_manifest, manifest)
     ]
-    if tokenizers[0] != tokenizers[1]:
+    same = tokenizers[0].keys() == tokenizers[1].keys() and all(
+        digest == tokenizers[1][name] or same_vocabulary(first / name, other / name)  # (a run resumed on
+        for name, digest in tokenizers[0].items()  # its data prepared again: a model file of other bytes)
+    )
+    if not same:
         raise CheckpointError(f"{other} and {first} use different vocabularies; average one run's checkpoints")
 
 

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from attnlab.data.tokenizer import same_vocabulary
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import latest_valid, step_dirs
 from attnlab.model.config import ModelConfig
@@ -43,7 +44,7 @@ def check_same_model(checkpoint: Path, saved: ModelConfig, mine: ModelConfig, sp
         identity = [f.name for f in dataclasses.fields(ModelConfig) if f.compare]
         differ = ", ".join(f"{k} {b[k]!r} (the run: {a[k]!r})" for k in identity if a[k] != b[k])
         raise CheckpointError(f"{checkpoint}: another model than the run's ({differ}); use another --out")
-    if (checkpoint / "spm.model").read_bytes() != spm.read_bytes():
+    if not same_vocabulary(checkpoint / "spm.model", spm):
         raise CheckpointError(
             f"{checkpoint}: the run was trained with another vocabulary than {spm}; "
             "resume it with the data it was trained on, or use another --out"
