@@ -472,3 +472,30 @@ def test_lines_end_at_newlines_only_and_a_damaged_gzip_is_named(tmp_path: Path) 
             with pytest.raises(DataError, match=f"{name}: a damaged or incomplete gzip file") as error:
                 read(tmp_path / name)
             assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("served", "said"),
+    [
+        (b"<html>Not Found</html>", "incorrect header check"),  # an error page served with status 200
+        (gzip.compress(b"two dogs\n" * 4000)[:-6], "cut short"),  # (its CRC and length gone)
+    ],
+)
+def test_a_damaged_download_is_one_line(mirror, tmp_path, served, said):
+    """A file that does not unpack was gzip's traceback (BadGzipFile, EOFError): Multi30k's files
+    have no sha256 of their own to refuse them first."""
+    root, url = mirror
+    fetch = download.CORPORA["multi30k"][0]
+    (root / fetch.path).parent.mkdir(parents=True, exist_ok=True)
+    (root / fetch.path).write_bytes(served)
+    with pytest.raises(DataError, match=rf"^{url}/{fetch.path}: cannot unpack it \(.*{said}.*\); corrupt") as error:
+        download.download("multi30k", tmp_path / "data", url_base=url, echo=quiet)
+    assert "\n" not in str(error.value) and not list((tmp_path / "data").rglob("*.*"))
+
+
+def test_a_gzip_bomb_is_refused_before_it_is_unpacked_whole(monkeypatch):
+    monkeypatch.setattr(download, "MAX_UNPACKED", 1000)
+    assert download._gunzip(gzip.compress(b"x" * 1000)) == [b"x" * 1000]
+    assert download._gunzip(gzip.compress(b"x" * 400) + gzip.compress(b"y" * 600)) == [b"x" * 400 + b"y" * 600]
+    with pytest.raises(DataError, match="unpacks to more than"):
+        download._gunzip(gzip.compress(b"x" * 1001))

@@ -12,7 +12,6 @@ its directory to `attnlab data prepare wmt14 --train-dir`.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
@@ -20,6 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +39,22 @@ class Fetch:
     sha256: str | None = None  # of the remote file itself, where it is more than a wrapper
 
 
+MAX_UNPACKED = 1 << 28  # 256 MiB: every file listed here is far smaller; more is no corpus of ours (a gzip bomb)
+
+
 def _gunzip(data: bytes) -> list[bytes]:
-    return [gzip.decompress(data)]
+    """The file a gzip holds, read no further than `MAX_UNPACKED`: a hostile mirror's bomb took
+    memory (847 MB for 300 MB of zeros) before the sha256 refused it."""
+    unpacked, rest = b"", data
+    while rest:  # (a gzip may hold several members, one after the other)
+        member = zlib.decompressobj(wbits=31)  # 31: the gzip wrapper, its header and CRC checked
+        unpacked += member.decompress(rest, MAX_UNPACKED + 1 - len(unpacked))
+        if len(unpacked) > MAX_UNPACKED:
+            raise DataError(f"unpacks to more than {MAX_UNPACKED >> 20} MiB")
+        if not member.eof:
+            raise EOFError("the gzip ends before its end-of-stream marker: cut short")
+        rest = member.unused_data
+    return [unpacked]
 
 
 def _tsv_columns(member: str, about: str) -> Callable[[bytes], list[bytes]]:
@@ -201,7 +215,11 @@ def download(
         data = fetch_bytes(url)
         if fetch.sha256:
             _verify(url, data, fetch.sha256)
-        for name, content in zip(fetch.outputs, fetch.unpack(data), strict=True):
+        try:  # an error page served as the file, a transfer cut short: a traceback from gzip or zipfile
+            contents = fetch.unpack(data)
+        except (OSError, EOFError, zlib.error, zipfile.BadZipFile, KeyError, DataError) as error:
+            raise DataError(f"{url}: cannot unpack it ({error}); corrupt or changed source") from None
+        for name, content in zip(fetch.outputs, contents, strict=True):
             _verify(f"{name} from {url}", content, SHA256[name])
             path = out / name
             _make(path.parent)
