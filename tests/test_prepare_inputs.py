@@ -458,3 +458,27 @@ def test_what_a_killed_run_left_beside_out_is_removed_by_the_next(tmp_path: Path
     os.utime(aside, (old, old))
     assert cli.main([*argv, "--out", str(tmp_path / "fresh")]) == 0
     assert leftovers(tmp_path) == [aside.name]
+
+
+def test_ctrl_c_once_the_new_preparation_is_in_place_lets_it_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real SIGINT while the earlier --out, set aside, was being removed said "interrupted" (exit
+    130) with --out already replaced by the new preparation: the publishing is not interrupted."""
+    files = text_files(tmp_path / "text")
+    good = tmp_path / "good"
+    data.prepare("text", good, text_files=files, vocab_size=300, echo=quiet)
+    remove, signalled = staging.shutil.rmtree, []
+
+    def ctrl_c_then_remove(path: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(path).name.startswith(".good.tmp-") and not signalled:  # the earlier one, set aside
+            signalled.append(path)
+            os.kill(os.getpid(), signal.SIGINT)  # Python runs its handler at the next bytecode
+        remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(staging.shutil, "rmtree", ctrl_c_then_remove)
+    argv = ["data", "prepare", "text", "--vocab-size", "400", "--train", *files["train"], "--valid", *files["valid"]]
+    assert cli.main([*argv, "--out", str(good)]) == 0 and signalled
+    assert "interrupted" not in capsys.readouterr().err
+    assert data.ParallelData(good, "train").meta["vocab_size"] == 400 and leftovers(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (the handler is back)

@@ -20,7 +20,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -230,20 +232,38 @@ def publish(tmp: Path, out: Path, splits: list[Split]) -> list[str]:
                 dropped.append(stale[entry.name])
             elif entry.name not in written:
                 _carry(entry, tmp / entry.name)
-        if target.exists():  # set the earlier one aside, put the new one in, then delete the old
-            aside = _sibling(target)
-            os.replace(target, aside)
-            try:
+        with interrupts_deferred():  # (Ctrl-C in the removal said "interrupted" with `out` replaced)
+            if target.exists():  # set the earlier one aside, put the new one in, then delete the old
+                aside = _sibling(target)
+                os.replace(target, aside)
+                try:
+                    os.replace(tmp, target)
+                except BaseException:
+                    os.replace(aside, target)
+                    raise
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
                 os.replace(tmp, target)
-            except BaseException:
-                os.replace(aside, target)
-                raise
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
     except OSError as error:
         raise DataError(f"--out {out}: cannot write it ({error.strerror or error}); it is as it was") from None
     return list(dict.fromkeys(dropped))
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) ignored while the block runs: publishing is
+    a few renames and the old directory's removal, and an interruption in the middle said
+    "interrupted" (`out` as it was, by the promise) while the new preparation was already in place.
+    The work being done, the command ends as done. Only the main thread can set a handler: a
+    preparation run in another thread is not shielded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _carry(entry: Path, into: Path) -> None:
