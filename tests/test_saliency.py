@@ -96,6 +96,23 @@ def test_smoothgrad_averages_noisy_copies_from_a_seed(model: object, trace: Atte
     assert smooth.samples == 4 and plain.samples == 0
 
 
+def test_a_check_runs_before_each_pass_and_may_stop_it(model: object, trace: AttentionTrace) -> None:
+    """`check` (a server's time limit) is called before every pass forward and back: once a copy
+    of SmoothGrad's, and what it raises stops the reading."""
+    calls: list[int] = []
+    saliency(model, trace, samples=3, check=lambda: calls.append(1))
+    assert len(calls) == 3
+
+    def late() -> None:
+        calls.append(1)
+        if len(calls) > 4:
+            raise AttnlabError("stopped")
+
+    with pytest.raises(AttnlabError, match="^stopped$"):
+        saliency(model, trace, samples=3, check=late)
+    assert len(calls) == 5
+
+
 def test_a_trace_recorded_with_heads_off_is_read_with_them_off(model: object) -> None:
     """The gradients of a trace recorded with heads off are those of the model with them off."""
     off = {("encoder", 0): [0, 1, 2]}

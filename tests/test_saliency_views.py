@@ -21,13 +21,13 @@ from attnlab import viz, widgets
 from attnlab.app.explorer import saliency as section
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import word
-from attnlab.app.words import figure_words
+from attnlab.app.words import figure_words, saliency_line
 from attnlab.decode.api import Model, load
 from attnlab.errors import AttnlabError
 from attnlab.record.saliency import Saliency, saliency
 from attnlab.viz.cells import FIT_PX
 from attnlab.viz.labels import piece_label, spelled
-from attnlab.viz.saliency import MASKED, UNSEEN
+from attnlab.viz.saliency import BAR_PX, MASKED, UNSEEN
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
 SENTENCE = "A man is riding a bicycle down the street."
@@ -109,7 +109,7 @@ def test_the_columns_are_the_source_then_a_gap_and_a_line_then_the_decoder_input
     assert [r.name for r in hover.renderers] == ["cells-source", "cells-inputs"]
     assert dict(hover.tooltips) == {
         "output piece": "$y{custom}", "input piece": "$x{custom}",
-        "share of the row's |gradient × input|": "@image{custom}", "gradient × input": "@score{custom}",
+        "share of the row": "@image{custom}", "gradient × input": "@score{custom}",
     }  # fmt: skip
     groups = hover.formatters["$x"].args["groups"]
     assert [(g[0], g[2]) for g in groups] == [(0.0, "source"), (second.x, "output so far")]
@@ -166,6 +166,21 @@ def test_a_row_of_zeros_stays_zero_and_what_it_cannot_draw_is_one_line(read: Sal
         and inputs[0, 0] == 0
         and source[1].sum() + seen_part(inputs[1]).sum() == pytest.approx(1)
     )
+    bar = viz.saliency_figure(zero).select_one(ColorBar)  # two rows: the bar's title was cut at 56 px
+    assert bar.title == "share of the row" and viz.saliency_figure(zero).height >= BAR_PX + 90
+    said = saliency_line(zero, "en")  # the row of none is not named "0% on the source and the rest ..."
+    assert said.startswith("The piece that depends least on the source: “</s>” (position 1)")
+    zero.source_scores[1], zero.target_scores[1] = 0.0, 0.0
+    assert saliency_line(zero, "en") == ""
+    whole = synthetic(["▁a", "</s>"], ["<s>", "▁b"], ["▁b", "</s>"])
+    count = Saliency(whole.source, whole.inputs, whole.produced, np.ones((2, 2), int), np.ones((2, 2), int), 0)
+    assert blocks(viz.saliency_figure(count))[0].sum() == pytest.approx(1.0)  # integer scores: numpy's casting error
+    for bad in (np.nan, np.inf):
+        whole.source_scores[1, 0] = bad  # (drawn as a pale row, the hover writing "NaN")
+        with pytest.raises(
+            AttnlabError, match="^saliency_figure draws finite scores; output piece 1 has NaN or infinity$"
+        ):
+            viz.saliency_figure(whole)
     for wrong in ({}, None, saliency):
         with pytest.raises(AttnlabError, match="^saliency_figure draws what attnlab.record.saliency returns, got "):
             viz.saliency_figure(wrong)
@@ -184,9 +199,9 @@ def test_the_lens_tab_reads_each_run_once(lab: dict[str, Path], monkeypatch: pyt
     goes back to the map already read; a new run is read again."""
     calls: list[int] = []
 
-    def counted(model: object, trace: object, samples: int = 0) -> Saliency:
+    def counted(model: object, trace: object, samples: int = 0, **settings: object) -> Saliency:
         calls.append(samples)
-        return saliency(model, trace, samples=samples)
+        return saliency(model, trace, samples=samples, **settings)
 
     monkeypatch.setattr(section, "saliency", counted)
     shown = explorer(lab, tiny="translate")
@@ -242,6 +257,21 @@ def test_a_model_it_cannot_read_is_the_sections_line(lab: dict[str, Path], monke
     assert "not int8" in box.line.object and "attn-saliency-error" in box.line.object
 
 
+def test_the_servers_time_limit_stops_it_in_one_line(lab: dict[str, Path]) -> None:  # noqa: F811
+    """Saliency ran outside the server's time limit on one request: a parser's long output with
+    SmoothGrad held every visitor up for six minutes. It stops with the limit's line, which says
+    what takes less time; the lens above stays drawn, and the next run is read again."""
+    shown = explorer(lab, tiny="translate")
+    store, box = shown.store, shown.lens.saliency
+    store.time_limit = 1e-6
+    shown.tabs.active = 8
+    assert box.figure.object is None and shown.lens.figure.object is not None and not store.error
+    assert "Gradient saliency stopped after 1e-06 s" in box.line.object and "untick SmoothGrad" in box.line.object
+    store.time_limit = 30
+    box.smooth.value = True
+    assert box.figure.object is not None and "stopped" not in box.line.object
+
+
 # -- the notebook explorer -------------------------------------------------------------------------------
 def test_the_notebook_explorer_shows_which_inputs_each_piece_depends_on(lab: dict[str, Path]) -> None:  # noqa: F811
     """Its box reads the open hypothesis while ticked, follows the chooser, draws in the notebook's
@@ -259,6 +289,6 @@ def test_the_notebook_explorer_shows_which_inputs_each_piece_depends_on(lab: dic
             np.abs(expected.source_scores).sum(1) + np.abs(expected.target_scores).sum(1))[:, None], rtol=1e-5)  # fmt: skip
         assert inputs.shape == (len(expected.produced), len(expected.inputs))
     assert "gradiente × entrada" in shown.figures["saliency"].title.text and not shown.errors.message
-    assert "La pieza que menos depende de la entrada" in box.line.value
+    assert "La pieza que menos depende del original" in box.line.value
     box.show.value = False
     assert shown.figures["saliency"] is None and box.line.value == ""

@@ -108,7 +108,8 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.saliency_output": {"en": "output piece", "es": "pieza de salida", "zh": "输出词元"},
     "figure.saliency_input": {"en": "input piece", "es": "pieza de entrada", "zh": "输入词元"},
     "figure.saliency_inputs": {"en": "output so far", "es": "salida hasta ahí", "zh": "已输出部分"},
-    "figure.saliency_share": {"en": "share of the row's |gradient × input|", "es": "parte del |gradiente × entrada| de la fila", "zh": "占该行 |梯度 × 输入| 的比例"},
+    "figure.saliency_source": {"en": "source", "es": "original", "zh": "原文"},  # ("entrada" is the input of gradient × input)
+    "figure.saliency_share": {"en": "share of the row", "es": "parte de la fila", "zh": "占该行的比例"},
     "figure.saliency_score": {"en": "gradient × input", "es": "gradiente × entrada", "zh": "梯度 × 输入"},
     "figure.saliency_masked": {"en": "not seen: a later piece (causal mask)", "es": "no se ve: una pieza posterior (máscara causal)", "zh": "不可见：后面的词元（因果掩码）"},
     "figure.importance_title_gradient": {"en": "how much the output depends on each head: |∂ log P(output) / ∂ gate| (Michel et al., 2019)", "es": "cuánto depende la salida de cada cabeza: |∂ log P(salida) / ∂ compuerta| (Michel et al., 2019)", "zh": "输出对每个头的依赖程度：|∂ log P(输出) / ∂ 门控|（Michel 等，2019）"},

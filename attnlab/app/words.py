@@ -12,6 +12,8 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from attnlab.app.i18n import DEFAULT, LANGUAGES, text
 from attnlab.app.patching_text import word
 from attnlab.record.importance import trace_importance
@@ -145,7 +147,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "saliency.title_smooth": text("figure.saliency_title_smooth", lang),
             "saliency.output": text("figure.saliency_output", lang),
             "saliency.input": text("figure.saliency_input", lang),
-            "saliency.source": text("figure.residual_source", lang),
+            "saliency.source": text("figure.saliency_source", lang),
             "saliency.inputs": text("figure.saliency_inputs", lang),
             "saliency.share": text("figure.saliency_share", lang),
             "saliency.score": text("figure.saliency_score", lang),
@@ -238,9 +240,15 @@ def compared_lens_title(name: str, first: str, lang: str) -> str:
 def saliency_line(s: Saliency, lang: str) -> str:
     """The line under a saliency map: the output piece whose |gradient × input| comes least from
     the source (`Saliency.source_share`), where the map's left block is palest: a piece the model
-    wrote from the words before it (a German article's ending, the final "."), not by translating."""
+    wrote from the words before it (a German article's ending, the final "."), not by translating.
+    A row of no saliency at all (a probability flat to the last digit) has no source share to name:
+    "0% on the source and the rest on the output" said what it did not have; none such: no line."""
     shares = s.source_share()
-    least = int(shares.argmin())
+    total = np.abs(s.source_scores).sum(1) + np.abs(s.target_scores).sum(1)
+    read = np.flatnonzero(total > 0)
+    if not len(read):
+        return ""
+    least = int(read[shares[read].argmin()])
     percent = round(100 * float(shares[least]))
     return text("saliency.least", lang, piece=word(s.produced, least), position=least, percent=percent)
 

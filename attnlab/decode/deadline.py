@@ -30,10 +30,10 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         DEADLINE.reset(token)
 
 
-def check_time() -> None:
-    """Raise `TimeLimitError` if the `time_limit` around this call has run out."""
+def check_time(what: str = "decoding", hint: str = "try a shorter text or a smaller beam") -> None:
+    """Raise `TimeLimitError` if the `time_limit` around this call has run out: `what` stopped,
+    and the `hint` of what would take less time. Decoding checks before each step; any other
+    long computation a server runs for a visitor (gradient saliency) passes its own words."""
     deadline = DEADLINE.get()
     if deadline is not None and time.monotonic() > deadline[0]:
-        raise TimeLimitError(
-            f"decoding stopped after {deadline[1]:g} s, its time limit: try a shorter text or a smaller beam"
-        )
+        raise TimeLimitError(f"{what} stopped after {deadline[1]:g} s, its time limit: {hint}")

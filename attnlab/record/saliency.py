@@ -19,6 +19,7 @@ the heads it recorded switched off switched off again, as the other readings of 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,20 @@ class Saliency:
         return np.divide(source, total, out=np.zeros_like(source), where=total > 0)
 
 
-def saliency(model: Any, trace: AttentionTrace, samples: int = 0, noise: float = 0.15, seed: int = 0) -> Saliency:
+def saliency(
+    model: Any,
+    trace: AttentionTrace,
+    samples: int = 0,
+    noise: float = 0.15,
+    seed: int = 0,
+    check: Callable[[], None] | None = None,
+) -> Saliency:
     """The saliency of every input piece for every output piece of `trace`'s pair, for `model`
     (what `attnlab.load` returns; the model that recorded `trace`, in fp32 or bf16: no gradient
     passes through int8), in eval mode. `samples` > 0: SmoothGrad over that many noisy copies,
-    drawn from `seed`."""
+    drawn from `seed`. `check` is called before each pass forward and back and may raise to stop:
+    a server's time limit (a parser's 300-piece output with SmoothGrad took 6 minutes, and every
+    other visitor waited)."""
     net, src, tgt, produced, heads = teacher_forced(model, trace, "gradient saliency")
     if quantized(net):
         raise AttnlabError("gradient saliency differentiates through the model: open it in fp32 or bf16, not int8")
@@ -85,6 +95,8 @@ def saliency(model: Any, trace: AttentionTrace, samples: int = 0, noise: float =
     for start in range(0, len(produced), per_pass):
         positions = torch.arange(start, min(len(produced), start + per_pass))
         for _ in range(max(1, samples)):
+            if check is not None:
+                check()
             noisy = [_noisy(row, len(positions), noise if samples else 0.0, generator) for row in rows]
             grads = _gradients(net, src, tgt, noisy, positions, target[positions], heads)
             for total, grad, row in zip(scores, grads, rows, strict=True):

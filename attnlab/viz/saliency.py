@@ -46,6 +46,7 @@ from attnlab.viz.words import say
 if TYPE_CHECKING:
     from attnlab.record.saliency import Saliency
 
+BAR_PX = 130  # the cells' height at least: the colour bar runs along it, and its title was cut on a short map
 GAP_PX = 14  # the gap between the source's columns and the decoder inputs', at least (a line runs down it)
 MASKED = "#{:02x}{:02x}{:02x}".format(*MASK_LIGHT)  # under the hatch: the colour of a share below 0
 UNSEEN = -1.0  # the share of a decoder input the row cannot see (bokeh writes a NaN's hover as "NaN", unformatted)
@@ -99,7 +100,7 @@ def saliency_figure(
     wrapped, title_width, title_lines = fitted_title(title or own, int(width * side), FIT_PX - room - 90)
     fig = figure(
         width=max(int(width * side), title_width) + room + 90,  # (the colour bar's 90; the title starts at the cells)
-        height=int(n_rows * side) + room + 90 + title_lines,
+        height=max(int(n_rows * side), BAR_PX) + room + 90 + title_lines,  # (a few rows: cells taller than wide)
         x_range=Range1d(0, width, bounds=(0, width)),
         y_range=Range1d(0, n_rows, bounds=(0, n_rows)),
         tools="xpan,reset,save",  # xpan: the columns a narrow window hides (`fit_window`)
@@ -180,7 +181,10 @@ def _shares(s: object) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
             f"saliency_figure draws scores of shape (output, source) and (output, inputs), {produced} × {source} and "
             f"{produced} × {inputs} here, got {arrays[0].shape} and {arrays[1].shape}"
         )
-    magnitude = [np.abs(a) for a in arrays]
+    bad = next((t for a in arrays for t in range(produced) if not np.isfinite(a[t]).all()), None)
+    if bad is not None:  # (drawn as a row of no saliency, and the hover wrote "NaN")
+        raise AttnlabError(f"saliency_figure draws finite scores; output piece {bad} has NaN or infinity")
+    magnitude = [np.abs(a.astype(np.float64)) for a in arrays]  # (integer scores: numpy's casting error)
     total = magnitude[0].sum(1, keepdims=True) + magnitude[1].sum(1, keepdims=True)
     shares = [np.divide(m, total, out=np.zeros_like(m), where=total > 0) for m in magnitude]
     allowed = np.tril(np.ones((produced, inputs), bool))  # row t reads the decoder's inputs 0..t

@@ -150,7 +150,7 @@ WORDS: dict[str, str] = {
     "saliency.input": "input piece",
     "saliency.source": "source",  # the two groups of columns
     "saliency.inputs": "output so far",
-    "saliency.share": "share of the row's |gradient × input|",
+    "saliency.share": "share of the row",
     "saliency.score": "gradient × input",  # the signed score, in the hover
     "saliency.masked": "not seen: a later piece (causal mask)",
     # head importance (importance.py): how much the output depends on each head

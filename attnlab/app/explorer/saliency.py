@@ -12,6 +12,7 @@ line, in the page's language; the lens above stays drawn.
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import panel as pn
 
@@ -21,9 +22,12 @@ from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
 from attnlab.app.words import saliency_line
+from attnlab.decode.deadline import check_time, time_limit
 from attnlab.record.saliency import Saliency, saliency
+from attnlab.record.trace import AttentionTrace
 
-SAMPLES = 16  # SmoothGrad's noisy copies: the map settles by ~10 (Smilkov et al. 2017), and 16 cost ~1 s on CPU
+SAMPLES = 16  # SmoothGrad's noisy copies: the map settles by ~10 (Smilkov et al. 2017); 16 cost ~1 s a short pair
+HINT = "try a shorter sentence, or untick SmoothGrad"  # (what the time limit's line suggests)
 
 
 class SaliencyBox(pn.viewable.Viewer):
@@ -61,7 +65,9 @@ class SaliencyBox(pn.viewable.Viewer):
         samples = SAMPLES if self.smooth.value else 0
         found = self._read.get((run, samples))
         if found is None:
-            found, said = store.attempt(lambda: saliency(model, trace, samples=samples), f"saliency of run {run}")
+            found, said = store.attempt(
+                lambda: _read(model, trace, samples, store.time_limit), f"saliency of run {run}"
+            )
             if found is None:
                 self.figure.object = None
                 self.line.object = f"<p class='attn-saliency-error'>{html.escape(said)}</p>"
@@ -69,3 +75,10 @@ class SaliencyBox(pn.viewable.Viewer):
             self._read = {key: kept for key, kept in self._read.items() if key[0] == run} | {(run, samples): found}
         self.figure.object = viz.saliency_figure(found, words=store.words, fit=True)
         self.line.object = f"<p>{html.escape(saliency_line(found, store.lang))}</p>"
+
+
+def _read(model: Any, trace: AttentionTrace, samples: int, seconds: float | None) -> Saliency:
+    """The saliency of `trace` within the server's time limit on one request, as Translate's: a
+    long pair's passes (SmoothGrad's most of all) held up every other visitor for minutes."""
+    with time_limit(seconds):
+        return saliency(model, trace, samples=samples, check=lambda: check_time("gradient saliency", HINT))
