@@ -155,6 +155,10 @@ def test_a_long_pair_is_capped_and_narrows_with_the_window() -> None:
     assert long.sizing_mode == "stretch_width" and long.min_width == FIT_PX and long.max_width == long.width
     short = viz.saliency_figure(synthetic(["▁a", "▁dog", "</s>"], ["<s>", "▁ein"], ["▁ein", "</s>"]))
     assert short.width <= FIT_PX and short.sizing_mode != "stretch_width"
+    outputs = pieces[:12]  # a long source, a short output: its rows keep their height (a 3.5 px strip when square)
+    wide = viz.saliency_figure(synthetic(pieces, ["<s>", *outputs[:-1]], outputs))
+    assert wide.height >= 12 * 28
+    assert len(wide.yaxis[0].ticker.ticks) == 12  # every row named
 
 
 def test_a_row_of_zeros_stays_zero_and_what_it_cannot_draw_is_one_line(read: Saliency) -> None:

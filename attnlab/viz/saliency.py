@@ -81,7 +81,7 @@ def saliency_figure(
     cell its share of the row's |saliency| (a row sums to 1 over both groups). `title` None is its
     own (it says when the map is SmoothGrad's, and over how many copies); `words` replaces any of
     `viz.words.WORDS` ("saliency.*", "grid.drag"); `budget` is the pixels the rows, and the
-    columns, may take before the cells shrink (at most 28 px a side, at least 3); with `fit` it
+    columns, may take before the cells shrink (at most 28 px, at least 3; rows and columns apart); with `fit` it
     narrows with the window down to `cells.FIT_PX` (a served page), without it keeps its width
     (an export, a notebook)."""
     check_options(title=title, budget=budget, name=name)
@@ -92,15 +92,16 @@ def saliency_figure(
     source, inputs, produced = spelled(s.source), spelled(s.inputs), spelled(s.produced)
     room = label_room([*source, *inputs, *produced]) + 16
     columns_px = min(budget, FIT_PX - room - 90 - GAP_PX)  # a short pair fits a 1024 px window without dragging
-    side = min(cell_px(n_rows, budget), cell_px(n_source + n_inputs, columns_px))  # square cells
-    gap = max(1.0, GAP_PX / side)  # in columns
+    # rows and columns sized apart, as every grid's (`cell_px`): square cells made a long source's 37 rows a 130 px strip
+    row, column = cell_px(n_rows, budget), cell_px(n_source + n_inputs, columns_px)
+    gap = max(1.0, GAP_PX / column)  # in columns
     start = n_source + gap  # the decoder inputs' first column
     width = start + n_inputs
     own = said["saliency.title_smooth"].format(samples=s.samples) if s.samples else said["saliency.title"]
-    wrapped, title_width, title_lines = fitted_title(title or own, int(width * side), FIT_PX - room - 90)
+    wrapped, title_width, title_lines = fitted_title(title or own, int(width * column), FIT_PX - room - 90)
     fig = figure(
-        width=max(int(width * side), title_width) + room + 90,  # (the colour bar's 90; the title starts at the cells)
-        height=max(int(n_rows * side), BAR_PX) + room + 90 + title_lines,  # (a few rows: cells taller than wide)
+        width=max(int(width * column), title_width) + room + 90,  # (the colour bar's 90; the title starts at the cells)
+        height=max(int(n_rows * row), BAR_PX) + room + 90 + title_lines,  # (a few rows: cells taller than wide)
         x_range=Range1d(0, width, bounds=(0, width)),
         y_range=Range1d(0, n_rows, bounds=(0, n_rows)),
         tools="xpan,reset,save",  # xpan: the columns a narrow window hides (`fit_window`)
@@ -145,8 +146,8 @@ def saliency_figure(
             },
         )
     )
-    _piece_ticks(fig, [(0.0, source), (start, inputs)], side)
-    rows = {n_rows - i - 0.5: piece_label(produced[i]) for i in range(0, n_rows, label_stride(n_rows, n_rows * side))}
+    _piece_ticks(fig, [(0.0, source), (start, inputs)], column)
+    rows = {n_rows - i - 0.5: piece_label(produced[i]) for i in range(0, n_rows, label_stride(n_rows, n_rows * row))}
     fig.yaxis.ticker = FixedTicker(ticks=list(rows))
     fig.yaxis.major_label_overrides = rows
     names = LinearAxis(
@@ -157,7 +158,7 @@ def saliency_figure(
     fig.add_layout(names, "below")  # each group's name under its columns
     for axis in (fig.xaxis[0], fig.yaxis[0]):
         axis.major_tick_line_color = axis.minor_tick_line_color = None
-        axis.major_label_text_font_size = "10px" if side < 16 else "11px"
+        axis.major_label_text_font_size = "10px" if min(row, column) < 16 else "11px"
     fig.xaxis[0].major_label_orientation = math.pi / 2
     fig.xaxis[0].axis_label, fig.yaxis[0].axis_label = said["saliency.input"], said["saliency.output"]
     fig.grid.visible = False
