@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +179,41 @@ def test_align_command_reads_saliency(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [len(line.split()) for line in lines] == [7, 3] and "2-2" in lines[0].split()  # one link a target word
     assert main([*base, "--layer", "0"]) == 2
     assert capsys.readouterr().err.strip() == "attnlab align: error: --method saliency takes no --layer 0"
+
+
+def test_smoothgrad_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--samples` averages the saliency reading's gradient over noisy copies, in `align` and in
+    `evaluate --all-heads` (its row named so, and kept by --save-best for `align`); a reading that
+    reads no gradient, or --hyp's given links, refuses it (it was ignored)."""
+    import shutil
+
+    from attnlab.cli import main
+    from attnlab.decode.commands import smoothing
+
+    model = tmp_path / "model"
+    shutil.copytree(CHECKPOINTS / "multi30k-en-de", model)
+    pairs, gold = tmp_path / "pairs", tmp_path / "gold"
+    pairs.write_text(f"{PAIR[0]} ||| {PAIR[1]}\n", encoding="utf-8")
+    gold.write_text("0-0 1-1 2-2 3-3 4-4 5-5 6-6\n", encoding="utf-8")
+    base = ["align", "--checkpoint", str(model), "--input", str(pairs), "--method", "saliency"]
+    assert main(base) == 0 and main([*base, "--samples", "8"]) == 0
+    plain, smooth = capsys.readouterr().out.splitlines()
+    assert plain != smooth  # (SmoothGrad links "Hunde" to "dogs", the plain gradient to "Two")
+    assert main([*base[:-1], "layer", "--samples", "8"]) == 2
+    assert capsys.readouterr().err.strip() == "attnlab align: error: --samples is for --method saliency, not layer"
+    evaluate = ["evaluate", "--task", "align", "--gold", str(gold), "--checkpoint", str(model), "--input", str(pairs)]
+    assert main([*evaluate, "--all-heads", "--samples", "8", "--save-best", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["reading"] for r in rows if r["method"] == "saliency"] == ["saliency smoothgrad 8"]
+    saved = json.loads((model / "config.json").read_text())["meta"]["alignment"]
+    assert saved["method"] != "saliency" and "samples" not in saved  # (the best here: no copies to keep)
+    gold.write_text(smooth + "\n", encoding="utf-8")  # a gold SmoothGrad's links match: its reading is best
+    assert main([*evaluate, "--all-heads", "--samples", "8", "--save-best", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["reading"] == "saliency smoothgrad 8"
+    assert json.loads((model / "config.json").read_text())["meta"]["alignment"]["samples"] == 8
+    assert main(base[:-2]) == 0 and capsys.readouterr().out.splitlines() == [smooth]  # align reads the card's
+    best = {"method": "saliency", "layer": None, "head": None}
+    assert smoothing(2, best, {"alignment": {**best, "samples": 8}}) == 2  # --samples over the card's
+    assert smoothing(None, {**best, "method": "all"}, {"alignment": {**best, "samples": 8}}) == 0
+    assert main([*evaluate[:-2], "--hyp", str(gold), "--samples", "8"]) == 2
+    assert "--samples is SmoothGrad's for the saliency reading: give it with --all-heads" in capsys.readouterr().err

@@ -292,11 +292,13 @@ def align_lines(
     reverse: bool = False,
     links: str = "argmax",
     threshold: float = 0.1,
+    samples: int = 0,
 ) -> tuple[list[list[Links]], list[tuple[int, str]]]:
     """Links of every `source ||| target` line under each reading (default: the model's best),
     in the input's order of sides, and the (line number, reason) of lines that could not be read
     (their links are empty). Each line is scored once, whatever the number of readings (and its
-    direct shares computed once, when a reading needs them)."""
+    direct shares computed once, when a reading needs them). `samples`: SmoothGrad's noisy
+    copies for `saliency` (0: the plain gradient)."""
     check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
     readings = list(readings) if readings is not None else [best_method(model.meta)]
@@ -314,16 +316,18 @@ def align_lines(
             continue
         shares = logit_attribution(model, scored.trace).cross_source if direct else None
         norms = layer_norms(model, scored.trace) if normed else None
-        rows = saliency(model, scored.trace).source_rows() if salient else None
+        rows = saliency(model, scored.trace, samples=samples).source_rows() if salient else None
         read = {"links": links, "threshold": threshold, "shares": shares, "norms": norms, "salient": rows}
         for found, reading in zip(out, readings, strict=True):
             found.append(oriented(trace_links(scored.trace, src_words, tgt_words, **reading, **read), reverse))
     return out, failed
 
 
-def reading_name(reading: dict[str, Any]) -> str:
+def reading_name(reading: dict[str, Any], samples: int = 0) -> str:
     """`head L3 H2`, `layer L3`, `all`, `shift L3`, `shift all`, `rollout L3`, `direct L3`, `direct all`,
-    `norm L3`, `saliency`."""
+    `norm L3`, `saliency` (`saliency smoothgrad 10` with SmoothGrad's `samples`)."""
+    if reading["method"] == "saliency" and samples:
+        return f"saliency smoothgrad {samples}"
     parts = [reading["method"]]
     if reading.get("layer") is not None:
         parts.append(f"L{reading['layer']}")
@@ -342,13 +346,15 @@ def aer_grid(
     reverse: bool = False,
     links: str = "argmax",
     threshold: float = 0.1,
+    samples: int = 0,
 ) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """Corpus AER, precision and recall of every reading (`candidates`) of `model` on the pairs
-    against the gold links (in the lines' order of sides), best first, and the lines that failed."""
+    against the gold links (in the lines' order of sides), best first, and the lines that failed
+    (`samples`: SmoothGrad's copies for the saliency reading)."""
     readings = [reading(**c) for c in candidates(model.config.n_layers, model.config.n_heads)]
-    found, failed = align_lines(model, lines, readings, reverse, links, threshold)
+    found, failed = align_lines(model, lines, readings, reverse, links, threshold, samples)
     rows = [
-        {"reading": reading_name(r), **r, **corpus_aer(f, sures, possibles)}
+        {"reading": reading_name(r, samples), **r, **corpus_aer(f, sures, possibles)}
         for r, f in zip(readings, found, strict=True)
     ]
     return sorted(rows, key=lambda row: row["aer"]), failed

@@ -11,6 +11,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from attnlab.data.corpora import invalid_lines
 from attnlab.data.tokenizer import as_read, is_blank, unknown_characters
@@ -281,6 +282,12 @@ def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--links", choices=["argmax", "threshold"], help="default argmax; threshold with --threshold")
     parser.add_argument("--threshold", type=float, help="link every weight ≥ this (--links threshold; default 0.1)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        help="saliency: average the gradient over this many noisy copies (SmoothGrad, as Ding et al. 2019; "
+        "this many times slower); default: the model card's (--save-best keeps it), else 0, the plain gradient",
+    )
 
 
 def link_rule(args: argparse.Namespace) -> tuple[str, float]:
@@ -290,6 +297,17 @@ def link_rule(args: argparse.Namespace) -> tuple[str, float]:
         raise AttnlabError("--threshold is for --links threshold; --links argmax links each word to its top key")
     links = args.links or ("threshold" if args.threshold is not None else "argmax")
     return links, 0.1 if args.threshold is None else args.threshold
+
+
+def smoothing(samples: int | None, chosen: dict[str, Any], meta: dict[str, Any]) -> int:
+    """SmoothGrad's copies for the reading `chosen`: `--samples`, else what the card saved with its
+    best reading; a number given to a reading that takes none is refused (it was ignored)."""
+    if chosen["method"] != "saliency":
+        if samples:
+            raise AttnlabError(f"--samples is for --method saliency, not {chosen['method']}")
+        return 0
+    saved = meta.get("alignment", {}).get("samples", 0) if isinstance(meta.get("alignment"), dict) else 0
+    return saved if samples is None else samples
 
 
 def cli_align(argv: list[str]) -> int:
@@ -334,12 +352,15 @@ def cli_align(argv: list[str]) -> int:
     if method is None and (args.layer is not None or args.head is not None):
         method = "head" if args.head is not None else "layer"
     chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
+    samples = smoothing(args.samples, chosen, model.meta)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     links, threshold = link_rule(args)
     invalid = invalid_lines(lines)
     kept = [i for i in range(len(lines)) if i + 1 not in invalid]
-    (aligned,), unaligned = align_lines(model, [lines[i] for i in kept], [chosen], args.reverse_input, links, threshold)
+    (aligned,), unaligned = align_lines(
+        model, [lines[i] for i in kept], [chosen], args.reverse_input, links, threshold, samples
+    )
     found: list[Links] = [set() for _ in lines]
     for i, pairs in zip(kept, aligned, strict=True):
         found[i] = pairs
@@ -352,7 +373,7 @@ def cli_align(argv: list[str]) -> int:
     else:
         write_stdout(text)
     print(
-        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen)}, {links}) "
+        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen, samples)}, {links}) "
         f"in {time.time() - start:.1f}s",
         file=sys.stderr,
     )

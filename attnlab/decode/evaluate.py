@@ -333,11 +333,13 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     target = save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
     links, threshold = link_rule(args)
-    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold)
+    samples = args.samples or 0
+    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold, samples)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
     if target is not None:
         best = {k: rows[0][k] for k in ("method", "layer", "head", "aer", "precision", "recall")}
+        best |= {"samples": samples} if best["method"] == "saliency" and samples else {}  # (align reads it)
         update_meta(target, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
         print(  # the one command that writes into a model: it says which files, where
             f"attnlab evaluate: --save-best: wrote {rows[0]['reading']} as the default alignment reading into "
@@ -361,7 +363,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
 
 
 ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
-ALIGNMENT_ONLY += ("links", "threshold")  # (a BLEU was printed with them ignored)
+ALIGNMENT_ONLY += ("links", "threshold", "samples")  # (a BLEU was printed with them ignored)
 TEXT_ONLY = ("ref", "tokenize", "metric", "tokenized", "out")  # what --task align reads none of (--out wrote nothing)
 
 
@@ -378,6 +380,8 @@ def _refuse_unused(args: argparse.Namespace) -> None:
         raise AttnlabError(f"{scoring_text[0]} scores translations or parses: --task align reads --hyp and --gold")
     if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
         raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
+    if args.samples is not None and not args.all_heads:  # (--hyp's links are given: no gradient is read)
+        raise AttnlabError("--samples is SmoothGrad's for the saliency reading: give it with --all-heads")
     given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
     given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
     if args.task == "align":
