@@ -836,7 +836,9 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.page.locator(".choices__list--multiple .choices__item").filter(has_text="encoder L0 H1").wait_for(
         timeout=10_000
     )
+    chips = page.page.locator(".choices__list--multiple .choices__item")
     page.page.get_by_role("button", name="add the open head").click()
+    chips.nth(1).wait_for(timeout=10_000)  # (the menu redrawn with it: typed before, under load, the search was reset)
     search = page.page.locator(".choices__input--cloned")  # the menu's search: it says what to type
     assert search.get_attribute("placeholder") == "type to search the heads, e.g. cross L1 H2"
     search.press_sequentially("zzz")

@@ -353,8 +353,14 @@ def aer_grid(
     (`samples`: SmoothGrad's copies for the saliency reading)."""
     readings = [reading(**c) for c in candidates(model.config.n_layers, model.config.n_heads)]
     found, failed = align_lines(model, lines, readings, reverse, links, threshold, samples)
+    smoothed = {"samples": samples} if samples else {}  # (the saliency row's: `--save-best` keeps it for `align`)
     rows = [
-        {"reading": reading_name(r, samples), **r, **corpus_aer(f, sures, possibles)}
+        {
+            "reading": reading_name(r, samples),
+            **r,
+            **(smoothed if r["method"] == "saliency" else {}),
+            **corpus_aer(f, sures, possibles),
+        }
         for r, f in zip(readings, found, strict=True)
     ]
     return sorted(rows, key=lambda row: row["aer"]), failed

@@ -5,8 +5,7 @@ BLEU is sacreBLEU's, computed by the library itself on detokenized text, so the 
 `sacrebleu REF < HYP`, with `-tok zh` for a Chinese target: the tokenizer follows the target
 language in the checkpoint's meta (`--tokenize` overrides it), and the signature says which.
 `--tokenized` adds the number the paper's tables used (tokenized text, hyphenated compounds
-split as in tensor2tensor's get_ende_bleu.sh), clearly labelled: it is not comparable with
-sacreBLEU.
+split as in tensor2tensor's get_ende_bleu.sh), labelled: it is not comparable with sacreBLEU.
 """
 
 from __future__ import annotations
@@ -333,13 +332,11 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     model = load(args.checkpoint, dtype=args.dtype or "fp32")
     target = save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
     links, threshold = link_rule(args)
-    samples = args.samples or 0
-    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold, samples)
+    rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold, args.samples or 0)
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
     if target is not None:
-        best = {k: rows[0][k] for k in ("method", "layer", "head", "aer", "precision", "recall")}
-        best |= {"samples": samples} if best["method"] == "saliency" and samples else {}  # (align reads it)
+        best = {k: v for k, v in rows[0].items() if k in SAVED}
         update_meta(target, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
         print(  # the one command that writes into a model: it says which files, where
             f"attnlab evaluate: --save-best: wrote {rows[0]['reading']} as the default alignment reading into "
@@ -364,14 +361,15 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
 
 ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
 ALIGNMENT_ONLY += ("links", "threshold", "samples")  # (a BLEU was printed with them ignored)
+SAVED = ("method", "layer", "head", "samples", "aer", "precision", "recall")  # a best reading, into the card
 TEXT_ONLY = ("ref", "tokenize", "metric", "tokenized", "out")  # what --task align reads none of (--out wrote nothing)
 
 
 def _refuse_unused(args: argparse.Namespace) -> None:
     """Options nothing would read: decoding options where nothing is decoded (`--hyp out.de --beam 8
-    --dtype bf16` scored the outputs and ignored both; alignment reads teacher-forced, its pairs from
-    --input, not --src), alignment options outside `--task align`, and `--save-best` without
-    `--all-heads`. --src with --hyp is refused once the task is known (a parse reads trees' words there)."""
+    --dtype bf16` ignored both; alignment reads its pairs teacher-forced from --input), alignment options
+    outside `--task align`, `--save-best` and `--samples` without `--all-heads`. (--src with --hyp is
+    refused once the task is known: a parse reads trees' words there.)"""
     aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
     if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
         raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
