@@ -3,14 +3,70 @@ with every attention head recorded and explorable.
 
 The package is laid out in rooms that follow the data's path (docs/ARCHITECTURE.md):
 `model` → `record` → `data` → `decode` → `train`, then `viz` and the screens in `app`.
-`import attnlab` loads only the model and the recorder; `attnlab.load()` brings the decoder.
+
+`import attnlab` imports no PyTorch: each name below is imported when first used (PEP 562), so
+`attnlab.Transformer` loads the model and the recorder, `attnlab.load()` the decoder too. The
+command line depends on it: `attnlab COMMAND` imports `attnlab.cli` through this file, and
+PyTorch's second of import must come after the line that turns Ctrl-C into "interrupted".
 """
 
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from attnlab import _moved
-from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
-from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, record, rollout
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time `__getattr__` imports these
+    from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
+    from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, record, rollout
 
 _moved.install()
+
+_NAMES = {
+    **dict.fromkeys(["PRESETS", "ModelConfig", "Transformer", "attention", "preset"], "attnlab.model"),
+    **dict.fromkeys(
+        ["AttentionTrace", "ablate", "head_stats", "logit_attribution", "logit_lens", "record", "rollout"],
+        "attnlab.record",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name or a room (`attnlab.model`, as after an eager import), imported on first use."""
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"attnlab.{name}") is not None:
+        value = importlib.import_module(f"attnlab.{name}")
+    else:
+        raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+    globals()[name] = value  # the next use is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES})
+
+
+class _Package(types.ModuleType):
+    """`attnlab.record` is the recording function (README: `with attnlab.record(model) as rec`)
+    and also the name of a room. Importing a submodule binds it on its package, so the first
+    `import attnlab.record` anywhere (the decoder does) would turn `attnlab.record` into the
+    room; an eager `__init__` rebound the function after that import, a lazy one cannot."""
+
+    @property
+    def record(self) -> Any:
+        return importlib.import_module("attnlab.record").record
+
+    @record.setter
+    def record(self, room: types.ModuleType) -> None:
+        """The import system's binding of the room: `sys.modules` keeps the room."""
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def load(path, device: str = "cpu", dtype: str = "fp32"):

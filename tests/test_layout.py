@@ -157,14 +157,18 @@ def test_every_room_says_what_it_may_import() -> None:
         assert doc and "May import" in doc, f"attnlab/{path.name}/__init__.py must say what it may import"
 
 
+def _loaded_by(code: str) -> set[str]:
+    code += "; import sys; print(' '.join(sorted(sys.modules)))"
+    return set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+
+
 def test_importing_attnlab_stays_light() -> None:
-    """`import attnlab` loads the model and the recorder only: no decoder, data code or screen,
-    and not PyTorch's compiler (torch._dynamo: 2 s more for `attnlab --help`; a compiled step
-    imports it when it compiles)."""
-    code = "import sys, attnlab; print(' '.join(sorted(sys.modules)))"
-    loaded = set(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    )
+    """`import attnlab` and the command line's `import attnlab.cli` load no PyTorch (Ctrl-C in
+    the second it takes to import was a traceback: `attnlab COMMAND` had not reached the line
+    that says "interrupted"); the first public name loads the model and the recorder only: no
+    decoder, data code or screen, and not PyTorch's compiler (torch._dynamo: 2 s more)."""
+    assert "torch" not in _loaded_by("import attnlab") | _loaded_by("import attnlab.cli")
+    loaded = _loaded_by("import attnlab; attnlab.Transformer")
     heavy = {
         "sentencepiece",
         "sacrebleu",
@@ -176,6 +180,17 @@ def test_importing_attnlab_stays_light() -> None:
         "torch._dynamo",
     }
     assert "attnlab.model" in loaded and loaded.isdisjoint(heavy)
+
+
+def test_attnlab_record_stays_the_function_once_its_room_is_imported() -> None:
+    """Importing the room `attnlab.record` (the decoder does) binds it on the package, where an
+    eager `__init__` had rebound the function after it; `attnlab.record(model)` then called a module."""
+    code = (
+        "import attnlab, attnlab.decode.api; import attnlab.record as r; print(callable(attnlab.record), callable(r))"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True True\n"
+    )
 
 
 def test_loading_a_checkpoint_and_translating_stay_off_the_compiler() -> None:
