@@ -650,7 +650,7 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     following, also just after a box was ticked (its box weighs the maps by what each key
     writes, and says which piece changes most); on a tab's title they move between tabs; the
     same keys in the text box move its caret, not the head, and on the language or model menu
-    they choose nothing."""
+    they choose nothing; a box's help opens with its focus."""
     selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
     page.page.get_by_role("button", name="encoder").click()
     selected[0].select_option("0")
@@ -714,6 +714,18 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
         page.page.wait_for_timeout(1_000)
         assert page.page.locator(menu).input_value() == chosen and "lang=" not in page.page.url, menu
     assert page.run_number() == run
+    # a box's "?" help opens while the box has the focus (it opened under the mouse only), and Escape closes it
+    beam_help, alpha_help = page.page.get_by_text("How many hypotheses"), page.page.get_by_text("Length penalty α")
+    page.reference_box().focus()
+    for _ in range(3):  # beam, greedy, the beam size
+        page.page.keyboard.press("Tab")
+    beam_help.wait_for(timeout=5_000)
+    for _ in range(3):  # its two arrows, α
+        page.page.keyboard.press("Tab")
+    alpha_help.wait_for(timeout=5_000)
+    assert not beam_help.is_visible()
+    page.page.keyboard.press("Escape")
+    alpha_help.wait_for(state="hidden", timeout=5_000)
     assert page.errors == []
 
 

@@ -9,7 +9,8 @@ tab's title, Enter or Space opens that tab and ← → the one beside it, as a t
 lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
 keyboard's reach, and ← → moved the head). On the language and model menus, closed, no key
 chooses (an arrow, Home, End, a page key, a letter): each choice there reloads the page or opens
-a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list.
+a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list. A box's "?" help opens
+while the box has the keyboard's focus (it opened under the mouse only).
 
 The browser sends the key's name (with a time stamp, so that the same key twice is two changes);
 anything else a crafted message sends is ignored, and the component takes no other property from
@@ -101,6 +102,24 @@ window.attnArrowKeys = (e) => {
   data.pressed = e.key + " " + Date.now();
 };
 document.addEventListener("keydown", window.attnArrowKeys);
+// A box's "?" help (BokehJS's description icon) opened under the mouse only: it opens while the
+// box has the keyboard's focus and closes when the focus leaves, or on Escape (WCAG 1.4.13). Focus
+// moving inside one shadow tree (the inputs' column) sends no focus event to the document, so each
+// key's release looks where the focus is now.
+let helped = null;  // the icon whose help the keyboard opened; Escape closes it until the focus leaves
+if (window.attnHelpKeys) document.removeEventListener("keyup", window.attnHelpKeys);
+window.attnHelpKeys = (e) => {
+  let at = document.activeElement;
+  while (at && at.shadowRoot && at.shadowRoot.activeElement) at = at.shadowRoot.activeElement;
+  const root = at && at.getRootNode();
+  const icon = root && root !== document ? root.querySelector(".bk-description") : null;
+  if (e.key === "Escape" && helped) helped.dispatchEvent(new MouseEvent("mouseleave"));
+  if (e.key === "Escape" || icon === helped) return;
+  if (helped) helped.dispatchEvent(new MouseEvent("mouseleave"));
+  helped = icon;
+  if (icon) icon.dispatchEvent(new MouseEvent("mouseenter"));
+};
+document.addEventListener("keyup", window.attnHelpKeys);
 """.replace("MOVES", str(list(MOVES))).replace("ACTING", str(list(ACTING)))
     }
 
