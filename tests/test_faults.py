@@ -326,6 +326,18 @@ def test_prepared_files_cut_short_are_a_data_error_naming_the_file(
     _assert_resumes_to(data, run, reference, capsys)
 
 
+def test_a_new_run_on_data_cut_short_leaves_no_run_directory(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ids were checked at the first batch, after --out was made: an empty run directory stayed."""
+    data = tmp_path / "data"
+    shutil.copytree(prepared, data)
+    _cut(data / "train.tgt.bin", 2)
+    run = tmp_path / "run"
+    assert _train(data, run) == 2
+    assert "train.tgt.bin: " in _error_line(capsys.readouterr().err) and not run.exists()
+
+
 @pytest.mark.parametrize("name", ["train.src.bin", "train.src.idx", "train.src.txt"])
 def test_reading_a_pair_from_a_cut_file_is_a_data_error(prepared: Path, tmp_path: Path, name: str) -> None:
     """Not an IndexError, and not the last sentence silently cut by a slice past the map's end."""

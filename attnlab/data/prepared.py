@@ -357,6 +357,13 @@ class ParallelData:
     def __len__(self) -> int:
         return int(self.meta["splits"][self.split]["pairs"])
 
+    def check(self) -> None:
+        """Every id file's size against meta.json now, not at the first batch: a run found a
+        train.src.bin cut short after making its run directory, and left it empty. (Sizes and
+        offsets only: the text files are scanned when a line is first read.)"""
+        for side in (self._src, self._tgt):
+            side.ids  # noqa: B018  (opened for its check)
+
     def __repr__(self) -> str:
         return f"ParallelData({str(self.dir)!r}, {self.split!r}: {len(self)} pairs)"
 

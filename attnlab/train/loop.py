@@ -123,6 +123,7 @@ class Trainer:
             raise ConfigError(f"vocab_size={self.config.vocab_size} but the data's vocabulary has {vocab} pieces")
         if cfg.align_gold:
             check_align_gold(cfg.align_gold, self.meta)
+        self.data.check()
         check_lengths(self.data, cfg, self.config)
         # before --out and the model: a pair over --max-tokens, or too few pairs for the update's
         # micro-batches, was refused after both (an empty run directory left behind)
