@@ -7,6 +7,8 @@ traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from typing import NoReturn
 
 
@@ -57,3 +59,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} ({self.prog} --help lists the options)")
+
+
+def warn(message: str) -> None:
+    """A `UserWarning` attributed to the first line outside attnlab that led to it (as Python
+    3.12's `skip_file_prefixes`): `attnlab.load` of a run whose newest checkpoint is damaged
+    showed attnlab's own source line under its warning, not the caller's. The command line
+    prints the message alone (`attnlab.cli`)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "attnlab":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)

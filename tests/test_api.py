@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,17 @@ def test_load_reads_a_home_relative_path(checkpoint: Path, monkeypatch: pytest.M
     """`attnlab.load("~/runs/x")` said "~/runs/x: not a directory" of a directory that exists."""
     monkeypatch.setenv("HOME", str(checkpoint.parent))
     assert attnlab.load(f"~/{checkpoint.name}").translate("A dog runs.", beam=1).text
+
+
+def test_a_run_loads_its_newest_valid_checkpoint_warning_at_the_callers_line(checkpoint: Path, tmp_path: Path) -> None:
+    """The damaged newest checkpoint is skipped with a warning under the caller's own line: it
+    named `attnlab/decode/api.py` and showed its source line."""
+    for step in (100, 200):
+        shutil.copytree(checkpoint, tmp_path / "run" / "checkpoints" / f"step_{step}")
+    (tmp_path / "run" / "checkpoints" / "step_200" / "model.safetensors").write_bytes(b"\0" * 1000)
+    with pytest.warns(UserWarning, match=r"skipping damaged checkpoint: .*step_200") as said:
+        model = attnlab.load(tmp_path / "run")
+    assert model.path.endswith("step_100") and [w.filename for w in said] == [__file__]
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from attnlab.decode.alignment import check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result
 from attnlab.decode.commands import cut_notice, fit_lines
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, warn
 from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.equation import trace_ids
 from attnlab.record.importance import check_model, sentence_importance
@@ -129,7 +128,7 @@ def profile(
         tgt_texts = [join_words(line.split(), langs.get("tgt_lang")) for line in targets]
         cut = fit_lines(model, src_texts, tgt_texts, names, truncate)
     if cut:
-        warnings.warn(cut_notice(cut, len(sources), model), stacklevel=2)
+        warn(cut_notice(cut, len(sources), model))
     check_flag(direct, "direct")
     extra = [
         *(ALIGNMENT if links is not None else ()),

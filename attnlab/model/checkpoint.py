@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import tempfile
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import CheckpointError, ConfigError, warn
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import Transformer
 
@@ -385,7 +384,7 @@ def latest_valid(run_dir: str | os.PathLike) -> Path | None:
             verify(path)
             return path
         except CheckpointError as error:
-            warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
+            warn(f"skipping damaged checkpoint: {error}")
     return None
 
 

@@ -32,7 +32,6 @@ import hashlib
 import os
 import re
 import sys
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +40,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
+from attnlab.errors import warn
 from attnlab.model.attention import explicit_attention
 from attnlab.model.cpu import cpu_signature
 
@@ -90,10 +90,7 @@ def extension() -> ModuleType | None:
                 )
         except Exception as error:  # noqa: BLE001 - any build failure means: use the PyTorch twin
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            warnings.warn(
-                f"attnlab's kernels could not be built ({reason}); decoding and dropout run in PyTorch operations",
-                stacklevel=2,
-            )
+            warn(f"attnlab's kernels could not be built ({reason}); decoding and dropout run in PyTorch operations")
     return _built["module"]
 
 

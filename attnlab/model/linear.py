@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, warn
 from attnlab.model import kernels
 from attnlab.model.cpu import BF16_EMULATED, bf16_products, cpu_vendor
 
@@ -136,7 +136,7 @@ def for_inference(model: nn.Module) -> nn.Module:
     there it decodes a batch ~4x slower than in fp32 (test2016's first 200 lines on an AVX2 EPYC:
     12.1 s against 2.9)."""
     if not ONEDNN_BF16 and any(p.dtype == torch.bfloat16 and p.device.type == "cpu" for p in model.parameters()):
-        warnings.warn(f"{BF16_EMULATED}: bf16 decodes batches ~4x slower than fp32 here; use fp32", stacklevel=2)
+        warn(f"{BF16_EMULATED}: bf16 decodes batches ~4x slower than fp32 here; use fp32")
     for module in model.modules():
         if type(module) is nn.Linear:
             module.__class__ = InferenceLinear

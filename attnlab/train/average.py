@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import warnings
 from pathlib import Path
 
 import torch
 
 from attnlab.data.tokenizer import same_vocabulary
-from attnlab.errors import ArgumentParser, CheckpointError, ConfigError
+from attnlab.errors import ArgumentParser, CheckpointError, ConfigError, warn
 from attnlab.model.checkpoint import (
     MANIFEST,
     STEP_DIR,
@@ -87,7 +86,7 @@ def average_run(
     refuse_existing(Path(out), force)  # before the averaging, not after it
     chosen = [p for _, p in step_dirs(run_dir)][-last:]
     if len(chosen) < last:
-        warnings.warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those", stacklevel=2)
+        warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those")
     model, meta = load_model(chosen[-1])
     model.load_state_dict(average(chosen))
     meta = dict(meta, averaged=[p.name for p in chosen])
