@@ -3,6 +3,7 @@ difference map, models of different sizes, and the notebook widget."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import attnlab
 from attnlab import viz
 from attnlab.decode.compare import compare
 from attnlab.errors import AttnlabError
+from attnlab.record.saliency import saliency
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSLATOR, PARSER = ROOT / "checkpoints" / "multi30k-en-de", ROOT / "checkpoints" / "wsj-parser"
@@ -229,6 +231,81 @@ def test_the_notebook_widget_shows_who_wrote_each_piece_in_both_models() -> None
     assert widget.figures["attribution_second"].title.text.startswith("heads off · ")
     widget.attributions.show.value = False
     assert widget.figures["attribution_first"] is None
+
+
+def source_shares(figure: object) -> np.ndarray:
+    """A saliency map's source block, its rows in the output's order."""
+    return np.asarray(figure.select_one({"name": "cells-source"}).data_source.data["image"][0])[::-1]
+
+
+def expected_source_shares(read: object) -> np.ndarray:
+    magnitude = [np.abs(read.source_scores.astype(np.float64)), np.abs(read.target_scores.astype(np.float64))]
+    return magnitude[0] / (magnitude[0].sum(1, keepdims=True) + magnitude[1].sum(1, keepdims=True))
+
+
+def test_the_compare_tab_shows_which_inputs_each_piece_depends_on_in_both_models(tmp_path: Path) -> None:
+    """Its seventh box, once ticked, draws each model's saliency map (the second model read on the
+    first one's output, so the rows are the same pieces) on one colour scale, with each model's
+    line; read once per comparison (another head reads nothing), unticked nothing is drawn, and
+    what the library refuses is one line in the tab's notice."""
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.roots import CheckpointRoots
+    from attnlab.app.words import saliency_line
+    from attnlab.model.checkpoint import save_checkpoint
+    from attnlab.model.config import preset
+    from attnlab.model.transformer import Transformer
+
+    small = Transformer(preset("small", n_layers=1, n_heads=2, vocab_size=8000)).eval()
+    save_checkpoint(tmp_path / "one-layer", small, TRANSLATOR / "spm.model")
+    shown = Explorer({"de": str(TRANSLATOR), "small": str(tmp_path / "one-layer")}, CheckpointRoots([tmp_path]))
+    shown.open_listed("de")
+    shown.tabs.active = 5
+    shown.compare.second.value = "small"
+    tab, box = shown.compare, shown.compare.saliency
+    assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
+    box.show.value = True
+    c = tab.comparison
+    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+    read = [saliency(model, trace) for model, trace in sides]
+    first, second = (p.object for p in box.panes)
+    assert (first.name, second.name) == ("compare-saliency-first", "compare-saliency-second")
+    for figure, found, name in zip((first, second), read, ("A", "B"), strict=True):
+        np.testing.assert_allclose(source_shares(figure), expected_source_shares(found), atol=1e-6)
+        assert figure.title.text.startswith(f"{name} · ")
+        assert html.escape(saliency_line(found, "en")) in box.lines.object
+    assert not np.allclose(expected_source_shares(read[0]), expected_source_shares(read[1]))  # two models
+    ends = [f.select_one({"type": LinearColorMapper}).high for f in (first, second)]  # one scale for both
+    assert ends[0] == ends[1] == pytest.approx(max(viz.saliency_scale(r) for r in read))
+    shown.store.head = 2  # another head: nothing is read again
+    assert box.panes[0].object is first and not tab.notice.visible
+    box.show.value = False
+    assert all(p.object is None for p in box.panes)
+    shown.store.model.model.train()  # (saliency reads a model in eval mode only): refused in one line
+    try:
+        box.compare(box.sides, box.names)
+        box.show.value = True
+    finally:
+        shown.store.model.model.eval()
+    assert all(p.object is None for p in box.panes) and box.refused and "\n" not in box.refused
+    assert tab.notice.visible and box.refused in html.unescape(tab.notice.object)
+
+
+def test_the_notebook_widget_shows_which_inputs_each_piece_depends_on_in_both_models() -> None:
+    """The same box in `compare_models`: the second model with heads off is read with them off."""
+    widget = compare_models(str(TRANSLATOR), text=TEXT, heads_off=OFF)
+    assert widget.figures["saliency_first"] is None and widget.figures["saliency_second"] is None
+    widget.saliency.show.value = True
+    c = widget.comparison
+    for trace, role in ((c.first.trace, "first"), (c.second_on_first.trace, "second")):
+        figure = widget.figures[f"saliency_{role}"]
+        assert figure.name == f"compare-saliency-{role}"
+        expected = saliency(widget.first, trace)
+        np.testing.assert_allclose(source_shares(figure), expected_source_shares(expected), atol=1e-6)
+    first, second = (source_shares(widget.figures[f"saliency_{role}"]) for role in ("first", "second"))
+    assert not np.allclose(first, second) and not widget.errors.message  # heads off: another reading
+    assert widget.figures["saliency_second"].title.text.startswith("heads off · ")
+    widget.saliency.show.value = False
+    assert widget.figures["saliency_first"] is None
 
 
 def test_a_translator_and_a_parser_are_not_compared() -> None:

@@ -929,14 +929,14 @@ def test_the_widgets_draw_their_figures_in_lang(paths: dict[str, Path], with_pro
     explorer.show_lens.value = explorer.show_importance.value = explorer.attribution.show.value = True
     compared = widgets.compare_models(explorer.model, text="A dog .", heads_off={("cross", 0): [0]}, lang=lang)
     compared.show_rollouts.value = compared.show_lenses.value = compared.show_importances.value = True
-    compared.attributions.show.value = compared.circuits.show.value = True
+    compared.attributions.show.value = compared.circuits.show.value = compared.saliency.show.value = True
     compared.patch("A cat .")
     timeline = widgets.replay(with_probes, lang=lang)
     explorer.patch("A cat runs .")
     drawn = ("lens", "importance", "patching", "residual_decoder", "attribution", "attribution_source")
     shown = {name: explorer.figures[name] for name in drawn}
     views = {**explorer.view.figures, **shown, **compared.figures, **timeline.figures}
-    assert None not in views.values() and len(views) == 31, views
+    assert None not in views.values() and len(views) == 33, views
     assert not (explorer.errors.message or compared.errors.message or timeline.errors.message)
     texts, data = figure_texts(*views.values())
     assert english_figure_words(texts, data, lang) == [], "English words in the widgets' figures"

@@ -3,8 +3,9 @@ the same kind / layer / head of each side by side with their difference, from th
 `attnlab.decode.compare` and `attnlab.viz.compare_figures` as the explorer's Compare tab; and, as
 its boxes do, both attention rollouts up to the picked layer, both logit lenses, every head's
 importance in both, where a change of the sentence lives in each (`patch`), who wrote a
-chosen output piece in each (`attnlab.app.compare_attribution_widget`), and both models' circuits
-for the change (`attnlab.app.compare_circuit_widget`).
+chosen output piece in each (`attnlab.app.compare_attribution_widget`), both models' circuits
+for the change (`attnlab.app.compare_circuit_widget`), and which inputs each output piece depends
+on in each, by its gradient (`attnlab.app.compare_saliency_widget`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from attnlab import viz
 from attnlab.app import i18n
 from attnlab.app.compare_attribution_widget import CompareAttributionBox
 from attnlab.app.compare_circuit_widget import CompareCircuitBox
+from attnlab.app.compare_saliency_widget import CompareSaliencyBox
 from attnlab.app.notebook import (
     EXAMPLES,
     BokehPane,
@@ -83,6 +85,7 @@ class Compare(w.VBox):
         self.errors = ErrorBox(lang)
         self.attributions = CompareAttributionBox(self.errors, self.lang)
         self.circuits = CompareCircuitBox(self.errors, self.lang, lambda: (self.changed.value.strip(), self.how))
+        self.saliency = CompareSaliencyBox(self.errors, self.lang)
         for asked in (self.show_patchings, self.circuits.show, self.changed):
             asked.observe(lambda _change: self._hint(), "value")
         self.comparison: Any = None
@@ -93,7 +96,15 @@ class Compare(w.VBox):
         )
         parts = [self.text, self.button, self.errors, self.output, self.picker, rows[0]]
         readings = [self.show_lenses, lenses, self.show_importances, importances]
-        readings += [self.show_patchings, self.changed, self.changed_hint, patchings, self.attributions, self.circuits]
+        readings += [
+            self.show_patchings,
+            self.changed,
+            self.changed_hint,
+            patchings,
+            self.attributions,
+            self.circuits,
+            self.saliency,
+        ]
         super().__init__([*parts, self.show_rollouts, rows[1], *readings])
         self.run()
 
@@ -108,6 +119,7 @@ class Compare(w.VBox):
             **{f"patching_{role}": pane.figure for role, pane in zip(roles[:2], self.patching_panes, strict=True)},
             **self.attributions.figures,
             **self.circuits.figures,
+            **self.saliency.figures,
         }
 
     def run(self, text: str | None = None) -> Any:
@@ -152,6 +164,7 @@ class Compare(w.VBox):
             sides = ((self.first, c.first.trace), (self.second, c.second_on_first.trace))
             self.attributions.compare(sides, self.names)
             self.circuits.compare(sides, self.names)
+            self.saliency.compare(sides, self.names)
             return self.comparison
         # a failed run shows no output: the previous sentence's would read as this one's
         self.comparison, self.output.value, self.picker.layout.display = None, "", "none"
@@ -159,6 +172,7 @@ class Compare(w.VBox):
             pane.update(None)
         self.attributions.compare((), self.names)
         self.circuits.compare((), self.names)
+        self.saliency.compare((), self.names)
         return None
 
     def patch(self, changed: str, direction: str = "denoise", method: str = "activation") -> None:

@@ -62,7 +62,7 @@ from attnlab.viz.paths import path_patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.residual import residual_patching_figure
 from attnlab.viz.rollout import rollout_figure
-from attnlab.viz.saliency import saliency_figure
+from attnlab.viz.saliency import saliency_figure, saliency_scale
 from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
@@ -120,6 +120,7 @@ __all__ = [
     "residual_patching_figure",
     "rollout_figure",
     "saliency_figure",
+    "saliency_scale",
     "selection",
     "spelled",
     "standalone_html",

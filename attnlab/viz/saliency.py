@@ -76,6 +76,7 @@ def saliency_figure(
     words: Mapping[str, str] | None = None,
     budget: int = 480,
     fit: bool = False,
+    scale: float | None = None,
 ) -> figure:
     """The saliency of every source and decoder-input piece for every output piece of `s`, each
     cell its share of the row's |saliency| (a row sums to 1 over both groups). `title` None is its
@@ -83,8 +84,11 @@ def saliency_figure(
     `viz.words.WORDS` ("saliency.*", "grid.drag"); `budget` is the pixels the rows, and the
     columns, may take before the cells shrink (at most 28 px, at least 3; rows and columns apart); with `fit` it
     narrows with the window down to `cells.FIT_PX` (a served page), without it keeps its width
-    (an export, a notebook)."""
+    (an export, a notebook); `scale` is the share where the colours end (None: this map's largest,
+    `saliency_scale`), so that two models' maps side by side read on one scale."""
     check_options(title=title, budget=budget, name=name)
+    if scale is not None and (isinstance(scale, bool) or not (isinstance(scale, int | float) and 0 < scale <= 1)):
+        raise AttnlabError(f"scale (the share the colours reach) is a number in (0, 1], got {scale!r}")
     shares, allowed = _shares(s)
     said = say(words)
     n_rows, n_source = shares[0].shape
@@ -111,7 +115,7 @@ def saliency_figure(
         title=wrapped,
         name=name,
     )
-    top = max(*(float(share.max(initial=0.0)) for share in shares), 1e-9)  # where the colours end
+    top = scale or _top(shares)  # where the colours end
     mapper = LinearColorMapper(palette=list(PALETTE), low=0.0, high=top, low_color=MASKED)
     scores = (s.source_scores, s.target_scores)  # (exactly 0 where the row cannot see)
     cells = []
@@ -167,6 +171,15 @@ def saliency_figure(
     if fit:
         fit_window(fig, width, width, said["grid.drag"].format(axis=said["saliency.input"]))
     return use_fonts(fig, said)
+
+
+def saliency_scale(s: Saliency) -> float:
+    """The largest share of any cell of `s`: where `saliency_figure`'s colours end by default."""
+    return _top(_shares(s)[0])
+
+
+def _top(shares: tuple[np.ndarray, np.ndarray]) -> float:
+    return max(*(float(share.max(initial=0.0)) for share in shares), 1e-9)
 
 
 def _shares(s: object) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:

@@ -8,7 +8,9 @@ its third every head's importance in both (`attnlab.record.importance`), and wit
 the change typed in the Head ablation tab lives in each (`attnlab.record.residual`: the restricted
 model moves a changed word onto its neighbours, the global one keeps it in place), and with its fifth who wrote a chosen output piece in each
 (`attnlab.record.logit_attribution`, in `explorer.compare_attribution`), and with its sixth both
-models' circuits for the change typed in the Head ablation tab (in `explorer.compare_circuit`).
+models' circuits for the change typed in the Head ablation tab (in `explorer.compare_circuit`),
+and with its seventh which inputs each output piece depends on in each, by its gradient (in
+`explorer.compare_saliency`).
 The second model's maps are recorded while it reads the first one's output, so that the two line
 up cell by cell.
 
@@ -33,6 +35,7 @@ from attnlab.app.checkpoints import open_model
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.compare_attribution import CompareAttribution
 from attnlab.app.explorer.compare_circuit import CompareCircuit
+from attnlab.app.explorer.compare_saliency import CompareSaliency
 from attnlab.app.explorer.output import CSS, PROSE
 from attnlab.app.explorer.patching import PatchingBox
 from attnlab.app.explorer.store import Store
@@ -103,6 +106,7 @@ class CompareTab(pn.viewable.Viewer):
         ]
         self.attributions = CompareAttribution(store, say=self._said)
         self.circuits = CompareCircuit(store, self.changed, say=self._said)
+        self.saliency = CompareSaliency(store, say=self._said)
         self.layout = pn.Column(
             pn.Row(self.second, self.go),
             self.notice,
@@ -118,6 +122,7 @@ class CompareTab(pn.viewable.Viewer):
             pn.FlexBox(*self.patching_panes),
             self.attributions,
             self.circuits,
+            self.saliency,
         )
         self.comparison: Any = None  # attnlab.decode.compare.Comparison, or None
         self.second_model: Any = None  # the model that made its second side (for the lens, the importance)
@@ -167,6 +172,7 @@ class CompareTab(pn.viewable.Viewer):
             self._draw_readings()  # the run's, not the open head's: drawn once per comparison
             self.attributions.compare(self._sides(), self.names)
             self.circuits.compare(self._sides(), self.names)
+            self.saliency.compare(self._sides(), self.names)
         if self.comparison is not None:
             self._draw_maps()
 
@@ -333,7 +339,7 @@ class CompareTab(pn.viewable.Viewer):
             self.second.options = options
 
     def _said(self, _line: str) -> None:
-        """The fifth or sixth box's refusal changed (`_line`, also its `refused`): the notice again."""
+        """The fifth, sixth or seventh box's refusal changed (`_line`, also its `refused`): the notice again."""
         self._say_refused()
 
     def _say_refused(self) -> None:
@@ -342,7 +348,7 @@ class CompareTab(pn.viewable.Viewer):
         With no comparison the notice says why there is none instead, and stays."""
         if self.comparison is None:
             return
-        said = (*self.refused.values(), self.attributions.refused, self.circuits.refused)
+        said = (*self.refused.values(), self.attributions.refused, self.circuits.refused, self.saliency.refused)
         self._say(" ".join(dict.fromkeys(line for line in said if line)))
 
     def _say(self, message: str, hint: bool = False) -> None:
@@ -358,4 +364,5 @@ class CompareTab(pn.viewable.Viewer):
             pane.object = None
         self.attributions.compare((), self.names)
         self.circuits.compare((), self.names)
+        self.saliency.compare((), self.names)
         self._say(message, hint)

@@ -66,7 +66,7 @@ class SaliencyBox(pn.viewable.Viewer):
         found = self._read.get((run, samples))
         if found is None:
             found, said = store.attempt(
-                lambda: _read(model, trace, samples, store.time_limit), f"saliency of run {run}"
+                lambda: read_within(model, trace, samples, store.time_limit), f"saliency of run {run}"
             )
             if found is None:
                 self.figure.object = None
@@ -77,7 +77,7 @@ class SaliencyBox(pn.viewable.Viewer):
         self.line.object = f"<p>{html.escape(saliency_line(found, store.lang))}</p>"
 
 
-def _read(model: Any, trace: AttentionTrace, samples: int, seconds: float | None) -> Saliency:
+def read_within(model: Any, trace: AttentionTrace, samples: int, seconds: float | None) -> Saliency:
     """The saliency of `trace` within the server's time limit on one request, as Translate's: a
     long pair's passes (SmoothGrad's most of all) held up every other visitor for minutes."""
     with time_limit(seconds):
