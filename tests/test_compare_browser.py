@@ -20,6 +20,7 @@ from attnlab.app.checkpoints import find_checkpoints, same_directory
 from attnlab.app.explorer.compare import IMPORTANCE_FIGURES, LENS_FIGURES, PATCHING_FIGURES
 from attnlab.app.explorer.compare_attribution import ATTRIBUTION_FIGURES
 from attnlab.app.explorer.compare_circuit import CIRCUIT_FIGURES
+from attnlab.app.explorer.compare_saliency import SALIENCY_FIGURES
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -37,6 +38,7 @@ FIGURES = (  # every figure the tab draws with all its boxes ticked
     + PATCHING_FIGURES
     + ATTRIBUTION_FIGURES
     + CIRCUIT_FIGURES
+    + SALIENCY_FIGURES
 )
 JS_READS = (  # both compare heatmaps are built and read these source pieces
     "(labels) => ['compare-first', 'compare-second'].every(n => { const h = ("
@@ -154,9 +156,15 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
             assert session.painted(name, 5), f"{name} is blank"
         session.page.screenshot(path=artifacts / "explorer-compare-rollouts-lenses.png", full_page=True)
         shown_before = np.asarray(session.figure_image("compare-first")).astype(int)
-        for box in ("importances", "patchings", "attributions", "circuits"):  # every figure, drawn after the page
+        for box in (
+            "importances",
+            "patchings",
+            "attributions",
+            "circuits",
+            "saliency",
+        ):  # every figure, drawn after the page
             session.page.locator(f".attn-compare-{box} input").check()
-        for name in CIRCUIT_FIGURES:  # (the last box drawn)
+        for name in CIRCUIT_FIGURES + SALIENCY_FIGURES:  # (the last boxes drawn)
             assert session.painted(name), f"{name} is blank"
         # the boxes' figures left the heatmap above as it was (the circuits' took its title, labels and toolbar)
         shown_after = np.asarray(session.figure_image("compare-first")).astype(int)
@@ -167,7 +175,7 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
             assert all(w and min(w) > 0 for w in widths.values()), f"{width} px window: 0 px wide figures {widths}"
             assert session.page.evaluate("document.documentElement.scrollWidth") == width  # nothing runs past it
         for name in (
-            IMPORTANCE_FIGURES + PATCHING_FIGURES + ATTRIBUTION_FIGURES + CIRCUIT_FIGURES
+            IMPORTANCE_FIGURES + PATCHING_FIGURES + ATTRIBUTION_FIGURES + CIRCUIT_FIGURES + SALIENCY_FIGURES
         ):  # (the others: above)
             assert session.painted(name, 5), f"{name} is blank in a 1024 px window"
         session.page.screenshot(path=artifacts / "explorer-compare-every-box.png", full_page=True)
