@@ -901,6 +901,29 @@ def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> Non
     page.shot("lens-click")
 
 
+JS_SHOWN = """(name) => {
+  const view = Bokeh.index.query_one((v) => v.model.name === name);
+  return {start: view.model.x_range.start, end: view.model.x_range.end, high: view.model.x_range.bounds[1],
+          stop: view.el.tabIndex, label: view.el.getAttribute("aria-label")};
+}"""
+
+
+def shows_by_keys(page: Page, name: str) -> None:
+    """The columns a narrow window hides come into view from the keyboard too (dragging was the
+    only way): the figure is a Tab stop named by its title, ← → move a column and End to the
+    last, and the page's arrows do not also open another head."""
+    before, address = page.page.evaluate(JS_SHOWN, name), page.page.url
+    assert before["stop"] == 0 and before["end"] < before["high"] and "drag sideways" in before["label"], before
+    page.page.evaluate("(name) => Bokeh.index.query_one((v) => v.model.name === name).el.focus()", name)
+    page.page.keyboard.press("ArrowRight")
+    page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).start === {before['start'] + 1}", arg=name)
+    page.page.keyboard.press("End")
+    page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).end === {before['high']}", arg=name)
+    page.page.keyboard.press("Home")
+    page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).start === 0", arg=name)
+    assert page.page.url == address
+
+
 def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrower_one(page: Page) -> None:
     """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
     and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the
@@ -928,6 +951,7 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
             assert page.page.locator(".attn-lens-about").bounding_box()["width"] >= 560
             assert page.painted("logit-attribution")
             assert page.page.locator(".attn-attribution-about").bounding_box()["width"] >= 560
+            shows_by_keys(page, "logit-lens")
     assert widths == dict.fromkeys(widths, 1024), widths
     page.shot("1024-dashboard")
     # a source of 25 pieces (typed on the Heads tab, where `translate` waits for the map): a head's

@@ -44,13 +44,34 @@ FIT_PX = 660  # the widest a figure fits beside the 350 px inputs in a 1024 px w
 # lost pixels held (so cells keep their width), from where the view was dragged to; the x axis
 # says "drag" while some are hidden. Run when the figure is laid out and after a reset. `n` and
 # `shown` null: the x range's bounds, all shown at its own width (a figure redrawn in place).
+# While columns are hidden the figure is also a stop of the Tab key, named by its title, where
+# ← → move a column, Page Up / Page Down a window's width, Home / End to either end (dragging
+# was the only way to them); the keys stop there, so the page's ← → do not also walk the heads.
 _FIT_JS = """
 const all = n ?? r.bounds[1], own = shown ?? all;
 const lost = Math.max(0, fig.max_width - fig.outer_width);
 const k = Math.min(all, own * fig.inner_width / (fig.inner_width + lost));
 const start = Math.max(0, Math.min(r.start, all - k));
 r.setv({start: start, end: start + k});
-axis.axis_label = k < all - 0.01 ? drag : plain;
+const hidden = k < all - 0.01;
+axis.axis_label = hidden ? drag : plain;
+const host = typeof Bokeh !== "undefined" && Bokeh.index ? Bokeh.index.find_one(fig)?.el : null;
+if (host) {
+  host.tabIndex = hidden ? 0 : -1;
+  host.setAttribute("aria-label", [fig.title?.text, axis.axis_label].filter(Boolean).join(". ").replace(/\\s+/g, " "));
+  if (!host.attnKeys) {
+    host.attnKeys = true;
+    host.addEventListener("keydown", (e) => {
+      const [low, high] = r.bounds, width = r.end - r.start;
+      const step = {ArrowLeft: -1, ArrowRight: 1, PageUp: -width, PageDown: width, Home: -high, End: high}[e.key];
+      if (step === undefined || e.ctrlKey || e.altKey || e.metaKey || width >= high - low - 0.01) return;
+      e.preventDefault();
+      e.stopPropagation();
+      const to = Math.max(low, Math.min(r.start + step, high - width));
+      r.setv({start: to, end: to + width});
+    });
+  }
+}
 """
 
 
