@@ -100,6 +100,41 @@ def test_corpus_view_head_then_sentence_opens_its_heatmap(chromium: object, serv
         session.close()
 
 
+def test_the_keyboard_lists_a_heads_sentences_and_opens_one(chromium: object, server: Server, profiled: dict) -> None:
+    """The grids and the table take clicks only: the button lists the sentences of the head open
+    in the selection bar and the menu opens one; Tab through the table leaves it (each cell it
+    reached selected its row, and opened that sentence over the text typed)."""
+    session = Page(chromium, server.url)
+    try:
+        top = profiled["top"]
+        open_profile(session, "lab/profiles/small.parquet")
+        session.page.locator(".attn-profile-info[data-sentences='3']").wait_for(timeout=30_000)
+        session.page.get_by_role("button", name="cross", exact=True).click()
+        session.page.locator(".attn-layer select").select_option(str(top["layer"]))
+        session.page.locator(".attn-head-select select").select_option(str(top["head"]))
+        session.page.locator(".attn-profile-open-head button").focus()
+        session.page.keyboard.press("Enter")
+        head = f"cross-{top['layer']}-{top['head']}"
+        session.page.locator(f".attn-profile-head[data-head='{head}']").wait_for(timeout=30_000)
+        session.page.locator(".attn-profile-sentences .slick-row").first.wait_for(timeout=30_000)
+        typed = "A cat sleeps on the sofa ."
+        session.source_box().fill(typed)
+        run = session.run_number()
+        session.page.locator(".attn-profile-sentence select").focus()
+        for _ in range(6):  # past the menu and through the table
+            session.page.keyboard.press("Tab")
+        session.page.wait_for_timeout(1_500)
+        assert session.run_number() == run and session.source_box().input_value() == typed
+        menu = session.page.locator(".attn-profile-sentence select")
+        assert menu.locator("option").count() == 4  # "—" and the three sentences
+        menu.select_option(index=1)  # the most extreme: decoded in the usual views
+        session.wait_run(run + 1, timeout=60_000)
+        assert session.source_box().input_value() == top["source"]
+        assert session.errors == []
+    finally:
+        session.close()
+
+
 def test_a_profile_outside_the_roots_is_refused(chromium: object, server: Server, tmp_path: Path) -> None:
     from attnlab.decode.profile import write_profile
 

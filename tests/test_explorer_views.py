@@ -126,6 +126,20 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
     corpus._clicked("indices", [], [0])
     assert not store.error and not store.errors and store.text == corpus.rows[0]["source"]
     assert (store.kind, store.layer, store.head) == ("encoder", 1, 2)
+    # from the keyboard: the open head's button lists its sentences, the menu opens one
+    store.select(kind="cross", layer=0, head=3)
+    corpus.open_head.clicks += 1
+    assert corpus.selected == ("cross", 0, 3) and list(corpus.sentence.options.values()) == [
+        None,
+        *range(len(corpus.rows)),
+    ]
+    corpus.sentence.value = 1
+    assert store.text == corpus.rows[1]["source"] and corpus.sentence.value is None and not store.errors
+    corpus.pick("cross", 7, 0)  # a head the profile lacks (the page's model may be another): a line, the list stays
+    assert store.errors["corpus"] == text(
+        "corpus.no_head", "en", name="lab/profiles/own.parquet", head="encoder–decoder attention · L7 H0"
+    )
+    assert corpus.selected == ("cross", 0, 3)
 
 
 def test_ablation_says_whether_the_models_own_output_changed(

@@ -2,6 +2,10 @@
 statistics of a whole test set), each statistic as a layers × heads grid per kind of attention;
 a click on a head lists the sentences where it is most extreme, a click on a sentence opens it
 in the usual views (the page decodes it, with its reference when the profile read references).
+From the keyboard (the grids and the table take clicks only), a button lists the sentences of the
+head open in the page's selection bar (the arrow keys walk it), and a menu opens one of them;
+the table is one stop of the Tab key and takes no key (`explorer.keys`): Tab through its cells
+selected each row, and opened its sentence over the text typed.
 A sentence opens only with the model the profile was recorded with (the checkpoint its metadata
 names, and the same layers and heads): with another, the same head would be another head.
 
@@ -103,12 +107,25 @@ class CorpusTab(pn.viewable.Viewer):
         self.grids = pn.FlexBox(css_classes=["attn-profile-grids"], align_items="flex-end")  # cells line up
         self.caption = pn.pane.HTML("", css_classes=["attn-profile-caption", "attn-muted"])
         self.table = pn.pane.Bokeh(None, css_classes=["attn-profile-sentences"])
+        self.open_head = pn.widgets.Button(
+            label=text("corpus.open_head", lang), align="end", disabled=True, css_classes=["attn-profile-open-head"]
+        )
+        self.sentence = pn.widgets.Select(  # a choice opens it: no key chooses on it closed (`keys.ACTING`)
+            label=text("corpus.open_sentence", lang), options={}, width=420, css_classes=["attn-profile-sentence"]
+        )
+        self.sentence.visible = False
         self.layout = pn.Column(
             pn.FlexBox(self.path_input, self.open_button, self.stat, self.order, align_items="flex-end"),  # wraps
             self.info,
             self.grids,
+            self.open_head,
             self.caption,
+            self.sentence,
             self.table,
+        )
+        self.open_head.on_click(lambda _event: self.pick(store.kind, store.layer, store.head))
+        self.sentence.param.watch(
+            lambda event: self._clicked("", [], [] if event.new is None else [event.new]), "value"
         )
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
         self.stat.param.watch(lambda _event: self.draw(), "value")
@@ -167,10 +184,21 @@ class CorpusTab(pn.viewable.Viewer):
             self.draw()
         self.table.object = None
         self.caption.object = ""
+        self.sentence.visible, self.open_head.disabled = False, False
         return True
 
     def pick(self, kind: str, layer: int, head: int) -> None:
-        """A click on a grid: frame that head and list its most extreme sentences."""
+        """A click on a grid, or the open head's button: frame that head and list its most
+        extreme sentences; a head the profile lacks (the page's model may be another) is a line."""
+        profile, lang = self.profile, self.store.lang
+        if profile is None or not self.stat.value:
+            return
+        layers, values = profile.grid(self.stat.value, kind) if kind in profile.kinds else ([], None)
+        if layer not in layers or not 0 <= head < values.shape[1]:
+            name = f"{kind_title(kind, lang)} · L{layer} H{head}"
+            self.store.view_error("corpus", text("corpus.no_head", lang, name=self.profile_name, head=name))
+            return
+        self.store.view_error("corpus", "")
         self.selected = (kind, layer, head)
         self.draw()
         self.list_sentences()
@@ -237,6 +265,9 @@ class CorpusTab(pn.viewable.Viewer):
                           sizing_mode="stretch_width", max_width=980, min_width=240, autosize_mode="none",
                           index_position=None, selectable=True, sortable=False, name="profile-sentences")  # fmt: skip
         self.table.object = viz.use_fonts(table)
+        rows = {f"{i + 1} · {row['value']:.3f} · {row['source'][:70]}": i for i, row in enumerate(self.rows)}
+        self.sentence.options, self.sentence.value = {"—": None, **rows}, None
+        self.sentence.visible = bool(self.rows)
 
     def _clicked(self, _attr: str, _old: list[int], new: list[int]) -> None:
         if self.profile is None or self.selected is None:
@@ -249,6 +280,7 @@ class CorpusTab(pn.viewable.Viewer):
         if refusal:
             return
         picked = self.rows[index]
+        self.sentence.value = None  # (the same sentence chosen again opens it again)
         reference = picked["output"] if self.profile.meta.get("mode") == "reference" else ""
         self.open_sentence(picked["source"], reference, self.selected)
 

@@ -28,7 +28,7 @@ from attnlab.app.explorer.store import Store
 
 # {key: (the selector it moves, the step)}: ↓ goes down the grid, to the next layer
 MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
-ACTING = ("attn-language", "attn-checkpoint")  # menus whose every choice acts: no key chooses on them closed
+ACTING = ("attn-language", "attn-checkpoint", "attn-profile-sentence")  # every choice acts: no key chooses closed
 SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
 
 
@@ -107,6 +107,15 @@ document.addEventListener("keydown", window.attnArrowKeys);
 // moving inside one shadow tree (the inputs' column) sends no focus event to the document, so each
 // key's release looks where the focus is now.
 let helped = null;  // the icon whose help the keyboard opened; Escape closes it until the focus leaves
+// A table is one stop of the Tab key: Tab and Shift+Tab leave it (SlickGrid walked its cells, each
+// one reached selecting its row: in the Corpus tab that opened a sentence over the text typed), and
+// the corpus's sentences take no key at all (its menu opens one from the keyboard).
+if (window.attnTableKeys) window.removeEventListener("keydown", window.attnTableKeys, true);
+window.attnTableKeys = (e) => {
+  const path = e.composedPath(), has = (name) => path.some((el) => el.classList && el.classList.contains(name));
+  if (has("bk-data-table") && (e.key === "Tab" || has("attn-profile-sentences"))) e.stopPropagation();
+};
+window.addEventListener("keydown", window.attnTableKeys, true);
 if (window.attnHelpKeys) document.removeEventListener("keyup", window.attnHelpKeys);
 window.attnHelpKeys = (e) => {
   let at = document.activeElement;
