@@ -112,6 +112,7 @@ def test_the_keyboard_lists_a_heads_sentences_and_opens_one(chromium: object, se
         session.page.get_by_role("button", name="cross", exact=True).click()
         session.page.locator(".attn-layer select").select_option(str(top["layer"]))
         session.page.locator(".attn-head-select select").select_option(str(top["head"]))
+        session.page.wait_for_url(re.compile(f"kind=cross&layer={top['layer']}&head={top['head']}"), timeout=10_000)
         session.page.locator(".attn-profile-open-head button").focus()
         session.page.keyboard.press("Enter")
         head = f"cross-{top['layer']}-{top['head']}"

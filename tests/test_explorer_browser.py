@@ -720,12 +720,40 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     for _ in range(3):  # beam, greedy, the beam size
         page.page.keyboard.press("Tab")
     beam_help.wait_for(timeout=5_000)
-    for _ in range(3):  # its two arrows, α
-        page.page.keyboard.press("Tab")
+    page.page.keyboard.press("Tab")  # α (the beam box's arrows are no Tab stops)
     alpha_help.wait_for(timeout=5_000)
     assert not beam_help.is_visible()
     page.page.keyboard.press("Escape")
     alpha_help.wait_for(state="hidden", timeout=5_000)
+    assert page.errors == []
+
+
+def test_the_page_names_its_parts_for_a_screen_reader_and_the_tab_key(page: Page) -> None:
+    """What BokehJS left out (`explorer.access`): the tab titles are a tab list, one Tab stop,
+    before their content (they came after it, nine stops); check boxes are named by their text,
+    a group's buttons say which is pressed, figures are named by their titles; the number boxes'
+    arrows are no Tab stops; the status line and the notices are live regions."""
+    p = page.page
+    p.get_by_role("tab", name="Heads", selected=True).wait_for(timeout=5_000)
+    assert p.get_by_role("tab").count() == 9 and p.get_by_role("tablist").count() == 1
+    assert p.get_by_role("checkbox", name="mask overlay").count() == 1
+    assert p.get_by_role("button", name="beam", pressed=True).count() == 1
+    assert p.get_by_role("button", name="greedy", pressed=False).count() == 1
+    assert p.get_by_role("img", name=re.compile(r"^encoder–decoder attention · layer \d · head \d")).count() >= 1
+    assert p.locator(".attn-status").get_attribute("aria-live") == "polite"
+    assert p.locator(".attn-error").get_attribute("aria-live") == "assertive"
+    focused = """() => { let at = document.activeElement;
+      while (at && at.shadowRoot && at.shadowRoot.activeElement) at = at.shadowRoot.activeElement;
+      return (at.getAttribute("aria-label") || at.value || at.textContent).trim(); }"""
+    p.get_by_role("button", name="HTML page").focus()
+    stops = []
+    for _ in range(3):
+        p.keyboard.press("Tab")
+        stops.append(p.evaluate(focused))
+    assert stops[0] == "Heads" and "Masks & Eq. (1)" not in stops, stops  # the open title, then its content
+    p.locator(".attn-beam input").focus()
+    p.keyboard.press("Tab")
+    assert p.evaluate(focused) == "0.6", "the beam box's arrow buttons took the Tab key"
     assert page.errors == []
 
 
@@ -904,17 +932,19 @@ def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> Non
 JS_SHOWN = """(name) => {
   const view = Bokeh.index.query_one((v) => v.model.name === name);
   return {start: view.model.x_range.start, end: view.model.x_range.end, high: view.model.x_range.bounds[1],
-          stop: view.el.tabIndex, label: view.el.getAttribute("aria-label")};
+          stop: view.canvas_view.events_el.tabIndex, label: view.canvas_view.events_el.getAttribute("aria-label")};
 }"""
 
 
 def shows_by_keys(page: Page, name: str) -> None:
     """The columns a narrow window hides come into view from the keyboard too (dragging was the
-    only way): the figure is a Tab stop named by its title, ← → move a column and End to the
+    only way): the figure's Tab stop is named by its title, ← → move a column and End to the
     last, and the page's arrows do not also open another head."""
     before, address = page.page.evaluate(JS_SHOWN, name), page.page.url
     assert before["stop"] == 0 and before["end"] < before["high"] and "drag sideways" in before["label"], before
-    page.page.evaluate("(name) => Bokeh.index.query_one((v) => v.model.name === name).el.focus()", name)
+    page.page.evaluate(
+        "(name) => Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el.focus()", name
+    )
     page.page.keyboard.press("ArrowRight")
     page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).start === {before['start'] + 1}", arg=name)
     page.page.keyboard.press("End")

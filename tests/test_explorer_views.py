@@ -460,6 +460,19 @@ def test_a_listed_model_opened_by_path_is_named_as_the_picker_names_it(lab: dict
     assert "parser<br>" in shown.model_info.object and lab["parse"].name not in shown.model_info.object
 
 
+def test_the_output_is_marked_in_its_language(lab: dict[str, Path]) -> None:
+    """A screen reader read the German translation with the page's English (or Spanish) voice:
+    the output and each hypothesis carry the model's target language; a parse, none."""
+    bundled = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
+    shown = Explorer({"de": str(bundled), "parser": str(lab["parse"])}, CheckpointRoots([lab["root"]]), lang="es")
+    shown.open_listed("de")
+    said = shown.output.text.object
+    assert said.count("<div class='attn-output' lang='de'>") == 1
+    assert said.count("<td lang='de'>") == len(shown.store.result.hypotheses) > 1
+    shown.open_listed("parser")
+    assert " lang=" not in shown.output.text.object
+
+
 @pytest.mark.parametrize(
     ("lang", "said"),
     [("en", "1 finished hypothesis (beam 4, α 0.6)"), ("es", "1 hipótesis completa (haz 4, α 0.6)")],

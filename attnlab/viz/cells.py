@@ -44,9 +44,10 @@ FIT_PX = 660  # the widest a figure fits beside the 350 px inputs in a 1024 px w
 # lost pixels held (so cells keep their width), from where the view was dragged to; the x axis
 # says "drag" while some are hidden. Run when the figure is laid out and after a reset. `n` and
 # `shown` null: the x range's bounds, all shown at its own width (a figure redrawn in place).
-# While columns are hidden the figure is also a stop of the Tab key, named by its title, where
-# ← → move a column, Page Up / Page Down a window's width, Home / End to either end (dragging
-# was the only way to them); the keys stop there, so the page's ← → do not also walk the heads.
+# Bokeh's own stop of the Tab key in a figure (its events layer) is named by the title and the
+# axis, and while columns are hidden ← → move a column there, Page Up / Page Down a window's
+# width, Home / End to either end (dragging was the only way to them); those keys then stop
+# there, so the page's ← → do not also walk the heads.
 _FIT_JS = """
 const all = n ?? r.bounds[1], own = shown ?? all;
 const lost = Math.max(0, fig.max_width - fig.outer_width);
@@ -55,13 +56,14 @@ const start = Math.max(0, Math.min(r.start, all - k));
 r.setv({start: start, end: start + k});
 const hidden = k < all - 0.01;
 axis.axis_label = hidden ? drag : plain;
-const host = typeof Bokeh !== "undefined" && Bokeh.index ? Bokeh.index.find_one(fig)?.el : null;
-if (host) {
-  host.tabIndex = hidden ? 0 : -1;
-  host.setAttribute("aria-label", [fig.title?.text, axis.axis_label].filter(Boolean).join(". ").replace(/\\s+/g, " "));
-  if (!host.attnKeys) {
-    host.attnKeys = true;
-    host.addEventListener("keydown", (e) => {
+const view = typeof Bokeh !== "undefined" && Bokeh.index ? Bokeh.index.find_one(fig) : null;
+const keys = view?.canvas_view?.events_el;
+if (keys) {
+  keys.setAttribute("role", "img");
+  keys.setAttribute("aria-label", [fig.title?.text, axis.axis_label].filter(Boolean).join(". ").replace(/\\s+/g, " "));
+  if (!keys.attnKeys) {
+    keys.attnKeys = true;
+    keys.addEventListener("keydown", (e) => {
       const [low, high] = r.bounds, width = r.end - r.start;
       const step = {ArrowLeft: -1, ArrowRight: 1, PageUp: -width, PageDown: width, Home: -high, End: high}[e.key];
       if (step === undefined || e.ctrlKey || e.altKey || e.metaKey || width >= high - low - 0.01) return;

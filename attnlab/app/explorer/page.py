@@ -20,6 +20,7 @@ import torch
 
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
 from attnlab.app.explorer.ablation import AblationTab
+from attnlab.app.explorer.access import Accessible
 from attnlab.app.explorer.alerts import Alerts
 from attnlab.app.explorer.boxes import AlphaInput, BeamInput, number_box
 from attnlab.app.explorer.compare import CompareTab
@@ -171,7 +172,7 @@ class Explorer(pn.viewable.Viewer):
         inputs = (self.text_input, self.reference_input, decoding, self.go, self.error, self.notice, self.address.box)
         self.layout = page_row(
             (pn.Column(*model, self.model_info), pn.Column(*inputs)),
-            pn.Column(self.status, self.output, self.selection, self.export, self.tabs, ArrowKeys(store)),
+            pn.Column(self.status, self.output, self.selection, self.export, self.tabs, ArrowKeys(store), Accessible()),
         )
         screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
         focus_ring(self.layout)
