@@ -13,6 +13,9 @@ import pytest
 import torch
 
 from attnlab.cli import main
+from attnlab.model.checkpoint import save_checkpoint
+from attnlab.model.config import preset
+from attnlab.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
@@ -378,6 +381,34 @@ def test_record_does_not_mix_two_runs(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sorted(path.name for path in out.iterdir()) == ["00000.trace", "00001.trace", "notes.txt"]
     assert main([*record, "A bird.", "--force"]) == 0
     assert sorted(path.name for path in out.iterdir()) == ["00000.trace", "notes.txt"]
+
+
+@needs_bundled
+def test_record_checks_the_beam_before_replacing_an_earlier_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`record ... --out DIR --force --beam 0` deleted DIR's earlier traces, then refused the beam."""
+    out = tmp_path / "traces"
+    record = ["record", "--checkpoint", str(BUNDLED), "A dog.", "--out", str(out), "--force"]
+    assert main([*record, "--beam", "1"]) == 0
+    for beam, said in (("0", "beam must be a whole number ≥ 1 (1: greedy), got 0"), ("5000", "beam 5000 is more")):
+        assert said in refused(capsys, [*record, "--beam", beam])
+        assert sorted(path.name for path in out.iterdir()) == ["00000.trace"]
+
+
+@needs_bundled
+def test_translate_says_which_lines_truncate_cuts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`translate --truncate` cut over-long lines without a word, where `evaluate --truncate` says so."""
+    model = Transformer(preset("tiny", vocab_size=8000, max_len=16))  # 15 pieces a line
+    checkpoint = save_checkpoint(tmp_path / "ck", model, BUNDLED / "spm.model", meta={"task": "translate"})
+    lines = tmp_path / "in.en"
+    lines.write_text("A dog.\n\n" + "A dog runs. " * 10 + "\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(lines), "--beam", "1", "--truncate"]
+    assert main(argv) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert "attnlab translate: warning: 1 of 3 lines cut to the 15 pieces this model takes (the first: line 3)" in said
+    assert main(argv[:-1]) == 1  # without --truncate: refused, that line alone
+    assert not any("warning" in line for line in capsys.readouterr().err.splitlines())
 
 
 @needs_bundled

@@ -111,6 +111,33 @@ def test_parses_of_which_none_can_be_scored_are_an_error(tmp_path: Path, capsys:
     assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", write(tmp_path / "one", [*GOLD[:2], ""])]) == 0
 
 
+def test_a_parse_of_other_words_is_skipped_not_scored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the word counts were compared: "It snowed ." was scored as a parse of "It rained .",
+    where the line says sentences whose words differ are skipped. Words are compared as the parser
+    writes them: a source's "(" is its "-LRB-"."""
+    ref = write(tmp_path / "gold", GOLD)
+    snowed = GOLD[:2] + ["(S (NP (PRP It)) (VP (VBD snowed)) (. .))"]
+    assert main(["evaluate", "--task", "parse", "--ref", ref, "--hyp", write(tmp_path / "hyp", snowed), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["sentences"], report["skipped"], report["f1"]) == (2, 1, 100)
+    prepared = write(tmp_path / "prepared", ["(S (NP XX XX XX XX XX )NP (VP XX )VP XX )S"])
+    src = write(tmp_path / "src", ["The cat ( tabby ) sat ."])
+    hyp = write(
+        tmp_path / "bracketed", ["(S (NP (XX The) (XX cat) (XX -LRB-) (XX tabby) (XX -RRB-)) (VP (XX sat)) (XX .))"]
+    )
+    assert main(["evaluate", "--task", "parse", "--ref", prepared, "--src", src, "--hyp", hyp]) == 0
+    assert "F1 100.00" in capsys.readouterr().out
+
+
+def test_a_blank_reference_line_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A blank reference line was scored against its output without a word (only a --ref of
+    nothing but blank lines was refused), where a blank --src line is refused."""
+    hyp = write(tmp_path / "hyp", ["Ein Hund.", "Eine Katze.", "Ein Vogel."])
+    ref = write(tmp_path / "ref", ["Ein Hund.", " ", "Ein Vogel."])
+    error = error_of(capsys, ["--hyp", hyp, "--ref", ref])
+    assert error.endswith(f"{ref}:2: the line is empty; every line needs a reference to score against")
+
+
 def test_alignment_gold_without_sure_links_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Empty gold and hyp files, or gold of possible links only, scored AER 0.00, precision 100
     and recall 100, exit 0: with no sure link AER is undefined."""

@@ -6,6 +6,7 @@ code refused; `attnlab import marian` and every view on an imported model."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import shutil
@@ -157,6 +158,15 @@ def edit_config(directory: Path, out: Path, **changes: object) -> Path:
         ({"share_encoder_decoder_embeddings": False, "decoder_vocab_size": -5}, "decoder_vocab_size=-5 must be a posi"),
         ({"eos_token_id": 10**6}, "and eos_token_id=1000000 must be ids inside the vocabulary (0 to"),
         ({"eos_token_id": True}, "Marian setting eos_token_id=True must be a whole number"),  # JSON true
+        # what goes into the model card and meta: a lone surrogate was a UnicodeEncodeError traceback
+        # writing the card; a mapping for a name, or a NaN dropout, were imported without a word
+        ({"_name_or_path": "\ud800evil"}, "Marian setting _name_or_path='\\ud800evil' must be text (a string UTF-8"),
+        ({"_name_or_path": {"x": [1, 2]}}, "Marian setting _name_or_path={'x': [1, 2]} must be text"),
+        ({"transformers_version": 4.4}, "Marian setting transformers_version=4.4 must be text"),
+        ({"architectures": "MarianMTModel"}, "Marian setting architectures='MarianMTModel' must be a list of class"),
+        ({"dropout": float("nan")}, "Marian setting dropout=nan must be a number from 0 to below 1"),
+        ({"dropout": 1.0}, "Marian setting dropout=1.0 must be a number from 0 to below 1"),
+        ({"dropout": "0.1"}, "Marian setting dropout='0.1' must be a number from 0 to below 1"),
     ],
 )
 def test_unsupported_settings_are_refused_in_one_line(
@@ -333,9 +343,23 @@ def test_legacy_weights_load_and_pickled_code_is_never_run(marian: dict[str, Pat
     marker = tmp_path / "executed"
     with (legacy / "pytorch_model.bin").open("wb") as handle:
         pickle.dump({"model.shared.weight": Payload(marker)}, handle)
-    with pytest.raises(CheckpointError, match="refused"):
+    with pytest.raises(CheckpointError, match="refused") as error:
         attnlab.load(legacy)
     assert not marker.exists()
+    # in attnlab's words: PyTorch's own text, cut at 160 characters, ended "Re-running `torch."
+    assert str(error.value) == (
+        f"{legacy / 'pytorch_model.bin'}: refused; it is not plain tensors that PyTorch's safe loader (weights_only)"
+        " reads, and a pickle is not unpickled otherwise, since unpickling can run code (convert it to"
+        " model.safetensors where it came from, e.g. save_pretrained(safe_serialization=True))"
+    )
+
+
+def test_a_marian_directory_at_a_path_that_is_not_utf8_says_why(marian: dict[str, Path], tmp_path: Path) -> None:
+    """It was "not a safetensors file (SafetensorError)": safetensors cannot open such a path."""
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/marian_\xff"))
+    shutil.copytree(marian["gelu"], odd)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: cannot be opened \(Path .* is not valid UTF-8\)"):
+        attnlab.load(odd)
 
 
 def test_import_writes_a_checkpoint_with_a_model_card(marian: dict[str, Path], tmp_path: Path) -> None:

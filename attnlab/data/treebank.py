@@ -14,6 +14,7 @@ preterminals and the root wrapper not counted, punctuation words (by gold tag) l
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ PUNCTUATION_TAGS = frozenset({"``", "''", ".", ":", ",", EMPTY})  # COLLINS.prm 
 # "'" is left out: 60 of its 70 WSJ-sample occurrences are the possessive (POS), not a quote.
 PUNCTUATION_WORDS = frozenset({",", ".", "?", "!", ":", ";", "--", "-", "...", "``", "`", "''"})
 EQUAL_LABELS = {"PRT": "ADVP"}  # COLLINS.prm EQ_LABEL ADVP PRT
+PTB_BRACKETS = {"(": "-LRB-", ")": "-RRB-", "{": "-LCB-", "}": "-RCB-", "[": "-LSB-", "]": "-RSB-"}  # as `parse` writes
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 # Deepest tree read or rebuilt: the WSJ sample's deepest is 29 levels, and the recursive walks below (3
@@ -282,12 +284,20 @@ def _is_punctuation(tag: str, word: Tree | str) -> bool:
     return word in PUNCTUATION_WORDS if tag == PLACEHOLDER else tag in PUNCTUATION_TAGS
 
 
+def _word(preterminal: Tree) -> str:
+    """A leaf as the parser writes it: composed (NFC), brackets escaped (a source's "(" is the
+    parse's "-LRB-"), so that a word compares equal however the two files spell it."""
+    word = unicodedata.normalize("NFC", str(preterminal.children[0]))
+    return "".join(PTB_BRACKETS.get(char, char) for char in word)
+
+
 def bracket_f1(gold_trees: Iterable[Tree], pred_trees: Iterable[Tree]) -> dict[str, float]:
     """Labelled bracket precision, recall and F1 in percent, as EVALB (COLLINS.prm) computes them.
 
     Punctuation is decided by the gold POS tags (predictions carry only `XX`); where the gold tag
-    is `XX` too, by the word (`PUNCTUATION_WORDS`). A pair whose word counts differ is skipped and
-    counted in `skipped`, as EVALB does; `delinearize` never makes one.
+    is `XX` too, by the word (`PUNCTUATION_WORDS`). A pair whose words differ is skipped and
+    counted in `skipped`, as EVALB does ("Words unmatch"); `delinearize` never makes one. Only the
+    counts were compared: a parse of other words of the same number was scored as the reference's.
     """
     gold_list, pred_list = list(gold_trees), list(pred_trees)
     if len(gold_list) != len(pred_list):
@@ -296,7 +306,7 @@ def bracket_f1(gold_trees: Iterable[Tree], pred_trees: Iterable[Tree]) -> dict[s
     for gold, pred in zip(gold_list, pred_list, strict=True):
         gold, pred = clean(gold), clean(pred)
         gold_words = preterminals(gold)
-        if len(gold_words) != len(preterminals(pred)):
+        if [_word(pt) for pt in gold_words] != [_word(pt) for pt in preterminals(pred)]:
             skipped += 1
             continue
         counted = [not _is_punctuation(pt.label, pt.children[0]) for pt in gold_words]

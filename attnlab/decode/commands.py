@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from attnlab.data.tokenizer import as_read, is_blank, unknown_characters
 from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
 from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
 from attnlab.decode.pharaoh import Links, format_pharaoh
+from attnlab.decode.search import check_settings
 from attnlab.decode.streams import check_out, model_directory, one_stdin, read_input, write_out, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
@@ -117,6 +119,14 @@ def fit_lines(
     return cut
 
 
+def was_cut(model: Model, line: str) -> bool:
+    """Whether `truncate` cuts `line`; a line the model cannot take at all is said where it fails."""
+    try:
+        return model.encode_source(line, True)[1]
+    except AttnlabError:
+        return False
+
+
 def cut_notice(cut: list[int], total: int, model: Model) -> str:
     """What `truncate` did to the lines `fit_lines` numbers, in a line for stderr."""
     room = model.config.max_len - 1
@@ -166,6 +176,8 @@ def _decode_cli(argv: list[str], task: str) -> int:
     good = [i for i, line in enumerate(lines) if i + 1 not in invalid and not is_blank(line)]
     if notice := unknown_notice(model, {i + 1: lines[i] for i in good}, task):
         print(notice, file=sys.stderr)
+    if args.truncate and (cut := [i + 1 for i in good if was_cut(model, lines[i])]):  # (it cut without a word)
+        warnings.warn(cut_notice(cut, len(lines), model), stacklevel=1)
     outputs = [""] * len(lines)
     failed = 0
     if good:
@@ -231,6 +243,8 @@ def cli_record(argv: list[str]) -> int:
         if references is not None and is_blank(references[i]):
             raise AttnlabError(f"{args.reference}:{i + 1}: the reference is empty")
     model = load(args.checkpoint)
+    # before an earlier run's traces go: --beam 0 deleted them, then failed
+    check_settings(**search_settings(model.task, args.beam), n_best=None, vocab=model.config.target_vocab)
     for i, sentence in enumerate(sentences):  # too long for the model: said before the first trace too
         try:
             model.encode_source(sentence)

@@ -34,7 +34,7 @@ from attnlab.decode.commands import (
     fit_lines,
     link_rule,
 )
-from attnlab.decode.evaluate_inputs import one_indexed_hint, save_best_target, script_hint, word_counts
+from attnlab.decode.evaluate_inputs import one_indexed_hint, refuse_blank, save_best_target, script_hint, word_counts
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
@@ -175,6 +175,7 @@ def cli(argv: list[str]) -> int:
     refs = read_input(args.ref)
     if all(is_blank(line) for line in refs):  # blank ones scored BLEU 0.00 against ref_len 0, exit 0
         raise AttnlabError(f"{args.ref}: no lines to score" + (" (every line is empty)" if refs else ""))
+    refuse_blank(refs, args.ref, "a reference to score against")  # one was scored as an empty reference
     outputs = read_input(args.hyp) if args.hyp else None
     tgt_lang, meta = None, {}
     if outputs is not None:
@@ -199,9 +200,7 @@ def cli(argv: list[str]) -> int:
     if outputs is None:
         if not (args.checkpoint and sources is not None):
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
-        blank = next((i for i, line in enumerate(sources) if is_blank(line)), None)
-        if blank is not None:
-            raise AttnlabError(f"{args.src}:{blank + 1}: the line is empty; every line needs a sentence to score")
+        refuse_blank(sources, args.src, "a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits
         model = load(args.checkpoint, dtype=args.dtype or "fp32")
         task, tgt_lang, meta = args.task or model.task, model.meta.get("data", {}).get("tgt_lang"), model.meta

@@ -1,6 +1,6 @@
-"""What `attnlab evaluate --task align` reads, checked before it scores: where `--save-best`
-writes, the word counts that gold links must fall inside (`--input`), and whether a gold file
-read from 0 was written from 1 (no link uses word 0).
+"""What `attnlab evaluate` reads, checked before it scores: a blank line of `--src` or `--ref`;
+and for `--task align`, where `--save-best` writes, the word counts that gold links must fall
+inside (`--input`), and whether a gold file read from 0 was written from 1 (no link uses word 0).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.data.tokenizer import is_blank
 from attnlab.decode.alignment import split_pair
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
@@ -41,6 +42,14 @@ def save_best_target(checkpoint: str, model: Any) -> Path:
             file=sys.stderr,
         )
     return target
+
+
+def refuse_blank(lines: list[str], name: str, needs: str) -> None:
+    """Refuse the first blank line of `lines` (FILE:LINE): a blank source decodes to nothing and a
+    blank reference scores whatever stands beside it against nothing, both without a word."""
+    blank = next((i for i, line in enumerate(lines) if is_blank(line)), None)
+    if blank is not None:
+        raise AttnlabError(f"{name}:{blank + 1}: the line is empty; every line needs {needs}")
 
 
 def word_counts(line: str) -> tuple[int, int] | None:

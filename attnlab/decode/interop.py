@@ -12,7 +12,7 @@ CTranslate2's own specification API, for serving with the inference engine users
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import tempfile
 import warnings
@@ -23,12 +23,38 @@ import torch
 
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
 from attnlab.decode.api import Model, load
+from attnlab.decode.streams import model_directory
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
-from attnlab.model.checkpoint import check_directory, open_modes, refuse_existing, save_checkpoint, temporary_sibling
+from attnlab.model.checkpoint import (
+    check_directory,
+    open_modes,
+    publish,
+    refuse_existing,
+    save_checkpoint,
+    temporary_sibling,
+)
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16")
+# What `spec.save` writes (the vocabularies: one shared file, or one per side), and nothing else.
+CT2_FILES = ({"model.bin", "config.json", "shared_vocabulary.json"},)
+CT2_FILES += ({"model.bin", "config.json", "source_vocabulary.json", "target_vocabulary.json"},)
+
+
+def check_out_directory(out: Path, source: str | Path | None) -> None:
+    """Refuse an --out that `import`/`export` cannot replace as a whole without harm, before any
+    work: the current directory or one above it (`export --out . --force` deleted everything
+    there, then failed renaming the new model over the working directory), one holding `source`,
+    the model being read, and one inside a model directory (as `evaluate --out` refuses)."""
+    where = out.resolve()
+    with contextlib.suppress(OSError):  # (a working directory since deleted: nothing to protect)
+        if where == Path.cwd().resolve() or where in Path.cwd().resolve().parents:
+            raise AttnlabError(f"--out {out} is or holds the current directory; name a new directory")
+    if source is not None and (where == Path(source).resolve() or where in Path(source).resolve().parents):
+        raise AttnlabError(f"--out {out} is or holds {source}, the model being read; name a new directory")
+    if (model_dir := model_directory(where.parent)) is not None:
+        raise AttnlabError(f"--out {out} is inside the model directory {model_dir}; name a directory elsewhere")
 
 
 # -- in: Hugging Face Marian ---------------------------------------------------------------------------
@@ -67,6 +93,7 @@ def import_marian(
     replaced only with `force`), its tokenizers checked first: a checkpoint they cannot serve
     would fail on every sentence, long after the import said it worked."""
     directory, out = Path(directory), Path(out)
+    check_out_directory(out, directory)
     refuse_existing(out, force)
     model, about = read_marian(directory)
     check_vocabularies(directory, model.config, *marian_tokenizers(directory))
@@ -193,6 +220,7 @@ def set_ffn(spec: Any, layer: torch.nn.Module) -> None:
 
 def export_ctranslate2(loaded: Model, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
     """Write `loaded` (its weights and both vocabularies) as a CTranslate2 model directory."""
+    check_out_directory(Path(out), loaded.path)
     config = loaded.model.config
     source = vocabulary(loaded.tokenizer, config.vocab_size)
     target = vocabulary(loaded.target_tokenizer, config.target_vocab)
@@ -202,12 +230,16 @@ def export_ctranslate2(loaded: Model, out: str | Path, quantization: str | None 
 
 def write_spec(spec: Any, out: str | Path, quantization: str | None = None, force: bool = False) -> Path:
     """Validate, optionally quantize, and save a CTranslate2 spec, built in a temporary sibling
-    directory and renamed into place, so a failed export leaves nothing behind. `force` replaces
-    an empty directory or a CTranslate2 model, never another directory named by mistake."""
+    directory and published by `publish` (the old export renamed aside, and back if the rename
+    fails), so a failed export leaves the old one as it was. `force` replaces an empty directory
+    or a CTranslate2 model with nothing beside its files (`CT2_FILES`): a directory holding a
+    model.bin and the user's files went whole."""
     out = Path(out)
     refuse_existing(out, force)
-    if out.exists() and any(out.iterdir()) and not (out / "model.bin").is_file():
-        raise AttnlabError(f"{out} is not a CTranslate2 model; refusing to replace it (name a new directory)")
+    if out.exists() and (names := {p.name for p in out.iterdir()}) and not is_ctranslate2_model(out):
+        extra = sorted(names - set.union(*CT2_FILES))
+        held = f"it holds {extra[0]!r}, which no export writes" if extra else "an export's files are not all there"
+        raise AttnlabError(f"{out} is not a CTranslate2 model; refusing to replace it ({held}: name a new directory)")
     spec.validate()
     spec.optimize(quantization=quantization)
     try:  # a parent that is a file, or not writable: nothing to clean up yet
@@ -218,16 +250,20 @@ def write_spec(spec: Any, out: str | Path, quantization: str | None = None, forc
     try:
         spec.save(str(tmp))
         open_modes(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except OSError as error:  # a full disk: the temporary directory goes
+        publish(tmp, out)
+    except OSError as error:  # a full disk: the temporary directory goes, an old export stays
         shutil.rmtree(tmp, ignore_errors=True)
         raise AttnlabError(f"could not write {out} ({error.strerror or error})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def is_ctranslate2_model(directory: Path) -> bool:
+    """Whether `directory` holds the files of a CTranslate2 export (`CT2_FILES`) and nothing else."""
+    paths = list(directory.iterdir())
+    return all(p.is_file() and not p.is_symlink() for p in paths) and {p.name for p in paths} in CT2_FILES
 
 
 # -- command line ---------------------------------------------------------------------------------------

@@ -217,13 +217,18 @@ def check_alpha(alpha: object) -> None:
         )
 
 
-def check_settings(beam: int, alpha: float, max_len_a: float, max_len_b: int, n_best: int | None) -> None:
+def check_settings(
+    beam: int, alpha: float, max_len_a: float, max_len_b: int, n_best: int | None, vocab: int | None = None
+) -> None:
     """One-line errors for search settings that would decode something other than asked (or
-    fail deep inside with a TypeError): a beam below 1 or a fraction, a bad α (`check_alpha`),
-    and a length limit that leaves no room (max_len_b = -100 silently produced empty
-    translations). NumPy's numbers count as numbers."""
+    fail deep inside with a TypeError): a beam below 1 or a fraction, or over half a `vocab`-piece
+    vocabulary (each row keeps its 2·beam best moves of it), a bad α (`check_alpha`), and a length
+    limit that leaves no room (max_len_b = -100 silently produced empty translations). NumPy's
+    numbers count as numbers."""
     if not whole_number(beam) or beam < 1:
         raise ConfigError(f"beam must be a whole number ≥ 1 (1: greedy), got {beam!r}")
+    if vocab is not None and beam > vocab // 2:
+        raise ConfigError(f"beam {beam} is more than half the {vocab}-piece vocabulary")
     check_alpha(alpha)
     if not (_finite(max_len_a) and _finite(max_len_b)) or max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
         raise ConfigError(
@@ -259,12 +264,10 @@ def generate(
     """Decode a padded batch of sources (B, Ls); beam 1 is greedy. Max output length per
     sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
     max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`)."""
-    check_settings(beam, alpha, max_len_a, max_len_b, n_best)
+    check_settings(beam, alpha, max_len_a, max_len_b, n_best, vocab=model.config.target_vocab)
     beam, alpha, max_len_a = int(beam), float(alpha), float(max_len_a)  # NumPy's numbers as Python's
     n_best = None if n_best is None else int(n_best)
     model.check_ids(src, "source")  # before reading lengths off it: a 1-D or empty tensor is one line
-    if beam > model.config.target_vocab // 2:  # each row keeps its 2·beam best moves of the vocabulary
-        raise ConfigError(f"beam {beam} is more than half the {model.config.target_vocab}-piece vocabulary")
     src_lens = src.ne(model.config.pad_id).sum(1).tolist()
     if 0 in src_lens:
         raise ModelInputError(f"source row {src_lens.index(0)} is all padding: nothing to translate")

@@ -130,11 +130,8 @@ def save_checkpoint(
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
         if trainer_tensors is not None:
-            save_file(
-                {k: v.detach().contiguous().cpu() for k, v in trainer_tensors.items()},
-                str(tmp / "trainer.safetensors"),
-                metadata={"format": "attnlab-trainer"},
-            )
+            state = {k: v.detach().contiguous().cpu() for k, v in trainer_tensors.items()}
+            save_file(state, str(tmp / "trainer.safetensors"), metadata={"format": "attnlab-trainer"})
             (tmp / "trainer.json").write_text(json.dumps(trainer_json or {}, indent=1))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
         (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": 1, "files": files}))
@@ -163,7 +160,11 @@ def publish(tmp: Path, directory: Path) -> None:
     if aside is None:
         os.replace(tmp, directory)
         return
-    os.replace(directory, aside)
+    try:  # `import ... --out .` cannot rename the working directory: the empty aside stayed behind
+        os.replace(directory, aside)
+    except BaseException:
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
     try:
         os.replace(tmp, directory)
     except BaseException:
@@ -247,11 +248,8 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
     check_directory(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
-        hint = (
-            " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
-            if (directory / "checkpoints").is_dir()
-            else ""
-        )
+        hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
+        hint = hint if (directory / "checkpoints").is_dir() else ""
         raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -283,11 +281,19 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
     return manifest
 
 
+def unreadable(path: Path, error: Exception) -> CheckpointError:
+    """Why safetensors could not read `path`, in its own words: "not a safetensors file
+    (SafetensorError)" was all a valid checkpoint at a path that is not UTF-8 was told."""
+    said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    what = "cannot be opened" if "not valid UTF-8" in said else "not a safetensors file"
+    return CheckpointError(f"{path}: {what} ({said}); refusing to load it")
+
+
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
-        raise CheckpointError(f"{path}: not a safetensors file ({type(error).__name__}); refusing to load it") from None
+        raise unreadable(path, error) from None
 
 
 def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
@@ -345,7 +351,7 @@ def tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         with safe_open(str(path), "pt") as handle:
             return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as error:
-        raise CheckpointError(f"{path}: not a safetensors file ({type(error).__name__}); refusing to load it") from None
+        raise unreadable(path, error) from None
 
 
 def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -390,6 +396,5 @@ def latest_valid(run_dir: str | os.PathLike) -> Path | None:
 
 def prune(run_dir: str | os.PathLike, keep: int) -> None:
     """Keep the newest `keep` checkpoints (0 keeps all)."""
-    if keep > 0:
-        for _, path in step_dirs(run_dir)[:-keep]:
-            shutil.rmtree(path, ignore_errors=True)
+    for _, path in step_dirs(run_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(path, ignore_errors=True)

@@ -25,7 +25,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from attnlab.errors import CheckpointError, ConfigError
-from attnlab.model.checkpoint import check_weights
+from attnlab.model.checkpoint import check_weights, unreadable
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import Transformer
 
@@ -199,15 +199,21 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         try:
             return load_file(str(safetensors))
         except (SafetensorError, OSError, ValueError) as error:
-            raise CheckpointError(f"{safetensors}: not a safetensors file ({type(error).__name__})") from None
+            raise unreadable(safetensors, error) from None
     if legacy.is_file():
         try:
             with warnings.catch_warnings():  # torch's note that Hugging Face pickled with protocol 4: not the user's
                 warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
                 weights = torch.load(legacy, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as error:
+        except pickle.UnpicklingError:  # PyTorch's own text, cut at 160 characters, ended "Re-running `torch."
+            raise CheckpointError(
+                f"{legacy}: refused; it is not plain tensors that PyTorch's safe loader (weights_only) reads, and a "
+                "pickle is not unpickled otherwise, since unpickling can run code (convert it to model.safetensors "
+                "where it came from, e.g. save_pretrained(safe_serialization=True))"
+            ) from None
+        except (RuntimeError, EOFError, ValueError, OSError) as error:  # truncated, not a pickle, unreadable
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise CheckpointError(f"{legacy}: refused; it is not plain tensors ({first[:160]})") from None
+            raise CheckpointError(f"{legacy}: refused; not a readable PyTorch file ({first[:160]})") from None
         if not isinstance(weights, dict) or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
         ):  # a tensor under an integer key was an AttributeError traceback
@@ -293,7 +299,7 @@ def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
     """(model in eval mode, fp32; what the directory says about itself) for a Marian directory."""
     directory = Path(directory)
     hf = read_hf_config(directory)
-    config = marian_config(hf)
+    config, about = marian_config(hf), about_model(hf)  # before the weights are read
     files = read_weights(directory)
     hf_weights = {name.removeprefix("model."): tensor for name, tensor in files.items()}
     encoder, decoder = embedding_tables(hf_weights, config)
@@ -318,10 +324,36 @@ def read_marian(directory: str | Path) -> tuple[Transformer, dict[str, Any]]:
     check_weights({named[k]: weights[k] for k in expected}, directory)
     model = Transformer(config)
     model.load_state_dict({k: weights[k].float() for k in expected})
-    about = {
-        "name_or_path": hf.get("_name_or_path", ""),
-        "architectures": hf.get("architectures", []),
-        "dropout": hf.get("dropout"),
+    return model.eval(), about
+
+
+def about_model(hf: dict[str, Any]) -> dict[str, Any]:
+    """What the directory says about itself (for the model card and the checkpoint's meta), each
+    value checked: a `_name_or_path` of "\\ud800" (no UTF-8 text) failed the card's write with a
+    UnicodeEncodeError traceback, and a mapping for a name or a NaN dropout went into meta silently."""
+    for key in ("_name_or_path", "transformers_version"):
+        if hf.get(key) is not None and not is_text(hf[key]):
+            raise ConfigError(f"Marian setting {key}={hf[key]!r:.60} must be text (a string UTF-8 can write)")
+    architectures = [] if hf.get("architectures") is None else hf["architectures"]
+    if not isinstance(architectures, list) or not all(is_text(name) for name in architectures):
+        raise ConfigError(f"Marian setting architectures={architectures!r:.60} must be a list of class names")
+    dropout = hf["dropout"]
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:  # (NaN fails)
+        raise ConfigError(f"Marian setting dropout={dropout!r:.60} must be a number from 0 to below 1")
+    return {
+        "name_or_path": hf.get("_name_or_path") or "",
+        "architectures": architectures,
+        "dropout": dropout,
         "transformers_version": hf.get("transformers_version"),
     }
-    return model.eval(), about
+
+
+def is_text(value: object) -> bool:
+    """A string UTF-8 can write: JSON's "\\ud800" reads as a lone surrogate, which it cannot."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
