@@ -754,6 +754,8 @@ def test_the_page_names_its_parts_for_a_screen_reader_and_the_tab_key(page: Page
     p.locator(".attn-beam input").focus()
     p.keyboard.press("Tab")
     assert p.evaluate(focused) == "0.6", "the beam box's arrow buttons took the Tab key"
+    logos = p.locator(".bk-logo")
+    assert logos.count() > 0 and all(logo.evaluate("el => el.tabIndex") == -1 for logo in logos.all())
     assert page.errors == []
 
 

@@ -126,6 +126,10 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
     corpus._clicked("indices", [], [0])
     assert not store.error and not store.errors and store.text == corpus.rows[0]["source"]
     assert (store.kind, store.layer, store.head) == ("encoder", 1, 2)
+    corpus.path_input.value = "profiles/parser.parquet"  # Enter in the box opens it, as "Open profile" does
+    corpus.path_input.param.trigger("enter_pressed")
+    assert corpus.profile_name == "lab/profiles/parser.parquet"
+    assert corpus.open("profiles/own.parquet")
     # from the keyboard: the open head's button lists its sentences, the menu opens one
     store.select(kind="cross", layer=0, head=3)
     corpus.open_head.clicks += 1

@@ -9,7 +9,8 @@ second, and after each key, the page is walked again; a walk takes ~0.4 ms here)
   left its views behind the focus, and nine titles took nine stops (its grid draws them on top).
 - A check box is named by its text (BokehJS puts the text beside it, not in a `<label>`: a
   screen reader said "checkbox" of every one); a button of a group says whether it is pressed.
-- The number boxes' arrow buttons leave the Tab order (the box's own ↑ ↓ do the same).
+- The number boxes' arrow buttons leave the Tab order (the box's own ↑ ↓ do the same), and so do
+  the figures' links to bokeh.org.
 - A figure's own Tab stop is named by its title (`role=img`; `viz.cells` also names it by its
   axis, and adds keys to move its hidden columns).
 - The status line and the notices are live regions: a result or an error is read out when it
@@ -49,6 +50,8 @@ const sweep = (root) => {
     } else if (el.tagName === "INPUT" && el.type === "checkbox" && !el.hasAttribute("aria-label")) {
       const text = el.nextElementSibling && el.nextElementSibling.textContent.trim();
       if (text) el.setAttribute("aria-label", text);
+    } else if (classes.contains("bk-logo")) {
+      el.tabIndex = -1;  // (each figure's link to bokeh.org was a stop of the Tab key)
     } else if (classes.contains("bk-spin-btn")) {
       el.tabIndex = -1;
       el.setAttribute("aria-hidden", "true");

@@ -128,6 +128,7 @@ class CorpusTab(pn.viewable.Viewer):
             lambda event: self._clicked("", [], [] if event.new is None else [event.new]), "value"
         )
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
+        self.path_input.param.watch(lambda _event: self.open(self.path_input.value), "enter_pressed")  # as "Open"
         self.stat.param.watch(lambda _event: self.draw(), "value")
         self.order.param.watch(lambda _event: self.list_sentences(), "value")
 
