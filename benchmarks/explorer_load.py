@@ -85,7 +85,7 @@ SENTENCES = [
     "A little boy is eating an ice cream in the sun.",
 ]
 STATUS_RUN = re.compile(r"data-run='(\d+)'")
-OUTPUT = re.compile(r"<div class='attn-output'>(.*?)</div>", re.S)
+OUTPUT = re.compile(r"<div class='attn-output'[^>]*>(.*?)</div>", re.S)  # (with the output's lang)
 
 
 @dataclass

@@ -134,11 +134,11 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
     store.select(kind="cross", layer=0, head=3)
     corpus.open_head.clicks += 1
     assert corpus.selected == ("cross", 0, 3) and list(corpus.sentence.options.values()) == [
-        None,
+        -1,
         *range(len(corpus.rows)),
     ]
     corpus.sentence.value = 1
-    assert store.text == corpus.rows[1]["source"] and corpus.sentence.value is None and not store.errors
+    assert store.text == corpus.rows[1]["source"] and corpus.sentence.value == -1 and not store.errors
     corpus.pick("cross", 7, 0)  # a head the profile lacks (the page's model may be another): a line, the list stays
     assert store.errors["corpus"] == text(
         "corpus.no_head", "en", name="lab/profiles/own.parquet", head="encoder–decoder attention · L7 H0"

@@ -9,8 +9,12 @@ import sys
 
 import pytest
 
+# After what a command imports before it calls `keep_freed_memory` (`attnlab.decode.commands`): in a
+# process that had imported only torch, glibc still gave each 40 MB buffer back (10,240 faults),
+# whatever the mallopt settings; the heap's layout then is not a command's.
 PROBE = """
 import resource, sys, torch
+import attnlab.decode.commands
 from attnlab.model.memory import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else False
 faults = []

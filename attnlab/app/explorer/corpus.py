@@ -38,6 +38,7 @@ from attnlab.model.checkpoint import weights_digest
 MAX_PROFILE_MB = 512  # test2016 is ~1 MB; this is room for corpora 100x larger, not for any file
 N_EXTREMES = 12
 FIGURE_NAME = "profile-{kind}"  # the grids' bokeh names (what tests and exports find them by)
+NONE = -1  # the sentence menu's "—": no sentence (not None, which a browser shows as "None")
 
 
 def resolve_profile(roots: CheckpointRoots, request: str) -> Path:
@@ -124,9 +125,7 @@ class CorpusTab(pn.viewable.Viewer):
             self.table,
         )
         self.open_head.on_click(lambda _event: self.pick(store.kind, store.layer, store.head))
-        self.sentence.param.watch(
-            lambda event: self._clicked("", [], [] if event.new is None else [event.new]), "value"
-        )
+        self.sentence.param.watch(lambda event: event.new != NONE and self._clicked("", [], [event.new]), "value")
         self.open_button.on_click(lambda _event: self.open(self.path_input.value_input or self.path_input.value))
         self.path_input.param.watch(lambda _event: self.open(self.path_input.value), "enter_pressed")  # as "Open"
         self.stat.param.watch(lambda _event: self.draw(), "value")
@@ -267,7 +266,7 @@ class CorpusTab(pn.viewable.Viewer):
                           index_position=None, selectable=True, sortable=False, name="profile-sentences")  # fmt: skip
         self.table.object = viz.use_fonts(table)
         rows = {f"{i + 1} · {row['value']:.3f} · {row['source'][:70]}": i for i, row in enumerate(self.rows)}
-        self.sentence.options, self.sentence.value = {"—": None, **rows}, None
+        self.sentence.options, self.sentence.value = {"—": NONE, **rows}, NONE
         self.sentence.visible = bool(self.rows)
 
     def _clicked(self, _attr: str, _old: list[int], new: list[int]) -> None:
@@ -281,7 +280,7 @@ class CorpusTab(pn.viewable.Viewer):
         if refusal:
             return
         picked = self.rows[index]
-        self.sentence.value = None  # (the same sentence chosen again opens it again)
+        self.sentence.value = NONE  # (the same sentence chosen again opens it again)
         reference = picked["output"] if self.profile.meta.get("mode") == "reference" else ""
         self.open_sentence(picked["source"], reference, self.selected)
 

@@ -65,19 +65,16 @@ class Output(pn.viewable.Viewer):
         # the output's language, so that a screen reader reads German with a German voice, not the page's
         target = store.model.meta.get("data", {}).get("tgt_lang") if store.model.task == "translate" else None
         voice = f" lang='{target}'" if isinstance(target, str) and target.isalpha() and len(target) <= 8 else ""
+        output, cell = f"<div class='attn-output'{voice}>", f"<td{voice}>"  # (opening tags: the text follows)
 
         label = text("output.parse" if store.model.task == "parse" else "output.translation", lang)
-        parts = [
-            f"<div class='attn-result'><div class='attn-muted'>{label}</div><div class='attn-output'{voice}>{shown(result.text)}</div>"
-        ]
+        parts = [f"<div class='attn-result'><div class='attn-muted'>{label}</div>{output}{shown(result.text)}</div>"]
         if scored is not None:
             per_token = scored.logprob / len(scored.tokens)
             said = text("output.reference", lang, logprob=scored.logprob, score=per_token)
-            parts.append(
-                f"<div class='attn-muted'>{said}</div><div class='attn-output'{voice}>{shown(scored.text)}</div>"
-            )
+            parts.append(f"<div class='attn-muted'>{said}</div>{output}{shown(scored.text)}</div>")
         rows = "".join(
-            f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td><td{voice}>{shown(h.text)}</td></tr>"
+            f"<tr><td>{rank + 1}</td><td>{h.score:.3f}</td><td>{h.logprob:.3f}</td>{cell}{shown(h.text)}</td></tr>"
             for rank, h in enumerate(result.hypotheses)
         )
         decoding = (
