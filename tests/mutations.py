@@ -227,17 +227,17 @@ MUTATIONS = (
         ("tests/test_decode.py",),
     ),
     Mutation(
-        "</s> only among the top beam",
+        "</s> only among the top beam (fairseq)",
         SEARCH,
-        "ends[:, beam:] = False",
-        "ends[:, 2 * beam :] = False",
+        "ends = live & top_tokens.eq(eos)",
+        "ends = live & top_tokens.eq(eos) & (torch.arange(top_tokens.size(1)) < beam)",
         ("tests/test_decode.py",),
     ),
     Mutation(
-        "stop once beam have finished",
+        "stop once beam have finished (fairseq)",
         SEARCH,
+        "if n and not _settled",
         "if n and len(finished[sent]) < beam and not _settled",
-        "if n and len(finished[sent]) <= beam and not _settled",
         ("tests/test_decode.py",),
     ),
     Mutation(

@@ -234,23 +234,40 @@ def test_length_penalty_changes_the_winner() -> None:
     assert winner.score == pytest.approx(math.log(0.45) / length_penalty(5, 1.0))
 
 
-def test_a_sentence_stops_once_beam_hypotheses_have_finished() -> None:
-    """fairseq's rule: once `beam` hypotheses have ended, the sentence stops, even where a live one
-    would have scored higher later (here [4, 7, 3] with α = 1); the n-best list is those `beam`.
-    (Waiting for one more passed every other test.)"""
+def test_a_sentence_goes_on_while_a_live_hypothesis_can_still_win() -> None:
+    """tensor2tensor's rule, which the paper decoded with: two hypotheses have ended ([5, 3] and
+    [4, 3]), but the live [4, 7] may still beat them once normalised (α = 1), and does. fairseq's
+    rule stopped once `beam` had ended and returned [5, 3] (12 of test2016's 1,000 outputs)."""
     table = {(): {4: 0.5, 5: 0.3, 6: 0.2}, (4,): {3: 0.52, 7: 0.48}, (5,): {3: 0.9, 7: 0.1}, (4, 7): {3: 1.0}}
     found = beam_search(Scripted(table), [10], beam=2, alpha=1.0)[0]
-    assert [h.tokens for h in found] == [[5, 3], [4, 3]]
-    assert math.log(0.24) / length_penalty(3, 1.0) > found[0].score  # the one it did not wait for
+    assert [h.tokens for h in found] == [[4, 7, 3], [5, 3]]
+    assert found[0].score == pytest.approx(math.log(0.24) / length_penalty(3, 1.0))
+
+
+def test_any_of_the_best_two_beam_moves_may_end_a_hypothesis() -> None:
+    """</s> ranked second with a beam of one ([3], P 0.4) beats the live move's every ending
+    ([4, 3], P 0.3): counted only among the top `beam` moves (fairseq), it was never found."""
+    table = {(): {4: 0.6, 3: 0.4}, (4,): {3: 0.5, 5: 0.5}, (4, 5): {3: 1.0}}
+    found = beam_search(Scripted(table), [10], beam=1, alpha=0.0)[0]
+    assert found[0].tokens == [3] and found[0].logprob == pytest.approx(math.log(0.4))
 
 
 def test_an_ending_move_leaves_beam_live_hypotheses() -> None:
     """Each row offers its best 2·beam moves: when </s> takes one of a sentence's top `beam`
     places, `beam` hypotheses still go on. With `beam` moves a row, the first step's one row kept
-    a single live hypothesis (and a dead copy), and [5, 3] was never found."""
-    table = {(): {3: 0.5, 4: 0.3, 5: 0.2}, (4,): {3: 0.1, 6: 0.9}, (5,): {3: 1.0}}
-    found = beam_search(Scripted(table), [10], beam=2, alpha=1.0)[0]
-    assert [h.tokens for h in found] == [[3], [5, 3]]
+    a single live hypothesis (and a dead copy), and [5, ...] was never read."""
+
+    class Reading(Scripted):
+        rows: list[list[list[int]]] = []
+
+        def step(self, tokens: torch.Tensor) -> torch.Tensor:
+            Reading.rows.append(tokens.tolist())
+            return super().step(tokens)
+
+    table = {(): {4: 0.45, 3: 0.35, 5: 0.2}, (4,): {3: 0.9, 6: 0.1}, (5,): {3: 1.0}}
+    found = beam_search(Reading(table), [10], beam=2, alpha=0.0)[0]
+    assert sorted(Reading.rows[1]) == [[2, 4], [2, 5]]  # (bos 2): both live hypotheses read at step 2
+    assert [h.tokens for h in found] == [[4, 3], [3]]
 
 
 def test_early_stop_and_forced_end() -> None:
