@@ -70,6 +70,10 @@ from attnlab.train.regime import (
 )
 from attnlab.train.update import Update, stage
 
+# The peer's attention projections have biases (nn.MultiheadAttention): attnlab's are timed with
+# them too, so that both run the same maths (the paper's, and attnlab's presets, have none).
+PEER_SHAPE = {"attn_bias": True}
+
 
 class TorchTransformerMT(nn.Module):
     """The peer: `torch.nn.Transformer` inside the paper's embedding and output layers (§3.4,
@@ -191,7 +195,7 @@ def system_step(
     where = torch.device(device)
     batch = median_batch(Path(data_dir), max_tokens)
     torch.manual_seed(0)
-    model = (Transformer if ours else TorchTransformerMT)(preset(name)).to(where)
+    model = (Transformer if ours else TorchTransformerMT)(preset(name, **PEER_SHAPE)).to(where)
     step = make_step(model, batch, dtype == "bf16", where, ours, args.compile_modes[dtype] if ours else "off")
     for _ in range(args.warmup):
         step()
@@ -204,7 +208,7 @@ def measure_case(
 ) -> dict[str, object]:
     """Both systems on one (preset, precision), each in a process of its own (`common.Worker`):
     built and warmed one after the other, then `repeats` alternating timings."""
-    config = preset(name)
+    config = preset(name, **PEER_SHAPE)
     with torch.device("meta"):
         counts = count_parameters(Transformer(config)), count_parameters(TorchTransformerMT(config))
     if counts[0] != counts[1]:

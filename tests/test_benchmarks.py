@@ -78,7 +78,7 @@ def test_peer_is_the_same_model_as_attnlab(monkeypatch: pytest.MonkeyPatch) -> N
     from attnlab.model.config import preset
     from attnlab.model.transformer import Transformer
 
-    config = preset("tiny")
+    config = preset("tiny", attn_bias=True)  # (nn.MultiheadAttention's projections have biases)
     ours, peer = Transformer(config).eval(), TorchTransformerMT(config).eval()
     peer.embed.weight.data.copy_(ours.embed.weight)
     for mine, theirs in zip(ours.encoder["layers"], peer.core.encoder.layers, strict=True):

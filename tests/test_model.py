@@ -34,6 +34,19 @@ def test_table3_params_column(name: str) -> None:
     assert abs(count - paper) / paper < 0.03, f"{name}: {count / 1e6:.1f}M vs paper {paper / 1e6:.0f}M"
 
 
+def test_the_attention_projections_have_no_biases_as_in_the_paper(tmp_path: Path) -> None:
+    """§3.2.2 (and tensor2tensor) project without biases; attnlab's had them. A config.json written
+    before the field (every checkpoint until then, the bundled ones too) loads with its biases."""
+    for name in PRESETS:
+        layer = Transformer(preset(name, vocab_size=1000, n_layers=1)).encoder["layers"][0].self_attn
+        assert all(getattr(layer, w).bias is None for w in ("w_q", "w_k", "w_v", "w_o")), name
+    older = {k: v for k, v in preset("tiny").to_dict().items() if k not in ("attn_bias", "paper")}
+    assert ModelConfig.from_dict(older).attn_bias and not ModelConfig.from_dict({**older, "attn_bias": False}).attn_bias
+    bundled = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
+    if (bundled / "manifest.json").is_file():
+        assert attnlab.load(bundled).model.encoder["layers"][0].self_attn.w_k.bias is not None
+
+
 def test_presets_mirror_table3() -> None:
     rows = {name: preset(name) for name in ("base", "big")}  # N, d_model, d_ff, h, P_drop, ε_ls of Table 3
     assert {n: (c.n_layers, c.d_model, c.d_ff, c.n_heads, c.p_drop, c.eps_ls) for n, c in rows.items()} == {

@@ -202,7 +202,8 @@ def set_norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
 def set_linear(spec: Any, linears: list[torch.nn.Linear]) -> None:
     """One CTranslate2 linear from one or more of ours stacked along the output (fused QKV)."""
     spec.weight = torch.cat([tensor(linear.weight) for linear in linears])
-    spec.bias = torch.cat([tensor(linear.bias) for linear in linears])
+    if linears[0].bias is not None:  # (the paper's attention projections have none: CTranslate2's is optional)
+        spec.bias = torch.cat([tensor(linear.bias) for linear in linears])
 
 
 def set_attention(spec: Any, attention: torch.nn.Module, fused: list[list[str]], norm: torch.nn.LayerNorm) -> None:

@@ -76,6 +76,9 @@ class ModelConfig:
     tgt_vocab_size: int | None = None  # the decoder's own vocabulary; None: vocab_size (shared)
     tie_output: bool = True  # pre-softmax matrix = the target embedding matrix (§3.4)
     logits_bias: bool = False  # a bias added to the logits (Marian's final_logits_bias)
+    # Biases in W^Q, W^K, W^V and W^O: §3.2.2's projections have none (tensor2tensor: use_bias=False);
+    # Marian's have them, and so did every attnlab model before this field (`from_dict`).
+    attn_bias: bool = False
     # Restricted self-attention (Table 1's last row, §4): the encoder attends within distance r,
     # the decoder to the previous r positions and itself; encoder-decoder attention stays global.
     attn_window: int | None = None  # r; None: global (the paper's models)
@@ -118,7 +121,7 @@ class ModelConfig:
             raise ConfigError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if self.pe_layout not in ("interleaved", "halves"):
             raise ConfigError(f"pe_layout must be 'interleaved' (the paper's) or 'halves', got {self.pe_layout!r}")
-        for name in ("scale_embedding", "share_embeddings", "tie_output", "logits_bias"):
+        for name in ("scale_embedding", "share_embeddings", "tie_output", "logits_bias", "attn_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.attn_window is not None and (not _whole(self.attn_window) or self.attn_window < 0):
@@ -169,6 +172,8 @@ class ModelConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown config key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        if "d_model" in data and "attn_bias" not in data:  # a config.json written before the field: it had them
+            data = {**data, "attn_bias": True}
         return cls(**data)
 
 

@@ -172,6 +172,7 @@ def marian_config(hf: dict[str, Any]) -> ModelConfig:
             share_embeddings=shared,
             tie_output=tie,
             logits_bias=True,
+            attn_bias=True,
         )
     except ConfigError as error:
         raise ConfigError(in_marian_terms(str(error), hf)) from None

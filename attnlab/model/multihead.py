@@ -35,10 +35,11 @@ class MultiHeadAttention(nn.Module):
         self.kind = kind  # "encoder" | "decoder" | "cross" (§3.2.3)
         self.name = ""  # set by Transformer to the hook point's dotted name
         self.n_heads, self.d_k, self.d_v = config.n_heads, config.d_k, config.d_v
-        self.w_q = nn.Linear(config.d_model, config.n_heads * config.d_k)
-        self.w_k = nn.Linear(config.d_model, config.n_heads * config.d_k)
-        self.w_v = nn.Linear(config.d_model, config.n_heads * config.d_v)
-        self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model)
+        bias = config.attn_bias  # (the paper's projections have none; Marian's do)
+        self.w_q = nn.Linear(config.d_model, config.n_heads * config.d_k, bias=bias)
+        self.w_k = nn.Linear(config.d_model, config.n_heads * config.d_k, bias=bias)
+        self.w_v = nn.Linear(config.d_model, config.n_heads * config.d_v, bias=bias)
+        self.w_o = nn.Linear(config.n_heads * config.d_v, config.d_model, bias=bias)
         # Restricted self-attention (`attn_window`): the band is applied here, where the keys'
         # positions are known (also in incremental decoding); encoder-decoder attention is global.
         self.window = None if kind == "cross" else config.attn_window
