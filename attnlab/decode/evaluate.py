@@ -4,8 +4,9 @@ labelled bracket F1 for parsing, and alignment error rate for word alignment (`-
 BLEU is sacreBLEU's, computed by the library itself on detokenized text, so the figure equals
 `sacrebleu REF < HYP`, with `-tok zh` for a Chinese target: the tokenizer follows the target
 language in the checkpoint's meta (`--tokenize` overrides it), and the signature says which.
-`--tokenized` adds the number the paper's tables used (tokenized text, hyphenated compounds
-split as in tensor2tensor's get_ende_bleu.sh), labelled: it is not comparable with sacreBLEU.
+`--tokenized` adds an approximation of the number the paper's tables used (tokenized text,
+hyphenated compounds split as in tensor2tensor's get_ende_bleu.sh; sacreBLEU's 13a tokenizer
+stands in for Moses' tokenizer.perl), labelled: it is not comparable with sacreBLEU.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ class ModelConfig:
     # Biases in W^Q, W^K, W^V and W^O: §3.2.2's projections have none (tensor2tensor: use_bias=False);
     # Marian's have them, and so did every attnlab model before this field (`from_dict`).
     attn_bias: bool = False
-    # Restricted self-attention (Table 1's last row, §4): the encoder attends within distance r,
+    # Restricted self-attention (Table 1's last row, §4): the encoder attends within distance r
+    # (a window of 2r + 1: §4's "neighborhood of size r" centred on the position is r // 2 here),
     # the decoder to the previous r positions and itself; encoder-decoder attention stays global.
     attn_window: int | None = None  # r; None: global (the paper's models)
     # What the paper reports for this configuration (Table 3), for comparison only.
