@@ -756,6 +756,11 @@ def test_the_page_names_its_parts_for_a_screen_reader_and_the_tab_key(page: Page
     assert p.evaluate(focused) == "0.6", "the beam box's arrow buttons took the Tab key"
     logos = p.locator(".bk-logo")
     assert logos.count() > 0 and all(logo.evaluate("el => el.tabIndex") == -1 for logo in logos.all())
+    p.get_by_role("checkbox", name=re.compile("weights as a table")).check()  # the heatmap, read as a table
+    table = p.get_by_role("table", name=re.compile(r"· layer \d · head \d"))
+    table.wait_for(timeout=10_000)
+    assert table.get_by_role("rowheader").count() > 2 and table.get_by_role("columnheader").count() > 2
+    page.shot("weights-table")
     assert page.errors == []
 
 

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -462,6 +463,35 @@ def test_a_listed_model_opened_by_path_is_named_as_the_picker_names_it(lab: dict
     assert shown.store.model.task == "parse" and not shown.store.error, shown.store.error
     assert shown.checkpoint_select.value == shown.store.checkpoint_name == "parser"
     assert "parser<br>" in shown.model_info.object and lab["parse"].name not in shown.model_info.object
+
+
+def test_the_open_heads_weights_read_as_a_table(lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticked, the Heads tab shows the open head's weights as a table: a header cell a key piece,
+    a row a query piece, each cell its weight (masked ones "—"); another head redraws it; a map too
+    big to read that way is one line; unticked, nothing."""
+    import re
+
+    from attnlab.app.explorer import heads as heads_tab
+
+    shown = explorer(lab, tiny="translate")
+    store, tab = shown.store, shown.heads
+    assert not tab.table.visible
+    tab.as_table.value = True
+    for kind, layer, head in (("decoder", 1, 2), ("cross", 0, 1)):
+        store.select(kind=kind, layer=layer, head=head)
+        table = tab.table.object
+        weights = store.trace.attention(kind, layer)[head]
+        cells = [float(c) if c != "—" else None for c in re.findall(r"<td[^>]*>([^<]*)</td>", table)]
+        assert len(cells) == weights.size and tab.table.visible
+        shown_weights = np.array([w if w is not None else 0.0 for w in cells]).reshape(weights.shape)
+        np.testing.assert_allclose(shown_weights, weights, atol=5e-4)
+        assert (None in cells) == (kind == "decoder")  # the causal mask's cells
+        assert f"layer {layer} · head {head}" in table
+    monkeypatch.setattr(heads_tab, "MOST", 3)
+    store.select(head=0)
+    assert "more than 3 pieces a side to read as a table" in tab.table.object
+    tab.as_table.value = False
+    assert not tab.table.visible
 
 
 def test_the_output_is_marked_in_its_language(lab: dict[str, Path]) -> None:

@@ -65,6 +65,7 @@ from attnlab.viz.rollout import rollout_figure
 from attnlab.viz.saliency import saliency_figure, saliency_scale
 from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
+from attnlab.viz.table import weights_table
 from attnlab.viz.timeline import diff_figure, timeline_curve
 from attnlab.viz.tree import tree_figure
 from attnlab.viz.words import WORDS, stat_name
@@ -135,6 +136,7 @@ __all__ = [
     "two_names",
     "update_grid",
     "update_heatmap",
+    "weights_table",
     "update_lines",
     "update_matrix",
     "use_fonts",

@@ -2,8 +2,10 @@
 heatmap and its lines (bertviz's head view: where each word looks), and a caption that says what
 is shown. A box weighs every one of them by what each key writes (‖αf(x)‖, `attnlab.record.norms`):
 a head's weight parked on a piece whose vector is short moves next to nothing, and the weighed
-maps show where what a head writes comes from. The figures are edited in place after the first
-draw, so that a new selection sends only new data to the browser, not new figures.
+maps show where what a head writes comes from. Another box shows the open head's weights as a
+table (`viz.weights_table`): what a screen reader can read of the heatmap, and every exact value.
+The figures are edited in place after the first draw, so that a new selection sends only new
+data to the browser, not new figures.
 """
 
 from __future__ import annotations
@@ -17,8 +19,20 @@ import panel as pn
 from attnlab import viz
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import head_pattern_text, kind_name, text
+from attnlab.errors import AttnlabError
 from attnlab.record.norms import norm_trace, shift
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.table import MOST
+
+# A table that scrolls in its own box, its header row and column staying in view
+TABLE_CSS = """
+:host { max-height: 420px; overflow: auto; }
+table.attn-weights { border-collapse: collapse; font-size: 12px; }
+.attn-weights caption { text-align: left; font-weight: bold; padding: 4px 0; }
+.attn-weights th, .attn-weights td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+.attn-weights thead th { position: sticky; top: 0; background: #f5f5f5; }
+.attn-weights tbody th { position: sticky; left: 0; background: #f5f5f5; text-align: left; }
+"""
 
 
 def bokeh_edit(edit: Callable[..., None], *args: Any, **kwargs: Any) -> None:
@@ -48,8 +62,11 @@ class HeadsTab(pn.viewable.Viewer):
         self.every.param.watch(lambda _event: self.draw_heatmap(), "value")
         self.weigh = pn.widgets.Checkbox(label=text("heads.weigh", store.lang), css_classes=["attn-weigh"])
         self.weigh.param.watch(lambda _event: redraw(), "value")
-        boxes = pn.Column(self.lines, self.every, self.weigh)
-        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, boxes))
+        self.as_table = pn.widgets.Checkbox(label=text("heads.table", store.lang), css_classes=["attn-as-table"])
+        self.as_table.param.watch(lambda _event: self.draw_heatmap(), "value")
+        self.table = pn.pane.HTML("", css_classes=["attn-weights-table"], stylesheets=[TABLE_CSS], visible=False)
+        boxes = pn.Column(self.lines, self.every, self.weigh, self.as_table)
+        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, boxes), self.table)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
@@ -94,6 +111,13 @@ class HeadsTab(pn.viewable.Viewer):
             viz.update_lines(self.lines.object, *lines, vmax=vmax, words=store.words)
         q_len, k_len = trace.attention(store.kind, store.layer).shape[1:]
         lang = store.lang
+        self.table.visible = self.as_table.value
+        if self.as_table.value:
+            try:
+                self.table.object = viz.weights_table(*selection, mask=store.mask, words=store.words, most=MOST)
+            except AttnlabError:  # (too long to read as a table: the line says what to do instead)
+                said = text("heads.table_too_big", lang, size=f"{q_len}×{k_len}", most=MOST)
+                self.table.object = f"<p class='attn-muted'>{html.escape(said)}</p>"
         caption = text(
             "heads.caption",
             lang,
