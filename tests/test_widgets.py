@@ -232,6 +232,20 @@ def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
     np.testing.assert_allclose(shown(view.figures["rollout"]), attnlab.rollout(trace, "encoder")[1], rtol=1e-6)
 
 
+def test_the_open_heads_weights_read_as_a_table(trace: AttentionTrace) -> None:
+    """As the explorer's Heads tab: ticked, the open head's weights as a table, following the
+    picker; unticked, none."""
+    view = widgets.show(trace, kind="decoder")
+    assert view.table.value == ""
+    view.as_table.value = True
+    view.picker.select(kind="encoder", layer=1, head=0)
+    cells = [float(c) for c in re.findall(r"<td>([^<]*)</td>", view.table.value)]
+    np.testing.assert_allclose(cells, trace.attention("encoder", 1)[0].ravel(), atol=5e-4)
+    assert "<caption>" in view.table.value and "<style>" in view.table.value
+    view.as_table.value = False
+    assert view.table.value == ""
+
+
 def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.decode.Model) -> None:
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2)
     first = explorer.result

@@ -66,6 +66,7 @@ from attnlab.record.lens import logit_lens
 from attnlab.record.norms import norm_trace
 from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
+from attnlab.viz.table import STYLE
 
 __all__ = [
     "Compare",
@@ -98,7 +99,9 @@ class TraceView(w.VBox):
         self.show_mask = checkbox(i18n.text("widgets.show_mask", lang))
         self.show_rollout = checkbox(i18n.text("widgets.show_rollout", lang))
         self.every_head = checkbox(i18n.text("heads.lines_every", lang))  # the lines of the whole layer
-        for box in (self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head):
+        self.as_table = checkbox(i18n.text("heads.table", lang))  # (`viz.weights_table`, as the Heads tab)
+        self.table = w.HTML(layout=w.Layout(max_height="420px", overflow="auto"))
+        for box in (self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head, self.as_table):
             box.observe(lambda _change: self.redraw(), "value")
         self.caption = w.HTML(layout=w.Layout(display=None if caption else "none"))
         self.pattern = w.HTML()  # what the open head does on this sentence
@@ -110,11 +113,11 @@ class TraceView(w.VBox):
         self.errors = ErrorBox(lang)
         # (wrapping: in Spanish the five boxes ran 45 px past a 1,280 px notebook)
         options = w.HBox(
-            [self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head],
+            [self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head, self.as_table],
             layout=w.Layout(flex_flow="row wrap"),
         )
         figures = w.HBox(list(self._panes.values()), layout=w.Layout(flex_flow="row wrap"))
-        super().__init__([self.caption, self.picker, options, self.pattern, self.errors, figures])
+        super().__init__([self.caption, self.picker, options, self.pattern, self.errors, figures, self.table])
         if trace is not None:
             self.set_trace(trace)
 
@@ -136,7 +139,7 @@ class TraceView(w.VBox):
     def clear(self) -> None:
         """Show no trace (after a failed run: nothing of the previous sentence stays on show)."""
         self.trace, self._stats = None, []
-        self.caption.value = self.pattern.value = ""
+        self.caption.value = self.pattern.value = self.table.value = ""
         self.picker.layout.display = "none"
         for pane in self._panes.values():
             pane.update(None)
@@ -163,6 +166,10 @@ class TraceView(w.VBox):
             self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
             rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
             self.rollout.update(rolled)
+            self.table.value = ""  # (a map too long for a table: the error box says so)
+            if self.as_table.value:
+                table = viz.weights_table(self.trace, kind, layer, head, mask=mask, words=words)
+                self.table.value = f"<style>{STYLE}</style>{table}"
 
 
 def show(

@@ -19,6 +19,14 @@ from attnlab.viz.selection import head_map
 from attnlab.viz.words import say
 
 MOST = 80  # pieces a side: 6,400 cells read one by one is already more than a reader wants
+# How a page shows it (the explorer's pane, a notebook's): its header row and column in view
+STYLE = """
+table.attn-weights { border-collapse: collapse; font-size: 12px; }
+.attn-weights caption { text-align: left; font-weight: bold; padding: 4px 0; }
+.attn-weights th, .attn-weights td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+.attn-weights thead th { position: sticky; top: 0; background: #f5f5f5; }
+.attn-weights tbody th { position: sticky; left: 0; background: #f5f5f5; text-align: left; }
+"""
 
 
 def weights_table(

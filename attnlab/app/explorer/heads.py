@@ -22,17 +22,9 @@ from attnlab.app.i18n import head_pattern_text, kind_name, text
 from attnlab.errors import AttnlabError
 from attnlab.record.norms import norm_trace, shift
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.table import MOST
+from attnlab.viz.table import MOST, STYLE
 
-# A table that scrolls in its own box, its header row and column staying in view
-TABLE_CSS = """
-:host { max-height: 420px; overflow: auto; }
-table.attn-weights { border-collapse: collapse; font-size: 12px; }
-.attn-weights caption { text-align: left; font-weight: bold; padding: 4px 0; }
-.attn-weights th, .attn-weights td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
-.attn-weights thead th { position: sticky; top: 0; background: #f5f5f5; }
-.attn-weights tbody th { position: sticky; left: 0; background: #f5f5f5; text-align: left; }
-"""
+TABLE_CSS = ":host { max-height: 420px; overflow: auto; }" + STYLE  # (it scrolls in its own box)
 
 
 def bokeh_edit(edit: Callable[..., None], *args: Any, **kwargs: Any) -> None:
