@@ -111,12 +111,9 @@ def expected_shares(attribution: object, position: int) -> np.ndarray:
     )
 
 
-def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Path) -> None:
-    """Its fifth box, once ticked, draws each model's direct logit attribution grid for the piece
-    chosen (the second model read on the first one's output, each with the heads it has), with a
-    line each of the other shares summed to that model's logit; another piece redraws, another
-    head does not, and unticked nothing is drawn."""
-    from attnlab.app.attribution_text import parts_line
+def against_one_layer(tmp_path: Path) -> object:
+    """An explorer on the bundled translator, its Compare tab open against a random one-layer,
+    two-head model of the same vocabulary (saved under `tmp_path`)."""
     from attnlab.app.explorer import Explorer
     from attnlab.app.roots import CheckpointRoots
     from attnlab.model.checkpoint import save_checkpoint
@@ -129,6 +126,17 @@ def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Pat
     shown.open_listed("de")
     shown.tabs.active = 5
     shown.compare.second.value = "small"
+    return shown
+
+
+def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Path) -> None:
+    """Its fifth box, once ticked, draws each model's direct logit attribution grid for the piece
+    chosen (the second model read on the first one's output, each with the heads it has), with a
+    line each of the other shares summed to that model's logit; another piece redraws, another
+    head does not, and unticked nothing is drawn."""
+    from attnlab.app.attribution_text import parts_line
+
+    shown = against_one_layer(tmp_path)
     tab, box = shown.compare, shown.compare.attributions
     assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
     box.show.value = True
@@ -248,19 +256,9 @@ def test_the_compare_tab_shows_which_inputs_each_piece_depends_on_in_both_models
     first one's output, so the rows are the same pieces) on one colour scale, with each model's
     line; read once per comparison (another head reads nothing), unticked nothing is drawn, and
     what the library refuses is one line in the tab's notice."""
-    from attnlab.app.explorer import Explorer
-    from attnlab.app.roots import CheckpointRoots
     from attnlab.app.words import saliency_line
-    from attnlab.model.checkpoint import save_checkpoint
-    from attnlab.model.config import preset
-    from attnlab.model.transformer import Transformer
 
-    small = Transformer(preset("small", n_layers=1, n_heads=2, vocab_size=8000)).eval()
-    save_checkpoint(tmp_path / "one-layer", small, TRANSLATOR / "spm.model")
-    shown = Explorer({"de": str(TRANSLATOR), "small": str(tmp_path / "one-layer")}, CheckpointRoots([tmp_path]))
-    shown.open_listed("de")
-    shown.tabs.active = 5
-    shown.compare.second.value = "small"
+    shown = against_one_layer(tmp_path)
     tab, box = shown.compare, shown.compare.saliency
     assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
     box.show.value = True
