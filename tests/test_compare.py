@@ -129,6 +129,18 @@ def against_one_layer(tmp_path: Path) -> object:
     return shown
 
 
+def ticked(tmp_path: Path, box_name: str) -> tuple[object, object, object, tuple]:
+    """`against_one_layer`'s explorer with the Compare tab's box `box_name` ticked (nothing was
+    read before): (explorer, tab, box, both (model, trace) sides of the output compared)."""
+    shown = against_one_layer(tmp_path)
+    tab = shown.compare
+    box = getattr(tab, box_name)
+    assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
+    box.show.value = True
+    c = tab.comparison
+    return shown, tab, box, ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+
+
 def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Path) -> None:
     """Its fifth box, once ticked, draws each model's direct logit attribution grid for the piece
     chosen (the second model read on the first one's output, each with the heads it has), with a
@@ -136,12 +148,7 @@ def test_the_compare_tab_shows_who_wrote_each_piece_in_both_models(tmp_path: Pat
     head does not, and unticked nothing is drawn."""
     from attnlab.app.attribution_text import parts_line
 
-    shown = against_one_layer(tmp_path)
-    tab, box = shown.compare, shown.compare.attributions
-    assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
-    box.show.value = True
-    c = tab.comparison
-    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+    shown, tab, box, sides = ticked(tmp_path, "attributions")
     read = [attnlab.logit_attribution(model, trace) for model, trace in sides]
     assert read[0].produced == read[1].produced and list(box.position.options.values()) == list(
         range(len(read[0].produced))
@@ -258,12 +265,7 @@ def test_the_compare_tab_shows_which_inputs_each_piece_depends_on_in_both_models
     what the library refuses is one line in the tab's notice."""
     from attnlab.app.words import saliency_line
 
-    shown = against_one_layer(tmp_path)
-    tab, box = shown.compare, shown.compare.saliency
-    assert tab.comparison is not None and all(p.object is None for p in box.panes)  # unticked: not read
-    box.show.value = True
-    c = tab.comparison
-    sides = ((shown.store.model, c.first.trace), (tab.second_model, c.second_on_first.trace))
+    shown, tab, box, sides = ticked(tmp_path, "saliency")
     read = [saliency(model, trace) for model, trace in sides]
     first, second = (p.object for p in box.panes)
     assert (first.name, second.name) == ("compare-saliency-first", "compare-saliency-second")
