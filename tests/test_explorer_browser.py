@@ -480,8 +480,9 @@ JS_LINES = js_view("""
 
 def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page) -> None:
     """Beside the heatmap, the open head as lines (bertviz's head view): every line at its weight;
-    pointing at a query word leaves its lines alone, at a key word the lines to it."""
-    page.translate("A dog runs .")
+    pointing at a query word leaves its lines alone, at a key word the lines to it. (A reference,
+    teacher-forced: the random model's own best output, exactly searched, is a piece or two.)"""
+    page.translate("A dog runs .", "Ein hund läuft im park .")
     box = page.figure_box("lines-cross")
 
     def point(x: float, y: float) -> dict[str, list[float]]:
@@ -509,7 +510,9 @@ JS_TOP = js_view("""
 def test_a_click_on_a_heads_name_hides_its_lines_and_a_second_shows_them(page: Page) -> None:
     """Every head of the layer as lines (the box under them): a click on "H0" leaves head 0's
     lines out, of the word pointed at too, and fades its name; a second click brings them back."""
-    page.translate("A dog runs .")
+    page.translate(
+        "A dog runs .", "Ein hund läuft im park ."
+    )  # (several query words: the random model's output is short)
     page.page.locator(".attn-lines-every input").check()
     page.page.wait_for_function(f"name => ({JS_LINES})(name).head_x.length > 1", arg="lines-cross", timeout=10_000)
     page.settle()  # (the figure grows by the hint's longer text)
@@ -827,7 +830,7 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
     page.shot("bad-empty")
     # 10,000 characters of different words: over one word repeated, every key is the same token
     # and a random model's cross-attention is near uniform (1/256 a cell), white on the 0..1 scale
-    page.translate(("A small dog runs in the green park . " * 300)[:10_000])
+    page.translate(("A small dog runs in the green park . " * 300)[:10_000], "Ein kleiner hund läuft im park .")
     notice = page.page.locator(".attn-notice-text")
     assert "truncated" in notice.inner_text() and "10,000 characters" in notice.inner_text()
     assert page.painted("heatmap-cross")
