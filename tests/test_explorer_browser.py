@@ -742,7 +742,13 @@ def test_the_page_names_its_parts_for_a_screen_reader_and_the_tab_key(page: Page
     assert p.get_by_role("checkbox", name="mask overlay").count() == 1
     assert p.get_by_role("button", name="beam", pressed=True).count() == 1
     assert p.get_by_role("button", name="greedy", pressed=False).count() == 1
-    assert p.get_by_role("img", name=re.compile(r"^encoder–decoder attention · layer \d · head \d")).count() >= 1
+    p.get_by_role("img", name=re.compile(r"^encoder–decoder attention · layer \d · head 0")).nth(1).wait_for(
+        timeout=5_000
+    )
+    p.locator(".attn-head-select select").select_option("1")  # the map and the lines, redrawn in place
+    p.get_by_role("img", name=re.compile(r"^encoder–decoder attention · layer \d · head 1")).nth(1).wait_for(
+        timeout=5_000
+    )
     assert p.locator(".attn-status").get_attribute("aria-live") == "polite"
     assert p.locator(".attn-error").get_attribute("aria-live") == "assertive"
     focused = """() => { let at = document.activeElement;

@@ -67,10 +67,11 @@ const sweep = (root) => {
 const figures = () => {
   if (typeof Bokeh === "undefined" || !Bokeh.index) return;
   for (const view of Bokeh.index.query((v) => v.canvas_view && v.model.title)) {
-    const keys = view.canvas_view.events_el, title = view.model.title.text;
-    if (keys && title && !keys.hasAttribute("aria-label")) {
+    const keys = view.canvas_view.events_el, title = (view.model.title.text || "").replace(/\\s+/g, " ");
+    // (a figure redrawn in place has a new title; `viz.cells` names those it fits, axis and all)
+    if (keys && title && !keys.attnKeys && keys.getAttribute("aria-label") !== title) {
       keys.setAttribute("role", "img");
-      keys.setAttribute("aria-label", title.replace(/\\s+/g, " "));
+      keys.setAttribute("aria-label", title);
     }
   }
 };
