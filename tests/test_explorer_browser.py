@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser import launched_chromium, require_chromium
+from browser import require_chromium
 
 from attnlab.app.serve import free_port
 from attnlab.viz.labels import spelled
@@ -179,12 +179,6 @@ def server(checkpoints: dict[str, Path], classroom: dict[str, Path]) -> Iterator
     )
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with launched_chromium() as launched:
-        yield launched
 
 
 class Page:
@@ -367,8 +361,8 @@ JS_FIGURE = js_view(
 
 
 @pytest.fixture
-def page(browser: object, server: Server) -> Iterator[Page]:
-    session = Page(browser, server.url)
+def page(chromium: object, server: Server) -> Iterator[Page]:
+    session = Page(chromium, server.url)
     yield session
     session.close()
 
@@ -583,13 +577,13 @@ def test_the_address_follows_the_model_and_the_text(page: Page) -> None:
 
 
 def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_cannot(
-    browser: object, server: Server
+    chromium: object, server: Server
 ) -> None:
     """The address also names the reference, the open tab and the open head, and follows each
     change of them: a copied link opens the one head a lesson is about. What a link names that the
     page does not offer is said in the notice box, one line each, and the page's own choice shown."""
     query = "text=The+dog+jumps+.&reference=Der+Hund+springt+.&kind=encoder&layer=0&head=2&view=equation&weigh=norm"
-    page = Page(browser, server.url)
+    page = Page(chromium, server.url)
     try:
         selected = page.page.locator(".attn-layer select"), page.page.locator(".attn-head-select select")
 
@@ -802,8 +796,10 @@ def test_exports(page: Page, tmp_path: Path) -> None:
         (ARTIFACTS / f"explorer-export-{path.name}").write_bytes(path.read_bytes())
 
 
-def test_two_sessions_see_only_their_own_results(browser: object, server: Server, checkpoints: dict[str, Path]) -> None:
-    first, second = Page(browser, server.url), Page(browser, server.url)
+def test_two_sessions_see_only_their_own_results(
+    chromium: object, server: Server, checkpoints: dict[str, Path]
+) -> None:
+    first, second = Page(chromium, server.url), Page(chromium, server.url)
     try:
         texts = ("The dog jumps in the water .", "A woman walks on the street with a blue bike .")
         for session, text in zip((first, second), texts, strict=True):
@@ -1293,12 +1289,12 @@ def measure(browser: object, server: Server, label: str) -> dict[str, object]:
     }
 
 
-def test_response_time_and_memory_on_bundled_model(browser: object) -> None:
+def test_response_time_and_memory_on_bundled_model(chromium: object) -> None:
     if not (BUNDLED / "manifest.json").is_file() and not (BUNDLED / "checkpoints").is_dir():
         pytest.skip(f"{BUNDLED} does not exist yet")
     running = Server([BUNDLED], ARTIFACTS / "explorer-server-bundled.log")
     try:
-        figures = measure(browser, running, BUNDLED.name)
+        figures = measure(chromium, running, BUNDLED.name)
         figures["checkpoint_path"] = str(BUNDLED)
     finally:
         running.stop()
@@ -1310,14 +1306,14 @@ def test_response_time_and_memory_on_bundled_model(browser: object) -> None:
 
 
 def test_a_server_started_with_threads_refuses_instead_of_mixing_a_sessions_events(
-    browser: object, checkpoints: dict[str, Path]
+    chromium: object, checkpoints: dict[str, Path]
 ) -> None:
     """`panel serve --num-threads` hands each of a session's events to a thread pool on its own:
     against such a server one session's clicks showed the previous sentence's translation (28 of
     84, benchmarks/explorer_load.py). The explorer shows why it will not run there instead."""
     ARTIFACTS.mkdir(exist_ok=True)
     threaded = Server([checkpoints["translate"]], ARTIFACTS / "explorer-threads.log", panel=("--num-threads", "2"))
-    context = browser.new_context()
+    context = chromium.new_context()
     try:
         page = context.new_page()
         page.goto(threaded.url)

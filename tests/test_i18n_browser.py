@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from browser import launched_chromium, require_chromium
+from browser import require_chromium
 
 from attnlab.app.i18n import LANGUAGES, MESSAGES, language_code, text
 
@@ -86,12 +86,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = Server([checkpoints["translate"], described], ARTIFACTS / "i18n-server.log")
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with launched_chromium() as launched:
-        yield launched
 
 
 class Session:
@@ -176,8 +170,8 @@ def assert_speaks(session: Session, lang: str, every_tab: bool = True) -> None:
     session.page.screenshot(path=ARTIFACTS / f"i18n-{lang}.png", full_page=True)
 
 
-def test_english_by_default(browser: object, server: Server) -> None:
-    session = Session(browser, server.url)
+def test_english_by_default(chromium: object, server: Server) -> None:
+    session = Session(chromium, server.url)
     try:
         assert_speaks(session, "en")
     finally:
@@ -185,18 +179,18 @@ def test_english_by_default(browser: object, server: Server) -> None:
 
 
 @pytest.mark.parametrize("lang", ["es", "zh"])
-def test_the_lang_parameter_sets_the_language(browser: object, server: Server, lang: str) -> None:
-    session = Session(browser, f"{server.url}?lang={lang}")
+def test_the_lang_parameter_sets_the_language(chromium: object, server: Server, lang: str) -> None:
+    session = Session(chromium, f"{server.url}?lang={lang}")
     try:
         assert_speaks(session, lang)
     finally:
         session.close()
 
 
-def test_the_switch_reloads_the_page_in_spanish_then_chinese(browser: object, server: Server) -> None:
+def test_the_switch_reloads_the_page_in_spanish_then_chinese(chromium: object, server: Server) -> None:
     """Each switch reloads the page in the new language, with the typed text and the open model
     carried over in the address (a switch once started the reader afresh, on the example)."""
-    session = Session(browser, server.url)
+    session = Session(chromium, server.url)
     try:
         assert_speaks(session, "en", every_tab=False)  # (the catalogue: test_english_by_default, ?lang= below)
         picker = session.page.locator(".attn-checkpoint select")
@@ -226,17 +220,17 @@ def test_the_switch_reloads_the_page_in_spanish_then_chinese(browser: object, se
     ],
 )
 def test_the_browsers_language_is_the_default(
-    browser: object, server: Server, locale: str, accept_language: str | None, query: str, lang: str
+    chromium: object, server: Server, locale: str, accept_language: str | None, query: str, lang: str
 ) -> None:
-    session = Session(browser, server.url + query, locale=locale, accept_language=accept_language)
+    session = Session(chromium, server.url + query, locale=locale, accept_language=accept_language)
     try:
         assert_speaks(session, lang, every_tab=False)
     finally:
         session.close()
 
 
-def test_errors_reach_a_spanish_reader_in_spanish(browser: object, server: Server) -> None:
-    session = Session(browser, f"{server.url}?lang=es")
+def test_errors_reach_a_spanish_reader_in_spanish(chromium: object, server: Server) -> None:
+    session = Session(chromium, f"{server.url}?lang=es")
     error = session.page.locator(".attn-error-text")
     try:
         session.page.locator(".attn-path input").fill("/etc")

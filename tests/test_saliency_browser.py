@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from browser import launched_chromium, require_chromium
+from browser import require_chromium
 from test_explorer_browser import ARTIFACTS, BUNDLED, JS_TITLE, Page, Server, js_view
 
 from attnlab.app.i18n import text
@@ -29,12 +29,6 @@ def server() -> Iterator[Server]:
     running = Server([BUNDLED], ARTIFACTS / "saliency-server.log")  # (a free port of its own)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with launched_chromium() as launched:
-        yield launched
 
 
 def open_section(browser: object, server: Server, lang: str) -> Page:
@@ -64,8 +58,8 @@ def page_lang(page: Page) -> str:
     return page.page.evaluate("document.documentElement.lang") or "en"
 
 
-def test_the_map_hovers_takes_the_keyboard_and_fits_narrow_windows(browser: object, server: Server) -> None:
-    page = open_section(browser, server, "en")
+def test_the_map_hovers_takes_the_keyboard_and_fits_narrow_windows(chromium: object, server: Server) -> None:
+    page = open_section(chromium, server, "en")
     line = page.page.locator(".attn-saliency-line p").inner_text()
     assert line.startswith("The piece that depends least on the source: “") and "% of its |gradient × input|" in line
     ranges = page.page.evaluate(JS_RANGES, "saliency")
@@ -97,8 +91,8 @@ def test_the_map_hovers_takes_the_keyboard_and_fits_narrow_windows(browser: obje
     page.close()
 
 
-def test_a_chinese_page_says_it_in_chinese(browser: object, server: Server) -> None:
-    page = open_section(browser, server, "zh")
+def test_a_chinese_page_says_it_in_chinese(chromium: object, server: Server) -> None:
+    page = open_section(chromium, server, "zh")
     assert text("saliency.heading", "zh") == page.page.locator(".attn-saliency-section h3").inner_text()
     assert page.page.locator(".attn-saliency-line p").inner_text().startswith("最不依赖原文的词元：“")
     assert "梯度×输入" in "".join(page.page.evaluate(JS_TITLE, "saliency").split())
