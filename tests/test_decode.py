@@ -15,6 +15,7 @@ from attnlab.decode.deadline import time_limit
 from attnlab.decode.search import beam_search, generate, greedy_search, length_penalty
 from attnlab.decode.stepper import TransformerStepper, top_moves
 from attnlab.errors import ConfigError, TimeLimitError
+from attnlab.model import cache as cache_module
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.recorder import record
 
@@ -49,6 +50,40 @@ def test_cache_and_no_cache_decode_the_same(model: Transformer) -> None:
         # every hypothesis, not only the best: a random model repeats one token, so equal tokens
         # alone say little; the scores differ by ~3e-6 (rounding), a cache bug moves them by far more
         assert [h.score for s in a for h in s] == pytest.approx([h.score for s in b for h in s], abs=1e-4)
+
+
+def test_the_cache_is_made_as_long_as_the_search_allows(model: Transformer, monkeypatch) -> None:
+    """`generate` makes each layer's stores as long as the longest output it allows: made at the
+    first step and again when the beam widens the rows, then never copied while it decodes past
+    16 positions (doubling from 16 copied them at 16 and 32); past `STORE_BYTES` it doubles as
+    before; both decode the same."""
+    src = torch.randint(4, 1000, (3, 8))
+    stores: list[tuple[int, int]] = []  # (data_ptr, capacity) of layer 0's key store after each step
+    real = cache_module.store
+
+    def spy(past, k, v) -> None:
+        real(past, k, v)
+        if past is first_layer[0]:
+            stores.append((past["k"].data_ptr(), past["k"].size(0)))
+
+    first_layer: list[dict] = []
+    monkeypatch.setattr(cache_module, "store", spy)
+    real_advance = KVCache.advance
+
+    def advance(self, rows, positions, device) -> None:
+        real_advance(self, rows, positions, device)
+        first_layer[:] = [self.layers[0]["self"]]
+
+    monkeypatch.setattr(KVCache, "advance", advance)
+    roomy = generate(model, src, beam=4, max_len_b=40)
+    assert len(stores) > 20 and {capacity for _, capacity in stores} == {48}  # 7 + 40 + <s>
+    assert len({pointer for pointer, _ in stores}) == 2  # step 1 (3 rows), step 2 (12 rows)
+    stores.clear()
+    monkeypatch.setattr(cache_module, "STORE_BYTES", 1000)
+    doubled = generate(model, src, beam=4, max_len_b=40)
+    assert [capacity for _, capacity in stores][:16] == [16] * 16
+    assert [capacity for _, capacity in stores][-1] == 64 and len({pointer for pointer, _ in stores}) == 4
+    assert [[h.tokens for h in s] for s in roomy] == [[h.tokens for h in s] for s in doubled]
 
 
 def test_beams_share_one_copy_of_the_source(model: Transformer) -> None:

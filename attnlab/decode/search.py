@@ -304,7 +304,7 @@ def _generate(
             f"the length limit max_len_a × input + max_len_b = {max_len_a:g} × {pieces} + {max_len_b:g} leaves "
             "no room for one token before </s>: raise max_len_a or max_len_b"
         )
-    stepper: Stepper = TransformerStepper(model, src, cache=cache)
+    stepper: Stepper = TransformerStepper(model, src, cache=cache, positions=max(max_lens) + 1)
     if constrain is not None:
         stepper = constrain(stepper, max_lens)
     eos, bos = model.config.eos_id, model.config.bos_id

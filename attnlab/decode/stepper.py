@@ -27,8 +27,12 @@ class TransformerStepper:
     row. Beams then cost no copies of the source side, only of their own prefixes.
     """
 
-    def __init__(self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = ()) -> None:
-        self.model, self.use_cache = model, cache
+    def __init__(
+        self, model: Transformer, src: Tensor, cache: bool = True, mask_tokens: Sequence[int] = (), positions: int = 16
+    ) -> None:
+        """`positions`: the most target positions a row will reach (<s> included), where the search
+        knows it: the cache's stores are made that long at once where they fit (`cache.store`)."""
+        self.model, self.use_cache, self.positions = model, cache, positions
         self.masked = sorted({model.config.pad_id, model.config.bos_id, *mask_tokens})
         self.mask_tokens = torch.tensor(self.masked, device=src.device)
         self.src_mask = model.src_mask(src)
@@ -37,7 +41,7 @@ class TransformerStepper:
     def start(self, rows: Tensor) -> None:
         self.memory, self.mask = self.encoded, self.src_mask
         self.row_memory = torch.arange(self.encoded.size(0))  # memory entry each row reads
-        self.cache = KVCache() if self.use_cache else None
+        self.cache = KVCache(room=self.positions) if self.use_cache else None
         self.buffer: Tensor | None = None  # fp32 log-probabilities of a bf16 model
         self.reorder(rows)
 
