@@ -71,7 +71,7 @@ sys.modules[__name__].__class__ = _Package
 
 def load(path, device: str = "cpu", dtype: str = "fp32"):
     """Open a checkpoint: `attnlab.load("checkpoints/multi30k-en-de").translate("...")`."""
-    from attnlab.decode.api import load as _load  # lazy: keeps `import attnlab` light (sentencepiece, data code)
+    from attnlab.decode.loading import load as _load  # lazy: keeps `import attnlab` light (sentencepiece, data code)
 
     return _load(path, device, dtype)
 

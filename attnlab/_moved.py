@@ -24,7 +24,12 @@ from types import ModuleType
 from typing import Any
 
 MOVED: dict[str, tuple[str, ...]] = {
-    "attnlab.api": ("attnlab.decode.api", "attnlab.decode.commands"),
+    "attnlab.api": (
+        "attnlab.decode.api",
+        "attnlab.decode.loading",
+        "attnlab.decode.commands",
+        "attnlab.decode.align_command",
+    ),
     "attnlab.batching": ("attnlab.data.batching",),
     "attnlab.checkpoint": ("attnlab.model.checkpoint", "attnlab.train.average"),
     "attnlab.config": ("attnlab.model.config",),

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("attnlab.decode.commands", "translate lines from a file or stdin"),
     "parse": ("attnlab.decode.commands", "parse sentences into Penn-Treebank trees"),
     "record": ("attnlab.decode.commands", "record attention traces of sentences to disk"),
-    "align": ("attnlab.decode.commands", "word alignments (Pharaoh i-j) from teacher-forced cross-attention"),
+    "align": ("attnlab.decode.align_command", "word alignments (Pharaoh i-j) from teacher-forced cross-attention"),
     "lens": ("attnlab.decode.lens", "where each output piece is decided (logit lens), who wrote it (--attribute)"),
     "evaluate": ("attnlab.decode.evaluate", "sacreBLEU/chrF, bracket F1 for parsing, or AER for alignment"),
     "heads": ("attnlab.decode.heads", "head statistics, importance, patching (heads profile|query|importance|patch)"),

@@ -7,7 +7,10 @@ number of threads, printed as ratios to the peers measured in the same run.
 (`checkpoints/multi30k-en-de`) decodes Multi30k test2016 with `Model.translate` (fp32 and bf16),
 and the same weights exported by `attnlab export ctranslate2` decode it with CTranslate2 (fp32
 and int8 weights). Tokens are the pieces each system produced, </s> included; outputs differ a
-little, so the token counts differ a little too (printed). Both batch the same way: sentences
+little, so the token counts differ a little too (printed). attnlab stops as tensor2tensor does (the
+paper's decoder: once no live hypothesis can still win), CTranslate2 once `beam` hypotheses have
+ended (its `patience` 1, fairseq's rule): the `attnlab-patience1` rows run attnlab with that stop
+too (`translate(patience=1)`), the same search as CTranslate2's. Both batch the same way: sentences
 sorted by length, at most `BATCH_TOKENS` source tokens × beam a batch (attnlab's default;
 CTranslate2's `batch_type="tokens"` with a quarter of it). CTranslate2 at 64 sentences a batch,
 as this script ran it until issue #19's third round, was 1.3x slower here (1.7x at 32).
@@ -188,16 +191,19 @@ def ctranslate2_translate(
     return run
 
 
-def attnlab_translate(checkpoint: str, dtype: str, lines: list[str], one_by_one: bool) -> Callable[[], int]:
+def attnlab_translate(
+    checkpoint: str, dtype: str, lines: list[str], one_by_one: bool, patience: float | None = None
+) -> Callable[[], int]:
     """`attnlab.load(checkpoint, dtype)` translating `lines` as `attnlab translate` does (in
     batches of `BATCH_TOKENS` source tokens × beam), or one line per call; built in a `Worker`."""
     model = attnlab.load(checkpoint, dtype=dtype)
+    search = {"beam": 4, "alpha": 0.6, "patience": patience}
 
     def run() -> int:
         with torch.inference_mode():
             if one_by_one:
-                return sum(len(model.translate(line, beam=4, alpha=0.6).tokens) for line in lines)
-            return sum(len(r.tokens) for r in model.translate(lines, beam=4, alpha=0.6, batch_tokens=BATCH_TOKENS))
+                return sum(len(model.translate(line, **search).tokens) for line in lines)
+            return sum(len(r.tokens) for r in model.translate(lines, **search, batch_tokens=BATCH_TOKENS))
 
     return run
 
@@ -289,6 +295,10 @@ def _real_systems(
             systems[("attnlab", dtype)] = Worker(
                 attnlab_translate, args.checkpoint, dtype, lines, one_by_one, clock_kind=args.clock
             )
+        if dtype in ("fp32", "bf16") and not one_by_one:  # CTranslate2's own stop (`patience` 1): the same search
+            systems[("attnlab-patience1", dtype)] = Worker(
+                attnlab_translate, args.checkpoint, dtype, lines, False, 1.0, clock_kind=args.clock
+            )
         if dtype in CT2_TYPES and HAVE_CT2:
             fp32 = attnlab.load(args.checkpoint)
             if not exported.exists():
@@ -365,6 +375,8 @@ RATIOS = [  # (numerator system, dtype, denominator system, dtype): what the doc
     ("attnlab", "fp32", "ctranslate2", "fp32"),
     ("attnlab", "bf16", "ctranslate2", "int8"),
     ("attnlab", "int8", "ctranslate2", "int8"),
+    ("attnlab-patience1", "fp32", "ctranslate2", "fp32"),
+    ("attnlab-patience1", "bf16", "ctranslate2", "int8"),
     ("attnlab", "bf16", "marian", "bf16"),
     ("attnlab", "fp32", "marian", "fp32"),
     ("attnlab", "fp32", "attnlab-uncached", "fp32"),

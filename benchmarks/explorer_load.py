@@ -63,7 +63,7 @@ from tornado.websocket import websocket_connect
 import attnlab.app.explorer.keys  # noqa: F401  (registers the arrow keys' data model, which the page holds)
 from attnlab.app.checkpoints import BUNDLED, ROOT
 from attnlab.app.serve import free_port, serve_command
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 
 # Written for this benchmark (not from a corpus): short scenes of the kind Multi30k describes.
 SENTENCES = [

@@ -31,8 +31,8 @@ from common import add_clock_argument, clock, machine, median
 from train_throughput import make_step, median_batch, seconds_per_step
 
 from attnlab.data.corpora import find_data_dir
-from attnlab.decode.api import load
 from attnlab.decode.evaluate import bleu_chrf
+from attnlab.decode.loading import load
 from attnlab.model.checkpoint import step_dirs
 from attnlab.record.stats import head_stats
 from attnlab.train.average import average_run

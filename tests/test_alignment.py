@@ -25,7 +25,7 @@ from attnlab.decode.alignment import (
     word_links,
     word_matrix,
 )
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, DataError
 from attnlab.record.trace import AttentionTrace

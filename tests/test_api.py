@@ -150,6 +150,10 @@ def test_a_run_loads_its_newest_valid_checkpoint_warning_at_the_callers_line(che
         ({"record": "no"}, "record must be True or False"),  # a true string: it recorded
         ({"truncate": "no"}, "truncate must be True or False"),  # cut an over-long input without a word
         ({"batch_tokens": 0}, "batch_tokens"),
+        ({"patience": 0}, "patience must be a number > 0"),
+        ({"patience": float("nan")}, "patience must be"),
+        ({"patience": "1"}, "patience must be"),
+        ({"patience": 1e6}, "≤ 1000"),
     ],
 )
 def test_search_settings_that_would_decode_something_else_are_refused(

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.patching import _ids, corpus_patching, patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import token_log_probs

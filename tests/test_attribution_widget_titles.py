@@ -13,7 +13,8 @@ import pytest
 from attnlab import viz, widgets
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import word
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.record.logit_attribution import logit_attribution
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.patching import patch_paths
 from attnlab.errors import AttnlabError
 from attnlab.record.circuit import OUTPUT, Circuit, trace_circuit

@@ -13,7 +13,8 @@ import pytest
 from bokeh.models import Text
 
 from attnlab.app.words import figure_words
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.record.circuit import OUTPUT, trace_circuit
 from attnlab.viz.circuit import _places, circuit_figure
 from attnlab.viz.labels import display_width

@@ -33,7 +33,7 @@ if not (BUNDLED / "manifest.json").is_file():
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A root ("lab") holding a small profile of the bundled model's translations, the head with
     the most mass on </s> of its cross-attention, and that head's top sentence."""
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
     from attnlab.decode.profile import profile, read_profile, write_profile
 
     root = tmp_path_factory.mktemp("corpus") / "lab"

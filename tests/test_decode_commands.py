@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from attnlab.cli import COMMANDS, main
-from attnlab.decode import evaluate
+from attnlab.decode import evaluate, search
 from attnlab.decode.aer import aer
 from attnlab.decode.alignment import align_lines, reading
-from attnlab.decode.api import DEFAULTS, load
+from attnlab.decode.api import DEFAULTS
+from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import read_profile
 from attnlab.errors import ArgumentParser, CheckpointError
@@ -390,7 +391,7 @@ def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.Ca
     `heads profile --tgt` reads references teacher-forced and ignored --beam the same way."""
     ref = write(tmp_path / "ref.de", REFERENCES)
     score = ["evaluate", "--ref", str(ref), "--hyp", str(ref)]
-    for flag, value in (("--beam", "8"), ("--alpha", "1.0"), ("--dtype", "bf16")):
+    for flag, value in (("--beam", "8"), ("--alpha", "1.0"), ("--patience", "1"), ("--dtype", "bf16")):
         assert refused(capsys, [*score, flag, value]) == (
             f"{flag} is a decoding option, and --hyp scores given outputs: nothing is decoded"
         )
@@ -475,6 +476,36 @@ def test_scoring_outputs_reads_a_run_or_marian_checkpoint_as_decoding_does(
     parses = write(tmp_path / "trees", ["(S (NP (DT A) (NN dog)) (VP (VBZ runs)))"])
     assert main(["evaluate", "--checkpoint", str(bundled(PARSER)), "--hyp", str(parses), "--ref", str(parses)]) == 0
     assert capsys.readouterr().out.startswith("labelled brackets")  # the checkpoint's task: a parser's F1
+
+
+def test_patience_reaches_the_search(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    """`translate --patience` and `evaluate --patience` decode with it (the search's own tests
+    check what it does); without it, the paper's stop (None); a bad one is one line."""
+    seen: list[float | None] = []
+    real = search.beam_search
+    monkeypatch.setattr(search, "beam_search", lambda *a, **k: seen.append(a[7]) or real(*a, **k))
+    source, ref = write(tmp_path / "in.en", SOURCES), write(tmp_path / "ref.de", REFERENCES)
+    translate = ["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(source)]
+    assert main([*translate, "--patience", "1"]) == 0 and main(translate) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(bundled(TRANSLATOR)),
+                "--src",
+                str(source),
+                "--ref",
+                str(ref),
+                "--patience",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert seen == [1.0, None, 2.0]
+    capsys.readouterr()
+    assert refused(capsys, [*translate, "--patience", "0"]).startswith("patience must be a number > 0")
 
 
 def test_a_line_of_invisible_characters_is_an_empty_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

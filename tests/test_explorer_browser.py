@@ -59,7 +59,7 @@ def make_checkpoints(base: Path) -> dict[str, Path]:
     is not a checkpoint."""
     from attnlab import Transformer, preset
     from attnlab.data.tokenizer import train_tokenizer
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
     from attnlab.model.checkpoint import save_checkpoint
     from attnlab.record.equation import trace_ids
     from attnlab.record.importance import pair_importance
@@ -368,7 +368,7 @@ def page(chromium: object, server: Server) -> Iterator[Page]:
 
 
 def expected(checkpoint: Path, text: str, **kwargs: object) -> object:
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
 
     return load(checkpoint).translate(text, record=False, truncate=True, **kwargs)
 
@@ -1051,7 +1051,7 @@ def test_heads_tab_looks_the_same_after_visiting_the_other_tabs(page: Page) -> N
 
 
 def test_long_input_200_tokens_renders(page: Page, checkpoints: dict[str, Path]) -> None:
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
 
     tokenizer = load(checkpoints["translate"]).tokenizer
     words = "the dog runs in the park with a red ball".split()

@@ -38,7 +38,7 @@ from attnlab.app.explorer import Explorer
 from attnlab.app.explorer.boxes import AlphaInput, BeamInput
 from attnlab.app.explorer.keys import ArrowKeys
 from attnlab.app.roots import CheckpointRoots
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 from attnlab.decode.profile import profile, write_profile
 
 BIG = "x" * (1 << 20)

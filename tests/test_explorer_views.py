@@ -24,7 +24,7 @@ from attnlab.app.explorer import ablation as ablation_tab
 from attnlab.app.i18n import text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.data.treebank import leaves, parse_tree
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 from attnlab.decode.profile import profile, write_profile
 from attnlab.model.checkpoint import weights_digest
 from attnlab.record.stats import head_pattern

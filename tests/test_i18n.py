@@ -883,7 +883,7 @@ def test_the_compare_and_corpus_tabs_name_tasks_and_statistics_in_lang(
     from attnlab.app.explorer import Explorer
     from attnlab.app.roots import CheckpointRoots
     from attnlab.app.words import figure_words
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
     from attnlab.decode.profile import profile, write_profile
 
     explorer = Explorer(

@@ -23,8 +23,9 @@ from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module'
 from test_patching_views import one_line
 
 from attnlab.decode.ablation import token_logprobs
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
 from attnlab.decode.importance import head_importance, pruning_curve
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_MASKS, attached
 from attnlab.record import ablate

@@ -236,7 +236,7 @@ def test_the_checker_sees_a_forbidden_import_added_to_the_real_tree() -> None:
     ("old", "name", "new"),
     [
         ("attnlab.trace", "AttentionTrace", "attnlab.record.trace"),
-        ("attnlab.api", "load", "attnlab.decode.api"),
+        ("attnlab.api", "load", "attnlab.decode.loading"),
         ("attnlab.api", "cli_translate", "attnlab.decode.commands"),
         ("attnlab.explore", "attention_parts", "attnlab.record.equation"),
         ("attnlab.checkpoint", "average_run", "attnlab.train.average"),

@@ -21,7 +21,8 @@ from attnlab import viz
 from attnlab.app.i18n import text
 from attnlab.app.words import figure_words
 from attnlab.decode.ablation import token_logprobs
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
 from attnlab.model.transformer import Transformer
 from attnlab.record.equation import trace_ids

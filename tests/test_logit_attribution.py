@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
 from attnlab.model.transformer import Transformer
 from attnlab.record.logit_attribution import LogitAttribution, logit_attribution

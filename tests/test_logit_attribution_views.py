@@ -20,7 +20,8 @@ from attnlab import viz
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import word
 from attnlab.app.words import figure_words
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
 from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 from attnlab.viz.cells import block_starts

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.patching import corpus_patching, corpus_residual, patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, attached

@@ -18,7 +18,8 @@ import pytest
 from test_explorer_views import decode, explorer, lab  # noqa: F401 (the module's fixture)
 
 from attnlab import viz
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.patching import patch_heads, patch_residual
 from attnlab.errors import AttnlabError
 from attnlab.record.patching import HeadPatching, trace_patching

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.patching import corpus_paths, patch_paths
 from attnlab.errors import AttnlabError
 from attnlab.record.importance import token_log_probs

@@ -20,7 +20,7 @@ import pytest
 from attnlab.cli import main
 from attnlab.decode.aer import aer
 from attnlab.decode.alignment import align_lines, piece_words, reading, word_links
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import profile, query, read_profile, write_profile
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError

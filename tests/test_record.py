@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from attnlab import preset
-from attnlab.decode.api import Result, load
+from attnlab.decode.api import Result
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError, CheckpointError, RecordingError
 from attnlab.model.transformer import KVCache, Transformer
 from attnlab.record.ablation import ablate

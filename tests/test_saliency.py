@@ -188,7 +188,7 @@ def test_smoothgrad_from_the_command_line(tmp_path: Path, capsys: pytest.Capture
     import shutil
 
     from attnlab.cli import main
-    from attnlab.decode.commands import smoothing
+    from attnlab.decode.align_command import smoothing
 
     model = tmp_path / "model"
     shutil.copytree(CHECKPOINTS / "multi30k-en-de", model)

@@ -22,7 +22,8 @@ from attnlab.app.explorer import saliency as section
 from attnlab.app.i18n import text
 from attnlab.app.patching_text import word
 from attnlab.app.words import figure_words, saliency_line
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
 from attnlab.record.saliency import Saliency, saliency
 from attnlab.viz.cells import FIT_PX

@@ -128,7 +128,7 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
     # every head's importance on the dev pairs at the checkpoint, as the model saved there gives it
     from attnlab.app.checkpoints import importance_snapshots
     from attnlab.data.prepared import ParallelData
-    from attnlab.decode.api import load
+    from attnlab.decode.loading import load
     from attnlab.record.importance import pair_importance
 
     weighed = importance_snapshots(run)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.app.i18n import DEFAULT, language_code, language_name, text
-from attnlab.decode.api import load
+from attnlab.decode.loading import load
 from attnlab.errors import CheckpointError
 from attnlab.model.checkpoint import STEP_DIR, step_dirs, user_path
 from attnlab.record.trace import KINDS

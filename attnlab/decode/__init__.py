@@ -7,7 +7,8 @@ May import: `attnlab.model`, `attnlab.record`, `attnlab.data` and `attnlab.error
 training loop or a screen.
 """
 
-from attnlab.decode.api import DEFAULTS, Model, Result, load
+from attnlab.decode.api import DEFAULTS, Model, Result
+from attnlab.decode.loading import load
 from attnlab.decode.search import Hypothesis, Stepper, beam_search, generate, greedy_search, length_penalty
 from attnlab.decode.stepper import TransformerStepper
 

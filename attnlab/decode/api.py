@@ -12,23 +12,16 @@ that was produced, which equals what the decoder computed step by step (tested).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, load_tokenizer, too_long
+from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, too_long
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
-from attnlab.data.vocab import marian_tokenizers
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
 from attnlab.decode.search import Hypothesis, check_alpha, check_flags, check_settings, generate, length_penalty, scored
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, ModelInputError
-from attnlab.model.checkpoint import latest_valid, load_model, user_path
-from attnlab.model.config import resolve_device
-from attnlab.model.linear import for_inference, quantized
-from attnlab.model.marian import check_vocabularies, is_marian, read_marian
+from attnlab.errors import AttnlabError, ConfigError, ModelInputError
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
 from attnlab.record.recorder import model_info, record
@@ -142,15 +135,19 @@ class Model:
         truncate: bool = False,
         batch_tokens: int = 16000,
         ablate_heads: dict[tuple[str, int], list[int]] | None = None,
+        patience: float | None = None,
     ) -> Result | list[Result]:
         """Decode one text or a list (batched by length, returned in input order). A batch holds
         at most `batch_tokens` source tokens × beam: on the 2-core CPU test2016 decodes 1.2x
-        (fp32) to 1.4x (bf16) faster at 16,000 than at 4,000, and no faster above."""
+        (fp32) to 1.4x (bf16) faster at 16,000 than at 4,000, and no faster above. `patience` p
+        also stops a sentence once ⌈p · beam⌉ hypotheses have ended (fairseq's stop at 1,
+        CTranslate2's `patience`): faster, where the default stop (tensor2tensor's, the paper's)
+        waits until no live hypothesis can still win (`attnlab.decode.search`)."""
         settings = DEFAULTS.get(self.task, DEFAULTS["translate"])
         beam = settings["beam"] if beam is None else beam
         alpha = self._alpha(alpha)
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
-        check_settings(beam, alpha, max_len_a, max_len_b, n_best)
+        check_settings(beam, alpha, max_len_a, max_len_b, n_best, patience=patience)
         check_flags(record=record, record_hypotheses=record_hypotheses, truncate=truncate)
         if not whole_number(batch_tokens) or batch_tokens < 1:  # np.int64(100) too, as beam takes it
             raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
@@ -169,7 +166,8 @@ class Model:
             src = self._batch([encoded[i][0] for i in chunk])
             constrain = self._tree_constraint([texts[i] for i in chunk]) if self.task == "parse" else None
             with torch.no_grad(), ablate(self.model, ablate_heads or {}):
-                found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, n_best=n_best, constrain=constrain)
+                settings = {"n_best": n_best, "constrain": constrain, "patience": patience}
+                found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, **settings)
                 for row, i in enumerate(chunk):
                     want = record or record_hypotheses  # asking for every hypothesis's maps asks for maps
                     hyps = self._parses(texts[i], encoded[i][0], found[row], alpha) if constrain else found[row]
@@ -331,69 +329,3 @@ class Model:
             output = target if isinstance(target, str) else result.text
             result.trace = self._trace(src_ids, produced, {"text": source, "output": output, "teacher_forced": True})
         return result
-
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}  # int8: fp32, then quantized
-
-
-def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
-    """Open a checkpoint directory (a bundled model, RUN_DIR/checkpoints/step_N, an average,
-    one made by `attnlab import marian`), a run directory (its newest valid checkpoint), or a
-    Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded); `~` is
-    the home directory, as a shell reads it.
-
-    `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
-    instructions, at the BLEU of docs/BENCHMARKS.md; `dtype="int8"` quantizes the linear layers'
-    weights to int8 with dynamic activations (CPU only), one scale per product set by every row in
-    it: a sentence's int8 translation can change slightly with the sentences batched beside it
-    (not so in fp32 and bf16); fp32 is the default because the attention maps are then exact."""
-    if not isinstance(dtype, str) or dtype not in DTYPES:  # ["fp32"]: "unhashable type: 'list'"
-        raise AttnlabError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    if not isinstance(path, str | os.PathLike):
-        raise CheckpointError(f"expected a checkpoint directory's path, got {type(path).__name__}")
-    if not str(path).strip():  # Path("") is "." and was searched as a run directory
-        raise CheckpointError("expected a checkpoint directory's path, got an empty one")
-    # Ordinary tensors even in a caller's inference_mode: the weights hash and packs read versions.
-    with torch.inference_mode(False):
-        return _open(user_path(path), str(resolve_device(device)), dtype)
-
-
-def _open(path: Path, device: str, dtype: str) -> Model:
-    if not (path / "manifest.json").exists() and is_marian(path):
-        model, about = read_marian(path)
-        meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
-        source, target = _tokenizers(path, meta)
-        check_vocabularies(path, model.config, source, target)  # else every line fails, far from the cause
-        return Model(_for_dtype(model.to(device, DTYPES[dtype]), dtype), source, meta, str(path), target)
-    if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
-        newest = latest_valid(path)
-        if newest is None:
-            raise AttnlabError(f"{path}: a run directory without a valid checkpoint")
-        path = newest
-    model, meta = load_model(path, device, dtype=DTYPES[dtype])
-    if not isinstance(meta, dict) or not all(isinstance(meta.get(k, {}), dict) for k in ("data", "imported_from")):
-        raise CheckpointError(f"{path}/config.json: its meta is not a mapping (a damaged or edited checkpoint)")
-    if not isinstance(task := meta.get("task", "translate"), str) or task not in DEFAULTS:  # "summarize": no
-        raise CheckpointError(f"{path}/config.json: meta.task must be translate or parse, not {task!r}")
-    source, target = _tokenizers(path, meta)
-    if meta.get("tokenizer") != "marian" and source.get_piece_size() != model.config.vocab_size:
-        raise CheckpointError(
-            f"{path}: spm.model has {source.get_piece_size():,} pieces but the model a vocabulary of "
-            f"{model.config.vocab_size:,} (a tokenizer of another model?)"
-        )
-    return Model(_for_dtype(model, dtype), source, meta, str(path), target)
-
-
-def _for_dtype(model: Transformer, dtype: str) -> torch.nn.Module:
-    """int8: quantized linear layers; fp32 and bf16: linear layers through oneDNN on packed
-    weights on the CPU (`attnlab.model.linear`); the output projection is packed in all three."""
-    return quantized(model) if dtype == "int8" else for_inference(model)
-
-
-def _tokenizers(path: Path, meta: dict[str, Any]) -> tuple[Any, Any]:
-    """(source, target) tokenizers: the shared sentencepiece model of attnlab's own checkpoints,
-    or Marian's two sentencepiece models with their vocabulary files."""
-    if meta.get("tokenizer") == "marian":
-        return marian_tokenizers(path)
-    tokenizer = load_tokenizer(path / "spm.model")
-    return tokenizer, tokenizer

@@ -1,7 +1,8 @@
-"""`attnlab translate`, `attnlab parse`, `attnlab record` and `attnlab align`: one output line per
-input line; a line the model cannot take is reported on stderr and left empty, the rest are decoded
-(`record` instead refuses the run, naming the line). Output files are checked (`check_out`) before
-any decoding, and a stdout that cannot be written is one line.
+"""`attnlab translate`, `attnlab parse` and `attnlab record`, and the options every decoding command
+shares (`attnlab align` is `align_command`'s): one output line per input line; a line the model
+cannot take is reported on stderr and left empty, the rest are decoded (`record` instead refuses
+the run, naming the line). Output files are checked (`check_out`) before any decoding, and a
+stdout that cannot be written is one line.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 from attnlab.data.corpora import invalid_lines
 from attnlab.data.tokenizer import as_read, is_blank, unknown_characters
-from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
-from attnlab.decode.api import DEFAULTS, DTYPES, Model, load
-from attnlab.decode.pharaoh import Links, format_pharaoh
+from attnlab.decode.api import DEFAULTS, Model
+from attnlab.decode.loading import DTYPES, load
 from attnlab.decode.search import check_settings
-from attnlab.decode.streams import check_out, model_directory, one_stdin, read_input, write_out, write_stdout
+from attnlab.decode.streams import model_directory, one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
 
@@ -53,9 +52,9 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_search_arguments(parser: argparse.ArgumentParser, lengths: bool = True) -> None:
-    """--beam, --alpha (and with `lengths` --max-len-a/-b), all None unless given: the defaults
-    are the model's task's (`search_settings`), known only once the checkpoint is read."""
+def add_search_arguments(parser: argparse.ArgumentParser, lengths: bool = True, patience: bool = True) -> None:
+    """--beam, --alpha (with `lengths` --max-len-a/-b, with `patience` --patience), all None unless
+    given: the defaults are the model's task's (`search_settings`), known only once the checkpoint is read."""
     t, p = DEFAULTS["translate"], DEFAULTS["parse"]
     task = "default: the model's task's"
     parser.add_argument(
@@ -76,6 +75,13 @@ def add_search_arguments(parser: argparse.ArgumentParser, lengths: bool = True) 
             help=f"longest output: a × input length + b pieces ({task}: b = {t['max_len_b']} for translation, "
             f"§6.1; {p['max_len_b']} for parsing, §6.3)",
         )
+    if patience:
+        parser.add_argument(
+            "--patience",
+            type=float,
+            help="also stop a sentence once patience × beam hypotheses have ended (1: fairseq's stop, faster; "
+            "default: the paper's, once no live hypothesis can still win)",
+        )
 
 
 def search_settings(
@@ -84,7 +90,8 @@ def search_settings(
     alpha: float | None = None,
     max_len_a: float | None = None,
     max_len_b: int | None = None,
-) -> dict[str, float | int]:
+    patience: float | None = None,
+) -> dict[str, float | int | None]:
     """The search settings a command decodes with: those given, else the model's `task`'s (§6.1
     for translation, §6.3 for parsing). Translation's, hard-wired as flag defaults, decoded a
     parser with beam 4 and α 0.6: F1 65.4 instead of 73.1 on 30 WSJ sentences, with no warning."""
@@ -94,6 +101,7 @@ def search_settings(
         "alpha": defaults["alpha"] if alpha is None else alpha,
         "max_len_a": 1.0 if max_len_a is None else max_len_a,
         "max_len_b": defaults["max_len_b"] if max_len_b is None else max_len_b,
+        "patience": patience,
     }
 
 
@@ -166,7 +174,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
         raise AttnlabError(f"{args.checkpoint} is a {model.task} model, not a parser")
     if task == "translate" and model.task == "parse":  # refused rather than guessed: the command names the task
         raise AttnlabError(f"{args.checkpoint} is a parse model: use attnlab parse")
-    settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b)
+    settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b, args.patience)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     invalid = invalid_lines(lines)
@@ -283,112 +291,3 @@ def _trace_directory(out: Path, force: bool) -> Path:
     for path in earlier:
         path.unlink()
     return out
-
-
-def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options `align` and `evaluate --task align --all-heads` share."""
-    add_checkpoint_argument(parser, required=False)
-    parser.add_argument("--input", "-i", help="`source ||| target` word pairs, one per line (- for stdin)")
-    parser.add_argument(
-        "--reverse-input",
-        action="store_true",
-        help="the lines are `target ||| source` for this model; links stay in the file's order of sides",
-    )
-    parser.add_argument("--links", choices=["argmax", "threshold"], help="default argmax; threshold with --threshold")
-    parser.add_argument("--threshold", type=float, help="link every weight ≥ this (--links threshold; default 0.1)")
-    parser.add_argument(
-        "--samples",
-        type=int,
-        help="saliency: average the gradient over this many noisy copies (SmoothGrad, as Ding et al. 2019; "
-        "this many times slower); default: the model card's (--save-best keeps it), else 0, the plain gradient",
-    )
-
-
-def link_rule(args: argparse.Namespace) -> tuple[str, float]:
-    """`--links` and `--threshold` as one rule: a `--threshold` alone means `--links threshold`
-    (it was ignored, and argmax links came out); with `--links argmax` it is refused."""
-    if args.threshold is not None and args.links == "argmax":
-        raise AttnlabError("--threshold is for --links threshold; --links argmax links each word to its top key")
-    links = args.links or ("threshold" if args.threshold is not None else "argmax")
-    return links, 0.1 if args.threshold is None else args.threshold
-
-
-def smoothing(samples: int | None, chosen: dict[str, Any], meta: dict[str, Any]) -> int:
-    """SmoothGrad's copies for the reading `chosen`: `--samples`, else what the card saved with its
-    best reading; a number given to a reading that takes none is refused (it was ignored)."""
-    if chosen["method"] != "saliency":
-        if samples:
-            raise AttnlabError(f"--samples is for --method saliency, not {chosen['method']}")
-        return 0
-    saved = meta.get("alignment", {}).get("samples", 0) if isinstance(meta.get("alignment"), dict) else 0
-    return saved if samples is None else samples
-
-
-def cli_align(argv: list[str]) -> int:
-    """`attnlab align --checkpoint CKPT --input PAIRS`: word links from teacher-forced cross-attention."""
-    parser = ArgumentParser(
-        allow_abbrev=False,
-        prog="attnlab align",
-        description="One line of 0-indexed Pharaoh links `i-j` (i: word of the line's left side, j: of its "
-        "right side) per `source ||| target` line, read off the model's teacher-forced cross-attention.",
-        epilog=EXIT_STATUS,
-    )
-    add_alignment_arguments(parser)
-    parser.add_argument(
-        "--method",
-        choices=METHODS,
-        help="one head (--layer, --head), a layer's head average (default layer: the last), the average of "
-        "all layers, or shift (Shift-Att, Chen et al. 2020: the row where the target word is the decoder's "
-        "input; all layers, or --layer), or rollout (a layer's average read through the encoder's attention "
-        "rollout, Abnar & Zuidema 2020; default layer: the last), or direct (each source piece's direct share in "
-        "the output piece's logit, over all layers or --layer: what the heads wrote rather than where they "
-        "looked), or norm (a layer's ‖Σ_h αf(x)‖, what its heads move from each source piece, Kobayashi et al. "
-        "2020; default layer: the last), or saliency (each source piece's |gradient × input| for the output "
-        "piece's probability, Ding et al. 2019). Default: the model card's meta.alignment, else all",
-    )
-    parser.add_argument(
-        "--layer",
-        type=int,
-        help="the decoder layer --method reads, from 0 (negative: from the top, -1 the last; alone: --method layer)",
-    )
-    parser.add_argument(
-        "--head", type=int, help="one head of --layer, from 0 (negative: from the last, -1; --method head)"
-    )
-    parser.add_argument("--out", help="write the links here (default: stdout)")
-    args = parser.parse_args(argv)
-    if not args.checkpoint:
-        raise AttnlabError("give --checkpoint")
-    out = check_out(args.out, inputs={"--input": args.input}) if args.out else None
-    model = load(args.checkpoint)
-    if model.task != "translate":
-        raise AttnlabError(f"{args.checkpoint} is a {model.task} model; alignment needs a translation model")
-    method = args.method
-    if method is None and (args.layer is not None or args.head is not None):
-        method = "head" if args.head is not None else "layer"
-    chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
-    samples = smoothing(args.samples, chosen, model.meta)
-    lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
-    start = time.time()
-    links, threshold = link_rule(args)
-    invalid = invalid_lines(lines)
-    kept = [i for i in range(len(lines)) if i + 1 not in invalid]
-    (aligned,), unaligned = align_lines(
-        model, [lines[i] for i in kept], [chosen], args.reverse_input, links, threshold, samples
-    )
-    found: list[Links] = [set() for _ in lines]
-    for i, pairs in zip(kept, aligned, strict=True):
-        found[i] = pairs
-    failed = sorted([*invalid.items(), *((kept[number - 1] + 1, reason) for number, reason in unaligned)])
-    for number, reason in failed:
-        print(f"attnlab align: line {number}: {reason}; writing an empty line", file=sys.stderr)
-    text = "".join(format_pharaoh(links) + "\n" for links in found)
-    if out:
-        write_out(out, text)
-    else:
-        write_stdout(text)
-    print(
-        f"attnlab align: {len(lines) - len(failed)} of {len(lines)} lines ({reading_name(chosen, samples)}, {links}) "
-        f"in {time.time() - start:.1f}s",
-        file=sys.stderr,
-    )
-    return 1 if failed else 0

@@ -25,17 +25,11 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.aer import corpus_aer
+from attnlab.decode.align_command import add_alignment_arguments, link_rule
 from attnlab.decode.alignment import aer_grid, split_pair
-from attnlab.decode.api import load
-from attnlab.decode.commands import (
-    add_alignment_arguments,
-    add_dtype_argument,
-    add_search_arguments,
-    cut_notice,
-    fit_lines,
-    link_rule,
-)
+from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines
 from attnlab.decode.evaluate_inputs import one_indexed_hint, refuse_blank, save_best_target, script_hint, word_counts
+from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
@@ -208,7 +202,8 @@ def cli(argv: list[str]) -> int:
         cut = fit_lines(model, sources, None, (args.src, ""), args.truncate)  # a BLEU of cut sources, said or refused
         if cut:
             warnings.warn(cut_notice(cut, len(sources), model), stacklevel=1)
-        outputs = [r.text for r in model.translate(sources, beam=args.beam, alpha=args.alpha, truncate=args.truncate)]
+        search = {"beam": args.beam, "alpha": args.alpha, "patience": args.patience}
+        outputs = [r.text for r in model.translate(sources, **search, truncate=args.truncate)]
     if out:
         write_out(out, "".join(o + "\n" for o in outputs))
     if task == "parse":
@@ -380,7 +375,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
         raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
     if args.samples is not None and not args.all_heads:  # (--hyp's links are given: no gradient is read)
         raise AttnlabError("--samples is SmoothGrad's for the saliency reading: give it with --all-heads")
-    given = [f"--{name}" for name in ("beam", "alpha", "dtype") if getattr(args, name) is not None]
+    given = [f"--{name}" for name in ("beam", "alpha", "patience", "dtype") if getattr(args, name) is not None]
     given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
     if args.task == "align":
         given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model

@@ -18,10 +18,10 @@ import os
 import sys
 import time
 
-from attnlab.decode.api import load
 from attnlab.decode.commands import add_checkpoint_argument, add_dtype_argument, add_search_arguments, search_settings
 from attnlab.decode.heads_patch import patch_command, patch_parser
 from attnlab.decode.importance import head_importance, pruning_curve
+from attnlab.decode.loading import load
 from attnlab.decode.profile import profile, query, write_profile
 from attnlab.decode.search import check_settings
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_stdout
@@ -65,7 +65,7 @@ def cli_heads(argv: list[str]) -> int:
     run.add_argument(
         "--out", required=True, help="the profile file to write: NAME.parquet (Parquet, for `heads query`)"
     )
-    add_search_arguments(run, lengths=False)
+    add_search_arguments(run, lengths=False, patience=False)
     run.add_argument("--batch", type=int, default=64, help="sentences decoded together (default 64)")
     run.add_argument("--limit", type=int, help="only the first N sentences")
     add_dtype_argument(run)
@@ -201,7 +201,7 @@ def _importance_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--prune-src", help="a test set's sources, decoded as heads are switched off")
     run.add_argument("--prune-ref", help="its references")
     run.add_argument("--prune-every", type=int, help="heads switched off between two decodes (default: a tenth)")
-    add_search_arguments(run, lengths=False)
+    add_search_arguments(run, lengths=False, patience=False)
     add_dtype_argument(run)
     run.add_argument("--truncate", action="store_true", help="cut lines longer than the model takes")
     run.add_argument("--json", action="store_true", help="one JSON object on stdout instead of tables")

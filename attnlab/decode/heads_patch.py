@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from attnlab.decode.api import load
 from attnlab.decode.commands import add_checkpoint_argument, add_dtype_argument
+from attnlab.decode.loading import load
 from attnlab.decode.patching import (
     LANDS,
     ResidualCorpus,

@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
-from attnlab.decode.api import Model, load
+from attnlab.decode.api import Model
+from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import (

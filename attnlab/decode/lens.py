@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from attnlab.data.tokenizer import is_blank
-from attnlab.decode.api import load
 from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument, add_search_arguments, search_settings
+from attnlab.decode.loading import load
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.record.lens import MAX_TOP, Lens, logit_lens
@@ -44,7 +44,7 @@ def cli(argv: list[str]) -> int:
     add_checkpoint_argument(parser)
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
     parser.add_argument("--reference", help="file of target lines: read teacher-forced on them instead of decoding")
-    add_search_arguments(parser, lengths=False)
+    add_search_arguments(parser, lengths=False, patience=False)
     parser.add_argument(
         "--json",
         action="store_true",
