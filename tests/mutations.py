@@ -229,15 +229,22 @@ MUTATIONS = (
     Mutation(
         "</s> only among the top beam (fairseq)",
         SEARCH,
-        "ends = live & top_tokens.eq(eos)",
-        "ends = live & top_tokens.eq(eos) & (torch.arange(top_tokens.size(1)) < beam)",
+        "enders = 2 * beam if patience is None else beam",
+        "enders = beam",
         ("tests/test_decode.py",),
     ),
     Mutation(
         "stop once beam have finished (fairseq)",
         SEARCH,
-        "if n and not _settled",
-        "if n and len(finished[sent]) < beam and not _settled",
+        "enough = math.inf if patience is None else",
+        "enough = beam if patience is None else",
+        ("tests/test_decode.py",),
+    ),
+    Mutation(
+        "patience counts endings among all 2·beam moves",
+        SEARCH,
+        "enders = 2 * beam if patience is None else beam",
+        "enders = 2 * beam",
         ("tests/test_decode.py",),
     ),
     Mutation(

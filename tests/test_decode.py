@@ -280,12 +280,17 @@ def test_a_sentence_goes_on_while_a_live_hypothesis_can_still_win() -> None:
 
 
 def test_patience_stops_once_patience_times_beam_hypotheses_have_ended() -> None:
-    """The same table with `patience`: 1 stops at the two endings, as fairseq and CTranslate2 do,
-    and returns [5, 3]; 1.5 waits for ⌈1.5 · 2⌉ = 3, which the live [4, 7] reaches."""
+    """fairseq's and CTranslate2's search: with `patience` 1 the sentence stops at two endings
+    and returns [5, 3]; 1.5 waits for round(1.5 · 2) = 3, which the live [4, 7] reaches. Only the
+    `beam` best moves may end: </s> ranked second with a beam of one is not an answer (counted,
+    low-ranked endings stopped test2016's sentences early: BLEU 37.65 against fairseq's 38.45)."""
     table = {(): {4: 0.5, 5: 0.3, 6: 0.2}, (4,): {3: 0.52, 7: 0.48}, (5,): {3: 0.9, 7: 0.1}, (4, 7): {3: 1.0}}
     fairseq = beam_search(Scripted(table), [10], beam=2, alpha=1.0, patience=1.0)[0]
     assert [h.tokens for h in fairseq] == [[5, 3], [4, 3]]
     assert beam_search(Scripted(table), [10], beam=2, alpha=1.0, patience=1.5)[0][0].tokens == [4, 7, 3]
+    table = {(): {4: 0.6, 3: 0.4}, (4,): {3: 0.5, 5: 0.5}, (4, 5): {3: 1.0}}
+    found = beam_search(Scripted(table), [10], beam=1, alpha=0.0, patience=1.0)[0]
+    assert found[0].tokens[0] == 4 and found[0].logprob == pytest.approx(math.log(0.3))
 
 
 def test_any_of_the_best_two_beam_moves_may_end_a_hypothesis() -> None:
