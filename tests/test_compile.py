@@ -39,14 +39,14 @@ def _breaks(fn, *args) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("window", [None, 1])
+@pytest.mark.parametrize(("window", "attn_drop"), [(None, 0.0), (1, 0.0), (None, 0.2), (1, 0.2)])
 @pytest.mark.parametrize("padded", [True, False])
-def test_training_forward_and_loss_have_no_graph_break(window: int | None, padded: bool) -> None:
+def test_training_forward_and_loss_have_no_graph_break(window: int | None, attn_drop: float, padded: bool) -> None:
     """What `attnlab train --compile` compiles: the forward pass and the label-smoothed loss, in
     bf16 on the trainer's kernels; restricted attention on the banded kernel too (a sequence
-    longer than BANDED_FROM windows)."""
+    longer than BANDED_FROM windows); with the attention dropout of the parse preset too."""
     torch.manual_seed(0)
-    config = preset("tiny", attn_window=window)
+    config = preset("tiny", attn_window=window, p_attn_drop=attn_drop)
     model = Transformer(config).train()
     long = BANDED_FROM * (2 * (window or 1) + 1) + 5
     src, tgt_in, tgt_out = _batch(long if window else 9, 7, padded)

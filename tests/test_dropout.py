@@ -11,6 +11,7 @@ from torch import nn
 from attnlab import Transformer, preset
 from attnlab.model.dropout import Dropout
 from attnlab.model.kernels import extension
+from attnlab.model.multihead import MultiHeadAttention
 
 MASK64 = (1 << 64) - 1
 
@@ -145,7 +146,8 @@ def test_kernel_mask_keeps_shape_of_a_strided_input() -> None:
 def test_dropout_where_section_5_4_puts_it() -> None:
     """§5.4: dropout on each sub-layer's output (before it is added to the sub-layer's input and
     normalised) and on the sums of the embeddings and the positional encodings in both stacks,
-    nowhere else (no dropout on attention weights): 2 + n_layers × (2 + 3) calls a forward pass.
+    nowhere else (attention weights: only with `p_attn_drop`, 0 here as in every translation preset):
+    2 + n_layers × (2 + 3) calls a forward pass.
     (Leaving the embeddings' dropout out passed every other test.)"""
     torch.manual_seed(0)
     config = preset("tiny", p_drop=0.5)
@@ -165,3 +167,37 @@ def test_dropout_where_section_5_4_puts_it() -> None:
         for ids, call in ((src, calls[0]), (tgt, calls[1 + 2 * config.n_layers])):
             summed = model.embed(ids) * config.d_model**0.5 + model.pe[: ids.size(1)]
             torch.testing.assert_close(call[0], summed)
+
+
+@pytest.mark.parametrize(
+    ("route", "dtype", "window"),
+    [("fused", torch.float32, None), ("explicit", torch.bfloat16, None), ("banded", torch.float32, 1)],
+)
+def test_attention_dropout_drops_weights_while_training_only(
+    route: str, dtype: torch.dtype, window: int | None
+) -> None:
+    """`p_attn_drop` (§6.3's attention dropout) drops attention weights while training, on each
+    path Eq. (1) takes: PyTorch's fused kernel (fp32), the explicit products (bf16 on the CPU) and
+    the banded kernel of a restricted model (48 positions ≥ 12 windows). W^V and W^O are the
+    identity and position j's input is the j-th unit vector, so each output row is the weights
+    themselves: in training about half of those the eval pass gives are 0, the rest doubled."""
+    torch.manual_seed(0)
+    config = preset("tiny", n_heads=1, p_attn_drop=0.5, attn_window=window)
+    attn = MultiHeadAttention(config, "encoder").to(dtype)
+    with torch.no_grad():
+        attn.w_v.weight.copy_(torch.eye(64))
+        attn.w_o.weight.copy_(torch.eye(64))
+        for layer in (attn.w_v, attn.w_o, attn.w_q, attn.w_k):
+            if layer.bias is not None:
+                layer.bias.zero_()
+    x = torch.eye(64, dtype=dtype)[:48].expand(8, 48, 64)  # (B, L, d_model): position j is e_j
+    with torch.no_grad():
+        weights = attn.eval()(x)[..., :48]
+        dropped = attn.train()(x)[..., :48]
+    assert (weights > 0).float().mean() > (0.99 if window is None else 3 * 46 / 48**2)  # the band's 2r + 1 keys
+    gone = (dropped == 0) & (weights > 0)
+    share = gone.sum() / (weights > 0).sum()
+    assert 0.45 < share < 0.55, (route, share)
+    torch.testing.assert_close(
+        dropped[~gone], 2 * weights[~gone], rtol=1e-2 if dtype == torch.bfloat16 else 1e-5, atol=0
+    )

@@ -62,8 +62,12 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None
     return tuple(x if y == 1 else y for x, y in zip(a, b, strict=True))
 
 
-def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """`attention` without the shape check: what the model's inner path calls."""
+def explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """`attention` without the shape check: what the model's inner path calls. `dropout` drops
+    weights before they weigh the values (training's attention dropout); the weights returned
+    are the softmax's, as a recording reads them."""
     if mask is not None and mask.dtype != torch.bool:
         raise ModelInputError(f"the mask must be a bool tensor, True where attending is allowed; got {mask.dtype}")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
@@ -72,7 +76,7 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:
         weights = weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)
-    return weights @ v, weights
+    return (F.dropout(weights, dropout) if dropout else weights) @ v, weights
 
 
 BANDED_FROM = 12  # the banded kernel once a sequence is this many windows (2r + 1) long; below, the
@@ -88,13 +92,16 @@ def window_mask(queries: int, keys: int, window: int, causal: bool, device: torc
     return allowed[None, None]
 
 
-def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool, keep: Tensor | None = None) -> Tensor:
+def local_attention(
+    q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool, keep: Tensor | None = None, dropout: float = 0.0
+) -> Tensor:
     """Eq. (1) restricted to the keys within `window` of each query (Table 1's last row) in
     O(n·r·d) time and memory. The queries are cut into blocks of b = max(r, 16) positions; a
     block meets only the b + 2r keys around it (causal: b + r), all blocks in one call of the
     fused kernel with the band as its mask. Equals `attention` under `window_mask`.
 
-    q, k: (B, h, n, d_k), v: (B, h, n, d_v); `keep` (B, n) marks real (unpadded) keys."""
+    q, k: (B, h, n, d_k), v: (B, h, n, d_v); `keep` (B, n) marks real (unpadded) keys; `dropout`
+    as `explicit_attention`'s."""
     batch, heads, n, _ = q.shape
     left, right = window, 0 if causal else window
     block = max(window, 16)
@@ -119,5 +126,5 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool, 
         allowed = allowed & F.pad(keep, (left, right + tail)).unfold(-1, span, block)[:, :, None, :]
     allowed = allowed | (start + i >= n)  # padded query rows: anything, so no row is empty
     mask = allowed.expand(batch, -1, -1, -1).flatten(0, 1)[:, None]  # (B·blocks, 1, b, span)
-    out = F.scaled_dot_product_attention(queries, around(k), around(v), attn_mask=mask)  # (B·blocks, h, b, d_v)
+    out = F.scaled_dot_product_attention(queries, around(k), around(v), attn_mask=mask, dropout_p=dropout)
     return out.unflatten(0, (batch, blocks)).transpose(1, 2).flatten(2, 3)[:, :, :n]

@@ -44,6 +44,7 @@ class MultiHeadAttention(nn.Module):
         # positions are known (also in incremental decoding); encoder-decoder attention is global.
         self.window = None if kind == "cross" else config.attn_window
         self.causal = kind == "decoder"
+        self.p_attn_drop = config.p_attn_drop  # on the weights, while training only
 
     @property
     def hook(self) -> AttentionHook | None:
@@ -102,7 +103,7 @@ class MultiHeadAttention(nn.Module):
             if self.hook is None and q.size(2) == k.size(2) > BANDED_FROM * (2 * self.window + 1):
                 keep = None if mask is None or mask.size(-2) > 1 else mask[:, 0, 0, :]  # key padding
                 if keep is not None or mask is None or self.causal:  # (a dense causal mask is the band's)
-                    out = local_attention(q, k, v, self.window, self.causal, keep)
+                    out = local_attention(q, k, v, self.window, self.causal, keep, self._dropout)
                     return self._project(out)
             band = window_mask(q.size(2), k.size(2), self.window, self.causal, q.device)
             mask = band if mask is None else mask & band
@@ -135,12 +136,18 @@ class MultiHeadAttention(nn.Module):
         cpu = q.device.type == "cpu"
         hook = self.hook  # (a context-variable lookup: read once per call)
         if hook is None and not (cpu and (decoding or q.dtype == torch.bfloat16)):
-            return self._ungroup(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), groups)
-        out, weights = explicit_attention(q, k, v, mask)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._dropout)
+            return self._ungroup(out, groups)
+        out, weights = explicit_attention(q, k, v, mask, self._dropout)
         if hook is not None:
             rows = (lambda t: t.repeat_interleave(groups, 0)) if groups > 1 else (lambda t: t)
             hook(self, self._ungroup(weights, groups), None if mask is None else rows(mask), rows(v))
         return self._ungroup(out, groups)
+
+    @property
+    def _dropout(self) -> float:
+        """The attention dropout's rate now: `p_attn_drop` while training, else 0."""
+        return self.p_attn_drop if self.training else 0.0
 
     @staticmethod
     def _ungroup(x: Tensor, groups: int) -> Tensor:
