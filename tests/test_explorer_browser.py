@@ -496,6 +496,44 @@ def test_pointing_at_a_word_of_the_heads_lines_keeps_its_lines_alone(page: Page)
     assert point(0.5, 0.5)["alpha"] == every["w"]  # off the words again: every line
 
 
+JS_SAID = """(name) => {
+  const el = Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el;
+  const said = el.parentNode.querySelector(".attn-lines-said");
+  return said ? [said.textContent, said.getAttribute("aria-live")] : null;
+}"""
+
+
+def test_the_keys_point_at_the_lines_words_and_say_which(page: Page) -> None:
+    """The lines' pointing without a mouse (it was the only way): on the figure's Tab stop ↓
+    points at the first query word, its lines alone and its name read out (a live region), ↓ the
+    second, → the second key, its lines from the queries, Esc every line again; the page's own
+    arrows do not also open another head."""
+    page.translate("A dog runs .", "Ein hund läuft im park .")
+    address = page.page.url
+    page.page.evaluate(
+        "(name) => Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el.focus()", "lines-cross"
+    )
+
+    def press(key: str) -> tuple[dict[str, list[float]], list[str]]:
+        page.page.keyboard.press(key)
+        page.page.wait_for_timeout(200)
+        return page.page.evaluate(JS_LINES, "lines-cross"), page.page.evaluate(JS_SAID, "lines-cross")
+
+    def shown(lines: dict[str, list[float]]) -> set[tuple[int, int]]:
+        return {(q, k) for q, k, a in zip(lines["q"], lines["k"], lines["alpha"], strict=True) if a > 0}
+
+    every, _ = press("Shift")
+    for key, side, at in (("ArrowDown", "q", 0), ("ArrowDown", "q", 1), ("ArrowRight", "k", 1)):
+        lines, said = press(key)
+        mine = {(q, k) for q, k in zip(lines["q"], lines["k"], strict=True) if (q if side == "q" else k) == at}
+        assert shown(lines) == mine and mine, (key, shown(lines), mine)
+        assert said[1] == "polite" and said[0].startswith(f"{'query' if side == 'q' else 'key'} {at + 1} of "), said
+    assert said[0].startswith(f"key 2 of {len(lines['k_y'])}: ") and said[0].split(": ", 1)[1].strip(), said
+    lines, said = press("Escape")
+    assert lines["alpha"] == every["w"] and said[0] == "every line"
+    assert page.page.url == address
+
+
 JS_TOP = js_view("""
       v.canvas_view.el.scrollIntoView({block: "start"});
       return true;""")
@@ -538,6 +576,13 @@ def test_a_click_on_a_heads_name_hides_its_lines_and_a_second_shows_them(page: P
     page.page.mouse.click(*at(every["head_x"][0], every["head_y"][0]))
     assert lines()["alpha"] == every["w"]  # head 0 again, off the words: every line
     page.shot("lines-every")
+    page.page.evaluate(  # its number does the same from the keyboard, and says it
+        "(name) => Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el.focus()", "lines-cross"
+    )
+    page.page.keyboard.press("1")
+    assert lines()["head_alpha"][0] < 1 and page.page.evaluate(JS_SAID, "lines-cross")[0] == "H0 hidden"
+    page.page.keyboard.press("1")
+    assert lines()["alpha"] == every["w"] and page.page.evaluate(JS_SAID, "lines-cross")[0] == "H0 shown"
 
 
 def test_parse_draws_a_tree(page: Page, checkpoints: dict[str, Path]) -> None:

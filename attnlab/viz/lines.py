@@ -2,7 +2,7 @@
 left, the keys on the right, and a line from each query to each key it reads, as dark as its
 weight. The heatmap shows every weight at once; the lines show where a word looks: point at a
 word and only its lines stay (a query's to the keys it reads, a key's from the queries that read
-it). Every head of a layer can be drawn at once, each in its colour; a click on a head's name hides
+it), with the mouse or with the arrow keys on the figure's Tab stop. Every head of a layer can be drawn at once, each in its colour; a click on a head's name hides
 its lines or shows them again, in the browser (bertviz's head toggles). `update_lines` puts another
 head or trace into the same figure, so a live session sends only new data. A long column keeps
 within the heatmap's budget (`ROWS_PX`): its rows closer, its words thinned to what fits; every
@@ -57,14 +57,60 @@ for (let n = 0; n < w.length; n++) {
 lines.data = {...lines.data, alpha: alpha};
 """
 _POINT_JS = "const at = cb_data.index.indices;\nlines[side] = at.length ? at[0] : null;\n" + _SHOW_JS
+_FLIP_JS = f"""
+const flipped = [...heads.data.on];
+flipped[head] = flipped[head] ? 0 : 1;
+heads.data = {{...heads.data, on: flipped, alpha: flipped.map(shown => shown ? 1 : {OFF_ALPHA})}};
+"""
 _TOGGLE_JS = f"""
 const at = chips.selected.indices;
 if (!at.length) return;
 chips.selected.indices = [];
-const flipped = [...heads.data.on];
-flipped[at[0]] = flipped[at[0]] ? 0 : 1;
-heads.data = {{...heads.data, on: flipped, alpha: flipped.map(shown => shown ? 1 : {OFF_ALPHA})}};
-{_SHOW_JS}"""
+const head = at[0];
+{_FLIP_JS}{_SHOW_JS}"""
+# The same from the keyboard, on the figure's own Tab stop (the mouse was the only way): ↑ ↓ point
+# at the next or previous word of a column, ← → go to the queries or the keys, Esc shows every
+# line, a digit hides or shows that head; what is pointed at is read out (a live region).
+_KEYS_JS = f"""
+const view = typeof Bokeh !== "undefined" && Bokeh.index ? Bokeh.index.find_one(fig) : null;
+const el = view?.canvas_view?.events_el;
+if (el && !el.attnLines) {{
+  el.attnLines = true;
+  const said = document.createElement("div");
+  said.setAttribute("aria-live", "polite");
+  said.className = "attn-lines-said";
+  said.style.cssText = "position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%)";
+  el.after(said);
+  el.addEventListener("keydown", (e) => {{
+    if (e.ctrlKey || e.altKey || e.metaKey) return;
+    const count = (s) => tokens[s].data.word.length;
+    let side = lines.k_at != null && lines.q_at == null ? "k" : "q", at = lines[side + "_at"], head = null;
+    if (e.key === "ArrowDown" || e.key === "ArrowUp") {{
+      const step = e.key === "ArrowDown" ? 1 : -1;
+      at = at == null ? (step > 0 ? 0 : count(side) - 1) : Math.max(0, Math.min(count(side) - 1, at + step));
+    }} else if (e.key === "ArrowLeft" || e.key === "ArrowRight") {{
+      side = e.key === "ArrowRight" ? "k" : "q";
+      at = Math.min(at ?? 0, count(side) - 1);
+    }} else if (e.key === "Escape" && (lines.q_at != null || lines.k_at != null)) {{
+      at = null;
+    }} else if (/^[1-9]$/.test(e.key) && Number(e.key) <= heads.data.on.length) {{
+      head = Number(e.key) - 1;
+    }} else return;
+    e.preventDefault();
+    e.stopPropagation();
+    if (head != null) {{
+      {_FLIP_JS}
+      said.textContent = words[heads.data.on[head] ? "shown" : "hidden"].replace("{{head}}", heads.data.label[head]);
+    }} else {{
+      lines.q_at = side === "q" ? at : null;
+      lines.k_at = side === "k" ? at : null;
+      said.textContent = at == null ? words.every : words.pointed.replace("{{side}}", words[side])
+        .replace("{{n}}", at + 1).replace("{{count}}", count(side)).replace("{{word}}", tokens[side].data.word[at]);
+    }}
+    {_SHOW_JS}
+  }});
+}}
+"""
 
 
 def lines_figure(
@@ -108,8 +154,9 @@ def lines_figure(
     toggle = CustomJS(args={"lines": lines, "heads": heads, "chips": chips}, code=_TOGGLE_JS)
     said = say(words)
     fig.add_tools(TapTool(renderers=[boxes], callback=toggle, description=said["lines.tool_heads"]))
+    columns = {}
     for side, (align, at, _header) in SIDES.items():
-        tokens = ColumnDataSource({"y": [], "label": [], "word": []})
+        tokens = columns[side] = ColumnDataSource({"y": [], "label": [], "word": []})
         fig.text(
             at, "y", text="label", source=tokens, text_align=align, text_baseline="middle", text_font_size="12px",
             name=f"{side}-tokens",
@@ -126,6 +173,12 @@ def lines_figure(
             HoverTool(renderers=[spots], tooltips=[("", "@word")], attachment="vertical",
                       callback=point, description=said[f"lines.tool_{side}"])
         )  # fmt: skip
+    spoken = {"q": said["head.query"], "k": said["head.key"], "every": said["lines.every_line"]}
+    spoken |= {"pointed": said["lines.pointed"], "hidden": said["lines.head_hidden"], "shown": said["lines.head_shown"]}
+    keys = CustomJS(
+        args={"fig": fig, "lines": lines, "heads": heads, "tokens": columns, "words": spoken}, code=_KEYS_JS
+    )
+    fig.js_on_change("inner_width", keys)  # (once laid out: the canvas the keys go to exists)
     update_lines(fig, trace, kind, layer, head, vmax=vmax, title=title, name=name, words=words)
     return use_fonts(fig, said)
 

@@ -34,11 +34,19 @@ WORDS: dict[str, str] = {
     "head.masked": "masked (score −∞, weight 0)",
     # one head as lines (lines.py), under its "head.title"
     "lines.every_head": "{kind_title} · layer {layer} · every head, each in its colour",
-    "lines.hint": "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone",
+    "lines.hint": (
+        "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone"
+        " (keys: ↑ ↓ a word, ← → queries or keys, Esc every line)"
+    ),
     "lines.hint_every": (
         "each head's lines in its colour, as dark as the weight; point at a word for its lines alone,"
-        " click a head's name to hide or show it"
+        " click a head's name (or press its number) to hide or show it"
     ),
+    # read out as the keys point (lines.py): a word, every line again, a head hidden or shown
+    "lines.pointed": "{side} {n} of {count}: {word}",
+    "lines.every_line": "every line",
+    "lines.head_hidden": "{head} hidden",
+    "lines.head_shown": "{head} shown",
     "lines.tool_heads": "hide or show a head's lines (click its name)",  # the toolbar's tips (they read "lines-heads")
     "lines.tool_q": "a query's lines alone (point at it)",  # (one per column: bokeh shows both on one button)
     "lines.tool_k": "a key's lines alone (point at it)",
