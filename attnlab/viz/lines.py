@@ -72,15 +72,19 @@ const head = at[0];
 # at the next or previous word of a column, ← → go to the queries or the keys, Esc shows every
 # line, a digit hides or shows that head; what is pointed at is read out (a live region).
 _KEYS_JS = f"""
+setTimeout(() => {{  // after the layout pass that called it: a view looked up inside it could be one going away
 const view = typeof Bokeh !== "undefined" && Bokeh.index ? Bokeh.index.find_one(fig) : null;
 const el = view?.canvas_view?.events_el;
 if (el && !el.attnLines) {{
   el.attnLines = true;
-  const said = document.createElement("div");
-  said.setAttribute("aria-live", "polite");
-  said.className = "attn-lines-said";
-  said.style.cssText = "position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%)";
-  el.after(said);
+  let said = document.querySelector(".attn-lines-said");  // one for the page, outside BokehJS's own elements
+  if (!said) {{
+    said = document.createElement("div");
+    said.setAttribute("aria-live", "polite");
+    said.className = "attn-lines-said";
+    said.style.cssText = "position:fixed;width:1px;height:1px;overflow:hidden;clip-path:inset(50%)";
+    document.body.append(said);
+  }}
   el.addEventListener("keydown", (e) => {{
     if (e.ctrlKey || e.altKey || e.metaKey) return;
     const count = (s) => tokens[s].data.word.length;
@@ -110,6 +114,7 @@ if (el && !el.attnLines) {{
     {_SHOW_JS}
   }});
 }}
+}}, 0);
 """
 
 

@@ -34,13 +34,10 @@ WORDS: dict[str, str] = {
     "head.masked": "masked (score −∞, weight 0)",
     # one head as lines (lines.py), under its "head.title"
     "lines.every_head": "{kind_title} · layer {layer} · every head, each in its colour",
-    "lines.hint": (
-        "a line from each query to each key it reads, as dark as the weight; point at a word for its lines alone"
-        " (keys: ↑ ↓ a word, ← → queries or keys, Esc every line)"
-    ),
+    "lines.hint": "a line from each query to each key it reads, as dark as the weight; point at a word (↑ ↓ ← →) for its lines alone",
     "lines.hint_every": (
-        "each head's lines in its colour, as dark as the weight; point at a word for its lines alone,"
-        " click a head's name (or press its number) to hide or show it"
+        "each head in its colour, as dark as the weight; point at a word (↑ ↓ ← →) for its lines alone,"
+        " click a head's name (or its number) to hide or show it"
     ),
     # read out as the keys point (lines.py): a word, every line again, a head hidden or shown
     "lines.pointed": "{side} {n} of {count}: {word}",
