@@ -56,7 +56,8 @@ const titles = (root, found = []) => {  // every tab title, through the widgets'
   return found;
 };
 // The server draws the tabs again once one opens, and the focus fell to the page: it goes back to
-// the title opened, for two seconds, unless something else has taken it meanwhile. A key pressed
+// the title opened, for up to ten seconds (a redraw under load took more than the two it waited,
+// and the keys pressed meanwhile were lost), unless something else has taken it meanwhile. A key pressed
 // meanwhile (quick → → →) steps from the title the last key opened (`wanted`), not from the one
 // focused or drawn before it: three quick ← moved one tab.
 let pending = null, wanted = null;  // {until}: keys come quicker than the redraw; the title last opened
@@ -82,9 +83,9 @@ const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside i
   const next = title && titles(document).find((t) => t.textContent === title);  // (drawn now, not the stale one)
   if (next) {
     next.click();
-    pending = {until: Date.now() + 2000};
+    pending = {until: Date.now() + 10000};
     wanted = title;
-    refocus(wanted, 20);
+    refocus(wanted, 100);
   }
   return true;
 };
