@@ -144,8 +144,9 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: str) -> None:
-    """In fp32, and in bf16 (autocast, with the fp32 weights the checkpoint holds)."""
-    common = ["--max-steps", "16", "--save-every", "4", "--keep-last", "0", "--dtype", dtype]
+    """In fp32, and in bf16 (autocast, with the fp32 weights the checkpoint holds); with attention
+    dropout too (`p_attn_drop`, drawn by PyTorch's kernels from the generator the checkpoint saves)."""
+    common = ["--max-steps", "16", "--save-every", "4", "--keep-last", "0", "--dtype", dtype, "p_attn_drop=0.2"]
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     uninterrupted = _train(prepared, straight, *common)  # beside the killed run: one thread each, two cores
     proc = _train(prepared, killed, *common)
@@ -160,6 +161,7 @@ def test_sigkill_and_resume_is_bit_exact(prepared: Path, tmp_path: Path, dtype: 
     err = _finish(_train(prepared, killed, *common))
     assert "resumed from" in err
     a, b = _params(straight), _params(killed)
+    assert json.loads((killed / "checkpoints" / "step_16" / "config.json").read_text())["model"]["p_attn_drop"] == 0.2
     assert all(t.dtype == torch.float32 for t in a.values())
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _losses(straight) == _losses(killed)
