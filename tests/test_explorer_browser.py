@@ -723,10 +723,16 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
         page.page.keyboard.press(key)
         page.page.wait_for_url(re.compile(f"view={view}"), timeout=10_000)
         assert active.inner_text().strip() == tab and [box.input_value() for box in selected] == ["1", "0"]
+    page.page.evaluate(  # every tab opened from now on
+        """() => { window.opened = []; document.addEventListener("click", (e) => { const at = e.composedPath()[0];
+        if (at.classList && at.classList.contains("bk-tab")) window.opened.push(at.textContent.trim()); }, true); }"""
+    )
     for keys, view in ((["ArrowRight"] * 3, "ablation"), (["ArrowLeft"] * 4, "heads")):  # quicker than the redraws
         for key in keys:
             page.page.keyboard.press(key)  # (three quick ← moved one tab)
         page.page.wait_for_url(re.compile(f"view={view}"), timeout=15_000)
+    # only the last tab chosen opened: those between, built and torn down mid-draw, threw BokehJS errors under load
+    assert page.page.evaluate("() => window.opened") == ["Head ablation", "Heads"]
     focused = """() => {  // the focused element through the shadow roots, and its ring (a 1 px dotted grey one was Bokeh's)
       let at = document.activeElement;
       while (at && at.shadowRoot && at.shadowRoot.activeElement) at = at.shadowRoot.activeElement;

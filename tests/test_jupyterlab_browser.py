@@ -13,6 +13,7 @@ and are checked for content (a blank render fails).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -256,12 +257,15 @@ def test_quickstart_renders_live_widgets_offline(lab: tuple[JupyterLab, dict[str
         page.wait_for_function(
             f"(cell) => {FIGURES_JS}(cell, 'logit-lens').length > 0", arg=explorer_cell.element_handle(), timeout=60_000
         )
-        page.wait_for_timeout(1500)
-        lens = page.evaluate(
-            f"(cell) => {FIGURES_JS}(cell, 'logit-lens').map(v => [v.el.getBoundingClientRect().width, v.model.max_width])",
-            explorer_cell.element_handle(),
-        )
-        assert lens and lens[0][0] > 900, lens  # (~1,070 px free beside the prompt; it was 660)
+        widths = f"(cell) => {FIGURES_JS}(cell, 'logit-lens').map(v => [v.el.getBoundingClientRect().width, v.model.max_width])"
+        # its own width (878 to 1,070 px, as the output's length on this CPU), ~1,070 px being free beside the prompt
+        full = "([width, most]) => width >= Math.min(most, 900) - 1"
+        with contextlib.suppress(playwright_api.TimeoutError):  # (a loaded machine took more than 1.5 s)
+            page.wait_for_function(
+                f"(cell) => ({widths})(cell).some({full})", arg=explorer_cell.element_handle(), timeout=30_000
+            )
+        lens = page.evaluate(widths, explorer_cell.element_handle())
+        assert lens and lens[0][0] >= min(lens[0][1], 900) - 1 and lens[0][0] > 760, lens  # (it was 660)
         page.screenshot(path=str(ARTIFACTS / "jupyterlab-page.png"))
         browser.close()
 

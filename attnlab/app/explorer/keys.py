@@ -29,6 +29,7 @@ from attnlab.app.explorer.store import Store
 # {key: (the selector it moves, the step)}: ↓ goes down the grid, to the next layer
 MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
 ACTING = ("attn-language", "attn-checkpoint", "attn-profile-sentence")  # every choice acts: no key chooses closed
+QUIET_MS = 250  # tab keys closer than this open only the last tab chosen (a held key repeats every ~30 ms)
 SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
 
 
@@ -58,9 +59,11 @@ const titles = (root, found = []) => {  // every tab title, through the widgets'
 // The server draws the tabs again once one opens, and the focus fell to the page: it goes back to
 // the title opened, for up to ten seconds (a redraw under load took more than the two it waited,
 // and the keys pressed meanwhile were lost), unless something else has taken it meanwhile. A key pressed
-// meanwhile (quick → → →) steps from the title the last key opened (`wanted`), not from the one
-// focused or drawn before it: three quick ← moved one tab.
-let pending = null, wanted = null;  // {until}: keys come quicker than the redraw; the title last opened
+// meanwhile (quick → → →) steps from the title the last key chose (`wanted`), not from the one
+// focused or drawn before it: three quick ← moved one tab. Keys less than QUIET_MS ms apart open
+// only the last one chosen: each tab between was built and torn down while BokehJS was still drawing
+// it, and under load its table and figures threw errors ("SlickGrid Cannot find stylesheet").
+let pending = null, wanted = null, opening = null;  // {until}: keys quicker than the redraw; the title chosen; the timer
 const refocus = (title, tries) => {
   if (title !== wanted) return;  // (a later key opened another: the earlier one's turn is over)
   const now = titles(document).find((t) => t.textContent === title);
@@ -80,12 +83,15 @@ const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside i
   e.preventDefault();
   const row = [...tab.parentElement.querySelectorAll(".bk-tab")].map((t) => t.textContent);
   const title = row[row.indexOf(quick ? wanted : tab.textContent) + step];
-  const next = title && titles(document).find((t) => t.textContent === title);  // (drawn now, not the stale one)
-  if (next) {
-    next.click();
+  if (title && titles(document).some((t) => t.textContent === title)) {
     pending = {until: Date.now() + 10000};
     wanted = title;
-    refocus(wanted, 100);
+    clearTimeout(opening);
+    opening = setTimeout(() => {
+      const next = titles(document).find((t) => t.textContent === wanted);  // (drawn now, not the stale one)
+      if (next) next.click();
+      refocus(wanted, 100);
+    }, QUIET_MS);
   }
   return true;
 };
@@ -130,7 +136,9 @@ window.attnHelpKeys = (e) => {
   if (icon) icon.dispatchEvent(new MouseEvent("mouseenter"));
 };
 document.addEventListener("keyup", window.attnHelpKeys);
-""".replace("MOVES", str(list(MOVES))).replace("ACTING", str(list(ACTING)))
+""".replace("MOVES", str(list(MOVES)))
+        .replace("ACTING", str(list(ACTING)))
+        .replace("QUIET_MS", str(QUIET_MS))
     }
 
     def __init__(self, store: Store, **params: Any) -> None:
