@@ -1056,6 +1056,14 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
         page.page.locator(".bk-tab").filter(has_text=tab).first.click()
         assert page.painted(figure, 5)
         widths[tab] = page.page.evaluate("document.documentElement.scrollWidth")
+    # the rollout's numbers as a table (what a screen reader reads of it) scroll in their own box
+    page.page.locator(".attn-rollout-as-table input").check()
+    table = page.page.locator(".attn-rollout-table table.attn-weights")
+    table.wait_for(timeout=15_000)
+    assert table.locator("caption").inner_text().startswith("attention rollout · encoder–decoder")
+    assert table.locator("tbody tr").count() >= 2 and table.locator("thead th").count() > 25  # a column a piece
+    widths["rollout table"] = page.page.evaluate("document.documentElement.scrollWidth")
+    page.shot("1024-rollout-table")
     assert widths == dict.fromkeys(widths, 1024), widths
     tabs = page.page.locator(".bk-tab").filter(has_text="Logit lens").bounding_box()
     assert tabs["x"] > 350, tabs  # the views beside the inputs

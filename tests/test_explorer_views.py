@@ -494,6 +494,41 @@ def test_the_open_heads_weights_read_as_a_table(lab: dict[str, Path], monkeypatc
     assert not tab.table.visible
 
 
+def test_the_rollout_and_the_lens_read_as_tables(lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticked, the Attention rollout and Logit lens tabs show their figure's numbers as a table
+    under it, redrawn with the figure (another layer, another sentence); a map too big for a table
+    is one line; unticked, nothing."""
+    import re
+
+    from attnlab.app.explorer import figure_tab
+    from attnlab.record.lens import logit_lens
+    from attnlab.record.rollout import rollout
+
+    shown = explorer(lab, tiny="translate")
+    store, tab = shown.store, shown.rollout
+    tab.as_table.value = True  # (before the tab was ever drawn: nothing to read yet)
+    shown.tabs.active = 7
+    for layer in (0, 1):
+        store.layer = layer
+        flow = rollout(store.trace, store.kind)[layer]
+        cells = [float(c) for c in re.findall(r"<td>([^<]*)</td>", tab.table.object)]
+        np.testing.assert_allclose(np.reshape(cells, flow.shape), flow, atol=5e-4)
+        assert tab.table.visible and f"up to layer {layer}</caption>" in tab.table.object
+    monkeypatch.setattr(figure_tab, "MOST", 3)
+    store.layer = 0
+    assert "more than 3 pieces a side to read as a table" in tab.table.object
+    monkeypatch.undo()
+    tab.as_table.value = False
+    assert not tab.table.visible
+    shown.tabs.active = 8
+    shown.lens.as_table.value = True
+    decode(shown, "a girl sits on a red bike .")
+    lens = logit_lens(store.model, store.trace)
+    shown_p = [float(p) for p in re.findall(r" ([0-9.]+)</td>", shown.lens.table.object)]
+    np.testing.assert_allclose(shown_p, lens.p.ravel(), atol=5e-4)
+    assert shown.lens.table.visible and not store.error
+
+
 def test_the_output_is_marked_in_its_language(lab: dict[str, Path]) -> None:
     """A screen reader read the German translation with the page's English (or Spanish) voice:
     the output and each hypothesis carry the model's target language; a parse, none."""

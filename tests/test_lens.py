@@ -151,6 +151,37 @@ def test_the_figure_colours_by_the_outputs_probability_and_names_each_layers_cho
         viz.lens_figure(model.score("A dog runs.", "Ein Hund rennt.").trace)
 
 
+def test_the_table_reads_each_layers_choice_and_the_outputs_probability(model: Model) -> None:
+    """What a screen reader gets of the grid: a row a layer (0 first), a column an output piece;
+    each cell the layer's first choice and the probability it gives the piece output there, red
+    and its rank said where the layer still prefers another, its likeliest pieces in its title."""
+    import html
+    import re
+
+    from attnlab.viz.labels import piece_label, spelled
+
+    lens = logit_lens(model, model.score("A dog runs.", "Ein Hund rennt.").trace)
+    table = viz.lens_table(lens)
+    cells = re.findall(
+        r"<td( style='color:#c0392b')? title='([^']*)' aria-label='([^']*)'>([^<]*) ([0-9.]+)</td>", table
+    )
+    layers, n = lens.p.shape
+    assert len(cells) == layers * n and table.count("<th scope='row'>") == layers
+    np.testing.assert_allclose([float(c[-1]) for c in cells], lens.p.ravel(), atol=5e-4)
+    assert [bool(c[0]) for c in cells] == (lens.rank.ravel() > 0).tolist()  # red: another piece first
+    firsts = [html.escape(piece_label(spelled(cell[:1])[0], None)) for row in lens.top for cell in row]
+    assert [c[3] for c in cells] == firsts
+    assert all(c[2].endswith(f"rank of the output {r + 1}") for c, r in zip(cells, lens.rank.ravel(), strict=True))
+    assert cells[0][1].startswith("likeliest: ") and cells[0][1].count(",") >= 4  # (the hover's five)
+    assert one_line(re.search("<caption>(.*)</caption>", viz.lens_table(lens, words=figure_words("es")))[1]) == (
+        html.escape(one_line(text("figure.lens_title", "es")))
+    )
+    with pytest.raises(AttnlabError, match="more than 3 pieces a side"):
+        viz.lens_table(lens, most=3)
+    with pytest.raises(AttnlabError, match="^lens_table draws what attnlab.logit_lens returns"):
+        viz.lens_table(model.score("A dog runs.", "Ein Hund rennt.").trace)
+
+
 def test_the_lens_tab_draws_once_per_run(lab: dict[str, Path]) -> None:  # noqa: F811 (the fixture)
     """Drawn when its tab opens and for a new sentence while it is open; another kind, layer or
     head leaves it as it was (nothing in it depends on them)."""

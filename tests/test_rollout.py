@@ -151,3 +151,25 @@ def test_the_figure_shows_the_flow_up_to_a_layer_in_the_pages_language() -> None
     assert decoder.select({"type": ImageRGBA})  # the causal mask's cells hatched
     with pytest.raises(AttnlabError, match="layer 5"):
         viz.rollout_figure(trace, "encoder", 5)
+
+
+def test_the_table_reads_the_flow_cell_by_cell() -> None:
+    """What a screen reader gets of the map: a row a query, a column an input token, each share
+    to three decimals; the decoder's causal mask "—"; the figure's own title as the caption."""
+    import html
+    import re
+
+    trace = synthetic_trace()
+    table = viz.rollout_table(trace, "encoder", -1)
+    flow = rollout(trace, "encoder")[1]
+    cells = [float(c) for c in re.findall(r"<td>([^<]*)</td>", table)]
+    np.testing.assert_allclose(np.reshape(cells, flow.shape), flow, atol=5e-4)
+    assert table.count("<th scope='col'>") == flow.shape[1] + 1 and table.count("<th scope='row'>") == flow.shape[0]
+    title = viz.rollout_figure(trace, "encoder", -1).title.text
+    assert f"<caption>{html.escape(' '.join(title.split()))}</caption>" in table
+    decoder = viz.rollout_table(trace, "decoder", 0, words=figure_words("es"))
+    shown = re.findall(r"<td[^>]*>([^<]*)</td>", decoder)
+    assert [c == "—" for c in shown] == (~trace.mask("decoder")).ravel().tolist()
+    assert "<caption>rollout de la atención" in decoder
+    with pytest.raises(AttnlabError, match="more than 2 pieces a side"):
+        viz.rollout_table(trace, "encoder", most=2)

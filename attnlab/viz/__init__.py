@@ -48,7 +48,7 @@ from attnlab.viz.fonts import FONT_STACK, use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, update_heatmap, update_matrix
 from attnlab.viz.importance import importance_figure, importance_pick
 from attnlab.viz.labels import display_width, piece_label, piece_word, spelled
-from attnlab.viz.lens import lens_figure, lens_pick
+from attnlab.viz.lens import lens_figure, lens_pick, lens_table
 from attnlab.viz.lines import lines_figure, update_lines
 from attnlab.viz.logit_attribution import (
     attribution_scale,
@@ -61,7 +61,7 @@ from attnlab.viz.patching import patching_figure
 from attnlab.viz.paths import path_patching_figure
 from attnlab.viz.profile import profile_grid, profile_pick
 from attnlab.viz.residual import residual_patching_figure
-from attnlab.viz.rollout import rollout_figure
+from attnlab.viz.rollout import rollout_figure, rollout_table
 from attnlab.viz.saliency import saliency_figure, saliency_scale
 from attnlab.viz.selection import head_ids, head_map, pick, selection
 from attnlab.viz.stats import STAT_COLUMNS, stats_scatter, stats_source, stats_table
@@ -103,6 +103,7 @@ __all__ = [
     "importance_figure",
     "importance_pick",
     "lens_figure",
+    "lens_table",
     "lens_pick",
     "lines_figure",
     "logit_attribution_figure",
@@ -120,6 +121,7 @@ __all__ = [
     "profile_pick",
     "residual_patching_figure",
     "rollout_figure",
+    "rollout_table",
     "saliency_figure",
     "saliency_scale",
     "selection",

@@ -9,6 +9,7 @@ position) to the caller (the explorer opens that layer's encoder–decoder atten
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping
 from numbers import Real
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, spelled
 from attnlab.viz.options import check_options
 from attnlab.viz.selection import check_on_select, on_tap
+from attnlab.viz.table import MOST, check_table_size, html_table
 from attnlab.viz.words import say
 
 if TYPE_CHECKING:
@@ -48,9 +50,7 @@ def lens_figure(
     tapped (in a Bokeh server or Panel session); `words` replaces any of `viz.words.WORDS` ("lens.*")."""
     check_options(title=title)
     check_on_select(on_select, "(layer, position)")
-    arrays = (getattr(lens, name, None) for name in ("p", "rank", "top_p"))
-    if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
-        raise AttnlabError(f"lens_figure draws what attnlab.logit_lens returns, got {type(lens).__name__}")
+    _check_lens(lens, "lens_figure")
     said = say(words)
     n_layers, n = lens.p.shape
     layer, position = np.meshgrid(np.arange(n_layers), np.arange(n), indexing="ij")
@@ -109,6 +109,47 @@ def lens_figure(
     )
     on_tap(fig, lambda x, y: lens_pick(x, y, n_layers, n), on_select)
     return use_fonts(fig, said)
+
+
+def lens_table(lens: Lens, *, words: Mapping[str, str] | None = None, most: int = MOST) -> str:
+    """The lens `lens_figure` draws, as a `<table class='attn-weights'>` (`viz.table`): a row a
+    decoder layer (0 first), a column an output position headed by its piece; each cell the layer's
+    first choice and the probability it gives the piece finally output there, in red where it still
+    prefers another, its rank said to a screen reader and its likeliest pieces in the cell's title.
+    More than `most` positions is a one-line error."""
+    _check_lens(lens, "lens_table")
+    said = say(words)
+    n_layers, n = lens.p.shape
+    check_table_size(n_layers, n, most)
+    cells = []
+    for layer in range(n_layers):
+        row = []
+        for position in range(n):
+            first = piece_label(spelled(lens.top[layer][position][:1])[0], None)
+            p, rank = float(lens.p[layer, position]), int(lens.rank[layer, position]) + 1
+            likeliest = ", ".join(
+                f"{piece_label(piece, None)} {q:.2f}"
+                for piece, q in zip(spelled(lens.top[layer][position]), lens.top_p[layer, position], strict=True)
+            )
+            tip = html.escape(f"{said['lens.top']}: {likeliest}")
+            spoken = html.escape(f"{first} · {said['lens.p']} {p:.3f} · {said['lens.rank']} {rank}")
+            color = f" style='color:{OTHER}'" if rank > 1 else ""
+            row.append(f"<td{color} title='{tip}' aria-label='{spoken}'>{html.escape(first)} {p:.3f}</td>")
+        cells.append(row)
+    return html_table(
+        said["lens.title"],
+        f"{said['lens.layer']} \\ {said['lens.output']}",
+        [piece_label(piece, None) for piece in spelled(lens.produced)],
+        [str(layer) for layer in range(n_layers)],
+        cells,
+    )
+
+
+def _check_lens(lens: object, name: str) -> None:
+    """What `attnlab.logit_lens` returns, or a one-line error naming `name`."""
+    arrays = (getattr(lens, field, None) for field in ("p", "rank", "top_p"))
+    if not all(isinstance(a, np.ndarray) for a in arrays) or not hasattr(lens, "top"):
+        raise AttnlabError(f"{name} draws what attnlab.logit_lens returns, got {type(lens).__name__}")
 
 
 def lens_pick(x: object, y: object, n_layers: int, n: int) -> tuple[int, int] | None:

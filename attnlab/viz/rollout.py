@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 from bokeh.plotting import figure
 
 from attnlab.record.rollout import RESIDUAL, rollout
@@ -17,8 +18,9 @@ from attnlab.viz.axes import cell_px
 from attnlab.viz.cells import TITLE_MIN_PX
 from attnlab.viz.colors import color_scale
 from attnlab.viz.head import matrix_figure
-from attnlab.viz.labels import spelled, wrap_title
+from attnlab.viz.labels import piece_label, spelled, wrap_title
 from attnlab.viz.options import check_options
+from attnlab.viz.table import MOST, check_table_size, html_table, masked_cells
 from attnlab.viz.words import kind_title, say
 
 
@@ -44,9 +46,7 @@ def rollout_figure(
     check_options(title=title, budget=budget)  # (before the cells are sized by `budget`)
     said = say(words)
     q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
-    index = trace.layer_index(kind, layer)
-    flow = rollout(trace, kind, residual)[index]
-    allowed = trace.mask(kind) if kind == "decoder" else None  # rolled-up self-attention keeps the causal band
+    index, flow, allowed = _flow(trace, kind, layer, residual)
     # its own title wrapped to the map's cells, as the timeline's difference does: on one line the
     # Spanish one stretched the cells, and a 1024 px window hid the last two keys
     own = said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index)
@@ -57,3 +57,36 @@ def rollout_figure(
         value_name=said["rollout.share"], name=name or f"rollout-{kind}",
         axis_labels=(said["rollout.input"], said["head.query"]), words=said, fit=fit,
     )  # fmt: skip
+
+
+def rollout_table(
+    trace: AttentionTrace,
+    kind: str,
+    layer: int = -1,
+    *,
+    residual: float = RESIDUAL,
+    words: Mapping[str, str] | None = None,
+    most: int = MOST,
+) -> str:
+    """The rollout `rollout_figure` draws, as a `<table class='attn-weights'>` (`viz.table`): a row
+    a query position, a column an input token, each cell its share to three decimals, the causal
+    mask's "—"; what a screen reader can read of the map. A side longer than `most` pieces is a
+    one-line error."""
+    said = say(words)
+    q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
+    check_table_size(len(q_labels), len(k_labels), most)
+    index, flow, allowed = _flow(trace, kind, layer, residual)
+    return html_table(
+        said["rollout.title"].format(kind_title=kind_title(kind, said), layer=index),
+        f"{said['head.query']} \\ {said['rollout.input']}",
+        [piece_label(k, None) for k in k_labels],
+        [piece_label(q, None) for q in q_labels],
+        masked_cells(flow, allowed, said),
+    )
+
+
+def _flow(trace: AttentionTrace, kind: str, layer: int, residual: float) -> tuple[int, np.ndarray, np.ndarray | None]:
+    """The layer's index (from the bottom), its rollout and the mask it keeps: rolled-up
+    self-attention keeps the decoder's causal band."""
+    index = trace.layer_index(kind, layer)
+    return index, rollout(trace, kind, residual)[index], trace.mask(kind) if kind == "decoder" else None

@@ -2,13 +2,16 @@
 nothing), and the exact values a hover gives one at a time. A row a query piece, a column a key
 piece, each cell its weight to three decimals; a cell the mask forbids reads "—" and names why.
 Headers are `<th scope>` cells, so that a reader moving through the table hears which query and
-which key each number belongs to.
+which key each number belongs to. `html_table` builds the rollout's and the logit lens's tables too
+(`viz.rollout_table`, `viz.lens_table`).
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+
+import numpy as np
 
 from attnlab.errors import AttnlabError
 from attnlab.record.stats import check_trace
@@ -43,29 +46,51 @@ def weights_table(
     captioned with the head's title; `words` as in `viz.heatmap` ("head.*"). A side longer than
     `most` pieces is a one-line error (the trace's file has every number)."""
     q_labels, k_labels = map(spelled, check_trace(trace, "the trace").labels(kind))
-    if max(len(q_labels), len(k_labels)) > most:
-        raise AttnlabError(
-            f"a table of {len(q_labels)} × {len(k_labels)} weights is more than {most} pieces a side; "
-            "export the trace for every number"
-        )
+    check_table_size(len(q_labels), len(k_labels), most)
     weights, allowed = head_map(trace, kind, layer, head), trace.mask(kind)
-    masked = check_flag(mask, "mask")
     said = say(words)
-    corner = f"{said['head.query']} \\ {said['head.key']}"
-    head_row = "".join(f"<th scope='col'>{html.escape(piece_label(k, None))}</th>" for k in k_labels)
+    return html_table(
+        head_title(trace, kind, layer, head, words),
+        f"{said['head.query']} \\ {said['head.key']}",
+        [piece_label(k, None) for k in k_labels],
+        [piece_label(q, None) for q in q_labels],
+        masked_cells(weights, allowed if check_flag(mask, "mask") else None, said),
+    )
+
+
+def check_table_size(rows: int, columns: int, most: int) -> None:
+    """A table of `rows` × `columns` cells, or a one-line error past `most` a side."""
+    if max(rows, columns) > most:
+        raise AttnlabError(
+            f"a table of {rows} × {columns} weights is more than {most} pieces a side; export the trace for every number"
+        )
+
+
+def masked_cells(values: np.ndarray, allowed: np.ndarray | None, said: Mapping[str, str]) -> list[list[str]]:
+    """The `<td>`s of a map of weights or shares, to three decimals; where `allowed` is False,
+    "—" named as masked (None: no mask shown)."""
     forbidden = html.escape(said["head.masked"])
-    rows = []
-    for i, query in enumerate(q_labels):
-        cells = [
+    return [
+        [
             f"<td title='{forbidden}' aria-label='{forbidden}'>—</td>"
-            if masked and not allowed[i, j]
-            else f"<td>{weights[i, j]:.3f}</td>"
-            for j in range(len(k_labels))
+            if allowed is not None and not allowed[i, j]
+            else f"<td>{value:.3f}</td>"
+            for j, value in enumerate(row)
         ]
-        rows.append(f"<tr><th scope='row'>{html.escape(piece_label(query, None))}</th>{''.join(cells)}</tr>")
-    caption = html.escape(head_title(trace, kind, layer, head, words))
+        for i, row in enumerate(values)
+    ]
+
+
+def html_table(caption: str, corner: str, columns: list[str], rows: list[str], cells: list[list[str]]) -> str:
+    """A `<table class='attn-weights'>` of `cells` (each row's `<td>`s, ready made), headed by the
+    plain texts `columns` and `rows` (escaped here) with `corner` above the rows' headers."""
+    head_row = "".join(f"<th scope='col'>{html.escape(column)}</th>" for column in columns)
+    body = "".join(
+        f"<tr><th scope='row'>{html.escape(row)}</th>{''.join(row_cells)}</tr>"
+        for row, row_cells in zip(rows, cells, strict=True)
+    )
     return (
-        f"<table class='attn-weights'><caption>{caption}</caption>"
+        f"<table class='attn-weights'><caption>{html.escape(caption)}</caption>"
         f"<thead><tr><th scope='col'>{html.escape(corner)}</th>{head_row}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{body}</tbody></table>"
     )

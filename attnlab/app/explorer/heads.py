@@ -17,14 +17,13 @@ from typing import Any
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.figure_tab import table_pane
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import head_pattern_text, kind_name, text
 from attnlab.errors import AttnlabError
 from attnlab.record.norms import norm_trace, shift
 from attnlab.record.trace import AttentionTrace
-from attnlab.viz.table import MOST, STYLE
-
-TABLE_CSS = ":host { max-height: 420px; overflow: auto; }" + STYLE  # (it scrolls in its own box)
+from attnlab.viz.table import MOST
 
 
 def bokeh_edit(edit: Callable[..., None], *args: Any, **kwargs: Any) -> None:
@@ -56,7 +55,7 @@ class HeadsTab(pn.viewable.Viewer):
         self.weigh.param.watch(lambda _event: redraw(), "value")
         self.as_table = pn.widgets.Checkbox(label=text("heads.table", store.lang), css_classes=["attn-as-table"])
         self.as_table.param.watch(lambda _event: self.draw_heatmap(), "value")
-        self.table = pn.pane.HTML("", css_classes=["attn-weights-table"], stylesheets=[TABLE_CSS], visible=False)
+        self.table = table_pane("attn-weights-table")
         boxes = pn.Column(self.lines, self.every, self.weigh, self.as_table)
         self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, boxes), self.table)
 

@@ -21,7 +21,7 @@ from attnlab.app.explorer.figure_tab import FigureTab
 from attnlab.app.explorer.saliency import SaliencyBox
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
-from attnlab.record.lens import logit_lens
+from attnlab.record.lens import Lens, logit_lens
 
 
 class LensTab(FigureTab):
@@ -29,8 +29,9 @@ class LensTab(FigureTab):
 
     def __init__(self, store: Store, open_cell: Callable[[int, int], None]) -> None:
         """`open_cell(layer, position)`: what a tap on a cell opens."""
-        super().__init__(store, text("lens.about", store.lang), "attn-lens")
+        super().__init__(store, text("lens.about", store.lang), "attn-lens", text("lens.table", store.lang))
         self.open_cell = open_cell
+        self.lens: Lens | None = None  # the one drawn
         self.summary = pn.pane.HTML("", css_classes=["attn-lens-summary", "attn-muted"])
         self.attribution = AttributionBox(store)
         self.saliency = SaliencyBox(store)
@@ -42,14 +43,21 @@ class LensTab(FigureTab):
         """The lens of the store's run, above it how many pieces each layer decided, and under it
         who wrote the piece the model was surest of and which inputs each piece depends on."""
         store = self.store
-        lens = logit_lens(store.model, store.trace)
+        self.lens = lens = logit_lens(store.model, store.trace)
         decided = Counter(lens.settled)
         counts = " · ".join(f"{layer}: {decided[layer]}" for layer in range(lens.n_layers))
         said = text("lens.summary", store.lang, counts=counts, never=decided[None], total=len(lens.settled))
         self.summary.object = f"<span>{html.escape(said)}</span>"
         self.figure.object = viz.lens_figure(lens, on_select=self.tapped, words=store.words)
+        self.draw_table()
         self.attribution.draw()
         self.saliency.draw()
+
+    def table_size(self) -> tuple[int, int]:
+        return self.lens.p.shape
+
+    def table_html(self) -> str:
+        return viz.lens_table(self.lens, words=self.store.words)
 
     def tapped(self, layer: int, position: int) -> None:
         """A tap on a lens cell: its piece under the grid, and what that layer read there."""

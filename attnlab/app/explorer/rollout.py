@@ -16,8 +16,16 @@ class RolloutTab(FigureTab):
     """The flow from the input tokens to the open layer."""
 
     def __init__(self, store: Store) -> None:
-        super().__init__(store, text("rollout.about", store.lang), "attn-rollout")
+        super().__init__(store, text("rollout.about", store.lang), "attn-rollout", text("rollout.table", store.lang))
 
     def draw(self) -> None:
         store = self.store
         self.figure.object = viz.rollout_figure(store.trace, store.kind, store.layer, words=store.words, fit=True)
+        self.draw_table()
+
+    def table_size(self) -> tuple[int, int]:
+        return self.store.trace.attention(self.store.kind, self.store.layer).shape[1:]
+
+    def table_html(self) -> str:
+        store = self.store
+        return viz.rollout_table(store.trace, store.kind, store.layer, words=store.words)
