@@ -1064,6 +1064,11 @@ def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrow
     assert table.locator("tbody tr").count() >= 2 and table.locator("thead th").count() > 25  # a column a piece
     widths["rollout table"] = page.page.evaluate("document.documentElement.scrollWidth")
     page.shot("1024-rollout-table")
+    page.page.locator(".bk-tab").filter(has_text="Heads").first.click()  # and the open head's
+    page.page.locator(".attn-as-table input").check()
+    page.page.locator(".attn-weights-table table.attn-weights").wait_for(timeout=15_000)
+    widths["head table"] = page.page.evaluate("document.documentElement.scrollWidth")
+    page.page.locator(".attn-as-table input").uncheck()
     assert widths == dict.fromkeys(widths, 1024), widths
     tabs = page.page.locator(".bk-tab").filter(has_text="Logit lens").bounding_box()
     assert tabs["x"] > 350, tabs  # the views beside the inputs

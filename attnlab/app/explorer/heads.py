@@ -57,7 +57,9 @@ class HeadsTab(pn.viewable.Viewer):
         self.as_table.param.watch(lambda _event: self.draw_heatmap(), "value")
         self.table = table_pane("attn-weights-table")
         boxes = pn.Column(self.lines, self.every, self.weigh, self.as_table)
-        self.layout = pn.Column(self.caption, pn.FlexBox(self.grid, self.heatmap, boxes), self.table)
+        self.layout = pn.Column(
+            self.caption, pn.FlexBox(self.grid, self.heatmap, boxes), self.table, sizing_mode="stretch_width"
+        )
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
