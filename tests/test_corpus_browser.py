@@ -95,7 +95,8 @@ def test_corpus_view_head_then_sentence_opens_its_heatmap(chromium: object, serv
         session.page.screenshot(path=ARTIFACTS / "explorer-corpus-sentence.png", full_page=True)
         # an audit saw Bokeh's "reference already known" in the server's log on Open profile (a
         # model the browser sent back whole): none after opening, picking a head and a sentence
-        assert "reference already known" not in (ARTIFACTS / "explorer-corpus-server.log").read_text()
+        server.log.flush()
+        assert "reference already known" not in Path(server.log.name).read_text()
     finally:
         session.close()
 

@@ -129,7 +129,10 @@ class Server:
         for path in checkpoints:
             command += ["--checkpoint", str(path)]
         command += list(extra)
-        self.log = log.open("w")
+        # one log a test process: two xdist workers serving the same module wrote one file, and a
+        # test that read the log from an offset read its neighbour's lines
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        self.log = (log.with_name(f"{log.stem}-{worker}{log.suffix}") if worker else log).open("w")
         env = dict(os.environ, BOKEH_ALLOW_WS_ORIGIN=f"127.0.0.1:{self.port}")
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 60
