@@ -43,4 +43,4 @@ lint: setup
 # 1,301 tests on the 2-core Xeon (2026-12-05): 20 min in one process, 10 min in two; 12 min with
 # `--dist loadfile` (one file a worker: the notebooks' file ran alone at the end).
 test: setup browser lint
-	$(VENV)/bin/pytest -q -n auto --maxprocesses=4 --durations=15
+	$(VENV)/bin/pytest -q -n auto --maxprocesses=4 --durations=30

@@ -232,18 +232,35 @@ def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:
     np.testing.assert_allclose(shown(view.figures["rollout"]), attnlab.rollout(trace, "encoder")[1], rtol=1e-6)
 
 
-def test_the_open_heads_weights_read_as_a_table(trace: AttentionTrace) -> None:
-    """As the explorer's Heads tab: ticked, the open head's weights as a table, following the
-    picker; unticked, none."""
+def test_the_maps_read_as_tables(trace: AttentionTrace, paths: dict[str, Path]) -> None:
+    """As the explorer's tabs: ticked, the open head's weights as a table, following the picker,
+    the rollout's after it while the rollout is shown; the explorer widget's lens under the lens;
+    unticked, none."""
     view = widgets.show(trace, kind="decoder")
     assert view.table.value == ""
     view.as_table.value = True
     view.picker.select(kind="encoder", layer=1, head=0)
     cells = [float(c) for c in re.findall(r"<td>([^<]*)</td>", view.table.value)]
     np.testing.assert_allclose(cells, trace.attention("encoder", 1)[0].ravel(), atol=5e-4)
-    assert "<caption>" in view.table.value and "<style>" in view.table.value
+    assert view.table.value.count("<caption>") == 1 and "<style>" in view.table.value
+    view.show_rollout.value = True
+    head, rolled = view.table.value.split("</table>")[:2]
+    np.testing.assert_allclose(
+        [float(c) for c in re.findall(r"<td>([^<]*)</td>", rolled)],
+        attnlab.rollout(trace, "encoder")[1].ravel(),
+        atol=5e-4,
+    )
     view.as_table.value = False
     assert view.table.value == ""
+    explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2)
+    explorer.show_lens.value = True
+    assert explorer.lens_table.value == ""
+    explorer.view.as_table.value = True
+    lens = attnlab.logit_lens(explorer.model, explorer.view.trace)
+    shown = [float(p) for p in re.findall(r" ([0-9.]+)</td>", explorer.lens_table.value)]
+    np.testing.assert_allclose(shown, lens.p.ravel(), atol=5e-4)
+    explorer.show_lens.value = False
+    assert explorer.lens_table.value == "" and not explorer.errors.message
 
 
 def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.decode.Model) -> None:

@@ -259,6 +259,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "widgets.show_lens": {"en": "show the logit lens (what each decoder layer would output)", "es": "mostrar la lente de logits (lo que produciría cada capa del decodificador)", "zh": "显示 logit 透镜（解码器每一层会输出什么）"},
     "widgets.show_saliency": {"en": "show which inputs each output piece depends on (gradient × input)", "es": "mostrar de qué entradas depende cada pieza de la salida (gradiente × entrada)", "zh": "显示每个输出词元依赖哪些输入（梯度 × 输入）"},
     "widgets.show_attribution": {"en": "show who wrote each output piece (direct logit attribution)", "es": "mostrar quién escribió cada pieza de la salida (atribución directa de logits)", "zh": "显示谁写出了每个输出词元（直接 logit 归因）"},
+    "widgets.tables": {"en": "the maps shown as tables (for a screen reader, or every exact value)", "es": "los mapas mostrados como tablas (para un lector de pantalla, o cada valor exacto)", "zh": "以表格显示所示各图（供读屏软件使用，或查看每个精确值）"},
     "widgets.show_rollout": {"en": "show the rollout", "es": "mostrar el rollout", "zh": "显示注意力展开"},
     "widgets.beam": {"en": "beam", "es": "haz", "zh": "束宽"},
     "widgets.hypotheses": {"en": "hypothesis", "es": "hipótesis", "zh": "假设"},

@@ -60,7 +60,7 @@ from attnlab.app.saliency_widget import SaliencyBox
 from attnlab.app.words import figure_words
 from attnlab.data.tokenizer import unknown_characters
 from attnlab.decode.api import DEFAULTS
-from attnlab.errors import ConfigError
+from attnlab.errors import AttnlabError, ConfigError
 from attnlab.record.importance import trace_importance
 from attnlab.record.lens import logit_lens
 from attnlab.record.norms import norm_trace
@@ -99,7 +99,7 @@ class TraceView(w.VBox):
         self.show_mask = checkbox(i18n.text("widgets.show_mask", lang))
         self.show_rollout = checkbox(i18n.text("widgets.show_rollout", lang))
         self.every_head = checkbox(i18n.text("heads.lines_every", lang))  # the lines of the whole layer
-        self.as_table = checkbox(i18n.text("heads.table", lang))  # (`viz.weights_table`, as the Heads tab)
+        self.as_table = checkbox(i18n.text("widgets.tables", lang))  # (`viz.table`, as the explorer's tabs)
         self.table = w.HTML(layout=w.Layout(max_height="420px", overflow="auto"))
         for box in (self.mask, self.scale, self.show_mask, self.show_rollout, self.every_head, self.as_table):
             box.observe(lambda _change: self.redraw(), "value")
@@ -167,9 +167,10 @@ class TraceView(w.VBox):
             rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
             self.rollout.update(rolled)
             self.table.value = ""  # (a map too long for a table: the error box says so)
-            if self.as_table.value:
-                table = viz.weights_table(self.trace, kind, layer, head, mask=mask, words=words)
-                self.table.value = f"<style>{STYLE}</style>{table}"
+            if self.as_table.value:  # the open head's map, and the rollout's when it is shown
+                tables = [viz.weights_table(self.trace, kind, layer, head, mask=mask, words=words)]
+                tables += [viz.rollout_table(self.trace, kind, layer, words=words)] if self.show_rollout.value else []
+                self.table.value = f"<style>{STYLE}</style>{''.join(tables)}"
 
 
 def show(
@@ -226,6 +227,8 @@ class Explorer(w.VBox):
         self.show_lens = checkbox(i18n.text("widgets.show_lens", lang))
         self.show_lens.observe(lambda _change: self.errors.act(self._draw_lens), "value")
         self.lens = BokehPane()
+        self.lens_table = w.HTML(layout=w.Layout(max_height="420px", overflow="auto"))  # with the maps' tables
+        self.view.as_table.observe(lambda _change: self.errors.act(self._draw_lens), "value")
         self.attribution = AttributionBox(model, self.errors, lang)
         self.saliency = SaliencyBox(model, self.errors, lang)
         self.show_importance = checkbox(i18n.text("widgets.show_importance", lang))
@@ -240,7 +243,8 @@ class Explorer(w.VBox):
         self._listing = False
         controls = w.HBox([self.button, self.beam, self.status])
         parts = [self.text, controls, self.errors, self.output, self.tree, self.hypotheses, self.weigh, self.view]
-        readings = [self.show_lens, self.lens, self.attribution, self.saliency, self.show_importance, self.importance]
+        readings = [self.show_lens, self.lens, self.lens_table, self.attribution, self.saliency]
+        readings += [self.show_importance, self.importance]
         super().__init__([*parts, *readings, row])
         self.run()
 
@@ -346,9 +350,20 @@ class Explorer(w.VBox):
             self.view.set_trace(norm_trace(self.model, trace) if self.weigh.value else trace)
 
     def _draw_lens(self) -> None:
-        """The logit lens of the open hypothesis (`attnlab.logit_lens`), while its box is ticked."""
+        """The open hypothesis's `attnlab.logit_lens` while its box is ticked; a table too with `view.as_table`."""
         words = figure_words(self.lang)
-        self._draw_reading(self.show_lens, self.lens, lambda t: viz.lens_figure(logit_lens(self.model, t), words=words))
+        self.lens_table.value = ""
+
+        def figure_of(trace: AttentionTrace) -> LayoutDOM:
+            lens = logit_lens(self.model, trace)
+            try:  # (a lens too long for a table: one line in its place, and the figure drawn)
+                table = viz.lens_table(lens, words=words) if self.view.as_table.value else ""
+            except AttnlabError as error:
+                table = f"<span style='color:#555'>{html.escape(str(error))}</span>"
+            self.lens_table.value = f"<style>{STYLE}</style>{table}" if table else ""
+            return viz.lens_figure(lens, words=words)
+
+        self._draw_reading(self.show_lens, self.lens, figure_of)
 
     def _draw_importance(self) -> None:
         """Every head's importance for the open hypothesis (`attnlab.record.trace_importance`)."""
