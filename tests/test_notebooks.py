@@ -210,6 +210,8 @@ def test_a_translation_runs_the_same_code_in_its_language(name: str, lang: str) 
 
 @pytest.mark.parametrize("name", notebook_names())
 def test_notebook_is_committed_without_outputs(name: str) -> None:
+    cells = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))["cells"]  # (as committed: `read` adds ids)
+    assert all("id" in cell for cell in cells), f"{name}: a cell without an id (a hard error in later nbformat)"
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(notebook)
     for cell in notebook.cells:
