@@ -977,6 +977,31 @@ def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.shot("lens")
 
 
+def test_tabs_clicked_quicker_than_they_draw_open_the_last_and_draw_whole_again(page: Page) -> None:
+    """Tab titles clicked while the tab opened last is still being drawn wait for it, and of those
+    only the last opens; every tab opened afterwards is drawn whole. Each click opened its tab at
+    once: BokehJS tore the tabs between down mid-draw and threw ("top_panel", "SlickGrid Cannot find
+    stylesheet"), and the dashboard opened next stayed blank."""
+    page.page.evaluate(  # the clicks that reach a tab's title (a click made to wait stops before it)
+        """() => { window.opened = []; document.addEventListener("click", (e) => { const at = e.composedPath()[0];
+        if (at.classList && at.classList.contains("bk-tab")) window.opened.push(at.textContent.trim()); }); }"""
+    )
+    tabs = ("Masks & Eq. (1)", "Heads dashboard", "Training timeline", "Head ablation", "Heads dashboard", "Heads")
+    for tab in tabs * 3:
+        page.page.locator(".bk-tab").filter(has_text=tab).first.click()
+    page.page.wait_for_url(re.compile("view=heads"), timeout=15_000)
+    page.page.wait_for_function("() => window.opened.at(-1) === 'Heads'", timeout=15_000)
+    opened = page.page.evaluate("() => window.opened")
+    assert opened[0] == "Masks & Eq. (1)" and len(opened) < 6, opened
+    for tab, figure in (
+        ("Heads dashboard", "stats-scatter"),
+        ("Masks & Eq. (1)", "eq1-values"),
+        ("Heads", "grid-cross"),
+    ):
+        page.page.locator(".bk-tab").filter(has_text=tab).first.click()
+        assert page.painted(figure, 5), tab
+
+
 def test_a_click_on_the_logit_lens_opens_what_that_layer_read(page: Page) -> None:
     """A click on a cell of the lens opens that decoder layer's encoder-decoder attention at that
     position, in Masks & Eq. (1)."""

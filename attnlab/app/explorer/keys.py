@@ -7,7 +7,10 @@ table's cell are theirs, not the page's, and so are keys with Ctrl, Alt or ⌘; 
 ticked keeps none (the arrows stopped walking the heads once "mask overlay" was clicked). On a
 tab's title, Enter or Space opens that tab and ← → the one beside it, as a tab list does (BokehJS
 lets a title take the focus but opens it on a click only: eight of the nine tabs were out of a
-keyboard's reach, and ← → moved the head). On the language and model menus, closed, no key
+keyboard's reach, and ← → moved the head). One tab opens at a time: a title clicked (or keyed) while
+the tab opened last is still being drawn waits for it, and of several only the last opens (clicked
+quickly, the tabs between were torn down mid-draw, and a tab opened again later stayed blank); the
+server says when it has drawn a tab (`ArrowKeys.tab_drawn`). On the language and model menus, closed, no key
 chooses (an arrow, Home, End, a page key, a letter): each choice there reloads the page or opens
 a model, and one ↓ did so at once; Space, Enter or Alt+↓ open the list. A box's "?" help opens
 while the box has the keyboard's focus (it opened under the mouse only).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import panel as pn
 import param
 from panel.reactive import ReactiveHTML
 
@@ -30,6 +34,8 @@ from attnlab.app.explorer.store import Store
 MOVES = {"ArrowLeft": ("head", -1), "ArrowRight": ("head", 1), "ArrowUp": ("layer", -1), "ArrowDown": ("layer", 1)}
 ACTING = ("attn-language", "attn-checkpoint", "attn-profile-sentence")  # every choice acts: no key chooses closed
 QUIET_MS = 250  # tab keys closer than this open only the last tab chosen (a held key repeats every ~30 ms)
+GRACE_MS = 600  # a tab said drawn (`ArrowKeys.tab_drawn`) whose page is this long unchanged is built
+SETTLE_MAX_MS = 5000  # another opens at the latest this long after a click (a server that never says so)
 SENT_CHARS = 40  # a key's name and a time stamp; a longer message is none the page sends
 
 
@@ -38,6 +44,7 @@ class ArrowKeys(ReactiveHTML):
     often the element is drawn again) and sends each as `pressed`: "ArrowLeft 1733480000000"."""
 
     pressed = param.String(default="", doc="the last arrow key pressed outside a text box, and when")
+    drawn = param.Integer(default=0, doc="how many tabs the server has drawn on opening (`tab_drawn`)")
 
     _template = "<div id='keys'></div>"
     _scripts = {
@@ -95,6 +102,47 @@ const tabbed = (e) => {  // a key on a tab's title: open it, or the one beside i
   }
   return true;
 };
+// One tab opens at a time: a click on a title while the tab opened last is being drawn (until the
+// server says it has drawn it, `drawn`, and BokehJS has added no element for GRACE_MS ms since) waits
+// for it, and of several such clicks only the last is carried out. Clicked quickly one after another,
+// the dynamic tabs were built and torn down mid-draw: BokehJS threw ("top_panel", "SlickGrid Cannot
+// find stylesheet") and a tab opened again later stayed blank (the dashboard, opened 250 ms after its
+// titles were drawn, its table still being built). The keys above open their tab by a click too.
+let drawing = false, queued = null, drawn = null;  // a tab is being drawn; the title clicked meanwhile; when said drawn
+window.attnTabDrawn = () => { if (drawing) drawn = Date.now(); };
+const elements = (root) => {  // how many the page has, through the widgets' shadow roots
+  let n = 0;
+  for (const el of root.querySelectorAll("*")) n += 1 + (el.shadowRoot ? elements(el.shadowRoot) : 0);
+  return n;
+};
+const settle = (since, seen = -1, still = 0) => {  // still: since when the page has had `seen` elements
+  const now = Date.now(), n = elements(document);
+  if (n !== seen) [seen, still] = [n, now];
+  if ((drawn === null || now - Math.max(drawn, still) < GRACE_MS) && now - since < SETTLE_MAX_MS) {
+    setTimeout(() => settle(since, seen, still), 50);
+    return;
+  }
+  drawing = false;
+  const next = queued && titles(document).find((t) => t.textContent === queued);
+  queued = null;
+  if (next) next.click();
+};
+if (window.attnTabClicks) document.removeEventListener("click", window.attnTabClicks, true);
+window.attnTabClicks = (e) => {
+  const target = e.composedPath()[0];
+  const tab = target && target.closest && target.closest(".bk-tab");
+  if (!tab) return;
+  if (drawing) {
+    e.stopImmediatePropagation();
+    e.preventDefault();
+    queued = tab.textContent;
+  } else if (!tab.classList.contains("bk-active")) {  // (the open one's title: nothing is drawn again)
+    drawing = true;
+    drawn = null;
+    settle(Date.now());
+  }
+};
+document.addEventListener("click", window.attnTabClicks, true);
 // The language and model menus act on every choice (a reload, a model opened): an arrow, Home,
 // End, a page key or a letter on one of them, closed, chose another language or model at once;
 // it opens with Space, Enter or Alt+↓, and its list takes them all.
@@ -139,11 +187,23 @@ document.addEventListener("keyup", window.attnHelpKeys);
 """.replace("MOVES", str(list(MOVES)))
         .replace("ACTING", str(list(ACTING)))
         .replace("QUIET_MS", str(QUIET_MS))
+        .replace("SETTLE_MAX_MS", str(SETTLE_MAX_MS))
+        .replace("GRACE_MS", str(GRACE_MS)),
+        "drawn": "if (window.attnTabDrawn) window.attnTabDrawn();",
     }
 
     def __init__(self, store: Store, **params: Any) -> None:
         super().__init__(width=0, height=0, margin=0, **params)
         self.param.watch(lambda event: move(store, event.new.split(" ")[0]), "pressed")
+
+    def tab_drawn(self) -> None:
+        """Say that the tab opened is drawn: in a server session after the edits queued for the
+        next tick (`heads.bokeh_edit`), so that the browser hears it after every change of the draw."""
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(lambda: setattr(self, "drawn", self.drawn + 1))
+        else:
+            self.drawn += 1
 
     def _process_property_change(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Only `pressed`, as a short string, from a browser."""

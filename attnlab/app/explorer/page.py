@@ -141,6 +141,7 @@ class Explorer(pn.viewable.Viewer):
         self.rollout = RolloutTab(store)
         self.lens = LensTab(store, open_cell=self.open_lens_cell)
         self.export = ExportBar(store, self.heads)
+        self.keys = ArrowKeys(store)  # (it also tells the browser when a tab opened is drawn)
         self.titles = [text("tab.heads", lang), text("tab.equation", lang), text("tab.dashboard", lang)]
         self.titles += [text("tab.timeline", lang), text("tab.ablation", lang), self.compare.title]
         self.titles += [text("corpus.tab", lang), text("tab.rollout", lang), text("tab.lens", lang)]
@@ -172,7 +173,7 @@ class Explorer(pn.viewable.Viewer):
         inputs = (self.text_input, self.reference_input, decoding, self.go, self.error, self.notice, self.address.box)
         self.layout = page_row(
             (pn.Column(*model, self.model_info), pn.Column(*inputs)),
-            pn.Column(self.status, self.output, self.selection, self.export, self.tabs, ArrowKeys(store), Accessible()),
+            pn.Column(self.status, self.output, self.selection, self.export, self.tabs, self.keys, Accessible()),
         )
         screen(self.layout, store)  # a menu or button row takes only a choice it offers: a crafted one is a notice
         focus_ring(self.layout)
@@ -187,7 +188,7 @@ class Explorer(pn.viewable.Viewer):
         self.mode.param.watch(self._on_mode, "value")
         store.param.watch(self._on_selection, ["kind", "layer", "head", "mask", "scale_to_max"])
         store.param.watch(lambda _event: self._refresh(["eq1"]), "query")
-        self.tabs.param.watch(lambda _event: (self._refresh_stale(), self._keep_address()), "active")
+        self.tabs.param.watch(lambda _e: (self._refresh_stale(), self._keep_address(), self.keys.tab_drawn()), "active")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.layout
