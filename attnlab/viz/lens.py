@@ -73,7 +73,7 @@ def lens_figure(
             "input": [piece_label(inputs[i], None) for i in position.ravel()],
             "produced": [piece_label(piece, None) for piece in produced],
             "top": [
-                ", ".join(f"{piece_label(spelled([p])[0], None)} {q:.2f}" for p, q in zip(cell, probs, strict=True))
+                _likeliest(cell, probs)
                 for row, row_p in zip(lens.top, lens.top_p, strict=True)
                 for cell, probs in zip(row, row_p, strict=True)
             ],
@@ -127,11 +127,9 @@ def lens_table(lens: Lens, *, words: Mapping[str, str] | None = None, most: int 
         for position in range(n):
             first = piece_label(spelled(lens.top[layer][position][:1])[0], None)
             p, rank = float(lens.p[layer, position]), int(lens.rank[layer, position]) + 1
-            likeliest = ", ".join(
-                f"{piece_label(piece, None)} {q:.2f}"
-                for piece, q in zip(spelled(lens.top[layer][position]), lens.top_p[layer, position], strict=True)
+            tip = html.escape(
+                f"{said['lens.top']}: {_likeliest(lens.top[layer][position], lens.top_p[layer, position])}"
             )
-            tip = html.escape(f"{said['lens.top']}: {likeliest}")
             spoken = html.escape(f"{first} · {said['lens.p']} {p:.3f} · {said['lens.rank']} {rank}")
             color = f" style='color:{OTHER}'" if rank > 1 else ""
             row.append(f"<td{color} title='{tip}' aria-label='{spoken}'>{html.escape(first)} {p:.3f}</td>")
@@ -142,6 +140,14 @@ def lens_table(lens: Lens, *, words: Mapping[str, str] | None = None, most: int 
         [piece_label(piece, None) for piece in spelled(lens.produced)],
         [str(layer) for layer in range(n_layers)],
         cells,
+    )
+
+
+def _likeliest(pieces: list[str], probs: np.ndarray) -> str:
+    """A cell's likeliest pieces with their probabilities, as its hover and its table cell say
+    them; each spelled alone (they are alternatives, not a run of bytes that make one character)."""
+    return ", ".join(
+        f"{piece_label(spelled([piece])[0], None)} {q:.2f}" for piece, q in zip(pieces, probs, strict=True)
     )
 
 
