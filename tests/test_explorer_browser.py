@@ -1421,4 +1421,4 @@ def test_a_server_started_with_threads_refuses_instead_of_mixing_a_sessions_even
     finally:
         context.close()
         threaded.stop()
-    assert "refusing to serve" in (ARTIFACTS / "explorer-threads.log").read_text()
+    assert "refusing to serve" in Path(threaded.log.name).read_text()
