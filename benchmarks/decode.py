@@ -308,7 +308,7 @@ def _real_systems(
             options = {
                 "beam_size": 4,
                 "length_penalty": 0.6,
-                "max_decoding_length": max(len(r) for r in rows) + 1 + 50,  # input + 50, </s> counted as attnlab does
+                "max_decoding_length": max(len(r) for r in rows) + 50,  # input + 50, </s> not counted, as attnlab's
                 "return_end_token": True,
             }
             if not one_by_one:

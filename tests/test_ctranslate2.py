@@ -30,15 +30,15 @@ BUNDLED = ROOT / "checkpoints" / "multi30k-en-de"
 def ct2_translate(model: Model, path: Path, lines: list[str], beam: int, alpha: float = 0.6) -> list[list[str]]:
     """CTranslate2's output pieces for `lines`, fed as a user would: the sentencepiece pieces of
     each sentence, no </s> (the exported model appends it, as attnlab does), each sentence with
-    attnlab's length limit: input + 50 with </s> counted, where CTranslate2's
-    `max_decoding_length` does not count </s>."""
+    attnlab's length limit: input + 50 pieces, then </s>, which CTranslate2's `max_decoding_length`
+    does not count."""
     translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=torch.get_num_threads())
     spm_file = "source.spm" if model.meta.get("tokenizer") == "marian" else "spm.model"
     sp = spm.SentencePieceProcessor(model_file=str(Path(model.path) / spm_file))
     rows = [sp.encode(line, out_type=str) for line in lines]
     by_limit: dict[int, list[int]] = {}
     for i, row in enumerate(rows):
-        by_limit.setdefault(len(row) + 50 - 1, []).append(i)
+        by_limit.setdefault(len(row) + 50, []).append(i)
     out: list[list[str]] = [[] for _ in rows]
     for limit, index in by_limit.items():
         results = translator.translate_batch(

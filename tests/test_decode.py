@@ -76,7 +76,7 @@ def test_the_cache_is_made_as_long_as_the_search_allows(model: Transformer, monk
 
     monkeypatch.setattr(KVCache, "advance", advance)
     roomy = generate(model, src, beam=4, max_len_b=40)
-    assert len(stores) > 20 and {capacity for _, capacity in stores} == {48}  # 7 + 40 + <s>
+    assert len(stores) > 20 and {capacity for _, capacity in stores} == {49}  # 7 + 40 + </s> + <s>
     assert len({pointer for pointer, _ in stores}) == 2  # step 1 (3 rows), step 2 (12 rows)
     stores.clear()
     monkeypatch.setattr(cache_module, "STORE_BYTES", 1000)
@@ -163,14 +163,15 @@ class NoEnd:
 
 
 def test_max_length_is_input_plus_b(model: Transformer) -> None:
-    """§6.1: at most input length + 50 tokens (</s> counted); a hypothesis that has not ended by
-    then ends there. A decoder that never ends shows the limit itself, not just a bound."""
+    """§6.1: at most input length + 50 pieces, then </s> (as tensor2tensor's decode_length, which
+    counts the input's end and the output's); a hypothesis that has not ended by then ends there.
+    A decoder that never ends shows the limit itself, not just a bound."""
     src = torch.randint(4, 1000, (2, 6))  # 5 and 3 pieces + the position that stands for </s>
     src[1, 4:] = 0
     for b in (3, 50):
         found = generate(model, src, beam=4, max_len_b=b, constrain=lambda stepper, _: NoEnd(stepper))
         for pieces, hypotheses in zip((5, 3), found, strict=True):
-            assert hypotheses and {len(h.tokens) for h in hypotheses} == {pieces + b}
+            assert hypotheses and {len(h.tokens) for h in hypotheses} == {pieces + b + 1}  # and </s>
             assert all(h.tokens[-1] == 3 and 3 not in h.tokens[:-1] for h in hypotheses)
 
 

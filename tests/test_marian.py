@@ -78,7 +78,7 @@ def test_greedy_and_beam_outputs_equal_hugging_face(marian: dict[str, Path], var
     for text in TEXTS:
         src = torch.tensor([tokenizer(text)["input_ids"]])
         assert src[0].tolist() == ours.encode_source(text)[0]
-        longest = src.size(1) - 1 + 50  # attnlab's default: input + 50, </s> included
+        longest = src.size(1) - 1 + 50 + 1  # attnlab's default: input + 50 pieces, then </s> (which HF counts)
         for beam in (1, 4):
             # α 0 / length_penalty 0: both rank finished hypotheses by their log-probability; the pad
             # token (the decoder's start) is never an output, as published OPUS-MT configs say

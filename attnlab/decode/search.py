@@ -284,8 +284,8 @@ def generate(
     constrain: Callable[[Stepper, list[int]], Stepper] | None = None,
     patience: float | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode a padded batch of sources (B, Ls); beam 1 is greedy. Max output length per
-    sentence = a · (input tokens) + b, capped by the model's max_len. `constrain(stepper,
+    """Decode a padded batch of sources (B, Ls); beam 1 is greedy. At most a · (input pieces) + b
+    output pieces per sentence, then </s>, capped by the model's max_len. `constrain(stepper,
     max_lens)` may wrap the stepper to forbid moves (e.g. `constrain.TreeConstraint`);
     `patience`: see `beam_search`."""
     check_settings(beam, alpha, max_len_a, max_len_b, n_best, model.config.target_vocab, patience)
@@ -320,9 +320,13 @@ def _generate(
     constrain: Callable[[Stepper, list[int]], Stepper] | None,
     patience: float | None,
 ) -> list[list[Hypothesis]]:
-    limit = model.config.max_len - 1  # capped in float: int() of --max-len-a 1e308's infinity was an OverflowError
-    max_lens = [int(min(limit, max_len_a * (n - 1) + max_len_b)) for n in src_lens]
-    if min(max_lens) < 2:  # (max_lens count the </s>) only </s> would fit: an empty output, not an answer
+    # max_lens count the </s>, src_lens the source's: a · input + b pieces, then </s>, as tensor2tensor's
+    # decode_length (both lengths with their end) allowed. (An earlier limit counted the output's </s>
+    # among the b, one piece short of the paper's input + 50.) Capped in float: int() of
+    # --max-len-a 1e308's infinity was an OverflowError.
+    limit = model.config.max_len - 1
+    max_lens = [int(min(limit, max_len_a * (n - 1) + max_len_b + 1)) for n in src_lens]
+    if min(max_lens) < 2:  # only </s> would fit: an empty output, not an answer
         pieces = src_lens[max_lens.index(min(max_lens))] - 1
         raise ConfigError(
             f"the length limit max_len_a × input + max_len_b = {max_len_a:g} × {pieces} + {max_len_b:g} leaves "
