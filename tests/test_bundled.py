@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import re
 import time
 from pathlib import Path
 
@@ -10,7 +12,8 @@ import pytest
 import attnlab
 from attnlab.data.treebank import leaves, parse_tree
 
-BUNDLED = Path(__file__).resolve().parents[1] / "checkpoints"
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "checkpoints"
 
 
 def _open(name: str) -> attnlab.decode.Model:
@@ -148,6 +151,52 @@ def test_the_readmes_python_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     exec(compile(block.replace('"checkpoints/', f'"{BUNDLED}/'), "README.md", "exec"), {})
     assert (tmp_path / "girl.trace").is_file()
+
+
+def _where(name: str) -> object:
+    """What the dotted `name` names where its longest importable start is a module."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:end]))
+            break
+        except ImportError:
+            continue
+    for part in parts[end:]:
+        found = getattr(found, part)
+    return found
+
+
+def _reached(name: str) -> object:
+    """What `name` reaches written as a reader types it after `import attnlab`, attribute by
+    attribute (its modules imported by `_where` first)."""
+    found: object = attnlab
+    for part in name.split(".")[1:]:
+        found = getattr(found, part)
+    return found
+
+
+def test_every_attnlab_name_the_docs_give_is_there() -> None:
+    """Every `attnlab.…` name in the README and docs/ names something that exists, and one written
+    as a call runs as written: `attnlab.record.norm_trace(model, trace)` was an AttributeError
+    (`attnlab.record` is the recording function; its room's names are imported from it)."""
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    names = {
+        (match[1], bool(match[2]), path.name)
+        for path in texts
+        for code in re.findall(r"`([^`\n]+)`", path.read_text(encoding="utf-8"))
+        for match in re.finditer(r"(?<![\w.])(attnlab(?:\.\w+)+)(\()?", code)
+    }
+    assert len(names) > 40  # (the pattern finds them)
+    missing = []
+    for name, called, where in sorted(names):
+        try:
+            _where(name)
+            if called:
+                _reached(name)
+        except AttributeError as error:
+            missing.append(f"{where}: {name}{'(' if called else ''}: {error}")
+    assert not missing, missing
 
 
 def test_decomposed_text_is_read_as_the_composed_text() -> None:
