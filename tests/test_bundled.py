@@ -96,6 +96,31 @@ def test_bundled_checkpoints_fit_the_budget() -> None:
     assert sum(sizes) < 80 * 2**20
 
 
+def test_a_bundled_models_tokenizer_swapped_for_another_is_refused(tmp_path: Path) -> None:
+    """The Spanish and Chinese models both have 6,000 pieces: with the Chinese spm.model and a
+    manifest rewritten to list it, the Spanish one wrote "ap蚁ter为了…" for "A dog runs .". Every
+    bundled checkpoint records its tokenizer's digest in its config."""
+    import hashlib
+    import json
+    import shutil
+
+    from attnlab.errors import CheckpointError
+
+    spanish, chinese = BUNDLED / "tatoeba-en-es", BUNDLED / "tatoeba-en-zh"
+    if not all((path / "manifest.json").is_file() for path in (spanish, chinese)):
+        pytest.skip("the bundled Tatoeba translators are not in this checkout")
+    for path in BUNDLED.iterdir():
+        assert "spm.model" in json.loads((path / "config.json").read_text())["meta"]["tokenizer_sha256"], path.name
+    copy = shutil.copytree(spanish, tmp_path / "copy")
+    shutil.copyfile(chinese / "spm.model", copy / "spm.model")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    data = (copy / "spm.model").read_bytes()
+    manifest["files"]["spm.model"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="spm.model is not the tokenizer this model was saved with"):
+        attnlab.load(copy)
+
+
 def test_bf16_decoding_keeps_the_translations() -> None:
     """`dtype="bf16"` (about 2x faster on CPUs with bf16 products) computes in bfloat16 from the same stored
     weights: same model identity, nearly the same outputs, and maps close to fp32's."""

@@ -353,16 +353,43 @@ def test_a_pickle_checkpoint_with_a_matching_manifest_is_refused_unexecuted(chec
         assert one_line(str(error.value))
 
 
+def _forget_tokenizer(directory: Path) -> None:
+    """Drop the tokenizer's digest from the config, as checkpoints saved before it was recorded."""
+    config = json.loads((directory / "config.json").read_text())
+    del config["meta"]["tokenizer_sha256"]
+    (directory / "config.json").write_text(json.dumps(config))
+
+
 @pytest.mark.parametrize("content", [b"", b"\x00" * 64, b"not a model", b"PK\x03\x04"], ids=repr)
 def test_a_damaged_tokenizer_is_a_one_line_error(content: bytes, checkpoint: Path, tmp_path: Path) -> None:
-    """The weights verify (the manifest was rewritten), the sentencepiece model does not parse."""
+    """The weights verify (the manifest was rewritten, the tokenizer's digest dropped from the
+    config), the sentencepiece model does not parse."""
     directory = tmp_path / "ckpt"
     shutil.copytree(checkpoint, directory)
     (directory / "spm.model").write_bytes(content)
+    _forget_tokenizer(directory)
     _rewrite_manifest(directory)
     with pytest.raises(AttnlabError, match="spm.model: not a usable sentencepiece model") as error:
         attnlab.load(directory)
     assert one_line(str(error.value))
+
+
+def test_a_tokenizer_of_another_model_is_refused_though_the_manifest_lists_it(checkpoint: Path, tmp_path: Path):
+    """Another model's spm.model of the same size, listed in a rewritten manifest, loaded and
+    translated into other pieces without a word (the Spanish model with the Chinese one's wrote
+    "ap蚁ter为了…"): the config records the tokenizer the model was saved with."""
+    vocab = attnlab.load(checkpoint).config.vocab_size
+    rng = np.random.default_rng(7)
+    words = ["dog", "cat", "park", "runs", "girl", "Hund", "Katze", "spielt", "läuft", "rot", "blue", "small"]
+    sentences = [" ".join(rng.choice(words, 8)) + f" {i} ." for i in range(600)]
+    train_tokenizer(sentences, tmp_path / "other", vocab, seed=2)
+    directory = _copy(checkpoint, tmp_path, "spm.model", (tmp_path / "other.model").read_bytes())
+    with pytest.raises(AttnlabError, match="spm.model is not the tokenizer this model was saved with") as error:
+        attnlab.load(directory)
+    assert one_line(str(error.value))
+    _forget_tokenizer(directory)  # as a checkpoint saved before the digest: the sizes agree, it loads
+    _rewrite_manifest(directory)
+    assert attnlab.load(directory).config.vocab_size == vocab
 
 
 # --- the known bugs, one example each (reported; each test fails, as expected, until its fix) ------
@@ -384,6 +411,7 @@ def _copy(checkpoint: Path, tmp_path: Path, name: str, content: bytes) -> Path:
         b"[]",
         b'{"format": "attnlab-checkpoint", "files": []}',
         b'{"format": "attnlab-checkpoint", "files": {"config.json": {}}}',
+        b'{"format": "attnlab-checkpoint", "files": {}}',  # (it checked nothing)
     ],
 )
 def test_a_manifest_of_another_shape_is_refused(manifest: bytes, checkpoint: Path, tmp_path: Path) -> None:

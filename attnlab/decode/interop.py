@@ -27,13 +27,13 @@ from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import (
-    check_directory,
     open_modes,
     publish,
     refuse_existing,
     save_checkpoint,
     temporary_sibling,
 )
+from attnlab.model.manifest import check_directory
 from attnlab.model.marian import check_vocabularies, read_marian
 from attnlab.model.transformer import Transformer
 

@@ -7,7 +7,7 @@ A checkpoint directory holds
     spm.model            the shared sentencepiece vocabulary
     trainer.safetensors  optimizer tensors and RNG state (training checkpoints only)
     trainer.json         step, schedule, data-iterator position, metrics (training only)
-    manifest.json        size and sha256 of every file above, written last
+    manifest.json        size and sha256 of every file above, written last (`manifest`)
 
 It is assembled in a temporary sibling directory and renamed into place, so a killed write
 leaves no directory that looks valid; the manifest catches truncation afterwards. A write that
@@ -21,7 +21,6 @@ newest one that verifies (what resuming and `attnlab.load(RUN_DIR)` open).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -37,19 +36,11 @@ from safetensors.torch import load_file, save_file
 
 from attnlab.errors import CheckpointError, ConfigError, warn
 from attnlab.model.config import ModelConfig
+from attnlab.model.manifest import MANIFEST, check_tokenizer, sha256_of, verify
 from attnlab.model.transformer import Transformer
 
-MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^step_(\d+)$")
 _LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _umask() -> int:
@@ -123,17 +114,18 @@ def save_checkpoint(
     try:
         weights = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "attnlab-model"})
-        config = model.config.to_dict()
-        config.pop("paper", None)
-        (tmp / "config.json").write_text(json.dumps({"model": config, "meta": meta or {}}, indent=2))
         tokenizer_files = spm_model if isinstance(spm_model, Mapping) else {"spm.model": spm_model}
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
+        config = model.config.to_dict()
+        config.pop("paper", None)
+        meta = {**(meta or {}), "tokenizer_sha256": {name: sha256_of(tmp / name) for name in tokenizer_files}}
+        (tmp / "config.json").write_text(json.dumps({"model": config, "meta": meta}, indent=2))
         if trainer_tensors is not None:
             state = {k: v.detach().contiguous().cpu() for k, v in trainer_tensors.items()}
             save_file(state, str(tmp / "trainer.safetensors"), metadata={"format": "attnlab-trainer"})
             (tmp / "trainer.json").write_text(json.dumps(trainer_json or {}, indent=1))
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())}
         (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": 1, "files": files}))
         open_modes(tmp)
         for path in tmp.iterdir():  # make the bytes durable before the rename publishes them
@@ -220,65 +212,10 @@ def update_meta(directory: str | os.PathLike, **changes: Any) -> None:
     data["meta"] = {**data.get("meta", {}), **changes}
     staged = directory / ".config.json.tmp"
     staged.write_text(json.dumps(data, indent=2))
-    manifest["files"]["config.json"] = {"bytes": staged.stat().st_size, "sha256": _sha256(staged)}
+    manifest["files"]["config.json"] = {"bytes": staged.stat().st_size, "sha256": sha256_of(staged)}
     (directory / f".{MANIFEST}.tmp").write_text(json.dumps(manifest))
     os.replace(staged, directory / "config.json")
     os.replace(directory / f".{MANIFEST}.tmp", directory / MANIFEST)
-
-
-def check_directory(directory: Path) -> None:
-    """Refuse, in one line, a model path that is no directory: one that does not exist (a typo)
-    is said so, where it was "not a directory" as a file is."""
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: {'not a directory' if directory.exists() else 'does not exist'}")
-
-
-def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:
-    """The manifest, after checking every file's size (and sha256 when `deep`); a file or
-    directory the user may not read is one line (a PermissionError traceback before)."""
-    directory = Path(directory)
-    try:
-        return _verify(directory, deep)
-    except OSError as error:
-        name = Path(error.filename).name if error.filename else directory.name
-        raise CheckpointError(f"{directory}: cannot read {name} ({error.strerror or error})") from None
-
-
-def _verify(directory: Path, deep: bool) -> dict[str, Any]:
-    check_directory(directory)
-    manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
-        hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
-        hint = hint if (directory / "checkpoints").is_dir() else ""
-        raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (ValueError, UnicodeDecodeError):
-        raise CheckpointError(f"{directory}: damaged {MANIFEST}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "attnlab-checkpoint":
-        raise CheckpointError(f"{directory}: {MANIFEST} is not an attnlab checkpoint manifest")
-    files = manifest.get("files")
-    entry = {"bytes": int, "sha256": str}
-    if not isinstance(files, dict) or not all(
-        isinstance(info, dict) and all(isinstance(info.get(k), kind) for k, kind in entry.items())
-        for info in files.values()
-    ):
-        raise CheckpointError(f"{directory}: damaged {MANIFEST} (its file list has another shape)")
-    for name, info in files.items():
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointError(f"{directory}: {name} is missing")
-        size = path.stat().st_size
-        if size < info["bytes"]:
-            raise CheckpointError(f"{directory}: {name} is truncated ({size:,} of {info['bytes']:,} bytes)")
-        if size != info["bytes"]:  # not the file the manifest lists: replaced or edited
-            raise CheckpointError(
-                f"{directory}: {name} is not the file this checkpoint was written with "
-                f"({size:,} bytes, its manifest says {info['bytes']:,}): replaced or modified"
-            )
-        if deep and _sha256(path) != info["sha256"]:
-            raise CheckpointError(f"{directory}: {name} does not match its checksum (damaged or modified)")
-    return manifest
 
 
 def unreadable(path: Path, error: Exception) -> CheckpointError:
@@ -304,7 +241,9 @@ def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, An
             raise ValueError('it has no "model" section')
         if not isinstance(data["model"], dict):  # "base" was read as the unknown keys a, b, e, s
             raise ValueError(f'its "model" section is not a mapping of settings, got {data["model"]!r:.40}')
-        return ModelConfig.from_dict(data["model"]), data.get("meta", {})
+        if not isinstance(meta := data.get("meta", {}), dict):  # (its tokenizer's digest is read from it)
+            raise ValueError(f"its meta is not a mapping, got {meta!r:.40}")
+        return ModelConfig.from_dict(data["model"]), meta
     except (OSError, ValueError, KeyError, TypeError, ConfigError) as error:
         raise CheckpointError(f"{path}: not a usable attnlab config ({error})") from None
 
@@ -314,8 +253,9 @@ def load_model(
 ) -> tuple[Transformer, dict[str, Any]]:
     """(model in eval mode, in `dtype`, meta) from a checkpoint directory."""
     directory = Path(directory)
-    verify(directory, deep=deep)
+    manifest = verify(directory, deep=deep)
     config, meta = read_config(directory)
+    check_tokenizer(directory, manifest, meta)
     # Compare the config with the weights' shapes (read from the file's header) before building the
     # model: an edited config must not make attnlab allocate a model of any size it names.
     shapes = tensor_shapes(directory / "model.safetensors")
