@@ -162,3 +162,36 @@ def test_the_command_names_each_pieces_largest_writer(
     assert capsys.readouterr().err.strip() == (
         "attnlab lens: error: --against reads each logit against a contrast with --attribute only"
     )
+
+
+def test_a_piece_read_against_itself_has_no_writer(
+    model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--against ▁Hund` where the model outputs ▁Hund: that position's readout is 0, so every
+    share is 0 and no part wrote it. It named "embedding" (the first of a tie of zeros) and counted
+    it among the writers; now `writer` is None, the line says `▁Hund@-`, stderr leaves it out of
+    the shares and says so, and --json's "writer" is null there."""
+    from attnlab.cli import main
+
+    sentence = "A dog runs ."
+    got = logit_attribution(model, model.translate(sentence, record=True).trace, against="▁Hund")
+    itself = got.produced.index("▁Hund")
+    assert not any(got.parts(itself).values()) and got.writer(itself) is None
+    assert all(got.writer(i) == next(iter(got.parts(i))) for i in range(len(got.produced)) if i != itself)
+
+    source = tmp_path / "in.en"
+    source.write_text(f"{sentence}\n", encoding="utf-8")
+    argv = ["lens", "--checkpoint", str(CHECKPOINTS / "multi30k-en-de"), "-i", str(source), "--attribute"]
+    assert main([*argv, "--against", "▁Hund"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.split()[itself] == "▁Hund@-"
+    writers = captured.err.splitlines()[-1]
+    n = len(got.produced) - 1
+    assert writers.startswith(f"attnlab lens: the largest direct writer of the {n} pieces: ")
+    assert writers.endswith("; 1 left out (the piece read against: every share 0)") and "embedding" not in writers
+    shares = [float(part.split()[-1].rstrip("%")) for part in writers.split(": ", 2)[2].split(";")[0].split(", ")]
+    assert sum(shares) == pytest.approx(100.0, abs=0.5)  # of the pieces that have a writer
+
+    assert main([*argv, "--against", "▁Hund", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["writer"] == [got.writer(i) for i in range(len(got.produced))] and row["writer"][itself] is None

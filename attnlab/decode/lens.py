@@ -28,7 +28,8 @@ from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.record.lens import MAX_TOP, Lens, logit_lens
 from attnlab.record.logit_attribution import LogitAttribution, logit_attribution
 
-NEVER = "-"  # a piece the top layer does not rank first (beam search looked ahead, or a given reference)
+NEVER = "-"  # a piece the top layer does not rank first (beam search looked ahead, or a given reference),
+# or with --attribute, one with no writer (the piece it is read against)
 
 
 def cli(argv: list[str]) -> int:
@@ -56,7 +57,8 @@ def cli(argv: list[str]) -> int:
         "--attribute",
         action="store_true",
         help="direct logit attribution instead: each output piece with the decoder part that wrote most of its "
-        "logit (`piece@cross_L2_H1`); --json: every part's share; stderr ends with each kind's share of all logits",
+        f"logit (`piece@cross_L2_H1`; @{NEVER}: the piece it is read against, every share 0); --json: every part's "
+        f"share and the writer (null for @{NEVER}); stderr ends with each kind's share of all logits",
     )
     parser.add_argument(
         "--against",
@@ -197,21 +199,26 @@ def kinds_line(kinds: Counter, against: str) -> str:
     return f"of the {total:.1f} that the logits add up to (against {'the mean logit' if against == 'mean' else against}): {parts}"
 
 
-def largest_writers(attribution: LogitAttribution) -> list[str]:
-    """Each output piece's largest direct writer (the part with the largest share in size): "cross L2 H1", ..."""
-    return [next(iter(attribution.parts(i))) for i in range(len(attribution.produced))]
+def largest_writers(attribution: LogitAttribution) -> list[str | None]:
+    """Each output piece's largest direct writer (`LogitAttribution.writer`): "cross L2 H1", ...,
+    None for a piece read against itself."""
+    return [attribution.writer(i) for i in range(len(attribution.produced))]
 
 
 def writers_line(writers: Counter, shown: int = 6) -> str:
-    """ "the largest direct writer of the 236 pieces: ffn L2 37.8%, bias 17.0%, ...": the `shown` commonest."""
-    total = sum(writers.values())
-    parts = ", ".join(f"{name} {100 * n / total:.1f}%" for name, n in writers.most_common(shown))
-    return f"the largest direct writer of the {total} pieces: {parts}"
+    """ "the largest direct writer of the 236 pieces: ffn L2 37.8%, bias 17.0%, ...": the `shown`
+    commonest. Pieces with no writer (None) are left out of the count and the shares, and the line
+    ends with how many, as `share_line` ends with the pieces no layer decided."""
+    named = Counter({name: n for name, n in writers.items() if name is not None})
+    total = sum(named.values())
+    parts = ", ".join(f"{name} {100 * n / total:.1f}%" for name, n in named.most_common(shown)) or "none"
+    left = f"; {writers[None]} left out (the piece read against: every share 0)" if writers[None] else ""
+    return f"the largest direct writer of the {total} pieces: {parts}{left}"
 
 
 def _writers(attribution: LogitAttribution) -> str:
     return " ".join(
-        f"{piece}@{writer.replace(' ', '_')}"
+        f"{piece}@{NEVER if writer is None else writer.replace(' ', '_')}"
         for piece, writer in zip(attribution.produced, largest_writers(attribution), strict=True)
     )
 
@@ -223,6 +230,7 @@ def _attribution_json(attribution: LogitAttribution) -> dict[str, Any]:
     return {
         "tokens": attribution.produced,
         "against": attribution.contrast if attribution.against != "mean" else "mean",
+        "writer": largest_writers(attribution),  # null: the piece read against, nothing to attribute
         "logit": rounded(attribution.logit.tolist()),
         **{
             name: rounded(getattr(attribution, name).tolist())

@@ -80,6 +80,14 @@ class LogitAttribution:
         shares["bias"] = self.bias[position]
         return {name: float(v) for name, v in sorted(shares.items(), key=lambda kv: -abs(kv[1]))}
 
+    def writer(self, position: int) -> str | None:
+        """The part with the largest share in size at `position` (a name of `parts`), or None
+        where every share is 0: the piece output there is the one it is read against, so the
+        readout is 0 and nothing wrote for it. Naming the first of a tie of zeros there (it
+        named "embedding") counted a writer that wrote nothing."""
+        parts = self.parts(position)
+        return next(iter(parts)) if any(parts.values()) else None
+
 
 @dataclass
 class _Block:
