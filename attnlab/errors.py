@@ -7,6 +7,7 @@ traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from typing import NoReturn
@@ -55,7 +56,17 @@ class UsageError(AttnlabError):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, with a refused command line as one line (`attnlab X: error: ...`) instead of
     the usage block above argparse's own: the block pushed the one line that says what is wrong
-    below half a screen of options. `--help` still prints the whole usage."""
+    below half a screen of options. `--help` still prints the whole usage.
+
+    A negative number written with an exponent (`--alpha -1e308`) is a value, as `-1` and `-.5`
+    are to argparse: it was taken for an option, and the line said
+    "--alpha: expected one argument" rather than what is wrong with the number."""
+
+    NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$", re.IGNORECASE)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self.NEGATIVE
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} ({self.prog} --help lists the options)")
