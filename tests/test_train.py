@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -249,6 +250,29 @@ def test_only_a_training_checkpoint_replaces_a_training_checkpoint(tmp_path: Pat
     save_checkpoint(plain, model, spm)  # an average replaces an older average, as before
 
 
+def test_a_checkpoint_is_not_replaced_over_a_model_card_nor_written_under_a_file(tmp_path: Path) -> None:
+    """`attnlab average RUN --out checkpoints/multi30k-en-de --force` deleted the bundled model's
+    card (its probes, which `average` writes too, may go); a parent that is a file said "(File
+    exists)"; a link to nothing was "does not exist"."""
+    from attnlab.model.manifest import check_directory
+
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    model = Transformer(preset("tiny"))
+    bundled = save_checkpoint(tmp_path / "bundled", model, spm)
+    (bundled / "probes" / "step_1").mkdir(parents=True)
+    save_checkpoint(bundled, model, spm)  # an average with its probes replaced by a new one, as before
+    (bundled / "README.md").write_text("a model card")
+    with pytest.raises(CheckpointError, match=r"bundled holds 'README.md', which no checkpoint writes .*refusing"):
+        save_checkpoint(bundled, model, spm)
+    assert (bundled / "README.md").read_text() == "a model card"
+    with pytest.raises(CheckpointError, match=rf"cannot write .* \({re.escape(str(spm))} is not a directory\)$"):
+        save_checkpoint(spm / "x", model, spm)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(CheckpointError, match="loop: a symbolic link to nothing"):
+        check_directory(tmp_path / "loop")
+
+
 def test_average_refuses_checkpoints_of_different_models(tmp_path: Path) -> None:
     """Equal shapes, other models: the mean of a global and a restricted model (or of two
     vocabularies of as many pieces) once came out as a checkpoint with the last one's config."""
@@ -481,8 +505,8 @@ def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) ->
 
 def test_average_replaces_a_checkpoint_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`attnlab average RUN --out checkpoints/multi30k-en-de` replaced the bundled model, its card
-    and probes, without a word (`import` and `export` asked for --force); an --out that is a file
-    was refused only after the averaging."""
+    and probes, without a word (`import` and `export` asked for --force; --force still keeps off a
+    model card); an --out that is a file was refused only after the averaging."""
     from attnlab.cli import main
 
     spm = tmp_path / "spm.model"
@@ -500,6 +524,9 @@ def test_average_replaces_a_checkpoint_only_with_force(tmp_path: Path, capsys: p
             error == f"attnlab average: error: {out} already exists; choose another --out or pass --force to replace it"
         )
     assert (shipped / "README.md").read_text() == "the model card" and load_model(shipped)[0].config.n_layers == 1
+    assert main(["average", str(run), "--last", "2", "--out", str(shipped), "--force"]) == 2  # not over its card
+    assert "holds 'README.md', which no checkpoint writes (a model card?)" in capsys.readouterr().err
+    (shipped / "README.md").unlink()
     assert main(["average", str(run), "--last", "2", "--out", str(shipped), "--force"]) == 0
     assert load_model(shipped)[1]["averaged"] == ["step_1", "step_2"]
 

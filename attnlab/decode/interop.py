@@ -276,7 +276,11 @@ def cli_import(argv: list[str]) -> int:
     parser.add_argument("directory", help="a local Hugging Face MarianMTModel directory (no download)")
     parser.add_argument("--out", required=True, help="the attnlab checkpoint directory to write")
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
-    parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out if it is an attnlab checkpoint (not one holding files no checkpoint writes: a model card)",
+    )
     args = parser.parse_args(argv)
     check_directory(Path(args.directory))  # before --out is touched
     path = import_marian(args.directory, args.out, torch.bfloat16 if args.bf16 else torch.float32, args.force)

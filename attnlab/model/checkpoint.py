@@ -109,8 +109,10 @@ def save_checkpoint(
     try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = temporary_sibling(directory)
-    except OSError as error:
-        raise CheckpointError(f"cannot write {directory} ({error.strerror or error})") from None
+    except OSError as error:  # (a parent that is a file: "File exists", where /dev/null/x was asked for)
+        file = next((p for p in directory.parents if p.exists() and not p.is_dir()), None)
+        why = f"{file} is not a directory" if file else error.strerror or error
+        raise CheckpointError(f"cannot write {directory} ({why})") from None
     try:
         weights = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "attnlab-model"})
@@ -180,7 +182,9 @@ def _check_replaceable(directory: Path, training: bool) -> None:
     replaced whatever was there: `attnlab average RUN --out RUN` deleted the run it averaged
     (its checkpoints, its log), and any other directory named by mistake would have gone too.
     Only a training checkpoint replaces a training checkpoint: an average written over another
-    run's `checkpoints/step_N` took its optimizer state, and that run could no longer resume."""
+    run's `checkpoints/step_N` took its optimizer state, and that run could no longer resume.
+    Nor does it replace files its manifest does not list beside the probes `average` copies in:
+    `attnlab average ... --out checkpoints/multi30k-en-de --force` deleted the bundled model's card."""
     if not directory.exists():
         return
     if not directory.is_dir():
@@ -188,12 +192,18 @@ def _check_replaceable(directory: Path, training: bool) -> None:
     if not any(directory.iterdir()):
         return
     try:
-        ours = json.loads((directory / MANIFEST).read_text()).get("format") == "attnlab-checkpoint"
+        manifest = json.loads((directory / MANIFEST).read_text())
+        ours = manifest.get("format") == "attnlab-checkpoint" and isinstance(manifest.get("files"), dict)
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours:
         raise CheckpointError(
             f"{directory} exists and is not an attnlab checkpoint; refusing to replace it (name a new directory)"
+        )
+    if added := sorted(p.name for p in directory.iterdir() if p.name not in (*manifest["files"], MANIFEST, "probes")):
+        raise CheckpointError(
+            f"{directory} holds {', '.join(map(repr, added[:3]))}, which no checkpoint writes (a model card?); "
+            "refusing to replace it (name a new directory)"
         )
     if not training and (directory / "trainer.json").exists():
         raise CheckpointError(

@@ -32,7 +32,9 @@ def check_directory(directory: Path) -> None:
     """Refuse, in one line, a model path that is no directory: one that does not exist (a typo)
     is said so, where it was "not a directory" as a file is."""
     if not directory.is_dir():
-        raise CheckpointError(f"{directory}: {'not a directory' if directory.exists() else 'does not exist'}")
+        why = "not a directory" if directory.exists() else "does not exist"
+        why = "a symbolic link to nothing (its target is missing, or a loop)" if directory.is_symlink() else why
+        raise CheckpointError(f"{directory}: {why}")
 
 
 def verify(directory: str | os.PathLike, deep: bool = True) -> dict[str, Any]:

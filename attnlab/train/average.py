@@ -125,7 +125,11 @@ def cli(argv: list[str]) -> int:
     parser.add_argument(
         "--probes", type=int, default=0, metavar="N", help="also copy N probe snapshots of the run (default 0)"
     )
-    parser.add_argument("--force", action="store_true", help="replace --out if it is an attnlab checkpoint")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out if it is an attnlab checkpoint (not one holding files no checkpoint writes: a model card)",
+    )
     args = parser.parse_args(argv)
     if args.probes < 0:  # (it copied none without a word; `train --probes -1` is refused too)
         raise ConfigError(f"--probes must be ≥ 0, got {args.probes}")
