@@ -67,6 +67,18 @@ def test_translate_refuses_a_parser(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out.startswith("(")
 
 
+@pytest.mark.parametrize("task", ["translate", "parse"])
+def test_bad_search_settings_are_refused_whatever_the_input(
+    task: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They were checked with the first sentence decoded: an empty input took `--alpha -1` and
+    said "0 of 0 lines", exit 0."""
+    checkpoint = bundled(PARSER if task == "parse" else TRANSLATOR)
+    for lines in ([], [""]):
+        argv = [task, "--checkpoint", str(checkpoint), "-i", str(write(tmp_path / "in.txt", lines)), "--alpha=-1"]
+        assert refused(capsys, argv).startswith("alpha (the length penalty's exponent) must be a number from 0 to 10")
+
+
 def test_profile_of_a_parser_searches_as_the_parser_does(tmp_path: Path) -> None:
     """`heads profile` hard-wired translation's beam 4 and α 0.6, decoded a parser with them and
     wrote them into the profile's metadata; explicit flags still win."""
@@ -589,6 +601,55 @@ def test_a_line_of_invalid_utf8_is_answered_empty_and_named(
     )
 
 
+def test_a_binary_input_is_refused_whole_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`translate -i train.en.gz` printed 6,050 stderr lines, one per "line" of invalid UTF-8, and
+    translated the fragments that decoded, exit 1 (`-i model.safetensors`: 35,265 lines); a NUL was
+    read as a space ("A\\x00dog runs ." translated, exit 0), and a file of NULs was "line 1 is
+    empty", exit 0. A file or stdin binary from its start (gzip's magic, a NUL in its first 8000
+    bytes, UTF-16) is refused whole in one line by `translate`, `parse` and `align`, as by the
+    commands that read a file whole; a NUL further on fails its line alone, as invalid UTF-8 does."""
+    import gzip
+    import io
+
+    text = "".join(f"{line}\n" for line in SOURCES).encode()
+    nul = "not text, a NUL byte at byte {} (a binary file, or UTF-16 without its byte-order mark)"
+    given = {
+        "packed.gz": (gzip.compress(text), "gzip-compressed, not text; unpack it first"),
+        "nul.txt": (b"A\x00dog runs .\n", nul.format(1)),
+        "zeros.txt": (bytes(100_000), nul.format(0)),
+        "utf16.txt": (text.decode().encode("utf-16-le"), nul.format(1)),  # (no byte-order mark)
+    }
+    translate = ["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--beam", "1"]
+    weights = TRANSLATOR / "model.safetensors"
+    assert refused(capsys, [*translate, "-i", str(weights)]).startswith(f"{weights}: not text, a NUL byte at byte ")
+    for name, (content, said) in given.items():
+        (tmp_path / name).write_bytes(content)
+        assert refused(capsys, [*translate, "-i", str(tmp_path / name)]).startswith(f"{tmp_path / name}: {said}")
+    for argv in (
+        ["parse", "--checkpoint", str(bundled(PARSER)), "--beam", "1"],
+        ["align", "--checkpoint", str(bundled(TRANSLATOR))],
+        ["evaluate", "--hyp", str(write(tmp_path / "hyp", ["Ein Hund ."]))],
+    ):
+        flag = "--ref" if argv[0] == "evaluate" else "--input"
+        assert refused(capsys, [*argv, flag, str(tmp_path / "nul.txt")]).startswith(f"{tmp_path / 'nul.txt'}: not text")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(text))))
+    assert refused(capsys, translate) == f"stdin: {given['packed.gz'][1]} (gunzip it, or pipe zcat's output to stdin)"
+    padding = [SOURCES[0]] * 400  # 10,000 bytes: the NULs below lie past the first 8000
+    later = tmp_path / "later.txt"
+    later.write_bytes("".join(f"{line}\n" for line in [*padding, "A\x00dog runs .", "\x00", SOURCES[1]]).encode())
+    assert main([*translate, "-i", str(later)]) == 1
+    captured = capsys.readouterr()
+    assert [bool(line) for line in captured.out.split("\n")[400:]] == [False, False, True, False]
+    assert captured.err.splitlines() == [
+        "attnlab translate: line 401: a NUL byte at byte 1, which no text holds; writing an empty line",
+        "attnlab translate: line 402: a NUL byte at byte 0, which no text holds; writing an empty line",
+        captured.err.splitlines()[-1],  # (the count and the time)
+    ]
+    assert "401 of 403 lines" in captured.err
+
+
 def test_a_checkpoint_that_does_not_exist_is_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """translate, export and `attnlab.load` said "not a directory" of a path that does not exist
     (and `attnlab explore` "no such directory"): a file is not a directory, a typo does not exist."""
@@ -648,12 +709,15 @@ def test_patch_circuit_names_its_option(capsys: pytest.CaptureFixture[str]) -> N
 # -- control characters read as spaces ---------------------------------------------------------------------
 def test_a_control_character_in_a_line_is_read_as_a_space(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A NUL inside a line was dropped and joined the words around it: "A\\x00man." was translated
-    "Ein Wachmann." (as "Aman."). NUL, ESC, DEL and C1 controls now read as a space, by every
-    command and by the API; a parser's words are split there too (one leaf each)."""
+    "Ein Wachmann." (as "Aman."). NUL, ESC, DEL and C1 controls now read as a space, by the API,
+    and ESC, DEL and C1 by every command (a file holding a NUL is not text:
+    `test_a_binary_input_is_refused_whole_in_one_line`); a parser's words are split there too (one
+    leaf each)."""
     spaced = ["A man is sleeping .", "Two dogs run ."]
-    controlled = ["A\x00man is\x1bsleeping .", "Two\x7fdogs\x85\x9frun ."]
     model = load(bundled(TRANSLATOR))
-    assert [r.text for r in model.translate(controlled, beam=1)] == [r.text for r in model.translate(spaced, beam=1)]
+    nul = ["A\x00man is\x1bsleeping .", "Two\x7fdogs\x85\x9frun ."]
+    assert [r.text for r in model.translate(nul, beam=1)] == [r.text for r in model.translate(spaced, beam=1)]
+    controlled = ["A\x1bman is\x1bsleeping .", "Two\x7fdogs\x85\x9frun ."]
     argv = ["translate", "--checkpoint", str(TRANSLATOR), "--beam", "1", "--input"]
     assert main([*argv, str(write(tmp_path / "spaced", spaced))]) == 0
     expected = capsys.readouterr().out
@@ -668,10 +732,10 @@ def test_a_control_character_in_a_line_is_read_as_a_space(tmp_path: Path, capsys
                 "--beam",
                 "1",
                 "--input",
-                str(write(tmp_path / "p", ["The\x00cat sat ."])),
+                str(write(tmp_path / "p", ["The\x1bcat sat ."])),
             ]
         )
         == 0
     )
     tree = capsys.readouterr().out
-    assert "The)" in tree and "cat)" in tree and "\x00" not in tree  # two leaves, not "The\x00cat"
+    assert "The)" in tree and "cat)" in tree and "\x1b" not in tree  # two leaves, not "The\x1bcat"

@@ -266,6 +266,34 @@ def test_bad_utf8_in_the_training_text_is_the_corpus_error_alone(tmp_path: Path)
     assert str(error.value) == f"{bad}:10: invalid UTF-8 (invalid continuation byte at byte 3)"
 
 
+def test_a_file_that_is_not_text_is_said_before_the_line_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One training file saved as UTF-16 (Notepad's "Unicode") was "train.in has 201 lines but
+    train.out has 200; the files must be aligned line by line": counted before it was read, it was
+    never said to be UTF-16 (two such files were). A file holding a NUL in its first block was
+    prepared, the NUL read as a space; one further on names its line, as invalid UTF-8 does."""
+    files = text_files(tmp_path / "text")
+    src, tgt = (Path(path) for path in files["train"])
+    argv = ["data", "prepare", "text", "--vocab-size", "320", "--out", str(tmp_path / "out")]
+    argv += ["--train", *files["train"], "--valid", *files["valid"]]
+    src.write_bytes(src.read_text(encoding="utf-8").encode("utf-16"))  # its byte-order mark, then little-endian
+    assert refused(capsys, argv).endswith(
+        f": {src}: UTF-16 text (it begins with UTF-16's byte-order mark, as Notepad's \"Unicode\"); save it as UTF-8"
+    )
+    write_lines(src, [f"line {i} of train" for i in range(200)])
+    lines = tgt.read_bytes().split(b"\n")
+    tgt.write_bytes(b"\n".join([b"a\x00b", *lines[1:]]))
+    assert refused(capsys, argv).endswith(
+        f": {tgt}: not text, a NUL byte at byte 1 (a binary file, or UTF-16 "
+        "without its byte-order mark); give a UTF-8 text file"
+    )
+    lines = [f"{i % 5} was said, and said again, and then said once more" for i in range(200)]  # 10 kB
+    far = 8000 // len(lines[0]) + 5  # a line past the first 8000 bytes
+    write_lines(tgt, [*lines[:far], "a\x00b", *lines[far + 1 :]])
+    assert refused(capsys, argv).endswith(f": {tgt}:{far + 1}: a NUL byte at byte 1, which no text holds")
+
+
 # --- what the run reports and leaves behind ----------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from attnlab.data import treebank
+from attnlab.data.sniff import GZIP_MAGIC, HEAD, line_fault, refuse_binary
 from attnlab.errors import DataError
 
 CORPORA = ("multi30k", "tatoeba", "wmt14", "ptb", "text")
@@ -89,7 +90,7 @@ def _open_binary(path: Path) -> IO[bytes]:
     text can): a `train.en` saved from a .gz URL under its plain name was read as a few lines of
     binary, "train.en has 13 lines but train.de has 400", which said nothing of why."""
     with open(path, "rb") as handle:
-        packed = handle.read(2) == b"\x1f\x8b"
+        packed = handle.read(2) == GZIP_MAGIC
     return gzip.open(path, "rb") if packed or path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
 
 
@@ -114,17 +115,16 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-# UTF-16's byte-order marks, little- and big-endian: what Windows Notepad's "Unicode" files begin
-# with. Read as UTF-8 such a file was "invalid UTF-8 (invalid start byte at byte 0)" at line 1.
-UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
-UTF16_SAID = "UTF-16 text (it begins with UTF-16's byte-order mark, as Notepad's \"Unicode\"); save it as UTF-8"
 MAX_TEXT_BYTES = 256 * 2**20  # a text read whole: WMT's test sets are 0.4 MB, and `--input /dev/zero` grew forever
 
 
 def read_whole(handle: IO[bytes], name: str) -> bytes:
     """All of `handle`, up to `MAX_TEXT_BYTES`; more is one line (training corpora are streamed by
-    `data prepare`, never read whole)."""
-    data = handle.read(MAX_TEXT_BYTES + 1)
+    `data prepare`, never read whole). Its first block is judged first (`refuse_binary`): a
+    binary file or stream is refused whole, before the rest is read."""
+    head = handle.read(HEAD)
+    refuse_binary(head, name)
+    data = head + handle.read(max(MAX_TEXT_BYTES + 1 - len(head), 0))  # (none where the limit is under HEAD)
     if len(data) > MAX_TEXT_BYTES:
         raise DataError(f"{name} holds over {MAX_TEXT_BYTES >> 20} MiB of text; split it into smaller files")
     return data
@@ -141,13 +141,12 @@ def read_text(path: str | os.PathLike[str], keep_invalid: bool = False) -> list[
 
 
 def decode_lines(data: bytes, name: str, keep_invalid: bool = False) -> list[str]:
-    """`data` (the bytes of the file or stream `name`) cut into lines by `text_lines`. A line that
-    is not UTF-8 is refused as `read_lines` refuses it, NAME:LINE and why; with `keep_invalid` it
-    is kept, its bad bytes as lone surrogates (surrogateescape) that `invalid_lines` names, so that
-    a command that answers line by line can fail that line alone. Decoding the whole text strictly
-    said only a byte offset in it ("invalid start byte at byte 14"), never which line."""
-    if data[:2] in UTF16_MARKS:  # (no UTF-8 text begins so)
-        raise DataError(f"{name}: {UTF16_SAID}")
+    """`data` (the bytes `read_whole` read of the file or stream `name`) cut into lines by
+    `text_lines`. A line that is not text (`line_fault`) is refused as `read_lines` refuses it,
+    NAME:LINE and why; with `keep_invalid` it is kept, its bad bytes as lone surrogates
+    (surrogateescape) that `invalid_lines` names, so that a command that answers line by line can
+    fail that line alone. Decoding the whole text strictly said only a byte offset in it
+    ("invalid start byte at byte 14"), never which line."""
     lines = text_lines(data.decode("utf-8", "surrogateescape"))
     if not keep_invalid and (invalid := invalid_lines(lines)):
         number, said = next(iter(invalid.items()))
@@ -156,42 +155,36 @@ def decode_lines(data: bytes, name: str, keep_invalid: bool = False) -> list[str
 
 
 def invalid_lines(lines: list[str]) -> dict[int, str]:
-    """{line number, from 1: what is wrong} of the lines `decode_lines` kept that are not UTF-8."""
-    found = {}
-    for number, line in enumerate(lines, 1):
-        try:
-            line.encode("utf-8", "surrogateescape").decode("utf-8")
-        except UnicodeDecodeError as error:
-            found[number] = utf8_said(error)
-    return found
-
-
-def utf8_said(error: UnicodeDecodeError) -> str:
-    """A line's invalid UTF-8 in the words every reader of text uses: what is wrong, and where in the line."""
-    return f"invalid UTF-8 ({error.reason} at byte {error.start})"
+    """{line number, from 1: what is wrong} of the lines `decode_lines` kept that are not text
+    (`line_fault`: invalid UTF-8, a NUL)."""
+    faults = {number: line_fault(line.encode("utf-8", "surrogateescape")) for number, line in enumerate(lines, 1)}
+    return {number: said for number, said in faults.items() if said}
 
 
 def read_lines(path: Path) -> Iterator[str]:
-    """Lines as `text_lines` cuts them, streamed and decoded strictly: invalid UTF-8 is an error
-    naming file and line."""
+    """Lines as `text_lines` cuts them, streamed and decoded strictly: a file that is no text is
+    refused whole (`refuse_binary`), a line that is not (`line_fault`) names file and line."""
     with _gzip_errors(path), _open_binary(path) as handle:
+        refuse_binary(handle.read(HEAD), str(path))
+        handle.seek(0)
         for number, raw in enumerate(handle, 1):
-            try:
-                line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
-            except UnicodeDecodeError as error:
-                if number == 1 and raw[:2] in UTF16_MARKS:
-                    raise DataError(f"{path}: {UTF16_SAID}") from None
-                raise DataError(f"{path}:{number}: {utf8_said(error)}") from None
+            if said := line_fault(raw):
+                raise DataError(f"{path}:{number}: {said}")
+            line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def count_lines(path: Path) -> int:
-    """Lines in a file, counting a last line without a newline (a cheap pass over the bytes)."""
+    """Lines in a file, counting a last line without a newline (a cheap pass over the bytes). A
+    file that is no text is refused first (`refuse_binary`): counted, a UTF-16 file beside its
+    UTF-8 partner was "has 301 lines but ... has 300", which said nothing of why."""
     count, last = 0, b"\n"
     with _gzip_errors(path), _open_binary(path) as handle:
-        while block := handle.read(1 << 20):
+        refuse_binary(block := handle.read(HEAD), str(path))
+        while block:
             count += block.count(b"\n")
             last = block[-1:]
+            block = handle.read(1 << 20)
     return count + (last != b"\n")
 
 

@@ -175,6 +175,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
     if task == "translate" and model.task == "parse":  # refused rather than guessed: the command names the task
         raise AttnlabError(f"{args.checkpoint} is a parse model: use attnlab parse")
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b, args.patience)
+    check_settings(**settings, n_best=None, vocab=model.config.target_vocab)  # (an empty input took --alpha -1)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     invalid = invalid_lines(lines)
@@ -201,7 +202,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
                     failed += 1
                     print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
     for i, line in enumerate(lines):
-        if is_blank(line):
+        if is_blank(line) and i + 1 not in invalid:  # (a line of a NUL alone is named once, as not text)
             print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
     write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)

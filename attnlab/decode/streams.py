@@ -16,8 +16,9 @@ from attnlab.errors import AttnlabError
 
 def read_input(source: str | None, keep_invalid: bool = False) -> list[str]:
     """The lines of a file, or of stdin for "-" or None (`decode_lines`: cut at "\\n" only, a line
-    that is not UTF-8 refused as FILE:LINE or stdin:LINE, or with `keep_invalid` kept for
-    `invalid_lines` to name); every command reads its inputs here, so that each takes "-"
+    that is not text refused as FILE:LINE or stdin:LINE, or with `keep_invalid` kept for
+    `invalid_lines` to name; a file or stream that is binary from its start, refused whole by
+    `read_whole`); every command reads its inputs here, so that each takes "-"
     (`evaluate --src -` and `heads profile --src -` once failed with "cannot read -: No such file")."""
     if source not in (None, "-"):
         return read_text(source, keep_invalid)
