@@ -58,8 +58,10 @@ def test_aer_sure_and_possible() -> None:
 
 
 def test_aer_empty_hypothesis_and_empty_gold() -> None:
+    """Precision of no links is 0/0: None, not the 1.0 that `evaluate` printed as "precision 100.00"."""
     empty_hyp = aer(set(), sure={(0, 0)}, possible={(0, 0)})
-    assert (empty_hyp["aer"], empty_hyp["precision"], empty_hyp["recall"]) == (1.0, 1.0, 0.0)
+    assert (empty_hyp["aer"], empty_hyp["precision"], empty_hyp["recall"]) == (1.0, None, 0.0)
+    assert corpus_aer([set(), set()], [{(0, 0)}, set()], [set(), set()])["precision"] is None
     empty_gold = aer({(0, 0)}, sure=set(), possible=set())
     assert (empty_gold["aer"], empty_gold["precision"], empty_gold["recall"]) == (1.0, 0.0, 1.0)
     assert aer(set(), set(), set())["aer"] == 0.0
@@ -420,9 +422,53 @@ def test_best_method_from_the_model_card() -> None:
     assert best_method({}) == {"method": "all", "layer": None, "head": None}
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment reads a head but names no layer and head"):
         best_method({"alignment": {"method": "head", "layer": 2}})  # was "--method head needs --layer and --head"
+    for saved in ("head", ["head", 2, 1], {"method": "bogus"}, {"layer": 2}):  # each was read as no card: `all`
+        with pytest.raises(AttnlabError, match=r"^the card's meta.alignment (is|method) "):
+            best_method({"alignment": saved})
+    config = load(CKPT).config  # 3 layers of 4 heads
+    assert best_method({"alignment": {"method": "head", "layer": -3, "head": 3}}, config)["layer"] == -3
+    with pytest.raises(AttnlabError, match=r"^the card's meta.alignment head -5: the model has 4 heads a layer"):
+        best_method({"alignment": {"method": "head", "layer": 0, "head": -5}}, config)
     assert (
         len(candidates(3, 4)) == 3 * 4 + 3 + 1 + 3 + 1 + 3 + 3 + 1 + 3 + 1
     )  # heads, layers, all, shift per layer and all, rollouts, direct per layer and all, norms, saliency
+
+
+def test_a_bad_meta_alignment_is_one_line_naming_the_card(
+    capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A card's reading that is none of the model's was misreported or ignored: layer 9 was "layer 9
+    of cross attention was not recorded" once the model had run, `"head"` or `{"method": "bogus"}`
+    read as no card (the all-layer links came out, exit 0), and SmoothGrad's -5 copies "samples is
+    ..." naming no source. Each is now one line naming CKPT/config.json before any line is decoded."""
+    import shutil
+
+    from attnlab.model.checkpoint import update_meta
+
+    checkpoint = tmp_path / "model"
+    shutil.copytree(CKPT, checkpoint, ignore=shutil.ignore_patterns("probes"))
+
+    def decoded(*_: object) -> None:
+        raise AssertionError("a line was decoded before the card's reading was checked")
+
+    monkeypatch.setattr("attnlab.decode.alignment.score_words", decoded)
+    card = f"{checkpoint}/config.json: meta.alignment"
+    for saved, said in (
+        ({"method": "head", "layer": 9, "head": 0}, "layer 9: the model has 3 decoder layers (0 to 2, or -3 to -1"),
+        ({"method": "head", "layer": 0, "head": 4}, "head 4: the model has 4 heads a layer (0 to 3, or -4 to -1"),
+        ({"method": "layer", "layer": "2"}, "layer '2': the model has 3 decoder layers"),
+        ({"method": "bogus"}, "method 'bogus' is not one of head, layer, all, shift, rollout, direct, norm, saliency"),
+        ("head", 'is \'head\', not a mapping such as {"method": "head", "layer": 2, "head": 3}'),
+        ({"method": "head", "layer": 1}, "reads a head but names no layer and head: give --method"),
+        ({"method": "saliency", "samples": -5}, "samples is a whole number of noisy copies in [0, 1000], got -5"),
+    ):
+        update_meta(checkpoint, alignment=saved)
+        assert main(["align", "--checkpoint", str(checkpoint), "--input", str(pairs_file)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith(f"attnlab align: error: {card} {said}") and "\n" not in error, error
+    update_meta(checkpoint, alignment={"method": "head", "layer": 9, "head": 0})
+    with pytest.raises(AttnlabError, match=rf"^{checkpoint}/config.json: meta.alignment layer 9: the model has 3"):
+        align_lines(load(checkpoint), PAIRS[:1])  # the API reads the card as `align` does
 
 
 def test_evaluate_align_hand_computed(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
@@ -484,6 +530,17 @@ def test_evaluate_all_heads_table(capsys: pytest.CaptureFixture, tmp_path: Path,
     assert next(float(line.split("|")[2]) for line in table if line.startswith("| all |")) == pytest.approx(
         100 * direct, abs=0.05
     )
+
+
+def test_all_heads_table_says_precision_of_no_links_is_undefined(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """A reading that links nothing (no word holds all of a word's attention at --threshold 1) has
+    precision 0/0: its table row says n/a, not 100.0 (and not a TypeError from None)."""
+    pairs, gold = tmp_path / "pairs", tmp_path / "gold"
+    pairs.write_text(PAIRS[2] + "\n", encoding="utf-8")
+    gold.write_text("0-0 1-1 2-2\n", encoding="utf-8")
+    args = ["evaluate", "--task", "align", "--gold", str(gold), "--all-heads", "--checkpoint", str(CKPT)]
+    assert main([*args, "--input", str(pairs), "--links", "threshold", "--threshold", "1.0"]) == 0
+    assert "| head L0 H0 | 100.0 | n/a (no links) | 0.0 |" in capsys.readouterr().out.splitlines()
 
 
 def test_save_best_names_the_default_reading(capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path) -> None:
@@ -655,20 +712,32 @@ def test_a_layer_or_head_the_trace_lacks_is_one_line_for_every_method() -> None:
         trace_links(trace, src, tgt, "head", layer=0, head=-3)
 
 
-def test_align_refuses_a_layer_past_the_model_in_one_line(capsys: pytest.CaptureFixture, pairs_file: Path) -> None:
-    """`align --method direct --layer 3` printed a traceback; its --help says negatives count from the top."""
-    for layer in ("3", "-4"):
-        assert (
-            main(
-                ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--method", "direct", "--layer", layer]
-            )
-            == 2
-        )
-        error = capsys.readouterr().err.strip()
-        assert error == (
-            f"attnlab align: error: layer {layer} of cross attention was not recorded (recorded: [0, 1, 2], "
-            "or from the top: [-3, -2, -1])"
-        )
+def test_align_refuses_a_layer_past_the_model_in_one_line(
+    capsys: pytest.CaptureFixture, pairs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`align --method direct --layer 3` printed a traceback; its --help says negatives count from the top.
+    A --layer, --head or --samples the model cannot take is refused before any line is decoded (it was
+    refused only once the model had run): here decoding a line fails the test."""
+
+    def decoded(*_: object) -> None:
+        raise AssertionError("a line was decoded before the flags were checked")
+
+    monkeypatch.setattr("attnlab.decode.alignment.score_words", decoded)
+    align = ["align", "--checkpoint", str(CKPT), "--input", str(pairs_file)]
+    layers = "the model has 3 decoder layers (0 to 2, or -3 to -1 from the last)"
+    heads = "the model has 4 heads a layer (0 to 3, or -4 to -1 from the last)"
+    for flags, said in (
+        (["--method", "direct", "--layer", "3"], f"--layer 3: {layers}"),
+        (["--method", "direct", "--layer", "-4"], f"--layer -4: {layers}"),
+        (["--layer", "9"], f"--layer 9: {layers}"),
+        (["--layer", "0", "--head", "4"], f"--head 4: {heads}"),
+        (["--method", "shift", "--layer", "0", "--head", "-5"], f"--head -5: {heads}"),
+    ):
+        assert main([*align, *flags]) == 2
+        assert capsys.readouterr().err.strip() == f"attnlab align: error: {said}"
+    assert main([*align, "--method", "saliency", "--samples", "-5"]) == 2
+    said = "attnlab align: error: --samples is a whole number of noisy copies in [0, 1000], got -5"
+    assert capsys.readouterr().err.strip() == said
     with pytest.raises(SystemExit):
         main(["align", "--help"])
     said = " ".join(capsys.readouterr().out.split())

@@ -271,3 +271,72 @@ def test_traditional_references_of_a_model_trained_on_simplified_are_warned_of(
     bleu, err = scored["traditional"]
     assert f"{traditional}: 2 of 2 references change under OpenCC t2s (traditional script)" in err and bleu < 50
     assert scored["simplified"][1] == "" and scored["simplified"][0] == pytest.approx(100.0)
+
+
+def test_precision_of_a_hypothesis_without_links_is_undefined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --hyp of no links at all printed "precision 100.00" (--json 1.0): precision is 0/0 there,
+    so it reads n/a (JSON null); AER 100 and recall 0 are what the formulas give."""
+    gold, empty = write(tmp_path / "gold", ["0-0 1-1", "0-0"]), write(tmp_path / "hyp", ["", ""])
+    argv = ["evaluate", "--task", "align", "--hyp", empty, "--gold", gold]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "AER = 100.00  precision n/a (no links)  recall 0.00  (2 sentences, %)\n"
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["aer"], report["precision"], report["recall"]) == (1.0, None, 0.0)
+    assert main(["evaluate", "--task", "align", "--hyp", write(tmp_path / "one", ["0-0", ""]), "--gold", gold]) == 0
+    assert "precision 100.00" in capsys.readouterr().out  # one link, right: defined
+
+
+def test_hypothesis_links_past_the_sentence_are_refused_as_gold_links_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given the pairs (--input), a --hyp link past its two-word pair was scored (AER 33.33, exit 0)
+    where the same link in --gold was refused: it is refused the same way, naming FILE:LINE; one at
+    the pair's length suggests a file written from 1."""
+    pairs = write(tmp_path / "pairs", ["a b ||| x y", "c d ||| z w"])
+    gold = write(tmp_path / "gold", ["0-0 1-1", "0-0"])
+    argv = ["--task", "align", "--gold", gold, "--input", pairs, "--hyp"]
+    for link in ("5-5", "0-99999999999999999999999"):
+        hyp = write(tmp_path / "hyp", ["0-0", f"0-0 {link}"])
+        assert error_of(capsys, [*argv, hyp]) == (
+            f"attnlab evaluate: error: {hyp}:2: '{link}' points past the sentence pair's 2 and 2 words"
+        )
+    hyp = write(tmp_path / "hyp", ["1-1 2-2", "1-1"])
+    assert error_of(capsys, [*argv, hyp]).endswith(
+        f"{hyp}:1: '2-2' points past the sentence pair's 2 and 2 words; is the file 1-indexed? "
+        "--hyp links count words from 0, as `attnlab align` writes them"
+    )
+    assert main(["evaluate", *argv, write(tmp_path / "hyp", ["0-0 1-1", "0-0"])]) == 0
+    assert capsys.readouterr().out.startswith("AER = 0.00")
+
+
+def test_all_heads_with_hyp_or_a_bad_samples_is_refused_before_the_model_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--all-heads --hyp H` scored the model's readings and dropped --hyp without a word; a
+    `--samples` SmoothGrad cannot take was refused only after every other reading was scored. Both
+    are one line before the checkpoint is read (here it does not exist)."""
+    gold = write(tmp_path / "gold", ["0-0"])
+    argv = ["--task", "align", "--gold", gold, "--input", write(tmp_path / "pairs", ["a ||| x"]), "--all-heads"]
+    argv += ["--checkpoint", str(tmp_path / "no-checkpoint")]
+    assert error_of(capsys, [*argv, "--hyp", gold]) == (
+        "attnlab evaluate: error: --all-heads scores the model's readings and --hyp given links, not both: "
+        "drop --hyp to rank --checkpoint's readings, or --all-heads to score --hyp's links"
+    )
+    assert error_of(capsys, [*argv, "--samples", "-5"]) == (
+        "attnlab evaluate: error: --samples is a whole number of noisy copies in [0, 1000], got -5"
+    )
+
+
+def test_an_input_that_is_a_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evaluate --hyp .` said "cannot read .: [Errno 21] Is a directory: '.'" (and so did every
+    command reading text, `align --input .` too)."""
+    gold = write(tmp_path / "gold", ["0-0"])
+    for argv, flag in (
+        (["--task", "align", "--hyp", str(tmp_path), "--gold", gold], "--hyp"),
+        (["--task", "align", "--hyp", gold, "--gold", str(tmp_path)], "--gold"),
+        (["--hyp", gold, "--ref", str(tmp_path)], "--ref"),
+    ):
+        assert error_of(capsys, argv) == f"attnlab evaluate: error: {tmp_path} is a directory, not a file", flag

@@ -135,8 +135,10 @@ def read_text(path: str | os.PathLike[str], keep_invalid: bool = False) -> list[
     try:  # bytes first: text mode would turn a lone "\r" into a line end of its own
         with open(path, "rb") as handle:
             data = read_whole(handle, str(path))
+    except IsADirectoryError:  # ("cannot read .: [Errno 21] Is a directory: '.'", the OSError's repr)
+        raise DataError(f"{path} is a directory, not a file") from None
     except OSError as error:
-        raise DataError(f"cannot read {path}: {error}") from None
+        raise DataError(f"cannot read {path} ({error.strerror or error})") from None
     return decode_lines(data, str(path), keep_invalid)
 
 

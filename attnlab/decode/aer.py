@@ -2,10 +2,11 @@
 
 Links are sets of (source_word, target_word) pairs, 0-indexed. Human gold has sure links S and
 possible links P (S ⊆ P: a sure link is also possible); a hypothesis A is scored by precision
-|A∩P|/|A|, recall |A∩S|/|S| and AER = 1 − (|A∩S| + |A∩P|)/(|A| + |S|). A corpus's AER sums the
-counts over its sentences before taking the one ratio, as published AERs do. Kept apart from
-`alignment`, which reads links out of attention: the metric needs no model, and `attnlab evaluate
---task align --hyp` scores any aligner's links with it (fast_align's, a human's).
+|A∩P|/|A| (None where A is empty), recall |A∩S|/|S| and AER = 1 − (|A∩S| + |A∩P|)/(|A| + |S|). A
+corpus's AER sums the counts over its sentences before taking the one ratio, as published AERs
+do. Kept apart from `alignment`, which reads links out of attention: the metric needs no model,
+and `attnlab evaluate --task align --hyp` scores any aligner's links with it (fast_align's, a
+human's).
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ def _counts(hypothesis: Iterable, sure: Iterable, possible: Iterable) -> np.ndar
 
 
 def _report(counts: np.ndarray) -> dict[str, Any]:
-    """Precision, recall and AER from (|A|, |S|, |A∩S|, |A∩P|). A ratio with nothing to count
-    (0/0) is 1.0 for precision and recall and 0.0 for AER: nothing claimed is nothing wrong, and
-    an empty hypothesis against an empty gold is a perfect match."""
+    """Precision, recall and AER from (|A|, |S|, |A∩S|, |A∩P|). Precision of no links at all
+    (0/0) is None, undefined: read as 1.0 it printed "precision 100.00" for an aligner that linked
+    nothing. Recall of an empty gold is 1.0 and AER of both empty 0.0: an empty hypothesis against
+    an empty gold is a perfect match (`evaluate` refuses gold without sure links before scoring)."""
     n_hyp, n_sure, hit_sure, hit_possible = (int(c) for c in counts)
     return {
         "aer": 1.0 - (hit_sure + hit_possible) / (n_hyp + n_sure) if n_hyp + n_sure else 0.0,
-        "precision": hit_possible / n_hyp if n_hyp else 1.0,
+        "precision": hit_possible / n_hyp if n_hyp else None,
         "recall": hit_sure / n_sure if n_sure else 1.0,
         "hypothesis_links": n_hyp,
         "sure_links": n_sure,

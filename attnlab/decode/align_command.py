@@ -11,12 +11,13 @@ import time
 from typing import Any
 
 from attnlab.data.corpora import invalid_lines
-from attnlab.decode.alignment import METHODS, align_lines, best_method, reading, reading_name
+from attnlab.decode.alignment import METHODS, align_lines, best_method, card_of, check_reading, reading, reading_name
 from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import Links, format_pharaoh
 from attnlab.decode.streams import check_out, read_input, write_out, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError
+from attnlab.record.saliency import check_samples
 
 
 def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,15 +48,18 @@ def link_rule(args: argparse.Namespace) -> tuple[str, float]:
     return links, 0.1 if args.threshold is None else args.threshold
 
 
-def smoothing(samples: int | None, chosen: dict[str, Any], meta: dict[str, Any]) -> int:
-    """SmoothGrad's copies for the reading `chosen`: `--samples`, else what the card saved with its
-    best reading; a number given to a reading that takes none is refused (it was ignored)."""
+def smoothing(samples: int | None, chosen: dict[str, Any], meta: dict[str, Any], path: str | None = None) -> int:
+    """SmoothGrad's copies for the reading `chosen`: `--samples`, else what the card (of the
+    checkpoint at `path`) saved with its best reading, checked before any line is decoded; a
+    number given to a reading that takes none is refused (it was ignored)."""
     if chosen["method"] != "saliency":
         if samples:
             raise AttnlabError(f"--samples is for --method saliency, not {chosen['method']}")
         return 0
+    if samples is not None:
+        return check_samples(samples, "--samples")
     saved = meta.get("alignment", {}).get("samples", 0) if isinstance(meta.get("alignment"), dict) else 0
-    return saved if samples is None else samples
+    return check_samples(saved, f"{card_of(path)} samples")
 
 
 def cli_align(argv: list[str]) -> int:
@@ -99,8 +103,12 @@ def cli_align(argv: list[str]) -> int:
     method = args.method
     if method is None and (args.layer is not None or args.head is not None):
         method = "head" if args.head is not None else "layer"
-    chosen = reading(method, args.layer, args.head) if method else best_method(model.meta)
-    samples = smoothing(args.samples, chosen, model.meta)
+    if method is None:
+        chosen = best_method(model.meta, model.config, model.path)
+    else:  # checked against the model now: a --layer past it failed once the first line had run
+        chosen = reading(method, args.layer, args.head)
+        check_reading(chosen, model.config)
+    samples = smoothing(args.samples, chosen, model.meta, model.path)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     links, threshold = link_rule(args)

@@ -25,6 +25,7 @@ of each output piece (`attnlab.record.saliency`, Ding et al. 2019), each row sca
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any
@@ -129,9 +130,7 @@ def attention_rows(
     output's |gradient × input| (`salient`: `Saliency.source_rows` of the trace). Layers and heads are the model's ids
     (negative: from its last), as the views name them: a trace recorded with `heads=[2, 3]` holds
     head 2 in its first row. One it lacks is one line naming those it holds, both ways."""
-    reading(method, layer, head)  # a layer or head the method does not read: refused (it was ignored without a word)
-    if method == "head" and (layer is None or head is None):
-        raise AttnlabError("--method head needs --layer and --head")
+    check_reading(reading(method, layer, head))  # a layer or head it does not read: refused (it was ignored)
     if method == "direct":
         return direct_rows(shares, layer), 0
     if method == "saliency":
@@ -270,14 +269,45 @@ def reading(method: str, layer: int | None = None, head: int | None = None, stri
     return {"method": method, **{n: v if n in reads[method] else None for n, v in (("layer", layer), ("head", head))}}
 
 
-def best_method(meta: dict[str, Any]) -> dict[str, Any]:
-    """The reading a model card names as its best (`meta["alignment"]`), else the all-layer average."""
-    best = meta.get("alignment")
-    if isinstance(best, dict) and best.get("method") in METHODS:
-        if best["method"] == "head" and None in (best.get("layer"), best.get("head")):
-            raise AttnlabError("the card's meta.alignment reads a head but names no layer and head: give --method")
-        return reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
-    return reading("all")
+def card_of(path: str | None) -> str:
+    """Where a model's best reading is stored, as its refusals name it: `CKPT/config.json:
+    meta.alignment` (the file to mend), or the card's for a model read from no directory."""
+    return f"{path}/config.json: meta.alignment" if path else "the card's meta.alignment"
+
+
+def best_method(meta: dict[str, Any], config: Any = None, path: str | None = None) -> dict[str, Any]:
+    """The reading a model card names as its best (`meta["alignment"]`, as `evaluate --save-best`
+    writes it), else the all-layer average. One that names no reading (not a mapping, a method not
+    in `METHODS`), or none of the model's (`check_reading` against `config`), is one line naming
+    `card_of(path)`: `"head"` or `{"method": "bogus"}` was ignored, and `all` read without a word."""
+    best, where = meta.get("alignment"), card_of(path)
+    if best is None:
+        return reading("all")
+    if not isinstance(best, dict):
+        raise AttnlabError(
+            f'{where} is {reprlib.repr(best)}, not a mapping such as {{"method": "head", "layer": 2, "head": 3}}'
+        )
+    if best.get("method") not in METHODS:
+        raise AttnlabError(f"{where} method {reprlib.repr(best.get('method'))} is not one of {', '.join(METHODS)}")
+    chosen = reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
+    check_reading(chosen, config, where)
+    return chosen
+
+
+def check_reading(chosen: dict[str, Any], config: Any = None, where: str | None = None) -> None:
+    """A reading's layer and head, checked before any line is decoded: a head reading names both,
+    and given the model's `config` each lies inside it (`align --layer 9` of a three-layer model,
+    or a card's, failed "layer 9 of cross attention was not recorded" once the model had run).
+    `where` names a card's reading (`card_of`); None, the command line's flags."""
+    if chosen["method"] == "head" and None in (chosen["layer"], chosen["head"]):
+        said = f"{where} reads a head but names no layer and head: give --method"
+        raise AttnlabError("--method head needs --layer and --head" if where is None else said)
+    for name, field, what in (("layer", "n_layers", "decoder layers"), ("head", "n_heads", "heads a layer")):
+        value, count = chosen[name], getattr(config, field, None)
+        if value is None or count is None or (whole_number(value) and -count <= value < count):
+            continue
+        said = f"--{name} {value}" if where is None else f"{where} {name} {reprlib.repr(value)}"
+        raise AttnlabError(f"{said}: the model has {count} {what} (0 to {count - 1}, or {-count} to -1 from the last)")
 
 
 def oriented(links: Links, reverse: bool) -> Links:
@@ -301,7 +331,7 @@ def align_lines(
     copies for `saliency` (0: the plain gradient)."""
     check_threshold(links, threshold)
     lines = check_lines(lines, "`source ||| target`")
-    readings = list(readings) if readings is not None else [best_method(model.meta)]
+    readings = list(readings) if readings is not None else [best_method(model.meta, model.config, model.path)]
     direct, normed, salient = (any(r["method"] == m for r in readings) for m in ("direct", "norm", "saliency"))
     out: list[list[Links]] = [[] for _ in readings]
     failed = []

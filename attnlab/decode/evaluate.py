@@ -28,7 +28,14 @@ from attnlab.decode.aer import corpus_aer
 from attnlab.decode.align_command import add_alignment_arguments, link_rule
 from attnlab.decode.alignment import aer_grid, split_pair
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines
-from attnlab.decode.evaluate_inputs import one_indexed_hint, refuse_blank, save_best_target, script_hint, word_counts
+from attnlab.decode.evaluate_inputs import (
+    one_indexed_hint,
+    refuse_blank,
+    refuse_unused,
+    save_best_target,
+    script_hint,
+    word_counts,
+)
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
@@ -155,14 +162,14 @@ def cli(argv: list[str]) -> int:
         "--json",
         action="store_true",
         help="JSON instead of lines: BLEU, chrF and F1 out of 100 as printed; AER, precision and recall of "
-        "alignments as fractions (0.25 where the table prints 25.0)",
+        "alignments as fractions (0.25 where the table prints 25.0; precision null for no links at all)",
     )
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
     inputs = {f"--{name}": getattr(args, name) for name in ("src", "ref", "hyp", "input", "gold")}
     out = check_out(args.out, inputs=inputs) if args.out else None  # before the decoding, which can take hours
     one_stdin(inputs)
-    _refuse_unused(args)
+    refuse_unused(args)
     if args.task == "align":
         return evaluate_alignment(args)
     if not args.ref:
@@ -290,7 +297,8 @@ def parse_line(report: dict[str, Any], total: int) -> str:
 def evaluate_alignment(args: argparse.Namespace) -> int:
     """`--task align`: corpus AER of --hyp links against --gold, or with --all-heads of every
     reading of --checkpoint's cross-attention on --input, as a markdown table sorted by AER.
-    Given --input, every gold link is checked against the words of its pair."""
+    Given --input, every gold and --hyp link is checked against the words of its pair (a --hyp
+    link past its pair was scored, as a wrong link, where the same gold link was refused)."""
     if not args.gold:
         raise AttnlabError("--task align needs --gold (human links)")
     lines = read_input(args.input) if args.input else None
@@ -312,13 +320,14 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not args.all_heads:
         if not args.hyp:
             raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
-        hyps = [p for _, p in read_pharaoh(read_input(args.hyp), name=args.hyp)]
+        from_one = "--hyp links count words from 0, as `attnlab align` writes them"
+        hyps = [p for _, p in read_pharaoh(read_input(args.hyp), lengths=lengths, name=args.hyp, from_one=from_one)]
         report = corpus_aer(hyps, sures, possibles)
         if args.json:
             print(json.dumps(report))
         else:
             print(
-                f"AER = {100 * report['aer']:.2f}  precision {100 * report['precision']:.2f}  "
+                f"AER = {100 * report['aer']:.2f}  precision {percent(report['precision'], 2)}  "
                 f"recall {100 * report['recall']:.2f}  ({report['sentences']} sentences, %)"
             )
         return 0
@@ -345,7 +354,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     print("|---|---:|---:|---:|")
     for row in rows:
         print(
-            f"| {row['reading']} | {100 * row['aer']:.1f} | {100 * row['precision']:.1f} | {100 * row['recall']:.1f} |"
+            f"| {row['reading']} | {100 * row['aer']:.1f} | {percent(row['precision'], 1)} | {100 * row['recall']:.1f} |"
         )
     diagonal = corpus_aer([diagonal_links(line) for line in lines], sures, possibles)
     print(
@@ -354,35 +363,13 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     return 0
 
 
-ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
-ALIGNMENT_ONLY += ("links", "threshold", "samples")  # (a BLEU was printed with them ignored)
 SAVED = ("method", "layer", "head", "samples", "aer", "precision", "recall")  # a best reading, into the card
-TEXT_ONLY = ("ref", "tokenize", "metric", "tokenized", "out")  # what --task align reads none of (--out wrote nothing)
 
 
-def _refuse_unused(args: argparse.Namespace) -> None:
-    """Options nothing would read: decoding options where nothing is decoded (`--hyp out.de --beam 8
-    --dtype bf16` ignored both; alignment reads its pairs teacher-forced from --input), alignment options
-    outside `--task align`, `--save-best` and `--samples` without `--all-heads`. (--src with --hyp is
-    refused once the task is known: a parse reads trees' words there.)"""
-    aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
-    if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
-        raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
-    scoring_text = [f"--{n}" for n in TEXT_ONLY if getattr(args, n)]
-    if scoring_text and args.task == "align":
-        raise AttnlabError(f"{scoring_text[0]} scores translations or parses: --task align reads --hyp and --gold")
-    if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
-        raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
-    if args.samples is not None and not args.all_heads:  # (--hyp's links are given: no gradient is read)
-        raise AttnlabError("--samples is SmoothGrad's for the saliency reading: give it with --all-heads")
-    given = [f"--{name}" for name in ("beam", "alpha", "patience", "dtype") if getattr(args, name) is not None]
-    given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
-    if args.task == "align":
-        given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
-        if given:
-            raise AttnlabError(f"{given[0]} is a decoding option, and --task align decodes nothing (teacher-forced)")
-    elif args.hyp and given:
-        raise AttnlabError(f"{given[0]} is a decoding option, and --hyp scores given outputs: nothing is decoded")
+def percent(fraction: float | None, digits: int) -> str:
+    """A fraction as a percentage; None, the precision of no links at all (0/0), as undefined:
+    it printed "precision 100.00" for an aligner that linked nothing."""
+    return "n/a (no links)" if fraction is None else f"{100 * fraction:.{digits}f}"
 
 
 def diagonal_links(line: str) -> set[tuple[int, int]]:

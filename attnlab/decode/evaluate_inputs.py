@@ -1,10 +1,12 @@
-"""What `attnlab evaluate` reads, checked before it scores: a blank line of `--src` or `--ref`;
-and for `--task align`, where `--save-best` writes, the word counts that gold links must fall
-inside (`--input`), and whether a gold file read from 0 was written from 1 (no link uses word 0).
+"""What `attnlab evaluate` reads, checked before it scores: options nothing would read, an input
+that is a directory, a blank line of `--src` or `--ref`; and for `--task align`, where
+`--save-best` writes, the word counts that gold and --hyp links must fall inside (`--input`), and
+whether a gold file read from 0 was written from 1 (no link uses word 0).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -15,8 +17,12 @@ from attnlab.decode.alignment import split_pair
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import verify
+from attnlab.record.saliency import check_samples
 
 LINES_WITHOUT_ZERO = 3  # lines with links, none at word 0, from which a 0-indexed reading is suspect
+ALIGNMENT_ONLY = ("gold", "gold-one-indexed", "reverse-gold", "all-heads", "save-best", "input", "reverse-input")
+ALIGNMENT_ONLY += ("links", "threshold", "samples")  # (a BLEU was printed with them ignored)
+TEXT_ONLY = ("ref", "tokenize", "metric", "tokenized", "out")  # what --task align reads none of (--out wrote nothing)
 
 
 def save_best_target(checkpoint: str, model: Any) -> Path:
@@ -95,3 +101,36 @@ def script_hint(meta: dict[str, Any], tgt_lang: str | None, refs: list[str], nam
         "writes simplified Chinese (its training data was converted): convert them for a fair score "
         "(attnlab.data.tatoeba.to_simplified, or opencc -c t2s)"
     )
+
+
+def refuse_unused(args: argparse.Namespace) -> None:
+    """Options nothing would read: decoding options where nothing is decoded (`--hyp out.de --beam 8
+    --dtype bf16` ignored both; alignment reads its pairs teacher-forced from --input), alignment options
+    outside `--task align`, `--save-best` and `--samples` without `--all-heads`, `--hyp` with it (the
+    model's readings were scored, the links dropped), and a `--samples` SmoothGrad cannot take. (--src
+    with --hyp is refused once the task is known: a parse reads trees' words there.)"""
+    aligning = [f"--{n}" for n in ALIGNMENT_ONLY if getattr(args, n.replace("-", "_"))]
+    if aligning and args.task != "align":  # they were read by nothing: a BLEU was printed as if
+        raise AttnlabError(f"{aligning[0]} is an alignment option: give it with --task align")
+    scoring_text = [f"--{n}" for n in TEXT_ONLY if getattr(args, n)]
+    if scoring_text and args.task == "align":
+        raise AttnlabError(f"{scoring_text[0]} scores translations or parses: --task align reads --hyp and --gold")
+    if args.save_best and not args.all_heads:  # there was no best reading to save, and no word said so
+        raise AttnlabError("--save-best saves the best of --all-heads' readings: give it with --all-heads")
+    if args.samples is not None and not args.all_heads:  # (--hyp's links are given: no gradient is read)
+        raise AttnlabError("--samples is SmoothGrad's for the saliency reading: give it with --all-heads")
+    if args.samples is not None:  # (refused by the saliency reading, after every other had been scored)
+        check_samples(args.samples, "--samples")
+    if args.all_heads and args.hyp:
+        raise AttnlabError(
+            "--all-heads scores the model's readings and --hyp given links, not both: drop --hyp to rank "
+            "--checkpoint's readings, or --all-heads to score --hyp's links"
+        )
+    given = [f"--{name}" for name in ("beam", "alpha", "patience", "dtype") if getattr(args, name) is not None]
+    given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
+    if args.task == "align":
+        given = [flag for flag in given if flag != "--dtype" or not args.all_heads]  # --all-heads runs the model
+        if given:
+            raise AttnlabError(f"{given[0]} is a decoding option, and --task align decodes nothing (teacher-forced)")
+    elif args.hyp and given:
+        raise AttnlabError(f"{given[0]} is a decoding option, and --hyp scores given outputs: nothing is decoded")

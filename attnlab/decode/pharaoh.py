@@ -28,12 +28,14 @@ def read_pharaoh(
     reverse: bool = False,
     lengths: Sequence[tuple[int, int] | None] | None = None,
     name: str | None = None,
+    from_one: str = "pass --gold-one-indexed",
 ) -> list[tuple[Links, Links]]:
     """(sure, possible) links per line of a Pharaoh file: `i-j` sure, `i?j` or `ipj` possible
     (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
     shared alignment sets); `reverse` swaps the sides (links written target-source). `lengths`:
     the (left, right) word counts of each line's sentence pair (after `reverse`; None where
-    unknown), which every link must fall inside. `name` starts the messages (default: the path)."""
+    unknown), which every link must fall inside. `name` starts the messages (default: the path);
+    `from_one` is what to do about a file written from 1, said where a link is one word past its pair."""
     if isinstance(path_or_lines, (str, os.PathLike)):
         lines, name = read_text(path_or_lines), name or str(path_or_lines)
     else:
@@ -54,7 +56,7 @@ def read_pharaoh(
                 raise AttnlabError(f"{name}:{number}: {token!r} has index 0 in a 1-indexed file")
             link = (j, i) if reverse else (i, j)
             if lengths is not None and lengths[number - 1] is not None:
-                _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", one_indexed)
+                _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", one_indexed, from_one)
             possible.add(link)
             if match[2] == "-":
                 sure.add(link)
@@ -62,13 +64,13 @@ def read_pharaoh(
     return out
 
 
-def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, one_indexed: bool) -> None:
+def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, one_indexed: bool, from_one: str) -> None:
     """A link past the end of its sentence; an index equal to the word count is the mark of a
     1-indexed file read from 0."""
     if link[0] < length[0] and link[1] < length[1]:
         return
     at_end = link[0] == length[0] or link[1] == length[1]
-    hint = "; is the file 1-indexed? pass --gold-one-indexed" if at_end and not one_indexed else ""
+    hint = f"; is the file 1-indexed? {from_one}" if at_end and not one_indexed else ""
     sides = f"{length[0]} and {length[1]} words"
     raise AttnlabError(f"{where} points past the sentence pair's {sides}{hint}")
 

@@ -60,6 +60,15 @@ class Saliency:
         return np.divide(source, total, out=np.zeros_like(source), where=total > 0)
 
 
+def check_samples(samples: object, name: str = "samples") -> int:
+    """`samples` as SmoothGrad's count of noisy copies, refused in one line naming `name` unless a
+    whole number in [0, 1000]; `attnlab align` checks its `--samples` (or its card's) here before
+    it decodes any line, where the refusal once came only after the model had run."""
+    if not (whole_number(samples) and 0 <= samples <= 1000):
+        raise AttnlabError(f"{name} is a whole number of noisy copies in [0, 1000], got {samples!r}")
+    return int(samples)
+
+
 def saliency(
     model: Any,
     trace: AttentionTrace,
@@ -79,8 +88,7 @@ def saliency(
         raise AttnlabError("gradient saliency differentiates through the model: open it in fp32 or bf16, not int8")
     if net.training:  # dropout would make every gradient a random draw
         raise AttnlabError("gradient saliency reads a model in eval mode; call .eval() on it first")
-    if not (whole_number(samples) and 0 <= samples <= 1000):
-        raise AttnlabError(f"samples is a whole number of noisy copies in [0, 1000], got {samples!r}")
+    check_samples(samples)
     if not (isinstance(noise, numbers.Real) and not isinstance(noise, bool) and 0.0 <= noise <= 10.0):
         raise AttnlabError(f"noise is a share of the embeddings' spread in [0, 10], got {noise!r}")
     if not (whole_number(seed) and 0 <= seed < 2**63):  # (torch's generator takes a signed 64-bit seed)
