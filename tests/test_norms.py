@@ -128,3 +128,35 @@ def test_an_ablated_trace_is_weighed_with_its_heads_off_and_a_weighed_one_not_ag
     )
     with pytest.raises(AttnlabError, match="^the trace is already weighed by what each key writes"):
         norm_trace(model, expected)
+
+
+def test_another_threads_pass_is_not_read_as_this_ones(trace: AttentionTrace) -> None:
+    """The inputs Eq. (1) and the norms are recomputed from were captured by a hook every
+    thread's pass ran: with another thread scoring a longer sentence on the same model,
+    `norm_trace` failed on its shapes ("operands could not be broadcast together"), or came out
+    of the other sentence where both were as long."""
+    import threading
+
+    from attnlab.record.equation import attention_parts
+
+    model = load(CHECKPOINTS / "multi30k-en-de")  # (its own: the module's model stays as it was)
+    alone = norm_trace(model, trace)
+    parts = attention_parts(model, trace, "encoder", 1, 0)["weights"]
+    done = threading.Event()
+
+    def score() -> None:
+        while not done.is_set():
+            model.score("A cat walks slowly across the green grass near the old house.", "Eine Katze geht langsam .")
+
+    worker = threading.Thread(target=score)
+    worker.start()
+    try:
+        for _ in range(5):
+            beside = norm_trace(model, trace)
+            for kind in alone.kinds:
+                for layer in alone.layers[kind]:
+                    assert np.array_equal(beside.attention(kind, layer), alone.attention(kind, layer)), (kind, layer)
+            assert np.array_equal(attention_parts(model, trace, "encoder", 1, 0)["weights"], parts)
+    finally:
+        done.set()
+        worker.join()

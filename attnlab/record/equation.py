@@ -1,12 +1,17 @@
 """Eq. (1) step by step for one head: QKᵀ/√d_k, the mask, softmax, ΣaV, recomputed from the
 inputs the layer really received in a teacher-forced pass (captured by a forward pre-hook on
-that one module). `model` is anything with a `.model` (a `Transformer`), a `.tokenizer` and a
+each attention module that does nothing unless this thread asked for that module's inputs: a
+hook added for the pass alone also captured another thread's pass over the shared model, and
+`norm_trace` came out of the other sentence, or failed on its shapes). `model` is anything with a `.model` (a `Transformer`), a `.tokenizer` and a
 `.target_tokenizer`, such as what `attnlab.load()` returns.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -14,11 +19,18 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.attention import window_mask
+from attnlab.model.hooks import attached
+from attnlab.model.multihead import MultiHeadAttention
 from attnlab.model.transformer import Transformer
 from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.recorder import computed_in, index_in, weights_hash
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
+
+# {attention module: what to do with (its args, its kwargs)} for this thread's pass (`attached`)
+INPUTS: ContextVar[Mapping[Any, Callable[[tuple, dict], None]]] = ContextVar(
+    "attnlab_layer_inputs", default=MappingProxyType({})
+)
 
 
 def trace_ids(model: Any, trace: AttentionTrace) -> tuple[list[int], list[int]]:
@@ -81,18 +93,35 @@ def layer_inputs(model: Any, trace: AttentionTrace, modules: list[Any]) -> dict[
     tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]]) if produced else torch.tensor([[net.config.bos_id]])
     seen: dict[Any, dict[str, Any]] = {}
 
-    def capture(module: Any, args: tuple, kwargs: dict) -> None:
-        memory = args[1] if len(args) > 1 else kwargs.get("memory")
-        seen[module] = {"x": args[0], "memory": memory, "mask": kwargs.get("mask")}
+    def capture(module: Any) -> Callable[[tuple, dict], None]:
+        def keep(args: tuple, kwargs: dict) -> None:
+            memory = args[1] if len(args) > 1 else kwargs.get("memory")
+            seen[module] = {"x": args[0], "memory": memory, "mask": kwargs.get("mask")}
 
-    handles = [module.register_forward_pre_hook(capture, with_kwargs=True) for module in modules]
-    try:
-        with torch.no_grad(), ablate(net, trace_heads_off(trace)):  # (all on, a later layer read other inputs)
-            net(src, tgt)
-    finally:
-        for handle in handles:
-            handle.remove()
+        return keep
+
+    _install(net)
+    wanted = {module: capture(module) for module in modules}
+    # (with the trace's heads off: all on, a later layer read other inputs)
+    with attached(INPUTS, wanted), torch.no_grad(), ablate(net, trace_heads_off(trace)):
+        net(src, tgt)
     return seen
+
+
+def _install(net: Any) -> None:
+    """Put the pre-hook on `net`'s attention modules, once: a hook added and removed for each pass
+    would change the modules' hook tables under another thread's pass."""
+    if getattr(net, "_attnlab_input_hooks", False):
+        return
+    for module in net.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.register_forward_pre_hook(_inputs, with_kwargs=True)
+    net._attnlab_input_hooks = True
+
+
+def _inputs(module: Any, args: tuple, kwargs: dict) -> None:
+    if not torch.compiler.is_compiling() and (keep := INPUTS.get().get(module)) is not None:
+        keep(args, kwargs)
 
 
 def attention_parts(model: Any, trace: AttentionTrace, kind: str, layer: int, head: int) -> dict[str, np.ndarray]:
