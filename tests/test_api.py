@@ -592,3 +592,20 @@ def test_a_home_directory_of_no_such_user_is_a_path_that_does_not_exist(tmp_path
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "attnlab translate: error: ~no-such-user-attnlab/x: does not exist"
     ]
+
+
+def test_weights_made_nan_in_memory_are_one_line(checkpoint: Path) -> None:
+    """A checkpoint of NaN weights is refused when loaded; weights made NaN after it (a user's
+    experiment) killed every hypothesis: an IndexError with beam 4, "⁇ ⁇ …" scored NaN with beam 1."""
+    model = attnlab.load(checkpoint)
+    with torch.no_grad():
+        for parameter in model.model.decoder["layers"][-1].parameters():
+            parameter.fill_(float("nan"))
+    for call in (
+        lambda: model.translate("A dog runs."),
+        lambda: model.translate("A dog runs.", beam=1),
+        lambda: model.score("A dog runs.", "Ein Hund läuft."),
+    ):
+        with pytest.raises(AttnlabError, match="the model computed NaN, not probabilities") as error:
+            call()
+        assert "\n" not in str(error.value)

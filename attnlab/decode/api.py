@@ -12,6 +12,7 @@ that was produced, which equals what the decoder computed step by step (tested).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,6 +33,11 @@ DEFAULTS = {
     "translate": {"beam": 4, "alpha": 0.6, "max_len_b": 50},
     "parse": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
 }
+
+
+# Weights made NaN in memory (checkpoints with them are refused when loaded): every hypothesis died
+# and `translate` raised an IndexError with beam 4, gave "⁇ ⁇ …" scored NaN with beam 1.
+NOT_NUMBERS = "the model computed NaN, not probabilities: its weights are not finite numbers"
 
 
 @dataclass
@@ -222,6 +228,8 @@ class Model:
         trace_all: bool,
     ) -> Result:
         src_ids, truncated = encoded
+        if not hyps or math.isnan(hyps[0].score):
+            raise AttnlabError(NOT_NUMBERS)
         src_tokens = self.pieces(src_ids, source=True)
         results = []
         for rank, hyp in enumerate(hyps):
@@ -315,6 +323,8 @@ class Model:
         truncated |= cut
         produced = [*pieces, self.config.eos_id]
         steps = self._teacher_forced(src_ids, [produced])[0]
+        if math.isnan(sum(steps)):
+            raise AttnlabError(NOT_NUMBERS)
         result = Result(
             source=source,
             text=target if isinstance(target, str) and self.task != "parse" else self.detokenize(produced, source),
