@@ -120,6 +120,22 @@ def test_what_it_cannot_read_is_one_line(model: Model) -> None:
         assert "\n" not in str(info.value)
 
 
+def test_a_position_it_does_not_have_is_one_line_as_the_figure_words_it(model: Model) -> None:
+    """`parts` and `writer` take the positions the figure takes, with its wording: 99 and -99 were
+    IndexErrors, 1.0 and "1" too, True and None failed as "the truth value of an array is ambiguous"."""
+    from attnlab.viz.logit_attribution import logit_attribution_figure
+
+    got = logit_attribution(model, model.translate("A dog runs.", record=True).trace)
+    last = len(got.produced) - 1
+    assert got.parts(-1) == got.parts(last) and got.writer(np.int64(-1)) == got.writer(last)
+    for position in (99, -99, 1.0, "1", True, None):
+        for read in (got.parts, got.writer, lambda p: logit_attribution_figure(got, p)):
+            with pytest.raises(AttnlabError) as info:
+                read(position)
+            said = f"no position {position!r}: choose from {', '.join(map(str, range(last + 1)))} (-1: the last)"
+            assert str(info.value) == said
+
+
 # -- the command -------------------------------------------------------------------------------------------
 def test_the_command_names_each_pieces_largest_writer(
     model: Model, tmp_path: Path, capsys: pytest.CaptureFixture[str]

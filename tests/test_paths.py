@@ -193,6 +193,22 @@ def test_refusals_are_one_line(model: Model) -> None:
         patch_paths(model, CLEAN, CLEAN)
 
 
+@pytest.mark.parametrize(
+    "sender",
+    [("cross", 1), ("ffn", "cross", 1), ("cross", True, 1), ("ffn", "decoder", 1.0), ["cross", 1, 1], "cross L1 H1"],
+)
+def test_a_malformed_sender_is_one_line_that_says_what_a_sender_is(model: Model, sender: object) -> None:
+    """("cross", 1) was an IndexError while the refusal was written, ("ffn", "cross", 1) tuple.index's
+    ValueError, and ("cross", True, 1) was read as layer 1 (True == 1), though a bool is no layer elsewhere."""
+    trace = model.translate("A dog runs.", record=True).trace
+    with pytest.raises(AttnlabError) as info:
+        trace_path_patching(model, trace, "A woman runs.", sender=sender)
+    assert str(info.value) == (
+        'a sender is a head (kind, layer, head), kind "encoder", "decoder" or "cross", or a feed-forward layer '
+        f'("ffn", side, layer), side "encoder" or "decoder"; got {sender!r}'
+    )
+
+
 def test_the_command_prints_the_split_and_json(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "attnlab", "heads", "patch", "--checkpoint", str(CHECKPOINT)]
     command += ["--clean", CLEAN, "--corrupted", CORRUPTED, "--positions", "1", "--paths"]

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from attnlab.model.multihead import MultiHeadAttention
 from attnlab.record.recorder import hook_point
+from attnlab.record.trace import KINDS, whole_number
 
 SIDES = ("encoder", "decoder")  # the feed-forward layers' two stacks, the rows of `PathPatching.ffn`
 
@@ -29,12 +30,28 @@ FFN_OUTPUTS: ContextVar[Mapping[Any, Callable[[Tensor], Tensor | None]]] = Conte
 )
 
 Node = tuple[str, Any, int]  # a head, or a feed-forward layer ("ffn", side, layer): what a path goes through
+NODE_SHAPE = (
+    'a head (kind, layer, head), kind "encoder", "decoder" or "cross", '
+    'or a feed-forward layer ("ffn", side, layer), side "encoder" or "decoder"'
+)  # what a refusal says a sender is
+
+
+def is_node(value: object) -> bool:
+    """Whether `value` has a `Node`'s shape, checked before it is looked up: ("cross", 1) failed
+    as an IndexError, ("ffn", "cross", 1) as tuple.index's ValueError, and ("cross", True, 1) was
+    read as layer 1 (True == 1), though a bool is refused as a layer everywhere else."""
+    if not (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str)):
+        return False
+    kind, where, index = value
+    if kind == "ffn":
+        return isinstance(where, str) and where in SIDES and whole_number(index)
+    return kind in KINDS and whole_number(where) and whole_number(index)
 
 
 def node_name(node: Node | str) -> str:
     """A head, a feed-forward layer or the output as the command's tables write it: "cross L1 H1",
-    "decoder FFN L2", "output"."""
-    if not isinstance(node, tuple):
+    "decoder FFN L2", "output"; anything else as it is."""
+    if not is_node(node):
         return str(node)
     return f"{node[1]} FFN L{node[2]}" if node[0] == "ffn" else f"{node[0]} L{node[1]} H{node[2]}"
 

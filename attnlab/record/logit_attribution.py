@@ -40,7 +40,7 @@ from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HOOKS, attached
 from attnlab.record.ablation import ablate
 from attnlab.record.lens import teacher_forced
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import AttentionTrace, whole_number
 
 AGAINST = ("mean", "runner-up")  # or a piece of the target vocabulary
 
@@ -72,6 +72,7 @@ class LogitAttribution:
     def parts(self, position: int) -> dict[str, float]:
         """{name: share} at one position, largest in size first: "decoder L2 H5" (the decoder
         self-attention's layer 2, head 5), "cross L1 H0", "ffn L3", "embedding", "position", "bias"."""
+        position = self.index(position)
         shares = {"embedding": self.embedding[position], "position": self.position[position]}
         for kind, grid in (("decoder", self.self_heads), ("cross", self.cross_heads)):
             for layer, head in np.ndindex(grid.shape[:2]):
@@ -87,6 +88,17 @@ class LogitAttribution:
         named "embedding") counted a writer that wrote nothing."""
         parts = self.parts(position)
         return next(iter(parts)) if any(parts.values()) else None
+
+    def index(self, position: object) -> int:
+        """`position` as an index into `produced` (a negative one counts from the end), or one line
+        worded as the figures word it (`attnlab.viz.selection.pick`): 99 was NumPy's IndexError,
+        1.0 and "1" were too, and True or None indexed the arrays as a mask or a new axis and
+        failed as "the truth value of an array is ambiguous"."""
+        n = len(self.produced)
+        if whole_number(position) and -n <= position < n:
+            return int(position) % n
+        choices = ", ".join(map(str, range(n))) + " (-1: the last)" if n else "nothing yet"
+        raise AttnlabError(f"no position {position!r}: choose from {choices}")
 
 
 @dataclass

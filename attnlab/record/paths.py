@@ -49,12 +49,14 @@ from attnlab.model.transformer import FeedForward
 from attnlab.record.ablation import ablate, trace_heads_off
 from attnlab.record.components import (
     FFN_OUTPUTS,
+    NODE_SHAPE,
     SIDES,
     Node,
     downstream,
     ffn_modules,
     ffn_site,
     install,
+    is_node,
     module_of,
     node_name,
 )
@@ -179,6 +181,8 @@ def pair_path_senders(
     (none: the last round), which a circuit uses to follow the parts its paths reach."""
     if method != "activation":
         raise AttnlabError(f"path patching measures each frozen run; its method is activation, not {method!r}")
+    for sender in [] if isinstance(senders, int) else senders:  # (a malformed one before any run)
+        _check_sender_shape(sender)
     total = pair_patching(net, clean, corrupted, target, positions, direction)  # refuses what it must
     install(net)
     if isinstance(senders, int):
@@ -239,12 +243,18 @@ def pair_path_senders(
     return results or [PathPatching(total, direct)]
 
 
+def _check_sender_shape(sender: object) -> None:
+    """Refuse, in one line that says what a sender looks like, one that is not shaped as a `Node`."""
+    if not is_node(sender):
+        raise AttnlabError(f"a sender is {NODE_SHAPE}; got {sender!r}")
+
+
 def _check_sender(net: Any, total: HeadPatching, sender: Any) -> None:
     """Refuse, in one line, a sender that is neither a patched head nor a feed-forward layer
     whose positions line up (an encoder one only where both sources have as many pieces)."""
-    if isinstance(sender, tuple) and len(sender) == 3 and sender[0] == "ffn":
-        side, layer = sender[1], sender[2]
-        if side in total.patched and isinstance(layer, int) and 0 <= layer < net.config.n_layers:
+    _check_sender_shape(sender)  # (a `follow` round's senders come here unchecked)
+    if sender[0] == "ffn":
+        if sender[1] in total.patched and 0 <= sender[2] < net.config.n_layers:
             return
     elif sender in total.order():
         return
