@@ -91,7 +91,7 @@ class LogitAttribution:
 
     def index(self, position: object) -> int:
         """`position` as an index into `produced` (a negative one counts from the end), or one line
-        worded as the figures word it (`attnlab.viz.selection.pick`): 99 was NumPy's IndexError,
+        worded as `attnlab.viz.selection.pick` words a head (the figure takes it here): 99 was NumPy's IndexError,
         1.0 and "1" were too, and True or None indexed the arrays as a mask or a new axis and
         failed as "the truth value of an array is ambiguous"."""
         n = len(self.produced)

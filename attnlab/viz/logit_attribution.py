@@ -28,7 +28,6 @@ from attnlab.viz.fonts import use_fonts
 from attnlab.viz.labels import piece_label, piece_word, spelled
 from attnlab.viz.options import check_options
 from attnlab.viz.patching import DARK, SHARE_PALETTE
-from attnlab.viz.selection import pick
 from attnlab.viz.words import kind_title, say
 
 if TYPE_CHECKING:
@@ -181,10 +180,10 @@ def checked(attribution: object, position: object, caller: str) -> int:
     end), or one line: what is not a `LogitAttribution`, a position it does not have."""
     arrays = ("self_heads", "cross_heads", "ffn", "cross_source", "logit")
     if not (
-        all(isinstance(getattr(attribution, a, None), np.ndarray) for a in arrays) and hasattr(attribution, "parts")
+        all(isinstance(getattr(attribution, a, None), np.ndarray) for a in arrays) and hasattr(attribution, "index")
     ):
         raise AttnlabError(f"{caller} draws what attnlab.logit_attribution returns, got {type(attribution).__name__}")
-    return pick(position, list(range(len(attribution.produced))), "position")
+    return attribution.index(position)
 
 
 def attribution_title(attribution: LogitAttribution, position: int, *, words: Mapping[str, str] | None = None) -> str:
