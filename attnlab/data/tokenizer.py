@@ -311,10 +311,17 @@ def check_text(text: str, what: str) -> None:
     sentencepiece fails with a C++ cast error."""
     if is_blank(text):
         raise ModelInputError(f"the {what} is empty", key=f"{what}_empty")
+    check_unicode(text, f"the {what}")
+
+
+def check_unicode(text: str, what: str) -> None:
+    """Refuse text with a lone surrogate in one line naming `what`: the model's input, or a
+    view's title or words (a view drew it, and the page or SVG it returned raised
+    UnicodeEncodeError only when the user wrote it out)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ModelInputError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
+        raise ModelInputError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
 
 
 def too_long(what: str, pieces: int, room: int) -> ModelInputError:

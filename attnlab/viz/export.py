@@ -4,6 +4,7 @@ HTML page with bokeh's JavaScript inlined. No browser and no network needed.
 Labels are real text in the SVG (`<text>` in `FONT_STACK`, a cut piece's whole text in its
 `<title>`) and real glyphs in the PNG: each label is drawn in the first system font that has all
 its characters (CJK from Noto Sans CJK, Hebrew and Arabic from DejaVu Sans), see `viz.fonts`.
+Every word either draws (titles, the colour bar's word, tokens) goes through `_drawable` first.
 """
 
 from __future__ import annotations
@@ -48,6 +49,35 @@ from attnlab.viz.words import say
 _BAR_PX = 200  # the colour bar's height in both exports
 _STAND_INS = {"\u2581": "_", "–": "-"}  # for a system with none of the fonts (Pillow's own lacks these)
 SUMMARY_PX = 640  # the standalone page's summary block: as wide as a heatmap's budget and its labels
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where `str.splitlines` breaks a line
+# Each line break as a space; every other control but the tab, and the two noncharacters XML 1.0
+# forbids, as its escape ("\x01", "\ufffe"), in ASCII that every font draws.
+_UNDRAWABLE = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0xFFFE, 0xFFFF)}
+_UNDRAWABLE |= {ord(char): " " for char in _BREAKS}
+del _UNDRAWABLE[0x09]
+
+
+def _drawable(text: str) -> str:
+    """`text` as one line that both exports can draw, ordinary text unchanged. A line break
+    (a newline in a translated title, or U+2029) made Pillow's layout fail ("raqm_layout()
+    failed") in the PNG and in measuring the SVG's title; a one-line title can only show it as
+    the space it stood for (one for a "\\r\\n"). Other controls (NUL, U+0001) and U+FFFE/U+FFFF
+    made SVG that is not XML and are nothing a reader could see, so they are shown by name
+    (a space would hide that the text holds them). Lone surrogates are left alone: `say` and
+    `check_options` refuse them in words and titles, `piece_label` replaces them in tokens (and
+    joins a pair)."""
+    return text.replace("\r\n", "\n").translate(_UNDRAWABLE)
+
+
+def _texts(
+    trace: AttentionTrace, kind: str, layer: int, head: int, words: Mapping[str, str] | None
+) -> tuple[list[str], list[str], str, str]:
+    """What both exports write, made `_drawable`: the query and key labels (`spelled`), the title
+    and the colour bar's word. Labels are made drawable before they are cut, so that an escape
+    counts towards a label's width."""
+    q_labels, k_labels = ([_drawable(s) for s in spelled(labels)] for labels in trace.labels(kind))
+    title = _drawable(head_title(trace, kind, layer, head, words))
+    return q_labels, k_labels, title, _drawable(say(words)["head.weight"])
 
 
 def _png_text(text: str, fonts: tuple[Any, ...]) -> str:
@@ -70,7 +100,7 @@ def heatmap_png(
     """The head heatmap as a PNG drawn with Pillow: cells, hatched mask, token labels, colour bar
     (titled `words`' "head.weight"); its title is `words`' "head.title" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
-    q_labels, k_labels = map(spelled, trace.labels(kind))
+    q_labels, k_labels, title, bar_word = _texts(trace, kind, layer, head, words)
     q, k = weights.shape
     cell = int(np.clip(720 // max(q, k, 1), 2, 28))
     fonts = png_fonts(max(8, min(13, cell - 3)))  # (13 px letters in 13 px cells touched their neighbours)
@@ -80,8 +110,7 @@ def heatmap_png(
     text_w = max((text_length(s, fonts) for s in q_text + k_text), default=10)
     left, top, bar = int(text_w) + 12, int(text_w) + 40, 70
     title_fonts = png_fonts(14)
-    title = _png_text(head_title(trace, kind, layer, head, words), title_fonts)
-    bar_word = _png_text(say(words)["head.weight"], fonts)
+    title, bar_word = _png_text(title, title_fonts), _png_text(bar_word, fonts)
     bar_x = left + k * cell + 12
     # As wide as the title and the bar's word, as tall as the colour bar (200 px) with its lower label's half line.
     width = max(left + k * cell + bar, 12 + math.ceil(text_length(title, title_fonts)))
@@ -123,14 +152,13 @@ def heatmap_svg(
     """The head heatmap as SVG: vector text; cells as rects (or, past 10,000 cells, an embedded
     image); its title is `words`' "head.title", its colour bar's "head.weight" (`viz.words.WORDS`)."""
     weights = head_map(trace, kind, layer, head)
-    q_labels, k_labels = map(spelled, trace.labels(kind))
+    q_labels, k_labels, title, bar_word = _texts(trace, kind, layer, head, words)
     q, k = weights.shape
     cell = float(np.clip(720 / max(q, k, 1), 2, 24))
     font = max(7.0, min(12.0, cell * 0.8))
     widest = max((display_width(piece_label(s)) for s in list(q_labels) + list(k_labels)), default=4)
     left = top = 8 + 0.62 * font * widest
     top += 24
-    title = head_title(trace, kind, layer, head, words)
     # As wide as the title (14 px, measured in the PNG's fonts, the stack's first families, or
     # estimated per column where wider), as tall as the colour bar and its "0.00" below it.
     title_w = max(text_length(title, png_fonts(14)), title_px(title, 8.0))
@@ -173,9 +201,7 @@ def heatmap_svg(
         )
     bar_x = left + k * cell + 14
     parts.append(f'<rect x="{bar_x:.1f}" y="{top:.1f}" width="12" height="{_BAR_PX}" fill="url(#bar)" stroke="#999"/>')
-    parts.append(
-        f'<text x="{bar_x:.1f}" y="{top - 6:.1f}" font-size="10">{html.escape(say(words)["head.weight"])}</text>'
-    )
+    parts.append(f'<text x="{bar_x:.1f}" y="{top - 6:.1f}" font-size="10">{html.escape(bar_word)}</text>')
     parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + 8:.1f}" font-size="10">{scale:.2f}</text>')
     parts.append(f'<text x="{bar_x + 16:.1f}" y="{top + _BAR_PX:.1f}" font-size="10">0.00</text>')
     parts.append("</svg>")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from attnlab.data.tokenizer import check_unicode
 from attnlab.errors import AttnlabError
 
 # fmt: off
@@ -258,7 +259,7 @@ def _joint(edge: re.Match[str]) -> str:
 def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
     """The templates a view writes with: English, with `words`' replacements, those in Chinese
     made `Spaced`. `words` that are not a mapping of strings are one line (a TypeError, or an
-    AttributeError in a title)."""
+    AttributeError in a title), and so is a word with a lone surrogate (`check_unicode`)."""
     if words is None:
         return dict(WORDS)
     if not isinstance(words, Mapping):
@@ -266,6 +267,7 @@ def say(words: Mapping[str, str] | None = None) -> dict[str, str]:
     for key, value in words.items():
         if not isinstance(value, str):
             raise AttnlabError(f"words[{key!r}] must be a string (a template), got {type(value).__name__}")
+        check_unicode(value, f"words[{key!r}]")
     return {**WORDS, **{key: Spaced(value) if HAN.search(value) else value for key, value in words.items()}}
 
 
