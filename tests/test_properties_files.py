@@ -41,7 +41,8 @@ from attnlab.errors import AttnlabError
 from attnlab.model.checkpoint import load_model, verify
 from attnlab.model.transformer import Transformer
 from attnlab.record import model_info, record
-from attnlab.record.trace import ROUNDING, AttentionTrace
+from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace_checks import ROUNDING
 
 
 class Explodes:

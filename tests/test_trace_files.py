@@ -250,3 +250,104 @@ def test_maps_made_by_hand_become_float32_arrays_or_are_refused_when_made() -> N
         _refused(
             lambda: AttentionTrace(["a", "b"], [], {"encoder": [bad]}), AttnlabError, "encoder maps hold real numbers"
         )
+
+
+@pytest.mark.parametrize(
+    "off, match",
+    [
+        ([1, 2], r"the trace's heads_off is a list of \[kind, layer, head\], got \[1, 2\]"),  # rollout: TypeError
+        ("abc", r"the trace's heads_off is a list of \[kind, layer, head\], got 'abc'"),  # heatmap: TypeError
+        ([["cross", 0]], r"heads_off is a list of \[kind, layer, head\], got \[\['cross', 0\]\]"),
+        ([["cross", 0, 9]], r"heads_off names head 9 of cross layer 0: .*heads are \[0, 4\)"),  # ignored
+        ([["cross", 3, 0]], r"heads_off names head 0 of cross layer 3: .*layers are \[0, 3\)"),
+        ([["cross", True, 0]], r"heads_off names head 0 of cross layer True"),
+        ([["self", 0, 0]], r"heads_off names an unknown attention kind 'self'"),
+    ],
+    ids=["numbers", "string", "pairs", "head-past-the-last", "layer-past-the-top", "bool-layer", "unknown-kind"],
+)
+def test_an_edited_heads_off_is_refused_when_read_made_or_loaded(
+    model: Transformer, tmp_path: Path, off: object, match: str
+) -> None:
+    """`meta["heads_off"]` is free to edit, and each view read it its own way: rollout raised a
+    TypeError on [1, 2] and ignored head 9 of a 4-head model, the heatmap's title a TypeError on
+    "abc". One check reads it for all, and the constructor and `load` (naming the file) refuse it."""
+    from attnlab import rollout, viz
+
+    trace = _trace(model)
+    path = trace.save(tmp_path / "t.trace")
+    trace.meta["heads_off"] = off
+    _refused(lambda: rollout(trace, "cross"), AttnlabError, match)
+    _refused(lambda: viz.heatmap(trace, "cross", 0, 0), AttnlabError, match)
+    _refused(lambda: AttentionTrace(**dataclasses.asdict(trace)), AttnlabError, match)
+    _rewrite(path, info=lambda info: info["meta"].update(heads_off=off))
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, rf"^{path}: damaged trace \(.*{match}")
+
+
+def test_heads_off_made_by_hand_as_tuples_are_read_as_the_recorder_writes_them(model: Transformer) -> None:
+    """Rollout compared each entry's [:2] with a list, so a tuple entry silently switched nothing off."""
+    from attnlab import rollout
+
+    listed, tupled = _trace(model), _trace(model)
+    listed.meta["heads_off"] = [["cross", 1, 2], ["cross", 1, 0]]
+    tupled.meta["heads_off"] = [("cross", 1, 0), ("cross", 1, 2), ("cross", 1, 2)]
+    assert listed.heads_off == tupled.heads_off == {("cross", 1): [0, 2]}
+    assert np.array_equal(rollout(listed, "cross"), rollout(tupled, "cross"))
+    assert not np.array_equal(rollout(listed, "cross"), rollout(_trace(model), "cross"))
+
+
+def _pieces(source: int, target: int, kinds: tuple[str, ...]) -> AttentionTrace:
+    """A one-head trace made by hand of `source` and `target` pieces, with uniform maps."""
+    sizes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
+    maps = {kind: [np.full((1, *sizes[kind]), 1 / max(sizes[kind][1], 1), np.float32)] for kind in kinds}
+    return AttentionTrace([f"s{i}" for i in range(source)], [f"t{i}" for i in range(target)], maps)
+
+
+@pytest.mark.parametrize(
+    "source, target, kinds, match",
+    [
+        (0, 2, ("encoder", "decoder", "cross"), "encoder attention needs at least one source piece"),
+        (0, 2, ("cross",), "cross attention needs at least one source piece"),
+        (3, 0, ("encoder", "decoder", "cross"), "decoder attention needs at least one target piece"),
+        (0, 0, ("cross",), "cross attention needs at least one target piece and one source piece"),
+    ],
+    ids=["no-source", "no-source-cross-only", "no-target", "neither"],
+)
+def test_a_trace_without_source_or_target_pieces_is_refused(
+    model: Transformer, tmp_path: Path, source: int, target: int, kinds: tuple, match: str
+) -> None:
+    """Such a trace was made, saved and loaded, and then bokeh refused the heatmap's (0, 0)
+    ranges, `viz.grid` divided by zero and `head_stats` raised an IndexError. An encoder-only
+    trace has no target pieces, and still is one."""
+    _refused(lambda: _pieces(source, target, kinds), AttnlabError, f"^{match}$")
+    path = _trace(model).save(tmp_path / "t.trace")
+    _rewrite(
+        path,
+        tensors=lambda tensors: {
+            name: array[:, :0, :0] if array.ndim == 3 else array[:0, :0] for name, array in tensors.items()
+        },
+        info=lambda info: info.update(src_tokens=[], tgt_tokens=[]),
+    )
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, rf"^{path}: damaged trace \(encoder attention needs")
+    assert _pieces(3, 0, ("encoder",)).tgt_tokens == []
+
+
+def test_masks_are_boolean_or_0_1_integers(model: Transformer, tmp_path: Path) -> None:
+    """A float mask was taken (only its shape was checked) and `viz.heatmap` then raised numpy's
+    TypeError "ufunc 'invert' not supported"; set after the trace was made, it is refused where it
+    is read and by `save`. 0/1 integers, what a trace file stores, become booleans."""
+    from attnlab import viz
+
+    half = np.tril(np.ones((3, 3))) * 0.5
+    fields = dataclasses.asdict(_trace(model))
+    match = r"the decoder mask holds booleans \(True where attending was allowed\) or 0/1 integers, got float64"
+    _refused(lambda: AttentionTrace(**fields | {"masks": {"decoder": half}}), AttnlabError, f"^{match}$")
+    _refused(lambda: AttentionTrace(**fields | {"masks": {"decoder": half.astype(int) + 2}}), AttnlabError, "got int")
+    ones = AttentionTrace(**fields | {"masks": {"decoder": np.tril(np.ones((3, 3), np.int64))}})
+    assert ones.mask("decoder").dtype == bool and np.array_equal(ones.mask("decoder"), np.tril(np.ones((3, 3), bool)))
+    trace = _trace(model)
+    trace.masks["decoder"] = half
+    _refused(lambda: viz.heatmap(trace, "decoder", 0, 0), AttnlabError, f"^{match}$")
+    _refused(lambda: trace.save(tmp_path / "t.trace"), CheckpointError, match)
+    path = _trace(model).save(tmp_path / "t.trace")
+    _rewrite(path, tensors=lambda tensors: tensors | {"mask.decoder": np.full((3, 3), 2, np.uint8)})
+    _refused(lambda: AttentionTrace.load(path), CheckpointError, rf"^{path}: damaged trace \(the decoder mask holds")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 
@@ -16,7 +15,7 @@ from attnlab.model.config import ModelConfig
 from attnlab.model.hooks import HEAD_MASKS, attached
 from attnlab.model.transformer import Transformer
 from attnlab.record.recorder import hook_point, index_in, transformer_of
-from attnlab.record.trace import KINDS
+from attnlab.record.trace import KINDS, AttentionTrace
 
 
 @contextmanager
@@ -61,17 +60,10 @@ def heads_off(config: ModelConfig, heads: Mapping[tuple[str, int], Sequence[int]
     return {point: sorted(off) for point, off in merged.items() if off}
 
 
-def trace_heads_off(trace: Any) -> dict[tuple[str, int], list[int]]:
+def trace_heads_off(trace: AttentionTrace) -> dict[tuple[str, int], list[int]]:
     """{(kind, layer): [heads]} that were switched off when `trace` was recorded (its
     `meta["heads_off"]`, [[kind, layer, head], ...]): what reads a trace again with the model
     (the logit lens, head importance) switches them off again, so that it reads the model the
-    trace shows."""
-    heads: dict[tuple[str, int], list[int]] = {}
-    try:
-        for kind, layer, head in trace.meta.get("heads_off", []):
-            heads.setdefault((kind, layer), []).append(head)
-    except (TypeError, ValueError):  # a trace written by hand: was "not enough values to unpack"
-        raise AttnlabError(
-            f"the trace's heads_off is a list of [kind, layer, head], got {trace.meta['heads_off']!r}"
-        ) from None
-    return heads
+    trace shows. Read by the trace's own `heads_off`, which the views share, and which refuses a
+    malformed list (a trace written by hand: was "not enough values to unpack") in one line."""
+    return trace.heads_off

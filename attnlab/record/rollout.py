@@ -77,7 +77,7 @@ def _head_mean(trace: AttentionTrace, kind: str, layer: int) -> np.ndarray:
     """Layer `layer`'s maps averaged over the heads that were on; the identity when none was (only
     the residual carried anything), a zero map for cross attention (nothing was read)."""
     maps = trace.attention(kind, layer).astype(np.float64)
-    off = {entry[2] for entry in trace.meta.get("heads_off", []) if entry[:2] == [kind, layer]}
+    off = trace.heads_off.get((kind, layer), [])
     on = [head for head in range(maps.shape[0]) if head not in off]
     if on:
         return maps[on].mean(0)

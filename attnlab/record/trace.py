@@ -21,16 +21,12 @@ from safetensors.numpy import load, save
 
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError
 from attnlab.model.checkpoint import temporary_sibling, user_path
+from attnlab.record.trace_checks import as_mask, as_weights, outside_softmax, switched_off
 
 KINDS = ("encoder", "decoder", "cross")
 FORMAT = "attnlab-trace"
 VERSION = 1
 BOS, EOS = "<s>", "</s>"
-# How far past [0, 1] a stored weight may lie and still be a softmax's: one bf16 step above 1.0
-# (2^-7). Traces are stored in float32, but a model run in bf16 (or a foreign recorder) computes
-# them in bf16, where a row's rounding lands on the neighbouring value at worst; torch's own bf16,
-# fp16 and fp32 softmax stayed within [0, 1] exactly on 10,000 random rows. An edit is larger.
-ROUNDING = 2.0**-7
 
 
 def not_recorded(kind: str, layer: object, held: list[int], top: int) -> AttnlabError:
@@ -70,7 +66,8 @@ class AttentionTrace:
             if kind not in KINDS:
                 raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
             self.layers.setdefault(kind, list(range(len(maps))))
-        self.maps = {kind: [_float32(kind, m) for m in maps] for kind, maps in self.maps.items()}
+        self.maps = {kind: [as_weights(kind, m) for m in maps] for kind, maps in self.maps.items()}
+        self.masks = {kind: as_mask(kind, mask) for kind, mask in self.masks.items()}
         # Every accessor reads a kind's first map (n_heads, mask, repr): refuse a trace without
         # one here, once, rather than let each of them fail in its own way.
         empty = [kind for kind, maps in self.maps.items() if len(maps) == 0]
@@ -132,12 +129,25 @@ class AttentionTrace:
         )
 
     def mask(self, kind: str) -> np.ndarray:
-        """(q_len, k_len) bool, True where attending was allowed."""
+        """(q_len, k_len) bool, True where attending was allowed (a mask set after the trace was
+        made is checked here, as the constructor checks it: a float one failed in the views)."""
         self._maps(kind)
         if kind in self.masks:
-            return self.masks[kind]
+            return as_mask(kind, self.masks[kind])
         q, k = self._maps(kind)[0].shape[1:]
         return np.tril(np.ones((q, k), bool)) if kind == "decoder" else np.ones((q, k), bool)
+
+    @property
+    def heads_off(self) -> dict[tuple[str, int], list[int]]:
+        """{(kind, layer): [heads]} switched off while this trace was recorded (`meta["heads_off"]`),
+        the one reading of it that every view and re-reading shares, checked each time: `meta` is
+        free to edit, and rollout (a TypeError on [1, 2], head 9 of 4 heads ignored) and the
+        heatmap's title (a TypeError on "abc") each read it their own way."""
+        config = self.model.get("config", {})
+        n_layers = config.get("n_layers") or 1 + max(max(self.layers[kind]) for kind in self.maps)
+        held = self.heads if self.heads is not None else range(self.n_heads)
+        n_heads = config.get("n_heads") or 1 + max(held, default=-1)
+        return switched_off(self.meta.get("heads_off", []), KINDS, n_layers, n_heads)
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of `kind`'s maps; a kind this trace lacks is a one-line error
@@ -244,7 +254,7 @@ class AttentionTrace:
                 count = sum(1 for name in tensors if name.startswith(kind + "."))
                 if count:
                     maps[kind] = [tensors[f"{kind}.{i}"] for i in range(count)]
-            masks = {name[5:]: tensors[name].astype(bool) for name in tensors if name.startswith("mask.")}
+            masks = {name[5:]: tensors[name] for name in tensors if name.startswith("mask.")}  # 0/1: as_mask
             trace = cls(
                 src_tokens=info["src_tokens"],
                 tgt_tokens=info["tgt_tokens"],
@@ -268,7 +278,8 @@ class AttentionTrace:
         """What would make the accessors fail, or the views draw nonsense, on a trace read from or
         written to a file (None: nothing), as the recorder writes traces: tokens are strings, each
         kind's maps are finite weights in [0, 1], (heads, q, k) with q and k the token counts, one
-        model layer index per map (increasing, within the model's n_layers), masks (q, k)."""
+        model layer index per map (increasing, within the model's n_layers), a piece or more on
+        each side a kind reads, boolean masks (q, k), and `meta["heads_off"]` the model's heads."""
 
         def listed(items: Any, kind: type) -> bool:
             return isinstance(items, list) and all(isinstance(i, kind) and not isinstance(i, bool) for i in items)
@@ -291,8 +302,9 @@ class AttentionTrace:
             return f"head indices {self.heads} are not within [0, {n_heads or 'n_heads'})"
         if not self.maps or any(len(maps) == 0 for maps in self.maps.values()):  # emptied after construction
             return "no attention maps"
-        source, target = len(self.src_tokens), len(self.tgt_tokens)
-        sizes = {"encoder": (source, source), "decoder": (target, target), "cross": (target, source)}
+        pieces = {"source": len(self.src_tokens), "target": len(self.tgt_tokens)}
+        sides = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
+        sizes = {kind: (pieces[q], pieces[k]) for kind, (q, k) in sides.items()}
         first = np.shape(next(iter(self.maps.values()))[0])  # np.shape: `save` also sees maps made by hand
         heads = len(self.heads) if self.heads is not None else (n_heads or (first[0] if first else -1))
         for kind, maps in self.maps.items():
@@ -302,13 +314,24 @@ class AttentionTrace:
             top = n_layers if n_layers is not None else layers[-1] + 1
             if layers != sorted(set(layers)) or layers[0] < 0 or layers[-1] >= top:
                 return f"{kind} layer indices {layers} are not distinct, increasing and within [0, {top})"
+            # An encoder-only trace has no target pieces; a kind that reads none had empty axes,
+            # whose (0, 0) ranges bokeh refused, and head_stats raised an IndexError.
+            empty = [side for side in dict.fromkeys(sides[kind]) if not pieces[side]]
+            if empty:
+                return f"{kind} attention needs at least one {' piece and one '.join(empty)} piece"
             if any(np.shape(m) != (heads, *sizes[kind]) for m in maps):
                 return f"{kind} maps are not (heads, {sizes[kind][0]}, {sizes[kind][1]})"
             if not all(np.isfinite(m).all() for m in maps):
                 return f"{kind} maps hold NaN or infinite weights"
-            outside = _outside_softmax(kind, maps, layers, self.heads)
+            outside = outside_softmax(kind, maps, layers, self.heads)
             if outside:
                 return outside
+        try:  # what a user may edit after `load`, checked here as the accessors check it when read
+            for kind, mask in self.masks.items():
+                as_mask(kind, mask)
+            _ = self.heads_off
+        except AttnlabError as error:
+            return str(error)
         if any(kind not in self.maps or np.shape(mask) != sizes[kind] for kind, mask in self.masks.items()):
             return "a mask does not match its maps"
         return None
@@ -324,33 +347,6 @@ class AttentionTrace:
     def __repr__(self) -> str:
         shape = ", ".join(f"{kind}: {len(self.maps[kind])}×{self.maps[kind][0].shape}" for kind in self.kinds)
         return f"AttentionTrace(src={len(self.src_tokens)} tokens, tgt={len(self.tgt_tokens)} tokens, {shape})"
-
-
-def _outside_softmax(kind: str, maps: list[np.ndarray], layers: list[int], heads: list[int] | None) -> str | None:
-    """The first head (model layer and head index) of `kind` holding a weight no softmax gives,
-    below 0 or above 1 past `ROUNDING`: an edited or foreign file's were drawn on the 0..1
-    colour scale and pooled into head statistics as if they were attention. None: all are."""
-    for layer, weights in zip(layers, maps, strict=True):
-        weights = np.asarray(weights)
-        rows = np.flatnonzero(((weights < -ROUNDING) | (weights > 1 + ROUNDING)).any(axis=(1, 2)))  # (heads,)
-        if rows.size:
-            row = weights[rows[0]]
-            worst = row.max() if row.max() > 1 + ROUNDING else row.min()
-            head = heads[rows[0]] if heads else int(rows[0])
-            return f"{kind} layer {layer} head {head} holds a weight of {worst:g}: attention weights lie in [0, 1]"
-    return None
-
-
-def _float32(kind: str, weights: Any) -> np.ndarray:
-    """`weights` as the float32 array the views read, a torch tensor's too (duck-typed: traces load
-    without torch), or one line: a tensor was drawn with a zero step, an object array failed in `_damage`."""
-    try:
-        array = np.asarray(weights.detach().cpu().float().numpy() if hasattr(weights, "detach") else weights)
-    except ValueError:  # a ragged list
-        array = np.array(weights, dtype=object)
-    if array.dtype.kind not in "biuf":
-        raise AttnlabError(f"a trace's {kind} maps hold real numbers (arrays or tensors), got dtype {array.dtype}")
-    return array.astype(np.float32, copy=False)
 
 
 def whole_number(value: object) -> bool:

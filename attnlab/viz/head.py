@@ -133,8 +133,8 @@ def off_note(trace: AttentionTrace, kind: str, layer: int, head: int, said: Mapp
     weights are still computed and drawn, but nothing it attends to reached the output), and
     `said["head.normed"]` for a trace whose weights are weighed by what each key writes
     (`attnlab.record.norms`); "" for neither."""
-    off = trace.meta.get("heads_off", [])
-    note = f" · {said['head.off']}" if [kind, model_layer(trace, kind, layer), model_head(trace, head)] in off else ""
+    off = trace.heads_off.get((kind, model_layer(trace, kind, layer)), [])
+    note = f" · {said['head.off']}" if model_head(trace, head) in off else ""
     return note + (f" · {said['head.normed']}" if trace.meta.get("weighed") == NORMED else "")
 
 
