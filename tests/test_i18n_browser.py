@@ -127,7 +127,9 @@ class Session:
         for index, key in TAB_WORDS.items():
             tabs.nth(index).click()
             joined = f'() => ({JS_TEXTS})().join(" ").includes({json.dumps(text(key, lang))})'
-            self.page.wait_for_function(joined, timeout=15_000)
+            # (a click waits while the tab opened before it is still being drawn: keys.py; 15 s ran
+            # out on a loaded machine)
+            self.page.wait_for_function(joined, timeout=40_000)
             texts += self.page.evaluate(JS_TEXTS)
         tabs.nth(0).click()
         return texts

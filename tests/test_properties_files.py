@@ -317,7 +317,9 @@ def test_damaged_checkpoints_give_one_line_errors(examples: int, checkpoint: Pat
     prove(holds, examples, damage=checkpoint_damage(checkpoint, no_unpickling, reshape_manifest=False))
     print(f"checkpoint mutations: {dict(outcomes)}")
     assert outcomes["load_model: refused"] >= examples // 2, outcomes
-    assert outcomes["load_model: loaded"] >= examples // 20, outcomes  # harmless damage (a JSON key, weights)
+    # harmless damage (a JSON key, weights) loads too: 4 to 9 of 100, as the fixture's bytes fall
+    # (fewer since the config records the tokenizer's digest, which a damaged spm.model now fails)
+    assert outcomes["load_model: loaded"] >= 1, outcomes
 
 
 @examples(100)
