@@ -221,6 +221,15 @@ def test_an_ablation_of_what_is_not_a_model_or_trace_or_with_its_own_settings_is
     with pytest.raises(AttnlabError, match=r"expected a model from attnlab.load\(...\), got NoneType"):
         ablation(None, trace, heads)
     assert ablation(model, trace, heads, beam=1, max_len_b=5).original_tokens == trace.tgt_tokens
+    # a trace of another model of the same vocabulary ran without a word; an edited meta["text"]
+    # was decoded in the trace's sentence's place
+    other = attnlab.load(checkpoint)
+    with torch.no_grad():
+        other.model.decoder["layers"][0].ffn.w_1.weight.mul_(1.5)
+    with pytest.raises(AttnlabError, match="the trace was recorded by another model"):
+        ablation(other, trace, heads, beam=1, max_len_b=5)
+    trace.meta["text"] = "The weather is nice today, and the children play in the garden."
+    assert ablation(model, trace, {}, beam=1, max_len_b=5).tokens == trace.tgt_tokens
 
 
 def test_a_head_named_twice_is_switched_off_once_whichever_its_names(checkpoint: Path) -> None:

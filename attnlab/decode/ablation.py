@@ -13,7 +13,7 @@ import torch
 from attnlab.decode.api import Model
 from attnlab.errors import AttnlabError
 from attnlab.record import ablate
-from attnlab.record.equation import trace_ids
+from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
 
@@ -53,7 +53,10 @@ def ablation(model: Any, trace: AttentionTrace, heads: dict[tuple[str, int], lis
     if taken := sorted(set(decode) & {"record", "truncate", "ablate_heads"}):  # "multiple values for keyword"
         raise AttnlabError(f"ablation sets {', '.join(taken)} itself; pass search settings only (beam, alpha, ...)")
     src_ids, produced = trace_ids(model, trace)
-    text = trace.meta.get("text") or model.tokenizer.decode(src_ids[:-1])
+    check_same_model(model.model, trace, "switching its heads off in this one would not say what they did there")
+    text = trace.meta.get("text")
+    if not isinstance(text, str) or model.encode_source(text, True)[0] != src_ids:  # (meta is free to edit)
+        text = model.tokenizer.decode(src_ids[:-1])  # the trace's own source, not another sentence
     result = model.translate(text, record=False, truncate=True, ablate_heads=heads, **decode)
     return Ablation(
         heads=heads,
