@@ -369,6 +369,11 @@ def test_import_writes_a_checkpoint_with_a_model_card(marian: dict[str, Path], t
     assert "separate-untied" in card and "attnlab import marian" in card and "untied" in card
     direct, imported = attnlab.load(marian["separate-untied"]), attnlab.load(out)
     assert imported.meta["imported_from"]["marian"] == "separate-untied"
+    # the card is listed in the manifest, but not recorded as a tokenizer ("README.md is not the
+    # tokenizer this model was saved with" would have been said of an edited card)
+    assert "README.md" in json.loads((out / "manifest.json").read_text())["files"]
+    assert "source.spm" in imported.meta["tokenizer_sha256"] and "README.md" not in imported.meta["tokenizer_sha256"]
+    assert main(["import", "marian", str(marian["separate-untied"]), "--out", str(out), "--force"]) == 0  # its own
     assert imported.translate(TEXTS[0], beam=4).tokens == direct.translate(TEXTS[0], beam=4).tokens
     assert main(["import", "marian", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
 

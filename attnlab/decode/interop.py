@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -100,10 +99,7 @@ def import_marian(
     check_vocabularies(directory, model.config, *marian_tokenizers(directory))
     files = {name: directory / name for name in (*MARIAN_FILES, "target_vocab.json") if (directory / name).is_file()}
     meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": directory.name, **about}}
-    with tempfile.TemporaryDirectory() as tmp:
-        card = Path(tmp) / "README.md"
-        card.write_text(model_card(directory, model, about), encoding="utf-8")
-        return save_checkpoint(out, model, {**files, "README.md": card}, meta=meta, dtype=dtype)
+    return save_checkpoint(out, model, files, meta=meta, dtype=dtype, card=model_card(directory, model, about))
 
 
 # -- out: CTranslate2 ------------------------------------------------------------------------------------

@@ -99,11 +99,13 @@ def save_checkpoint(
     trainer_json: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float32,
+    card: str | None = None,
 ) -> Path:
     """Write a checkpoint atomically; `meta` (task, data, ...) goes into config.json's "meta".
 
     `spm_model` is the shared sentencepiece model (stored as spm.model), or {file name: path} of
-    the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...)."""
+    the tokenizer files a model imported from elsewhere brings (Marian's source.spm, ...), whose
+    digests the config records; `card`, a model card written beside them as README.md."""
     directory = Path(directory)
     _check_replaceable(directory, training=trainer_tensors is not None)
     try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
@@ -119,6 +121,8 @@ def save_checkpoint(
         tokenizer_files = spm_model if isinstance(spm_model, Mapping) else {"spm.model": spm_model}
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
+        if card is not None:
+            (tmp / "README.md").write_text(card, encoding="utf-8")
         config = model.config.to_dict()
         config.pop("paper", None)
         meta = {**(meta or {}), "tokenizer_sha256": {name: sha256_of(tmp / name) for name in tokenizer_files}}
