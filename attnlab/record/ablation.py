@@ -15,7 +15,7 @@ from attnlab.model.config import ModelConfig
 from attnlab.model.hooks import HEAD_MASKS, attached
 from attnlab.model.transformer import Transformer
 from attnlab.record.recorder import hook_point, index_in, transformer_of
-from attnlab.record.trace import KINDS, AttentionTrace
+from attnlab.record.trace import KINDS
 
 
 @contextmanager
@@ -58,12 +58,3 @@ def heads_off(config: ModelConfig, heads: Mapping[tuple[str, int], Sequence[int]
         point = (kind, index_in(layer, config.n_layers, "layer"))
         merged.setdefault(point, set()).update(index_in(head, config.n_heads, "head") for head in off)
     return {point: sorted(off) for point, off in merged.items() if off}
-
-
-def trace_heads_off(trace: AttentionTrace) -> dict[tuple[str, int], list[int]]:
-    """{(kind, layer): [heads]} that were switched off when `trace` was recorded (its
-    `meta["heads_off"]`, [[kind, layer, head], ...]): what reads a trace again with the model
-    (the logit lens, head importance) switches them off again, so that it reads the model the
-    trace shows. Read by the trace's own `heads_off`, which the views share, and which refuses a
-    malformed list (a trace written by hand: was "not enough values to unpack") in one line."""
-    return trace.heads_off

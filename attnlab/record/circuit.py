@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab.errors import AttnlabError
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.patching import HeadPatching, trace_pair
 from attnlab.record.paths import Head, Node, PathPatching, pair_path_senders
 from attnlab.record.trace import AttentionTrace
@@ -64,7 +64,7 @@ def trace_circuit(
     """The circuit between the trace's sentence (clean) and `corrupted`, on the output the trace
     shows, with the heads that were off when it was recorded off again."""
     ids = trace_pair(model, trace, corrupted, "circuit")
-    with ablate(model.model, trace_heads_off(trace)):
+    with ablate(model.model, trace.heads_off):
         circuit = pair_circuit(model.model, *ids, positions, direction, senders, threshold, most)
     circuit.total.pieces = circuit.direct.pieces = list(trace.tgt_tokens)
     return circuit

@@ -22,7 +22,7 @@ from attnlab.model.attention import window_mask
 from attnlab.model.hooks import attached
 from attnlab.model.multihead import MultiHeadAttention
 from attnlab.model.transformer import Transformer
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.recorder import computed_in, index_in, weights_hash
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace
@@ -103,7 +103,7 @@ def layer_inputs(model: Any, trace: AttentionTrace, modules: list[Any]) -> dict[
     _install(net)
     wanted = {module: capture(module) for module in modules}
     # (with the trace's heads off: all on, a later layer read other inputs)
-    with attached(INPUTS, wanted), torch.no_grad(), ablate(net, trace_heads_off(trace)):
+    with attached(INPUTS, wanted), torch.no_grad(), ablate(net, trace.heads_off):
         net(src, tgt)
     return seen
 

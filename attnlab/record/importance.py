@@ -26,7 +26,7 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_MASKS, attached
 from attnlab.model.transformer import Transformer
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.recorder import hook_point
 from attnlab.record.stats import check_trace
@@ -98,7 +98,7 @@ def trace_importance(model: Any, trace: AttentionTrace, exact: bool = False) -> 
     check_same_model(model.model, trace, "its heads would be weighed on an output it did not produce")
     if not produced:
         raise AttnlabError("the trace has no target pieces: there is no output to weigh the heads on")
-    with ablate(model.model, trace_heads_off(trace)):
+    with ablate(model.model, trace.heads_off):
         return pair_importance(model.model, [(src_ids, produced)], exact)
 
 

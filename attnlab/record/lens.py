@@ -24,7 +24,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.transformer import Transformer
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.stats import check_trace
 from attnlab.record.trace import AttentionTrace, whole_number
@@ -109,7 +109,7 @@ def teacher_forced(
         raise AttnlabError("the trace has no target pieces: there is nothing the decoder output to read")
     src = torch.tensor([src_ids])
     tgt = torch.tensor([[net.config.bos_id, *produced[:-1]]])
-    return net, src, tgt, produced, trace_heads_off(trace)
+    return net, src, tgt, produced, trace.heads_off
 
 
 def _read(net: Transformer, hidden: torch.Tensor, target: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:

@@ -36,7 +36,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, HOOKS, attached
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.equation import check_same_model, trace_ids
 from attnlab.record.importance import BATCH_TOKENS, check_model, head_at, quantized, token_log_probs
 from attnlab.record.recorder import hook_point
@@ -97,7 +97,7 @@ def trace_patching(
     sentence, on the output the trace shows, with the heads that were off when it was recorded
     off again in both runs."""
     ids = trace_pair(model, trace, corrupted, "heads")
-    with ablate(model.model, trace_heads_off(trace)):
+    with ablate(model.model, trace.heads_off):
         result = pair_patching(model.model, *ids, positions, direction, method)
     result.pieces = list(trace.tgt_tokens)
     return result

@@ -46,7 +46,7 @@ from attnlab.errors import AttnlabError
 from attnlab.model.hooks import HEAD_PATCHES, attached
 from attnlab.model.multihead import MultiHeadAttention
 from attnlab.model.transformer import FeedForward
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.components import (
     FFN_OUTPUTS,
     NODE_SHAPE,
@@ -137,7 +137,7 @@ def trace_path_patching(
     """Path patching between the trace's sentence (clean) and `corrupted`, on the output the trace
     shows, with the heads that were off when it was recorded off again in every run."""
     ids = trace_pair(model, trace, corrupted, "paths")
-    with ablate(model.model, trace_heads_off(trace)):
+    with ablate(model.model, trace.heads_off):
         result = pair_path_patching(model.model, *ids, positions, direction, sender=sender)
     for part in (result.total, result.direct, result.receivers):
         if part is not None:

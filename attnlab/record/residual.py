@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from attnlab.model.hooks import attached
-from attnlab.record.ablation import ablate, trace_heads_off
+from attnlab.record.ablation import ablate
 from attnlab.record.patching import Sites, patch_each, trace_pair
 from attnlab.record.trace import AttentionTrace
 
@@ -105,7 +105,7 @@ def trace_residual_patching(
     """Residual-stream patching between the trace's sentence (clean) and `corrupted`, on the
     output the trace shows, with the heads that were off when it was recorded off again."""
     src_ids, corrupt_ids, produced = trace_pair(model, trace, corrupted, "layers")
-    with ablate(model.model, trace_heads_off(trace)):
+    with ablate(model.model, trace.heads_off):
         result = pair_residual_patching(model.model, src_ids, corrupt_ids, produced, positions, direction, method)
     result.source, result.target = list(trace.src_tokens), list(trace.tgt_tokens)
     result.changed = [model.tokenizer.id_to_piece(i) for i in corrupt_ids]
