@@ -58,15 +58,22 @@ class ArgumentParser(argparse.ArgumentParser):
     the usage block above argparse's own: the block pushed the one line that says what is wrong
     below half a screen of options. `--help` still prints the whole usage.
 
-    A negative number written with an exponent (`--alpha -1e308`) is a value, as `-1` and `-.5`
-    are to argparse: it was taken for an option, and the line said
-    "--alpha: expected one argument" rather than what is wrong with the number."""
+    A negative number written with an exponent (`--alpha -1e308`) or as Python's float() reads
+    it (`-inf`, `-nan`) is a value, as `-1` and `-.5` are to argparse: it was taken for an
+    option (`-inf` for `-i nf`), and the line said "--alpha: expected one argument" rather than
+    what is wrong with the number."""
 
-    NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$", re.IGNORECASE)
+    NEGATIVE = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)$", re.IGNORECASE)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = self.NEGATIVE
+
+    def _parse_optional(self, arg_string: str) -> object:
+        # argparse tries an option's prefix (`-i` of `-inf`) before the number pattern
+        if self.NEGATIVE.match(arg_string) and arg_string not in self._option_string_actions:
+            return None
+        return super()._parse_optional(arg_string)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} ({self.prog} --help lists the options)")

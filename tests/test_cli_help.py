@@ -91,11 +91,12 @@ def test_a_nested_command_names_itself_in_its_errors(capsys: pytest.CaptureFixtu
 
 
 def test_a_negative_number_with_an_exponent_is_a_value(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """`--alpha -1e308` said "argument --alpha: expected one argument" (argparse read the value
-    as an option): the line says what is wrong with the number, as it does for `-1`."""
+    """`--alpha -1e308` and `--alpha -inf` said "argument --alpha: expected one argument"
+    (argparse read the value as an option, `-inf` as `-i nf`): the line says what is wrong with
+    the number, as it does for `-1`."""
     bundled = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de"
     (tmp_path / "in.en").write_text("A dog .\n")
-    for value in ("-1e308", "-1.5E-3", "-1", "-.5"):
+    for value in ("-1e308", "-1.5E-3", "-1", "-.5", "-inf", "-NaN", "-Infinity"):
         assert main(["translate", "--checkpoint", str(bundled), "--alpha", value, "-i", str(tmp_path / "in.en")]) == 2
         assert "alpha (the length penalty's exponent) must be a number from 0 to 10" in capsys.readouterr().err
     parser = ArgumentParser(prog="x")
