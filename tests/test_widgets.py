@@ -467,6 +467,30 @@ def test_replay_reads_a_path_as_a_shell_does_and_names_one_that_is_not_there(
             widgets.replay(tmp_path / "rnu", lang=lang)
 
 
+def test_a_checkpoint_changed_on_disk_is_read_again(paths: dict[str, Path], tmp_path: Path) -> None:
+    """`explore(path)` kept the first model it read from a path for the kernel's life: a run
+    trained further, or a checkpoint written over, went on showing the old model (while
+    `attnlab.load` read the new one); the same path unchanged is read once."""
+    import torch
+
+    from attnlab.model.checkpoint import save_checkpoint
+
+    def write(path: Path, window: int | None) -> None:
+        config = replace(attnlab.load(paths["translate"]).model.config, attn_window=window)
+        save_checkpoint(path, attnlab.Transformer(config), paths["translate"] / "spm.model")
+
+    torch.manual_seed(0)
+    write(tmp_path / "ckpt", None)
+    first = widgets.explore(tmp_path / "ckpt").model
+    assert widgets.explore(tmp_path / "ckpt").model is first
+    write(tmp_path / "ckpt", 3)  # written over, as `average --force` and `import --force` do
+    assert widgets.explore(tmp_path / "ckpt").model.model.config.attn_window == 3
+    write(tmp_path / "run" / "checkpoints" / "step_10", None)
+    assert widgets.explore(tmp_path / "run").model.model.config.attn_window is None
+    write(tmp_path / "run" / "checkpoints" / "step_20", 3)  # the run trained on
+    assert widgets.explore(tmp_path / "run").model.model.config.attn_window == 3
+
+
 def test_setup_puts_bokehjs_inline_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import bokeh.io.notebook
     from bokeh.io import reset_output

@@ -138,21 +138,42 @@ def same_directory(a: str | Path, b: str | Path) -> bool:
     return user_path(a).resolve() == user_path(b).resolve()
 
 
-_MODELS: dict[str, Any] = {}
+_MODELS: dict[str, tuple[tuple, Any]] = {}  # resolved path: (its files' stamp, the model)
 _LOCK = threading.Lock()
+_READ_FIRST = ("manifest.json", "config.json", "model.safetensors", "pytorch_model.bin", "spm.model")
 
 
 def open_model(path: str | Path) -> Any:
-    """`attnlab.load(path)`, cached per server process: sessions share one read-only model."""
+    """`attnlab.load(path)`, cached per process (server sessions share one read-only model),
+    and loaded again once what is on disk there changes: a run trained further, a checkpoint
+    written over. The cache kept the first model read from a path for the kernel's life, so a
+    teacher who trained on, or imported into the same folder, kept exploring the old one while
+    `attnlab.load` and `replay` read the new one."""
     if not str(path).strip():  # as `load` refuses it: resolved first, "" named the working directory instead
         raise CheckpointError("expected a checkpoint directory's path, got an empty one")
     key = str(user_path(path).resolve())
     with _LOCK:
-        if key not in _MODELS:
-            if not Path(key).exists():
-                raise CheckpointError(f"{path}: no such directory")
-            _MODELS[key] = load(key)
-        return _MODELS[key]
+        if not Path(key).exists():
+            raise CheckpointError(f"{path}: no such directory")
+        stamp = _stamp(Path(key))
+        if key not in _MODELS or _MODELS[key][0] != stamp:
+            _MODELS[key] = (stamp, load(key))
+        return _MODELS[key][1]
+
+
+def _stamp(path: Path) -> tuple:
+    """What changes when the model `load(path)` reads does: checkpoints are written whole under
+    another name and renamed into place (the directory's entries change: a new step in a run's
+    `checkpoints/`, a checkpoint replaced), and a copy over the files changes theirs."""
+    found = []
+    for part in (path, path / "checkpoints", *(path / name for name in _READ_FIRST)):
+        try:
+            status = part.stat()
+        except OSError:
+            found.append(None)
+        else:
+            found.append((status.st_ino, status.st_mtime_ns, status.st_size))
+    return tuple(found)
 
 
 def _probe_roots(path: str | Path, allows: Callable[[Path], bool]) -> list[Path]:
