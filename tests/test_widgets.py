@@ -263,6 +263,25 @@ def test_the_maps_read_as_tables(trace: AttentionTrace, paths: dict[str, Path]) 
     assert explorer.lens_table.value == "" and not explorer.errors.message
 
 
+def test_a_refused_rollout_leaves_no_other_heads_table_or_rollout(trace: AttentionTrace) -> None:
+    """A trace of some heads cannot be rolled out: the table kept the head open before the refusal
+    (its caption said head 3 under head 1's map), and the error named a model of the trace's size
+    where the trace does not carry its model's config."""
+    partial = some_heads(trace, [1, 3])
+    view = widgets.show(partial, kind="encoder", layer=0, head=3)
+    view.as_table.value = True
+    view.show_rollout.value = True
+    view.picker.select(head=1)
+    assert "needs every layer and head of the model (2 layers, 4 heads)" in view.errors.message
+    assert re.findall("<caption>(.*?)</caption>", view.table.value) == ["encoder self-attention · layer 0 · head 1"]
+    assert view.rollout.figure is None
+    view.show_rollout.value = False
+    assert not view.errors.message
+    bare = AttentionTrace(partial.src_tokens, partial.tgt_tokens, partial.maps, partial.masks, partial.layers, [1, 3])
+    with pytest.raises(AttnlabError, match=r"of the model; this trace recorded layers \[0, 1\] and heads \[1, 3\]"):
+        attnlab.rollout(bare, "encoder")
+
+
 def test_explorer_translates_what_is_typed(paths: dict[str, Path], translator: attnlab.decode.Model) -> None:
     explorer = widgets.explore(paths["translate"], text="A dog runs .", beam=2)
     first = explorer.result

@@ -153,6 +153,7 @@ class TraceView(w.VBox):
         if self.trace is None:
             return
         self.errors.clear()
+        self.table.value = ""  # first: a table never stays beside another head's figures
         with reporting(self.errors):
             kind, layer, head = self.picker.value
             said = i18n.head_pattern_text(self._stats, kind, layer, head, self.lang)
@@ -164,13 +165,17 @@ class TraceView(w.VBox):
             lines_head = None if self.every_head.value else head
             self.lines.update(viz.lines_figure(self.trace, kind, layer, lines_head, vmax=vmax, words=words))
             self.mask_figure.update(viz.mask_figure(self.trace, kind, words=words) if self.show_mask.value else None)
-            rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
-            self.rollout.update(rolled)
-            self.table.value = ""  # (a map too long for a table: the error box says so)
-            if self.as_table.value:  # the open head's map, and the rollout's when it is shown
-                tables = [viz.weights_table(self.trace, kind, layer, head, mask=mask, words=words)]
-                tables += [viz.rollout_table(self.trace, kind, layer, words=words)] if self.show_rollout.value else []
-                self.table.value = f"<style>{STYLE}</style>{''.join(tables)}"
+            if self.as_table.value:  # the open head's map (a map too long for one: the error box says so)
+                self.table.value = (
+                    f"<style>{STYLE}</style>{viz.weights_table(self.trace, kind, layer, head, mask=mask, words=words)}"
+                )
+            rolled = None
+            try:  # a rollout refused (a trace of some layers) leaves none of another layer's shown
+                rolled = viz.rollout_figure(self.trace, kind, layer, words=words) if self.show_rollout.value else None
+            finally:
+                self.rollout.update(rolled)
+            if rolled is not None and self.as_table.value:  # and the rollout's under it
+                self.table.value += viz.rollout_table(self.trace, kind, layer, words=words)
 
 
 def show(

@@ -66,9 +66,11 @@ def _all_layers(trace: AttentionTrace, kind: str) -> list[int]:
     n_heads = int(config.get("n_heads", trace.n_heads))
     heads = list(range(n_heads)) if trace.heads is None else sorted(trace.heads)
     if layers != list(range(n_layers)) or heads != list(range(n_heads)):
+        # a trace without its model's config (recorded by hand) says nothing of the model's size
+        size = f" ({n_layers} layers, {n_heads} heads)" if {"n_layers", "n_heads"} <= config.keys() else ""
         raise AttnlabError(
-            f"rollout of {kind} attention needs every layer and head of the model ({n_layers} layers, {n_heads} "
-            f"heads); this trace recorded layers {layers} and heads {heads}: record it with all of them"
+            f"rollout of {kind} attention needs every layer and head of the model{size}; this trace recorded "
+            f"layers {layers} and heads {heads}: record it with all of them"
         )
     return layers
 
