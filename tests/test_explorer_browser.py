@@ -194,8 +194,14 @@ class Page:
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.status_frames: list[tuple[str, float]] = []  # what the server sent the status line, and when
+        self.page.on("websocket", lambda socket: socket.on("framereceived", self._status_frame))
         self.page.goto(url)
         self.wait_run(1, timeout=90_000)
+
+    def _status_frame(self, payload: str | bytes) -> None:
+        if isinstance(payload, str) and "attn-run" in payload:
+            self.status_frames.append(("busy" if "attn-busy" in payload else "run", time.perf_counter()))
 
     def _route(self, route: object) -> None:
         url = route.request.url
@@ -904,6 +910,19 @@ def test_bad_input_keeps_the_app_alive(page: Page) -> None:
     assert page.run_number() == run
     page.translate("The cat sits .")  # still alive, still on the last good model
     assert not error.is_visible()
+
+
+def test_the_page_says_it_is_decoding_as_soon_as_translate_is_clicked(page: Page) -> None:
+    """A click's callback holds the document until it returns: the spinning button and any word
+    of the status reached the browser with the finished views, so that a long sentence's 15 s
+    looked frozen ("decoded in 247 ms" of the last run). Read off the websocket: the busy line
+    comes a decoding's time before the run's status, which replaces it."""
+    seen = len(page.status_frames)
+    page.translate(" ".join(["A man rides a brown horse on the beach ."] * 8))
+    said = re.search(r"decoded in (\d+) ms", page.page.locator(".attn-run").inner_text())
+    (busy, sent), *_, (last, done) = page.status_frames[seen:]
+    assert (busy, last) == ("busy", "run") and not page.page.locator(".attn-busy").count()
+    assert done - sent > 0.8 * int(said[1]) / 1000 > 0.2, (done - sent, said[1])
 
 
 def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:

@@ -23,6 +23,7 @@ from attnlab.app.explorer.ablation import AblationTab
 from attnlab.app.explorer.access import Accessible
 from attnlab.app.explorer.alerts import Alerts
 from attnlab.app.explorer.boxes import AlphaInput, BeamInput, number_box
+from attnlab.app.explorer.busy import working
 from attnlab.app.explorer.compare import CompareTab
 from attnlab.app.explorer.corpus import CorpusTab
 from attnlab.app.explorer.dashboard import DashboardTab
@@ -281,7 +282,7 @@ class Explorer(pn.viewable.Viewer):
         source, reference = _typed(self.text_input), _typed(self.reference_input)
         started = time.perf_counter()
         store.param.update(text=source or "", reference=reference or "")
-        self.go.loading = True
+        working(self.go, self.status, self.lang)
         try:
             if not store.submit():
                 said = text("status.not_decoded", self.lang, run=store.run)
