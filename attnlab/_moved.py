@@ -60,6 +60,8 @@ class ForwardingModule(ModuleType):
     targets: tuple[str, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__all__":  # `from attnlab.widgets import *` imported nothing, without a word
+            return [n for t in self.targets for n in getattr(importlib.import_module(t), "__all__", ())]
         if name.startswith("__"):
             raise AttributeError(name)
         for target in self.targets:

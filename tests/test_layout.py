@@ -262,6 +262,11 @@ def test_old_paths_that_became_rooms_and_the_public_widgets_path() -> None:
         from attnlab.widgets import explore, plot, setup
 
     assert explore.__module__ == "attnlab.app.widgets" and callable(plot) and callable(setup)
+    star: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec("from attnlab.widgets import *", star)  # it imported nothing, without a word
+    assert {"explore", "show", "replay", "compare_models", "figure_words"} <= star.keys()
 
 
 def test_a_name_that_is_gone_fails_naming_the_new_place() -> None:

@@ -627,6 +627,10 @@ def test_a_beam_the_explorer_cannot_use_is_refused(translator: attnlab.decode.Mo
         widgets.explore(translator, text="A dog .", beam=beam)
 
 
+def test_what_the_notebooks_import_is_exported() -> None:
+    assert {"explore", "show", "replay", "compare_models", "plot", "figure_words"} <= set(widgets.__all__)
+
+
 @pytest.mark.parametrize("lang", ["ES", "zh-CN", "fr", ""])
 def test_an_unsupported_language_is_refused(trace: AttentionTrace, translator: attnlab.decode.Model, lang: str) -> None:
     for make in (
@@ -634,6 +638,7 @@ def test_an_unsupported_language_is_refused(trace: AttentionTrace, translator: a
         lambda: widgets.explore(translator, text="A dog .", lang=lang),
         lambda: widgets.compare_models(translator, text="A dog .", lang=lang),
         lambda: Timeline([(100, trace)], lang=lang),  # `replay`'s widget
+        lambda: widgets.figure_words(lang),  # the notebooks' own figures' words: English without a word
     ):
         with pytest.raises(ConfigError, match=r"^lang must be one of 'en', 'es', 'zh', got"):
             make()

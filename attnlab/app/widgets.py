@@ -68,18 +68,8 @@ from attnlab.record.stats import head_stats
 from attnlab.record.trace import AttentionTrace
 from attnlab.viz.table import STYLE
 
-__all__ = [
-    "Compare",
-    "Explorer",
-    "Timeline",
-    "TraceView",
-    "compare_models",
-    "explore",
-    "plot",
-    "replay",
-    "setup",
-    "show",
-]
+__all__ = ["Compare", "Explorer", "Timeline", "TraceView", "compare_models", "explore", "figure_words", "plot"]
+__all__ += ["replay", "setup", "show"]
 MAX_BEAM = 50  # the explorer's beam field goes up to this
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.app.i18n import DEFAULT, LANGUAGES, text
+from attnlab.app.i18n import DEFAULT, checked, text
 from attnlab.app.patching_text import word
 from attnlab.record.importance import trace_importance
 from attnlab.record.saliency import Saliency
@@ -227,9 +227,10 @@ def _words(lang: str) -> Mapping[str, str]:
 
 
 def figure_words(lang: str = DEFAULT) -> Mapping[str, str]:
-    """Every template of `attnlab.viz.WORDS` in `lang` (English where `lang` is unknown), read-only
-    and made once per language: the `words=` of every `attnlab.viz` view a screen draws."""
-    return _words(lang if lang in LANGUAGES else DEFAULT)
+    """Every template of `attnlab.viz.WORDS` in `lang`, read-only and made once per language: the
+    `words=` of every `attnlab.viz` view a screen draws. A language we do not have is refused, as
+    the widgets' `lang=` is ("ES" in a notebook gave English figures without a word)."""
+    return _words(checked(lang))
 
 
 def compared_lens_title(name: str, first: str, lang: str) -> str:
