@@ -608,3 +608,33 @@ def test_a_page_closed_during_an_update_is_one_line_in_the_log(caplog: pytest.Lo
     closed, other = caplog.records
     assert closed.getMessage() == "a page was closed while the explorer updated it (WebSocketClosedError)"
     assert closed.exc_info is None and other.exc_info is not None  # any other error keeps its traceback
+
+
+def test_a_page_closed_before_its_session_opened_is_one_line_and_a_burst_of_failed_sends_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tab closed while the server decoded a long sentence: Tornado logged "Uncaught exception
+    GET /explorer/ws" and a traceback ending in Bokeh's assertion that the connection had its
+    session (3 of 5 tries), after forty lines of Panel's "Failed sending message"."""
+    from bokeh.server.connection import ServerConnection
+
+    from attnlab.app.serve import one_line_closed_pages
+
+    one_line_closed_pages()
+    connection = object.__new__(ServerConnection)  # as Bokeh's on_close finds it: no session yet
+    connection._session = None
+    with caplog.at_level(logging.WARNING):
+        for error in ("session", "assert"):
+            try:
+                if error == "session":
+                    connection.session  # noqa: B018
+                else:
+                    raise AssertionError("another")
+            except AssertionError:
+                logging.getLogger("tornado.application").error("Uncaught exception GET /explorer/ws", exc_info=True)
+        for _ in range(40):
+            logging.getLogger("panel.io.document").warning("Failed sending message as connection was closed")
+    closed, other, failed = caplog.records
+    assert closed.getMessage() == "a page was closed while the explorer updated it (AssertionError)"
+    assert closed.exc_info is None and other.exc_info is not None  # any other assertion keeps its traceback
+    assert failed.getMessage() == "Failed sending message as connection was closed"

@@ -16,6 +16,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,28 +79,46 @@ def one_line_refusals() -> None:
 
 
 class _ClosedPage(logging.Filter):
-    """asyncio's record of a message the server wrote to a page the browser had closed, as one line."""
+    """A page the browser had closed, in one line: asyncio's record of a message the server wrote
+    to it; Tornado's of a page closed before Bokeh had opened its session (Bokeh's `on_close`
+    fails an assertion on the missing session: a tab closed while the server was busy decoding
+    another's sentence); and Panel's "Failed sending message", once a burst (one a message, forty
+    for a page closed during a long decode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last_failed_send = -math.inf
 
     def filter(self, record: logging.LogRecord) -> bool:
         from tornado.iostream import StreamClosedError
         from tornado.websocket import WebSocketClosedError
 
-        if record.exc_info and isinstance(record.exc_info[1], WebSocketClosedError | StreamClosedError):
-            record.msg, record.args = (
-                "a page was closed while the explorer updated it (%s)",
-                (record.exc_info[0].__name__,),
-            )
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, WebSocketClosedError | StreamClosedError) or _no_session_yet(error):
+            record.msg, record.args = "a page was closed while the explorer updated it (%s)", (type(error).__name__,)
             record.exc_info, record.exc_text = None, None
+        elif record.getMessage() == "Failed sending message as connection was closed":
+            last, self._last_failed_send = self._last_failed_send, record.created
+            return record.created - last > 5.0
         return True
+
+
+def _no_session_yet(error: BaseException | None) -> bool:
+    """Bokeh's `ServerConnection.session` asserting that the connection has its session."""
+    if not isinstance(error, AssertionError) or error.__traceback__ is None:
+        return False
+    *_, where = traceback.extract_tb(error.__traceback__)
+    return Path(where.filename).match("bokeh/server/connection.py") and where.name == "session"
 
 
 def one_line_closed_pages() -> None:
     """Log a page closed while the server was writing to it in one line: a visitor closing a tab
-    during an update is ordinary, and asyncio logged "Task exception was never retrieved" with a
-    traceback of Tornado's for each. Run where `close_component_route` runs."""
-    logger = logging.getLogger("asyncio")
-    if not any(isinstance(f, _ClosedPage) for f in logger.filters):
-        logger.addFilter(_ClosedPage())
+    during an update is ordinary, and each was a traceback of Tornado's or a burst of warnings.
+    Run where `close_component_route` runs."""
+    for name in ("asyncio", "tornado.application", "panel.io.document"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _ClosedPage) for f in logger.filters):
+            logger.addFilter(_ClosedPage())
 
 
 def free_port(address: str) -> int:
