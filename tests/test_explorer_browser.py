@@ -925,6 +925,20 @@ def test_the_page_says_it_is_decoding_as_soon_as_translate_is_clicked(page: Page
     assert done - sent > 0.8 * int(said[1]) / 1000 > 0.2, (done - sent, said[1])
 
 
+def test_a_phone_lays_the_page_out_at_its_own_width(chromium: object, server: Server) -> None:
+    """Without a viewport a phone laid the page out 980 px wide and shrank it to 40%: text 4-5 px
+    high. (The views still need 670 px: the page scrolls sideways there.)"""
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        phone = context.new_page()
+        phone.goto(server.url)
+        phone.locator(".attn-source textarea").wait_for(timeout=90_000)
+        assert phone.evaluate("document.documentElement.clientWidth") == 390
+        assert phone.evaluate("getComputedStyle(document.body).fontSize") == "16px"
+    finally:
+        context.close()
+
+
 def test_tabs_masks_dashboard_timeline_ablation(page: Page) -> None:
     page.translate("A young girl plays with the cat .")
     page.page.locator(".bk-tab").filter(has_text="Masks & Eq. (1)").click()

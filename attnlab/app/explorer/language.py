@@ -66,10 +66,18 @@ def session_language() -> str:
 
 def _page_template() -> Template | None:
     """Panel's page template with `lang` read from the document's `html_lang` variable, or None
-    when this Panel's template has no `<html lang="en"` to replace."""
-    source, tag = Path(BASE_TEMPLATE.filename).read_text(encoding="utf-8"), '<html lang="en"'
+    when this Panel's template has no `<html lang="en"` to replace; and a phone's viewport: without
+    one a phone laid the page out 980 px wide and shrank it to 40%, its text 4-5 px high."""
+    source, tag, charset = (
+        Path(BASE_TEMPLATE.filename).read_text(encoding="utf-8"),
+        '<html lang="en"',
+        '<meta charset="utf-8">',
+    )
     if tag not in source:
         return None
+    source = source.replace(
+        charset, f'{charset}<meta name="viewport" content="width=device-width, initial-scale=1">', 1
+    )
     return parse_template(source.replace(tag, "<html lang=\"{{ html_lang | default('en') }}\"", 1))
 
 
