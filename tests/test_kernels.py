@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -110,6 +111,7 @@ def test_a_kernel_that_cannot_be_built_falls_back_in_one_line(monkeypatch: pytes
         raise RuntimeError("Ninja is required to load C++ extensions\nmore detail")
 
     monkeypatch.setattr("torch.utils.cpp_extension.load", broken)
+    monkeypatch.setattr(kernels, "_built_before", lambda *_: None)  # no build on disk
     monkeypatch.setattr(kernels, "_built", {})
     with pytest.warns(
         UserWarning, match=r"could not be built \(Ninja is required to load C\+\+ extensions\)"
@@ -133,6 +135,7 @@ def test_a_build_is_announced_in_one_line_and_only_when_needed(
 
     monkeypatch.setattr(cpp_extension, "_get_build_directory", lambda name, verbose: str(tmp_path))
     monkeypatch.setattr(cpp_extension, "load", lambda **_: "module")
+    monkeypatch.setattr(cpp_extension, "_import_module_from_library", lambda *_: "module")
     for built in (False, True):
         if built:
             (tmp_path / f"{kernels.build_name(cpu_signature())}.so").touch()
@@ -140,6 +143,42 @@ def test_a_build_is_announced_in_one_line_and_only_when_needed(
         assert kernels.extension() == "module"
         err = capsys.readouterr().err
         assert err == ("" if built else "attnlab: compiling its C++ kernels for this CPU, once (30-60 s)\n")
+
+
+def test_a_lock_left_by_a_killed_process_stops_nothing(tmp_path: Path) -> None:
+    """PyTorch's build lock, taken by every process to run ninja and left behind by one killed
+    while it held it (0.2-2 s of every start): every later `train` and `translate` waited for it
+    forever, without a word. A process that finds the build on disk imports it past the lock."""
+    import sys
+
+    from torch.utils import cpp_extension
+
+    assert kernels.extension() is not None
+    name = kernels.build_name(cpu_signature())
+    shutil.copytree(cpp_extension._get_build_directory(name, verbose=False), tmp_path / name)
+    (tmp_path / name / "lock").touch()
+    done = subprocess.run(
+        [sys.executable, "-c", "from attnlab.model.kernels import extension; assert extension() is not None"],
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "compiling" not in done.stderr, done.stderr
+
+
+def test_a_build_waits_for_another_in_one_line_and_clears_a_lock_older_than_any_build(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    kernels._wait_or_clear(lock)  # none: nothing said
+    lock.touch()
+    with pytest.warns(UserWarning, match=f"waiting for another process's build .*remove {lock}"):
+        kernels._wait_or_clear(lock)
+    assert lock.exists()
+    old = lock.stat().st_mtime - 20 * 60
+    os.utime(lock, (old, old))
+    with pytest.warns(UserWarning, match=f"removing {lock}, left by a build .* stopped 20 min ago"):
+        kernels._wait_or_clear(lock)
+    assert not lock.exists()
 
 
 def test_builds_are_named_per_cpu() -> None:

@@ -32,6 +32,7 @@ import hashlib
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,19 +80,49 @@ def extension() -> ModuleType | None:
             from torch.utils import cpp_extension  # lazy: pulls in setuptools, only when used
 
             name = build_name(cpu_signature())
-            if not (Path(cpp_extension._get_build_directory(name, verbose=False)) / f"{name}.so").exists():
+            directory = Path(cpp_extension._get_build_directory(name, verbose=False))
+            _built["module"] = _built_before(cpp_extension, name, directory)
+            if _built["module"] is None:
+                _wait_or_clear(directory / "lock")
                 print("attnlab: compiling its C++ kernels for this CPU, once (30-60 s)", file=sys.stderr, flush=True)
-            with _ninja_on_path():
-                _built["module"] = cpp_extension.load(
-                    name=name,
-                    sources=[str(path) for path in SOURCES],
-                    extra_cflags=["-O3", "-march=native", "-fopenmp"],
-                    extra_ldflags=["-fopenmp"],
-                )
+                with _ninja_on_path():
+                    _built["module"] = cpp_extension.load(
+                        name=name,
+                        sources=[str(path) for path in SOURCES],
+                        extra_cflags=["-O3", "-march=native", "-fopenmp"],
+                        extra_ldflags=["-fopenmp"],
+                    )
         except Exception as error:  # noqa: BLE001 - any build failure means: use the PyTorch twin
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             warn(f"attnlab's kernels could not be built ({reason}); decoding and dropout run in PyTorch operations")
     return _built["module"]
+
+
+def _built_before(cpp_extension: ModuleType, name: str, directory: Path) -> ModuleType | None:
+    """The build on disk, imported without PyTorch's build lock (its name says which sources,
+    CPU and PyTorch made it); None where there is none that imports. `cpp_extension.load` takes
+    the lock in every process, to run ninja, and waits for it with no end: a process killed while
+    it held it (0.2-2 s of every start) left every later `train` and `translate` waiting forever."""
+    if not (directory / f"{name}.so").exists():
+        return None
+    try:
+        return cpp_extension._import_module_from_library(name, str(directory), True)
+    except (ImportError, OSError):  # a build cut short: built again
+        return None
+
+
+def _wait_or_clear(lock: Path, stale_after_s: float = 900.0) -> None:
+    """Say so before waiting for another process's build, and clear a lock older than any build
+    (one takes 30-90 s): PyTorch waits for it to go, forever and without a word."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return  # no lock: nothing to wait for
+    if age > stale_after_s:
+        warn(f"removing {lock}, left by a build of attnlab's kernels that was stopped {age / 60:.0f} min ago")
+        lock.unlink(missing_ok=True)
+    else:
+        warn(f"waiting for another process's build of attnlab's kernels (if none is running, remove {lock})")
 
 
 @contextmanager
