@@ -633,6 +633,30 @@ def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Pat
     ]
 
 
+def test_saving_and_evaluating_are_not_counted_in_training_speed(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interval after a checkpoint counted the save and the dev set's beam search as training
+    time: its tokens/s and MFU read 7 where the others read 117-773."""
+    import time
+
+    from attnlab.train.loop import Trainer
+
+    saving = Trainer.checkpoint
+
+    def slow_checkpoint(self: Trainer) -> Path | None:
+        time.sleep(1.5)  # a dev BLEU's beam search
+        return saving(self)
+
+    monkeypatch.setattr(Trainer, "checkpoint", slow_checkpoint)
+    settings = {"data": str(prepared), "out": str(tmp_path / "run"), "preset": "tiny", "compile": "off"}
+    settings |= {"eval_sentences": 0, "probes": 0, "max_tokens": 600, "max_steps": 4, "save_every": 2, "log_every": 1}
+    Trainer(TrainConfig(**settings)).run()
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    speed = {line["step"]: line["tokens_per_s"] for line in lines if "tokens_per_s" in line}
+    assert speed[3] > 0.3 * speed[4], speed  # (step 3's interval began with the save after step 2)
+
+
 @pytest.mark.parametrize("products", [True, False])
 def test_bf16_training_on_a_cpu_without_bf16_products_says_so(
     products: bool, prepared: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch

@@ -340,7 +340,9 @@ class Trainer:
                     if self.step % cfg.log_every == 0 and self.acc["tokens"]:
                         bar.set_postfix(self.log_interval())
                 if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
+                    paused = time.time()
                     last_saved = self.checkpoint() or last_saved
+                    self.window_start += time.time() - paused  # saving and the dev set are not training's speed
                 out_of_time = cfg.max_minutes > 0 and time.time() - start > cfg.max_minutes * 60
                 asked = (out_of_time, stop.requested == signal.SIGTERM, stop.requested == signal.SIGINT)
                 late, terminated, interrupted = all_sum([float(a) for a in asked], self.world)
