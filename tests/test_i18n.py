@@ -718,7 +718,8 @@ def test_the_figures_words_are_the_catalogues() -> None:
         words = figure_words(lang)
         assert set(words) == set(viz.WORDS), lang
         assert {k: fields(t) for k, t in words.items()} == {k: fields(t) for k, t in viz.WORDS.items()}, lang
-    assert figure_words("fr") is figure_words("en")  # an unknown language draws in English
+    with pytest.raises(ConfigError, match="lang must be one of"):  # not English without a word
+        figure_words("fr")
     assert figure_words("zh")["head.query"] == "查询" and figure_words("es")["head.key"] == "clave"
 
 

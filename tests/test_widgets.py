@@ -627,6 +627,23 @@ def test_a_beam_the_explorer_cannot_use_is_refused(translator: attnlab.decode.Mo
         widgets.explore(translator, text="A dog .", beam=beam)
 
 
+def test_importance_tables_that_are_not_a_runs_are_one_line(trace: AttentionTrace) -> None:
+    """`Timeline(importance=...)` as `importance_snapshots` reads a run's: a list of lists was an
+    AttributeError in the error box, a table of two kinds an IndexError, each with a traceback."""
+    for bad, said in (
+        ({1: [[0.1]]}, "1: list of shape (1, 1)"),
+        ({1: np.zeros((2, 2, 4))}, "1: ndarray of shape (2, 2, 4)"),
+        ({1: [[[0.1]], [[0.1, 0.2]]]}, "1: list"),
+        ([np.zeros((3, 2, 4))], "list"),
+    ):
+        with pytest.raises(
+            AttnlabError, match=rf"^importance is \{{step: an array of \(3 kinds.*got {re.escape(said)}$"
+        ):
+            Timeline([(1, trace), (2, trace)], importance=bad)
+    shown = Timeline([(1, trace), (2, trace)], importance={1: np.zeros((3, 2, 4)), 2: np.ones((3, 2, 4)).tolist()})
+    assert shown.figures["importance_curve"] is not None and not shown.errors.message
+
+
 def test_what_the_notebooks_import_is_exported() -> None:
     assert {"explore", "show", "replay", "compare_models", "plot", "figure_words"} <= set(widgets.__all__)
 

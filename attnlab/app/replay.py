@@ -24,7 +24,7 @@ from attnlab.app.words import figure_words
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.checkpoint import user_path
 from attnlab.record.stats import head_stats
-from attnlab.record.trace import AttentionTrace
+from attnlab.record.trace import KINDS, AttentionTrace
 
 
 class Timeline(w.VBox):
@@ -41,7 +41,7 @@ class Timeline(w.VBox):
     ) -> None:
         self.lang = i18n.checked(lang)
         snapshots = _checked_snapshots(snapshots, lang)
-        self.importance = dict(importance or {})
+        self.importance = _checked_importance(importance, lang)
         self.steps = [step for step, _ in snapshots]
         self.traces = dict(snapshots)
         self.final = self.traces[self.steps[-1]]
@@ -120,6 +120,28 @@ def _checked_snapshots(snapshots: object, lang: str) -> list[tuple[int, Attentio
         if _probe(trace) != _probe(last):
             raise AttnlabError(i18n.text("widgets.snapshot_other", lang, step=step, last=last_step))
     return [(int(step), trace) for step, trace in pairs]
+
+
+def _checked_importance(importance: object, lang: str) -> dict[int, np.ndarray]:
+    """{step: (kinds, layers, heads) importance}, as `importance_snapshots` reads a run's; else one
+    line in `lang` (a list of lists was an AttributeError in the error box, a table of two kinds
+    an IndexError, each with a traceback)."""
+    if importance is None:
+        return {}
+    if not isinstance(importance, dict):
+        raise AttnlabError(i18n.text("widgets.importance_tables", lang, got=type(importance).__name__))
+    tables = {}
+    for step, table in importance.items():
+        try:
+            found = np.asarray(table) if isinstance(table, np.ndarray | list | tuple) else None
+        except ValueError:  # ragged lists
+            found = None
+        numeric = found is not None and found.dtype.kind in "iuf"
+        if not (numeric and found.ndim == 3 and found.shape[0] == len(KINDS) and isinstance(step, numbers.Integral)):
+            got = f"{step!r}: {type(table).__name__}" + (f" of shape {found.shape}" if found is not None else "")
+            raise AttnlabError(i18n.text("widgets.importance_tables", lang, got=got[:80]))
+        tables[int(step)] = found.astype(float)
+    return tables
 
 
 def _probe(trace: AttentionTrace) -> tuple:
