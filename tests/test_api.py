@@ -175,8 +175,11 @@ def test_a_target_too_long_to_score_is_refused_or_cut_visibly(checkpoint: Path) 
     long = "word " * 2000
     with pytest.raises(ModelInputError, match="the target has .* pieces; this model takes at most"):
         model.score("A dog.", long, record=False)
-    cut = model.score("A dog.", long, record=False, truncate=True)
+    cut = model.score("A dog.", long, record=True, truncate=True)
     assert cut.truncated and len(cut.tokens) == model.config.max_len
+    # its text is what was scored (the explorer printed all 2,000 words above the views)
+    assert long.startswith(cut.text) and len(cut.text) < len(long) / 2
+    assert cut.trace.meta["output"] == cut.text
     assert not model.score("A dog.", "Ein Hund.", record=False).truncated
     with pytest.raises(ModelInputError, match="expected a target text, got NoneType"):
         model.score("A dog.", None)

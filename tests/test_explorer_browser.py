@@ -411,6 +411,10 @@ def test_translate_shows_output_and_heatmap(page: Page, checkpoints: dict[str, P
     want = expected(checkpoints["translate"], text, beam=4, alpha=0.6)
     output = page.page.locator(".attn-result .attn-output").first.inner_text()
     assert output.strip() == want.text.strip()
+    # a long output or reference scrolls in six lines (a 1,023-piece reference pushed the views screens down)
+    box = page.page.locator(".attn-result .attn-output").first
+    lines = "e => parseFloat(getComputedStyle(e).maxHeight) / parseFloat(getComputedStyle(e).lineHeight)"
+    assert box.evaluate("e => getComputedStyle(e).overflowY") == "auto" and round(box.evaluate(lines)) == 6
     hypotheses = page.page.locator("table.attn-hyps tr").count() - 1
     assert hypotheses == len(want.hypotheses) >= 1
     shown = page.page.evaluate(JS_HEATMAP_MODEL, "heatmap-cross")  # what BokehJS holds, not just pixels

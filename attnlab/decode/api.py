@@ -325,9 +325,10 @@ class Model:
         steps = self._teacher_forced(src_ids, [produced])[0]
         if math.isnan(sum(steps)):
             raise AttnlabError(NOT_NUMBERS)
+        as_typed = isinstance(target, str) and self.task != "parse" and not cut  # else what was scored, not all of it
         result = Result(
             source=source,
-            text=target if isinstance(target, str) and self.task != "parse" else self.detokenize(produced, source),
+            text=target if as_typed else self.detokenize(produced, source),
             tokens=self.pieces(produced),
             src_tokens=self.pieces(src_ids, source=True),
             score=sum(steps) / length_penalty(len(produced), alpha),
@@ -336,6 +337,6 @@ class Model:
             truncated=truncated,
         )
         if record:
-            output = target if isinstance(target, str) else result.text
+            output = target if isinstance(target, str) and not cut else result.text
             result.trace = self._trace(src_ids, produced, {"text": source, "output": output, "teacher_forced": True})
         return result

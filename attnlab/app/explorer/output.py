@@ -16,6 +16,7 @@ from attnlab.errors import AttnlabError
 
 CSS = """
 .attn-output { font-size: 1.35em; line-height: 1.4; margin: 4px 0 8px 0; overflow-wrap: anywhere; }
+.attn-output { max-height: 8.4em; overflow-y: auto; }  /* six lines: a long text scrolls, the views stay in sight */
 table.attn-hyps td:last-child { overflow-wrap: anywhere; }
 table.attn-hyps td { white-space: nowrap; } table.attn-hyps td:last-child { white-space: normal; }
 .attn-muted { color: #666; font-size: 0.9em; }
