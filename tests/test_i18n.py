@@ -226,16 +226,20 @@ def test_the_errors_a_reader_meets_most_are_said_whole_in_their_language(paths: 
     """An empty box and a text too long name their catalogue entry: said whole in Spanish and
     Chinese ("Detalle (en inglés): the input is empty" before), in English as the library says them."""
     from attnlab.app.checkpoints import open_model
+    from attnlab.record.patching import trace_patching
 
     model = open_model(paths["translate"])
     room = model.config.max_len - 1
+    trace = model.translate("A dog runs .", beam=2, record=True).trace
     for call, key, fields in (
         (lambda: model.translate("  "), "error.input_empty", {}),
         (lambda: model.score("A dog .", " "), "error.target_empty", {}),
         (lambda: model.translate("dog " * (room + 5), truncate=False), "error.input_too_long", {"room": room}),
         (lambda: model.score("A dog .", "Hund " * (room + 5)), "error.target_too_long", {"room": room}),
+        # the explorer's patching box with the open sentence unchanged ("Detalle (en inglés): the corrupted source")
+        (lambda: trace_patching(model, trace, "A dog runs ."), "error.no_difference", {"nats": "+0.0000"}),
     ):
-        with pytest.raises(ModelInputError) as caught:
+        with pytest.raises(AttnlabError) as caught:
             call()
         error = caught.value
         assert error_message(error, "en") == str(error) == text(key, "en", **error.fields)

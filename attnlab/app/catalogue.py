@@ -111,6 +111,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "error.input_empty": {"en": "the input is empty", "es": "La entrada está vacía: escribe una frase.", "zh": "输入为空：请输入一个句子。"},
     "error.target_empty": {"en": "the target is empty", "es": "La salida que se fuerza (la referencia) está vacía.", "zh": "强制的输出（参考文本）为空。"},
     "error.input_too_long": {"en": "the input has {pieces} pieces; this model takes at most {room}", "es": "La entrada tiene {pieces} piezas y este modelo lee como máximo {room}.", "zh": "输入有 {pieces} 个词元，而此模型最多读取 {room} 个。"},
+    "error.no_difference": {"en": "the corrupted source changes the target's log-probability by only {nats} nats ({changed} against {kept}): there is no difference for a head to carry; change a word the output depends on", "es": "La frase cambiada mueve la log-probabilidad de la salida solo {nats} nats ({changed} frente a {kept}): ninguna cabeza tiene diferencia que transmitir. Cambia una palabra de la que dependa la salida.", "zh": "改动后的句子只让输出的对数概率变化了 {nats} nats（{changed} 对 {kept}）：没有可由注意力头传递的差异。请改动输出所依赖的某个词。"},
     "error.target_too_long": {"en": "the target has {pieces} pieces; this model takes at most {room}", "es": "La salida que se fuerza (la referencia) tiene {pieces} piezas y este modelo lee como máximo {room}.", "zh": "强制的输出（参考文本）有 {pieces} 个词元，而此模型最多读取 {room} 个。"},
     "error.with_detail": {"en": "{lead} {detail}", "es": "{lead} Detalle (en inglés): {detail}", "zh": "{lead}详细信息（英文）：{detail}"},
     # the output above the tabs

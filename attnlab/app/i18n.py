@@ -164,6 +164,8 @@ def said_whole(error: BaseException, lang: str) -> str | None:
             return text("error.input_too_long", lang, **fields)
         case "target_too_long":
             return text("error.target_too_long", lang, **fields)
+        case "no_difference":
+            return text("error.no_difference", lang, **fields)
     return None
 
 

@@ -197,7 +197,11 @@ def patch_each(
                 raise NoDifference(
                     f"the corrupted source changes the target's log-probability by only {difference:+.4f} nats "
                     f"({corrupt_logp:.3f} against {clean_logp:.3f}): there is no difference for a head to carry; "
-                    "change a word the output depends on"
+                    "change a word the output depends on",
+                    key="no_difference",  # an ordinary outcome (the sentence typed unchanged): said in a reader's words
+                    nats=f"{difference:+.4f}",
+                    changed=f"{corrupt_logp:.3f}",
+                    kept=f"{clean_logp:.3f}",
                 )
             base, kept, base_logp = (
                 (corrupted, clean_kept, corrupt_logp) if direction == "denoise" else (clean, corrupt_kept, clean_logp)
