@@ -532,12 +532,12 @@ def test_a_line_of_invisible_characters_is_an_empty_line(tmp_path: Path, capsys:
 def test_characters_the_vocabulary_lacks_are_named_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Chinese given to the EN→DE model came back as German-looking nonsense without a word (the
     explorer and the widgets said it): one stderr line names the characters and the first line."""
-    source = write(tmp_path / "in.en", [SOURCES[0], "", "我是学生。 我是"])
+    source = write(tmp_path / "in.en", [SOURCES[0], "", "我是学生。 我是 👩\u200d👧"])  # (a joiner drew nothing)
     assert main(["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(source), "--beam", "1"]) == 0
     said = [line for line in capsys.readouterr().err.splitlines() if "vocabulary" in line]
     assert said == [
-        "attnlab translate: 5 characters are not in this model's vocabulary, "
-        "read as UTF-8 byte pieces (first on line 3): 我 是 学 生 。"
+        "attnlab translate: 8 characters are not in this model's vocabulary, "
+        "read as UTF-8 byte pieces (first on line 3): 我 是 学 生 。 👩 U+200D 👧"
     ]
     known = write(tmp_path / "ok.en", SOURCES[:1])
     assert main(["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(known), "--beam", "1"]) == 0

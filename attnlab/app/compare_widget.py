@@ -35,7 +35,7 @@ from attnlab.app.notebook import (
 )
 from attnlab.app.patching_text import compared_residual
 from attnlab.app.words import WeighedAlike, compared_lens_title, figure_words
-from attnlab.data.tokenizer import unknown_characters
+from attnlab.data.tokenizer import shown_characters, unknown_characters
 from attnlab.decode.compare import compare
 from attnlab.record.ablation import heads_off as checked_heads
 from attnlab.record.lens import logit_lens
@@ -151,7 +151,7 @@ class Compare(w.VBox):
                 notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
             missing = unknown_characters(self.first.tokenizer, self.text.value[:5000])  # as explore() notes
             if missing:
-                notes.append(i18n.text("widgets.unknown", lang, characters=" ".join(missing[:12])))
+                notes.append(i18n.text("widgets.unknown", lang, characters=shown_characters(missing)))
             self.output.value = (
                 f"<div><b>{html.escape(a)}</b>: {html.escape(c.first.text)}</div>"
                 f"<div><b>{html.escape(b)}</b>: {viz.word_diff(c.first.text, c.second.text)}</div>"

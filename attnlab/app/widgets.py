@@ -58,7 +58,7 @@ from attnlab.app.patching_widget import PatchingRow
 from attnlab.app.replay import Timeline, replay
 from attnlab.app.saliency_widget import SaliencyBox
 from attnlab.app.words import figure_words
-from attnlab.data.tokenizer import unknown_characters
+from attnlab.data.tokenizer import shown_characters, unknown_characters
 from attnlab.decode.api import DEFAULTS
 from attnlab.errors import AttnlabError, ConfigError
 from attnlab.record.importance import trace_importance
@@ -275,7 +275,7 @@ class Explorer(w.VBox):
                     notes.append(i18n.text("widgets.truncated", lang, most=self.model.config.max_len - 1))
                 missing = unknown_characters(self.model.tokenizer, self.text.value[:5000])
                 if missing:
-                    notes.append(i18n.text("widgets.unknown", lang, characters=" ".join(missing[:12])))
+                    notes.append(i18n.text("widgets.unknown", lang, characters=shown_characters(missing)))
                 self.status.value = html.escape(" · ".join(notes))
                 self._listing = True  # one redraw, below, not one per option change
                 try:

@@ -348,3 +348,17 @@ def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list
         if any(i == unk or BYTE_PIECE.match(p) for i, p in zip(ids, pieces, strict=True)):
             missing.append(char)
     return missing
+
+
+def shown_characters(characters: list[str], most: int = 12) -> str:
+    """The first `most` of `characters` as a line can show them, " …" after when there are more:
+    one that draws nothing (a zero-width joiner, a control) by its code point, U+200D, and a
+    combining mark on a dotted circle (a notice listed "👩 ‍ 👧", the joiner an empty entry)."""
+
+    def shown(char: str) -> str:
+        category = unicodedata.category(char)
+        if category[0] in "CZ":
+            return f"U+{ord(char):04X}"
+        return "\u25cc" + char if category[0] == "M" else char
+
+    return " ".join(map(shown, characters[:most])) + (" …" if len(characters) > most else "")

@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from attnlab.data.corpora import invalid_lines
-from attnlab.data.tokenizer import as_read, is_blank, unknown_characters
+from attnlab.data.tokenizer import as_read, is_blank, shown_characters, unknown_characters
 from attnlab.decode.api import DEFAULTS, Model
 from attnlab.decode.loading import DTYPES, load
 from attnlab.decode.search import check_settings
@@ -150,7 +150,7 @@ def unknown_notice(model: Model, lines: dict[int, str], task: str) -> str:
     if not missing:
         return ""
     first = next(n for n, line in lines.items() if not set(missing).isdisjoint(as_read(line)))
-    shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")
+    shown = shown_characters(missing)
     count = "1 character is" if len(missing) == 1 else f"{len(missing)} characters are"
     return f"attnlab {task}: {count} not in this model's vocabulary, read as UTF-8 byte pieces (first on line {first}): {shown}"
 

@@ -26,7 +26,7 @@ from attnlab.app.checkpoints import BUNDLED, open_model
 from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, grouped, kind_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.app.words import figure_words
-from attnlab.data.tokenizer import unknown_characters
+from attnlab.data.tokenizer import shown_characters, unknown_characters
 from attnlab.data.treebank import parse_tree
 from attnlab.decode.api import DEFAULTS, Result
 from attnlab.decode.deadline import time_limit
@@ -276,7 +276,7 @@ class Store(param.Parameterized):
             notices.append(text("notice.reference_truncated", self.lang, pieces=pieces, most=most, used=most))
         missing = unknown_characters(model.tokenizer, source[:5000])
         if missing:
-            shown = " ".join(missing[:12]) + (" …" if len(missing) > 12 else "")
+            shown = shown_characters(missing)
             notices.append(text("notice.unknown_characters", self.lang, count=len(missing), characters=shown))
         for done in (result, scored):
             if done is not None and done.trace is not None:  # exports name the model as visitors know it
