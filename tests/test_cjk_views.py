@@ -273,6 +273,20 @@ def test_png_export_draws_cjk_glyphs_not_tofu(artifacts: Path) -> None:
     (artifacts / "cjk-heatmap-export.svg").write_text(viz.heatmap_svg(cjk_trace(), "cross", 0, 0), encoding="utf-8")
 
 
+def test_the_colour_bars_word_clears_its_top_tick_in_chinese() -> None:
+    """权重 was drawn over the "1.00" beside the colour bar (CJK glyphs stand a full em tall)."""
+    from attnlab.app.words import figure_words
+
+    rgb = np.asarray(
+        Image.open(io.BytesIO(viz.heatmap_png(cjk_trace(), "cross", 0, 0, words=figure_words("zh")))).convert("RGB")
+    ).astype(int)
+    top, _ = cells_corner(rgb)
+    bar_x = int(np.nonzero((rgb[..., 2] - rgb[..., 0] > 5).any(0))[0].max()) - 11  # the 12 px colour bar
+    ink = (rgb[: top + 10, bar_x + 16 :] < 128).all(-1).any(1)  # rows with text right of the bar's edge
+    rows = np.nonzero(ink)[0]
+    assert len(rows) and np.diff(rows).max() > 4, "the bar's word and the 1.00 tick touch"  # (one blank row)
+
+
 def test_a_real_chinese_translation_exports_its_characters(artifacts: Path) -> None:
     """The bundled EN→ZH translator's own trace: the SVG export holds every Chinese piece as
     text, and the PNG export draws glyphs (the same trace with its Chinese characters permuted,

@@ -131,7 +131,7 @@ def heatmap_png(
     image.paste(column_labels.rotate(90, expand=True), (left, 30))
     ramp = colorize(np.linspace(scale, 0.0, _BAR_PX)[:, None].repeat(12, 1), 0.0, scale)
     image.paste(Image.fromarray(ramp), (bar_x, top))
-    draw_text(draw, (bar_x, top - 12), bar_word, fonts)
+    draw_text(draw, (bar_x, top - 20), bar_word, fonts)  # clear of the "1.00" (权重 touched it at top - 12)
     for value, y in ((scale, top), (0.0, top + _BAR_PX - 1)):
         draw_text(draw, (left + k * cell + 28, y), f"{value:.2f}", fonts)
     out = io.BytesIO()
