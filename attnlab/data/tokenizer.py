@@ -350,6 +350,9 @@ def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list
     return missing
 
 
+DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
+
+
 def shown_characters(characters: list[str], most: int = 12) -> str:
     """The first `most` of `characters` as a line can show them, " …" after when there are more:
     one that draws nothing (a zero-width joiner, a control) by its code point, U+200D, and a
@@ -359,6 +362,6 @@ def shown_characters(characters: list[str], most: int = 12) -> str:
         category = unicodedata.category(char)
         if category[0] in "CZ":
             return f"U+{ord(char):04X}"
-        return "\u25cc" + char if category[0] == "M" else char
+        return DOTTED_CIRCLE + char if category[0] == "M" else char
 
     return " ".join(map(shown, characters[:most])) + (" …" if len(characters) > most else "")

@@ -10,13 +10,12 @@ import math
 import unicodedata
 from collections.abc import Sequence
 
-from attnlab.data.tokenizer import BYTE_PIECE
+from attnlab.data.tokenizer import BYTE_PIECE, DOTTED_CIRCLE
 
 ELLIPSIS = "…"
 OPEN_BOX = "␣"  # a space spelled as bytes, as editors show one
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate ... pop directional isolate (Unicode bidi, UAX #9)
 ARROW = "→"  # between a piece and what it was changed into
-DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)
 LABEL_WIDTH = 14  # columns a label may take on an axis before it is cut
 # Pixels per column of a figure's title (bold, 13 px): DejaVu Sans Bold averages ~7.4 over a
 # title's letters and spaces; a CJK character counts two columns (~13 px drawn).
