@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from safetensors.torch import load_file
 from attnlab.app.checkpoints import alignment_snapshots
 from attnlab.data.batching import TokenBatchSampler
 from attnlab.decode.alignment import candidates
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import CheckpointError, ConfigError, DataError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset
 from attnlab.model.transformer import Transformer
@@ -331,6 +332,36 @@ def test_ranks_read_the_micro_batches_one_process_reads(world: int, update_freq:
                 assert ranks[r][k][i] == one[k][i * world + r], (k, r, i)
 
 
+def _shaped(src: np.ndarray, tgt: np.ndarray, world: int, freq: int) -> list[TokenBatchSampler]:
+    return [TokenBatchSampler(src, tgt, 500, seed=3, rank=r, world_size=world, update_freq=freq) for r in range(world)]
+
+
+def _global_updates(samplers: list[TokenBatchSampler], freq: int, n: int) -> list[list[tuple[int, ...]]]:
+    """The next `n` updates' micro-batches in the order one process reads them (i·W + r)."""
+    ranks = [_updates(sampler, freq, n) for sampler in samplers]
+    return [[ranks[j % len(ranks)][k][j // len(ranks)] for j in range(len(ranks) * freq)] for k in range(n)]
+
+
+@pytest.mark.parametrize(("before", "after"), [((2, 1), (1, 2)), ((1, 4), (2, 2)), ((4, 1), (2, 2)), ((2, 2), (4, 1))])
+def test_a_run_resumes_on_other_ranks_at_the_same_batch(before: tuple[int, int], after: tuple[int, int]) -> None:
+    """W ranks × F saved mid-epoch, resumed as W' × F' with W'·F' = W·F: the updates that follow
+    are the ones the first shape would have read (8 GPUs continue on 4 with --update-freq 2);
+    another product is one line naming the product to resume with."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 80, 1003)
+    tgt = np.clip(src + rng.integers(-10, 10, 1003), 1, None)
+    first = _shaped(src, tgt, *before)
+    _global_updates(first, before[1], 7)
+    state = first[0].state_dict()
+    expected = _global_updates(first, before[1], 40)  # into the next epoch
+    moved = _shaped(src, tgt, *after)
+    for sampler in moved:
+        sampler.load_state_dict(state)
+    assert _global_updates(moved, after[1], 40) == expected
+    with pytest.raises(DataError, match=r"^cannot resume batches: .* resume with processes × --update-freq = 2$"):
+        TokenBatchSampler(src, tgt, 500, seed=3, update_freq=3).load_state_dict(_shaped(src, tgt, 2, 1)[0].state_dict())
+
+
 # One process whose global batch list is rotated by one: every update pairs batches 2k+1 and 2k+2
 # instead of 2k and 2k+1. Same data, same init, same normaliser; only the grouping differs, which
 # is what the DDP sharding got wrong before (it split batches by world size, so both differed).
@@ -385,6 +416,18 @@ def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> 
         assert _max_diff(single[step], ddp[step]) <= DDP_ATOL, step
     assert _losses(tmp_path / "single") == _losses(tmp_path / "ddp")  # the log sums all ranks' tokens
     assert _max_diff(single[10], rotated[10]) > 100 * DDP_ATOL  # the broken twin
+
+    # Either run resumes in the other's shape (2 ranks × 1 = 1 process × 2) at the same batch.
+    for run, moved, launcher, freq in (("ddp", "to_one", None, "2"), ("single", "to_two", _ddp(29520), "1")):
+        shutil.copytree(tmp_path / run, tmp_path / moved)
+        shutil.rmtree(dict(step_dirs(tmp_path / moved))[10])
+        _finish(_train(prepared, tmp_path / moved, *common, "--update-freq", freq, launcher=launcher))
+        assert _max_diff(single[10], _checkpoints(tmp_path / moved)[10]) <= DDP_ATOL, moved
+    other = _train(prepared, tmp_path / "to_one", *common, "--max-steps", "15", "--update-freq", "1")
+    _, err = other.communicate(timeout=300)
+    assert other.returncode != 0 and err.strip().splitlines()[-1].endswith(
+        "resume with processes × --update-freq = 2"
+    ), err[-2000:]
 
 
 @pytest.mark.slow

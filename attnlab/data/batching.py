@@ -112,11 +112,24 @@ class TokenBatchSampler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "max_tokens", "world_size", "update_freq", "n_pairs"):
+        """Resume at `state`'s position, also with another number of ranks: the epoch's batch list
+        depends on ranks × update_freq only, so W ranks with update_freq F continue on W' ranks
+        with F' where W'·F' = W·F (8 GPUs on 4 with --update-freq 2), at the same global batch."""
+        for key in ("seed", "max_tokens", "n_pairs"):
             mine = len(self.sizes) if key == "n_pairs" else getattr(self, key)
             if state.get(key, mine) != mine:
                 raise DataError(f"cannot resume batches: saved {key}={state[key]} but this run has {mine}")
-        self._epoch, self._position = int(state["epoch"]), int(state["position"])
+        world, freq = state.get("world_size", self.world_size), state.get("update_freq", self.update_freq)
+        if world * freq != self.world_size * self.update_freq:
+            raise DataError(
+                f"cannot resume batches: the run read {world * freq} micro-batches an update ({world} process(es) × "
+                f"--update-freq {freq}) and this one would read {self.world_size * self.update_freq} "
+                f"({self.world_size} × {self.update_freq}); resume with processes × --update-freq = {world * freq}"
+            )
+        read = int(state["position"]) * world  # the epoch's batches read by all ranks together
+        if read % self.world_size:
+            raise DataError(f"cannot resume batches: {read} batches read cannot be shared by {self.world_size} ranks")
+        self._epoch, self._position = int(state["epoch"]), read // self.world_size
 
     def _batches(self, epoch: int) -> list[np.ndarray]:
         """The global batch list of an epoch, computed once per epoch."""
