@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from attnlab import _moved
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time `__getattr__` imports these
+    from attnlab import record  # the room, which is called as the recording function
     from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
-    from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, record, rollout
+    from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, rollout
 
 _moved.install()
 
 _NAMES = {
     **dict.fromkeys(["PRESETS", "ModelConfig", "Transformer", "attention", "preset"], "attnlab.model"),
     **dict.fromkeys(
-        ["AttentionTrace", "ablate", "head_stats", "logit_attribution", "logit_lens", "record", "rollout"],
+        ["AttentionTrace", "ablate", "head_stats", "logit_attribution", "logit_lens", "rollout"],
         "attnlab.record",
     ),
 }
@@ -49,24 +48,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_NAMES})
-
-
-class _Package(types.ModuleType):
-    """`attnlab.record` is the recording function (README: `with attnlab.record(model) as rec`)
-    and also the name of a room. Importing a submodule binds it on its package, so the first
-    `import attnlab.record` anywhere (the decoder does) would turn `attnlab.record` into the
-    room; an eager `__init__` rebound the function after that import, a lazy one cannot."""
-
-    @property
-    def record(self) -> Any:
-        return importlib.import_module("attnlab.record").record
-
-    @record.setter
-    def record(self, room: types.ModuleType) -> None:
-        """The import system's binding of the room: `sys.modules` keeps the room."""
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def load(path, device: str = "cpu", dtype: str = "fp32"):

@@ -182,15 +182,22 @@ def test_importing_attnlab_stays_light() -> None:
     assert "attnlab.model" in loaded and loaded.isdisjoint(heavy)
 
 
-def test_attnlab_record_stays_the_function_once_its_room_is_imported() -> None:
-    """Importing the room `attnlab.record` (the decoder does) binds it on the package, where an
-    eager `__init__` had rebound the function after it; `attnlab.record(model)` then called a module."""
+def test_attnlab_record_is_the_function_and_its_room() -> None:
+    """`attnlab.record(model)` records, before and after the decoder imports the room, and the
+    room's modules are reached as modules are: `import attnlab.record.stats as stats` failed
+    with "cannot import name 'stats' from 'record' (unknown location)" while the package's
+    attribute was the function, and `attnlab.record.norm_trace` was an AttributeError."""
     code = (
-        "import attnlab, attnlab.decode.api; import attnlab.record as r; print(callable(attnlab.record), callable(r))"
+        "import attnlab\n"
+        "from attnlab.model import Transformer, preset\n"
+        "model = Transformer(preset('tiny'))\n"
+        "with attnlab.record(model) as first: pass\n"
+        "import attnlab.decode.api, attnlab.record.stats as stats, attnlab.record as room\n"
+        "with attnlab.record(model) as second: pass\n"
+        "print(type(first).__name__, type(second).__name__, stats.head_stats.__name__, room.norm_trace.__name__)\n"
     )
-    assert (
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True True\n"
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout == "Recording Recording head_stats norm_trace\n", done.stderr[-2000:]
 
 
 def test_loading_a_checkpoint_and_translating_stay_off_the_compiler() -> None:

@@ -8,6 +8,10 @@ May import: `attnlab.model` and `attnlab.errors` only. Recording costs one flag 
 attention call when off.
 """
 
+import sys
+import types
+from typing import Any
+
 from attnlab.record.ablation import ablate
 from attnlab.record.circuit import Circuit, trace_circuit
 from attnlab.record.importance import HeadImportance, trace_importance
@@ -54,3 +58,16 @@ __all__ = [
     "trace_residual_patching",
     "weights_hash",
 ]
+
+
+class _Room(types.ModuleType):
+    """`attnlab.record(model)` records (README: `with attnlab.record(model) as rec`), and
+    `attnlab.record` is this room, whose modules `import attnlab.record.stats as stats` reaches:
+    the package's attribute had been the function, so that import, and `attnlab.record.norm_trace`,
+    failed with "cannot import name 'stats' from 'record' (unknown location)"."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Recording:
+        return record(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Room
