@@ -384,6 +384,23 @@ def test_attention_of_shapes_that_do_not_fit_is_one_line_naming_them(
     assert "\n" not in str(error.value)
 
 
+def test_attention_of_what_is_not_float_tensors_of_one_kind_is_one_line() -> None:
+    """A NumPy array (what `trace.attention()` returns) was "axes don't match array" from inside
+    the product, mixed dtypes PyTorch's "expected scalar type Float but found Double"."""
+    q, k, v = torch.randn(5, 16), torch.randn(7, 16), torch.randn(7, 8)
+    cases = {
+        "torch tensors .* got q ndarray, k Tensor, v Tensor": (q.numpy(), k, v),
+        "torch tensors .* got q Tensor, k Tensor, v list": (q, k, v.tolist()),
+        "q, k and v of one floating-point dtype .* got q torch.float64 on cpu, k torch.float32": (q.double(), k, v),
+        "q, k and v of one floating-point dtype .* v torch.float16": (q, k, v.half()),
+        "q, k and v of one floating-point dtype .* q torch.int64": (q.long(), k.long(), v.long()),
+    }
+    for said, tensors in cases.items():
+        with pytest.raises(ModelInputError, match=f"^attention takes {said}") as error:
+            attention(*tensors)
+        assert "\n" not in str(error.value)
+
+
 def test_attention_takes_every_shape_that_fits() -> None:
     """What the model passes (equal batches; a padding mask (B, 1, 1, Lk); a causal one (Lq, Lk))
     and what broadcasts (one K/V for every batch row, one head's mask for all), unchanged."""

@@ -27,18 +27,26 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     together; `mask` broadcasts to the weights' (..., Lq, Lk) and is True where attending is
     allowed (a bool tensor: PyTorch's additive float masks mean something else). Masked cells get
     exactly zero weight; a row with no allowed key (which attnlab never builds) gets all zeros
-    instead of NaN, and only such a row: a NaN in q, k or v stays visible. Shapes that do not fit
-    are one line naming them (PyTorch's error from inside a product before, or a mask broadcast
-    into more dimensions without a word).
+    instead of NaN, and only such a row: a NaN in q, k or v stays visible. Shapes that do not fit,
+    and q, k, v that are not floating-point tensors of one dtype and device, are one line naming
+    them (PyTorch's error from inside a product before, a NumPy array's "axes don't match array",
+    or a mask broadcast into more dimensions without a word).
     """
-    check_shapes(q, k, v, mask)
+    check_inputs(q, k, v, mask)
     return explicit_attention(q, k, v, mask)
 
 
-def check_shapes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> None:
-    """`attention`'s check, from the shapes alone (no tensor operation, nothing read from the
-    device). The model's own calls skip it: their shapes fit by construction, and its ~9 µs of
-    Python are a seventh of one incremental-decoding call on the CPU (one query over 20 keys)."""
+def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> None:
+    """`attention`'s check, from the types and shapes alone (no tensor operation, nothing read
+    from the device). The model's own calls skip it: their inputs fit by construction, and its
+    ~9 µs of Python are a seventh of one incremental-decoding call on the CPU (one query over 20 keys)."""
+    given = {"q": q, "k": k, "v": v, **({} if mask is None else {"mask": mask})}
+    if not all(isinstance(x, Tensor) for x in given.values()):
+        kinds = ", ".join(f"{name} {type(x).__name__}" for name, x in given.items())
+        raise ModelInputError(f"attention takes torch tensors (torch.as_tensor turns arrays into them); got {kinds}")
+    if not q.is_floating_point() or len({q.dtype, k.dtype, v.dtype}) > 1 or len({q.device, k.device, v.device}) > 1:
+        kinds = ", ".join(f"{name} {x.dtype} on {x.device}" for name, x in given.items() if name != "mask")
+        raise ModelInputError(f"attention takes q, k and v of one floating-point dtype on one device; got {kinds}")
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     batch = _broadcast(qs[:-2], ks[:-2]) if min(len(qs), len(ks), len(vs)) >= 2 else None
     fits = batch is not None and qs[-1] == ks[-1] and ks[-2] == vs[-2] and _broadcast(batch, vs[:-2]) is not None
