@@ -5,7 +5,7 @@ The package is laid out in rooms that follow the data's path (docs/ARCHITECTURE.
 `model` → `record` → `data` → `decode` → `train`, then `viz` and the screens in `app`.
 
 `import attnlab` imports no PyTorch: each name below is imported when first used (PEP 562), so
-`attnlab.Transformer` loads the model and the recorder, `attnlab.load()` the decoder too. The
+`attnlab.Transformer` loads the model and the recorder, `attnlab.load` the decoder too. The
 command line depends on it: `attnlab COMMAND` imports `attnlab.cli` through this file, and
 PyTorch's second of import must come after the line that turns Ctrl-C into "interrupted".
 """
@@ -20,12 +20,14 @@ from attnlab import _moved
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time `__getattr__` imports these
     from attnlab import record  # the room, which is called as the recording function
+    from attnlab.decode.loading import load
     from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
     from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, rollout
 
 _moved.install()
 
 _NAMES = {
+    "load": "attnlab.decode.loading",  # `attnlab.load("checkpoints/multi30k-en-de").translate("...")`
     **dict.fromkeys(["PRESETS", "ModelConfig", "Transformer", "attention", "preset"], "attnlab.model"),
     **dict.fromkeys(
         ["AttentionTrace", "ablate", "head_stats", "logit_attribution", "logit_lens", "rollout"],
@@ -48,13 +50,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_NAMES})
-
-
-def load(path, device: str = "cpu", dtype: str = "fp32"):
-    """Open a checkpoint: `attnlab.load("checkpoints/multi30k-en-de").translate("...")`."""
-    from attnlab.decode.loading import load as _load  # lazy: keeps `import attnlab` light (sentencepiece, data code)
-
-    return _load(path, device, dtype)
 
 
 __all__ = [

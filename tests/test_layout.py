@@ -200,6 +200,14 @@ def test_attnlab_record_is_the_function_and_its_room() -> None:
     assert done.stdout == "Recording Recording head_stats norm_trace\n", done.stderr[-2000:]
 
 
+def test_attnlab_load_is_the_documented_function() -> None:
+    """`help(attnlab.load)` shows what it opens and its dtypes: a wrapper had a one-line docstring."""
+    import attnlab
+    from attnlab.decode.loading import load
+
+    assert attnlab.load is load and "Marian" in (attnlab.load.__doc__ or "")
+
+
 def test_loading_a_checkpoint_and_translating_stay_off_the_compiler() -> None:
     """Nor does loading the bundled model and translating with it: `load_model` checks the
     weights' shapes on a model built on the meta device, where nn.Embedding's own draw and the

@@ -30,7 +30,7 @@ def load(path: str | Path, device: str = "cpu", dtype: str = "fp32") -> Model:
     Hugging Face Marian / OPUS-MT directory (converted in memory; nothing is downloaded); `~` is
     the home directory, as a shell reads it.
 
-    `dtype="bf16"` computes in bfloat16: about twice the decoding speed on CPUs with bf16
+    `dtype="bf16"` computes in bfloat16: 1.5-2× the decoding speed on CPUs with bf16
     instructions, at the BLEU of docs/BENCHMARKS.md; `dtype="int8"` quantizes the linear layers'
     weights to int8 with dynamic activations (CPU only), one scale per product set by every row in
     it: a sentence's int8 translation can change slightly with the sentences batched beside it
