@@ -70,6 +70,8 @@ def test_the_weighed_trace_holds_each_keys_share_of_what_a_head_writes(model: ob
         weight,
         written_share,
     )
+    said = f"{weight:.0%} of the weight, {written_share:.0%} of what the head writes"  # the README's example
+    assert said in " ".join((CHECKPOINTS.parent / "README.md").read_text(encoding="utf-8").split()), said
 
 
 def test_a_weighed_trace_is_drawn_saved_and_loaded_like_any_other(
