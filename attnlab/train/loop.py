@@ -3,10 +3,10 @@
 Adam(0.9, 0.98, 1e-9) with the learning rate of Eq. (3); label-smoothed cross-entropy
 normalised by target tokens; token-budget batches (§5.1) with gradient accumulation
 (`--update-freq`, how fewer devices emulate the paper's 8 GPUs); DistributedDataParallel under
-`torchrun` (gloo on CPU, NCCL on GPU), where W ranks train exactly like one process with
-`--update-freq W` (same micro-batches per update, same normaliser, same dropout masks); atomic
-checkpoints that resume exactly (weights, Adam moments, RNG, data position, log accumulators);
-and faults survived (attnlab.train.guard): SIGTERM, a full disk, a non-finite loss.
+`torchrun` (gloo on CPU, NCCL on GPU), where W ranks train like one process with `--update-freq W`
+(same micro-batches, normaliser and dropout masks; a run resumes in either shape); checkpoints that
+resume exactly (weights, Adam moments, RNG, data position, log accumulators); faults survived
+(attnlab.train.guard): SIGTERM, a full disk, a non-finite loss.
 """
 
 from __future__ import annotations
@@ -101,9 +101,11 @@ class TrainConfig:
 
 
 class Trainer:
+    """One run: `Trainer(TrainConfig(data=PREPARED, out=RUN_DIR, preset="small"), log=sys.stdout).run()`."""
+
     def __init__(self, cfg: TrainConfig, log: TextIO | None = None) -> None:
         if not isinstance(cfg, TrainConfig):  # (None was a TypeError from dataclasses.asdict)
-            raise ConfigError(f"Trainer takes a TrainConfig, got {cfg!r:.80}")
+            raise ConfigError(f"Trainer takes a TrainConfig (its preset names the model), got {type(cfg).__name__}")
         cfg = dataclasses.replace(cfg)  # a copy checked again, as built: a field set since is refused here too
         self.cfg, self.log = cfg, log or sys.stderr  # where the log goes (a notebook: sys.stdout, not red)
         self.rank, self.world = distributed()
@@ -127,15 +129,12 @@ class Trainer:
         check_lengths(self.data, cfg, self.config)
         # before --out and the model: a pair over --max-tokens, or too few pairs for the update's
         # micro-batches, was refused after both (an empty run directory left behind)
-        self.sampler = TokenBatchSampler(
-            self.data.src_lens,
-            self.data.tgt_lens,
-            cfg.max_tokens,
-            seed=cfg.seed,
-            rank=self.rank,
-            world_size=self.world,
-            update_freq=cfg.update_freq,
-        )
+        shape = {
+            "rank": self.rank,
+            "world_size": self.world,
+            "update_freq": cfg.update_freq,
+        }  # a resume keeps W·F only
+        self.sampler = TokenBatchSampler(self.data.src_lens, self.data.tgt_lens, cfg.max_tokens, cfg.seed, **shape)
         params = check_fits(self.config, self.device)
         if self.rank == 0:
             check_out(self.out)
