@@ -5,6 +5,7 @@ word links, and `attnlab align` / `attnlab evaluate --task align` end to end on 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -370,6 +371,21 @@ def test_align_every_method(capsys: pytest.CaptureFixture, pairs_file: Path, opt
         assert found == _align(capsys, "--input", str(pairs_file), "--method", "all")
 
 
+def test_align_names_a_head_counted_from_the_last_as_the_model_counts_it(
+    capsys: pytest.CaptureFixture, pairs_file: Path
+) -> None:
+    """`--layer -1 --head -1` reads L2 H3 of the bundled model and says so (it said "L-1 H-1")."""
+    said = {}
+    for layer, head in (("-1", "-1"), ("2", "3")):
+        assert (
+            main(["align", "--checkpoint", str(CKPT), "--input", str(pairs_file), "--layer", layer, "--head", head])
+            == 0
+        )
+        out, err = capsys.readouterr()
+        said[layer] = (out, re.search(r"\((.*), argmax\)", err).group(1))
+    assert said["-1"] == said["2"] and said["2"][1] == "head L2 H3"
+
+
 def test_align_reversed_input_keeps_the_files_order(
     capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path
 ) -> None:
@@ -426,7 +442,8 @@ def test_best_method_from_the_model_card() -> None:
         with pytest.raises(AttnlabError, match=r"^the card's meta.alignment (is|method) "):
             best_method({"alignment": saved})
     config = load(CKPT).config  # 3 layers of 4 heads
-    assert best_method({"alignment": {"method": "head", "layer": -3, "head": 3}}, config)["layer"] == -3
+    counted = best_method({"alignment": {"method": "head", "layer": -3, "head": -1}}, config)
+    assert (counted["layer"], counted["head"]) == (0, 3)  # counted from 0, as views and reports name them
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment head -5: the model has 4 heads a layer"):
         best_method({"alignment": {"method": "head", "layer": 0, "head": -5}}, config)
     assert (

@@ -106,8 +106,7 @@ def cli_align(argv: list[str]) -> int:
     if method is None:
         chosen = best_method(model.meta, model.config, model.path)
     else:  # checked against the model now: a --layer past it failed once the first line had run
-        chosen = reading(method, args.layer, args.head)
-        check_reading(chosen, model.config)
+        chosen = check_reading(reading(method, args.layer, args.head), model.config)
     samples = smoothing(args.samples, chosen, model.meta, model.path)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()

@@ -290,24 +290,29 @@ def best_method(meta: dict[str, Any], config: Any = None, path: str | None = Non
     if best.get("method") not in METHODS:
         raise AttnlabError(f"{where} method {reprlib.repr(best.get('method'))} is not one of {', '.join(METHODS)}")
     chosen = reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
-    check_reading(chosen, config, where)
-    return chosen
+    return check_reading(chosen, config, where)
 
 
-def check_reading(chosen: dict[str, Any], config: Any = None, where: str | None = None) -> None:
+def check_reading(chosen: dict[str, Any], config: Any = None, where: str | None = None) -> dict[str, Any]:
     """A reading's layer and head, checked before any line is decoded: a head reading names both,
     and given the model's `config` each lies inside it (`align --layer 9` of a three-layer model,
     or a card's, failed "layer 9 of cross attention was not recorded" once the model had run).
-    `where` names a card's reading (`card_of`); None, the command line's flags."""
+    `where` names a card's reading (`card_of`); None, the command line's flags. Returns it counted
+    from 0 where `config` says from where (`--layer -1 --head -1` is reported as L2 H3, not L-1 H-1)."""
     if chosen["method"] == "head" and None in (chosen["layer"], chosen["head"]):
         said = f"{where} reads a head but names no layer and head: give --method"
         raise AttnlabError("--method head needs --layer and --head" if where is None else said)
+    counted = dict(chosen)
     for name, field, what in (("layer", "n_layers", "decoder layers"), ("head", "n_heads", "heads a layer")):
         value, count = chosen[name], getattr(config, field, None)
-        if value is None or count is None or (whole_number(value) and -count <= value < count):
+        if value is None or count is None:
+            continue
+        if whole_number(value) and -count <= value < count:
+            counted[name] = int(value) % count
             continue
         said = f"--{name} {value}" if where is None else f"{where} {name} {reprlib.repr(value)}"
         raise AttnlabError(f"{said}: the model has {count} {what} (0 to {count - 1}, or {-count} to -1 from the last)")
+    return counted
 
 
 def oriented(links: Links, reverse: bool) -> Links:
