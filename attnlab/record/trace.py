@@ -80,17 +80,21 @@ class AttentionTrace:
     # -- reading ------------------------------------------------------------------------------
     @property
     def kinds(self) -> list[str]:
+        """The attention kinds recorded, in the model's order (encoder, decoder, cross)."""
         return [kind for kind in KINDS if kind in self.maps]
 
     @property
     def tgt_input_tokens(self) -> list[str]:
+        """What the decoder read at each position, the rows of its maps: <s>, then the target shifted right."""
         return [BOS, *self.tgt_tokens[:-1]] if self.tgt_tokens else []
 
     def n_layers(self, kind: str = "encoder") -> int:
+        """How many of `kind`'s layers the trace holds (`layers[kind]` names them), not the model's depth."""
         return len(self._maps(kind))
 
     @property
     def n_heads(self) -> int:
+        """Heads each map holds, its rows (`heads` names them where only some were recorded)."""
         first = next(iter(self.maps.values()))
         return first[0].shape[0]
 
