@@ -397,6 +397,16 @@ def test_tokenized_bleu_whatever_the_tokenizer_or_metric(tmp_path: Path) -> None
         assert "tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = 100.00" in done.stdout
 
 
+def test_tokenized_bleu_of_chinese_splits_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """13a saw each Chinese sentence as one word: `--tokenized` printed 0.00 where sacreBLEU's
+    zh BLEU was 39; Chinese references are split into characters there too."""
+    ref = write(tmp_path / "ref.zh", ["我们是学生。", "他喜欢读书。"])
+    hyp = write(tmp_path / "hyp.zh", ["我们是老师。", "他喜欢读书。"])
+    assert main(["evaluate", "--ref", str(ref), "--hyp", str(hyp), "--tokenized"]) == 0
+    said = re.search(r"tokenized BLEU \(paper-style, (\w+) tokens .*\) = ([\d.]+)", capsys.readouterr().out)
+    assert said is not None and said.group(1) == "zh" and 40 < float(said.group(2)) < 100
+
+
 # -- 6. decoding options where nothing is decoded ------------------------------------------------------------
 def test_decoding_options_with_hyp_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`evaluate --hyp out.de --beam 8 --dtype bf16` scored the outputs and ignored both flags;

@@ -38,6 +38,23 @@ def test_rouge_against_hand_computed_scores() -> None:
     assert rouge(["x"], ["y"]) == {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
 
 
+def test_rouge_reads_every_script(data_dir: Path) -> None:
+    """rouge-score's default tokenizer keeps [a-z0-9] only: three German words that differ in an
+    umlaut scored 100, and equal Russian lines 0. English tokens stay its own (stemmed)."""
+    from rouge_score.tokenizers import DefaultTokenizer
+
+    from attnlab.decode.evaluate import _Tokens
+
+    german = rouge(["Ein Mädchen läuft über die Straße."], ["Ein Mödchen lüuft öber die Straße."])
+    assert german["rouge1"] == pytest.approx(50.0)  # ein, die, straße of six words
+    assert rouge(["Привет мир"], ["Привет мир"])["rouge1"] == 100.0
+    assert rouge(["Привет мир"], ["Пока мир"])["rouge1"] == pytest.approx(50.0)
+    assert rouge(["我们是学生"], ["我们是老师"])["rouge1"] == pytest.approx(60.0)  # by character
+    english = [line for line in (data_dir / "multi30k" / "test2016.en").read_text().splitlines() if line.isascii()]
+    assert len(english) > 900
+    assert [_Tokens().tokenize(line) for line in english] == [DefaultTokenizer(True).tokenize(line) for line in english]
+
+
 def test_prepare_train_evaluate_explore_a_headline_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = {
         name: write_task(tmp_path, name, count, seed)

@@ -21,6 +21,7 @@ from typing import Any
 
 import sacrebleu
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 
 from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
@@ -73,25 +74,34 @@ def bleu_chrf(hypotheses: list[str], references: list[str], tokenize: str = "13a
     }
 
 
-class _CharacterTokens:
-    """rouge-score's tokens for text written without spaces: each Chinese character one token,
-    Latin-script words lower-cased as its default tokenizer makes them. That tokenizer keeps only
-    [a-z0-9], so Chinese came out as no tokens at all and every score as 0."""
+class _Tokens:
+    """rouge-score's tokens in any script. Its default tokenizer keeps only [a-z0-9]: "Mädchen"
+    and "Mödchen" were both "m dchen" (ROUGE 100 for words that differ), Russian no tokens at all
+    (0 for equal lines) and Chinese too. Words of [a-z0-9] are lower-cased and Porter-stemmed as
+    that tokenizer does (English scores are unchanged); words in other letters are kept whole,
+    lower-cased; each Han or kana character is a token (text written without spaces)."""
+
+    _WORD = re.compile(f"[\u3040-\u30ff]|{HAN.pattern}|(?:(?![\u3040-\u30ff]|{HAN.pattern})[^\\W_])+")
+
+    def __init__(self) -> None:
+        from nltk.stem import porter  # lazy: as rouge_score, which depends on it
+
+        self._stemmer = porter.PorterStemmer()
 
     def tokenize(self, text: str) -> list[str]:
-        return re.findall(f"[\u3040-\u30ff]|{HAN.pattern}|[a-z0-9]+", text.lower())  # kana, Han, words
+        words = self._WORD.findall(text.lower())
+        return [self._stemmer.stem(w) if len(w) > 3 and re.fullmatch("[a-z0-9]+", w) else w for w in words]
 
 
-def rouge(hypotheses: list[str], references: list[str], by_character: bool = False) -> dict[str, float]:
+def rouge(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     """ROUGE-1, ROUGE-2 and ROUGE-L F-measures (×100, the mean over sentences) with Google's
-    `rouge-score`, the implementation summarisation papers report: lower-cased, Porter-stemmed,
-    alphanumeric tokens (English and other Latin-script text); `by_character` for Chinese."""
+    `rouge-score`, the implementation summarisation papers report: lower-cased words,
+    Porter-stemmed where they are English ([a-z0-9]), Chinese and Japanese by character (`_Tokens`)."""
     if len(hypotheses) != len(references):
         raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     from rouge_score import rouge_scorer  # lazy: text tasks only; `attnlab train` imports this module
 
-    tokenizer = _CharacterTokens() if by_character else None
-    scorer = rouge_scorer.RougeScorer(list(ROUGE), use_stemmer=True, tokenizer=tokenizer)
+    scorer = rouge_scorer.RougeScorer(list(ROUGE), tokenizer=_Tokens())
     scores = [scorer.score(ref, hyp) for hyp, ref in zip(hypotheses, references, strict=True)]
     return {name: 100 * sum(s[name].fmeasure for s in scores) / max(len(scores), 1) for name in ROUGE}
 
@@ -100,13 +110,14 @@ def _split_compounds(line: str) -> str:
     return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line)
 
 
-def tokenized_bleu(hypotheses: list[str], references: list[str]) -> float:
-    """The paper's style: tokenized (sacreBLEU's 13a tokenizer standing in for Moses) and
+def tokenized_bleu(hypotheses: list[str], references: list[str], tokens: str = "13a") -> float:
+    """The paper's style: tokenized (sacreBLEU's 13a tokenizer standing in for Moses; `tokens="zh"`
+    splits Chinese into characters, where 13a saw each sentence as one word and scored 0) and
     compounds split at hyphens, then BLEU on the tokens. `force=True`: the text is tokenized on
-    purpose, so sacreBLEU's "you forgot to detokenize" warning would be wrong here. The tokenizer
-    is imported by name: as `sacrebleu.tokenizers.tokenizer_13a` it existed only once a 13a BLEU
+    purpose, so sacreBLEU's "you forgot to detokenize" warning would be wrong here. The tokenizers
+    are imported by name: as `sacrebleu.tokenizers.tokenizer_13a` it existed only once a 13a BLEU
     had loaded it (`--tokenize zh --tokenized` was an AttributeError)."""
-    tok = Tokenizer13a()
+    tok = TokenizerZh() if tokens == "zh" else Tokenizer13a()
     hyp = [_split_compounds(tok(h)) for h in hypotheses]
     ref = [_split_compounds(tok(r)) for r in references]
     return sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyp, [ref]).score
@@ -225,10 +236,11 @@ def cli(argv: list[str]) -> int:
         warnings.warn(hint, stacklevel=1)
     tokenize = args.tokenize or bleu_tokenize(tgt_lang)
     report = bleu_chrf(outputs, refs, tokenize) if "bleu" in metrics else {}
+    tokens = "zh" if tgt_lang in UNSPACED else "13a"  # the paper-style BLEU's, by the language (not --tokenize)
     if args.tokenized:
-        report["tokenized_bleu"] = tokenized_bleu(outputs, refs)
+        report["tokenized_bleu"] = tokenized_bleu(outputs, refs, tokens)
     if "rouge" in metrics:
-        report.update(rouge(outputs, refs, by_character=tgt_lang in UNSPACED))
+        report.update(rouge(outputs, refs))
     if args.json:
         print(json.dumps(report))
         return 0
@@ -238,12 +250,12 @@ def cli(argv: list[str]) -> int:
         print(report["bleu_detail"], file=sys.stderr)
     if args.tokenized:
         print(
-            f"tokenized BLEU (paper-style, 13a tokens + compound splitting; NOT sacreBLEU) = {report['tokenized_bleu']:.2f}"
+            f"tokenized BLEU (paper-style, {tokens} tokens + compound splitting; NOT sacreBLEU) = {report['tokenized_bleu']:.2f}"
         )
     if "rouge" in metrics:
         print(
             " ".join(f"{name.upper().replace('ROUGE', 'ROUGE-')} = {report[name]:.2f}" for name in ROUGE)
-            + "  (rouge-score F1, stemmed)"
+            + "  (rouge-score F1, English words stemmed)"
         )
     return 0
 
