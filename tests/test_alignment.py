@@ -442,6 +442,11 @@ def test_best_method_from_the_model_card() -> None:
         with pytest.raises(AttnlabError, match=r"^the card's meta.alignment (is|method) "):
             best_method({"alignment": saved})
     config = load(CKPT).config  # 3 layers of 4 heads
+    saved = {"method": "layer", "layer": 1, "links": "threshold", "threshold": 0.3}
+    assert best_method({"alignment": saved}) == {"method": "layer", "layer": 1, "head": None, **saved}
+    for bad, said in (({"links": "bogus"}, "links 'bogus' is not"), ({"links": "threshold"}, "threshold None is not")):
+        with pytest.raises(AttnlabError, match=rf"^the card's meta.alignment {said}"):
+            best_method({"alignment": {"method": "all", **bad}})
     counted = best_method({"alignment": {"method": "head", "layer": -3, "head": -1}}, config)
     assert (counted["layer"], counted["head"]) == (0, 3)  # counted from 0, as views and reports name them
     with pytest.raises(AttnlabError, match=r"^the card's meta.alignment head -5: the model has 4 heads a layer"):
@@ -583,6 +588,23 @@ def test_save_best_names_the_default_reading(capsys: pytest.CaptureFixture, tmp_
     named = [f"--layer={best['layer']}"] if best["layer"] is not None else []
     named += [f"--head={best['head']}"] if best["head"] is not None else []
     assert by_default == _align_with(capsys, checkpoint, "--input", str(pairs_file), "--method", best["method"], *named)
+
+    # The best reading under threshold links is read with them (it was read with argmax, another AER).
+    assert main([*args, "--input", str(pairs_file), "--save-best", "--json", "--threshold", "0.3"]) == 0
+    best = json.loads(capsys.readouterr().out)[0]
+    saved = read_config(checkpoint)[1]["alignment"]
+    assert (saved["links"], saved["threshold"], saved["aer"]) == ("threshold", 0.3, best["aer"])
+    named = [f"--layer={best['layer']}"] if best["layer"] is not None else []
+    named += [f"--head={best['head']}"] if best["head"] is not None else []
+    rule = ["--links", "threshold", "--threshold", "0.3"]
+    by_default = _align_with(capsys, checkpoint, "--input", str(pairs_file))
+    explicit = _align_with(capsys, checkpoint, "--input", str(pairs_file), "--method", best["method"], *named, *rule)
+    argmax = _align_with(capsys, checkpoint, "--input", str(pairs_file), "--links", "argmax")
+    assert by_default == explicit != argmax
+    hyp = tmp_path / "hyp"
+    hyp.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(links)) + "\n" for links in by_default))
+    assert main(["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(hyp), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["aer"] == pytest.approx(saved["aer"], abs=1e-12)
 
 
 def _align_with(capsys: pytest.CaptureFixture, checkpoint: Path, *args: str) -> list[set[tuple[int, int]]]:

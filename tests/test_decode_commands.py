@@ -348,7 +348,7 @@ def test_save_best_says_what_it_wrote_where(tmp_path: Path, capsys: pytest.Captu
     said = capsys.readouterr()
     best = json.loads(said.out)[0]["reading"]
     assert said.err.strip().splitlines()[-1] == (
-        f"attnlab evaluate: --save-best: wrote {best} as the default alignment reading into "
+        f"attnlab evaluate: --save-best: wrote {best}, argmax links as the default alignment reading into "
         f"{model / 'config.json'} (meta.alignment) and {model / 'manifest.json'}; `attnlab align` now uses it"
     )
     changed = {p.name for p in model.iterdir() if p.is_file() and before.get(p.name) != p.read_bytes()}

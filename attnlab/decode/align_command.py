@@ -111,6 +111,9 @@ def cli_align(argv: list[str]) -> int:
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     links, threshold = link_rule(args)
+    if args.links is not None or args.threshold is not None:  # the command line's rule, not the card's
+        chosen = {k: v for k, v in chosen.items() if k not in ("links", "threshold")}
+    links, threshold = chosen.get("links", links), chosen.get("threshold", threshold)
     invalid = invalid_lines(lines)
     kept = [i for i in range(len(lines)) if i + 1 not in invalid]
     (aligned,), unaligned = align_lines(

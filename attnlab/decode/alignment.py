@@ -290,7 +290,22 @@ def best_method(meta: dict[str, Any], config: Any = None, path: str | None = Non
     if best.get("method") not in METHODS:
         raise AttnlabError(f"{where} method {reprlib.repr(best.get('method'))} is not one of {', '.join(METHODS)}")
     chosen = reading(best["method"], best.get("layer"), best.get("head"), strict=False)  # a card's extras: dropped
-    return check_reading(chosen, config, where)
+    return {**check_reading(chosen, config, where), **card_rule(best, where)}
+
+
+def card_rule(best: dict[str, Any], where: str) -> dict[str, Any]:
+    """The link rule a card's best reading was scored with (`--save-best` keeps it), {} for a card
+    without one (argmax): a reading that won with threshold links and was read with argmax scored
+    another AER than its card's."""
+    if "links" not in best:
+        return {}
+    if best["links"] not in ("argmax", "threshold"):
+        raise AttnlabError(f"{where} links {reprlib.repr(best['links'])} is not argmax or threshold")
+    try:
+        check_threshold(best["links"], best.get("threshold"))
+    except AttnlabError:
+        raise AttnlabError(f"{where} threshold {reprlib.repr(best.get('threshold'))} is not in [0, 1]") from None
+    return {"links": best["links"], **({"threshold": best["threshold"]} if best["links"] == "threshold" else {})}
 
 
 def check_reading(chosen: dict[str, Any], config: Any = None, where: str | None = None) -> dict[str, Any]:
@@ -354,7 +369,7 @@ def align_lines(
         rows = saliency(model, scored.trace, samples=samples).source_rows() if salient else None
         read = {"links": links, "threshold": threshold, "shares": shares, "norms": norms, "salient": rows}
         for found, reading in zip(out, readings, strict=True):
-            found.append(oriented(trace_links(scored.trace, src_words, tgt_words, **reading, **read), reverse))
+            found.append(oriented(trace_links(scored.trace, src_words, tgt_words, **{**read, **reading}), reverse))
     return out, failed
 
 

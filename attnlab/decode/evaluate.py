@@ -353,9 +353,11 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
     if target is not None:
         best = {k: v for k, v in rows[0].items() if k in SAVED}
-        update_meta(target, alignment={**best, "gold": Path(args.gold).name, "pairs": len(lines)})
+        rule = {"links": links, **({"threshold": threshold} if links == "threshold" else {})}  # `align` reads with it
+        update_meta(target, alignment={**best, **rule, "gold": Path(args.gold).name, "pairs": len(lines)})
+        said = f"{rows[0]['reading']}, {links} links" + (f" at {threshold:g}" if links == "threshold" else "")
         print(  # the one command that writes into a model: it says which files, where
-            f"attnlab evaluate: --save-best: wrote {rows[0]['reading']} as the default alignment reading into "
+            f"attnlab evaluate: --save-best: wrote {said} as the default alignment reading into "
             f"{target / 'config.json'} (meta.alignment) and {target / MANIFEST}; `attnlab align` now uses it",
             file=sys.stderr,
         )
