@@ -18,8 +18,6 @@ from attnlab.decode.aer import aer, corpus_aer
 from attnlab.decode.alignment import (
     align_lines,
     attention_rows,
-    best_method,
-    candidates,
     piece_words,
     score_words,
     trace_links,
@@ -28,6 +26,7 @@ from attnlab.decode.alignment import (
 )
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.decode.readings import best_method, candidates
 from attnlab.errors import AttnlabError, DataError
 from attnlab.record.trace import AttentionTrace
 
@@ -618,7 +617,7 @@ def test_bundled_chinese_translator_reproduces_its_cards_aer(
 ) -> None:
     """`attnlab align` on the bundled EN→ZH model over the Zh-En gold, with no method given
     (so the reading its card names), scores the AER the card and its README state."""
-    from attnlab.decode.alignment import reading_name
+    from attnlab.decode.readings import reading_name
     from attnlab.model.checkpoint import read_config
 
     checkpoint = ROOT / "checkpoints" / "tatoeba-en-zh"
@@ -781,3 +780,26 @@ def test_align_refuses_a_layer_past_the_model_in_one_line(
         main(["align", "--help"])
     said = " ".join(capsys.readouterr().out.split())
     assert "from 0 (negative: from the top, -1 the last;" in said and "from 0 (negative: from the last, -1;" in said
+
+
+def test_pairs_whose_sides_look_swapped_for_the_model_are_said(
+    capsys: pytest.CaptureFixture, tmp_path: Path, data_dir: Path
+) -> None:
+    """The Zh-En gold is `Chinese ||| English`; read by the EN→ZH model without --reverse-input it
+    fed Chinese to the English encoder and printed AERs as plausible as any, without a word."""
+    chinese = ROOT / "checkpoints" / "tatoeba-en-zh"
+    pairs = tmp_path / "pairs"
+    pairs.write_text("".join((data_dir / "alignment" / "zhen_dev.src-tgt").read_text().splitlines(True)[:3]))
+    said = {}
+    for flags in ([], ["--reverse-input"]):
+        assert main(["align", "--checkpoint", str(chinese), "--input", str(pairs), *flags]) == 0
+        said[bool(flags)] = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert said[True] == [] and said[False] == [
+        "attnlab align: warning: the pairs' left side, read as the source, is Chinese, and this model reads en: "
+        "run it with --reverse-input (for `target ||| source` lines)"
+    ]
+    swapped = [" ||| ".join(reversed(line.split(" ||| "))) for line in pairs.read_text().splitlines()]
+    with pytest.warns(UserWarning, match="right side, read as the source, is Chinese.*without --reverse-input"):
+        align_lines(load(chinese), swapped, reverse=True)
+    assert main(["align", "--checkpoint", str(CKPT), "--input", str(pairs)]) in (0, 1)  # en-de: nothing to say
+    assert "warning" not in capsys.readouterr().err

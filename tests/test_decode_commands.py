@@ -20,11 +20,12 @@ import pytest
 from attnlab.cli import COMMANDS, main
 from attnlab.decode import evaluate, search
 from attnlab.decode.aer import aer
-from attnlab.decode.alignment import align_lines, reading
+from attnlab.decode.alignment import align_lines
 from attnlab.decode.api import DEFAULTS
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import read_profile
+from attnlab.decode.readings import reading
 from attnlab.errors import ArgumentParser, CheckpointError
 from attnlab.model.checkpoint import read_config, verify
 

@@ -19,10 +19,11 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.decode.aer import aer
-from attnlab.decode.alignment import align_lines, piece_words, reading, word_links
+from attnlab.decode.alignment import align_lines, piece_words, word_links
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.profile import profile, query, read_profile, write_profile
+from attnlab.decode.readings import reading
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError
 from attnlab.record.stats import COLUMNS, PATTERNS, head_pattern, head_stats, sentence_stats
 from attnlab.record.trace import AttentionTrace

@@ -15,7 +15,8 @@ import torch
 
 import attnlab
 from attnlab import load
-from attnlab.decode.alignment import attention_rows, candidates, trace_links
+from attnlab.decode.alignment import attention_rows, trace_links
+from attnlab.decode.readings import candidates
 from attnlab.errors import AttnlabError
 from attnlab.record.saliency import saliency
 from attnlab.record.trace import AttentionTrace

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 
 from attnlab.app.checkpoints import alignment_snapshots
 from attnlab.data.batching import TokenBatchSampler
-from attnlab.decode.alignment import candidates
+from attnlab.decode.readings import candidates
 from attnlab.errors import CheckpointError, ConfigError, DataError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset

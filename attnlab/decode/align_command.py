@@ -11,10 +11,11 @@ import time
 from typing import Any
 
 from attnlab.data.corpora import invalid_lines
-from attnlab.decode.alignment import METHODS, align_lines, best_method, card_of, check_reading, reading, reading_name
+from attnlab.decode.alignment import align_lines
 from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import Links, format_pharaoh
+from attnlab.decode.readings import METHODS, best_method, card_of, check_reading, reading, reading_name
 from attnlab.decode.streams import check_out, read_input, write_out, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError
 from attnlab.record.saliency import check_samples
