@@ -602,6 +602,23 @@ def test_a_line_of_invalid_utf8_is_answered_empty_and_named(
     captured = capsys.readouterr()
     assert [bool(line) for line in captured.out.split("\n")] == [True, False, True, False], captured.out
     assert f"attnlab align: {said}" in captured.err
+    for where in ([], ["--input", str(source)]):  # lens too, as its --help says (it refused the whole input)
+        stdin(data)
+        assert main(["lens", "--checkpoint", str(bundled(TRANSLATOR)), "--beam", "1", *where]) == 1
+        captured = capsys.readouterr()
+        assert [bool(line) for line in captured.out.split("\n")] == [True, False, True, False], captured.out
+        assert f"attnlab lens: {said}" in captured.err and "2 of 3 lines" in captured.err
+    references = tmp_path / "ref.de"
+    references.write_bytes(f"{REFERENCES[0]}\nEin \xff Hund.\n{REFERENCES[1]}\n".encode("latin-1"))
+    lens = [
+        "lens",
+        "--checkpoint",
+        str(bundled(TRANSLATOR)),
+        "--input",
+        str(write(tmp_path / "s", [SOURCES[0], "A cat sleeps .", SOURCES[1]])),
+    ]
+    assert main([*lens, "--reference", str(references)]) == 1
+    assert "line 2: its reference: invalid UTF-8 (invalid start byte at byte 4)" in capsys.readouterr().err
     hyp = write(tmp_path / "hyp", ["Ein Hund .", "Ein Hund .", "Ein Hund ."])
     stdin(data)
     assert refused(capsys, ["evaluate", "--hyp", str(hyp), "--ref", "-"]) == (

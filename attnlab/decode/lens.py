@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.data.corpora import invalid_lines
 from attnlab.data.tokenizer import is_blank
 from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument, add_search_arguments, search_settings
 from attnlab.decode.loading import load
@@ -80,8 +81,9 @@ def cli(argv: list[str]) -> int:
         raise AttnlabError(
             f"{decoding[0]} is a decoding option, and --reference reads teacher-forced: nothing is decoded"
         )
-    lines = read_input(args.input)
-    references = read_input(args.reference) if args.reference else None
+    lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone, as in translate
+    references = read_input(args.reference, keep_invalid=True) if args.reference else None
+    invalid, invalid_references = invalid_lines(lines), invalid_lines(references or [])
     if references is not None and len(references) != len(lines):
         raise AttnlabError(f"{len(lines)} input lines but {len(references)} reference lines")
     model = load(args.checkpoint)
@@ -90,11 +92,15 @@ def cli(argv: list[str]) -> int:
     start, decided, kinds, writers, failed = time.time(), Counter(), Counter(), Counter(), 0
     out = []
     for i, line in enumerate(lines):
-        if is_blank(line):  # answered with an empty line (object), as translate and parse answer it
+        if is_blank(line) and i + 1 not in invalid:  # answered with an empty line (object), as translate does
             print(f"attnlab lens: line {i + 1} is empty; writing an empty {written}", file=sys.stderr)
             out.append(json.dumps(_unanswered(args.attribute, args.against)) if args.json else "")
             continue
         try:
+            if i + 1 in invalid:
+                raise ModelInputError(invalid[i + 1])
+            if i + 1 in invalid_references:
+                raise ModelInputError(f"its reference: {invalid_references[i + 1]}")
             if references is not None and is_blank(references[i]):
                 raise ModelInputError("its reference is empty")
             if references is not None:
@@ -120,7 +126,7 @@ def cli(argv: list[str]) -> int:
             row = _json(lens) if args.json else _pieces(lens)
         out.append(json.dumps(row, ensure_ascii=False) if args.json else row)
     write_stdout("".join(line + "\n" for line in out))
-    answered = len(lines) - failed - sum(map(is_blank, lines))
+    answered = len(lines) - failed - sum(is_blank(line) for i, line in enumerate(lines) if i + 1 not in invalid)
     print(f"attnlab lens: {answered} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
     if decided:
         print(f"attnlab lens: {share_line(decided, model.config.n_layers)}", file=sys.stderr)
