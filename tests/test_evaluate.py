@@ -328,6 +328,11 @@ def test_all_heads_with_hyp_or_a_bad_samples_is_refused_before_the_model_is_read
     assert error_of(capsys, [*argv, "--samples", "-5"]) == (
         "attnlab evaluate: error: --samples is a whole number of noisy copies in [0, 1000], got -5"
     )
+    scored = ["--task", "align", "--gold", gold, "--hyp", gold, "--checkpoint", str(tmp_path / "no-checkpoint")]
+    assert error_of(capsys, scored) == (  # the links were scored and the checkpoint never read, exit 0
+        "attnlab evaluate: error: --checkpoint is read by --all-heads, and --hyp's links are scored as given: "
+        "drop --checkpoint, or align with it first (attnlab align --checkpoint CKPT --input PAIRS --out LINKS)"
+    )
 
 
 def test_an_input_that_is_a_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

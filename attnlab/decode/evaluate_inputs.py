@@ -126,6 +126,11 @@ def refuse_unused(args: argparse.Namespace) -> None:
             "--all-heads scores the model's readings and --hyp given links, not both: drop --hyp to rank "
             "--checkpoint's readings, or --all-heads to score --hyp's links"
         )
+    if args.task == "align" and args.hyp and args.checkpoint:  # the links were scored, exit 0, the model unread
+        raise AttnlabError(
+            "--checkpoint is read by --all-heads, and --hyp's links are scored as given: drop --checkpoint, "
+            "or align with it first (attnlab align --checkpoint CKPT --input PAIRS --out LINKS)"
+        )
     given = [f"--{name}" for name in ("beam", "alpha", "patience", "dtype") if getattr(args, name) is not None]
     given += ["--truncate"] * args.truncate + ["--src"] * bool(args.src and args.task == "align")  # (never read)
     if args.task == "align":
