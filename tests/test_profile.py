@@ -231,6 +231,9 @@ def test_cli_profile_then_query(model, tmp_path: Path, capsys: pytest.CaptureFix
     extremes = found.extremes("eos", "cross", top["layer"], top["head"], n=3)
     assert extremes[0]["sentence"] == top["sentence"] and [e["value"] for e in extremes] == sorted(cells, reverse=True)
     # bad SQL is one line on stderr and status 2, not a traceback
+    sql = "SELECT 123456.789::DOUBLE AS x, 1/3 AS third, 'a\tb\\c' || chr(10) AS t, NULL AS n"
+    assert main(["heads", "query", str(out), sql]) == 0  # 4 significant digits, and a tab made a column more
+    assert capsys.readouterr().out == "x\tthird\tt\tn\n123456.789\t0.3333333333333333\ta\\tb\\\\c\\n\t\n"
     assert main(["heads", "query", str(out), "SELECT nope FROM profile"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     # two statements showed the second's answer alone; another file, DuckDB's error with our view's SQL

@@ -97,7 +97,8 @@ def cli_heads(argv: list[str]) -> int:
         allow_abbrev=False,
         help="run SQL (DuckDB) over a profile, which is called `profile`",
         description="Run one SQL query (DuckDB) over a profile written by `attnlab heads profile`, the table "
-        "named `profile`, and print the rows tab-separated.",
+        "named `profile`, and print the rows tab-separated (floats whole; a tab, line break or backslash in "
+        "text as \\t, \\n, \\\\).",
     )
     ask.add_argument("profile", help="a profile written by `attnlab heads profile` (.parquet)")
     ask.add_argument("sql", help='the query, e.g. "SELECT kind, avg(entropy) FROM profile GROUP BY kind"')
@@ -110,9 +111,7 @@ def cli_heads(argv: list[str]) -> int:
         return patch_command(args)
     if args.action == "query":
         names, rows = query(args.profile, args.sql)
-        print("\t".join(names))
-        for row in rows:
-            print("\t".join("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+        write_stdout("".join("\t".join(map(_cell, row)) + "\n" for row in [names, *rows]))
         return 0
     for name in ("batch", "limit"):  # --limit -1 dropped the last sentence, --batch 0 a ValueError
         value = getattr(args, name)
@@ -169,6 +168,16 @@ def cli_heads(argv: list[str]) -> int:
     seconds = time.perf_counter() - started
     print(f"{path}: {table.num_rows:,} rows ({len(sources):,} sentences) in {seconds:.1f} s", file=sys.stderr)
     return 0
+
+
+def _cell(value: object) -> str:
+    """One value of a `query` row as a tab-separated cell: a float whole (its shortest exact form;
+    4 significant digits turned a sum of 123456.789 into 1.235e+05), NULL empty, and a tab, line
+    break or backslash in text escaped (\\t, \\n, \\\\): a source line holding a tab gave its row a column more."""
+    if value is None:
+        return ""
+    text = repr(value) if isinstance(value, float) else str(value)
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 # -- importance ------------------------------------------------------------------------------------------------
