@@ -97,6 +97,9 @@ def test_corpus_view_head_then_sentence_opens_its_heatmap(chromium: object, serv
         # model the browser sent back whole): none after opening, picking a head and a sentence
         server.log.flush()
         assert "reference already known" not in Path(server.log.name).read_text()
+        session.page.locator(".bk-tab").filter(has_text="Corpus").click()  # its table drawn again (it was blank)
+        rows.first.wait_for(timeout=30_000)
+        assert rows.count() == 3 and not [e for e in session.errors if "SlickGrid" in e], session.errors
     finally:
         session.close()
 

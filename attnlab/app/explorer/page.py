@@ -41,6 +41,7 @@ from attnlab.app.explorer.screen import screen
 from attnlab.app.explorer.selection import Selection
 from attnlab.app.explorer.startup import arguments
 from attnlab.app.explorer.store import MAX_BEAM, Store
+from attnlab.app.explorer.tables import TabTables
 from attnlab.app.explorer.timeline import TimelineTab
 from attnlab.app.i18n import DEFAULT, task_name, text
 from attnlab.app.roots import CheckpointRoots
@@ -153,6 +154,7 @@ class Explorer(pn.viewable.Viewer):
             stylesheets=[TABS_CSS],
             dynamic=True,  # only the open tab is in the page: BokehJS broke hidden tabs' figures (laid out at 0 px)
         )
+        self.tables = TabTables(self.tabs)  # the closed tabs' tables out of the page, else BokehJS blanks them
         # (tab, draw) of each view drawn from the trace; the ablation tab draws only on its button
         self._views: dict[str, tuple[int, Callable[[], None]]] = {
             "head": (0, self.heads.draw_heatmap),
@@ -231,15 +233,8 @@ class Explorer(pn.viewable.Viewer):
         store.checkpoint_name = name  # a listed model opened by path is named as the picker names it
         self._pick(name)
         config, lang, parse = model.config, self.lang, model.task == "parse"
-        info = text(
-            "page.model_info",
-            lang,
-            task=f"<b>{html.escape(task_name(model.task, lang))}</b>",
-            layers=config.n_layers,
-            heads=config.n_heads,
-            d_model=config.d_model,
-            vocab=config.vocab_size,
-        )
+        sizes = dict(layers=config.n_layers, heads=config.n_heads, d_model=config.d_model, vocab=config.vocab_size)
+        info = text("page.model_info", lang, task=f"<b>{html.escape(task_name(model.task, lang))}</b>", **sizes)
         self.model_info.object = f"<span class='attn-model-info'>{html.escape(store.checkpoint_name)}<br>{info}</span>"
         self.go.label = text("page.parse" if parse else "page.translate", lang)
         self.mode.value = "beam"
