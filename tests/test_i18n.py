@@ -226,6 +226,7 @@ def test_the_errors_a_reader_meets_most_are_said_whole_in_their_language(paths: 
     """An empty box and a text too long name their catalogue entry: said whole in Spanish and
     Chinese ("Detalle (en inglés): the input is empty" before), in English as the library says them."""
     from attnlab.app.checkpoints import open_model
+    from attnlab.app.patching_text import compared_circuit
     from attnlab.record.patching import trace_patching
 
     model = open_model(paths["translate"])
@@ -238,6 +239,12 @@ def test_the_errors_a_reader_meets_most_are_said_whole_in_their_language(paths: 
         (lambda: model.score("A dog .", "Hund " * (room + 5)), "error.target_too_long", {"room": room}),
         # the explorer's patching box with the open sentence unchanged ("Detalle (en inglés): the corrupted source")
         (lambda: trace_patching(model, trace, "A dog runs ."), "error.no_difference", {"nats": "+0.0000"}),
+        # Compare's "where the change lives" before a changed sentence ("Detalle (en inglés): Para comparar…")
+        (
+            lambda: compared_circuit(model, trace, "", {}, "A", "es", {}, senders=1, threshold=0.1),
+            "compare.patch_none",
+            {},
+        ),
     ):
         with pytest.raises(AttnlabError) as caught:
             call()
@@ -246,6 +253,9 @@ def test_the_errors_a_reader_meets_most_are_said_whole_in_their_language(paths: 
         assert {name: error.fields[name] for name in fields} == fields
         for lang in ("es", "zh"):
             assert error_message(error, lang) == text(key, lang, **error.fields) and "(" not in text(key, lang)[:2]
+    from attnlab.app.explorer.store import sentence
+
+    assert sentence(text("compare.patch_none", "zh")).endswith("句子。")  # (it ended "。.")
 
 
 def test_the_refusal_says_what_the_roots_say(tmp_path: Path) -> None:

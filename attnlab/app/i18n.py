@@ -166,6 +166,8 @@ def said_whole(error: BaseException, lang: str) -> str | None:
             return text("error.target_too_long", lang, **fields)
         case "no_difference":
             return text("error.no_difference", lang, **fields)
+        case "patch_none":
+            return text("compare.patch_none", lang)
     return None
 
 

@@ -157,7 +157,7 @@ def compared_residual(
     (`trace`), `how` ({direction, method}): the encoder's grid where the two sentences' positions line
     up, else the decoder's, titled with the model's `label` (`figure`: the view's other options)."""
     if not changed:
-        raise AttnlabError(text("compare.patch_none", lang))
+        raise AttnlabError(text("compare.patch_none"), key="patch_none")  # said whole in the page's language
     found = trace_residual_patching(model, trace, changed, **how)
     side = "encoder" if found.encoder_patched else "decoder"
     side_name = text("kind.encoder", lang) if found.encoder_patched else text("kind.decoder", lang)
@@ -183,7 +183,7 @@ def compared_circuit(
     the circuit menus say, `SENDERS` and `THRESHOLDS`), titled with the model's `label` as the
     Compare views' other figures are (`figure`: the view's other options)."""
     if not changed:
-        raise AttnlabError(text("compare.patch_none", lang))
+        raise AttnlabError(text("compare.patch_none"), key="patch_none")  # said whole in the page's language
     circuit = trace_circuit(model, trace, changed, direction=how["direction"], senders=senders, threshold=threshold)
     title = f"{label} · {words['circuit.title'].format(threshold=circuit.threshold)}"
     return viz.circuit_figure(circuit, title=title, words=words, **figure)

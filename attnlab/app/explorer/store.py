@@ -364,7 +364,7 @@ def sentence(message: str) -> str:
     """An error's one-line message as the app shows it: capitalised, ending with a full stop.
     Give it the message before its paths are named (`Store.explain`): a server path starts
     with "/", which has no capital, so the name that replaces it keeps its own case."""
-    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+    return message[:1].upper() + message[1:] + ("" if message.endswith((".", "。", "!", "?", "！", "？")) else ".")
 
 
 def _count(number: int, lang: str) -> str:
