@@ -538,6 +538,7 @@ def test_the_output_is_marked_in_its_language(lab: dict[str, Path]) -> None:
     said = shown.output.text.object
     assert said.count("<div class='attn-output' lang='de'>") == 1
     assert said.count("<td lang='de'>") == len(shown.store.result.hypotheses) > 1
+    assert '<html lang="es">' in shown.export.html_download.callback().getvalue()  # the page's: bokeh said "en"
     shown.open_listed("parser")
     assert " lang=" not in shown.output.text.object
 

@@ -938,6 +938,18 @@ def test_standalone_html_of_what_is_not_a_figure_is_one_line(trace: AttentionTra
             viz.standalone_html(layout)
 
 
+def test_standalone_html_names_its_language(trace: AttentionTrace) -> None:
+    """The Chinese explorer's "HTML page" said `<html lang="en">` (bokeh's), by which a browser
+    picks a Japanese-shaped font for Han characters; a tag that is not one is one line."""
+    figure = viz.heatmap(trace, "cross", 0, 0)
+    assert '<html lang="en">' in viz.standalone_html(figure)
+    page = viz.standalone_html(figure, lang="zh")
+    assert '<html lang="zh">' in page and 'lang="en"' not in page
+    for bad in ("", "zh'><script>", None, "chinese-simplified-x"):
+        with pytest.raises(AttnlabError, match="^lang is a language tag"):
+            viz.standalone_html(figure, lang=bad)
+
+
 # -- the explorer's model side ------------------------------------------------------------------------------
 @pytest.mark.parametrize("which", ["translate", "restricted"])
 def test_attention_parts_reproduce_the_recorded_weights(checkpoints: dict[str, Path], which: str) -> None:

@@ -220,23 +220,28 @@ def _svg_label(piece: str) -> str:
 _LINKED = re.compile(r"<script [^>]*src=\"[^\"]*\"[^>]*></script>\s*|<link [^>]*href=\"[^\"]*\"[^>]*>\s*")
 
 
-def standalone_html(layout: Any, title: str | None = "attnlab") -> str:
+def standalone_html(layout: Any, title: str | None = "attnlab", lang: str = "en") -> str:
     """One self-contained HTML file (bokeh's JavaScript inlined): opens offline, anywhere. Its
     text is set in `FONT_STACK` (`use_fonts`), whichever view made the layout. Files linked
     rather than inlined are dropped: a file opened from a disk reaches none of them, and the page
     draws bokeh's own models only, whose code is inline. What is not a bokeh figure or layout
-    (a list of figures, a trace) is one line, not an AttributeError from `use_fonts`."""
+    (a list of figures, a trace) is one line, not an AttributeError from `use_fonts`. `lang` is
+    the page's language (`<html lang>`, BCP 47 such as "zh"): browsers pick the font of its
+    script by it (bokeh's page said "en", also for the Chinese explorer's export)."""
     if not isinstance(layout, LayoutDOM):
         kind = type(layout).__name__
         raise AttnlabError(f"standalone_html takes a figure of attnlab.viz or a bokeh layout (column(...)), not {kind}")
     check_options(title=title)
+    if not isinstance(lang, str) or not re.fullmatch(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*", lang):
+        raise AttnlabError(f"lang is a language tag such as 'en' or 'zh-Hans', got {lang!r}")
     title = "attnlab" if title is None else title  # bokeh's own was "Bokeh Application"
     # A document of its own to copy from: bokeh copies the current document's JS callbacks into
     # the file's, and in a server where a session has closed, the current one can be that
     # session's destroyed document (the explorer's "HTML page" was an AttributeError there).
     own = Document()
     with patch_curdoc(own):
-        return _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
+        page = _LINKED.sub("", file_html(use_fonts(layout), INLINE, title))
+    return page.replace('<html lang="en">', f'<html lang="{lang}">', 1)
 
 
 def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -> Div:

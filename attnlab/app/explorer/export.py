@@ -147,4 +147,5 @@ class ExportBar(pn.viewable.Viewer):
                        viz.dot_product_figure(parts, query, key, q_labels, k_labels, title=store.open_head, words=words))),
             row(viz.stats_table(source, words=words), viz.stats_scatter(source, words=words)),
         )  # fmt: skip
-        return io.StringIO(viz.standalone_html(layout, title=f"attnlab: {trace.meta.get('text', '')[:60]}"))
+        title = f"attnlab: {trace.meta.get('text', '')[:60]}"
+        return io.StringIO(viz.standalone_html(layout, title=title, lang=self.store.lang))
