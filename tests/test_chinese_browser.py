@@ -114,8 +114,20 @@ def test_chinese_translation_in_a_chinese_page(chromium: object, server: Server)
         glyphs = page.page.evaluate(_GLYPHS_JS, [FONT_STACK, [*characters, MISSING]])
         assert all(any(v != "0" for v in g.split(",")) for g in glyphs[:-1]), "a character draws nothing"
         assert len(set(glyphs)) == len(characters) + 1, "two characters, or one and a missing glyph, look the same"
+        # The ablation tab's search hint whole: its box was sized in `ch`, half a Han character ("例如交叉 · 第").
+        page.page.locator(".bk-tab").nth(4).click()
+        search = page.page.locator(".choices__input--cloned")
+        search.wait_for(timeout=15_000)
+        needs, has = search.evaluate(_HINT_JS)
+        assert "头 2" in search.get_attribute("placeholder") and needs <= has, (needs, has)
     finally:
         page.close()
+
+
+_HINT_JS = """(box) => { const pen = document.createElement("canvas").getContext("2d");
+  const style = getComputedStyle(box); pen.font = style.font;
+  const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  return [pen.measureText(box.placeholder).width, box.clientWidth - padding]; }"""
 
 
 def test_spanish_translation_in_a_spanish_page(chromium: object, server: Server) -> None:

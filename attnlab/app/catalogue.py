@@ -246,7 +246,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "export.title": {"en": "Export", "es": "Exportar", "zh": "导出"},
     "export.png": {"en": "PNG", "es": "PNG", "zh": "PNG"},
     "export.svg": {"en": "SVG", "es": "SVG", "zh": "SVG"},
-    "export.trace": {"en": "trace", "es": "traza", "zh": "trace 文件"},
+    "export.trace": {"en": "trace", "es": "traza", "zh": "轨迹文件"},
     "export.html": {"en": "HTML page", "es": "página HTML", "zh": "HTML 页面"},
     # the notebook widgets (attnlab.app.widgets, attnlab.app.notebook)
     "widgets.input": {"en": "input", "es": "entrada", "zh": "输入"},

@@ -49,6 +49,9 @@ def _heads(labels: list[str]) -> dict[tuple[str, int], list[int]]:
 # The menu's own lines, which only its library writes, and only in English ("No results found",
 # "No choices to choose from"): a search that matches no head shows none in any language.
 UNTRANSLATED_CSS = ".has-no-results, .has-no-choices { display: none; }"
+# The library sizes its search box to the hint's characters in `ch`, half a Han character's width:
+# the Chinese hint was cut after "例如交叉 · 第".
+WIDE_HINT_CSS = ".choices__input--cloned { min-width: min(100%, 26em) !important; }"
 
 
 class AblationTab(pn.viewable.Viewer):
@@ -67,7 +70,7 @@ class AblationTab(pn.viewable.Viewer):
                 lang,
                 example=text("head.short", lang, kind=kind_name("cross", lang), layer=1, head=2),
             ),
-            stylesheets=[UNTRANSLATED_CSS],
+            stylesheets=[UNTRANSLATED_CSS, *([WIDE_HINT_CSS] if lang == "zh" else [])],
         )
         self.add = pn.widgets.Button(label=text("ablation.add", lang), width=150, align="end")
         self.go = pn.widgets.Button(label=text("ablation.go", lang), color="warning", width=200, align="end")
