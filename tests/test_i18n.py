@@ -864,8 +864,8 @@ def test_the_explorer_draws_its_figures_in_its_language(
     rows = [row for row in rows if not any("flex-wrap: wrap" in str(css) for css in row.stylesheets)]
     assert rows == [], "figures side by side in a Row that does not wrap run past a narrow window"
     exported: list[object] = []
-    monkeypatch.setattr(viz, "standalone_html", lambda layout, title: exported.append(layout) or "")
-    explorer.export.html()
+    monkeypatch.setattr(viz, "standalone_html", lambda layout, title, lang: exported.append(layout) or lang)
+    assert explorer.export.html().getvalue() == lang  # the page's language, its <html lang>
     drawn = {(f.name or "").split("-")[0] for f in figures if f is not None}
     assert drawn >= {"heatmap", "grid", "mask", "eq1", "stats", "timeline", "ablation", "compare"}, drawn
     assert {"compare-attribution-first", "compare-attribution-second"} <= {f.name for f in figures if f is not None}
