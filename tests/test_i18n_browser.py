@@ -199,13 +199,20 @@ def test_the_switch_reloads_the_page_in_spanish_then_chinese(chromium: object, s
         picker.select_option(label=next(o for o in picker.evaluate(JS_OPTIONS) if o.endswith("· tatoeba-en-zh")))
         session.ready(2)
         session.page.locator(".attn-source textarea").fill("The cat sits on the red mat .")
+        session.page.locator(".attn-reference textarea").fill("猫坐在红垫子上。")  # typed, not sent (it was dropped)
         session.switch("Español", "es")
         assert session.page.locator(".attn-source textarea").input_value() == "The cat sits on the red mat ."
+        assert session.page.locator(".attn-reference textarea").input_value() == "猫坐在红垫子上。"
         assert picker.evaluate("s => s.options[s.selectedIndex].textContent").endswith("· tatoeba-en-zh")
         assert "text=The+cat+sits" in session.page.url and "checkpoint=tatoeba-en-zh" in session.page.url
         assert_speaks(session, "es", every_tab=False)
+        session.page.locator(".attn-reference textarea").fill("")  # emptied: the address keeps no reference
         session.switch("中文", "zh")
         assert_speaks(session, "zh", every_tab=False)
+        assert (
+            "reference=" not in session.page.url
+            and session.page.locator(".attn-reference textarea").input_value() == ""
+        )
         assert session.page.url.count("lang=") == 1  # the parameter is replaced, not repeated
         session.switch("English", "en")
         assert_speaks(session, "en", every_tab=False)

@@ -44,9 +44,12 @@ const url = new URL(window.location.href);
 if (url.searchParams.get("lang") !== cb_obj.value) {
   url.searchParams.set("lang", cb_obj.value);
   const find = (name) => [...cb_obj.document.all_models].find(m => (m.css_classes || []).includes(name));
-  const source = find("attn-source"), checkpoint = find("attn-checkpoint");
-  const typed = source ? source.value_input || source.value || "" : "";
-  if (typed.length <= MAX) url.searchParams.set("text", typed); else url.searchParams.delete("text");
+  const checkpoint = find("attn-checkpoint");
+  for (const [name, box] of [["text", find("attn-source")], ["reference", find("attn-reference")]]) {
+    const typed = box ? box.value_input ?? box.value ?? "" : "";  // what is typed, sent or not
+    if (typed.length <= MAX && (typed || name === "text")) url.searchParams.set(name, typed);
+    else url.searchParams.delete(name);
+  }
   if (checkpoint && checkpoint.value) url.searchParams.set("checkpoint", checkpoint.value.split(" · ").pop());
   window.location.assign(url.toString());
 }
@@ -96,8 +99,9 @@ def set_page_language(lang: str) -> None:
 
 def language_switch(lang: str) -> pn.widgets.Select:
     """The header's Select of the languages, each by its own name ("Español", "中文"); choosing
-    one reloads the page in it, with the text of the `attn-source` box and the model the
-    `attn-checkpoint` picker shows."""
+    one reloads the page in it, with the text of the `attn-source` and `attn-reference` boxes
+    (typed, sent or not: a reference not yet sent was dropped) and the model the `attn-checkpoint`
+    picker shows."""
     switch = pn.widgets.Select(
         label=text("language", lang),
         options={name: code for code, name in LANGUAGES.items()},
