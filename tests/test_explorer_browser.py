@@ -1096,6 +1096,27 @@ def shows_by_keys(page: Page, name: str) -> None:
     assert page.page.url == address
 
 
+def test_an_error_said_out_of_sight_is_brought_into_view(page: Page) -> None:
+    """At 150% zoom on a 1024 px screen the page is one column and the error box sits above the
+    tabs: Head ablation's "choose heads first" was said ~600 px above the button just pressed,
+    which seemed to do nothing. The page now scrolls to it."""
+    page.page.set_viewport_size({"width": 683, "height": 300})
+    page.page.locator(".bk-tab").filter(has_text="Head ablation").click()
+    button = page.page.get_by_role("button", name="Re-decode without them")
+    button.scroll_into_view_if_needed()
+    error = page.page.locator(".attn-error").first
+    assert not error.is_visible()
+    button.click()
+    said = error.get_by_text("Choose heads to switch off first.")
+    said.wait_for(timeout=15_000)
+    for _ in range(50):  # (the page scrolls once the box is shown)
+        box = said.bounding_box()
+        if box and box["y"] >= 0 and box["y"] + box["height"] <= 300:
+            break
+        page.page.wait_for_timeout(100)
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= 300, box
+
+
 def test_the_wide_views_fit_a_1024_px_window_and_go_under_the_inputs_in_a_narrower_one(page: Page) -> None:
     """In a 1024 × 768 window the logit lens of a long output, the head importance grid, Eq. (1)
     and the dashboard's table stay inside the page (it scrolled sideways to 1,053-1,356 px): the

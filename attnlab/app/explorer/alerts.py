@@ -20,6 +20,17 @@ from attnlab.app.explorer.store import Store
 ALERT_CSS = "div { width: auto !important; min-width: 0 !important; } p { overflow-wrap: anywhere; }"
 
 
+# An error said out of sight is brought into it: in a narrow window (a phone, 150% zoom) the page
+# is one column and the box sits above the tabs, where a refused Corpus profile or ablation was
+# said ~600 px above the button just pressed, which seemed to do nothing.
+INTO_VIEW = """setTimeout(() => {
+  const view = Bokeh.index.query_one((v) => v.model === cb_obj);
+  const box = view && cb_obj.visible ? view.el.getBoundingClientRect() : null;
+  if (box && box.height > 0 && (box.bottom < 0 || box.top > window.innerHeight))
+    view.el.scrollIntoView({block: "center"});
+}, 50);"""
+
+
 class Alerts:
     """The error box (`error`) and the notice box (`notice`), kept up to date from the store."""
 
@@ -28,6 +39,7 @@ class Alerts:
         alert = {"visible": False, "width": 320, "stylesheets": [ALERT_CSS]}
         self.error = pn.pane.Alert("", alert_type="danger", css_classes=["attn-error"], **alert)
         self.notice = pn.pane.Alert("", alert_type="warning", css_classes=["attn-notice"], **alert)
+        self.error.jscallback(object=INTO_VIEW, visible=INTO_VIEW)
         self.tabs: pn.Tabs | None = None
         self.view_tabs: Mapping[str, int] = {}
         store.param.watch(self.show, ["error", "errors", "notices"])
