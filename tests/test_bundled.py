@@ -289,3 +289,14 @@ def test_a_word_segmented_chinese_reference_is_read_as_running_text(
     assert main([*argv, "--json"]) == 0
     read = capsys.readouterr().out
     assert "科学" in read and "▁" not in read
+
+
+def test_the_parser_reads_a_typed_sentence_as_treebank_words() -> None:
+    """A student typing "The dog barks loudly." got a tree whose last leaf was "loudly.": the
+    parser reads the Penn Treebank's words, so running text is cut into them first."""
+    from attnlab.data.treebank import leaves, parse_tree
+
+    parser = _open("wsj-parser")
+    tree = parse_tree(parser.parse("The dog barks loudly.").text)
+    assert leaves(tree) == ["The", "dog", "barks", "loudly", "."]
+    assert parser.parse("The dog barks loudly.").text == parser.parse("The dog barks loudly .").text

@@ -18,7 +18,9 @@ from attnlab.data.treebank import (
     linearize,
     mask_pos,
     parse,
+    read_trees,
     to_string,
+    treebank_words,
 )
 from attnlab.errors import DataError
 
@@ -291,3 +293,28 @@ def test_prepare_ptb_from_a_partial_treebank_names_the_missing_files(tmp_path):
     ):
         data.prepare("ptb", tmp_path / "out", data_dir=tmp_path / "data", vocab_size=1000, echo=lambda _: None)
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+# --- a typed sentence as the Treebank's words -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("typed", "words"),
+    [
+        ("The dog barks loudly.", "The dog barks loudly ."),  # (a student's tree had the leaf "loudly.")
+        ('He said "yes," quietly.', "He said `` yes , '' quietly ."),
+        ("I didn't see John's (small) dog!", "I did n't see John 's ( small ) dog !"),
+        ("Mr. Smith went to the U.S.", "Mr. Smith went to the U.S."),  # abbreviations keep their stop
+        ("The old man saw the dog with a telescope .", "The old man saw the dog with a telescope ."),
+    ],
+)
+def test_a_typed_sentence_is_read_as_treebank_words(typed: str, words: str) -> None:
+    assert treebank_words(typed) == words.split()
+
+
+@needs_wsj
+def test_treebank_words_are_left_as_they_are() -> None:
+    """Every sentence of the WSJ sample, as its leaves are written, is read word for word (the
+    tokenizer would turn its '' into `` and cut again what is cut)."""
+    sentences = [leaves(clean(t)) for t in read_trees(sorted(WSJ.rglob("*.mrg")))]
+    assert len(sentences) > 3000
+    changed = [words for words in sentences if treebank_words(" ".join(words)) != words]
+    assert changed == [], changed[:3]

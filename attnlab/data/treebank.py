@@ -53,6 +53,26 @@ class Tree:
         return to_string(self)
 
 
+# What shows a line is running text rather than Penn Treebank words: a comma, colon, semicolon, ! or
+# ? stuck to a word, a final full stop stuck to the last word (not "U.S."), a bracket stuck to one,
+# a contraction not split ("didn't", "John's"), or double quotes (the Treebank writes `` and '').
+_RUNNING_TEXT = re.compile(
+    r"\w[,;:!?](?=\s|$)|(?:^|\s)[^\s.]*\w\.\s*$|\(\w|\w\)|\w(?:n't|'s|'re|'ve|'ll|'d|'m)\b|[\"\u201c\u201d]"
+)
+
+
+def treebank_words(text: str) -> list[str]:
+    """A sentence's words as the Penn Treebank writes them, which the parser reads (§6.3): running
+    text is cut by NLTK's Treebank tokenizer ("loudly." as "loudly" "."; "didn't" as "did" "n't";
+    quotes as `` and ''); a line already in Treebank words is left as it is, whose '' the tokenizer
+    would turn into ``. A sentence typed as written was parsed with "loudly." one word."""
+    if "``" in text or "''" in text or not _RUNNING_TEXT.search(text):
+        return text.split()
+    from nltk.tokenize import TreebankWordTokenizer  # lazy: typed sentences only
+
+    return TreebankWordTokenizer().tokenize(text)
+
+
 def parse(text: str, source: str = "<string>") -> list[Tree]:
     """All top-level trees of bracketed text; `( (S ...) )` wrappers with one child are removed."""
     trees: list[Tree] = []

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, too_long
-from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string
+from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string, treebank_words
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
 from attnlab.decode.search import Hypothesis, check_alpha, check_flags, check_settings, generate, length_penalty, scored
 from attnlab.errors import AttnlabError, ConfigError, ModelInputError
@@ -110,11 +110,12 @@ class Model:
         return ids[:room] + [self.config.eos_id], len(ids) > room
 
     def _source_text(self, text: str) -> str:
-        """Parsers read the words `as_read` spaces (a control character splits two), brackets escaped
-        as in the Penn Treebank (inside a word too: ":-)" -> ":--RRB-", so every tree parses back)."""
+        """Parsers read the Treebank's words (`treebank_words` of the text `as_read`: a control character
+        splits two), brackets escaped as in the Penn Treebank (inside a word too: ":-)" -> ":--RRB-",
+        so every tree parses back)."""
         if self.task != "parse":
             return text.strip()
-        return " ".join("".join(PTB_ESCAPES.get(char, char) for char in w) for w in as_read(text).split())
+        return " ".join("".join(PTB_ESCAPES.get(char, char) for char in w) for w in treebank_words(as_read(text)))
 
     def _unspaced(self, text: str, side: str) -> str:
         """Text of a language written without spaces as the model read it in training: word-segmented

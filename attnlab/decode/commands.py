@@ -159,7 +159,11 @@ def _decode_cli(argv: list[str], task: str) -> int:
     parser = ArgumentParser(
         allow_abbrev=False,
         prog=f"attnlab {task}",
-        description=f"{task.capitalize()} lines (one output line per input line).",
+        description=f"{task.capitalize()} lines (one output line per input line)."
+        + (
+            " A line is read as the Penn Treebank's words: running text is cut so (`loudly.` as `loudly .`)."
+            * (task == "parse")
+        ),
         epilog=f"{EXIT_STATUS} An empty input line is answered with an empty line.",
     )
     add_checkpoint_argument(parser)
