@@ -428,7 +428,11 @@ def test_chinese_outputs_are_diffed_by_character() -> None:
     # a text's spaces are shown as it has them, and a space that differs is a change
     assert viz.word_diff("很大, 不是吗?", "很大,不是吗?") == "很大,<del> </del>不是吗?"
     assert viz.word_diff("Tom 和 Mary 去了。", "Tom 和 Marie 去了。") == "Tom 和 <del>Mary</del><ins>Marie</ins> 去了。"
-    assert viz.word_diff("A dog runs .", "A cat runs .") == "A <del>dog</del> <ins>cat</ins> runs ."
+    assert viz.word_diff("A dog runs .", "A cat runs .") == "A <del>dog</del><ins>cat</ins> runs ."
+    assert (
+        viz.word_diff("Die Katze schläft.", "Die Katze schläft auf dem Sofa.")
+        == "Die Katze schläft<ins> auf dem Sofa</ins>."
+    )
 
 
 def test_a_restricted_models_trace_is_recomputed_and_masked_as_restricted() -> None:

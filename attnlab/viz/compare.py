@@ -33,29 +33,34 @@ from attnlab.viz.words import kind_name, kind_title, say
 
 def word_diff(old: str, new: str) -> str:
     """`new` against `old` word by word, as HTML: removed words in <del>, added ones in <ins>.
-    Chinese or Japanese is compared character by character (as one word, 我喜欢早上喝茶 against
-    我喜欢在早上喝茶 was marked all changed), with each run of spaces a unit too, shown as the
-    text has it: joined by the rule of running text, 很大, 不是吗? against 很大,不是吗? showed no
-    change, and "Tom 和 Mary" lost its spaces."""
+    Punctuation is a unit of its own ("Katze schläft." against "schläft auf einer Katze." struck
+    "schläft." whole), Chinese or Japanese one unit a character (as one word, 我喜欢早上喝茶 against
+    我喜欢在早上喝茶 was marked all changed), and each run of spaces a unit too, shown as the text
+    has it: joined by the rule of running text, 很大, 不是吗? against 很大,不是吗? showed no change,
+    and "Tom 和 Mary" lost its spaces."""
     if not (isinstance(old, str) and isinstance(new, str)):
         raise AttnlabError(f"word_diff compares two texts, got {type(old).__name__} and {type(new).__name__}")
-    cjk = text_units(old + new) != (old + new).split()
-    a, b = (_spaced_units(old), _spaced_units(new)) if cjk else (old.split(), new.split())
-    join = "".join if cjk else " ".join
+    a, b = _units(old), _units(new)
     out: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
-            out.append(html.escape(join(a[i1:i2])))
+            out.append(html.escape("".join(a[i1:i2])))
         if op in ("delete", "replace"):
-            out.append(f"<del>{html.escape(join(a[i1:i2]))}</del>")
+            out.append(f"<del>{html.escape(''.join(a[i1:i2]))}</del>")
         if op in ("insert", "replace"):
-            out.append(f"<ins>{html.escape(join(b[j1:j2]))}</ins>")
-    return join(out)
+            out.append(f"<ins>{html.escape(''.join(b[j1:j2]))}</ins>")
+    return "".join(out)
 
 
-def _spaced_units(text: str) -> list[str]:
-    """`text_units` with the runs of whitespace between them kept as units of their own."""
-    return [unit for chunk in re.split(r"(\s+)", text) if chunk for unit in (text_units(chunk) or [chunk])]
+def _units(text: str) -> list[str]:
+    """The text as `word_diff` compares it: words, each punctuation mark, each CJK character
+    (`text_units`), and the runs of whitespace between them; joined, the text itself."""
+    return [
+        unit
+        for chunk in re.split(r"(\s+)", text)
+        if chunk
+        for unit in ([chunk] if chunk.isspace() else [p for u in text_units(chunk) for p in re.findall(r"\w+|\W", u)])
+    ]
 
 
 def has_head(trace: AttentionTrace, kind: str, layer: int, head: int) -> bool:
