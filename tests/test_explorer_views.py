@@ -252,6 +252,9 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     shown.corpus.pick("encoder", 1, 2)
     assert not shown.store.error and not shown.store.errors
     shown_objects = [pane.object for pane in shown.layout.select(pn.pane.Bokeh) if pane.object is not None]
+    shown.tabs.active = 2  # the dashboard's table is in the page while its tab is open (`explorer/tables.py`)
+    shown_objects += [pane.object for pane in shown.dashboard.layout.select(pn.pane.Bokeh) if pane.object is not None]
+    shown.tabs.active = 6
     names = {obj.name for obj in shown_objects}
     wanted = {"logit-lens", "head-importance", "head-patching", "eq1", "stats-table", "profile-sentences"}
     assert wanted <= names and {"compare-lens-first", "residual-patching-decoder"} <= names, names
