@@ -922,11 +922,12 @@ def test_the_page_says_it_is_decoding_as_soon_as_translate_is_clicked(page: Page
     looked frozen ("decoded in 247 ms" of the last run). Read off the websocket: the busy line
     comes a decoding's time before the run's status, which replaces it."""
     seen = len(page.status_frames)
-    page.translate(" ".join(["A man rides a brown horse on the beach ."] * 8))
+    page.translate(" ".join(["A man rides a brown horse on the beach ."] * 12))
     said = re.search(r"decoded in (\d+) ms", page.page.locator(".attn-run").inner_text())
     (busy, sent), *_, (last, done) = page.status_frames[seen:]
     assert (busy, last) == ("busy", "run") and not page.page.locator(".attn-busy").count()
-    assert done - sent > 0.8 * int(said[1]) / 1000 > 0.2, (done - sent, said[1])
+    # (a decode of 194-231 ms on an idle machine: the guard 0.2 s failed there, 0.1 s still tells)
+    assert done - sent > 0.8 * int(said[1]) / 1000 > 0.1, (done - sent, said[1])
 
 
 def test_a_phone_lays_the_page_out_at_its_own_width(chromium: object, server: Server) -> None:
