@@ -1097,6 +1097,21 @@ def shows_by_keys(page: Page, name: str) -> None:
     assert page.page.url == address
 
 
+def test_an_emptied_alpha_box_shows_nothing_and_decodes_with_the_tasks_alpha(page: Page) -> None:
+    """Emptied, the α box said "NaN" (the browser's value for an empty number box, which Panel
+    never sent back) while the page decoded with the task's α, 0.6."""
+    alpha = page.page.get_by_label("α", exact=False).first
+    alpha.fill("")
+    alpha.press("Tab")
+    for _ in range(50):  # (the server's answer comes in its next tick)
+        if alpha.input_value() != "NaN":
+            break
+        page.page.wait_for_timeout(100)
+    assert alpha.input_value() == ""
+    page.translate("A dog runs .")
+    assert alpha.input_value() == "" and "α 0.6" in page.page.locator(".attn-result").inner_text()
+
+
 def test_an_error_said_out_of_sight_is_brought_into_view(page: Page) -> None:
     """At 150% zoom on a 1024 px screen the page is one column and the error box sits above the
     tabs: Head ablation's "choose heads first" was said ~600 px above the button just pressed,

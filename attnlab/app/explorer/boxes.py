@@ -13,6 +13,7 @@ from typing import Any
 
 import panel as pn
 
+from attnlab.app.explorer.heads import bokeh_edit
 from attnlab.app.explorer.screen import kept, whole
 from attnlab.app.explorer.store import Store
 
@@ -29,7 +30,16 @@ class _Screened:
             for key in ("value", "value_throttled"):
                 if isinstance(params.get(key), float) and whole(params[key]):
                     params[key] = int(params[key])
-        return kept(self, params, lambda sent: self._store.takes(self._setting, sent))  # type: ignore[arg-type]
+        params = kept(self, params, lambda sent: self._store.takes(self._setting, sent))  # type: ignore[arg-type]
+        if "value" in params and params["value"] is None:  # emptied: the task's default is used
+            bokeh_edit(self._shown_empty)
+        return params
+
+    def _shown_empty(self) -> None:
+        """An emptied box shows nothing: the browser sent NaN for it, and went on showing "NaN"
+        (Panel sends no value back to the browser that changed it)."""
+        for model, _parent in self._models.values():  # type: ignore[attr-defined]
+            model.value = None
 
 
 class BeamInput(_Screened, pn.widgets.IntInput):
