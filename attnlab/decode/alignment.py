@@ -182,6 +182,7 @@ def trace_links(
     return word_links(weights, src_words, tgt, links, threshold)
 
 
+# -- a model reading word pairs --------------------------------------------------------------------------
 def check_lines(lines: Any, what: str) -> list[str]:
     """`lines` as a list, refused unless it is a list of texts: a string given instead was read a
     character a line, and a None line failed as an AttributeError deep inside."""

@@ -23,7 +23,7 @@ import sacrebleu
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 
-from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
+from attnlab.data.tokenizer import HAN, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.aer import corpus_aer
 from attnlab.decode.align_command import add_alignment_arguments, link_rule
@@ -236,7 +236,7 @@ def cli(argv: list[str]) -> int:
         warnings.warn(hint, stacklevel=1)
     tokenize = args.tokenize or bleu_tokenize(tgt_lang)
     report = bleu_chrf(outputs, refs, tokenize) if "bleu" in metrics else {}
-    tokens = "zh" if tgt_lang in UNSPACED else "13a"  # the paper-style BLEU's, by the language (not --tokenize)
+    tokens = bleu_tokenize(tgt_lang)  # the paper-style BLEU's, by the language (not --tokenize)
     if args.tokenized:
         report["tokenized_bleu"] = tokenized_bleu(outputs, refs, tokens)
     if "rouge" in metrics:

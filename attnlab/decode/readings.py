@@ -64,7 +64,7 @@ def candidates(n_layers: int, n_heads: int) -> list[dict[str, Any]]:
     return out + [{"method": "saliency", "layer": None, "head": None}]
 
 
-# -- a model reading word pairs --------------------------------------------------------------------------
+# -- a model card's best reading ------------------------------------------------------------------------
 def card_of(path: str | None) -> str:
     """Where a model's best reading is stored, as its refusals name it: `CKPT/config.json:
     meta.alignment` (the file to mend), or the card's for a model read from no directory."""
