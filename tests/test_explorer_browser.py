@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from io import BytesIO
@@ -1082,8 +1083,10 @@ JS_SHOWN = """(name) => {
 def shows_by_keys(page: Page, name: str) -> None:
     """The columns a narrow window hides come into view from the keyboard too (dragging was the
     only way): the figure's Tab stop is named by its title, ← → move a column and End to the
-    last, and the page's arrows do not also open another head."""
-    before, address = page.page.evaluate(JS_SHOWN, name), page.page.url
+    last, and the page's arrows do not also open another head. (The head is read from the address's
+    kind, layer and head: its view= may still be catching up with the tab just clicked.)"""
+    before, head = page.page.evaluate(JS_SHOWN, name), shown_head(page)
+    assert None not in head, page.page.url
     assert before["stop"] == 0 and before["end"] < before["high"] and "drag sideways" in before["label"], before
     page.page.evaluate(
         "(name) => Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el.focus()", name
@@ -1094,7 +1097,22 @@ def shows_by_keys(page: Page, name: str) -> None:
     page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).end === {before['high']}", arg=name)
     page.page.keyboard.press("Home")
     page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).start === 0", arg=name)
-    assert page.page.url == address
+    # The page's own ↑ (or ↓) and back, heard by the server after the keys above: had one of them
+    # walked the heads, the address would name another head by now (it follows in ~1 s).
+    layer = head[1]
+    page.page.locator(".attn-status").click()
+    for key, to in (
+        (("ArrowUp", int(layer) - 1), ("ArrowDown", int(layer))) if layer != "0" else (("ArrowDown", 1), ("ArrowUp", 0))
+    ):
+        page.page.keyboard.press(key)
+        page.page.wait_for_url(re.compile(f"layer={to}&"), timeout=10_000)
+    assert shown_head(page) == head
+
+
+def shown_head(page: Page) -> tuple[str | None, ...]:
+    """The head the address names: the part of it the page's arrow keys would move."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.page.url).query)
+    return tuple(query.get(key, [None])[0] for key in ("kind", "layer", "head"))
 
 
 def test_an_emptied_alpha_box_shows_nothing_and_decodes_with_the_tasks_alpha(page: Page) -> None:
