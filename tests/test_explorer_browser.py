@@ -522,7 +522,7 @@ def test_the_keys_point_at_the_lines_words_and_say_which(page: Page) -> None:
     second, → the second key, its lines from the queries, Esc every line again; the page's own
     arrows do not also open another head."""
     page.translate("A dog runs .", "Ein hund läuft im park .")
-    address = page.page.url
+    head = shown_head(page)
     page.page.evaluate(
         "(name) => Bokeh.index.query_one((v) => v.model.name === name).canvas_view.events_el.focus()", "lines-cross"
     )
@@ -544,7 +544,7 @@ def test_the_keys_point_at_the_lines_words_and_say_which(page: Page) -> None:
     assert said[0].startswith(f"key 2 of {len(lines['k_y'])}: ") and said[0].split(": ", 1)[1].strip(), said
     lines, said = press("Escape")
     assert lines["alpha"] == every["w"] and said[0] == "every line"
-    assert page.page.url == address
+    assert_head_kept(page, head)
 
 
 JS_TOP = js_view("""
@@ -1097,8 +1097,13 @@ def shows_by_keys(page: Page, name: str) -> None:
     page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).end === {before['high']}", arg=name)
     page.page.keyboard.press("Home")
     page.page.wait_for_function(f"(name) => ({JS_SHOWN})(name).start === 0", arg=name)
-    # The page's own ↑ (or ↓) and back, heard by the server after the keys above: had one of them
-    # walked the heads, the address would name another head by now (it follows in ~1 s).
+    assert_head_kept(page, head)
+
+
+def assert_head_kept(page: Page, head: tuple[str | None, ...]) -> None:
+    """The address still names `head` once the server has heard every key pressed so far: the
+    page's own ↑ (or ↓) and back go after them, and had one walked the heads, the address would
+    name another head by then (it follows ~1 s after a key)."""
     layer = head[1]
     page.page.locator(".attn-status").click()
     for key, to in (
