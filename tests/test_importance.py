@@ -24,6 +24,7 @@ from test_patching_views import one_line
 
 from attnlab.decode.ablation import token_logprobs
 from attnlab.decode.api import Model
+from attnlab.decode.evaluate import bleu_chrf
 from attnlab.decode.importance import head_importance, pruning_curve
 from attnlab.decode.loading import load
 from attnlab.errors import AttnlabError
@@ -171,13 +172,33 @@ def test_pruning_decodes_with_the_first_heads_off(model: Model) -> None:
     order = head_importance(model, SOURCES, REFERENCES).order()
     rows = pruning_curve(model, order[::-1], SOURCES, REFERENCES, [0, 12], beam=1)
     plain = [r.text for r in model.translate(SOURCES, beam=1)]
-    from attnlab.decode.evaluate import bleu_chrf
-
     assert rows[0]["bleu"] == pytest.approx(bleu_chrf(plain, REFERENCES)["bleu"])
     assert rows[1]["off"] == 12 and len(rows[1]["heads"]) == 12 and rows[1]["bleu"] < rows[0]["bleu"] - 5
     assert "tok:13a" in rows[0]["bleu_signature"]
     with pytest.raises(AttnlabError, match="from 0 to 35"):
         pruning_curve(model, order, SOURCES, REFERENCES, [36])
+
+
+def test_pruning_a_part_of_the_heads_counts_its_share_of_the_model(model: Model) -> None:
+    """An order of the cross-attention's 12 heads alone can switch all 12 off (24 heads still
+    decode): their share is 12 of the model's 36, not 100%; NumPy steps count as Python's; an
+    order with a head the model lacks, or one head twice, is one line before any decoding."""
+    cross = [h for h in head_importance(model, SOURCES, REFERENCES).order() if h[0] == "cross"]
+    rows = pruning_curve(model, cross, SOURCES, REFERENCES, np.array([6, 12]), beam=1)
+    assert [(r["off"], r["share"]) for r in rows] == [(6, 6 / 36), (12, 12 / 36)]
+    assert type(rows[0]["off"]) is int
+    off: dict[tuple[str, int], list[int]] = {}
+    for kind, layer, head in cross:
+        off.setdefault((kind, layer), []).append(head)
+    every = [r.text for r in model.translate(SOURCES, beam=1, ablate_heads=off)]
+    assert len(cross) == 12 and rows[1]["bleu"] == pytest.approx(bleu_chrf(every, REFERENCES)["bleu"])
+    for order, said in (
+        ([("cross", 3, 0)], r"heads of the model as \(kind, layer, head\), got \('cross', 3, 0\)"),
+        ([("cross", 0, 0), ["cross", 0, 0]], "each head once"),
+        (["cross"], "got 'cross'"),
+    ):
+        with pytest.raises(AttnlabError, match=said):
+            pruning_curve(model, order, SOURCES, REFERENCES, [0])
 
 
 def test_refusals_are_one_line(model: Model) -> None:

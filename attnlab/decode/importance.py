@@ -13,6 +13,7 @@ from attnlab.decode.api import Model
 from attnlab.decode.evaluate import LINEARISED, bleu_chrf, bleu_tokenize, parse_report
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import HeadImportance, check_model, pair_importance
+from attnlab.record.trace import KINDS, whole_number
 
 
 def head_importance(
@@ -56,18 +57,23 @@ def pruning_curve(
     **search: Any,
 ) -> list[dict[str, Any]]:
     """Decode `sources` with the first k heads of `order` switched off, for each k in `steps`, and
-    score against `references`: one row per k (heads off, their share, BLEU and chrF with
-    sacreBLEU's signatures, or a parser's bracket F1). `search`: beam, alpha, ... (the task's by default)."""
+    score against `references`: one row per k (heads off, their share of the model's heads, BLEU
+    and chrF with sacreBLEU's signatures, or a parser's bracket F1). `order` may hold some of the
+    model's heads only (its cross-attention, say): each of them can go, but never every head of
+    the model. `search`: beam, alpha, ... (the task's by default)."""
     check_model(model)
     if len(references) != len(sources) or not sources:
         raise AttnlabError(
             f"the pruning curve needs sources and as many references, got {len(sources)} and {_count(references)}"
         )
-    total = len(order)
+    order = _check_order(order, model.config)
+    total = len(KINDS) * model.config.n_layers * model.config.n_heads
+    most = len(order) - (len(order) == total)  # all heads off leaves nothing to decode with
     rows = []
     for k in steps:
-        if not (isinstance(k, int) and 0 <= k < total):  # all heads off leaves nothing to decode with
-            raise AttnlabError(f"heads to switch off are counted from 0 to {total - 1}, got {k!r}")
+        if not (whole_number(k) and 0 <= k <= most):
+            raise AttnlabError(f"heads to switch off are counted from 0 to {most} of this order, got {k!r}")
+        k = int(k)
         heads: dict[tuple[str, int], list[int]] = {}
         for kind, layer, head in order[:k]:
             heads.setdefault((kind, layer), []).append(head)
@@ -79,3 +85,26 @@ def pruning_curve(
             row.update(bleu_chrf(outputs, list(references), bleu_tokenize(model.meta.get("data", {}).get("tgt_lang"))))
         rows.append(row)
     return rows
+
+
+def _check_order(order: Sequence[Sequence[Any]], config: Any) -> list[tuple[str, int, int]]:
+    """`order` as distinct (kind, layer, head) of a model of `config`, or one line: a repeated
+    head would count twice in the share, and a head the model lacks was refused only once decoded."""
+    heads = {
+        (kind, layer, head) for kind in KINDS for layer in range(config.n_layers) for head in range(config.n_heads)
+    }
+    checked = []
+    for entry in order:
+        head = tuple(entry) if isinstance(entry, Sequence) and not isinstance(entry, str) else None
+        if (
+            head is None
+            or len(head) != 3
+            or not isinstance(head[0], str)
+            or not all(whole_number(n) for n in head[1:])
+            or head not in heads
+        ):
+            raise AttnlabError(f"the order lists heads of the model as (kind, layer, head), got {entry!r}")
+        checked.append((str(head[0]), int(head[1]), int(head[2])))
+    if len(set(checked)) != len(checked):
+        raise AttnlabError("the order lists each head once; it repeats one")
+    return checked
