@@ -170,6 +170,18 @@ def test_selecting_before_any_trace_is_shown_says_there_is_none() -> None:
             view.picker.select(kind="cross")
 
 
+def test_a_cleared_view_and_an_unpressed_kind_change_nothing(trace: AttentionTrace) -> None:
+    """After `clear()` a selection from code did nothing and said nothing (the picker kept the
+    trace gone from the view); a kind set to None (no button pressed) was a KeyError out of the
+    widget, the picker left at (None, 0, 0)."""
+    view = widgets.show(trace, "cross", 1, 2)
+    view.picker.kind.value = None
+    assert view.picker.value == ("cross", 1, 2) and view.errors.message == ""
+    view.clear()
+    view.select(0, 0)
+    assert view.errors.message == i18n.error_message(AttnlabError(i18n.text("widgets.no_trace", "en")), "en")
+
+
 def test_a_timeline_of_snapshots_it_cannot_replay_is_one_line(trace: AttentionTrace) -> None:
     """`Timeline([])` was an IndexError; a step given twice dropped a trace without a word; a
     trace of other heads was a KeyError in the error box, with its traceback, when drawn."""
@@ -208,6 +220,29 @@ def test_a_trace_of_some_heads_is_labelled_with_the_model_heads(trace: Attention
     assert widgets.show(some, head=-1).picker.value == ("cross", 0, 3)
     with pytest.raises(AttnlabError, match="no head 0: choose from 1, 3 "):
         widgets.show(some, head=0)
+
+
+def test_minus_one_is_the_models_last_in_the_widget_as_in_the_trace(trace: AttentionTrace) -> None:
+    """A trace holding layer 0 of a two-layer model and heads 0 and 1 of four: `show(..., layer=-1)`
+    opened layer 0, the top one held, which `trace.attention` and `viz.heatmap` refuse as the
+    model's top, not recorded; -1 is now the model's top (and last head) everywhere."""
+    bottom = AttentionTrace(
+        trace.src_tokens,
+        trace.tgt_tokens,
+        {kind: maps[:1] for kind, maps in trace.maps.items()},
+        trace.masks,
+        {kind: [0] for kind in trace.kinds},
+        model=trace.model,
+    )
+    with pytest.raises(AttnlabError, match="not recorded"):
+        viz.heatmap(bottom, "cross", -1, 0)
+    with pytest.raises(AttnlabError, match=r"^no cross layer -1: choose from 0 \(or -2 from the model's last\)$"):
+        widgets.show(bottom, "cross", -1)
+    assert widgets.show(bottom, "cross", -2, -1).picker.value == ("cross", 0, trace.n_heads - 1)
+    first = some_heads(trace, [0, 1])
+    with pytest.raises(AttnlabError, match=r"^no head -1: choose from 0, 1 \(or -4, -3 from the model's last\)$"):
+        widgets.show(first, head=-1)
+    assert trace.n_heads == 4 and widgets.show(first, head=-3).picker.value == ("cross", 0, 1)
 
 
 def test_mask_and_scale_toggles(trace: AttentionTrace) -> None:

@@ -247,7 +247,7 @@ class HeadPicker(w.HBox):
 
     def select(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Change the selection from code (one redraw): the model's layer and head, a negative one
-        counting from the last the trace holds; one it lacks is a one-line error (`viz.selection`),
+        counting from the model's last; one the trace lacks is a one-line error (`viz.selection`),
         and so is a selection before any trace is shown (an AttributeError of None before)."""
         if self.trace is None:
             raise AttnlabError(text("widgets.no_trace", self.lang))
@@ -265,8 +265,12 @@ class HeadPicker(w.HBox):
     def value(self) -> tuple[str, int, int]:
         return self.kind.value, self.layer.value, self.head.value
 
-    def _kind_changed(self, _change: dict) -> None:
+    def _kind_changed(self, change: dict) -> None:
         if self._quiet or self.trace is None:
+            return
+        if change["new"] not in self.trace.kinds:  # (None, no button pressed: a KeyError out of the view)
+            with self.quiet():
+                self.kind.value = change["old"]
             return
         with self.quiet():
             self._offer_layers()

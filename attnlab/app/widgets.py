@@ -129,6 +129,7 @@ class TraceView(w.VBox):
     def clear(self) -> None:
         """Show no trace (after a failed run: nothing of the previous sentence stays on show)."""
         self.trace, self._stats = None, []
+        self.picker.trace = None  # (a selection from code then says there is no trace; it did nothing)
         self.caption.value = self.pattern.value = self.table.value = ""
         self.picker.layout.display = "none"
         for pane in self._panes.values():
@@ -176,7 +177,7 @@ def show(
     lang: str = i18n.DEFAULT,
 ) -> TraceView:
     """Explore one `AttentionTrace` (or a saved .trace file), optionally opening one head: the
-    model's layer and head ids, a negative one counting from the last the trace holds."""
+    model's layer and head ids, a negative one counting from the model's last (-1: its top layer)."""
     view = TraceView(checked_trace(trace, "show", i18n.checked(lang)), lang=lang)
     if (kind, layer, head) != (None, None, None):
         view.picker.select(kind=kind, layer=layer, head=head)

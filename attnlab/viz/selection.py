@@ -46,16 +46,26 @@ def head_map(trace: AttentionTrace, kind: str, layer: int, head: int) -> np.ndar
     return trace.attention(kind, model_layer(trace, kind, layer))[trace.head_row(head)]
 
 
-def pick(wanted: object, held: Sequence[int], what: str, from_end: bool = True) -> int:
+def pick(wanted: object, held: Sequence[int], what: str, from_end: bool = True, count: int | None = None) -> int:
     """`wanted` out of the ids there are (a trace's layers of a kind or its heads, a beam's
     ranks), a negative one counting from the end with `from_end` (-1: the last); anything else
-    is a one-line error naming them, where a widget would raise traitlets' TraitError."""
+    is a one-line error naming them, where a widget would raise traitlets' TraitError. With
+    `count` (the model's layers or heads, of which `held` are some), a negative one counts from
+    the model's end, as `AttentionTrace.attention` counts it: -1 is the model's top layer, held
+    or not (it was the top layer held, which `viz.heatmap` refused on the same trace)."""
     if isinstance(wanted, Integral) and not isinstance(wanted, bool):  # True was head 1
         if wanted in held:
             return int(wanted)
-        if from_end and -len(held) <= wanted < 0:
-            return held[wanted]
-    choices = ", ".join(map(str, held)) + (" (-1: the last)" if from_end and held else "")
+        if from_end and wanted < 0:
+            index = wanted + count if count is not None else held[wanted] if -len(held) <= wanted else None
+            if index in held:
+                return int(index)
+    choices = ", ".join(map(str, held))
+    if from_end and held:
+        whole = count is None or list(held) == list(range(count))
+        choices += (
+            " (-1: the last)" if whole else f" (or {', '.join(str(h - count) for h in held)} from the model's last)"
+        )
     raise AttnlabError(f"no {what} {wanted!r}: choose from {choices or 'nothing yet'}")
 
 
@@ -63,13 +73,21 @@ def selection(
     trace: AttentionTrace, kind: str, layer: int | None = None, head: int | None = None
 ) -> tuple[str, int | None, int | None]:
     """What a user asked for (`show(trace, kind, layer, head)`, a click on the grid) as the
-    model's (kind, layer, head): a negative layer or head counts from the last the trace holds
-    (-1: its top recorded layer, its last head), None stays None."""
+    model's (kind, layer, head): a negative layer or head counts from the model's last, as
+    `AttentionTrace.attention` and every `viz` figure count it (-1: the top layer, the last
+    head), None stays None."""
     if kind not in trace.kinds:
         raise AttnlabError(f"this trace has no {kind!r} attention: it holds {', '.join(trace.kinds)}")
-    layer = None if layer is None else pick(layer, trace.layers[kind], f"{kind} layer")
-    head = None if head is None else pick(head, head_ids(trace), "head")
+    held = trace.layers[kind]
+    layer = None if layer is None else pick(layer, held, f"{kind} layer", count=_model_count(trace, "n_layers", held))
+    heads = head_ids(trace)
+    head = None if head is None else pick(head, heads, "head", count=_model_count(trace, "n_heads", heads))
     return kind, layer, head
+
+
+def _model_count(trace: AttentionTrace, name: str, held: Sequence[int]) -> int:
+    """The model's layers or heads (`name`), as the trace's own readings count them."""
+    return int(trace.model.get("config", {}).get(name, max(held, default=-1) + 1))
 
 
 def within(resolve: Callable[[], tuple[int, int]]) -> tuple[int, int]:
