@@ -915,6 +915,16 @@ def test_standalone_html_needs_no_network(trace: AttentionTrace) -> None:
     assert "&lt;b&gt;" in page  # the source text is escaped
 
 
+def test_a_summary_names_the_checkpoint_not_the_exporters_directories(trace: AttentionTrace) -> None:
+    """A page exported from a notebook showed the checkpoint's absolute path: the directory's
+    name is enough to tell the model, and shared pages showed where the exporter keeps files."""
+    shared = replace(trace, model={**trace.model, "checkpoint": "/home/alice/models/tatoeba-en-zh"})
+    shown = viz.summary_div(shared).text
+    assert "<small>tatoeba-en-zh · " in shown and "alice" not in shown
+    for given, label in (("~/models/de", "de"), ("../../x/de", "de"), ("classroom/de", "classroom/de"), ("", "")):
+        assert viz.export.checkpoint_label(given) == label
+
+
 def test_standalone_html_where_the_current_document_was_destroyed(trace: AttentionTrace) -> None:
     """In a served explorer, once a session had closed, bokeh's current document could be that
     session's destroyed one, and the "HTML page" export was an AttributeError

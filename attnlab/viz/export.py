@@ -15,6 +15,7 @@ import io
 import math
 import re
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -248,12 +249,13 @@ def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -
     """Source, output and model identity as a small HTML block (for the standalone page), its
     words ("export.*" of `viz.words.WORDS`) replaced by `words`. It is `SUMMARY_PX` wide, its
     lines wrapped inside (a 45-word source was one line of 1,586 px, and bokeh sized the block to
-    its text in the default font, which the page's font stack then overran by a few pixels)."""
+    its text in the default font, which the page's font stack then overran by a few pixels). The
+    checkpoint is named by `checkpoint_label`."""
     said = {key: html.escape(value) for key, value in say(words).items()}
     meta = check_trace(trace, "the trace").meta
     text = html.escape(str(meta.get("text", " ".join(trace.src_tokens))))
     output = html.escape(str(meta.get("output", " ".join(trace.tgt_tokens))))
-    model = html.escape(str(trace.model.get("checkpoint") or said["export.model"]))
+    model = html.escape(checkpoint_label(str(trace.model.get("checkpoint") or "")) or said["export.model"])
     weights = said["export.weights"].format(sha=html.escape(str(trace.model.get("weights_sha256", "?"))))
     return use_fonts(
         Div(
@@ -263,3 +265,11 @@ def summary_div(trace: AttentionTrace, words: Mapping[str, str] | None = None) -
             styles={"overflow-wrap": "anywhere", "white-space": "normal", "padding-right": "8px"},
         )
     )
+
+
+def checkpoint_label(name: str) -> str:
+    """A checkpoint as a page shows it: the directory's own name where `name` is a path into the
+    exporter's disk (absolute, from ~, or climbing with ..), else `name` as given (the explorer's,
+    relative to its root): a page shared from a notebook showed "/home/…/checkpoints/tatoeba-en-zh"."""
+    path = PurePath(name)
+    return path.name if path.is_absolute() or name.startswith("~") or ".." in path.parts else name
