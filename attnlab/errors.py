@@ -7,10 +7,11 @@ traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import warnings
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class AttnlabError(Exception):
@@ -88,3 +89,14 @@ def warn(message: str) -> None:
     while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "attnlab":
         frame, level = frame.f_back, level + 1
     warnings.warn(message, stacklevel=level)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """`json.loads`, with a document nested past Python's recursion limit ("[" * 100000) a
+    ValueError, as any other text that is not JSON: it was a RecursionError, which every reader's
+    `except ValueError` let through as a traceback (one such config.json under the explorer's
+    checkpoint root emptied the page for every visitor). Every file attnlab reads as JSON is read here."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -420,6 +421,68 @@ def _copy(checkpoint: Path, tmp_path: Path, name: str, content: bytes) -> Path:
 def test_a_manifest_of_another_shape_is_refused(manifest: bytes, checkpoint: Path, tmp_path: Path) -> None:
     with pytest.raises(AttnlabError):
         verify(_copy(checkpoint, tmp_path, "manifest.json", manifest))
+
+
+def test_a_manifest_naming_a_file_outside_the_checkpoint_or_of_a_later_version_is_refused(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """ "../../etc/shadow" in a manifest was stat'ed and hashed: attnlab said its size ("651 bytes,
+    its manifest says 1") and would confirm a guessed digest; a manifest of version 99 was read
+    as this one. A config.json of another model, shorter, is not only "truncated"."""
+    manifest = json.loads((checkpoint / "manifest.json").read_text())
+    for number, name in enumerate(["../../../../etc/passwd", "/etc/passwd", ".."]):
+        edited = {**manifest, "files": {**manifest["files"], name: {"bytes": 1, "sha256": "0" * 64}}}
+        directory = _copy(checkpoint, tmp_path / str(number), "manifest.json", json.dumps(edited).encode())
+        with pytest.raises(
+            AttnlabError, match=f"manifest.json lists '{re.escape(name)}', not a file of the checkpoint$"
+        ):
+            verify(directory)
+    later = json.dumps({**manifest, "version": 99}).encode()
+    with pytest.raises(AttnlabError, match=r"manifest.json version 99 is not supported \(this attnlab reads 1\)$"):
+        verify(_copy(checkpoint, tmp_path / "later", "manifest.json", later))
+    shutil.copytree(checkpoint, tmp_path / "short")
+    (tmp_path / "short" / "config.json").write_bytes((checkpoint / "config.json").read_bytes()[:-5])
+    with pytest.raises(AttnlabError, match=r"config.json is truncated or replaced \("):
+        verify(tmp_path / "short")
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # valid JSON, nested past Python's recursion limit
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "config.json"])
+def test_json_nested_past_the_recursion_limit_is_one_line(name: str, checkpoint: Path, tmp_path: Path) -> None:
+    """A RecursionError went past every reader's `except ValueError`, as a traceback (and under
+    the explorer's checkpoint root, one such config.json emptied the page for every visitor)."""
+    from attnlab.app.checkpoints import describe, find_checkpoints
+    from attnlab.data.vocab import read_vocab
+
+    directory = _copy(checkpoint, tmp_path, name, DEEP)
+    with pytest.raises(AttnlabError) as error:
+        attnlab.load(directory)
+    assert one_line(str(error.value))
+    if name == "config.json":
+        assert describe(directory) == "" and len(find_checkpoints([directory], bundled=tmp_path / "none")) == 1
+    (tmp_path / "vocab.json").write_bytes(DEEP)
+    with pytest.raises(AttnlabError, match="not a readable vocabulary"):
+        read_vocab(tmp_path / "vocab.json")
+
+
+def test_trace_metadata_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file as load_numpy
+    from safetensors.numpy import save_file as save_numpy
+
+    from attnlab.record.trace import FORMAT, VERSION
+
+    path = tmp_path / "deep.trace"
+    save_numpy(
+        {"cross.0": np.zeros((1, 1, 1), np.float32)},
+        str(path),
+        {"format": FORMAT, "version": str(VERSION), "info": DEEP.decode()},
+    )
+    assert load_numpy(str(path))
+    with pytest.raises(AttnlabError) as error:
+        AttentionTrace.load(path)
+    assert one_line(str(error.value))
 
 
 @pytest.mark.parametrize("meta", [None, [], {"data": 5}, {"task": ["translate"]}], ids=repr)

@@ -6,7 +6,6 @@ training run recorded at each checkpoint (the training timeline).
 
 from __future__ import annotations
 
-import json
 import re
 import stat
 import threading
@@ -18,7 +17,7 @@ import numpy as np
 
 from attnlab.app.i18n import DEFAULT, language_code, language_name, text
 from attnlab.decode.loading import load
-from attnlab.errors import CheckpointError
+from attnlab.errors import CheckpointError, json_loads
 from attnlab.model.checkpoint import STEP_DIR, step_dirs, user_path
 from attnlab.record.trace import KINDS
 
@@ -106,7 +105,7 @@ def describe(path: str | Path, lang: str = DEFAULT) -> str:
         config = (steps[-1][1] if steps else path) / "config.json"
         if not _regular(config, _CONFIG_BYTES):  # a FIFO there blocked the picker's scan for good
             return ""
-        meta = json.loads(config.read_text()).get("meta", {})
+        meta = json_loads(config.read_text()).get("meta", {})
         data = meta.get("data", {})
         task, src, tgt = data.get("task", meta.get("task")), data.get("src_lang"), data.get("tgt_lang")
         corpus = CORPORA.get(data.get("corpus"), "")
@@ -266,7 +265,7 @@ def _step_tables(path: str | Path, allows: Callable[[Path], bool], name: str, re
 def _importance_table(path: Path) -> np.ndarray | None:
     """The (kinds, layers, heads) gradients of an importance.json, or None for what is not one."""
     try:
-        table = json.loads(path.read_text(encoding="utf-8"))
+        table = json_loads(path.read_text(encoding="utf-8"))
         values = np.asarray(table["gradient"], dtype=np.float64)
     except (OSError, ValueError, TypeError, KeyError):
         return None
@@ -280,7 +279,7 @@ def _alignment_table(path: Path) -> dict[str, Any] | None:
     run killed then left it cut short, and the timeline tab failed with a JSONDecodeError (a
     KeyError for a table of other fields). Its step is then drawn without AER."""
     try:
-        table = json.loads(path.read_text(encoding="utf-8"))
+        table = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     rows = table.get("rows") if isinstance(table, dict) else None

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import glob
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -29,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from attnlab.data.corpora import SPLIT_NAMES, Split
-from attnlab.errors import DataError
+from attnlab.errors import DataError, json_loads
 
 EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
 STALE_AFTER_S = 10.0  # a temporary no run holds, unchanged this long, was left by a killed run
@@ -58,7 +57,7 @@ def read_meta(path: Path) -> dict:
     or foreign one (not JSON, no "splits", a split without its pair count, an unknown dtype) was a
     JSONDecodeError, TypeError or KeyError traceback from `attnlab train --data`."""
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:  # (a UnicodeDecodeError is a ValueError)
         raise DataError(f"{path}: cannot read it as JSON ({error}); prepare the data again") from None
     splits = meta.get("splits") if isinstance(meta, dict) else None

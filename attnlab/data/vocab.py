@@ -10,12 +10,11 @@ uses, so decoding, recording and the views need not know which kind of model the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import sentencepiece as spm
 
-from attnlab.errors import DataError
+from attnlab.errors import DataError, json_loads
 
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")  # target_vocab.json too when the sides differ
 LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token first: ">>spa<<"
@@ -24,7 +23,7 @@ LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token
 def read_vocab(path: str | Path) -> dict[str, int]:
     """A Marian vocabulary file: {piece: id}, ids unique."""
     try:
-        vocab = json.loads(Path(path).read_text(encoding="utf-8"))
+        vocab = json_loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise DataError(f"{path}: not a readable vocabulary ({type(error).__name__})") from None
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):

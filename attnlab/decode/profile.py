@@ -44,7 +44,7 @@ from attnlab.decode.alignment import check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result
 from attnlab.decode.commands import cut_notice, fit_lines
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, warn
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, json_loads, warn
 from attnlab.model.checkpoint import temporary_sibling
 from attnlab.record.equation import trace_ids
 from attnlab.record.importance import check_model, sentence_importance
@@ -301,7 +301,7 @@ def read_profile(path: str | os.PathLike) -> Profile:
 def _profile_meta(path: Path, metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
     """The attnlab entry of a Parquet schema's metadata, or one line: not a profile, another version."""
     try:
-        meta = json.loads((metadata or {}).get(b"attnlab", b"{}"))
+        meta = json_loads((metadata or {}).get(b"attnlab", b"{}"))
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:

@@ -34,9 +34,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from attnlab.errors import CheckpointError, ConfigError, warn
+from attnlab.errors import CheckpointError, ConfigError, json_loads, warn
 from attnlab.model.config import ModelConfig
-from attnlab.model.manifest import MANIFEST, check_tokenizer, sha256_of, verify
+from attnlab.model.manifest import MANIFEST, VERSION, check_tokenizer, sha256_of, verify
 from attnlab.model.transformer import Transformer
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -73,7 +73,7 @@ def temporary_sibling(target: Path, directory: bool = True) -> Path:
     the mode `mkdir` (or `open`) would give: mkdtemp's 0700 and mkstemp's 0600 would survive the
     rename, leaving checkpoints and traces that others on the machine, or an explorer served as
     another user, cannot read."""
-    if directory:  # .step_N.tmp-XXXX: what a resumed run sweeps up (`train.resume.remove_temporaries`)
+    if directory:  # .step_N.tmp-XXXX: what a resumed run sweeps up (`train.resume.tidy`)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
     else:
         handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -132,7 +132,7 @@ def save_checkpoint(
             save_file(state, str(tmp / "trainer.safetensors"), metadata={"format": "attnlab-trainer"})
             (tmp / "trainer.json").write_text(json.dumps(trainer_json or {}, indent=1))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(tmp.iterdir())}
-        (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": 1, "files": files}))
+        (tmp / MANIFEST).write_text(json.dumps({"format": "attnlab-checkpoint", "version": VERSION, "files": files}))
         open_modes(tmp)
         for path in tmp.iterdir():  # make the bytes durable before the rename publishes them
             with path.open("rb") as handle:
@@ -196,7 +196,7 @@ def _check_replaceable(directory: Path, training: bool) -> None:
     if not any(directory.iterdir()):
         return
     try:
-        manifest = json.loads((directory / MANIFEST).read_text())
+        manifest = json_loads((directory / MANIFEST).read_text())
         ours = manifest.get("format") == "attnlab-checkpoint" and isinstance(manifest.get("files"), dict)
     except (OSError, ValueError, AttributeError):
         ours = False
@@ -222,7 +222,7 @@ def update_meta(directory: str | os.PathLike, **changes: Any) -> None:
     new config.json and manifest are written to temporary files and renamed over the old ones."""
     directory = Path(directory)
     manifest = verify(directory)
-    data = json.loads((directory / "config.json").read_text())
+    data = json_loads((directory / "config.json").read_text())
     data["meta"] = {**data.get("meta", {}), **changes}
     staged = directory / ".config.json.tmp"
     staged.write_text(json.dumps(data, indent=2))
@@ -250,7 +250,7 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def read_config(directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
     path = Path(directory) / "config.json"
     try:
-        data = json.loads(path.read_text())
+        data = json_loads(path.read_text())
         if not isinstance(data, dict) or "model" not in data:  # (a KeyError read "not a usable config ('model')")
             raise ValueError('it has no "model" section')
         if not isinstance(data["model"], dict):  # "base" was read as the unknown keys a, b, e, s
@@ -312,7 +312,7 @@ def load_trainer_state(directory: str | os.PathLike) -> tuple[dict[str, torch.Te
     directory = Path(directory)
     tensors = read_safetensors(directory / "trainer.safetensors")
     try:
-        state = json.loads((directory / "trainer.json").read_text())
+        state = json_loads((directory / "trainer.json").read_text())
     except (OSError, ValueError):
         raise CheckpointError(f"{directory}: trainer.json is missing or not JSON") from None
     return tensors, state

@@ -8,15 +8,15 @@ English→Spanish model with the English→Chinese spm.model wrote "ap蚁ter为�
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import CheckpointError
+from attnlab.errors import CheckpointError, json_loads
 
 MANIFEST = "manifest.json"
+VERSION = 1  # of the manifest's layout (`checkpoint.save_checkpoint` writes it)
 REQUIRED = ("model.safetensors", "config.json")  # a manifest that lists neither checks nothing
 
 
@@ -56,11 +56,15 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
         hint = hint if (directory / "checkpoints").is_dir() else ""
         raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json_loads(manifest_path.read_text())
     except (ValueError, UnicodeDecodeError):
         raise CheckpointError(f"{directory}: damaged {MANIFEST}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "attnlab-checkpoint":
         raise CheckpointError(f"{directory}: {MANIFEST} is not an attnlab checkpoint manifest")
+    if manifest.get("version", VERSION) != VERSION:  # (a later layout was read as this one)
+        raise CheckpointError(
+            f"{directory}: {MANIFEST} version {manifest.get('version')!r} is not supported (this attnlab reads {VERSION})"
+        )
     files = manifest.get("files")
     entry = {"bytes": int, "sha256": str}
     if not isinstance(files, dict) or not all(
@@ -68,6 +72,9 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
         for info in files.values()
     ):
         raise CheckpointError(f"{directory}: damaged {MANIFEST} (its file list has another shape)")
+    if outside := [name for name in files if Path(name).name != name or name in ("", ".", "..")]:
+        # a checkpoint's files lie in it: "../../etc/shadow" told its size, and a guessed digest was confirmed
+        raise CheckpointError(f"{directory}: its {MANIFEST} lists {outside[0]!r}, not a file of the checkpoint")
     if unlisted := [name for name in REQUIRED if name not in files]:
         raise CheckpointError(f"{directory}: its {MANIFEST} does not list {' or '.join(unlisted)} (damaged or edited)")
     for name, info in files.items():
@@ -76,7 +83,7 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
             raise CheckpointError(f"{directory}: {name} is missing")
         size = path.stat().st_size
         if size < info["bytes"]:
-            raise CheckpointError(f"{directory}: {name} is truncated ({size:,} of {info['bytes']:,} bytes)")
+            raise CheckpointError(f"{directory}: {name} is truncated or replaced ({size:,} of {info['bytes']:,} bytes)")
         if size != info["bytes"]:  # not the file the manifest lists: replaced or edited
             raise CheckpointError(
                 f"{directory}: {name} is not the file this checkpoint was written with "

@@ -13,7 +13,6 @@ nothing is downloaded.
 
 from __future__ import annotations
 
-import json
 import pickle
 import re
 import warnings
@@ -24,7 +23,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from attnlab.errors import CheckpointError, ConfigError
+from attnlab.errors import CheckpointError, ConfigError, json_loads
 from attnlab.model.checkpoint import check_weights, unreadable
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import Transformer
@@ -102,7 +101,7 @@ def is_marian(directory: str | Path) -> bool:
     it was "not an attnlab checkpoint (no manifest.json)", which sent the reader elsewhere)."""
     path = Path(directory) / "config.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("model_type") == "marian"
+        return json_loads(path.read_text(encoding="utf-8")).get("model_type") == "marian"
     except (OSError, AttributeError):
         return False
     except ValueError as error:  # (UnicodeDecodeError too)
@@ -115,7 +114,7 @@ def read_hf_config(directory: Path) -> dict[str, Any]:
     if not (directory / "config.json").is_file():
         raise CheckpointError(f"{directory}: not a Hugging Face Marian model (no config.json)")
     try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        config = json_loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{directory}/config.json: not readable JSON ({type(error).__name__})") from None
     if not isinstance(config, dict) or config.get("model_type") != "marian":

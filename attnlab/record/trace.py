@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load, save
 
-from attnlab.errors import AttnlabError, CheckpointError, ConfigError
+from attnlab.errors import AttnlabError, CheckpointError, ConfigError, json_loads
 from attnlab.model.checkpoint import temporary_sibling, user_path
 from attnlab.record.trace_checks import as_mask, as_weights, outside_softmax, switched_off
 
@@ -240,7 +240,7 @@ class AttentionTrace:
         try:
             tensors = load(raw)
             header_len = int.from_bytes(raw[:8], "little")
-            metadata = json.loads(raw[8 : 8 + header_len]).get("__metadata__") or {}
+            metadata = json_loads(raw[8 : 8 + header_len]).get("__metadata__") or {}
         except Exception as error:  # safetensors raises several types for damaged files
             raise CheckpointError(f"{path}: not a readable trace file ({type(error).__name__})") from None
         if not isinstance(metadata, dict):  # safetensors lets any JSON through here
@@ -252,7 +252,7 @@ class AttentionTrace:
                 f"{path}: trace format version {metadata.get('version')} is not supported (this attnlab reads {VERSION})"
             )
         try:
-            info = json.loads(metadata["info"])
+            info = json_loads(metadata["info"])
             maps: dict[str, list[np.ndarray]] = {}
             for kind in KINDS:
                 count = sum(1 for name in tensors if name.startswith(kind + "."))

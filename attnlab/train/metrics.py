@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.errors import json_loads
 from attnlab.train.guard import TrainingError
 
 
@@ -58,7 +59,7 @@ class MetricsLog:
         kept, broken = [], 0
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                record = json.loads(line)
+                record = json_loads(line)
                 if record["step"] <= step:
                     kept.append(line)
             except (ValueError, KeyError, TypeError):
