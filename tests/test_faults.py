@@ -139,6 +139,22 @@ def test_disk_full_while_writing_a_checkpoint(
     _assert_resumes_to(prepared, run, reference, capsys)
 
 
+def test_disk_full_at_the_first_checkpoint_does_not_promise_a_resume(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no checkpoint yet it said "older checkpoints are intact; ... run the same command to
+    resume", and the same command started at step 0."""
+
+    def full_disk(tensors: dict[str, torch.Tensor], filename: str, metadata: dict | None = None) -> None:
+        raise FULL_DISK["os"](filename)
+
+    monkeypatch.setattr(checkpoint, "save_file", full_disk)
+    assert _train(prepared, tmp_path / "run") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "step_2" in line and line.endswith("stopped at step 2, none saved yet: rerun to start over"), line
+    assert "older" not in line and "resume" not in line
+
+
 class Terminated(Exception):
     """Stands in for the death SIGTERM brings when nothing defers it (pytest must live on)."""
 

@@ -656,6 +656,48 @@ def test_out_alone_resumes_a_run_with_the_settings_it_was_saved_with(prepared: P
     assert (info["warmup"], info["lr_scale"], info["data"], info["max_tokens"]) == (2, 3.0, str(prepared), 600)
     assert cli(["--out", str(run), "--max-steps", "4", "--warmup", "5"]) == 0
     assert "resuming with warmup=5 (the run had 2)" in capsys.readouterr().err
+    # a notebook's: TrainConfig(data=..., out=RUN) started from the defaults (max_tokens 4096 refused,
+    # warmup 4000 taken); `resumed` reads the run's, as --out alone does
+    from attnlab.train import Trainer, resumed
+
+    log = io.StringIO()
+    assert Trainer(resumed(run, max_steps=5, log_every=2), log=log).run() == run / "checkpoints" / "step_5"
+    assert "resuming with" not in log.getvalue() and "resumed from" in log.getvalue()
+    info = json.loads((run / "checkpoints" / "step_5" / "trainer.json").read_text())["train_config"]
+    assert (info["warmup"], info["max_tokens"], info["log_every"]) == (5, 600, 2)
+    losses = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert losses[-1] == 5  # the last steps' loss, not a multiple of log_every, is logged too (it was lost)
+    log = io.StringIO()
+    assert Trainer(resumed(run, max_steps=3), log=log).run() is None
+    assert log.getvalue().endswith("\nattnlab train: at step 5 of max_steps 3: nothing to do\n")
+    for bad, said in (({"max_step": 9}, "max_step: not a setting of a run"), ({}, "no checkpoint with the settings")):
+        with pytest.raises(ConfigError, match=said):
+            resumed(run if bad else tmp_path / "none", **bad)
+
+
+def test_a_run_begun_with_a_relative_data_path_resumes_from_another_directory(
+    prepared: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`--data prep/m30k` was saved as typed: `--out RUN` alone from any other directory said
+    "prep/m30k is not a prepared data directory". It is saved absolute; a run saved with a
+    relative one (before 2026-12) asks for --data in one line, not a complaint about the data."""
+    from attnlab.errors import DataError
+    from attnlab.train.commands import cli
+
+    monkeypatch.chdir(prepared.parent)
+    run = tmp_path / "run"
+    first = ["--data", prepared.name, "--out", str(run), "--preset", "tiny", "--compile", "off", "--probes", "0"]
+    assert cli(first + ["--eval-sentences", "0", "--max-tokens", "600", "--warmup", "2", "--max-steps", "1"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli(["--out", str(run), "--max-steps", "2"]) == 0
+    trainer = run / "checkpoints" / "step_2" / "trainer.json"
+    info = json.loads(trainer.read_text())
+    assert info["train_config"]["data"] == str(prepared) and "resumed from" in capsys.readouterr().err
+    info["train_config"]["data"] = prepared.name  # as runs saved it before
+    trainer.write_text(json.dumps(info))
+    with pytest.raises(DataError, match=rf"^the run's data, {prepared.name}, was named from the directory it began in"):
+        cli(["--out", str(run), "--max-steps", "3"])
+    assert cli(["--out", str(run), "--max-steps", "3", "--data", str(prepared)]) == 0
 
 
 def test_resuming_with_another_update_rule_says_so(prepared: Path, tmp_path: Path, capsys) -> None:
@@ -752,6 +794,10 @@ def test_a_resumed_run_cleans_and_redoes_what_a_kill_left_half_done(prepared: Pa
     argv = ["--data", str(prepared), "--out", str(run), "--preset", "tiny", "--compile", "off", "--max-steps", "3"]
     assert cli(argv + ["--eval-sentences", "3", "--save-every", "2", "--max-tokens", "600", "--probes", "0"]) == 0
     assert "the run is at step 3, --max-steps 3: nothing to do" in capsys.readouterr().err
+    fresh = tmp_path / "fresh"  # killed while writing its first checkpoint: it starts over, and sweeps that too
+    (fresh / "checkpoints" / ".step_2.tmp-a1b2").mkdir(parents=True)
+    Trainer(TrainConfig(**{**settings, "out": str(fresh)}, max_steps=1)).run()
+    assert not list((fresh / "checkpoints").glob(".step_*"))
 
 
 def _agree_on_two_ranks(rank: int, port: int, settings: list[dict], errors) -> None:

@@ -343,3 +343,19 @@ def test_the_presets_run_as_long_and_keep_what_the_paper_averages() -> None:
     assert (recipe.max_steps, recipe.keep_last) == (2000, 8)
     assert (config_from_args([*base, "--preset", "tiny"]).max_steps) == 100_000
     assert "big 300000" in " ".join(build_parser().format_help().split())
+
+
+def test_a_width_override_of_row_b_says_the_row_is_gone() -> None:
+    """`--preset B-dk16 d_model=64` trained d_k 8 (d_model/h), row B's one change (d_k 16) gone,
+    and the log still said B-dk16; a row whose d_k is d_model/h (A, C) keeps the rule silently."""
+    from types import SimpleNamespace
+
+    def note(name: str, **overrides: object) -> str | None:
+        return startup.row_note(SimpleNamespace(preset=name, overrides=overrides), preset(name, **overrides))
+
+    assert note("B-dk16", d_model=64, d_ff=128) == (
+        "attnlab train: B-dk16 has d_k=16; with these overrides d_k and d_v are d_model/h = 8: give d_k=16 to keep the row"
+    )
+    assert preset("B-dk16", d_model=64, d_k=16).d_k == 16 and note("B-dk16", d_model=64, d_k=16) is None
+    assert note("B-dk16", p_drop=0.2) is None and note("A-h4", d_model=64) is None
+    assert note("C-d256", n_heads=4) is None and note("base", d_model=64) is None

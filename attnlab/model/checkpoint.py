@@ -141,7 +141,7 @@ def save_checkpoint(
     except (OSError, SafetensorError) as error:  # ENOSPC, EDQUOT, EIO (safetensors' own error for its files)
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(
-            f"could not write {directory} ({why_not_written(error)}); nothing was written, older checkpoints are intact"
+            f"could not write {directory} ({why_not_written(error)}); nothing was written, and nothing already there was changed"
         ) from error
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,7 +6,8 @@ May import: `attnlab.model`, `attnlab.record`, `attnlab.data`, `attnlab.decode` 
 probe traces use the same decoder users get) and `attnlab.errors`; never a screen.
 """
 
+from attnlab.train.commands import resumed
 from attnlab.train.loop import TrainConfig, Trainer
 from attnlab.train.regime import label_smoothed_loss, learning_rate, make_optimizer
 
-__all__ = ["TrainConfig", "Trainer", "label_smoothed_loss", "learning_rate", "make_optimizer"]
+__all__ = ["TrainConfig", "Trainer", "label_smoothed_loss", "learning_rate", "make_optimizer", "resumed"]

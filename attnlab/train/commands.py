@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import ArgumentParser, ConfigError, DataError
+from attnlab.errors import ArgumentParser, ConfigError, DataError, json_loads
 from attnlab.model.checkpoint import step_dirs
 from attnlab.model.config import PRESETS, parse_overrides
 from attnlab.train.guard import lost_rank
@@ -43,7 +43,7 @@ HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each
     "align_gold": "a human word-alignment set of the data's languages (e.g. zhen_dev): every head's AER at "
     "each checkpoint",
     "align_pairs": "how many of --align-gold's pairs to score (default 100; ~0.5 s a pair on a CPU)",
-    "device": "cpu, cuda, cuda:N, or auto (default: the GPU when one is visible)",
+    "device": "cpu, cuda, cuda:N, mps, or auto (default: the GPU when one is visible)",
     "skip_nonfinite": "skip (and count) an update whose loss or gradient is nan or inf, instead of stopping",
 }
 
@@ -88,11 +88,27 @@ def run_settings(out: str | None) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     for _step, path in reversed(step_dirs(Path(out)) if out else []):
         try:
-            saved = json.loads((path / "trainer.json").read_text()).get("train_config", {})
+            saved = json_loads((path / "trainer.json").read_text()).get("train_config", {})
         except (OSError, ValueError, AttributeError):  # a damaged checkpoint: the one before it
             continue
         return {key: value for key, value in saved.items() if key in names and key != "out"}
     return {}
+
+
+def resumed(out: str | os.PathLike, **changes: Any) -> TrainConfig:
+    """The settings run `out` was last saved with, `changes` applied: what `attnlab train --out RUN`
+    resumes with, for a notebook. `TrainConfig(data=..., out=RUN)` starts from its fields'
+    defaults: a run of max_tokens 512 was refused at 4096, and one of warmup 5 went on at 4000."""
+    if not isinstance(out, str | os.PathLike):
+        raise ConfigError(f"out is a run directory, got {out!r}")
+    if unknown := sorted(set(changes) - {f.name for f in dataclasses.fields(TrainConfig)}):
+        raise ConfigError(f"{', '.join(unknown)}: not a setting of a run (TrainConfig's fields)")
+    saved = run_settings(os.fspath(out))
+    if not saved:
+        raise ConfigError(
+            f"{os.fspath(out)}: no checkpoint with the settings of a run; start one with TrainConfig(...)"
+        )
+    return TrainConfig(**{**saved, "out": os.fspath(out), **changes})
 
 
 def config_from_args(argv: list[str]) -> TrainConfig:
@@ -117,6 +133,9 @@ def config_from_args(argv: list[str]) -> TrainConfig:
         values.setdefault(key, value)  # neither the recipe nor a flag gave it
     if not values.get("data") or not values.get("out"):
         raise ConfigError("--data and --out are required (or --recipe NAME; --out alone resumes a run)")
+    saved = values["data"] if args.data is None and not args.recipe else None
+    if saved and not os.path.isabs(saved) and not os.path.isdir(saved):  # (runs saved it as typed until 2026-12)
+        raise DataError(f"the run's data, {saved}, was named from the directory it began in; give --data DIR")
     return TrainConfig(**values, overrides=overrides)
 
 
@@ -125,7 +144,8 @@ def check_recipe_data(argv: list[str], cfg: TrainConfig) -> None:
     `attnlab data prepare` command, not a bare "run `attnlab data prepare`" that leaves the user
     to guess the corpus, pair, vocabulary size and directory."""
     name = build_parser().parse_known_args(argv)[0].recipe
-    if name and cfg.data == RECIPES[name]["data"] and not (Path(cfg.data) / "meta.json").is_file():
+    same = name and os.path.abspath(RECIPES[name]["data"]) == cfg.data  # (`TrainConfig` holds it absolute)
+    if same and not (Path(cfg.data) / "meta.json").is_file():
         raise DataError(f"recipe {name}: {cfg.data} is not prepared yet; prepare it with: {RECIPES[name]['prepare']}")
 
 

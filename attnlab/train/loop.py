@@ -44,8 +44,8 @@ from attnlab.train.guard import SKIPS_IN_A_ROW, DeferredStop, TrainingError
 from attnlab.train.metrics import MetricsLog
 from attnlab.train.ranks import agree, all_sum, distributed, micro_seed
 from attnlab.train.regime import compile_mode, compile_model, learning_rate, make_loss
-from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, remove_temporaries, resumable
-from attnlab.train.startup import bf16_note, build, check_align_gold, check_fits, check_lengths, check_out, tokens_line
+from attnlab.train.resume import changed_update_rule, check_same_model, has_dev_record, resumable, tidy
+from attnlab.train.startup import build, check_align_gold, check_fits, check_lengths, check_out, notes, tokens_line
 from attnlab.train.update import DeviceBatch, Next, Update, stage
 
 
@@ -142,7 +142,7 @@ class Trainer:
         self.model, self.optimizer = build(self.config, self.device, params)
         self.compile, note = compile_mode(cfg.compile, self.device.type, cfg.max_steps, bf16=self.autocast)
         if self.rank == 0:
-            print("\n".join(filter(None, (note, bf16_note(self.device, self.autocast)))), file=self.log)
+            print("\n".join(filter(None, (note, *notes(cfg, self.config, self.device, self.autocast)))), file=self.log)
         if self.device.type == "cpu":
             keep_freed_memory()
         self.loss_fn = make_loss(self.compile != "off")
@@ -195,7 +195,7 @@ class Trainer:
         latest = resumable(self.out)
         if latest is None:
             if self.rank == 0:  # a run killed before its first checkpoint starts over, log included
-                self.metrics.repair(0)
+                tidy(self.out, self.metrics, 0)
             return None
         check_same_model(latest, ckpt.read_config(latest)[0], self.config, self.spm_path)
         model, _ = ckpt.load_model(latest, deep=False)
@@ -215,8 +215,7 @@ class Trainer:
         self.wall_before = info.get("wall_s", 0.0)
         self.saved_step = self.step
         if self.rank == 0:  # drop log lines the killed run wrote after this checkpoint, and its half-written one
-            self.metrics.repair(self.step)
-            remove_temporaries(self.out)
+            tidy(self.out, self.metrics, self.step)
             mine = {**dataclasses.asdict(self.cfg), "precision": "bf16" if self.autocast else "fp32"}
             changed = changed_update_rule(info, mine)
             if changed:
@@ -242,7 +241,8 @@ class Trainer:
         try:
             ckpt.save_checkpoint(path, self.model, self.spm_path, tensors, info, meta=meta)
         except CheckpointError as error:
-            raise CheckpointError(f"{error}; stopped at step {self.step}, run the same command to resume") from error
+            then = "run the same command to resume" if self.saved_step else "none saved yet: rerun to start over"
+            raise CheckpointError(f"{error}; stopped at step {self.step}, {then}") from error
         ckpt.prune(self.out, self.cfg.keep_last)  # only once the new checkpoint is published
         return path
 
@@ -301,9 +301,11 @@ class Trainer:
         return True, out.then
 
     def run(self) -> Path | None:
-        """Train until --max-steps, --max-minutes or SIGTERM, saving every --save-every steps and
-        at the end; returns the last checkpoint written. The ranks agree on when to stop, so
-        none is left waiting in an all-reduce. Rank 0 holds --out meanwhile (`holding`)."""
+        """Train until --max-steps, --max-minutes or SIGTERM, saving every --save-every steps and at the end; the last
+        checkpoint written. The ranks agree on when to stop (none waits in an all-reduce); rank 0 holds --out."""
+        if self.step >= self.cfg.max_steps:  # (a notebook's run drew a bare "40it" progress bar, and stopped)
+            print(f"attnlab train: at step {self.step} of max_steps {self.cfg.max_steps}: nothing to do", file=self.log)
+            return None
         with startup.holding(self.out) if self.rank == 0 else nullcontext():
             return self._train()
 
@@ -336,7 +338,7 @@ class Trainer:
                 self.window_tokens += self.acc["tokens"] - tokens_before
                 if applied:
                     bar.update(1)
-                    if self.step % cfg.log_every == 0 and self.acc["tokens"]:
+                    if (self.step % cfg.log_every == 0 or self.step == cfg.max_steps) and self.acc["tokens"]:
                         bar.set_postfix(self.log_interval())
                 if applied and (self.step % cfg.save_every == 0 or self.step == cfg.max_steps):
                     paused = time.time()
@@ -351,9 +353,8 @@ class Trainer:
                     self.stopped_by = signal.SIGINT if interrupted else signal.SIGTERM if terminated else "time"
                     break
         if self.world > 1:
-            # DDP's reducer holds the process group and its last work: let them go now, not at
-            # interpreter exit, where freeing them aborted rank 0 in 2 of 6 runs of the DDP tests
-            # here (SIGABRT, "terminate called without an active exception"; none in 4 since)
+            # DDP's reducer holds the process group and its last work: let them go now, not at exit, where freeing
+            # them aborted rank 0 in 2 of 6 DDP test runs (SIGABRT, "terminate called without an active exception")
             self.net = self.update.net = self.model
             gc.collect()
             dist.destroy_process_group()

@@ -6,13 +6,12 @@ rule may change but is said to, and what a killed run left half done is cleaned 
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from attnlab.data.tokenizer import same_vocabulary
-from attnlab.errors import CheckpointError
+from attnlab.errors import CheckpointError, json_loads
 from attnlab.model.checkpoint import latest_valid, step_dirs
 from attnlab.model.config import ModelConfig
 
@@ -59,9 +58,12 @@ def changed_update_rule(info: dict[str, Any], mine: dict[str, Any]) -> str:
     return ", ".join(f"{n}={mine[n]} (the run had {saved[n]})" for n in UPDATE_RULE if saved.get(n, mine[n]) != mine[n])
 
 
-def remove_temporaries(run_dir: Path) -> None:
-    """A run killed while writing a checkpoint leaves its temporary directory (the published
-    ones are whole): hundreds of MB each for base, never read again."""
+def tidy(run_dir: Path, metrics: Any, step: int) -> None:
+    """What a killed run left past `step`, its resumed checkpoint (0: none, a run that starts over)
+    swept up: the log's lines after it (`MetricsLog.repair`) and the temporary directory of a
+    checkpoint it was writing (the published ones are whole), hundreds of MB each for base, never
+    read again (a run killed while writing its first one kept it forever: only a resume swept)."""
+    metrics.repair(step)
     for stale in (run_dir / "checkpoints").glob(".step_*.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
 
@@ -72,7 +74,7 @@ def has_dev_record(metrics: Path, step: int) -> bool:
     if not metrics.is_file():
         return False
     for line in metrics.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+        record = json_loads(line)
         if record.get("step") == step and any(key.startswith("dev_") for key in record):
             return True
     return False

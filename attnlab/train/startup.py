@@ -21,7 +21,7 @@ from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.staging import hold
 from attnlab.errors import ConfigError
-from attnlab.model.config import MAX_SIZES, ModelConfig, preset, resolve_device
+from attnlab.model.config import MAX_SIZES, PRESETS, ModelConfig, preset, resolve_device
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import compile_setting, make_optimizer
@@ -33,13 +33,16 @@ def check_settings(cfg: Any) -> None:
     """A TrainConfig's fields made what its checkpoints store as JSON, or one line: `data=Path(...)`
     (a path, as every other attnlab function takes) trained until the first checkpoint and then
     failed to write it (TypeError: PosixPath is not JSON serializable), as NumPy numbers did;
-    `overrides=None` was a TypeError when the model was made; `skip_nonfinite="no"` skipped."""
+    `overrides=None` was a TypeError when the model was made; `skip_nonfinite="no"` skipped.
+    `data` is made absolute."""
     for item in dataclasses.fields(cfg):  # NumPy's numbers as Python's, as ModelConfig takes them
         setattr(cfg, item.name, _plain(getattr(cfg, item.name)))
     for name in ("data", "out"):
         if not isinstance(getattr(cfg, name), str | os.PathLike):
             raise ConfigError(f"{name} must be a path, got {getattr(cfg, name)!r}")
         setattr(cfg, name, os.fsdecode(getattr(cfg, name)))
+    if cfg.data:  # as a checkpoint stores it: a run resumed from another directory looked for "prep/m30k" there
+        cfg.data = os.path.abspath(cfg.data)
     strings = ("preset", "dtype", "device", "align_gold") + (() if isinstance(cfg.compile, bool) else ("compile",))
     for name in strings:  # (compile may be a flag: run configs before 2026-12 stored one)
         if not isinstance(getattr(cfg, name), str):
@@ -216,6 +219,28 @@ def bf16_note(device: torch.device, bf16: bool) -> str | None:
     if bf16 and device.type == "cpu" and not bf16_products():
         return f"warning: {BF16_EMULATED}: a bf16 training step takes ~30x as long as in fp32 here; pass --dtype fp32"
     return None
+
+
+def notes(cfg: Any, config: ModelConfig, device: torch.device, bf16: bool) -> tuple[str | None, ...]:
+    """The lines a run starts with besides the compiler's, None where there is nothing to say."""
+    return bf16_note(device, bf16), row_note(cfg, config)
+
+
+def row_note(cfg: Any, config: ModelConfig) -> str | None:
+    """One line when an override of d_model or n_heads makes d_k or d_v d_model/h again where the
+    preset set them apart (Table 3's row B): `--preset B-dk16 d_model=64` trained d_k 8, the row's
+    one change gone, and its log still said B-dk16. (A row whose d_k is d_model/h keeps the rule.)"""
+    row = PRESETS[cfg.preset]
+    if not {"d_model", "n_heads"} & set(cfg.overrides):
+        return None
+    lost = [f"{name}={getattr(row, name)}" for name in ("d_k", "d_v") if name not in cfg.overrides
+            and getattr(row, name) != row.d_model // row.n_heads != getattr(config, name)]  # fmt: skip
+    if not lost:
+        return None
+    return (
+        f"attnlab train: {cfg.preset} has {' '.join(lost)}; with these overrides d_k and d_v are d_model/h = "
+        f"{config.d_model // config.n_heads}: give {' '.join(lost)} to keep the row"
+    )
 
 
 def build(config: ModelConfig, device: torch.device, params: int) -> tuple[Transformer, torch.optim.Adam]:
