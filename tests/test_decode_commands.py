@@ -538,6 +538,14 @@ def test_a_line_of_invisible_characters_is_an_empty_line(tmp_path: Path, capsys:
     captured = capsys.readouterr()
     assert captured.out.splitlines()[1] == "" and all(captured.out.splitlines()[::2])
     assert "line 2 is empty; writing an empty line" in captured.err and "the input is empty" not in captured.err
+    many = write(tmp_path / "many.en", [SOURCES[0], *[""] * 5000, "\u200b"])  # one line for them all (one each)
+    assert main(["translate", "--checkpoint", str(bundled(TRANSLATOR)), "--input", str(many)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 5002 and len(captured.err.splitlines()) == 2, captured.err[:300]
+    assert (
+        "attnlab translate: 5001 of 5002 lines are empty (the first: line 2); writing an empty line for each"
+        in captured.err
+    )
 
 
 def test_characters_the_vocabulary_lacks_are_named_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

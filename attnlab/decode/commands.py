@@ -141,6 +141,14 @@ def cut_notice(cut: list[int], total: int, model: Model) -> str:
     return f"{len(cut)} of {total} lines cut to the {room} pieces this model takes (the first: line {cut[0]})"
 
 
+def empty_notice(command: str, empty: list[int], total: int, written: str = "line") -> str:
+    """The line for stderr saying which input lines (`empty`, numbered from 1) were empty and were
+    answered with an empty `written`: one line for them all (100,000 empty lines printed 100,000)."""
+    if len(empty) == 1:
+        return f"attnlab {command}: line {empty[0]} is empty; writing an empty {written}"
+    return f"attnlab {command}: {len(empty)} of {total} lines are empty (the first: line {empty[0]}); writing an empty {written} for each"
+
+
 def unknown_notice(model: Model, lines: dict[int, str], task: str) -> str:
     """A line for stderr naming the characters of `lines` ({number: line}) the model's vocabulary
     lacks (it reads them as UTF-8 byte pieces it hardly saw in training), as the explorer's notice
@@ -205,9 +213,8 @@ def _decode_cli(argv: list[str], task: str) -> int:
                 except ModelInputError as error:
                     failed += 1
                     print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
-    for i, line in enumerate(lines):
-        if is_blank(line) and i + 1 not in invalid:  # (a line of a NUL alone is named once, as not text)
-            print(f"attnlab {task}: line {i + 1} is empty; writing an empty line", file=sys.stderr)
+    if empty := [i + 1 for i, line in enumerate(lines) if is_blank(line) and i + 1 not in invalid]:
+        print(empty_notice(task, empty, len(lines)), file=sys.stderr)  # (a NUL alone is named once, as not text)
     write_stdout("".join(out + "\n" for out in outputs))
     print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
     return 1 if failed or invalid else 0

@@ -22,7 +22,13 @@ import numpy as np
 
 from attnlab.data.corpora import invalid_lines
 from attnlab.data.tokenizer import is_blank
-from attnlab.decode.commands import EXIT_STATUS, add_checkpoint_argument, add_search_arguments, search_settings
+from attnlab.decode.commands import (
+    EXIT_STATUS,
+    add_checkpoint_argument,
+    add_search_arguments,
+    empty_notice,
+    search_settings,
+)
 from attnlab.decode.loading import load
 from attnlab.decode.streams import one_stdin, read_input, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
@@ -91,9 +97,10 @@ def cli(argv: list[str]) -> int:
     settings = search_settings(model.task, args.beam, args.alpha)
     start, decided, kinds, writers, failed = time.time(), Counter(), Counter(), Counter(), 0
     out = []
+    if empty := [i + 1 for i, line in enumerate(lines) if is_blank(line) and i + 1 not in invalid]:
+        print(empty_notice("lens", empty, len(lines), written), file=sys.stderr)
     for i, line in enumerate(lines):
         if is_blank(line) and i + 1 not in invalid:  # answered with an empty line (object), as translate does
-            print(f"attnlab lens: line {i + 1} is empty; writing an empty {written}", file=sys.stderr)
             out.append(json.dumps(_unanswered(args.attribute, args.against)) if args.json else "")
             continue
         try:
