@@ -440,6 +440,16 @@ def test_a_manifest_naming_a_file_outside_the_checkpoint_or_of_a_later_version_i
     later = json.dumps({**manifest, "version": 99}).encode()
     with pytest.raises(AttnlabError, match=r"manifest.json version 99 is not supported \(this attnlab reads 1\)$"):
         verify(_copy(checkpoint, tmp_path / "later", "manifest.json", later))
+    for number, place in enumerate(
+        [lambda p: os.mkfifo(p), lambda p: p.mkdir(), lambda p: p.symlink_to(p), lambda p: None], start=10
+    ):  # a FIFO, a directory and a symlink loop were "missing" too
+        directory = tmp_path / str(number)
+        shutil.copytree(checkpoint, directory)
+        (directory / "config.json").unlink()
+        place(directory / "config.json")
+        said = "missing" if number == 13 else "not a regular file"
+        with pytest.raises(AttnlabError, match=f": config.json is {said}$"):
+            verify(directory)
     shutil.copytree(checkpoint, tmp_path / "short")
     (tmp_path / "short" / "config.json").write_bytes((checkpoint / "config.json").read_bytes()[:-5])
     with pytest.raises(AttnlabError, match=r"config.json is truncated or replaced \("):

@@ -79,8 +79,9 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
         raise CheckpointError(f"{directory}: its {MANIFEST} does not list {' or '.join(unlisted)} (damaged or edited)")
     for name, info in files.items():
         path = directory / name
-        if not path.is_file():
-            raise CheckpointError(f"{directory}: {name} is missing")
+        if not path.is_file():  # (a FIFO, a directory or a symlink loop was "missing" too)
+            there = path.exists() or path.is_symlink()
+            raise CheckpointError(f"{directory}: {name} is {'not a regular file' if there else 'missing'}")
         size = path.stat().st_size
         if size < info["bytes"]:
             raise CheckpointError(f"{directory}: {name} is truncated or replaced ({size:,} of {info['bytes']:,} bytes)")
