@@ -218,6 +218,9 @@ def test_probes_above_a_root_and_special_files_are_not_read(tmp_path: Path) -> N
     assert [step for step, _ in probe_snapshots(tmp_path / "served" / "z", lambda _: True)] == [
         5
     ]  # (the unserved default)
+    with open(checkpoint / "probes" / "step_6" / "probe_1.trace", "wb") as huge:  # sparse: read whole, 40 GiB
+        huge.truncate(40 << 30)
+    assert [[f.name for f in files] for _, files in probe_snapshots(checkpoint, roots.allows)] == [["probe_0.trace"]]
     os.mkfifo(checkpoint / "config.json")
     os.symlink("/dev/zero", checkpoint / "probes" / "step_6" / "alignment.json")
     started = time.perf_counter()

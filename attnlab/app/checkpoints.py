@@ -92,6 +92,9 @@ CORPORA = {"ptb": "WSJ", "wsj": "WSJ", "multi30k": "Multi30k", "wmt14": "WMT14",
 _CODE = re.compile(r"^[a-z]{2,3}$")  # a language code; anything else in a config is not shown
 _CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a bigger one is not read for a name
 _TABLE_BYTES = 16 << 20  # an alignment.json: every reading's row, well under a MB
+# A probe trace: a dev sentence's maps, a few MB for big; a bigger one is not read whole into the
+# server's memory (a 40 GiB sparse file there took a session's every byte)
+_PROBE_BYTES = 256 << 20
 
 
 def describe(path: str | Path, lang: str = DEFAULT) -> str:
@@ -210,9 +213,10 @@ def probe_snapshots(path: str | Path, allows: Callable[[Path], bool] = lambda _:
 
 
 def _probe_files(step_dir: Path, allows: Callable[[Path], bool]) -> list[Path]:
-    """A step's probe traces, by probe number; [] for a step directory the server cannot read."""
+    """A step's probe traces, by probe number, each a regular file of at most `_PROBE_BYTES`; [] for
+    a step directory the server cannot read."""
     try:
-        files = [f for f in step_dir.glob("probe_*.trace") if allows(f) and f.is_file()]
+        files = [f for f in step_dir.glob("probe_*.trace") if allows(f) and _regular(f, _PROBE_BYTES)]
     except OSError:
         return []
     return sorted(files, key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
