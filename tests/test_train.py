@@ -28,6 +28,7 @@ from attnlab.decode.readings import candidates
 from attnlab.errors import CheckpointError, ConfigError, DataError
 from attnlab.model.checkpoint import latest_valid, load_model, load_trainer_state, save_checkpoint, step_dirs
 from attnlab.model.config import preset
+from attnlab.model.manifest import sha256_of
 from attnlab.model.transformer import Transformer
 from attnlab.train.average import average
 from attnlab.train.loop import TrainConfig
@@ -693,8 +694,11 @@ def test_a_run_begun_with_a_relative_data_path_resumes_from_another_directory(
     trainer = run / "checkpoints" / "step_2" / "trainer.json"
     info = json.loads(trainer.read_text())
     assert info["train_config"]["data"] == str(prepared) and "resumed from" in capsys.readouterr().err
-    info["train_config"]["data"] = prepared.name  # as runs saved it before
+    info["train_config"]["data"] = prepared.name  # as runs saved it before (its manifest to match)
     trainer.write_text(json.dumps(info))
+    manifest = json.loads((trainer.parent / "manifest.json").read_text())
+    manifest["files"]["trainer.json"] = {"bytes": trainer.stat().st_size, "sha256": sha256_of(trainer)}
+    (trainer.parent / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(DataError, match=rf"^the run's data, {prepared.name}, was named from the directory it began in"):
         cli(["--out", str(run), "--max-steps", "3"])
     assert cli(["--out", str(run), "--max-steps", "3", "--data", str(prepared)]) == 0

@@ -258,8 +258,9 @@ def interrupts_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    previous = signal.getsignal(signal.SIGINT)
+    try:  # (set inside: whatever interrupts the setting still restores it)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
