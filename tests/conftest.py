@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,17 +52,6 @@ def _decoding_kernel() -> None:
 @pytest.fixture(autouse=True)
 def _deterministic() -> None:
     torch.manual_seed(0)
-
-
-@pytest.fixture(autouse=True)
-def _signals_kept(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test leaves the process's Ctrl-C and SIGTERM handlers as it found them: one left Ctrl-C
-    ignored in a pytest worker, and a later test there that checks its command restores the
-    handler failed in CI, far from the cause."""
-    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    after = {signum: signal.getsignal(signum) for signum in before}
-    assert after == before, f"{request.node.nodeid} changed signal handlers: {before} -> {after}"
 
 
 @pytest.fixture(scope="module")
