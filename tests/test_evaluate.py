@@ -227,6 +227,12 @@ def test_gold_read_from_0_where_no_link_uses_word_0_is_warned_of(
     assert main([*argv, "--gold-one-indexed"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("AER = 0.00") and err == ""
+    # --hyp written from 1 too (the gold's sure links so scored AER 69.44, exit 0, without a word)
+    assert main(["evaluate", "--task", "align", "--hyp", one_indexed, "--gold", hyp]) == 0
+    assert capsys.readouterr().err.strip() == (
+        f"attnlab evaluate: warning: {one_indexed}: no link of its 3 linked lines uses word 0 on either side: "
+        "is the file 1-indexed? --hyp links count words from 0, source word first, as `attnlab align` writes them"
+    )
     for quiet in (["0-1 1-2", "2-0", "", "1-1"], ["1-1 2-2", "1-2 2-1", "", ""]):  # a word 0; only 2 linked lines
         assert main(["evaluate", "--task", "align", "--hyp", hyp, "--gold", write(tmp_path / "g", quiet)]) == 0
         assert capsys.readouterr().err == ""
@@ -303,10 +309,25 @@ def test_hypothesis_links_past_the_sentence_are_refused_as_gold_links_are(
         assert error_of(capsys, [*argv, hyp]) == (
             f"attnlab evaluate: error: {hyp}:2: '{link}' points past the sentence pair's 2 and 2 words"
         )
+    said = "--hyp links count words from 0, source word first, as `attnlab align` writes them"
     hyp = write(tmp_path / "hyp", ["1-1 2-2", "1-1"])
     assert error_of(capsys, [*argv, hyp]).endswith(
-        f"{hyp}:1: '2-2' points past the sentence pair's 2 and 2 words; is the file 1-indexed? "
-        "--hyp links count words from 0, as `attnlab align` writes them"
+        f"{hyp}:1: '2-2' points past the sentence pair's 2 and 2 words; is the file 1-indexed? {said}"
+    )
+    # sides swapped (j-i): it asked only "is the file 1-indexed?", of a file counted from 0
+    long_pairs = write(tmp_path / "long", ["a b c d ||| x y", "c d ||| z w"])
+    swapped = write(tmp_path / "swapped", ["0-3", "0-0"])
+    long_argv = ["--task", "align", "--gold", gold, "--input", long_pairs]
+    assert error_of(capsys, [*long_argv, "--hyp", swapped]).endswith(
+        f"{swapped}:1: '0-3' points past the sentence pair's 4 and 2 words; are its sides swapped? {said}"
+    )
+    both = write(tmp_path / "both", ["0-2", "0-0"])  # one past the right side, and it fits swapped: both asked
+    assert error_of(capsys, [*long_argv, "--hyp", both]).endswith(
+        f"'0-2' points past the sentence pair's 4 and 2 words; is the file 1-indexed, or are its sides swapped? {said}"
+    )
+    hyp = write(tmp_path / "hyp", ["0-0", "0-0"])
+    assert error_of(capsys, ["--task", "align", "--gold", swapped, "--input", long_pairs, "--hyp", hyp]).endswith(
+        f"{swapped}:1: '0-3' points past the sentence pair's 4 and 2 words; are its sides swapped? pass --reverse-gold"
     )
     assert main(["evaluate", *argv, write(tmp_path / "hyp", ["0-0 1-1", "0-0"])]) == 0
     assert capsys.readouterr().out.startswith("AER = 0.00")

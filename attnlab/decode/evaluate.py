@@ -332,8 +332,11 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     if not args.all_heads:
         if not args.hyp:
             raise AttnlabError("give --hyp (links to score), or --all-heads --checkpoint CKPT --input PAIRS")
-        from_one = "--hyp links count words from 0, as `attnlab align` writes them"
-        hyps = [p for _, p in read_pharaoh(read_input(args.hyp), lengths=lengths, name=args.hyp, from_one=from_one)]
+        said = "--hyp links count words from 0, source word first, as `attnlab align` writes them"
+        read = read_pharaoh(read_input(args.hyp), lengths=lengths, name=args.hyp, from_one=said, swapped=said)
+        hyps = [possible for _, possible in read]
+        if hint := one_indexed_hint(read, args.hyp, said):  # (scored: a hint, not proof)
+            warnings.warn(hint, stacklevel=1)
         report = corpus_aer(hyps, sures, possibles)
         if args.json:
             print(json.dumps(report))

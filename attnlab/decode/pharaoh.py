@@ -29,13 +29,16 @@ def read_pharaoh(
     lengths: Sequence[tuple[int, int] | None] | None = None,
     name: str | None = None,
     from_one: str = "pass --gold-one-indexed",
+    swapped: str | None = None,
 ) -> list[tuple[Links, Links]]:
     """(sure, possible) links per line of a Pharaoh file: `i-j` sure, `i?j` or `ipj` possible
     (the possible set includes the sure links). `one_indexed` for gold written from 1 (the
     shared alignment sets); `reverse` swaps the sides (links written target-source). `lengths`:
     the (left, right) word counts of each line's sentence pair (after `reverse`; None where
     unknown), which every link must fall inside. `name` starts the messages (default: the path);
-    `from_one` is what to do about a file written from 1, said where a link is one word past its pair."""
+    `from_one` is what to do about a file written from 1, said where a link is one word past its pair,
+    and `swapped` about one whose sides are swapped, said where the link fits its pair read the other way
+    (default: pass --reverse-gold, or leave it out where `reverse` is on)."""
     if isinstance(path_or_lines, (str, os.PathLike)):
         lines, name = read_text(path_or_lines), name or str(path_or_lines)
     else:
@@ -56,7 +59,9 @@ def read_pharaoh(
                 raise AttnlabError(f"{name}:{number}: {token!r} has index 0 in a 1-indexed file")
             link = (j, i) if reverse else (i, j)
             if lengths is not None and lengths[number - 1] is not None:
-                _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", one_indexed, from_one)
+                turned = swapped or ("leave out --reverse-gold" if reverse else "pass --reverse-gold")
+                advice = (from_one if not one_indexed else "", turned)
+                _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", advice)
             possible.add(link)
             if match[2] == "-":
                 sure.add(link)
@@ -64,15 +69,20 @@ def read_pharaoh(
     return out
 
 
-def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, one_indexed: bool, from_one: str) -> None:
-    """A link past the end of its sentence; an index equal to the word count is the mark of a
-    1-indexed file read from 0."""
+def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, advice: tuple[str, str]) -> None:
+    """A link past the end of its sentence. An index equal to the word count is the mark of a
+    1-indexed file read from 0, and a link that fits the pair read the other way, of swapped sides
+    (both can be: the question asks both); `advice` says what to do about each ("" for no question)."""
     if link[0] < length[0] and link[1] < length[1]:
         return
-    at_end = link[0] == length[0] or link[1] == length[1]
-    hint = f"; is the file 1-indexed? {from_one}" if at_end and not one_indexed else ""
-    sides = f"{length[0]} and {length[1]} words"
-    raise AttnlabError(f"{where} points past the sentence pair's {sides}{hint}")
+    asked = {
+        "is the file 1-indexed": advice[0] and (link[0] == length[0] or link[1] == length[1]),
+        "are its sides swapped": advice[1] and link[1] < length[0] and link[0] < length[1],
+    }
+    questions = [question for question, fits in asked.items() if fits]
+    said = dict.fromkeys(text for text, fits in zip(advice, asked.values(), strict=True) if fits)  # (once each)
+    hint = f"; {', or '.join(questions)}? {'; '.join(said)}" if questions else ""
+    raise AttnlabError(f"{where} points past the sentence pair's {length[0]} and {length[1]} words{hint}")
 
 
 def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
