@@ -494,6 +494,8 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     masked = layout.select_one({"name": "eq1-masked"})
     texts = [r for r in masked.renderers if r.glyph.__class__.__name__ == "Text"]
     assert texts and list(texts[0].data_source.data["text"]) == ["−∞", "−∞"]  # keys 2, 3 of query 1
+    raw = layout.select_one({"name": "eq1-scores"})  # query 1's scores 4..7: the masked 6 and 7 in range too
+    assert raw.y_range.start <= 0 and raw.y_range.end >= 7 and masked.y_range is raw.y_range
     for query, labels, said in (  # an IndexError, a TypeError; labels first drew, with bokeh's warnings
         (99, "abcd", "query 99 is not a row of this 4×4 map (0 to 3, or -1 for the last)"),
         (None, "abcd", "query None is not a row"),

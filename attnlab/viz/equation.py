@@ -89,7 +89,9 @@ def computation_figure(
     width = int(np.clip(k * 26, 360, 900)) + 80
     keys = np.arange(k) + 0.5
     x_range = Range1d(0, k)
-    finite = scores[allowed] if allowed.any() else np.zeros(1)
+    # every raw score, the masked keys' too: the first chart shows them (a decoder query's future keys,
+    # 3.55 where the allowed ones reached 0.26, ran past the top), and the second shares its range
+    finite = scores[np.isfinite(scores)] if np.isfinite(scores).any() else np.zeros(1)
     low, high = float(min(finite.min(), 0.0)), float(max(finite.max(), 0.0))
     pad = 0.1 * (high - low or 1.0)
 
