@@ -722,7 +722,7 @@ def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     said = page.page.locator(".attn-weighed")
     said.wait_for(timeout=10_000)
     assert re.fullmatch(
-        r"Weighed by what each key writes \(‖αf\(x\)‖, Kobayashi et al\. 2020\), \S+ changes most: it takes \d+% of "
+        r"Weighed by what each key writes \(‖αf\(x\)‖, Kobayashi et al\. 2020\), “\S+” changes most: it takes \d+% of "
         r"this head's weight and brings \d+% of what the head writes \(a short vector read with a large weight moves little\)\.",
         said.inner_text(),
     ), said.inner_text()
