@@ -700,6 +700,40 @@ def test_a_link_opens_the_reference_head_and_tab_it_names_and_says_what_it_canno
         page.close()
 
 
+def test_a_link_carries_the_search_it_was_decoded_with(chromium: object, server: Server) -> None:
+    """A link of a greedy run opened at beam 4 and could show another translation: the address
+    names greedy search, and a beam or α that is not the task's, and a link opens with them; what
+    they cannot be is said, as for the link's other values."""
+    page = Page(chromium, server.url)
+    try:
+
+        def opened(query: str) -> None:
+            page.page.goto(f"{server.url}?text=The+dog+jumps+.&{query}")
+            page.page.locator(".attn-run[data-run='1']").wait_for(timeout=90_000)
+
+        greedy = page.page.get_by_role("button", name="greedy")
+        beam, alpha = page.page.locator(".attn-beam input"), page.page.get_by_role("textbox", name="α", exact=True)
+        opened("beam=2&alpha=1.5")
+        assert (beam.input_value(), alpha.input_value()) == ("2", "1.5")
+        assert "bk-active" not in (greedy.get_attribute("class") or "")
+        page.page.wait_for_url(re.compile(r"beam=2&alpha=1.5"), timeout=10_000)
+        opened("greedy=1")
+        assert "bk-active" in (greedy.get_attribute("class") or "") and beam.is_disabled()
+        page.page.wait_for_url(re.compile(r"greedy=1"), timeout=10_000)
+        assert "beam=" not in page.page.url  # the task's beam and α: not named
+        opened("greedy=yes&beam=99&alpha=nan")
+        assert page.page.locator(".attn-notice-text").inner_text().splitlines()[
+            -3:
+        ] == [  # (after the tiny model's "T")
+            "The link asks for greedy=yes, which this page does not offer; it shows beam.",
+            "The link asks for beam=99, which this page does not offer; it shows beam 4.",
+            "The link asks for alpha=nan, which this page does not offer; it shows alpha 0.6.",
+        ]
+        assert page.errors == []
+    finally:
+        page.close()
+
+
 def test_the_arrow_keys_walk_the_heads_but_not_while_typing(page: Page) -> None:
     """In a real browser: ← → the next head, ↓ the next layer, every view and the address
     following, also just after a box was ticked (its box weighs the maps by what each key

@@ -4,7 +4,8 @@ After each run, and each time the open head or tab changes, the browser's addres
 in place (no reload, no entry in the history) to name the model open, the text decoded, the
 reference scored, the open tab and the open head: `?checkpoint=`, `?text=`, `?reference=`,
 `?view=`, `?kind=`, `?layer=`, `?head=`, and `?weigh=norm` while the Heads tab weighs the maps
-by what each key writes. A reload or a copied link then opens what the page
+by what each key writes; and the search, where it is not the task's: `?greedy=1`, `?beam=`,
+`?alpha=` (a link of a greedy run opened at beam 4 and showed another translation). A reload or a copied link then opens what the page
 showed: a teacher can send the one head a lesson is about ("cross-attention, layer 5, head 3 on
 this sentence") rather than steps to reach it. A model opened by path is named by its
 root-relative path, which the path box's rules then open (or refuse) again; a text or reference
@@ -18,20 +19,23 @@ shows its own choice instead (`follow`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 import panel as pn
 
-from attnlab.app.explorer.store import MAX_INPUT_CHARS, Store
+from attnlab.app.explorer.store import MAX_BEAM, MAX_INPUT_CHARS, Store
 from attnlab.app.i18n import LANGUAGES, kind_name, text
 from attnlab.data.tokenizer import is_blank
+from attnlab.decode.api import DEFAULTS
 
 CARRIED_CHARS = 2000  # longer texts are not carried in the address
 # The tabs by the names a link gives them, in the page's order (`Explorer.tabs`).
 VIEWS = ("heads", "equation", "dashboard", "timeline", "ablation", "compare", "corpus", "rollout", "lens")
 # The parameters a link may name (`lang` is the interface's, read by `explorer.language`).
-NAMED = ("checkpoint", "text", "reference", "lang", "view", "kind", "layer", "head", "weigh")
+NAMED = ("checkpoint", "text", "reference", "lang", "view", "kind", "layer", "head", "weigh", "greedy", "beam", "alpha")
 WEIGHED = "norm"  # `?weigh=`'s one value: the Heads tab's maps weighed by ‖αf(x)‖ (`record.norms`)
+GREEDY = "1"  # `?greedy=`'s one value: greedy search
 SHOWN = 40  # characters of a refused value the notice repeats (a crafted one may be any length)
 
 # In the browser: the box's value is a JSON object of the address's parameters; an empty or too
@@ -62,7 +66,36 @@ class Address:
         and whether the maps are `weighed` by what each key writes."""
         named = {"checkpoint": picked.split(" · ")[-1], "text": store.text, "reference": store.reference}
         head = {"kind": store.kind, "layer": str(store.layer), "head": str(store.head)}
-        self.box.value = json.dumps({**named, "view": VIEWS[tab], **head, "weigh": WEIGHED if weighed else ""})
+        shown = {**named, "view": VIEWS[tab], **head, "weigh": WEIGHED if weighed else ""}
+        self.box.value = json.dumps({**shown, **searched(store)})
+
+
+def searched(store: Store) -> dict[str, str]:
+    """The search the page decodes with, each setting "" where it is the task's (an emptied box
+    too): links of the usual search stay as short as they were."""
+    task = DEFAULTS.get(getattr(store.model, "task", "translate"), DEFAULTS["translate"])
+    beam = "" if store.beam in (None, task["beam"]) else str(store.beam)
+    alpha = "" if store.alpha is None or store.alpha == task["alpha"] else f"{store.alpha:g}"
+    return {"greedy": GREEDY if store.greedy else "", "beam": beam, "alpha": alpha}
+
+
+def linked_search(store: Store) -> bool:
+    """Set the beam and α the session's link names, where their boxes could hold them (`follow`
+    says what they cannot), once the model's opening has set its task's; whether the link asks
+    for greedy search."""
+    for name in ("beam", "alpha"):
+        if (value := linked(name)) is not None:
+            setattr(store, name, value)
+    return requested("greedy") == GREEDY
+
+
+def linked(name: str) -> float | None:
+    """The link's `?beam=` (a whole number, 1 to MAX_BEAM) or `?alpha=` (0 to 5, as its box takes
+    it), None where it names none or one that is not."""
+    asked = requested(name)
+    if name == "beam":
+        return int(asked) if number(asked) and 1 <= int(asked) <= MAX_BEAM else None
+    return float(asked) if re.fullmatch(r"\d{1,3}(\.\d{1,6})?", asked) and float(asked) <= 5 else None
 
 
 def requested(name: str) -> str:
@@ -121,6 +154,11 @@ def follow(store: Store, tabs: pn.Tabs, titles: Sequence[str]) -> None:
         refuse("view", asked, titles[tabs.active])
     if (asked := requested("weigh")) and asked != WEIGHED:
         refuse("weigh", asked, text("link.unweighed", lang))
+    if (asked := requested("greedy")) and asked != GREEDY:
+        refuse("greedy", asked, text("decoding.beam", lang))
+    for name in ("beam", "alpha"):
+        if (asked := requested(name)) and linked(name) is None:
+            refuse(name, asked, f"{name} {getattr(store, name)}")
     for name in NAMED:  # (`?layer=1&layer=2` showed layer 1 without a word)
         if (count := len((pn.state.session_args or {}).get(name) or [])) > 1:
             said.append(text("notice.link_repeated", lang, name=name, count=count, asked=quoted(requested(name))))

@@ -34,7 +34,7 @@ from attnlab.app.explorer.keys import ArrowKeys
 from attnlab.app.explorer.language import language_switch, session_language, set_page_language
 from attnlab.app.explorer.layout import TABS_CSS, focus_ring, page_row
 from attnlab.app.explorer.lens import LensTab
-from attnlab.app.explorer.link import Address, carried, follow, open_view
+from attnlab.app.explorer.link import Address, carried, follow, linked_search, open_view
 from attnlab.app.explorer.output import Output
 from attnlab.app.explorer.rollout import RolloutTab
 from attnlab.app.explorer.screen import screen
@@ -69,6 +69,7 @@ class Explorer(pn.viewable.Viewer):
         self.checkpoints = dict(checkpoints)
         self._stale: set[str] = set()
         self._opening = False
+        self.link_search = False  # the session's link names the search: applied to the first model opened
 
         # inputs
         self.language = language_switch(lang)
@@ -237,7 +238,8 @@ class Explorer(pn.viewable.Viewer):
         info = text("page.model_info", lang, task=f"<b>{html.escape(task_name(model.task, lang))}</b>", **sizes)
         self.model_info.object = f"<span class='attn-model-info'>{html.escape(store.checkpoint_name)}<br>{info}</span>"
         self.go.label = text("page.parse" if parse else "page.translate", lang)
-        self.mode.value = "beam"
+        self.mode.value = "greedy" if self.link_search and linked_search(store) else "beam"
+        self.link_search = False
         if previous is not None and previous.task != model.task:
             self.reference_input.value = ""  # a reference translation is no reference tree
         if _typed(self.text_input).strip() in ("", *EXAMPLES.values()):
@@ -380,6 +382,7 @@ def app(argv: list[str] | None = None) -> Explorer:
         explorer.text_input.value = explorer.text_input.value_input = typed  # "": the example
         explorer.reference_input.value = explorer.reference_input.value_input = reference
         open_view(explorer.store, explorer.tabs, explorer.heads.weigh)
+        explorer.link_search = True
 
         def start() -> None:
             if path:  # a model the page had opened by path (under a root), as its address says
