@@ -359,3 +359,4 @@ def test_a_width_override_of_row_b_says_the_row_is_gone() -> None:
     assert preset("B-dk16", d_model=64, d_k=16).d_k == 16 and note("B-dk16", d_model=64, d_k=16) is None
     assert note("B-dk16", p_drop=0.2) is None and note("A-h4", d_model=64) is None
     assert note("C-d256", n_heads=4) is None and note("base", d_model=64) is None
+    assert note("B-dk16", d_model=512) is not None  # (d_k 64 again, which is base's d_model/h: still lost)

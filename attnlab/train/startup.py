@@ -233,8 +233,8 @@ def row_note(cfg: Any, config: ModelConfig) -> str | None:
     row = PRESETS[cfg.preset]
     if not {"d_model", "n_heads"} & set(cfg.overrides):
         return None
-    lost = [f"{name}={getattr(row, name)}" for name in ("d_k", "d_v") if name not in cfg.overrides
-            and getattr(row, name) != row.d_model // row.n_heads != getattr(config, name)]  # fmt: skip
+    apart = [name for name in ("d_k", "d_v") if getattr(row, name) != row.d_model // row.n_heads]
+    lost = [f"{name}={getattr(row, name)}" for name in apart if getattr(config, name) != getattr(row, name)]
     if not lost:
         return None
     return (

@@ -5,9 +5,9 @@ in place (no reload, no entry in the history) to name the model open, the text d
 reference scored, the open tab and the open head: `?checkpoint=`, `?text=`, `?reference=`,
 `?view=`, `?kind=`, `?layer=`, `?head=`, and `?weigh=norm` while the Heads tab weighs the maps
 by what each key writes; and the search, where it is not the task's: `?greedy=1`, `?beam=`,
-`?alpha=` (a link of a greedy run opened at beam 4 and showed another translation). A reload or a copied link then opens what the page
-showed: a teacher can send the one head a lesson is about ("cross-attention, layer 5, head 3 on
-this sentence") rather than steps to reach it. A model opened by path is named by its
+`?alpha=` (a link of a greedy run opened at beam 4 and showed another translation). A reload or
+a copied link then opens what the page showed: a teacher can send the one head a lesson is about
+("cross-attention, layer 5, head 3 on this sentence") rather than steps to reach it. A model opened by path is named by its
 root-relative path, which the path box's rules then open (or refuse) again; a text or reference
 longer than `CARRIED_CHARS` is left out of the address (a link of megabytes breaks browsers).
 
