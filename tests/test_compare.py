@@ -527,3 +527,15 @@ def test_a_head_neither_trace_holds_or_no_model_to_compare_is_one_line() -> None
         viz.compare_figures(trace, trace, "cross", 0, 9)
     with pytest.raises(AttnlabError, match="^compare needs a model from attnlab.load"):
         compare(model, None, TEXT)
+
+
+def test_the_picker_offers_every_model_but_the_open_one(tmp_path: Path) -> None:
+    """The open model against itself compares two copies of one output; its picker entry goes, and
+    comes back once another model is open (a choice that became the open model is cleared)."""
+    shown = against_one_layer(tmp_path)
+    tab = shown.compare
+    assert "small" in tab.second.options.values() and "de" not in tab.second.options.values()
+    shown.open_listed("small")
+    tab.draw()
+    assert "de" in tab.second.options.values() and "small" not in tab.second.options.values()
+    assert tab.second.value == ""  # (`compare.NONE`): not the model now open

@@ -31,7 +31,7 @@ from typing import Any
 import panel as pn
 
 from attnlab import viz
-from attnlab.app.checkpoints import open_model
+from attnlab.app.checkpoints import open_model, same_directory
 from attnlab.app.explorer.ablation import _heads as ablated_heads  # the ablation tab's labels, read back
 from attnlab.app.explorer.compare_attribution import CompareAttribution
 from attnlab.app.explorer.compare_circuit import CompareCircuit
@@ -327,16 +327,21 @@ class CompareTab(pn.viewable.Viewer):
         return (self.store.model, c.first.trace), (self.second_model, c.second_on_first.trace)
 
     def _options(self) -> dict[str, str]:
-        """{label: value}: none yet, this model with heads off, then every checkpoint by name."""
-        lang = self.lang
+        """{label: value}: none yet, this model with heads off, then every other checkpoint by name
+        (the open one against itself would show two copies of one output and maps of zeros)."""
+        lang, store = self.lang, self.store
         return {text("compare.pick", lang): NONE, text("compare.ablated", lang): ABLATED} | {
-            name: name for name in self.checkpoints
+            name: name
+            for name, path in self.checkpoints.items()
+            if store.model is None or not same_directory(path, store.checkpoint)
         }
 
     def _sync_options(self) -> None:
         options = self._options()
         if options != self.second.options:
             self.second.options = options
+            if self.second.value not in options.values():  # (the model chosen is the one open now)
+                self.second.value = NONE
 
     def _said(self, _line: str) -> None:
         """The fifth, sixth or seventh box's refusal changed (`_line`, also its `refused`): the notice again."""
