@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from bokeh.models import LinearColorMapper
 from test_notebooks import make_checkpoints
 
 from attnlab.app.explorer import Explorer
@@ -123,6 +124,11 @@ def test_corpus_sentences_open_only_with_the_profiles_model(lab: dict[str, Path]
         assert store.errors["corpus"] == said and store.run == run and (store.kind, store.layer, store.head) == selected
     assert config.n_layers == 2 and config.n_heads == 4
     assert corpus.open("profiles/own.parquet")
+    # one colour scale for the kinds' grids (with one each, one colour was another value in each)
+    grids = [corpus.profile.grid(corpus.stat.value, kind)[1] for kind in corpus.profile.kinds]
+    every = np.concatenate([g.ravel() for g in grids])
+    scales = {(m.low, m.high) for m in (g.object.select_one(LinearColorMapper) for g in corpus.grids.objects)}
+    assert scales == {(np.nanmin(every), np.nanmax(every))} and len({np.nanmax(g) for g in grids}) > 1
     corpus.pick("encoder", 1, 2)
     corpus._clicked("indices", [], [0])
     assert not store.error and not store.errors and store.text == corpus.rows[0]["source"]

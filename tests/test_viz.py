@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, Legend, Plot, Rect
+from bokeh.models import ColorBar, GlyphRenderer, HoverTool, Image, ImageRGBA, Legend, LinearColorMapper, Plot, Rect
 
 from attnlab import viz
 from attnlab.app.explorer.store import TIME_LIMIT
@@ -1279,3 +1279,18 @@ def test_the_timeline_difference_and_the_rollout_wrap_their_titles_to_their_cell
     flow = viz.rollout_figure(wide, "cross", words=figure_words(lang))
     room = label_room(wide.src_tokens + wide.tgt_tokens) + 16
     assert flow.width == 16 * 28 + 90 + room, (flow.width, flow.title.text)
+
+
+def test_a_profile_grid_has_a_colour_bar_and_takes_a_shared_scale() -> None:
+    """Grids drawn together take one scale (`limits`), said by a colour bar; a scale that is not
+    two ordered finite numbers is one line."""
+    values = np.array([[0.2, 0.4], [0.6, np.nan]])
+    own = viz.profile_grid([0, 1], values).select_one(LinearColorMapper)
+    assert (own.low, own.high) == (0.2, 0.6)
+    shared = viz.shared_limits([values, np.array([[1.5, np.nan]])])
+    fig = viz.profile_grid([0, 1], values, limits=shared)
+    assert (fig.select_one(LinearColorMapper).low, fig.select_one(LinearColorMapper).high) == (0.2, 1.5)
+    assert fig.select_one(ColorBar).color_mapper is fig.select_one(LinearColorMapper)
+    for bad in [(1.0, 0.0), (0.0, float("nan")), (0.0,), "01"]:
+        with pytest.raises(AttnlabError, match=r"^limits is \(low, high\)"):
+            viz.profile_grid([0, 1], values, limits=bad)

@@ -59,7 +59,7 @@ from attnlab.viz.logit_attribution import (
 from attnlab.viz.overview import GRID_SIDE, grid, grid_pick, update_grid
 from attnlab.viz.patching import patching_figure
 from attnlab.viz.paths import path_patching_figure
-from attnlab.viz.profile import profile_grid, profile_pick
+from attnlab.viz.profile import profile_grid, profile_pick, shared_limits
 from attnlab.viz.residual import residual_patching_figure
 from attnlab.viz.rollout import rollout_figure, rollout_table
 from attnlab.viz.saliency import saliency_figure, saliency_scale
@@ -125,6 +125,7 @@ __all__ = [
     "saliency_figure",
     "saliency_scale",
     "selection",
+    "shared_limits",
     "spelled",
     "standalone_html",
     "stat_name",

@@ -1,6 +1,8 @@
 """A corpus profile's statistic as a layers × heads grid: one coloured cell per head (the mean of
 the statistic over the profile's sentences, `attnlab.decode.profile.Profile.grid`), its value
-written in it, the open head framed, a tap opening another.
+written in it, a colour bar beside, the open head framed, a tap opening another. Grids drawn
+together (one per kind of attention) take one colour scale, `limits`: with a scale each, the same
+yellow was an entropy of 0.9 in one and 2.4 in the next.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -22,6 +24,7 @@ from attnlab.viz.selection import check_on_select, on_tap, pick, within
 from attnlab.viz.words import say
 
 CELL_PX = 56
+BAR_PX = 70  # the colour bar, its ticks and their room
 
 
 def profile_grid(
@@ -33,12 +36,14 @@ def profile_grid(
     on_select: Callable[[int, int], None] | None = None,
     name: str = "profile-grid",
     words: Mapping[str, str] | None = None,
+    limits: tuple[float, float] | None = None,
 ) -> figure:
     """`values` (layers, heads), row r for model layer `layers[r]`, drawn with layer 0 at the
     bottom; NaN cells (a head without the statistic, e.g. AER off cross-attention) are grey.
     `on_select(layer, head)` is called when a cell is tapped (in a Bokeh server or Panel session).
     The layers and heads are named as the overview grid names them ("grid.*" of `viz.words.WORDS`,
-    replaced by `words`); `title` None is none."""
+    replaced by `words`); `title` None is none. `limits`: the colour scale's (low, high), by
+    default the grid's own finite values' (`shared_limits` gives several grids one)."""
     check_options(title=title)
     title = title or ""
     said = say(words)
@@ -56,8 +61,7 @@ def profile_grid(
         held = [int(layer) for layer in layers]
         selected = within(lambda: (pick(selected[0], held, "layer"), pick(selected[1], range(n_heads), "head")))
     rows, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
-    finite = values[np.isfinite(values)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    low, high = shared_limits([values]) if limits is None else _checked_limits(limits)
     mapper = LinearColorMapper(
         palette=Viridis256, low=low, high=high if high > low else low + 1e-9, nan_color="#dddddd"
     )
@@ -73,7 +77,7 @@ def profile_grid(
         }
     )
     layer_names = [said["grid.layer"].format(layer=layer) for layer in layers]
-    width = n_heads * CELL_PX + 90
+    width = n_heads * CELL_PX + 90 + BAR_PX
     title = wrap_title(title, width - label_room(layer_names) - 20)
     fig = figure(
         width=width,
@@ -95,6 +99,7 @@ def profile_grid(
     fig.xaxis.major_label_overrides = {h + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
     fig.yaxis.ticker = FixedTicker(ticks=[r + 0.5 for r in range(n_layers)])
     fig.yaxis.major_label_overrides = {r + 0.5: name for r, name in enumerate(layer_names)}
+    fig.add_layout(ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=4)), "right")
     fig.grid.visible = False
     fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
     if selected is not None:
@@ -102,6 +107,25 @@ def profile_grid(
                  line_color="#d62728", line_width=3, name="selected")  # fmt: skip
     on_tap(fig, lambda x, y: profile_pick(x, y, layers, n_heads), on_select)
     return use_fonts(fig, said)
+
+
+def shared_limits(tables: Sequence[np.ndarray]) -> tuple[float, float]:
+    """(low, high) of every finite value in `tables`: one colour scale for the grids drawn
+    together; (0, 1) where there is none."""
+    finite = np.concatenate([np.asarray(t, dtype=np.float64).ravel() for t in tables] or [np.zeros(0)])
+    finite = finite[np.isfinite(finite)]
+    return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+
+
+def _checked_limits(limits: object) -> tuple[float, float]:
+    if not (
+        isinstance(limits, Sequence)
+        and len(limits) == 2
+        and all(isinstance(v, Real) and np.isfinite(v) for v in limits)
+        and limits[0] <= limits[1]
+    ):
+        raise AttnlabError(f"limits is (low, high), two finite numbers with low <= high, got {limits!r:.80}")
+    return float(limits[0]), float(limits[1])
 
 
 def profile_pick(x: float | None, y: float | None, layers: Sequence[int], n_heads: int) -> tuple[int, int] | None:

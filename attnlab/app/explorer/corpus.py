@@ -209,9 +209,9 @@ class CorpusTab(pn.viewable.Viewer):
         profile, stat, lang, words = self.profile, self.stat.value, self.store.lang, self.store.words
         if profile is None or not stat:
             return
-        figures = []
-        for kind in profile.kinds:
-            layers, values = profile.grid(stat, kind)
+        figures, grids = [], {kind: profile.grid(stat, kind) for kind in profile.kinds}
+        limits = viz.shared_limits([values for _, values in grids.values()])  # one colour, one value
+        for kind, (layers, values) in grids.items():
             chosen = self.selected[1:] if self.selected and self.selected[0] == kind else None
             title = text("corpus.grid_title", lang, kind=kind_title(kind, lang), stat=viz.stat_name(stat, words))
             figure = viz.profile_grid(
@@ -222,6 +222,7 @@ class CorpusTab(pn.viewable.Viewer):
                 on_select=partial(self.pick, kind),
                 name=FIGURE_NAME.format(kind=kind),
                 words=words,
+                limits=limits,
             )
             figures.append(pn.pane.Bokeh(figure))
         self.grids.objects = figures
