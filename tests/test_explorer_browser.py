@@ -890,6 +890,14 @@ def test_exports(page: Page, tmp_path: Path) -> None:
     page_html = files["HTML page"].read_text()
     assert "Bokeh" in page_html and not re.search(r"<(script|link)[^>]+(src|href)=", page_html)  # nothing linked
     assert len(page_html) > 500_000  # the JavaScript is inlined
+    opened = page.context.new_page()  # the page as a browser draws it, from the file alone
+    try:
+        opened.set_content(page_html)
+        table = opened.locator(".slick-viewport").first  # the heads' statistics, every column in view
+        table.wait_for()
+        assert table.bounding_box()["width"] >= 800  # (beside the scatter, a row squeezed it to 240 px)
+    finally:
+        opened.close()
     for path in files.values():
         (ARTIFACTS / f"explorer-export-{path.name}").write_bytes(path.read_bytes())
 

@@ -145,7 +145,8 @@ class ExportBar(pn.viewable.Viewer):
             row(viz.mask_figure(trace, store.kind, words=words),
                 column(viz.computation_figure(parts, query, q_labels, k_labels, title=store.open_head, words=words),
                        viz.dot_product_figure(parts, query, key, q_labels, k_labels, title=store.open_head, words=words))),
-            row(viz.stats_table(source, words=words), viz.stats_scatter(source, words=words)),
+            viz.stats_table(source, words=words),  # (beside the scatter, a row squeezed it to 240 px)
+            viz.stats_scatter(source, words=words),
         )  # fmt: skip
         title = f"attnlab: {trace.meta.get('text', '')[:60]}"
         return io.StringIO(viz.standalone_html(layout, title=title, lang=self.store.lang))
