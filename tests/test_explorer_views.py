@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import panel as pn
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -235,7 +237,6 @@ def test_every_view_fits_a_1024_px_window_and_is_as_wide_as_before_in_a_wider_on
     from dataclasses import replace
 
     import numpy as np
-    import panel as pn
 
     from attnlab import viz
     from attnlab.app.explorer.circuit import fitted
@@ -678,3 +679,18 @@ def test_a_download_that_fails_says_so_in_one_line(lab: dict[str, Path], monkeyp
     assert shown.export.html_download.callback() is None
     assert shown.store.error == text("error.internal", "en", error="RuntimeError")
     assert shown.export.png_download.callback().getvalue()[:4] == b"\x89PNG"  # the others still export
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "zh"])
+def test_the_dashboard_says_what_each_column_measures(lab: dict[str, Path], lang: str) -> None:
+    """Its table's headers ("prev", "eos", "max") said nothing of what they measure; a line under
+    it names each header as the table writes it, in the page's language."""
+    shown = Explorer({"tiny": str(lab["translate"])}, CheckpointRoots([lab["root"]]), lang=lang)
+    shown.open_listed("tiny")
+    shown.tabs.active = 2
+    table = next(p.object for p in shown.dashboard.layout.select(pn.pane.Bokeh) if p.object.name == "stats-table")
+    legend = shown.dashboard.layout.select(lambda o: "attn-stats-columns" in getattr(o, "css_classes", []))[0]
+    headers = [html.unescape(column.title) for column in table.columns][4:]  # (kind, layer, head, pattern first)
+    said = html.unescape(re.sub("<[^>]+>", "", legend.object))  # ("</s>" is escaped in it)
+    assert len(headers) == 8 and all(re.search(f"(^|[ ·。、]){re.escape(h)}[:：,、]", said) for h in headers), said
+    assert said.startswith({"en": "Each column", "es": "Cada columna", "zh": "每一列"}[lang])

@@ -5,11 +5,13 @@ opens it in every other view: the way to find, say, the heads that look at the p
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import panel as pn
 
 from attnlab import viz
+from attnlab.app.explorer.output import PROSE
 from attnlab.app.explorer.screen import picked_row
 from attnlab.app.explorer.store import Store
 from attnlab.app.i18n import text
@@ -27,7 +29,11 @@ class DashboardTab(pn.viewable.Viewer):
         self.y = pn.widgets.Select(label=text("dashboard.y", store.lang), options=columns, value="distance", width=110)
         # a FlexBox: the scatter goes under the table when both do not fit the window (a Row ran 140 px past 1400)
         self.figures = pn.FlexBox(css_classes=["attn-stats"], align_items="flex-start")
-        self.layout = pn.Column(pn.Row(self.x, self.y), self.figures)
+        # what each column measures, under their names in the table (the headers take no help)
+        named = {f"col_{column}": viz.stat_name(column, store.words) for column in viz.STAT_COLUMNS}
+        about = html.escape(text("dashboard.columns", store.lang, **named))
+        legend = pn.pane.HTML(f"<p>{about}</p>", css_classes=["attn-stats-columns", "attn-muted"], **PROSE)
+        self.layout = pn.Column(pn.Row(self.x, self.y), self.figures, legend)
         for axis in (self.x, self.y):
             axis.param.watch(lambda _event: redraw(), "value")
 
