@@ -267,3 +267,23 @@ def test_models_with_packed_weights_copy_and_pickle() -> None:
     twin = copy.deepcopy(model)
     assert twin.packed_output.made is None
     assert pickle.loads(pickle.dumps(model)).packed_output.made is None
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
+def test_a_model_with_its_own_output_matrix_decodes_in_every_dtype(tmp_path: Path, dtype: str) -> None:
+    """An untied output matrix (`tie_output=False`, Marian's `tie_word_embeddings: false`) is a
+    layer: int8 quantizes it, and its logits were an AttributeError (`weight` is a method there)."""
+    from attnlab.model.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    config = preset("small", n_layers=1, d_model=64, n_heads=2, d_ff=128, vocab_size=8000, tie_output=False)
+    save_checkpoint(tmp_path / "untied", Transformer(config).eval(), BUNDLED / "spm.model")
+    loaded, plain = attnlab.load(tmp_path / "untied", dtype=dtype), attnlab.load(tmp_path / "untied")
+    assert loaded.translate("A dog runs.", beam=1).tokens  # (an AttributeError in int8)
+    with torch.no_grad():
+        hidden = torch.randn(3, 64).to(next(loaded.model.target_embedding.parameters()).dtype)
+        ours, fp32 = loaded.model.logits(hidden).float(), plain.model.logits(hidden.float())
+    # int8 rounds the matrix to 1/127 of its largest weight: 5.5% of the logits' spread at most here
+    assert (ours - fp32).abs().max() < 0.1 * fp32.std()
+    if dtype == "int8":
+        assert type(loaded.model.out_proj).__module__.startswith("torch.ao.nn.quantized")

@@ -147,7 +147,7 @@ def for_inference(model: nn.Module) -> nn.Module:
 def quantized(model: torch.nn.Module) -> torch.nn.Module:
     """Every nn.Linear with int8 weights (per tensor) and activations quantized per call
     (`torch.ao.quantization.quantize_dynamic`); the embedding, the tied output projection and
-    attention itself stay fp32. Its deprecation notice (the API moves to torchao) is silenced:
+    attention itself stay fp32 (an untied output matrix is an nn.Linear: int8 too). Its deprecation notice (the API moves to torchao) is silenced:
     it says nothing a reader of a translation can act on."""
     if next(model.parameters()).device.type != "cpu":
         raise AttnlabError("dtype int8 runs on the CPU only (use bf16 on a GPU)")

@@ -260,9 +260,13 @@ class Transformer(nn.Module):
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Pre-softmax projection with the shared embedding matrix (§3.4); when decoding on the
-        CPU, through a packed copy of the matrix (`attnlab.model.linear`)."""
-        weight = self.out_proj.weight if not self.config.tie_output else self.target_embedding.weight
-        out = linear(hidden, weight, packed=self.packed_output)
+        CPU, through a packed copy of the matrix (`attnlab.model.linear`). An untied output
+        matrix is a layer of its own, called as one: int8's `quantize_dynamic` swaps it for a
+        quantized layer, whose `weight` is a method (it was an AttributeError in every decode)."""
+        if self.config.tie_output:
+            out = linear(hidden, self.target_embedding.weight, packed=self.packed_output)
+        else:
+            out = self.out_proj(hidden)
         return out.add_(self.logits_bias) if self.config.logits_bias else out
 
     def forward(self, src: Tensor, tgt: Tensor, scored: Tensor | None = None) -> Tensor:
