@@ -77,6 +77,8 @@ def make_marian(out: Path, variant: str, seed: int = 0) -> Path:
         target_vocab = vocab_of(target, extra=(">>de<<",))
         assert target_vocab["<pad>"] == vocab["<pad>"]  # one pad id (the decoder's start) for both sides
         (out / "target_vocab.json").write_text(json.dumps(target_vocab), encoding="utf-8")
+    # as OPUS-MT directories say which vocabulary the output reads (MarianTokenizer's choice too)
+    (out / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": not shared}), encoding="utf-8")
     pad = vocab["<pad>"]
     config = MarianConfig(
         vocab_size=len(vocab),

@@ -422,3 +422,34 @@ def test_the_notebook_widgets_open_a_marian_directory(marian: dict[str, Path]) -
     assert explorer.view.trace.src_tokens == explorer.model.pieces(
         explorer.model.encode_source(TEXTS[0])[0], source=True
     )
+
+
+def test_the_output_reads_target_vocab_json_only_where_tokenizer_config_says_so(
+    marian: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As MarianTokenizer decides (`separate_vocabs`): a separate-vocabulary directory without
+    its target_vocab.json imported and translated through the source's ids into other words,
+    and a stray target_vocab.json beside one shared vocabulary was read."""
+    from attnlab.model.marian import check_vocabularies
+
+    missing = tmp_path / "missing"
+    shutil.copytree(marian["separate-untied"], missing)
+    (missing / "target_vocab.json").unlink()
+    said = "tokenizer_config.json says separate_vocabs, and there is no target_vocab.json"
+    assert main(["import", "marian", str(missing), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert said in error and "\n" not in error
+    with pytest.raises(AttnlabError, match=re.escape(said)):
+        attnlab.load(missing)
+    stray = tmp_path / "stray"
+    shutil.copytree(marian["swish-shared"], stray)
+    shutil.copy(marian["separate-untied"] / "target_vocab.json", stray)
+    text = "the dog runs in the park"
+    assert attnlab.load(stray).translate(text).text == attnlab.load(marian["swish-shared"]).translate(text).text
+    assert main(["import", "marian", str(stray), "--out", str(tmp_path / "imported")]) == 0
+    assert not (tmp_path / "imported" / "target_vocab.json").exists()  # (not the model's: left behind)
+    # sides of different sizes and one vocabulary read (a directory without tokenizer_config.json)
+    model = attnlab.load(marian["separate-untied"])
+    bigger = model.config.replace(tgt_vocab_size=model.config.vocab_size + 5)
+    with pytest.raises(AttnlabError, match=r"gives the output a vocabulary of .* \(decoder_vocab_size\)"):
+        check_vocabularies(missing, bigger, model.tokenizer, model.tokenizer, separate=False)

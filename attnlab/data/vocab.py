@@ -83,6 +83,29 @@ class VocabTokenizer:
         return self._unk
 
 
+def separate_vocabs(directory: str | Path) -> bool:
+    """Whether the target side has a vocabulary of its own (`target_vocab.json`): as Hugging
+    Face's `MarianTokenizer` decides, by `separate_vocabs` in `tokenizer_config.json` (default
+    false: a stray target_vocab.json beside one shared vocabulary is not read); without that
+    file (an attnlab checkpoint imported from Marian keeps target_vocab.json only when it is
+    read), by whether target_vocab.json is there. Said separate and missing is one line: one
+    side's ids read through the other side's vocabulary translated into other words."""
+    directory = Path(directory)
+    config, target = directory / "tokenizer_config.json", directory / "target_vocab.json"
+    if not config.is_file():
+        return target.is_file()
+    try:
+        said = json_loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise DataError(f"{config}: not readable JSON ({type(error).__name__})") from None
+    separate = said.get("separate_vocabs", False) if isinstance(said, dict) else None
+    if not isinstance(separate, bool):
+        raise DataError(f"{config}: separate_vocabs is true or false, got {separate!r:.40}")
+    if separate and not target.is_file():
+        raise DataError(f"{config} says separate_vocabs, and there is no target_vocab.json: the output's ids")
+    return separate
+
+
 def marian_tokenizers(directory: str | Path) -> tuple[VocabTokenizer, VocabTokenizer]:
     """(source, target) tokenizers of a Marian directory (or a checkpoint imported from one)."""
     directory = Path(directory)
@@ -91,7 +114,7 @@ def marian_tokenizers(directory: str | Path) -> tuple[VocabTokenizer, VocabToken
         raise DataError(f"{directory}: a Marian model needs {', '.join(missing)}")
     source_vocab = read_vocab(directory / "vocab.json")
     target_file = directory / "target_vocab.json"
-    target_vocab = read_vocab(target_file) if target_file.is_file() else source_vocab
+    target_vocab = read_vocab(target_file) if separate_vocabs(directory) else source_vocab
     return (
         VocabTokenizer(directory / "source.spm", source_vocab),
         VocabTokenizer(directory / "target.spm", target_vocab),

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers
+from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers, separate_vocabs
 from attnlab.decode.api import Model
 from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
@@ -96,8 +96,10 @@ def import_marian(
     check_out_directory(out, directory)
     refuse_existing(out, force)
     model, about = read_marian(directory)
-    check_vocabularies(directory, model.config, *marian_tokenizers(directory))
-    files = {name: directory / name for name in (*MARIAN_FILES, "target_vocab.json") if (directory / name).is_file()}
+    separate = separate_vocabs(directory)
+    check_vocabularies(directory, model.config, *marian_tokenizers(directory), separate=separate)
+    names = (*MARIAN_FILES, "target_vocab.json") if separate else MARIAN_FILES  # (a stray one is not the model's)
+    files = {name: directory / name for name in names}
     meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": directory.name, **about}}
     return save_checkpoint(out, model, files, meta=meta, dtype=dtype, card=model_card(directory, model, about))
 

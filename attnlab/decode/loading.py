@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from attnlab.data.tokenizer import load_tokenizer
-from attnlab.data.vocab import marian_tokenizers
+from attnlab.data.vocab import marian_tokenizers, separate_vocabs
 from attnlab.decode.api import DEFAULTS, Model
 from attnlab.errors import AttnlabError, CheckpointError
 from attnlab.model.checkpoint import latest_valid, load_model, user_path
@@ -51,7 +51,7 @@ def _open(path: Path, device: str, dtype: str) -> Model:
         model, about = read_marian(path)
         meta = {"task": "translate", "tokenizer": "marian", "imported_from": {"marian": str(path), **about}}
         source, target = _tokenizers(path, meta)
-        check_vocabularies(path, model.config, source, target)  # else every line fails, far from the cause
+        check_vocabularies(path, model.config, source, target, separate_vocabs(path))  # else every line fails later
         return Model(_for_dtype(model.to(device, DTYPES[dtype]), dtype), source, meta, str(path), target)
     if (path / "checkpoints").is_dir() and not (path / "manifest.json").exists():
         newest = latest_valid(path)

@@ -279,11 +279,17 @@ def mismatch(name: str, tensor: torch.Tensor | None, shape: tuple[int, ...], fit
     return f"{name} holds {tensor.dtype} values, not floating point"
 
 
-def check_vocabularies(directory: Path, config: ModelConfig, source: Any, target: Any) -> None:
+def check_vocabularies(directory: Path, config: ModelConfig, source: Any, target: Any, separate: bool) -> None:
     """Refuse tokenizers (`attnlab.data.vocab.VocabTokenizer`s, built by the caller: this room
-    knows no data code) that give ids outside the model's vocabularies: every translation would
-    fail later, far from the cause."""
-    target_file = "target_vocab.json" if (directory / "target_vocab.json").is_file() else "vocab.json"
+    knows no data code) that give ids outside the model's vocabularies, and one vocabulary
+    for a model whose sides' differ in size: every translation would fail later, far from the
+    cause, or come out in other words. `separate`: the target side reads target_vocab.json."""
+    target_file = "target_vocab.json" if separate else "vocab.json"
+    if not separate and config.target_vocab != config.vocab_size:
+        raise CheckpointError(
+            f"{directory / 'config.json'} gives the output a vocabulary of {config.target_vocab:,} (decoder_vocab_size)"
+            f" and the input one of {config.vocab_size:,}, and no target_vocab.json is read (separate_vocabs)"
+        )
     for tokenizer, size, name in (
         (source, config.vocab_size, "vocab.json"),
         (target, config.target_vocab, target_file),
