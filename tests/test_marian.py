@@ -138,7 +138,11 @@ def edit_config(directory: Path, out: Path, **changes: object) -> Path:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"normalize_before": True}, "normalize_before=True is not supported"),
+        ({"normalize_before": True}, "normalize_before=True is not supported (attnlab's Marian blocks are post-norm"),
+        # each its own reason: these were all "(attnlab is post-norm, §3.1)"
+        ({"static_position_embeddings": False}, "=False is not supported (attnlab reads Marian's sinusoidal positions"),
+        ({"add_bias_logits": True}, "add_bias_logits=True is not supported (attnlab adds final_logits_bias alone"),
+        ({"normalize_embedding": True}, "normalize_embedding=True is not supported (attnlab normalises no embedding)"),
         ({"decoder_layers": 3}, "encoder_layers=2 differs from decoder_layers=3"),
         ({"activation_function": "tanh"}, "activation_function='tanh' is not supported"),
         ({"decoder_start_token_id": 0}, "decoder_start_token_id=0 is not the pad token"),

@@ -52,15 +52,15 @@ DEFAULTS: dict[str, Any] = {
 }
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOP_LEVEL = ("final_logits_bias", "lm_head.weight")  # MarianMTModel's own; the rest are under `model.`
-# Settings a Marian config may carry that attnlab's model has no equivalent for, and the value
-# under which they are harmless.
+# Settings a Marian config may carry that attnlab's model has no equivalent for: the value
+# under which they are harmless, and what attnlab does instead (said in the refusal).
 UNSUPPORTED = {
-    "normalize_before": False,  # pre-norm variants
-    "normalize_embedding": False,
-    "layernorm_embedding": False,
-    "add_final_layer_norm": False,
-    "static_position_embeddings": True,
-    "add_bias_logits": False,
+    "normalize_before": (False, "attnlab's Marian blocks are post-norm, §3.1"),
+    "normalize_embedding": (False, "attnlab normalises no embedding"),
+    "layernorm_embedding": (False, "attnlab normalises no embedding"),
+    "add_final_layer_norm": (False, "attnlab's Marian blocks are post-norm, §3.1, with no final norm"),
+    "static_position_embeddings": (True, "attnlab reads Marian's sinusoidal positions, §3.5"),
+    "add_bias_logits": (False, "attnlab adds final_logits_bias alone to the logits"),
 }
 # attnlab's field -> the config.json key it is read from, so that a refusal names what the user
 # can find in their file (ModelConfig's own checks speak of d_ff and pad_id, which Marian has not).
@@ -131,9 +131,9 @@ def flag(hf: dict[str, Any], key: str) -> bool:
 
 def marian_config(hf: dict[str, Any]) -> ModelConfig:
     """The `ModelConfig` of a Marian config.json, or a one-line `ConfigError` naming what differs."""
-    for key, harmless in UNSUPPORTED.items():
+    for key, (harmless, instead) in UNSUPPORTED.items():
         if key in hf and flag(hf, key) != harmless:
-            raise ConfigError(f"Marian setting {key}={hf[key]!r} is not supported (attnlab is post-norm, §3.1)")
+            raise ConfigError(f"Marian setting {key}={hf[key]!r} is not supported ({instead})")
     pairs = [("encoder_layers", "decoder_layers"), ("encoder_attention_heads", "decoder_attention_heads")]
     pairs.append(("encoder_ffn_dim", "decoder_ffn_dim"))
     for a, b in pairs:
