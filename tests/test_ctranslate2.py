@@ -50,7 +50,9 @@ def ct2_translate(model: Model, path: Path, lines: list[str], beam: int, alpha: 
 
 
 @pytest.mark.slow
-def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(tmp_path: Path) -> None:
+def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     try:
         data = find_data_dir()
     except DataError:
@@ -60,6 +62,7 @@ def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(tmp_pa
     source = list(read_lines(data / "multi30k" / "test2016.en"))
     reference = list(read_lines(data / "multi30k" / "test2016.de"))
     assert main(["export", "ctranslate2", str(BUNDLED), "--out", str(tmp_path / "ct2")]) == 0
+    assert "language code" not in capsys.readouterr().out  # (attnlab's own vocabulary has none)
     umask = os.umask(0o022)
     os.umask(umask)  # readable by others as any directory and file made here (mkdtemp: 0700)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [tmp_path / "ct2", *(tmp_path / "ct2").iterdir()]}
@@ -84,10 +87,14 @@ def test_bundled_translator_served_by_ctranslate2_translates_like_attnlab(tmp_pa
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_imported_marian_served_by_ctranslate2_decodes_like_attnlab(tmp_path: Path, variant: str) -> None:
+def test_imported_marian_served_by_ctranslate2_decodes_like_attnlab(
+    tmp_path: Path, variant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     directory = make_marian(tmp_path / variant, variant)
     assert main(["import", "marian", str(directory), "--out", str(tmp_path / "imported")]) == 0
     assert main(["export", "ctranslate2", str(tmp_path / "imported"), "--out", str(tmp_path / "ct2")]) == 0
+    # its vocabulary holds >>de<<, which source.spm cuts into five pieces: the hint says so
+    assert "a leading >>xx<< language code is one piece of its own" in capsys.readouterr().out
     model = attnlab.load(tmp_path / "imported")
     texts = ["the dog runs in the park", "a small red ball plays with the cat", "man", "the child sits"]
     served = ct2_translate(model, tmp_path / "ct2", texts, beam=1)

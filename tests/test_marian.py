@@ -457,3 +457,27 @@ def test_the_output_reads_target_vocab_json_only_where_tokenizer_config_says_so(
     bigger = model.config.replace(tgt_vocab_size=model.config.vocab_size + 5)
     with pytest.raises(AttnlabError, match=r"gives the output a vocabulary of .* \(decoder_vocab_size\)"):
         check_vocabularies(missing, bigger, model.tokenizer, model.tokenizer, separate=False)
+
+
+def test_a_language_code_is_no_unknown_character_and_unknown_ones_are_said_as_unk(
+    marian: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ ">>de<<" is one piece of the vocabulary: read a character at a time, its ">" and "<" were
+    named as unknown on every line, and every unknown character was said to be read as UTF-8 byte
+    pieces, which Marian's tokenizer has not (it reads them as <unk>): in the explorer too."""
+    from attnlab.app.explorer import Explorer
+    from attnlab.app.i18n import text
+    from attnlab.app.roots import CheckpointRoots
+
+    source = tmp_path / "in.txt"
+    source.write_text(">>de<< the dog runs\n>>de<< the dog é\n")
+    assert main(["translate", "--checkpoint", str(marian["swish-shared"]), "--input", str(source), "--beam", "1"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "vocabulary" in line]
+    assert said == [
+        "attnlab translate: 1 character is not in this model's vocabulary, read as <unk> (first on line 2): é"
+    ]
+    shown = Explorer({"marian": str(marian["swish-shared"])}, CheckpointRoots([tmp_path]))
+    shown.open_listed("marian")
+    shown.text_input.value = ">>de<< the dog é"
+    shown.translate()
+    assert text("notice.unknown_unk", "en", count=1, characters="é") in shown.store.notices

@@ -335,10 +335,22 @@ def too_long(what: str, pieces: int, room: int) -> ModelInputError:
     )
 
 
+LEADING_CODE = re.compile(r"^>>[^\s<>]+<<")  # a multilingual Marian model's ">>spa<<", read first
+
+
 def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list[str]:
     """Characters the vocabulary has no piece for (sentencepiece spells them as UTF-8 byte pieces
-    or maps them to <unk>), in the form the model reads (`as_read`)."""
+    or maps them to <unk>), in the form the model reads (`as_read`). A line's leading language
+    code that the tokenizer reads as one known piece (Marian's `>>de<<`) is no character of the
+    text: read one character at a time, its ">" and "<" were named as unknown on every line."""
     unk = tokenizer.unk_id()
+
+    def without_code(line: str) -> str:
+        code = LEADING_CODE.match(line)
+        known = code is not None and [i != unk for i in tokenizer.encode(code.group())] == [True]
+        return line[code.end() :] if known else line
+
+    text = "\n".join(without_code(line) for line in text.split("\n"))
     missing = []
     for char in dict.fromkeys(as_read(text)):
         if char.isspace():
@@ -348,6 +360,12 @@ def unknown_characters(tokenizer: spm.SentencePieceProcessor, text: str) -> list
         if any(i == unk or BYTE_PIECE.match(p) for i, p in zip(ids, pieces, strict=True)):
             missing.append(char)
     return missing
+
+
+def read_as_bytes(tokenizer: spm.SentencePieceProcessor, char: str) -> bool:
+    """Whether the model reads `char`, which its vocabulary lacks, as UTF-8 byte pieces
+    (sentencepiece's byte fallback, attnlab's own models) rather than as <unk> (Marian's)."""
+    return any(BYTE_PIECE.match(tokenizer.id_to_piece(i)) for i in tokenizer.encode(char))
 
 
 DOTTED_CIRCLE = "\u25cc"  # the base a lone combining mark is shown on (as in the Unicode charts)

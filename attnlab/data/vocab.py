@@ -20,6 +20,11 @@ MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")  # target_vocab.json t
 LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token first: ">>spa<<"
 
 
+def is_language_code(piece: str) -> bool:
+    """`piece` is a multilingual model's target-language token (">>spa<<")."""
+    return len(piece) > 4 and piece.startswith(LANGUAGE_CODE[0]) and piece.endswith(LANGUAGE_CODE[1])
+
+
 def read_vocab(path: str | Path) -> dict[str, int]:
     """A Marian vocabulary file: {piece: id}, ids unique."""
     try:

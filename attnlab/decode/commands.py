@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from attnlab.data.corpora import invalid_lines
-from attnlab.data.tokenizer import as_read, is_blank, shown_characters, unknown_characters
+from attnlab.data.tokenizer import as_read, is_blank, read_as_bytes, shown_characters, unknown_characters
 from attnlab.decode.api import DEFAULTS, Model
 from attnlab.decode.loading import DTYPES, load
 from attnlab.decode.search import check_settings
@@ -160,7 +160,8 @@ def unknown_notice(model: Model, lines: dict[int, str], task: str) -> str:
     first = next(n for n, line in lines.items() if not set(missing).isdisjoint(as_read(line)))
     shown = shown_characters(missing)
     count = "1 character is" if len(missing) == 1 else f"{len(missing)} characters are"
-    return f"attnlab {task}: {count} not in this model's vocabulary, read as UTF-8 byte pieces (first on line {first}): {shown}"
+    read = "UTF-8 byte pieces" if read_as_bytes(model.tokenizer, missing[0]) else "<unk>"
+    return f"attnlab {task}: {count} not in this model's vocabulary, read as {read} (first on line {first}): {shown}"
 
 
 def _decode_cli(argv: list[str], task: str) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.vocab import MARIAN_FILES, marian_tokenizers, separate_vocabs
+from attnlab.data.vocab import MARIAN_FILES, is_language_code, marian_tokenizers, separate_vocabs
 from attnlab.decode.api import Model
 from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
@@ -311,8 +311,11 @@ def cli_export(argv: list[str]) -> int:
     spm_file = Path(loaded.path or args.checkpoint) / (
         "source.spm" if loaded.meta.get("tokenizer") == "marian" else "spm.model"
     )
+    # a multilingual model's `>>spa<<` is one piece, which source.spm would cut into five
+    codes = any(is_language_code(piece) for piece in getattr(loaded.tokenizer, "vocab", ()))
+    code = "; a leading >>xx<< language code is one piece of its own, before the rest's" if codes else ""
     print(
         f"exported {args.checkpoint} to {path}; translate lists of {spm_file}'s pieces with"
-        f" ctranslate2.Translator({str(path)!r}).translate_batch (it appends </s> itself)"
+        f" ctranslate2.Translator({str(path)!r}).translate_batch (it appends </s> itself{code})"
     )
     return 0

@@ -26,7 +26,7 @@ from attnlab.app.checkpoints import BUNDLED, open_model
 from attnlab.app.i18n import DEFAULT, LANGUAGES, error_message, grouped, kind_name, text
 from attnlab.app.roots import CheckpointRoots
 from attnlab.app.words import figure_words
-from attnlab.data.tokenizer import shown_characters, unknown_characters
+from attnlab.data.tokenizer import read_as_bytes, shown_characters, unknown_characters
 from attnlab.data.treebank import parse_tree
 from attnlab.decode.api import DEFAULTS, Result
 from attnlab.decode.deadline import time_limit
@@ -277,7 +277,8 @@ class Store(param.Parameterized):
         missing = unknown_characters(model.tokenizer, source[:5000])
         if missing:
             shown = shown_characters(missing)
-            notices.append(text("notice.unknown_characters", self.lang, count=len(missing), characters=shown))
+            said = "notice.unknown_characters" if read_as_bytes(model.tokenizer, missing[0]) else "notice.unknown_unk"
+            notices.append(text(said, self.lang, count=len(missing), characters=shown))
         for done in (result, scored):
             if done is not None and done.trace is not None:  # exports name the model as visitors know it
                 done.trace.model = {**done.trace.model, "checkpoint": self.checkpoint_name}
