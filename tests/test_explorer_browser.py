@@ -155,12 +155,33 @@ class Server:
         return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]) / 2**20
 
     def stop(self) -> None:
+        """Stop the server; a traceback through attnlab's code in its log fails the module's last
+        test (the page may show nothing wrong: a Corpus sentence opened from the menu logged a
+        broadcast error every time, and every browser test passed)."""
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+        ours = our_tracebacks(Path(self.log.name).read_text(errors="replace"))
+        assert not ours, f"{self.log.name}: {len(ours)} traceback(s) through attnlab's code; the first:\n{ours[0]}"
+
+
+def our_tracebacks(log: str) -> list[str]:
+    """The tracebacks in a server's log with a frame in attnlab's code or app (not tornado's
+    "WebSocketClosedError" of a page closed while the server wrote to it)."""
+    blocks, block = [], None
+    for line in log.splitlines():
+        if line.startswith("Traceback (most recent call last):"):
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if not line.startswith(" "):  # the exception's own line ends the block
+                blocks.append("\n".join(block))
+                block = None
+    inside = (f'File "{ROOT / "attnlab"}/', f'File "{ROOT / "apps"}/')
+    return [b for b in blocks if any(place in b for place in inside)]
 
 
 @pytest.fixture(scope="module")

@@ -694,3 +694,26 @@ def test_the_dashboard_says_what_each_column_measures(lab: dict[str, Path], lang
     said = html.unescape(re.sub("<[^>]+>", "", legend.object))  # ("</s>" is escaped in it)
     assert len(headers) == 8 and all(re.search(f"(^|[ ·。、]){re.escape(h)}[:：,、]", said) for h in headers), said
     assert said.startswith({"en": "Each column", "es": "Cada columna", "zh": "每一列"}[lang])
+
+
+def test_an_edit_asked_for_before_a_new_sentence_draws_nothing_stale(
+    lab: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a server session the Heads tab's edits run at the next tick; a sentence opened from the
+    Corpus tab is decoded in between. The edit asked for with the sentence before drew its map,
+    weighed against the new one's: "operands could not be broadcast together with shapes (16,)
+    (8,)" in the server's log. Now it draws nothing; the one asked for with the new sentence draws."""
+    from attnlab.app.explorer import heads as heads_tab
+
+    shown = explorer(lab, tiny="translate")
+    decode(shown, "a man in a blue shirt rides a red bike down the long street .")
+    queued: list[tuple] = []
+    monkeypatch.setattr(heads_tab, "bokeh_edit", lambda edit, *args, **kwargs: queued.append((edit, args, kwargs)))
+    shown.heads.draw_heatmap()  # (a stale tab drawn as the Corpus tab opens a sentence)
+    shown.heads.draw_grid()
+    decode(shown, "the dog runs .")
+    assert len(queued) >= 4  # the two asked for before the sentence, and the sentence's own
+    for edit, args, kwargs in queued:
+        edit(*args, **kwargs)
+    q_len, k_len = shown.store.trace.attention(shown.store.kind, shown.store.layer).shape[1:]
+    assert f"{q_len}×{k_len}" in shown.heads.caption.object and "attn-weighed" not in shown.heads.caption.object

@@ -87,9 +87,24 @@ class HeadsTab(pn.viewable.Viewer):
         if self.grid.object is None:
             self.grid.object = viz.grid(trace, store.kind, on_select=self.picked, **options)
         else:
-            bokeh_edit(viz.update_grid, self.grid.object, trace, store.kind, **options)
+            bokeh_edit(self._update_grid, trace, store.kind, options)
+
+    def current(self, trace: AttentionTrace) -> bool:
+        """`trace` is still what the tab shows: the store's, or its weighed copy. In a server
+        session an edit runs at the next tick, and a sentence opened from the Corpus tab is
+        decoded in between; the edit asked for then draws it. (The map of the sentence before
+        was drawn, and weighed against the new one: "operands could not be broadcast together
+        with shapes (16,) (8,)" in the server's log.)"""
+        store = self.store.trace
+        return trace is store or (trace is self._weighed[1] and self._weighed[0] is store)
+
+    def _update_grid(self, trace: AttentionTrace, kind: str, options: dict[str, Any]) -> None:
+        if self.current(trace):
+            viz.update_grid(self.grid.object, trace, kind, **options)
 
     def _show_head(self, trace: AttentionTrace, vmax: float | None) -> None:
+        if not self.current(trace):
+            return
         store = self.store
         selection = (trace, store.kind, store.layer, store.head)
         if self.heatmap.object is None:
