@@ -359,8 +359,11 @@ def test_a_run_resumes_on_other_ranks_at_the_same_batch(before: tuple[int, int],
     for sampler in moved:
         sampler.load_state_dict(state)
     assert _global_updates(moved, after[1], 40) == expected
-    with pytest.raises(DataError, match=r"^cannot resume batches: .* resume with processes × --update-freq = 2$"):
+    said = r"^cannot resume batches: .* resume with processes × --update-freq = 2 \(here: --update-freq 2\)$"
+    with pytest.raises(DataError, match=said):
         TokenBatchSampler(src, tgt, 500, seed=3, update_freq=3).load_state_dict(_shaped(src, tgt, 2, 1)[0].state_dict())
+    with pytest.raises(DataError, match=r"= 2$"):  # 3 processes cannot make 2: no --update-freq to name
+        _shaped(src, tgt, 3, 1)[0].load_state_dict(_shaped(src, tgt, 2, 1)[0].state_dict())
 
 
 # One process whose global batch list is rotated by one: every update pairs batches 2k+1 and 2k+2
@@ -427,7 +430,7 @@ def test_ddp_two_ranks_equal_update_freq_two(prepared: Path, tmp_path: Path) -> 
     other = _train(prepared, tmp_path / "to_one", *common, "--max-steps", "15", "--update-freq", "1")
     _, err = other.communicate(timeout=300)
     assert other.returncode != 0 and err.strip().splitlines()[-1].endswith(
-        "resume with processes × --update-freq = 2"
+        "resume with processes × --update-freq = 2 (here: --update-freq 2)"
     ), err[-2000:]
 
 

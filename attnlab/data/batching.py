@@ -121,10 +121,12 @@ class TokenBatchSampler:
                 raise DataError(f"cannot resume batches: saved {key}={state[key]} but this run has {mine}")
         world, freq = state.get("world_size", self.world_size), state.get("update_freq", self.update_freq)
         if world * freq != self.world_size * self.update_freq:
+            product = world * freq  # (what to type with these processes: the run's own --update-freq was kept)
+            here = f" (here: --update-freq {product // self.world_size})" if product % self.world_size == 0 else ""
             raise DataError(
-                f"cannot resume batches: the run read {world * freq} micro-batches an update ({world} process(es) × "
+                f"cannot resume batches: the run read {product} micro-batches an update ({world} process(es) × "
                 f"--update-freq {freq}) and this one would read {self.world_size * self.update_freq} "
-                f"({self.world_size} × {self.update_freq}); resume with processes × --update-freq = {world * freq}"
+                f"({self.world_size} × {self.update_freq}); resume with processes × --update-freq = {product}{here}"
             )
         read = int(state["position"]) * world  # the epoch's batches read by all ranks together
         if read % self.world_size:

@@ -37,7 +37,8 @@ HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each
     "compile": "torch.compile: off, loss, model (and loss), or auto (default: where it pays on this device "
     "and run length; one line says which); a bare --compile means model",
     "log_every": "print and log the loss every N updates (default 50)",
-    "eval_sentences": "dev pairs scored at each checkpoint: loss, perplexity, BLEU or F1 (default 200; 0: none)",
+    "eval_sentences": "dev pairs scored at each checkpoint: loss, perplexity, and BLEU or F1 of greedy decoding"
+    " (beam 1, for speed: `attnlab evaluate` scores with the paper's beam 4) (default 200; 0: none)",
     "probes": "dev pairs whose attention is recorded at each checkpoint, for the explorer's Training "
     "timeline (default 4)",
     "align_gold": "a human word-alignment set of the data's languages (e.g. zhen_dev): every head's AER at "

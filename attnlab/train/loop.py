@@ -388,7 +388,7 @@ class Trainer:
         }
 
     def evaluate(self, checkpoint_dir: Path) -> None:
-        """Dev loss/PPL (and BLEU once decoding exists) plus probe traces for the timeline."""
+        """Dev loss/PPL, greedy BLEU or F1 (`dev.dev_report`), probe traces for the timeline."""
         if self.cfg.eval_sentences <= 0 and self.cfg.probes <= 0 and not self.cfg.align_gold:
             return
         report = dev_report(self.model, self.cfg.data, checkpoint_dir, self.out, self.step, self.cfg)
