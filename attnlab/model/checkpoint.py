@@ -338,13 +338,19 @@ def weights_digest(directory: str | os.PathLike | None) -> str | None:
 
 
 def latest_valid(run_dir: str | os.PathLike) -> Path | None:
-    """The newest checkpoint that verifies; damaged ones are skipped with a warning."""
+    """The newest checkpoint that verifies; damaged ones are skipped with a warning, and the one
+    read after them is named (`evaluate RUN` printed the BLEU of an older step without a word)."""
+    skipped = False
     for _, path in reversed(step_dirs(run_dir)):
         try:
             verify(path)
-            return path
         except CheckpointError as error:
             warn(f"skipping damaged checkpoint: {error}")
+            skipped = True
+            continue
+        if skipped:
+            warn(f"reading {path.name}, the newest checkpoint of {run_dir} that verifies")
+        return path
     return None
 
 
