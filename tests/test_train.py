@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -510,6 +511,13 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     assert (out / "model.safetensors").stat().st_size < (
         run / "checkpoints" / "step_30" / "model.safetensors"
     ).stat().st_size
+    # a stopped run's own save (step 33) among them: said, since §6.1's are evenly spaced
+    save_checkpoint(run / "checkpoints" / "step_33", Transformer(preset("tiny")), spm)
+    with pytest.warns(UserWarning, match=r"unevenly spaced \(steps 20, 30, 33\); §6\.1 averages"):
+        average_run(run, 3, tmp_path / "uneven")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        average_run(run, 2, tmp_path / "even")  # (two are always evenly spaced)
 
 
 def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) -> None:

@@ -84,9 +84,15 @@ def average_run(
     if run in target.parents and (run / "checkpoints") in (target, *target.parents):
         raise CheckpointError(f"{out} is inside the run {run_dir}'s checkpoints; write the average elsewhere")
     refuse_existing(Path(out), force)  # before the averaging, not after it
-    chosen = [p for _, p in step_dirs(run_dir)][-last:]
+    listed = step_dirs(run_dir)[-last:]
+    steps, chosen = [step for step, _ in listed], [path for _, path in listed]
     if len(chosen) < last:
         warn(f"{run_dir} has only {len(chosen)} checkpoints; averaging those")
+    if len({b - a for a, b in zip(steps, steps[1:], strict=False)}) > 1:  # a stop's own save, a last step off the grid
+        spaced = ", ".join(map(str, steps))
+        warn(
+            f"the checkpoints averaged are unevenly spaced (steps {spaced}); §6.1 averages ones written at equal intervals"
+        )
     model, meta = load_model(chosen[-1])
     model.load_state_dict(average(chosen))
     meta = dict(meta, averaged=[p.name for p in chosen])
@@ -137,5 +143,5 @@ def cli(argv: list[str]) -> int:
         raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     path = average_run(args.run_dir, args.last, args.out, dtype, args.probes, args.force)
-    print(f"averaged checkpoints written to {path}")
+    print(f"averaged checkpoints written to {path} ({', '.join(read_config(path)[1]['averaged'])})")
     return 0
