@@ -145,13 +145,17 @@ def test_export_replaces_only_a_ctranslate2_model_and_says_why_it_cannot_write(
     capsys.readouterr()  # transformers' progress bar while saving
     refused = {
         ("afile", "--force"): "afile is a file; --force replaces a directory only",
-        ("afile/sub",): "cannot write",
+        # it said "(File exists: …/afile)" of a path under a file, and named the temporary
+        # directory nobody typed where the parent could not be written (/proc/.x.tmp-2b43ero9)
+        ("afile/sub",): f"cannot write {tmp_path / 'afile/sub'} ({tmp_path / 'afile'} is not a directory)",
         ("run", "--force"): "run is not a CTranslate2 model; refusing to replace it",
     }
     for (out, *force), message in refused.items():
         assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / out), *force]) == 2
         error = capsys.readouterr().err.strip()
         assert message in error and "\n" not in error, error
+    assert main(["export", "ctranslate2", str(directory), "--out", "/proc/attnlab-export"]) == 2
+    assert capsys.readouterr().err.strip().endswith("cannot write /proc/attnlab-export (No such file or directory)")
     assert (tmp_path / "afile").read_text() == "keep" and (tmp_path / "run" / "log.txt").read_text() == "keep"
     for force in ([], ["--force"]):
         assert main(["export", "ctranslate2", str(directory), "--out", str(tmp_path / "ct2"), *force]) == 0

@@ -26,11 +26,11 @@ from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import (
+    assembly_directory,
     open_modes,
     publish,
     refuse_existing,
     save_checkpoint,
-    temporary_sibling,
 )
 from attnlab.model.manifest import check_directory
 from attnlab.model.marian import check_vocabularies, read_marian
@@ -242,11 +242,7 @@ def write_spec(spec: Any, out: str | Path, quantization: str | None = None, forc
         raise AttnlabError(f"{out} is not a CTranslate2 model; refusing to replace it ({held}: name a new directory)")
     spec.validate()
     spec.optimize(quantization=quantization)
-    try:  # a parent that is a file, or not writable: nothing to clean up yet
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temporary_sibling(out)
-    except OSError as error:
-        raise AttnlabError(f"cannot write {out} ({error.strerror or error}: {error.filename})") from None
+    tmp = assembly_directory(out)
     try:
         spec.save(str(tmp))
         open_modes(tmp)

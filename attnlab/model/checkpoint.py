@@ -83,6 +83,19 @@ def temporary_sibling(target: Path, directory: bool = True) -> Path:
     return tmp
 
 
+def assembly_directory(target: Path) -> Path:
+    """`temporary_sibling(target)`, its parents made first; what stops that (a parent that is a
+    file, one not writable: nothing to clean up yet) is one line naming `target` and why, never
+    the temporary directory's name nobody typed (/proc/.x.tmp-2b43ero9)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return temporary_sibling(target)
+    except OSError as error:  # (a parent that is a file: "File exists", where /dev/null/x was asked for)
+        file = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        why = f"{file} is not a directory" if file else error.strerror or error
+        raise CheckpointError(f"cannot write {target} ({why})") from None
+
+
 def open_modes(directory: Path) -> None:
     """Give the files in `directory` the mode `open` would: safetensors writes 0600."""
     mode = 0o666 & ~_umask()
@@ -108,13 +121,7 @@ def save_checkpoint(
     digests the config records; `card`, a model card written beside them as README.md."""
     directory = Path(directory)
     _check_replaceable(directory, training=trainer_tensors is not None)
-    try:  # a parent that is a file, or not writable (/proc): nothing to clean up yet
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temporary_sibling(directory)
-    except OSError as error:  # (a parent that is a file: "File exists", where /dev/null/x was asked for)
-        file = next((p for p in directory.parents if p.exists() and not p.is_dir()), None)
-        why = f"{file} is not a directory" if file else error.strerror or error
-        raise CheckpointError(f"cannot write {directory} ({why})") from None
+    tmp = assembly_directory(directory)
     try:
         weights = {k: v.detach().to(dtype).contiguous().cpu() for k, v in model.state_dict().items()}
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "attnlab-model"})
