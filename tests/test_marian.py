@@ -216,7 +216,17 @@ def nan_weights(directory: Path) -> None:
     save_file(weights, str(directory / "model.safetensors"))
 
 
+def sharded(directory: Path) -> None:
+    """The weights saved as transformers saves a big model: in shards, with an index."""
+    model = MarianMTModel.from_pretrained(directory)
+    (directory / "model.safetensors").unlink()
+    model.save_pretrained(directory, max_shard_size="20KB")
+
+
 DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    # both said "no model.safetensors or pytorch_model.bin" / "not an attnlab checkpoint (no manifest.json)"
+    "sharded weights": (sharded, "its weights are sharded (model.safetensors.index.json); attnlab reads one file"),
+    "no config.json": (lambda d: (d / "config.json").unlink(), "Marian model (no config.json)"),
     "no target.spm": (lambda d: (d / "target.spm").unlink(), "a Marian model needs target.spm"),
     "ids not integers": (lambda d: edit_vocab(d, the="7"), "a vocabulary maps pieces to integer ids"),
     "no <unk>": (lambda d: edit_vocab(d, **{"<unk>": None}), "the vocabulary has no <unk> piece"),
@@ -244,6 +254,7 @@ def test_import_refuses_a_directory_it_could_not_serve(
     shutil.copytree(marian["swish-shared"], directory)
     change, message = DAMAGES[damage]
     change(directory)
+    capsys.readouterr()  # (transformers' progress bars while resharding)
     assert main(["import", "marian", str(directory), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and "\n" not in error and not (tmp_path / "out").exists()

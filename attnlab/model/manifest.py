@@ -52,8 +52,11 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
     check_directory(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
-        hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
-        hint = hint if (directory / "checkpoints").is_dir() else ""
+        hint = ""
+        if (directory / "checkpoints").is_dir():
+            hint = " (a run directory? pass RUN_DIR/checkpoints/step_N or an averaged checkpoint)"
+        elif (directory / "source.spm").is_file() or (directory / "vocab.json").is_file():  # Marian's files
+            hint = " nor a Hugging Face Marian model (no config.json)"
         raise CheckpointError(f"{directory}: not an attnlab checkpoint (no {MANIFEST}){hint}")
     try:
         manifest = json_loads(manifest_path.read_text())

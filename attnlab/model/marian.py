@@ -219,6 +219,9 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         ):  # a tensor under an integer key was an AttributeError traceback
             raise CheckpointError(f"{legacy}: refused; it does not hold a dictionary of named tensors")
         return weights
+    sharded = next(directory.glob("*.safetensors.index.json"), None) or next(directory.glob("*.bin.index.json"), None)
+    if sharded is not None:  # (save_pretrained's max_shard_size: a big model's weights in several files)
+        raise CheckpointError(f"{directory}: its weights are sharded ({sharded.name}); attnlab reads one file")
     raise CheckpointError(f"{directory}: no {' or '.join(WEIGHT_FILES)}")
 
 
