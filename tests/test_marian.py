@@ -331,6 +331,11 @@ def test_import_replaces_a_checkpoint_only_with_force(
     assert (out / "manifest.json").read_text() == before
     assert main(["import", "marian", str(marian["swish-shared"]), "--out", str(out), "--force"]) == 0
     assert attnlab.load(out).meta["imported_from"]["marian"] == "swish-shared"
+    with (out / "README.md").open("a") as card:  # the card it wrote, edited: --force went over it
+        card.write("\nMy notes on this model.\n")
+    assert main(["import", "marian", str(marian["gelu"]), "--out", str(out), "--force"]) == 2
+    assert "README.md was edited since the checkpoint was written" in capsys.readouterr().err
+    assert (out / "README.md").read_text().endswith("My notes on this model.\n")
     (tmp_path / "afile").write_text("keep")
     assert main(["import", "marian", str(marian["gelu"]), "--out", str(tmp_path / "afile"), "--force"]) == 2
     assert "is a file" in capsys.readouterr().err and (tmp_path / "afile").read_text() == "keep"

@@ -266,7 +266,9 @@ def test_a_checkpoint_is_not_replaced_over_a_model_card_nor_written_under_a_file
     (bundled / "probes" / "step_1").mkdir(parents=True)
     save_checkpoint(bundled, model, spm)  # an average with its probes replaced by a new one, as before
     (bundled / "README.md").write_text("a model card")
-    with pytest.raises(CheckpointError, match=r"bundled holds 'README.md', which no checkpoint writes .*refusing"):
+    with pytest.raises(
+        CheckpointError, match=r"bundled holds 'README.md', which its manifest does not list .*refusing"
+    ):
         save_checkpoint(bundled, model, spm)
     assert (bundled / "README.md").read_text() == "a model card"
     with pytest.raises(CheckpointError, match=rf"cannot write .* \({re.escape(str(spm))} is not a directory\)$"):
@@ -580,7 +582,7 @@ def test_average_replaces_a_checkpoint_only_with_force(tmp_path: Path, capsys: p
         )
     assert (shipped / "README.md").read_text() == "the model card" and load_model(shipped)[0].config.n_layers == 1
     assert main(["average", str(run), "--last", "2", "--out", str(shipped), "--force"]) == 2  # not over its card
-    assert "holds 'README.md', which no checkpoint writes (a model card?)" in capsys.readouterr().err
+    assert "holds 'README.md', which its manifest does not list (a model card added since?)" in capsys.readouterr().err
     (shipped / "README.md").unlink()
     assert main(["average", str(run), "--last", "2", "--out", str(shipped), "--force"]) == 0
     assert load_model(shipped)[1]["averaged"] == ["step_1", "step_2"]

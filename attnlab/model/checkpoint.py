@@ -213,8 +213,13 @@ def _check_replaceable(directory: Path, training: bool) -> None:
         )
     if added := sorted(p.name for p in directory.iterdir() if p.name not in (*manifest["files"], MANIFEST, "probes")):
         raise CheckpointError(
-            f"{directory} holds {', '.join(map(repr, added[:3]))}, which no checkpoint writes (a model card?); "
+            f"{directory} holds {', '.join(map(repr, added[:3]))}, which its manifest does not list (a model card added since?); "
             "refusing to replace it (name a new directory)"
+        )
+    card, written = directory / "README.md", manifest["files"].get("README.md")
+    if isinstance(written, dict) and card.is_file() and sha256_of(card) != written.get("sha256"):
+        raise CheckpointError(  # (an imported model's card, edited since: --force wrote over it without a word)
+            f"{card} was edited since the checkpoint was written; refusing to replace it (name a new directory)"
         )
     if not training and (directory / "trainer.json").exists():
         raise CheckpointError(
