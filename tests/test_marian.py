@@ -126,6 +126,11 @@ def test_token_ids_equal_marian_tokenizer(marian: dict[str, Path], variant: str)
         target = tokenizer(text_target=text)["input_ids"]
         assert ours.target_tokenizer.encode(text) + [ours.config.eos_id] == target, text
     assert ours.tokenizer.unk_id() in ours.encode_source("zzz qqq")[0]  # pieces outside vocab.json are <unk>
+    # an <unk> written is "⁇", one space either side ("the ⁇  ⁇  the": sentencepiece spaces each one)
+    target, unk = ours.target_tokenizer, ours.target_tokenizer.unk_id()
+    words = [next(i for piece, i in target.vocab.items() if piece.startswith("\u2581") and piece[1:].isalpha())]
+    said = target.decode(words)
+    assert unk not in words and target.decode([*words, unk, unk, *words, unk]) == f"{said} ⁇ ⁇ {said} ⁇"
 
 
 def edit_config(directory: Path, out: Path, **changes: object) -> Path:

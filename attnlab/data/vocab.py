@@ -10,6 +10,7 @@ uses, so decoding, recording and the views need not know which kind of model the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import sentencepiece as spm
@@ -17,6 +18,7 @@ import sentencepiece as spm
 from attnlab.errors import DataError, json_loads
 
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")  # target_vocab.json too when the sides differ
+SPACES = re.compile(r" {2,}")  # sentencepiece writes " ⁇ " for each <unk>: two were "⁇  ⁇"
 LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token first: ">>spa<<"
 
 
@@ -42,7 +44,9 @@ class VocabTokenizer:
     """One side of a Marian model: sentencepiece pieces, ids from a vocabulary file.
 
     Matches Hugging Face's `MarianTokenizer`: a leading language code (`>>spa<<`) is one token,
-    pieces missing from the vocabulary are `<unk>`, and decoding skips `<pad>` and `</s>`."""
+    pieces missing from the vocabulary are `<unk>`, and decoding skips `<pad>` and `</s>`. An
+    `<unk>` written is shown as sentencepiece shows it, "⁇" (`skip_special_tokens` drops it: a
+    reader would not see that a word was unknown), one space either side."""
 
     def __init__(
         self, spm_path: str | Path, vocab: dict[str, int], unk: str = "<unk>", pad: str = "<pad>", eos: str = "</s>"
@@ -73,7 +77,7 @@ class VocabTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         pieces = [self.pieces.get(i, "<unk>") for i in ids if i not in self.special]
-        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()
+        return SPACES.sub(" ", self.sp.decode_pieces(pieces).replace("\u2581", " ")).strip()
 
     def id_to_piece(self, i: int) -> str:
         return self.pieces.get(i, "<unk>")
