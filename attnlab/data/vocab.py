@@ -49,14 +49,21 @@ class VocabTokenizer:
     reader would not see that a word was unknown), one space either side."""
 
     def __init__(
-        self, spm_path: str | Path, vocab: dict[str, int], unk: str = "<unk>", pad: str = "<pad>", eos: str = "</s>"
+        self,
+        spm_path: str | Path,
+        vocab: dict[str, int],
+        unk: str = "<unk>",
+        pad: str = "<pad>",
+        eos: str = "</s>",
+        name: str = "the vocabulary",
     ) -> None:
+        """`name`: the vocabulary's file, as a refusal names it."""
         for needed in (unk, eos):  # without </s> no output could end (it decoded to the length limit)
             if needed not in vocab:
-                raise DataError(f"the vocabulary has no {needed} piece")
+                raise DataError(f"{name} has no {needed} piece")
         negative = next((piece for piece, i in vocab.items() if i < 0), None)
         if negative is not None:  # (it read as an id counted from the end of the table)
-            raise DataError(f"the vocabulary gives {negative!r} the negative id {vocab[negative]}")
+            raise DataError(f"{name} gives {negative!r} the negative id {vocab[negative]}")
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(spm_path))
         except (OSError, RuntimeError) as error:
@@ -123,8 +130,11 @@ def marian_tokenizers(directory: str | Path) -> tuple[VocabTokenizer, VocabToken
         raise DataError(f"{directory}: a Marian model needs {', '.join(missing)}")
     source_vocab = read_vocab(directory / "vocab.json")
     target_file = directory / "target_vocab.json"
-    target_vocab = read_vocab(target_file) if separate_vocabs(directory) else source_vocab
+    separate = separate_vocabs(directory)
+    target_vocab, target_name = (
+        (read_vocab(target_file), target_file.name) if separate else (source_vocab, "vocab.json")
+    )
     return (
-        VocabTokenizer(directory / "source.spm", source_vocab),
-        VocabTokenizer(directory / "target.spm", target_vocab),
+        VocabTokenizer(directory / "source.spm", source_vocab, name=str(directory / "vocab.json")),
+        VocabTokenizer(directory / "target.spm", target_vocab, name=str(directory / target_name)),
     )
