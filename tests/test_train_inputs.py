@@ -53,12 +53,13 @@ def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
 
 def test_the_wmt14_recipes_read_the_papers_batch_per_update_and_save_every_ten_minutes() -> None:
     """§5.1's ~25k + 25k tokens are one update across the paper's 8 GPUs; the recipes said
-    "8 GPUs × ~25k tokens", 8× that. §6.1 saves every 10 minutes: 1,500 base updates at 0.4 s,
-    600 big ones at 1.0 s (big saved every 1,500, 25 minutes)."""
-    for name, save_every in (("wmt14-base", 1500), ("wmt14-big", 600)):
+    "8 GPUs × ~25k tokens", 8× that. §6.1 saves every 10 minutes: 1,250 base updates at 0.4 s
+    (1,500, ten minutes, left the last 5 of 100,000 unevenly spaced: 94.5k ... 99k, 100k), 600 big
+    ones at 1.0 s (big saved every 1,500, 25 minutes); the checkpoints averaged are evenly spaced."""
+    for name, save_every in (("wmt14-base", 1250), ("wmt14-big", 600)):
         config = config_from_args(["--recipe", name])
         assert config.max_tokens * config.update_freq == 25_000  # per update, in one process
-        assert config.save_every == save_every
+        assert config.save_every == save_every and config.max_steps % save_every == 0
     eight = config_from_args(["--recipe", "wmt14-base", "--max-tokens", str(25_000 // 8)])
     assert "up to 25,000 source and 25,000 target tokens per update" in startup.tokens_line(eight, 8)
 
@@ -329,12 +330,19 @@ def test_a_refused_resume_names_only_what_makes_the_model() -> None:
     assert "(d_ff 2048 (the run: 1024)); use another --out" in str(error.value)
 
 
-def test_the_presets_run_as_long_and_keep_what_the_paper_averages() -> None:
+def test_the_presets_run_as_long_and_keep_what_the_paper_averages(monkeypatch: pytest.MonkeyPatch) -> None:
     """`--preset big` alone trained 100K updates and kept 5 checkpoints; the paper trains it 300K
-    and averages the last 20 (§5.2, §6.1). Flags and recipes still win."""
+    and averages the last 20 (§5.2, §6.1). Base and big read 4,096 tokens an update, a sixth of
+    §5.1's ~25,000, now shared by the update's micro-batches. Flags and recipes still win."""
     base = ["--data", "d", "--out", "o"]
     big = config_from_args([*base, "--preset", "big"])
-    assert (big.max_steps, big.keep_last) == (300_000, 20)
+    assert (big.max_steps, big.keep_last, big.max_tokens) == (300_000, 20, 25_000)
+    assert config_from_args([*base, "--preset", "B-dk16", "--update-freq", "4"]).max_tokens == 6250
+    monkeypatch.setenv("WORLD_SIZE", "8")  # torchrun's 8 processes, as the paper's 8 GPUs
+    assert config_from_args([*base, "--preset", "big"]).max_tokens == 3125
+    monkeypatch.delenv("WORLD_SIZE")
+    assert config_from_args([*base, "--preset", "big", "--max-tokens", "900"]).max_tokens == 900
+    assert config_from_args([*base, "--preset", "tiny"]).max_tokens == 4096  # (no paper row: the default)
     assert (config_from_args(base).max_steps, config_from_args(base).keep_last) == (100_000, 5)
     assert config_from_args(base).warmup == big.warmup == 4000  # §5.3: warmup_steps = 4000
     mine = config_from_args([*base, "--preset", "big", "--max-steps", "7", "--keep-last", "2"])

@@ -130,7 +130,8 @@ def config_from_args(argv: list[str]) -> TrainConfig:
     for key, value in vars(args).items():
         if key != "recipe" and value is not None:
             values[key] = value
-    for key, value in preset_defaults(values.get("preset", "base")).items():
+    shares = int(os.environ.get("WORLD_SIZE", "1")) * int(values.get("update_freq", 1))  # (torchrun's ranks)
+    for key, value in preset_defaults(values.get("preset", "base"), shares).items():
         values.setdefault(key, value)  # neither the recipe nor a flag gave it
     if not values.get("data") or not values.get("out"):
         raise ConfigError("--data and --out are required (or --recipe NAME; --out alone resumes a run)")

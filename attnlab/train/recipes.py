@@ -105,7 +105,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "max_tokens": 25000,
         "update_freq": 1,
         "max_steps": 100_000,
-        "save_every": 1500,
+        "save_every": 1250,  # ~8 minutes at 0.4 s (1,500, the paper's 10, left 100,000's last 5 unevenly spaced)
         "keep_last": 5,
         "dtype": "bf16",
         "compile": "model",
@@ -155,14 +155,21 @@ RECIPES["multi30k-en-fr"] = {
 PAPER_AVERAGED = {"base": 5, "big": 20}
 
 
-def preset_defaults(name: str) -> dict[str, Any]:
-    """`max_steps` and `keep_last` where the paper states them for preset `name` (§5.2: base
-    100K updates, big 300K; §6.1: averaging 5 or 20 checkpoints), for a run without a recipe:
-    `--preset big` alone trained 100K updates and kept 5 checkpoints, a third of its run and a
-    quarter of what it averages."""
+PAPER_BATCH = 25_000  # §5.1: ~25,000 source and 25,000 target tokens an update
+
+
+def preset_defaults(name: str, shares: int = 1) -> dict[str, Any]:
+    """`max_steps`, `max_tokens` and `keep_last` where the paper states them for preset `name`
+    (§5.2: base 100K updates, big 300K; §5.1: ~25,000 tokens a side an update, here shared by
+    `shares` = processes × update_freq micro-batches; §6.1: averaging 5 or 20 checkpoints), for
+    a run without a recipe: `--preset big` alone trained 100K updates and kept 5 checkpoints, a
+    third of its run and a quarter of what it averages, and base and big read 4,096 tokens an
+    update, a sixth of the paper's batch."""
     config = PRESETS.get(name)  # an unknown name is reported when the model is built
-    steps = config.paper.get("train_steps") if config is not None else None
-    found = {"max_steps": int(steps)} if steps else {}
+    if config is None or "ppl_dev" not in config.paper:  # not a row of Table 3 (`small`, `parse`, ...)
+        return {}
+    found = {"max_steps": int(config.paper.get("train_steps", 100_000))}  # (a blank in Table 3: base's)
+    found["max_tokens"] = -(-PAPER_BATCH // max(1, shares))
     return found | ({"keep_last": PAPER_AVERAGED[name]} if name in PAPER_AVERAGED else {})
 
 
