@@ -171,3 +171,37 @@ def test_a_parse_without_room_for_its_tree_is_an_error(parser: Path) -> None:
         model.parse("The old man saw the dog with a telescope .", max_len_a=0.0, max_len_b=3)
     with pytest.raises(ModelInputError, match="no tree over the input's 600 words fits"):
         model.parse(" ".join(["dog"] * 600), truncate=True)
+
+
+def test_plain_parse_searches_as_the_paper(parser: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """§6.3 decodes by plain beam search; attnlab's constraint and reranking are its own, and
+    `constrained=False` (`parse --plain`) lifts both: the plain search's best, read back as any
+    output is. A translation has no constraint to lift."""
+    from attnlab.cli import main
+    from attnlab.decode.search import generate
+    from attnlab.errors import ConfigError
+
+    model = attnlab.load(parser)
+    sentence = "Prices rose sharply and the market fell ."
+    plain = model.parse(sentence, beam=3, max_len_b=30, constrained=False)
+    src = torch.tensor([model.encode_source(sentence)[0]])
+    best = generate(model.model, src, beam=3, alpha=0.3, max_len_b=30)[0][0]
+    assert plain.tokens == [model.target_tokenizer.id_to_piece(i) for i in best.tokens]
+    assert plain.tokens != model.parse(sentence, beam=3, max_len_b=30).tokens  # (random weights: it matters)
+    (tmp_path / "in.txt").write_text(sentence + "\n")
+    args = [
+        "parse",
+        "--checkpoint",
+        str(parser),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--beam",
+        "3",
+        "--max-len-b",
+        "30",
+    ]
+    assert main([*args, "--plain"]) == 0 and capsys.readouterr().out == plain.text + "\n"
+    with pytest.raises(ConfigError, match="^constrained=False is a parser's"):
+        attnlab.load(Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-en-de").translate(
+            "x", constrained=False
+        )

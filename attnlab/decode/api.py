@@ -150,19 +150,25 @@ class Model:
         batch_tokens: int = 16000,
         ablate_heads: dict[tuple[str, int], list[int]] | None = None,
         patience: float | None = None,
+        constrained: bool = True,
     ) -> Result | list[Result]:
         """Decode one text or a list (batched by length, returned in input order). A batch holds
         at most `batch_tokens` source tokens × beam: on the 2-core CPU test2016 decodes 1.2x
         (fp32) to 1.4x (bf16) faster at 16,000 than at 4,000, and no faster above. `patience` p
         also stops a sentence once ⌈p · beam⌉ hypotheses have ended (fairseq's stop at 1,
         CTranslate2's `patience`): faster, where the default stop (tensor2tensor's, the paper's)
-        waits until no live hypothesis can still win (`attnlab.decode.search`)."""
+        waits until no live hypothesis can still win (`attnlab.decode.search`). A parser's search
+        is `constrained` to trees of the input's words and reranked by the model's own score
+        (attnlab's additions); False searches as §6.3 does, a plain beam (its trees read back as
+        `delinearize` reads any output: leaves past the words dropped, words left over attached)."""
         settings = DEFAULTS.get(self.task, DEFAULTS["translate"])
         beam = settings["beam"] if beam is None else beam
         alpha = self._alpha(alpha)
         max_len_b = settings["max_len_b"] if max_len_b is None else max_len_b
         check_settings(beam, alpha, max_len_a, max_len_b, n_best, patience=patience)
-        check_flags(record=record, record_hypotheses=record_hypotheses, truncate=truncate)
+        check_flags(record=record, record_hypotheses=record_hypotheses, truncate=truncate, constrained=constrained)
+        if not constrained and self.task != "parse":
+            raise ConfigError("constrained=False is a parser's: a translation's search has no constraint to lift")
         if not whole_number(batch_tokens) or batch_tokens < 1:  # np.int64(100) too, as beam takes it
             raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
         if not isinstance(text, str | list | tuple):
@@ -178,7 +184,8 @@ class Model:
                 end += 1
             chunk = order[start:end]
             src = self._batch([encoded[i][0] for i in chunk])
-            constrain = self._tree_constraint([texts[i] for i in chunk]) if self.task == "parse" else None
+            tree = self.task == "parse" and constrained
+            constrain = self._tree_constraint([texts[i] for i in chunk]) if tree else None
             with torch.no_grad(), ablate(self.model, ablate_heads or {}):
                 settings = {"n_best": n_best, "constrain": constrain, "patience": patience}
                 found = generate(self.model, src, beam, alpha, max_len_a, max_len_b, **settings)

@@ -179,6 +179,12 @@ def _decode_cli(argv: list[str], task: str) -> int:
     parser.add_argument("--input", "-i", default="-", help="file with one sentence per line (default: stdin)")
     add_search_arguments(parser)
     parser.add_argument("--truncate", action="store_true", help="cut over-long inputs instead of failing them")
+    if task == "parse":
+        parser.add_argument(
+            "--plain",
+            action="store_true",
+            help="§6.3's plain beam search: no constraint to trees of the input's words, no reranking",
+        )
     add_dtype_argument(parser)
     args = parser.parse_args(argv)
     keep_freed_memory()  # this command owns its process: no page faults on each step's logits
@@ -189,6 +195,7 @@ def _decode_cli(argv: list[str], task: str) -> int:
         raise AttnlabError(f"{args.checkpoint} is a parse model: use attnlab parse")
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b, args.patience)
     check_settings(**settings, n_best=None, vocab=model.config.target_vocab)  # (an empty input took --alpha -1)
+    settings |= {"constrained": not args.plain} if task == "parse" else {}
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
     invalid = invalid_lines(lines)
