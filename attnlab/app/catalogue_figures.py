@@ -41,6 +41,7 @@ FIGURES: dict[str, dict[str, str]] = {
     "figure.grid_layer": {"en": "layer {layer}", "es": "capa {layer}", "zh": "第 {layer} 层"},
     "figure.grid_head": {"en": "head {head}", "es": "cabeza {head}", "zh": "头 {head}"},
     "figure.grid_cell": {"en": "layer {layer} · head {head}", "es": "capa {layer} · cabeza {head}", "zh": "第 {layer} 层 · 头 {head}"},
+    "figure.grid_mean": {"en": "mean over the sentences", "es": "media sobre las frases", "zh": "各句平均值"},
     "figure.grid_drag": {"en": "{axis}: drag sideways for the rest", "es": "{axis}: arrastra de lado para ver el resto", "zh": "{axis}：左右拖动可查看其余部分"},
     "figure.entropy": {"en": "entropy", "es": "entropía", "zh": "熵"},
     "figure.distance": {"en": "distance", "es": "distancia", "zh": "距离"},

@@ -63,6 +63,7 @@ def _words(lang: str) -> Mapping[str, str]:
             "grid.head": text("figure.grid_head", lang),
             "grid.cell": text("figure.grid_cell", lang),
             "grid.drag": text("figure.grid_drag", lang),
+            "grid.mean": text("figure.grid_mean", lang),
             # head statistics
             "stats.kind": text("selection.kind", lang),
             "stats.layer": text("selection.layer", lang),

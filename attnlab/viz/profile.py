@@ -99,7 +99,8 @@ def profile_grid(
     fig.xaxis.major_label_overrides = {h + 0.5: said["grid.head"].format(head=h) for h in range(n_heads)}
     fig.yaxis.ticker = FixedTicker(ticks=[r + 0.5 for r in range(n_layers)])
     fig.yaxis.major_label_overrides = {r + 0.5: name for r, name in enumerate(layer_names)}
-    fig.add_layout(ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=4)), "right")
+    bar = ColorBar(color_mapper=mapper, width=10, ticker=BasicTicker(desired_num_ticks=4), title=said["grid.mean"])
+    fig.add_layout(bar, "right")
     fig.grid.visible = False
     fig.axis.major_tick_line_color = fig.axis.minor_tick_line_color = fig.axis.axis_line_color = None
     if selected is not None:

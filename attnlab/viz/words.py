@@ -63,7 +63,8 @@ WORDS: dict[str, str] = {
     "grid.layer": "layer {layer}",
     "grid.head": "head {head}",
     "grid.cell": "layer {layer} · head {head}",
-    "grid.drag": "{axis}: drag sideways for the rest",  # a grid of blocks (cells.py) a narrow window cuts
+    "grid.drag": "{axis}: drag sideways for the rest",
+    "grid.mean": "mean over the sentences",  # a corpus profile's colour bar (`profile_grid`)  # a grid of blocks (cells.py) a narrow window cuts
     # head statistics (stats.py): the table's headers, the scatter's title and hover
     "stats.kind": "kind",
     "stats.layer": "layer",

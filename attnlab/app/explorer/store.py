@@ -277,8 +277,10 @@ class Store(param.Parameterized):
         missing = unknown_characters(model.tokenizer, source[:5000])
         if missing:
             shown = shown_characters(missing)
-            said = "notice.unknown_characters" if read_as_bytes(model.tokenizer, missing[0]) else "notice.unknown_unk"
-            notices.append(text(said, self.lang, count=len(missing), characters=shown))
+            if read_as_bytes(model.tokenizer, missing[0]):
+                notices.append(text("notice.unknown_characters", self.lang, count=len(missing), characters=shown))
+            else:  # (Marian's tokenizer: no byte pieces)
+                notices.append(text("notice.unknown_unk", self.lang, count=len(missing), characters=shown))
         for done in (result, scored):
             if done is not None and done.trace is not None:  # exports name the model as visitors know it
                 done.trace.model = {**done.trace.model, "checkpoint": self.checkpoint_name}
