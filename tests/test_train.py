@@ -520,6 +520,13 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         average_run(run, 2, tmp_path / "even")  # (two are always evenly spaced)
+    # without --last, what the run kept (`--keep-last`: the paper's 20 for big), not always 5
+    kept = tmp_path / "kept"
+    for step in (10, 20, 30):
+        settings = {"train_config": {"keep_last": 2}, "step": step}
+        save_checkpoint(kept / "checkpoints" / f"step_{step}", Transformer(preset("tiny")), spm, {}, settings)
+    assert main(["average", str(kept), "--out", str(tmp_path / "kept-avg")]) == 0
+    assert load_model(tmp_path / "kept-avg")[1]["averaged"] == ["step_20", "step_30"]
 
 
 def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from attnlab.model.checkpoint import (
     step_dirs,
     verify,
 )
+from attnlab.train.commands import run_settings
 
 
 def average(directories: list[Path]) -> dict[str, torch.Tensor]:
@@ -124,7 +125,10 @@ def cli(argv: list[str]) -> int:
     parser = ArgumentParser(allow_abbrev=False, prog="attnlab average", description=average_run.__doc__)
     parser.add_argument("run_dir", help="a run directory of `attnlab train` (its checkpoints/step_N)")
     parser.add_argument(
-        "--last", type=int, default=5, help="how many of the newest checkpoints (default 5; paper: 5 base, 20 big)"
+        "--last",
+        type=int,
+        help="how many of the newest checkpoints (default: the run's --keep-last, which is what the paper "
+        "averages for its preset, 5 base and 20 big; 5 where the run kept every one)",
     )
     parser.add_argument("--out", required=True, help="the averaged checkpoint's directory")
     parser.add_argument("--bf16", action="store_true", help="store the weights in bfloat16 (half the size)")
@@ -142,6 +146,7 @@ def cli(argv: list[str]) -> int:
     if not step_dirs(args.run_dir):
         raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
     dtype = torch.bfloat16 if args.bf16 else torch.float32
-    path = average_run(args.run_dir, args.last, args.out, dtype, args.probes, args.force)
+    last = args.last if args.last is not None else run_settings(args.run_dir).get("keep_last") or 5  # (big: 20)
+    path = average_run(args.run_dir, last, args.out, dtype, args.probes, args.force)
     print(f"averaged checkpoints written to {path} ({', '.join(read_config(path)[1]['averaged'])})")
     return 0
