@@ -194,8 +194,8 @@ MUTATIONS = (
     Mutation(
         "average the last checkpoints",
         "attnlab/train/average.py",
-        "chosen = [p for _, p in step_dirs(run_dir)][-last:]",
-        "chosen = [p for _, p in step_dirs(run_dir)][:last]",
+        "listed = step_dirs(run_dir)[-last:]",
+        "listed = step_dirs(run_dir)[:last]",
         ("tests/test_train.py", "-k", "average"),
     ),
     Mutation(
