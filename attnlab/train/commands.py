@@ -28,7 +28,8 @@ HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each
     "(base 5, big 20), else 5",
     "seed": "seeds the weights, the batches' order and the dropout masks (default 1)",
     "max_tokens": "token budget per process and micro-batch, each side (padded); an update reads "
-    "max_tokens × processes × update_freq (the paper: ~25000 a side per update; default 4096)",
+    "max_tokens × processes × update_freq; default: the paper's ~25000 a side an update, shared by them, for "
+    "base, big and the rows of Table 3, else 4096",
     "update_freq": "micro-batches accumulated into one update: the paper's batch on fewer or smaller devices (default 1)",
     "warmup": "warm-up steps of Eq. (3): the learning rate rises for N updates, then decays as 1/√step (default 4000)",
     "lr_scale": "multiplies Eq. (3)'s learning rate (default 1; small models on small data like 2)",
