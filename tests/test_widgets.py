@@ -589,6 +589,7 @@ def test_plot_wraps_any_viz_figure(trace: AttentionTrace) -> None:
 
 
 def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Model) -> None:
+    heads_off_two = {("encoder", 0): [0], ("encoder", 1): [0]}
     off = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0], ("cross", 1): [1]})
     assert off.names == ("all heads", "heads off") and off.button.layout.align_self == "flex-start"  # (not cell-wide)
     assert "heads off: 2 heads switched off (encoder L0 H0, cross L1 H1)" in off.output.value
@@ -597,6 +598,9 @@ def test_compare_models_says_which_heads_are_off(translator: attnlab.decode.Mode
     assert "with heads off, the maps are recorded while the model reads its output with all heads" in off.output.value
     spanish = widgets.compare_models(translator, text="A dog runs .", heads_off={("encoder", 0): [0]}, lang="es")
     assert "1 cabeza desactivada (codificador · capa 0 · cabeza 0)" in spanish.output.value
+    assert "; con cabezas desactivadas, los mapas se registran" in spanish.output.value  # (it said "con sin esas")
+    chinese = widgets.compare_models(translator, text="A dog runs .", heads_off=heads_off_two, lang="zh")
+    assert "头 0、编码器" in chinese.output.value  # the enumeration comma between heads, not ", "
     for same in (widgets.compare_models(translator, translator), widgets.compare_models(translator, heads_off={})):
         assert same.names == ("A", "B") and "the same model, with no head off" in same.output.value
         assert "switched off" not in same.output.value

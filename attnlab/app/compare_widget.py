@@ -146,7 +146,7 @@ class Compare(w.VBox):
             ]
             off = _heads_named(self.heads_off, lang)
             if off:
-                notes.append(i18n.text("widgets.which_off", lang, name=b, count=len(off), heads=", ".join(off)))
+                notes.append(i18n.text("widgets.which_off", lang, name=b, count=len(off), heads=i18n.listed(off, lang)))
             elif self.second is self.first:
                 notes.append(i18n.text("widgets.same_model", lang, first=a, second=b))
             missing = unknown_characters(self.first.tokenizer, self.text.value[:5000])  # as explore() notes
