@@ -985,3 +985,18 @@ def test_the_timeline_step_reads_with_the_pages_colon() -> None:
     for lang, said in (("zh", "训练步数：<b>300</b>"), ("es", "paso de entrenamiento: <b>300</b>")):
         slider = StepSlider(Store(lang=lang), label=text("timeline.step", lang), options=[100, 300], value=300)
         assert slider.labels[1] == said and slider._text.value == said
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_the_widgets_say_the_librarys_errors_with_a_lead_in_lang(paths: dict[str, Path], lang: str) -> None:
+    """A missing checkpoint given to `explore(..., lang=...)` and a layer the model lacks given to
+    `compare_models` raised English alone, where a bad beam was said in the reader's language."""
+    from attnlab import widgets
+    from attnlab.errors import AttnlabError, CheckpointError
+
+    with pytest.raises(CheckpointError) as missing:
+        widgets.explore(paths["translate"].parent / "no-such-model", lang=lang)
+    assert str(missing.value).startswith(text("error.checkpoint", lang)) and "no such directory" in str(missing.value)
+    with pytest.raises(AttnlabError) as layer:
+        widgets.compare_models(paths["translate"], heads_off={("cross", 7): [0]}, lang=lang)
+    assert str(layer.value).startswith(text("error.other", lang)) and "layer 7 does not exist" in str(layer.value)

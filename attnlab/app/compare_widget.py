@@ -32,6 +32,7 @@ from attnlab.app.notebook import (
     checked_names,
     checked_text,
     reporting,
+    said_in,
 )
 from attnlab.app.patching_text import compared_residual
 from attnlab.app.words import WeighedAlike, compared_lens_title, figure_words
@@ -266,7 +267,8 @@ def compare_models(
     `heads_off` ({(kind, layer): [head, ...]}) switched off."""
     first = checked_model(first, "compare_models", i18n.checked(lang))
     second = first if second is None else checked_model(second, "compare_models", lang)
-    heads_off = checked_heads(second.config, heads_off or {})  # one line for a malformed dict, before it is named
+    with said_in(lang):  # one line for a malformed dict, before it is named
+        heads_off = checked_heads(second.config, heads_off or {})
     off = len(_heads_named(heads_off, lang))
     ablated = (i18n.text("widgets.all_heads", lang), i18n.text("widgets.heads_off", lang))
     names = ablated if second is first and off else ("A", "B")

@@ -118,11 +118,25 @@ def checked_trace(trace: Any, caller: str, lang: str = DEFAULT) -> AttentionTrac
     return trace
 
 
+@contextmanager
+def said_in(lang: str) -> Iterator[None]:
+    """The library's English one-line errors raised inside, with the catalogue's lead line in
+    `lang` before them (`i18n.error_message`), as the widgets' error boxes say them: a missing
+    checkpoint given to `explore(..., lang="es")` was English alone, a bad beam Spanish."""
+    try:
+        yield
+    except AttnlabError as error:
+        if lang == DEFAULT:
+            raise
+        raise type(error)(error_message(error, lang)) from None
+
+
 def checked_model(checkpoint_or_model: Any, caller: str, lang: str = DEFAULT) -> Any:
     """A checkpoint directory (loaded once per kernel) or a model from `attnlab.load`."""
     model = checkpoint_or_model
     if isinstance(model, (str, Path)):
-        model = open_model(model)
+        with said_in(lang):
+            model = open_model(model)
     if not hasattr(model, "translate") or not hasattr(model, "task"):
         raise AttnlabError(text("widgets.not_a_model", lang, caller=caller, got=type(model).__name__))
     return model
