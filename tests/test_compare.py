@@ -539,3 +539,33 @@ def test_the_picker_offers_every_model_but_the_open_one(tmp_path: Path) -> None:
     tab.draw()
     assert "de" in tab.second.options.values() and "small" not in tab.second.options.values()
     assert tab.second.value == ""  # (`compare.NONE`): not the model now open
+
+
+def hidden(figure: object) -> tuple[int, float]:
+    """(cells hatched as masked, the largest |value| under the hatch) of a map."""
+    from bokeh.models import HoverTool
+
+    blocked = figure.select_one({"type": HoverTool}).formatters["@image"].args["blocked"]
+    image = np.asarray(figure.select_one({"name": "cells"}).data_source.data["image"][0])[::-1]
+    return len(blocked), float(np.abs(image.ravel()[blocked]).max(initial=0.0))
+
+
+def test_a_restricted_model_first_hides_nothing_under_its_band() -> None:
+    """With r3 as A, its band hatched the decoder's rollouts (which reach r(l+1) back: shares of
+    up to 0.08 said "weight 0") and the A − B maps, over the global model's weights (0.98 said
+    "weight 0"). A rollout is hatched where no position reaches (later ones), a difference where
+    both models forbid attending."""
+    restricted = ROOT / "checkpoints" / "multi30k-en-de-r3"
+    if not (restricted / "manifest.json").is_file():
+        pytest.skip("no bundled restricted translator")
+    result = compare(attnlab.load(restricted), attnlab.load(TRANSLATOR), TEXT)
+    first, second = result.first.trace, result.second_on_first.trace
+    n = len(first.tgt_tokens)
+    causal = n * (n - 1) // 2  # the cells above the diagonal
+    for figure in viz.compare_rollouts(first, second, "decoder", -1, names=("r3", "global")):
+        assert hidden(figure) == (causal, 0.0), figure.name
+    assert hidden(viz.rollout_figure(first, "decoder"))[1] == 0.0
+    for kind, forbidden in (("encoder", 0), ("decoder", causal)):
+        diff = viz.compare_figures(first, second, kind, 0, 0, names=("r3", "global"))[2]
+        assert hidden(diff) == (forbidden, 0.0), kind
+        assert hidden(viz.compare_figures(first, second, kind, 0, 0)[0])[0] > forbidden  # (A's own map: its band)

@@ -25,7 +25,7 @@ from attnlab.viz.fonts import use_fonts
 from attnlab.viz.head import heatmap, matrix_figure, off_note
 from attnlab.viz.labels import spelled, wrap_title
 from attnlab.viz.options import check_options
-from attnlab.viz.rollout import rollout_figure
+from attnlab.viz.rollout import rolled_mask, rollout_figure
 from attnlab.viz.selection import head_map, model_layer
 from attnlab.viz.timeline import diff_figure
 from attnlab.viz.words import kind_name, kind_title, say
@@ -189,7 +189,7 @@ def compare_rollouts(
         a, b = flows
         q_labels, k_labels = map(spelled, first.labels(kind))
         figures.append(matrix_figure(
-            a - b, q_labels, k_labels, allowed=first.mask(kind) if kind == "decoder" else None, vmin=-1.0, vmax=1.0,
+            a - b, q_labels, k_labels, allowed=rolled_mask(first, kind), vmin=-1.0, vmax=1.0,
             palette=DIFF_PALETTE, budget=budget, value_name=f"Δ {said['rollout.share']}", name="compare-rollout-diff",
             axis_labels=(said["rollout.input"], said["head.query"]),  # as the two rollouts' ("key", "weight": a head's)
             title=said["compare.rollout_diff"].format(first=names[0], second=names[1], layer=first.layer_index(kind, layer)),

@@ -44,7 +44,7 @@ def diff_figure(
 ) -> figure:
     """weights(trace) − weights(reference) for one head (e.g. a training step minus the final
     model, or one model minus another on the same sentence pair), the forbidden cells hatched
-    with `mask` as the heatmap beside it. `words` replaces any of `viz.words.WORDS` (the title's
+    with `mask` where both traces forbid them. `words` replaces any of `viz.words.WORDS` (the title's
     "timeline.diff_title", the hover's "head.*")."""
     check_options(title=title, budget=budget)
     said = say(words)
@@ -55,7 +55,9 @@ def diff_figure(
             a, b = (labels[n] if n < len(labels) else None for labels in (ours, theirs))
             raise AttnlabError(f"the traces read other pieces ({axis} {n}: {a!r} vs {b!r}): not the same sentence pair")
     q_labels, k_labels = map(spelled, trace.labels(kind))
-    allowed = trace.mask(kind) if check_flag(mask, "mask") else None
+    # forbidden where both forbid: a restricted model's band against a global one's map, hatched
+    # with the first's alone, hid differences of up to 0.98 as "weight 0"
+    allowed = trace.mask(kind) | reference.mask(kind) if check_flag(mask, "mask") else None
     # its own title wrapped to the map's cells: on one line it set the width (the Spanish one ran
     # 148 px past a 1024 px window, wider than the step's map beside it)
     own = said["timeline.diff_title"].format(kind=kind_title(kind, said), layer=layer, head=head)
