@@ -366,3 +366,16 @@ def test_an_input_that_is_a_directory_is_one_line(tmp_path: Path, capsys: pytest
         (["--hyp", gold, "--ref", str(tmp_path)], "--ref"),
     ):
         assert error_of(capsys, argv) == f"attnlab evaluate: error: {tmp_path} is a directory, not a file", flag
+
+
+def test_bleu_chrf_reads_chinese_references_as_chinese_unless_told() -> None:
+    """From Python, `bleu_chrf` cut Chinese at spaces (13a): a sentence was one word, and a
+    translation with one character wrong scored 0 where `attnlab evaluate` scored it as zh."""
+    from attnlab.decode.evaluate import bleu_chrf
+
+    hypotheses, references = ["我哥哥住在一个小城市。", "她喜欢喝茶。"], ["我哥哥住在一个小城镇。", "她喜欢喝茶。"]
+    chinese = bleu_chrf(hypotheses, references)
+    assert "tok:zh" in chinese["bleu_signature"] and chinese["bleu"] > 50
+    told = bleu_chrf(hypotheses, references, tokenize="13a")
+    assert "tok:13a" in told["bleu_signature"] and told["bleu"] < chinese["bleu"]
+    assert "tok:13a" in bleu_chrf(["a dog runs ."], ["a dog runs ."])["bleu_signature"]

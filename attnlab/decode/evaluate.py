@@ -57,11 +57,11 @@ def bleu_tokenize(tgt_lang: str | None) -> str:
     return BLEU_TOKENIZE.get(tgt_lang or "", "13a")
 
 
-def bleu_chrf(hypotheses: list[str], references: list[str], tokenize: str = "13a") -> dict[str, Any]:
-    """Corpus sacreBLEU with `tokenize` and chrF2 (which reads characters, so suits any script)."""
+def bleu_chrf(hypotheses: list[str], references: list[str], tokenize: str | None = None) -> dict[str, Any]:
+    """Corpus sacreBLEU with `tokenize` (None: `zh` for Chinese references, where 13a gave 0, else 13a) and chrF2."""
     if len(hypotheses) != len(references):
         raise AttnlabError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize or ("zh" if mostly_han(references) else "13a"))
     chrf = sacrebleu.metrics.CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
