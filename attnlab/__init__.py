@@ -20,6 +20,7 @@ from attnlab import _moved
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time `__getattr__` imports these
     from attnlab import record  # the room, which is called as the recording function
+    from attnlab.decode.compare import compare
     from attnlab.decode.loading import load
     from attnlab.model import PRESETS, ModelConfig, Transformer, attention, preset
     from attnlab.record import AttentionTrace, ablate, head_stats, logit_attribution, logit_lens, rollout
@@ -28,6 +29,7 @@ _moved.install()
 
 _NAMES = {
     "load": "attnlab.decode.loading",  # `attnlab.load("checkpoints/multi30k-en-de").translate("...")`
+    "compare": "attnlab.decode.compare",  # two models (or one with heads off) on one sentence
     **dict.fromkeys(["PRESETS", "ModelConfig", "Transformer", "attention", "preset"], "attnlab.model"),
     **dict.fromkeys(
         ["AttentionTrace", "ablate", "head_stats", "logit_attribution", "logit_lens", "rollout"],
@@ -59,6 +61,7 @@ __all__ = [
     "Transformer",
     "ablate",
     "attention",
+    "compare",
     "head_stats",
     "load",
     "logit_attribution",

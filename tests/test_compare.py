@@ -569,3 +569,9 @@ def test_a_restricted_model_first_hides_nothing_under_its_band() -> None:
         diff = viz.compare_figures(first, second, kind, 0, 0, names=("r3", "global"))[2]
         assert hidden(diff) == (forbidden, 0.0), kind
         assert hidden(viz.compare_figures(first, second, kind, 0, 0)[0])[0] > forbidden  # (A's own map: its band)
+
+
+def test_compare_is_a_name_of_the_package() -> None:
+    """`attnlab.compare` was an AttributeError, where `attnlab.rollout` and `attnlab.head_stats`
+    are names of the package: the comparison is one too."""
+    assert attnlab.compare is compare and "compare" in attnlab.__all__
