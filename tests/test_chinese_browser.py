@@ -118,10 +118,10 @@ def test_chinese_translation_in_a_chinese_page(chromium: object, server: Server)
         page.page.locator(".bk-tab").nth(4).click()
         search = page.page.locator(".choices__input--cloned")
         search.wait_for(timeout=15_000)
-        page.page.wait_for_function(  # laid out and styled (its padding read NaN once, just drawn)
+        page.page.wait_for_function(  # laid out and styled (its padding read NaN once, just drawn;
             "(box) => box.clientWidth > 0 && !isNaN(parseFloat(getComputedStyle(box).paddingLeft))",
-            arg=search.element_handle(),
-            timeout=15_000,
+            arg=search.element_handle(),  # and with four test processes on two cores, 15 s went by once)
+            timeout=60_000,
         )
         needs, has = search.evaluate(_HINT_JS)
         assert "头 2" in search.get_attribute("placeholder") and needs <= has, (needs, has)
