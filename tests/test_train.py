@@ -189,8 +189,11 @@ def test_truncated_checkpoint_is_skipped(tmp_path: Path) -> None:
         )
     weights = tmp_path / "run" / "checkpoints" / "step_2" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
-    with pytest.warns(UserWarning, match="step_2"):
+    with pytest.warns(UserWarning) as said:
         assert latest_valid(tmp_path / "run").name == "step_1"
+    skipped, read = (str(w.message) for w in said)  # the damaged one, then the one read instead
+    assert skipped.startswith("skipping damaged checkpoint: ") and "step_2" in skipped
+    assert read == f"reading step_1, the newest checkpoint of {tmp_path / 'run'} that verifies"
     with pytest.raises(CheckpointError, match="truncated"):
         load_model(tmp_path / "run" / "checkpoints" / "step_2")
     # another tokenizer in its place is not "missing or truncated" (what it said of any other size)
