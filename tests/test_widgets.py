@@ -887,20 +887,13 @@ def test_the_explorer_draws_the_circuit_of_a_split_patch(translator: attnlab.dec
 def test_a_tatoeba_translator_opens_on_an_everyday_sentence() -> None:
     """The Multi30k caption the widgets and the page open on came out "Un hombre en una camisa
     azul está tocando la calle." (the guitar gone) from the EN→ES model: a model trained on
-    Tatoeba's short everyday sentences opens on one; the Multi30k translator keeps its caption."""
+    Tatoeba's short everyday sentences opens on one in the widgets; the Multi30k translator keeps
+    its caption."""
     from attnlab.app.examples import EVERYDAY
-    from attnlab.app.explorer import Explorer
     from attnlab.app.notebook import EXAMPLES
-    from attnlab.app.roots import CheckpointRoots
 
     root = Path(__file__).resolve().parents[1] / "checkpoints"
     spanish = attnlab.load(root / "tatoeba-en-es")
     assert widgets.explore(spanish, lang="es").text.value == EVERYDAY
     assert widgets.compare_models(spanish, heads_off={("cross", 0): [0]}).text.value == EVERYDAY
     assert widgets.explore(root / "multi30k-en-de").text.value == EXAMPLES["translate"]
-    page = Explorer({"de": str(root / "multi30k-en-de"), "es": str(root / "tatoeba-en-es")}, CheckpointRoots([root]))
-    page.open_listed("de")
-    caption = page.text_input.value
-    page.open_listed("es")  # an untouched example follows the model
-    assert caption != EVERYDAY and page.text_input.value == EVERYDAY
-    assert page.store.result.text == "Mi amigo compró una bicicleta nueva ayer."

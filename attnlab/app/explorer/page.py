@@ -19,7 +19,6 @@ import panel as pn
 import torch
 
 from attnlab.app.checkpoints import BUNDLED, find_checkpoints, same_directory
-from attnlab.app.examples import EVERYDAY, example
 from attnlab.app.explorer.ablation import AblationTab
 from attnlab.app.explorer.access import Accessible
 from attnlab.app.explorer.alerts import Alerts
@@ -243,8 +242,8 @@ class Explorer(pn.viewable.Viewer):
         self.link_search = False
         if previous is not None and previous.task != model.task:
             self.reference_input.value = ""  # a reference translation is no reference tree
-        if _typed(self.text_input).strip() in ("", *EXAMPLES.values(), EVERYDAY):  # (untouched: the new model's)
-            self.text_input.value = self.text_input.value_input = example(model, EXAMPLES)
+        if _typed(self.text_input).strip() in ("", *EXAMPLES.values()):
+            self.text_input.value = self.text_input.value_input = EXAMPLES.get(model.task, EXAMPLES["translate"])
         self._stale.add("setup")  # when its tab opens: Panel restyled a hidden tab's widgets from its CDN
         self._refresh_stale()
         if model is not previous:
