@@ -889,8 +889,7 @@ def test_a_tatoeba_translator_opens_on_an_everyday_sentence() -> None:
     azul está tocando la calle." (the guitar gone) from the EN→ES model: a model trained on
     Tatoeba's short everyday sentences opens on one in the widgets; the Multi30k translator keeps
     its caption."""
-    from attnlab.app.examples import EVERYDAY
-    from attnlab.app.notebook import EXAMPLES
+    from attnlab.app.notebook import EVERYDAY, EXAMPLES
 
     root = Path(__file__).resolve().parents[1] / "checkpoints"
     spanish = attnlab.load(root / "tatoeba-en-es")

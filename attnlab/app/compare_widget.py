@@ -21,9 +21,7 @@ from attnlab.app import i18n
 from attnlab.app.compare_attribution_widget import CompareAttributionBox
 from attnlab.app.compare_circuit_widget import CompareCircuitBox
 from attnlab.app.compare_saliency_widget import CompareSaliencyBox
-from attnlab.app.examples import example
 from attnlab.app.notebook import (
-    EXAMPLES,
     BokehPane,
     ErrorBox,
     HeadPicker,
@@ -32,6 +30,7 @@ from attnlab.app.notebook import (
     checked_model,
     checked_names,
     checked_text,
+    example,
     reporting,
     said_in,
 )
@@ -267,7 +266,7 @@ def compare_models(
     """Two checkpoints (or models) on the same sentence (by default the one the first opens on);
     with no second model, the first one with `heads_off` ({(kind, layer): [head, ...]}) switched off."""
     first = checked_model(first, "compare_models", i18n.checked(lang))
-    text = example(first, EXAMPLES) if text is None else text
+    text = example(first) if text is None else text
     second = first if second is None else checked_model(second, "compare_models", lang)
     with said_in(lang):  # one line for a malformed dict, before it is named
         heads_off = checked_heads(second.config, heads_off or {})

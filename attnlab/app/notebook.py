@@ -31,6 +31,21 @@ EXAMPLES = {  # the first sentence a widget decodes: written for attnlab, not ta
     "translate": "A man in a blue shirt is playing the guitar on the street.",
     "parse": "The old man saw the dog with a telescope .",
 }
+# A model trained on Tatoeba learned short everyday sentences (a median of six words): the caption
+# above came out "Un hombre en una camisa azul está tocando la calle." (the guitar gone) in both
+# bundled Tatoeba models, so such a model opens on an everyday sentence instead.
+EVERYDAY = "My friend bought a new bicycle yesterday."
+
+
+def example(model: Any) -> str:
+    """The sentence a widget opens `model` on: EXAMPLES by task, the everyday one for a translator
+    trained on Tatoeba."""
+    data = model.meta.get("data", {}) if isinstance(model.meta, dict) else {}
+    if model.task != "parse" and isinstance(data, dict) and data.get("corpus") == "tatoeba":
+        return EVERYDAY
+    return EXAMPLES.get(model.task, EXAMPLES["translate"])
+
+
 BOKEHJS = ["bokeh", "bokeh-gl", "bokeh-widgets", "bokeh-tables"]  # what viz uses; MathJax (1.8 MB) is not
 _bokehjs_loaded = False
 

@@ -39,9 +39,7 @@ from attnlab import viz
 from attnlab.app import i18n
 from attnlab.app.attribution_widget import AttributionBox
 from attnlab.app.compare_widget import Compare, compare_models
-from attnlab.app.examples import example
 from attnlab.app.notebook import (
-    EXAMPLES,
     BokehPane,
     ErrorBox,
     HeadPicker,
@@ -50,6 +48,7 @@ from attnlab.app.notebook import (
     checked_model,
     checked_text,
     checked_trace,
+    example,
     plot,
     reporting,
     setup,
@@ -198,7 +197,7 @@ class Explorer(w.VBox):
         self.model = model = checked_model(model, "Explorer", lang)  # a path too, as `explore` takes
         self.verb = i18n.text("page.parse" if model.task == "parse" else "page.translate", lang)
         self.text = w.Textarea(
-            value=checked_text(text, lang) if text is not None else example(model, EXAMPLES),
+            value=checked_text(text, lang) if text is not None else example(model),
             layout=w.Layout(width="95%", height="4.5em"),
         )
         if beam is None:
