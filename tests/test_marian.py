@@ -120,7 +120,7 @@ def test_recorded_cross_attention_equals_hugging_face(marian: dict[str, Path], v
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_token_ids_equal_marian_tokenizer(marian: dict[str, Path], variant: str) -> None:
     ours, tokenizer = attnlab.load(marian[variant]), hf_tokenizer(marian[variant])
-    texts = [*TEXTS, "the dög ☃ runs 狗", ">>de<< the dog", "  the   cat  ", "zzz qqq"]
+    texts = [*TEXTS, "the dög ☃ runs 狗", ">>de<< the dog", ">>de<<the dog", "  the   cat  ", "zzz qqq"]
     for text in texts:
         assert ours.encode_source(text)[0] == tokenizer(text)["input_ids"], text
         target = tokenizer(text_target=text)["input_ids"]

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from attnlab.data.tokenizer import LEADING_CODE
 from attnlab.errors import DataError, json_loads
 
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")  # target_vocab.json too when the sides differ
 SPACES = re.compile(r" {2,}")  # sentencepiece writes " ⁇ " for each <unk>: two were "⁇  ⁇"
-LANGUAGE_CODE = (">>", "<<")  # multilingual models read a target-language token first: ">>spa<<"
 
 
 def is_language_code(piece: str) -> bool:
     """`piece` is a multilingual model's target-language token (">>spa<<")."""
-    return len(piece) > 4 and piece.startswith(LANGUAGE_CODE[0]) and piece.endswith(LANGUAGE_CODE[1])
+    return LEADING_CODE.fullmatch(piece) is not None
 
 
 def read_vocab(path: str | Path) -> dict[str, int]:
@@ -76,10 +76,9 @@ class VocabTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, without `</s>` (the caller appends it, as for attnlab's own models)."""
-        code = []
-        if text.startswith(LANGUAGE_CODE[0]) and (end := text.find(LANGUAGE_CODE[1])) != -1:
-            code, text = [text[: end + 2]], text[end + 2 :]
-        pieces = code + self.sp.encode(text, out_type=str)
+        code = LEADING_CODE.match(text)  # one piece, as the vocabulary has it
+        head, text = ([code.group()], text[code.end() :]) if code else ([], text)
+        pieces = head + self.sp.encode(text, out_type=str)
         return [self.vocab.get(piece, self._unk) for piece in pieces]
 
     def decode(self, ids: list[int]) -> str:
