@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import re
+import resource
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,6 +174,30 @@ def test_a_model_that_cannot_fit_is_one_line(prepared: Path, tmp_path: Path, cap
     monkeypatch.setattr(startup, "make_optimizer", lambda model: 1 / 0)  # any other failure is a bug: a traceback
     with pytest.raises(ZeroDivisionError):
         main(["train", *run])
+
+
+def test_a_micro_batch_that_does_not_fit_is_one_line(prepared: Path, tmp_path: Path) -> None:
+    """The model fitted and its first micro-batch's activations did not (--max-tokens too large
+    for the machine, as often on a smaller GPU): a DefaultCPUAllocator traceback from the dropout
+    masks. Here the machine is made small by a 3 GiB limit on the process's address space."""
+
+    def small_machine() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+
+    run = [*TINY, "--data", str(prepared), "--out", str(tmp_path / "run"), "--max-tokens", "200000"]
+    done = subprocess.run(
+        [sys.executable, "-m", "attnlab", "train", *run],
+        preexec_fn=small_machine,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert re.search(
+        r"attnlab train: error: a micro-batch of [\d,]+ pairs \([\d,]+ target tokens, padded to \d+ and \d+\) does "
+        r"not fit in memory on cpu; lower --max-tokens, and raise --update-freq to keep the tokens per update$",
+        done.stderr.strip(),
+    ), done.stderr[-2000:]
 
 
 def test_an_out_that_cannot_be_created_is_one_line_before_the_model(prepared: Path, tmp_path: Path, capsys) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import sys
 
+import torch
+
 
 def keep_freed_memory() -> bool:
     """Tell glibc's malloc to keep freed memory for the next step instead of handing it back to
@@ -23,3 +25,12 @@ def keep_freed_memory() -> bool:
         return False
     m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
     return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, -1))  # -1: never trim
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is an allocation that failed: a GPU's `torch.OutOfMemoryError`, or the CPU
+    allocator's, which PyTorch raises as a bare RuntimeError ("DefaultCPUAllocator: can't allocate
+    memory")."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )

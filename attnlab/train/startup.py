@@ -23,6 +23,7 @@ from attnlab.data.staging import hold
 from attnlab.errors import ConfigError
 from attnlab.model.config import MAX_SIZES, PRESETS, ModelConfig, preset, resolve_device
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
+from attnlab.model.memory import out_of_memory
 from attnlab.model.transformer import Transformer, count_parameters
 from attnlab.train.regime import compile_setting, make_optimizer
 
@@ -250,8 +251,8 @@ def build(config: ModelConfig, device: torch.device, params: int) -> tuple[Trans
     try:
         model = Transformer(config).to(device)
         return model, make_optimizer(model)
-    except (torch.OutOfMemoryError, RuntimeError) as error:
-        if not isinstance(error, torch.OutOfMemoryError) and "can't allocate memory" not in str(error):
+    except RuntimeError as error:
+        if not out_of_memory(error):
             raise
         raise ConfigError(
             f"the model has {params:,} parameters: it does not fit in memory on {device}; "

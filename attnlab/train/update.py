@@ -26,7 +26,9 @@ from torch import Tensor
 
 from attnlab.data.batching import Batch
 from attnlab.model import kernels
+from attnlab.model.memory import out_of_memory
 from attnlab.model.transformer import Transformer
+from attnlab.train.guard import TrainingError
 from attnlab.train.regime import training_kernels
 
 Next = TypeVar("Next")
@@ -100,14 +102,23 @@ class Update:
         for i, (batch, seed) in enumerate(zip(micro, seeds, strict=True)):
             torch.manual_seed(seed)
             last = i == len(micro) - 1 or self.world == 1  # DDP all-reduces the gradients after the last only
-            with (
-                contextlib.nullcontext() if last else self.net.no_sync(),
-                training_kernels(device.type, self.autocast),
-                torch.autocast(device.type, torch.bfloat16, enabled=self.autocast),
-            ):
-                logits = self.net(batch.src, batch.tgt_in, batch.scored)
-                loss, nll = self.loss_fn(logits, batch.target, config.eps_ls, config.pad_id)
-                (loss * self.world / total_tokens).backward()
+            try:
+                with (
+                    contextlib.nullcontext() if last else self.net.no_sync(),
+                    training_kernels(device.type, self.autocast),
+                    torch.autocast(device.type, torch.bfloat16, enabled=self.autocast),
+                ):
+                    logits = self.net(batch.src, batch.tgt_in, batch.scored)
+                    loss, nll = self.loss_fn(logits, batch.target, config.eps_ls, config.pad_id)
+                    (loss * self.world / total_tokens).backward()
+            except RuntimeError as error:  # (the model fitted; its activations at this batch size do not)
+                if not out_of_memory(error):
+                    raise
+                raise TrainingError(
+                    f"a micro-batch of {batch.src.shape[0]:,} pairs ({batch.tokens:,} target tokens, padded to "
+                    f"{batch.src.shape[1]} and {batch.tgt_in.shape[1]}) does not fit in memory on {device}; "
+                    "lower --max-tokens, and raise --update-freq to keep the tokens per update"
+                ) from None
             sums += torch.stack([loss.detach(), nll.detach()]).double()
         if self.world > 1:
             dist.all_reduce(sums)  # the whole update's, on every rank
