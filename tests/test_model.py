@@ -83,6 +83,12 @@ def test_config_errors_are_one_line() -> None:
         (lambda: preset("tiny", n_heads=0), "n_heads must be a positive integer"),  # was ZeroDivisionError
         (lambda: preset("tiny", max_len=1), "max_len must be from 2"),
         (lambda: preset("tiny", max_len=2**40), "max_len must be from 2"),  # an edited config: 8 TB of positions
+        (  # a 4 MB crafted checkpoint's config: its position table, in no weights file, was 17 GB
+            lambda: ModelConfig(
+                n_layers=1, d_model=2**16, d_ff=1, n_heads=1, d_k=1, d_v=1, vocab_size=4, max_len=2**16
+            ),
+            r"max_len × d_model must be at most 33,554,432 values .* got 65,536 × 65,536; lower max_len",
+        ),
         (lambda: preset("base", d_k=0), "d_k must be a positive integer"),  # was replaced by d_model / h
         (lambda: ModelConfig.from_dict({"d_v": 0}), "d_v must be a positive integer"),
         (lambda: ModelConfig.from_dict({"bos_id": True}), "bos_id must be a whole number, got True"),  # decoded from 1
@@ -98,7 +104,7 @@ def test_config_errors_are_one_line() -> None:
         with pytest.raises(ConfigError, match=expected) as error:
             make()
         messages.append(str(error.value))
-    assert len(messages) == 19 and all(message and "\n" not in message for message in messages), messages
+    assert len(messages) == 20 and all(message and "\n" not in message for message in messages), messages
     assert ModelConfig(d_model=512, n_heads=7, d_k=64, d_v=64).d_k == 64
     assert parse_overrides(["--d_model=256", "p_drop=0.3"]) == {"d_model": 256, "p_drop": 0.3}
 

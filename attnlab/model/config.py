@@ -24,6 +24,10 @@ ACTIVATIONS = ("relu", "gelu", "swish")  # the FFN's non-linearity: the paper's 
 
 
 MAX_POSITIONS = 65_536  # an edited config.json once named 2^40 and the model tried to allocate 8 TB
+# The position table (max_len × d_model, built with every model, in no weights file): a 4 MB
+# checkpoint naming d_model 2^16 and max_len 2^16 made loading ask for 17 GB (a traceback, or an
+# explorer server killed). 2^25 values (128 MB) is d_model 512 at MAX_POSITIONS, 32× the paper's big.
+MAX_POSITION_TABLE = 2**25
 # Far past any published model (~128 layers and 128 heads, d_ff 73,728, vocabularies of ~256k
 # pieces), yet every product of two stays far inside torch's int64 sizes: vocab_size 2^63 was a
 # 40-line overflow traceback from torch.empty, and 10^9 layers an endless build.
@@ -112,6 +116,11 @@ class ModelConfig:
             raise ConfigError(
                 f"max_len must be from 2 (a token and </s>, or <s> and one output) to {MAX_POSITIONS:,} "
                 f"(each position is a row of the position table built with the model), got {self.max_len:,}"
+            )
+        if self.max_len * self.d_model > MAX_POSITION_TABLE:
+            raise ConfigError(
+                f"max_len × d_model must be at most {MAX_POSITION_TABLE:,} values (the position table built with the "
+                f"model), got {self.max_len:,} × {self.d_model:,}; lower max_len"
             )
         for name in ("p_drop", "p_attn_drop", "eps_ls"):
             value = getattr(self, name)
