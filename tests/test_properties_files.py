@@ -564,7 +564,7 @@ def test_an_edited_config_does_not_make_attnlab_build_the_model_it_names(checkpo
     import time
 
     config = json.loads((checkpoint / "config.json").read_text())
-    for change in ({"n_layers": 1024}, {"d_model": 1 << 20, "d_k": 64, "d_v": 64, "d_ff": 64}):
+    for change in ({"n_layers": 1024}, {"d_model": 1 << 19, "d_k": 64, "d_v": 64, "d_ff": 64}):
         directory = tmp_path / f"edited-{len(change)}"
         shutil.copytree(checkpoint, directory)
         (directory / "config.json").write_text(json.dumps({**config, "model": {**config["model"], **change}}))

@@ -230,6 +230,31 @@ def test_pickle_payload_is_refused(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_a_checkpoint_file_grown_past_its_header_is_refused_before_it_is_hashed(tmp_path: Path) -> None:
+    """A model.safetensors grown into a sparse file of gigabytes (`truncate -s`, a few bytes on
+    disk) and listed at that size in a rewritten manifest was hashed whole before the digest
+    refused it: seconds a gigabyte, hours for terabytes, and the explorer's model lock held all
+    the while. Its safetensors header accounts for the bytes it has, which is read first. A file
+    name with a control character in it is refused too, and named with it escaped."""
+    model = Transformer(preset("tiny"))
+    spm = tmp_path / "spm.model"
+    spm.write_bytes(b"x")
+    path = save_checkpoint(tmp_path / "ck", model, spm, {"rng.cpu": torch.get_rng_state()}, {"step": 1})
+    weights, manifest = path / "model.safetensors", json.loads((path / "manifest.json").read_text())
+    written = weights.stat().st_size
+    os.truncate(weights, 8 * 2**30)
+    manifest["files"]["model.safetensors"]["bytes"] = 8 * 2**30
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(
+        CheckpointError, match=f"model.safetensors has 8,589,934,592 bytes where its header accounts for {written:,}"
+    ):
+        load_model(path)
+    manifest["files"]["a\x00b"] = manifest["files"].pop("model.safetensors")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match=re.escape("lists 'a\\x00b', not a file of the checkpoint")):
+        load_model(path)
+
+
 def test_average_is_elementwise_mean(tmp_path: Path) -> None:
     spm = tmp_path / "spm.model"
     spm.write_bytes(b"x")

@@ -75,7 +75,9 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
         for info in files.values()
     ):
         raise CheckpointError(f"{directory}: damaged {MANIFEST} (its file list has another shape)")
-    if outside := [name for name in files if Path(name).name != name or name in ("", ".", "..")]:
+    if outside := [
+        name for name in files if Path(name).name != name or name in ("", ".", "..") or not name.isprintable()
+    ]:
         # a checkpoint's files lie in it: "../../etc/shadow" told its size, and a guessed digest was confirmed
         raise CheckpointError(f"{directory}: its {MANIFEST} lists {outside[0]!r}, not a file of the checkpoint")
     if unlisted := [name for name in REQUIRED if name not in files]:
@@ -93,9 +95,29 @@ def _verify(directory: Path, deep: bool) -> dict[str, Any]:
                 f"{directory}: {name} is not the file this checkpoint was written with "
                 f"({size:,} bytes, its manifest says {info['bytes']:,}): replaced or modified"
             )
-        if deep and sha256_of(path) != info["sha256"]:
+        extent = safetensors_extent(path) if name.endswith(".safetensors") else None
+        if extent is not None and size != extent:  # (before hashing: a sparse file of terabytes took hours)
+            raise CheckpointError(
+                f"{directory}: {name} has {size:,} bytes where its header accounts for {extent:,} (not a file attnlab wrote)"
+            )
+    for name, info in files.items():  # the slow check last, once every cheap one has passed
+        if deep and sha256_of(directory / name) != info["sha256"]:
             raise CheckpointError(f"{directory}: {name} does not match its checksum (damaged or modified)")
     return manifest
+
+
+def safetensors_extent(path: Path) -> int | None:
+    """The bytes a safetensors file's header says the file has (8, the header, the tensors' data up
+    to the last one's end), or None where the header cannot be read: safetensors refuses it then."""
+    try:
+        with path.open("rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if length > 100_000_000:  # (safetensors' own bound on a header)
+                return None
+            header = json_loads(handle.read(length))
+        return 8 + length + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, UnicodeDecodeError):
+        return None
 
 
 def check_tokenizer(directory: Path, manifest: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
