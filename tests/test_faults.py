@@ -429,10 +429,14 @@ def test_a_checkpoint_replaced_stays_whole_when_the_new_one_cannot_take_its_plac
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Replacing a checkpoint (`average --force`) removed the old one before the new one's rename:
-    a failure there (or a kill) left neither. The old one is renamed aside, back on a failure, and
-    removed only once the new one is in place."""
+    a failure there (or a kill) left neither. Where the two cannot be swapped in one step (not
+    Linux), the old one is renamed aside, back on a failure, and removed only once the new one is
+    in place."""
+    from attnlab.model import publish
     from attnlab.model.config import ModelConfig
     from attnlab.model.transformer import Transformer
+
+    monkeypatch.setattr(publish, "exchanged", lambda first, second: False)
 
     spm = ROOT / "checkpoints" / "multi30k-en-de" / "spm.model"
     target = tmp_path / "ckpt"
@@ -451,10 +455,57 @@ def test_a_checkpoint_replaced_stays_whole_when_the_new_one_cannot_take_its_plac
     with pytest.raises(checkpoint.CheckpointError, match=r"\(Input/output error\); nothing was written"):
         checkpoint.save_checkpoint(target, first, spm, meta={"which": "new"})
     assert _tree_digest(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", real)
     checkpoint.save_checkpoint(target, first, spm, meta={"which": "new"})
     assert json.loads((target / "config.json").read_text())["meta"]["which"] == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the old one, aside, removed
+
+
+KILLED_AFTER = """
+import os, sys
+from attnlab.model import publish
+from attnlab.model.checkpoint import update_meta
+
+calls = [0]
+def counted(rename):
+    def call(*args):
+        done = rename(*args)
+        calls[0] += 1
+        if calls[0] == int(sys.argv[2]):
+            os._exit(137)  # killed right after this rename
+        return done
+    return call
+os.replace = counted(os.replace)
+publish.exchanged = counted(publish.exchanged)
+update_meta(sys.argv[1], which="new")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="one-step swaps are Linux's renameat2")
+def test_a_checkpoint_whose_meta_is_updated_loads_whenever_the_update_is_killed(tmp_path: Path) -> None:
+    """`update_meta` (`evaluate --save-best`) renamed a new config.json, then a new manifest, over
+    the old ones: killed between the two, the checkpoint no longer loaded ("config.json is not the
+    file this checkpoint was written with"). Killed after any of its renames, it now loads, with
+    the old meta or the new one, and its weights are the same file (linked, not copied)."""
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.transformer import Transformer
+
+    spm = ROOT / "checkpoints" / "multi30k-en-de" / "spm.model"
+    model = Transformer(ModelConfig(n_layers=1, d_model=16, d_ff=32, n_heads=2, vocab_size=40, max_len=16))
+    for kill in itertools.count(1):
+        target = tmp_path / f"ckpt-{kill}"
+        checkpoint.save_checkpoint(target, model, spm, meta={"which": "old"})
+        weights = (target / "model.safetensors").stat().st_ino
+        done = subprocess.run(
+            [sys.executable, "-c", KILLED_AFTER, str(target), str(kill)], capture_output=True, text=True
+        )
+        assert done.returncode in (0, 137), done.stderr
+        _, meta = checkpoint.load_model(target)
+        assert meta["which"] == ("new" if done.returncode == 0 else meta["which"]) and meta["which"] in ("old", "new")
+        assert (target / "model.safetensors").stat().st_ino == weights
+        if done.returncode == 0:
+            break
+    assert kill >= 2  # it was killed at least once
 
 
 def _tree_digest(directory: Path) -> dict[str, bytes]:

@@ -14,8 +14,10 @@ from marian_models import make_marian
 import attnlab
 from attnlab.cli import main
 from attnlab.errors import CheckpointError
-from attnlab.model.checkpoint import publish, save_checkpoint
+from attnlab.model import publish as model_publish
+from attnlab.model.checkpoint import save_checkpoint
 from attnlab.model.config import preset
+from attnlab.model.publish import publish
 from attnlab.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,11 +109,13 @@ def test_export_force_replaces_only_what_an_export_writes(
     assert sorted(os.listdir(tmp_path / "ct2")) == ["config.json", "model.bin", "shared_vocabulary.json"]
 
 
+@pytest.mark.parametrize("swapped", [True, False], ids=["swapped in one step", "renamed aside"])
 def test_an_export_that_cannot_be_renamed_in_keeps_the_old_one(
-    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    swapped: bool, tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The old export was deleted before the new one was renamed in: a failure between the two
-    lost both."""
+    lost both. Swapped with it in one step (Linux) or renamed aside first (elsewhere), a failure
+    of the rename that puts the new one in place keeps the old one."""
     pytest.importorskip("ctranslate2")
     out = tmp_path / "ct2"
     assert main(export(tiny, out)) == 0
@@ -124,7 +128,13 @@ def test_an_export_that_cannot_be_renamed_in_keeps_the_old_one(
             raise OSError(28, "No space left on device")
         real(source, target)
 
+    def exchange(first: Path, second: Path) -> bool:
+        if swapped:  # the one-step swap fails as the rename would
+            replace(first, second)
+        return False
+
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(model_publish, "exchanged", exchange)
     error = refusal(capsys, export(tiny, out, "--force"))
     assert failed and error.endswith(f"could not write {out} (No space left on device)")
     assert contents(out) == before and sorted(os.listdir(tmp_path)) == ["ct2"]
@@ -142,6 +152,19 @@ def test_publish_leaves_no_aside_directory_when_the_rename_fails(
     with pytest.raises(OSError):
         publish(tmp_path / "new", Path("."))
     assert os.listdir(".") == ["model.safetensors"] and (tmp_path / "new").is_dir()
+
+
+def test_publish_refuses_a_symbolic_link_in_the_place_of_the_directory(tmp_path: Path) -> None:
+    """`import marian M --out LINK --force`, LINK a link to a checkpoint, said "(Is a directory)";
+    swapped in one step, the link itself was replaced, its target left as it was."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "model.safetensors").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "ck")
+    (tmp_path / "new").mkdir()
+    with pytest.raises(OSError, match="link is a symbolic link; name the directory it points to"):
+        publish(tmp_path / "new", tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and os.listdir(tmp_path / "link") == ["model.safetensors"]
+    assert sorted(os.listdir(tmp_path)) == ["ck", "link", "new"]
 
 
 def test_a_checkpoint_at_a_path_that_is_not_utf8_says_why_it_cannot_be_read(tiny: Path, tmp_path: Path) -> None:

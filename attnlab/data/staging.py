@@ -8,7 +8,7 @@ whole; an earlier preparation is renamed aside, the new one renamed in, and only
 one deleted. What a user kept in it (notes, the inputs of this run) comes along into the new one.
 
 attnlab.data may not import attnlab.model (docs/ARCHITECTURE.md), so the temporary sibling is
-made here as `model.checkpoint.temporary_sibling` makes a checkpoint's: `.NAME.tmp-XXXX`, with
+made here as `model.publish.temporary_sibling` makes a checkpoint's: `.NAME.tmp-XXXX`, with
 the mode `mkdir` would give.
 """
 

@@ -39,8 +39,9 @@ def save_best_target(checkpoint: str, model: Any) -> Path:
         verify(target, deep=False)
     except CheckpointError as error:
         raise AttnlabError(f"--save-best: {error}") from None
-    if not os.access(target, os.W_OK | os.X_OK):  # update_meta renames new files over the old
-        raise AttnlabError(f"--save-best: no permission to write in {target}")
+    for where in (target, target.parent):  # update_meta assembles the checkpoint beside it and renames it in
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise AttnlabError(f"--save-best: no permission to write in {where}")
     if target != Path(checkpoint):
         print(
             f"attnlab evaluate: --save-best: {checkpoint} is a run directory: saving in its newest valid checkpoint, "

@@ -25,15 +25,10 @@ from attnlab.decode.api import Model
 from attnlab.decode.loading import load
 from attnlab.decode.streams import model_directory
 from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
-from attnlab.model.checkpoint import (
-    assembly_directory,
-    open_modes,
-    publish,
-    refuse_existing,
-    save_checkpoint,
-)
+from attnlab.model.checkpoint import refuse_existing, save_checkpoint
 from attnlab.model.manifest import check_directory
 from attnlab.model.marian import check_vocabularies, read_marian
+from attnlab.model.publish import assembly_directory, open_modes, publish
 from attnlab.model.transformer import Transformer
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16")

@@ -9,8 +9,9 @@ A checkpoint directory holds
     trainer.json         step, schedule, data-iterator position, metrics (training only)
     manifest.json        size and sha256 of every file above, written last (`manifest`)
 
-It is assembled in a temporary sibling directory and renamed into place, so a killed write
-leaves no directory that looks valid; the manifest catches truncation afterwards. A write that
+It is assembled in a temporary sibling directory and renamed into place (swapped with the one
+it replaces in one step where Linux can: `publish`), so a killed write leaves no directory that
+looks valid; the manifest catches truncation afterwards. A write that
 fails (a full disk) removes its temporary directory and raises a one-line `CheckpointError`;
 checkpoints already published are never touched by it. Nothing is ever unpickled: a file that
 is not safetensors/JSON is refused.
@@ -25,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,16 +37,11 @@ from safetensors.torch import load_file, save_file
 from attnlab.errors import CheckpointError, ConfigError, json_loads, warn
 from attnlab.model.config import ModelConfig
 from attnlab.model.manifest import MANIFEST, VERSION, check_tokenizer, sha256_of, verify
+from attnlab.model.publish import assembly_directory, link_or_copy, open_modes, publish, why_not_written
 from attnlab.model.transformer import Transformer
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 _LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
-
-
-def _umask() -> int:
-    umask = os.umask(0o022)  # (reading the umask means setting it)
-    os.umask(umask)
-    return umask
 
 
 def refuse_existing(out: Path, force: bool) -> None:
@@ -66,42 +61,6 @@ def user_path(path: str | os.PathLike[str]) -> Path:
     stays as written, to be reported as a path that does not exist (`Path.expanduser` raises a
     RuntimeError there: `translate --checkpoint '~nouser/x'` was a traceback)."""
     return Path(os.path.expanduser(path))
-
-
-def temporary_sibling(target: Path, directory: bool = True) -> Path:
-    """An empty directory (or file) beside `target` to assemble it in before the rename, with
-    the mode `mkdir` (or `open`) would give: mkdtemp's 0700 and mkstemp's 0600 would survive the
-    rename, leaving checkpoints and traces that others on the machine, or an explorer served as
-    another user, cannot read."""
-    if directory:  # .step_N.tmp-XXXX: what a resumed run sweeps up (`train.resume.tidy`)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-    else:
-        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(handle)
-        tmp = Path(name)
-    tmp.chmod((0o777 if directory else 0o666) & ~_umask())
-    return tmp
-
-
-def assembly_directory(target: Path) -> Path:
-    """`temporary_sibling(target)`, its parents made first; what stops that (a parent that is a
-    file, one not writable: nothing to clean up yet) is one line naming `target` and why, never
-    the temporary directory's name nobody typed (/proc/.x.tmp-2b43ero9)."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return temporary_sibling(target)
-    except OSError as error:  # (a parent that is a file: "File exists", where /dev/null/x was asked for)
-        file = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
-        why = f"{file} is not a directory" if file else error.strerror or error
-        raise CheckpointError(f"cannot write {target} ({why})") from None
-
-
-def open_modes(directory: Path) -> None:
-    """Give the files in `directory` the mode `open` would: safetensors writes 0600."""
-    mode = 0o666 & ~_umask()
-    for path in directory.iterdir():
-        if path.is_file():
-            path.chmod(mode)
 
 
 def save_checkpoint(
@@ -156,38 +115,6 @@ def save_checkpoint(
     return directory
 
 
-def publish(tmp: Path, directory: Path) -> None:
-    """Rename the assembled `tmp` to `directory`, an older one there first renamed aside (and back,
-    if the second rename fails) and removed only after: removing it first (a whole checkpoint's
-    files) left a window in which a failure or a kill lost both, the old one half gone and the new
-    one not in its place."""
-    aside = temporary_sibling(directory) if directory.exists() else None  # (swept up as a temporary)
-    if aside is None:
-        os.replace(tmp, directory)
-        return
-    try:  # `import ... --out .` cannot rename the working directory: the empty aside stayed behind
-        os.replace(directory, aside)
-    except BaseException:
-        shutil.rmtree(aside, ignore_errors=True)
-        raise
-    try:
-        os.replace(tmp, directory)
-    except BaseException:
-        os.replace(aside, directory)
-        raise
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def why_not_written(error: BaseException) -> str:
-    """The reason of a failed write in a few words: an OSError's strerror ("No space left on
-    device"); safetensors wraps the OS's error in its own ("Error while serializing: I/O error: No
-    space left on device (os error 28)"), which is read for the same words."""
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    found = re.search(r"I/O error: (.+?) \(os error \d+\)", str(error))
-    return found.group(1) if found else str(error)
-
-
 def _check_replaceable(directory: Path, training: bool) -> None:
     """A new checkpoint replaces only an older attnlab checkpoint or an empty directory. It once
     replaced whatever was there: `attnlab average RUN --out RUN` deleted the run it averaged
@@ -230,18 +157,30 @@ def _check_replaceable(directory: Path, training: bool) -> None:
 
 def update_meta(directory: str | os.PathLike, **changes: Any) -> None:
     """Set entries of a checkpoint's meta (e.g. the best alignment reading measured after
-    training) without touching its weights or the files beside it (a model card, probes): the
-    new config.json and manifest are written to temporary files and renamed over the old ones."""
+    training) without touching its weights or the files beside it (a model card, probes). The
+    checkpoint is assembled again beside it, its other files linked (copied where links cannot
+    be), and renamed into place as every checkpoint is written (`publish`): config.json and the
+    manifest renamed over the old one after the other left a checkpoint that no longer loaded
+    when killed between the two, and showed "damaged" to a reader opening it in between."""
     directory = Path(directory)
     manifest = verify(directory)
     data = json_loads((directory / "config.json").read_text())
     data["meta"] = {**data.get("meta", {}), **changes}
-    staged = directory / ".config.json.tmp"
-    staged.write_text(json.dumps(data, indent=2))
-    manifest["files"]["config.json"] = {"bytes": staged.stat().st_size, "sha256": sha256_of(staged)}
-    (directory / f".{MANIFEST}.tmp").write_text(json.dumps(manifest))
-    os.replace(staged, directory / "config.json")
-    os.replace(directory / f".{MANIFEST}.tmp", directory / MANIFEST)
+    tmp = assembly_directory(directory)
+    try:
+        shutil.copytree(directory, tmp, copy_function=link_or_copy, dirs_exist_ok=True)
+        for name in ("config.json", MANIFEST):  # (links: written in place they would change the old files)
+            (tmp / name).unlink()
+        (tmp / "config.json").write_text(json.dumps(data, indent=2))
+        manifest["files"]["config.json"] = {
+            "bytes": (tmp / "config.json").stat().st_size,
+            "sha256": sha256_of(tmp / "config.json"),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest))
+        publish(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def unreadable(path: Path, error: Exception) -> CheckpointError:
