@@ -101,6 +101,36 @@ def test_pair_is_checked_for_ptb_and_text(tmp_path: Path, capsys: pytest.Capture
     assert (meta["src_lang"], meta["tgt_lang"]) == ("de", "en")
 
 
+def test_a_text_corpus_whose_sides_are_mixed_up_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each was prepared with exit 0 and trained without a word: files named the reverse of
+    --pair (train.en train.zh as zh-en: its Chinese outputs scored with the 13a tokenizer, 0.0
+    BLEU), a valid split given target first, and an empty --pair (an unset $PAIR), which became
+    "src-tgt". One file given as both sides, or two copies of it, is a copy task: said, not refused."""
+    root = tmp_path / "text"
+    files = text_files(root)
+    named = {}
+    for name, (src, tgt) in files.items():  # the same lines, in files named by their languages
+        named[name] = (str(shutil.copy(src, root / f"{name}.en")), str(shutil.copy(tgt, root / f"{name}.zh")))
+    out = tmp_path / "out"
+    argv = ["data", "prepare", "text", "--out", str(out), "--vocab-size", "300"]
+    train, valid = named["train"], named["valid"]
+    for sides, pair, said in (
+        ([*train, *valid], "zh-en", "--train: train.en and train.zh are named en then zh, the reverse of --pair zh-en"),
+        ([*train, *valid[::-1]], "en-zh", "--valid: valid.zh and valid.en are named zh then en, the reverse of --pair"),
+        ([*train, *valid], "", "--pair '': a text corpus needs SRC-TGT"),
+    ):
+        line = refused(capsys, [*argv, "--train", *sides[:2], "--valid", *sides[2:], f"--pair={pair}"])
+        assert said in line, line
+    assert not out.exists()
+    (root / "copy.en").write_bytes(Path(train[0]).read_bytes())
+    for copy, said in ((train[0], "is both the source and the target"), (str(root / "copy.en"), "are the same text")):
+        where = ["--out", str(tmp_path / Path(copy).name)]
+        assert cli.main([*argv, *where, "--train", train[0], copy, "--valid", *valid, "--pair", "en-en"]) == 0
+        err = capsys.readouterr().err
+        assert f"warning: --train: {train[0]} " in err and f"{said}: the model learns to copy its input" in err, err
+    assert cli.main([*argv, "--train", *train, "--valid", *valid, "--pair", "en-zh"]) == 0  # the right way round
+
+
 def test_an_option_the_corpus_does_not_read_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`prepare multi30k --train-dir MINE`, `--train A B --valid C D` or `--leaves XX` prepared
     the shared Multi30k with exit 0, the option ignored; `text --data-dir D` did not look in D."""
@@ -189,8 +219,8 @@ def test_training_text_of_only_overlong_lines_says_why(tmp_path: Path) -> None:
     src/trainer_interface.cc(467) [!sentences_.empty()]"."""
     files = text_files(tmp_path / "text")
     for name, end, words in (("mac", "\r", 10), ("long", "\n", 1000)):
-        for path in (tmp_path / f"{name}.in", tmp_path / f"{name}.out"):
-            path.write_text("".join(f"line {i} " + "word " * words + end for i in range(200)), newline="")
+        for path in (tmp_path / f"{name}.in", tmp_path / f"{name}.out"):  # (two sides: not a copy task)
+            path.write_text("".join(f"{path.suffix} {i} " + "word " * words + end for i in range(200)), newline="")
         files["train"] = (str(tmp_path / f"{name}.in"), str(tmp_path / f"{name}.out"))
         with pytest.raises(DataError) as error:
             data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300, echo=quiet)
@@ -208,7 +238,7 @@ def test_a_side_sentencepiece_mostly_skips_is_refused_naming_it(
     it, its file and the limit; fewer skipped lines are said in the summary and meta.json."""
     files = text_files(tmp_path / "text")
     src, tgt = (Path(path) for path in files["train"])
-    short = src.read_text().splitlines()
+    short, targets = src.read_text().splitlines(), tgt.read_text().splitlines()
     document = [f"line {i} " + "word " * 1000 for i in range(200)]  # 5,000 bytes and more
     argv = ["data", "prepare", "text", "--vocab-size", "300", "--max-len", "100000", "--valid", *files["valid"]]
     argv += ["--train", str(src), str(tgt), "--out", str(tmp_path / "out")]
@@ -230,7 +260,7 @@ def test_a_side_sentencepiece_mostly_skips_is_refused_naming_it(
     assert "the vocabulary was learnt without 0 source and 100 target training lines longer than 4,192 bytes" in (
         capsys.readouterr().out
     )
-    write_lines(tgt, short)
+    write_lines(tgt, targets)
     assert "spm_skipped_lines" not in data.prepare("text", tmp_path / "out", text_files=files, vocab_size=300)
 
 
@@ -241,7 +271,7 @@ def test_a_vocabulary_too_small_says_what_to_pass_instead(tmp_path: Path) -> Non
     lines = ["".join(chinese[(7 * i + j) % 120] for j in range(10)) for i in range(400)]
     root = tmp_path / "text"
     root.mkdir()
-    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines)
+    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines[::-1])
     files = {name: (str(src), str(tgt)) for name in ("train", "valid")}
     with pytest.raises(DataError) as error:
         data.prepare("text", tmp_path / "out", text_files=files, pair="zh-en", vocab_size=300, echo=quiet)
@@ -358,7 +388,7 @@ def chinese_files(root: Path) -> dict[str, tuple[str, str]]:
     chinese = [chr(0x4E00 + i) for i in range(120)]
     lines = ["".join(chinese[(7 * i + j) % 120] for j in range(10)) for i in range(400)]
     root.mkdir(parents=True)
-    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines)
+    src, tgt = write_lines(root / "zh.txt", lines), write_lines(root / "en.txt", lines[::-1])
     return {name: (str(src), str(tgt)) for name in ("train", "valid")}
 
 

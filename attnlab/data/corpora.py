@@ -219,7 +219,7 @@ class Split:
     files: tuple[Path, Path] | None = None  # aligned text files, checked for equal length up front
 
 
-def _file_split(name: str, src: Path, tgt: Path) -> Split:
+def file_split(name: str, src: Path, tgt: Path) -> Split:
     return Split(name, lambda: read_pairs(src, tgt), (src, tgt))
 
 
@@ -261,7 +261,7 @@ def multi30k_splits(data_dir: Path, pair: str) -> list[Split]:
     for name in MULTI30K_SPLITS:
         if name in required or all(_has(data_dir, f"multi30k/{name}.{lang}") for lang in (src, tgt)):
             files = [_corpus_file(data_dir, f"multi30k/{name}.{lang}", "multi30k") for lang in (src, tgt)]
-            splits.append(_file_split(name, *files))
+            splits.append(file_split(name, *files))
     return splits
 
 
@@ -308,7 +308,7 @@ def wmt14_splits(data_dir: Path, pair: str, train_dir: Path | None) -> list[Spli
     splits = [Split("train", train)]
     for name, stem in WMT14_TESTS.items():
         files = [_corpus_file(data_dir, f"wmt14_en_de/{stem}.{lang}", "wmt14") for lang in (src, tgt)]
-        splits.append(_file_split(name, *files))
+        splits.append(file_split(name, *files))
     return splits
 
 
@@ -337,23 +337,6 @@ def ptb_symbols(splits: list[Split]) -> list[str]:
         for _, target in split.pairs():
             symbols.update(t for t in target.split() if t[0] in "()" and len(t) > 1)
     return sorted(symbols)
-
-
-def text_splits(files: dict[str, tuple[str | Path, str | Path]]) -> list[Split]:
-    """Any parallel text (`attnlab data prepare text --train SRC TGT --valid SRC TGT [--test ...]`):
-    one pair per line, e.g. articles and their headlines for summarisation."""
-    missing = [name for name in TEXT_SPLITS[:2] if name not in files]
-    if missing:
-        raise DataError(f"a text corpus needs --{' and --'.join(missing)} SRC TGT")
-    splits = []
-    for name in TEXT_SPLITS:
-        if name in files:
-            src, tgt = (Path(path) for path in files[name])
-            for path in (src, tgt):
-                if not path.is_file():
-                    raise DataError(f"--{name}: {path} is not a file")
-            splits.append(_file_split(name, src, tgt))
-    return splits
 
 
 def refuse_empty(split: Split, corpus: str, data_dir: Path | None) -> None:

@@ -44,12 +44,12 @@ from attnlab.data.corpora import (
     ptb_splits,
     ptb_symbols,
     refuse_empty,
-    text_splits,
     wmt14_splits,
 )
 from attnlab.data.staging import EXTS, check_out, publish, read_meta, refuse_overwriting_inputs, spm_digest, staged
 from attnlab.data.summary import summary
 from attnlab.data.tatoeba import chinese_share, tatoeba_splits
+from attnlab.data.text_corpus import text_splits
 from attnlab.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, TrainingLines, spm_settings, train_tokenizer
 from attnlab.errors import DataError
 
@@ -123,7 +123,7 @@ def _splits_for(
     """The corpus's splits, the symbols its tokenizer must keep whole, and what meta.json should
     say about how the splits were made (beyond the files they come from)."""
     if corpus == "text":
-        return text_splits(text_files or {}), [], {}
+        return text_splits(text_files or {}, pair), [], {}
     if corpus == "multi30k":
         return multi30k_splits(data_dir, pair), [], {}
     if corpus == "tatoeba":
@@ -161,7 +161,7 @@ def prepare(
         raise DataError(f"unknown corpus {corpus!r}; choose one of: {', '.join(CORPORA)}")
     given = {"--train-dir": train_dir is not None, "--leaves": leaves != "words", "--data-dir": data_dir is not None}
     check_options(corpus, given | {"--train/--valid/--test": bool(text_files)})
-    pair = pair or DEFAULT_PAIR[corpus]
+    pair = DEFAULT_PAIR[corpus] if pair is None else pair  # ("": an unset $PAIR, refused below)
     check_pair(corpus, pair)
     vocab_size = DEFAULT_VOCAB[corpus] if vocab_size is None else vocab_size  # (0 is refused, not the default)
     if max_len < 1:  # (each said alone: --vocab-size 0 was "--max-len must be positive and ...")
