@@ -360,10 +360,14 @@ def test_a_refused_resume_names_only_what_makes_the_model() -> None:
 def test_the_presets_run_as_long_and_keep_what_the_paper_averages(monkeypatch: pytest.MonkeyPatch) -> None:
     """`--preset big` alone trained 100K updates and kept 5 checkpoints; the paper trains it 300K
     and averages the last 20 (§5.2, §6.1). Base and big read 4,096 tokens an update, a sixth of
-    §5.1's ~25,000, now shared by the update's micro-batches. Flags and recipes still win."""
+    §5.1's ~25,000, now shared by the update's micro-batches. Flags and recipes still win. A run
+    set up in Python (`TrainConfig(preset="big")`, as the README shows for a notebook) had none of it."""
     base = ["--data", "d", "--out", "o"]
     big = config_from_args([*base, "--preset", "big"])
     assert (big.max_steps, big.keep_last, big.max_tokens) == (300_000, 20, 25_000)
+    notebook = TrainConfig(data="d", out="o", preset="big")
+    assert (notebook.max_steps, notebook.keep_last, notebook.max_tokens) == (300_000, 20, 25_000)
+    assert TrainConfig(data="d", out="o", preset="big", update_freq=4, keep_last=0).max_tokens == 6250
     assert config_from_args([*base, "--preset", "B-dk16", "--update-freq", "4"]).max_tokens == 6250
     monkeypatch.setenv("WORLD_SIZE", "8")  # torchrun's 8 processes, as the paper's 8 GPUs
     assert config_from_args([*base, "--preset", "big"]).max_tokens == 3125

@@ -17,7 +17,7 @@ from attnlab.model.checkpoint import step_dirs
 from attnlab.model.config import PRESETS, parse_overrides
 from attnlab.train.guard import lost_rank
 from attnlab.train.loop import TrainConfig, Trainer
-from attnlab.train.recipes import RECIPES, preset_defaults, recipe
+from attnlab.train.recipes import RECIPES, recipe
 from attnlab.train.regime import COMPILE_MODES
 
 HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each from here)
@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         elif isinstance(f.default, bool):
             parser.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
         else:
-            parser.add_argument(flag, type=type(f.default), default=None, help=HELP[f.name])
+            kind = int if f.default is None else type(f.default)  # (None: the preset's, `preset_defaults`)
+            parser.add_argument(flag, type=kind, default=None, help=HELP[f.name])
     return parser
 
 
@@ -131,9 +132,6 @@ def config_from_args(argv: list[str]) -> TrainConfig:
     for key, value in vars(args).items():
         if key != "recipe" and value is not None:
             values[key] = value
-    shares = int(os.environ.get("WORLD_SIZE", "1")) * int(values.get("update_freq", 1))  # (torchrun's ranks)
-    for key, value in preset_defaults(values.get("preset", "base"), shares).items():
-        values.setdefault(key, value)  # neither the recipe nor a flag gave it
     if not values.get("data") or not values.get("out"):
         raise ConfigError("--data and --out are required (or --recipe NAME; --out alone resumes a run)")
     saved = values["data"] if args.data is None and not args.recipe else None

@@ -57,12 +57,12 @@ class TrainConfig:
     out: str
     preset: str = "base"
     overrides: dict[str, Any] = field(default_factory=dict)
-    max_steps: int = 100_000  # base: 100k, big: 300k (§5.2)
+    max_steps: int | None = None  # None: the preset's (`preset_defaults`: base 100k, big 300k, §5.2)
     max_minutes: float = 0.0  # stop (and save) after this wall time; 0 = no limit
     save_every: int = 1000
-    keep_last: int = 5  # the paper averages the last 5 (base) or 20 (big)
+    keep_last: int | None = None  # None: what the paper averages, the last 5 (base) or 20 (big); else 5
     seed: int = 1
-    max_tokens: int = 4096  # per rank and micro-batch, a side; an update: × ranks × update_freq (paper: ~25k)
+    max_tokens: int | None = None  # per rank and micro-batch, a side; None: ~25k an update for Table 3, else 4096
     update_freq: int = 1
     warmup: int = 4000
     lr_scale: float = 1.0  # multiplies Eq. (3); small models on small data like 2
@@ -78,26 +78,9 @@ class TrainConfig:
     skip_nonfinite: bool = False  # skip (and count) an update whose loss or gradient is nan/inf; default: stop
 
     def __post_init__(self) -> None:
-        """One line for a setting that would crash later (a ZeroDivisionError at the first log
-        line) or train something else without a word: a negative learning-rate scale is
-        gradient ascent, a negative clip norm flips every gradient."""
         startup.check_settings(self)  # paths, strings, a dict of overrides: JSON a checkpoint can store
-        at_least = {"max_steps": 1, "save_every": 1, "log_every": 1, "warmup": 1, "max_tokens": 1, "update_freq": 1}
-        at_least |= {"keep_last": 0, "seed": 0, "eval_sentences": 0, "probes": 0, "align_pairs": 0}
-        # Past these, an OverflowError after the run directory was made: torch.manual_seed takes 64 bits,
-        # the batcher divides by int64 sizes; and 2**31 tokens a micro-batch is TBs of activations anyway.
-        at_most = {"seed": 2**64 - 1, "max_tokens": 2**31 - 1}
-        for name, low in at_least.items():
-            value, high = getattr(self, name), at_most.get(name, math.inf)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                up_to = f" and ≤ {high:,}" if name in at_most else ""
-                raise ConfigError(f"{name} must be a whole number ≥ {low}{up_to}, got {value!r}")
-        for name, positive in (("lr_scale", True), ("clip_norm", False), ("max_minutes", False)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}")
-            if value < 0 or (positive and value == 0):
-                raise ConfigError(f"{name} must be {'> 0' if positive else '≥ 0 (0: off)'}, got {value!r}")
+        startup.fill_defaults(self)
+        startup.check_numbers(self)
 
 
 class Trainer:

@@ -159,16 +159,18 @@ PAPER_BATCH = 25_000  # §5.1: ~25,000 source and 25,000 target tokens an update
 
 
 def preset_defaults(name: str, shares: int = 1) -> dict[str, Any]:
-    """`max_steps`, `max_tokens` and `keep_last` where the paper states them for preset `name`
-    (§5.2: base 100K updates, big 300K; §5.1: ~25,000 tokens a side an update, here shared by
-    `shares` = processes × update_freq micro-batches; §6.1: averaging 5 or 20 checkpoints), for
-    a run without a recipe: `--preset big` alone trained 100K updates and kept 5 checkpoints, a
-    third of its run and a quarter of what it averages, and base and big read 4,096 tokens an
-    update, a sixth of the paper's batch."""
+    """`max_steps`, `max_tokens` and `keep_last` of a run of preset `name` that sets none of them:
+    the paper's where it states them (§5.2: base 100K updates, big 300K; §5.1: ~25,000 tokens a
+    side an update, here shared by `shares` = processes × update_freq micro-batches; §6.1:
+    averaging 5 or 20 checkpoints), else 100K updates of 4,096 tokens keeping 5. `--preset big`
+    alone trained 100K updates and kept 5 checkpoints, a third of its run and a quarter of what it
+    averages, and base and big read 4,096 tokens an update, a sixth of the paper's batch; from
+    Python (`TrainConfig(preset="big")`) they still did until these became TrainConfig's own."""
+    found = {"max_steps": 100_000, "max_tokens": 4096, "keep_last": 5}
     config = PRESETS.get(name)  # an unknown name is reported when the model is built
     if config is None or "ppl_dev" not in config.paper:  # not a row of Table 3 (`small`, `parse`, ...)
-        return {}
-    found = {"max_steps": int(config.paper.get("train_steps", 100_000))}  # (a blank in Table 3: base's)
+        return found
+    found["max_steps"] = int(config.paper.get("train_steps", 100_000))  # (a blank in Table 3: base's)
     found["max_tokens"] = -(-PAPER_BATCH // max(1, shares))
     return found | ({"keep_last": PAPER_AVERAGED[name]} if name in PAPER_AVERAGED else {})
 

@@ -6,6 +6,7 @@ model was built) or measured something else without a word. Each check is one li
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
 import tempfile
@@ -25,6 +26,7 @@ from attnlab.model.config import MAX_SIZES, PRESETS, ModelConfig, preset, resolv
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.memory import out_of_memory
 from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.train.recipes import preset_defaults
 from attnlab.train.regime import compile_setting, make_optimizer
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments, before any activation
@@ -66,6 +68,37 @@ def check_choices(cfg: Any) -> None:
     # The data's vocabulary is read by Trainer; till then the largest one a model takes stands in,
     # so a special id inside the data's vocabulary is not refused for the preset's.
     preset(cfg.preset, **{"vocab_size": cfg.overrides.get("tgt_vocab_size", MAX_SIZES["vocab_size"]), **cfg.overrides})
+
+
+def fill_defaults(cfg: Any) -> None:
+    """The run settings left None (`max_steps`, `max_tokens`, `keep_last`) as the preset's
+    (`preset_defaults`), its batch shared by torchrun's processes and the update's micro-batches."""
+    freq = cfg.update_freq if isinstance(cfg.update_freq, int) else 1  # (a bad one is refused next)
+    for name, value in preset_defaults(cfg.preset, int(os.environ.get("WORLD_SIZE", "1")) * freq).items():
+        if getattr(cfg, name) is None:
+            setattr(cfg, name, value)
+
+
+def check_numbers(cfg: Any) -> None:
+    """One line for a setting that would crash later (a ZeroDivisionError at the first log line)
+    or train something else without a word: a negative learning-rate scale is gradient ascent, a
+    negative clip norm flips every gradient."""
+    at_least = {"max_steps": 1, "save_every": 1, "log_every": 1, "warmup": 1, "max_tokens": 1, "update_freq": 1}
+    at_least |= {"keep_last": 0, "seed": 0, "eval_sentences": 0, "probes": 0, "align_pairs": 0}
+    # Past these, an OverflowError after the run directory was made: torch.manual_seed takes 64 bits,
+    # the batcher divides by int64 sizes; and 2**31 tokens a micro-batch is TBs of activations anyway.
+    at_most = {"seed": 2**64 - 1, "max_tokens": 2**31 - 1}
+    for name, low in at_least.items():
+        value, high = getattr(cfg, name), at_most.get(name, math.inf)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            up_to = f" and ≤ {high:,}" if name in at_most else ""
+            raise ConfigError(f"{name} must be a whole number ≥ {low}{up_to}, got {value!r}")
+    for name, positive in (("lr_scale", True), ("clip_norm", False), ("max_minutes", False)):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if value < 0 or (positive and value == 0):
+            raise ConfigError(f"{name} must be {'> 0' if positive else '≥ 0 (0: off)'}, got {value!r}")
 
 
 def _plain(value: Any) -> Any:
