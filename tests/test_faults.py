@@ -432,7 +432,7 @@ def test_a_checkpoint_replaced_stays_whole_when_the_new_one_cannot_take_its_plac
     a failure there (or a kill) left neither. Where the two cannot be swapped in one step (not
     Linux), the old one is renamed aside, back on a failure, and removed only once the new one is
     in place."""
-    from attnlab.model import publish
+    from attnlab import publish
     from attnlab.model.config import ModelConfig
     from attnlab.model.transformer import Transformer
 
@@ -463,7 +463,7 @@ def test_a_checkpoint_replaced_stays_whole_when_the_new_one_cannot_take_its_plac
 
 KILLED_AFTER = """
 import os, sys
-from attnlab.model import publish
+from attnlab import publish
 from attnlab.model.checkpoint import update_meta
 
 calls = [0]

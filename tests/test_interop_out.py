@@ -12,13 +12,13 @@ import pytest
 from marian_models import make_marian
 
 import attnlab
+from attnlab import publish as model_publish
 from attnlab.cli import main
 from attnlab.errors import CheckpointError
-from attnlab.model import publish as model_publish
 from attnlab.model.checkpoint import save_checkpoint
 from attnlab.model.config import preset
-from attnlab.model.publish import publish
 from attnlab.model.transformer import Transformer
+from attnlab.publish import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_SPM = ROOT / "checkpoints" / "multi30k-en-de" / "spm.model"

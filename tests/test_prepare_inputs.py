@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from attnlab import cli, data
+from attnlab import cli, data, publish
 from attnlab.data import prepared, staging, tokenizer
 from attnlab.data.corpora import Split, wmt14_splits
 from attnlab.errors import DataError
@@ -417,7 +417,7 @@ def test_an_interrupted_run_leaves_out_as_it_was(
     good = tmp_path / "good"
     data.prepare("text", good, text_files=files, vocab_size=300, echo=quiet)
     before = files_in(good)
-    write_split, replace = prepared.write_split, staging.os.replace
+    write_split, replace, swap = prepared.write_split, staging.os.replace, publish.exchanged
     interrupted: list[str] = []
 
     def train_only(sp: Any, split: Split, *args: Any) -> dict[str, int]:
@@ -435,11 +435,22 @@ def test_an_interrupted_run_leaves_out_as_it_was(
             raise KeyboardInterrupt
         replace(source, target)
 
+    def first_swap(first: Path, second: Path) -> bool:  # the one-step swap asked for, not yet made
+        if not interrupted:
+            interrupted.append(str(second))
+            raise KeyboardInterrupt
+        return swap(first, second)
+
     argv = ["data", "prepare", "text", "--vocab-size", "400", "--train", *files["train"], "--valid", *files["valid"]]
-    owners = {"write_split": prepared, "sentences": tokenizer.TrainingLines, "replace": staging.os}
-    for name, step in (("write_split", train_only), ("sentences", sentences), ("replace", first_publish)):
+    steps = {
+        "write_split": [(prepared, train_only)],
+        "sentences": [(tokenizer.TrainingLines, sentences)],
+        "replace": [(staging.os, first_publish), (publish, first_swap)],  # (a new --out, an earlier one)
+    }
+    for name, patches in steps.items():
         with monkeypatch.context() as patch:
-            patch.setattr(owners[name], name, step)
+            for owner, step in patches:
+                patch.setattr(owner, "exchanged" if owner is publish else name, step)
             for out in (good, tmp_path / "new"):
                 interrupted.clear()
                 assert cli.main([*argv, "--out", str(out)]) == 130, name

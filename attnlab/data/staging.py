@@ -8,7 +8,7 @@ whole; an earlier preparation is renamed aside, the new one renamed in, and only
 one deleted. What a user kept in it (notes, the inputs of this run) comes along into the new one.
 
 attnlab.data may not import attnlab.model (docs/ARCHITECTURE.md), so the temporary sibling is
-made here as `model.publish.temporary_sibling` makes a checkpoint's: `.NAME.tmp-XXXX`, with
+made by `attnlab.publish.temporary_sibling`, as a checkpoint's is: `.NAME.tmp-XXXX`, with
 the mode `mkdir` would give.
 """
 
@@ -20,7 +20,6 @@ import hashlib
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +28,8 @@ from pathlib import Path
 
 from attnlab.data.corpora import SPLIT_NAMES, Split
 from attnlab.errors import DataError, json_loads
+from attnlab.publish import publish as rename_into_place
+from attnlab.publish import temporary_sibling
 
 EXTS = ("bin", "idx", "txt")  # files of one side of a prepared split
 STALE_AFTER_S = 10.0  # a temporary no run holds, unchanged this long, was left by a killed run
@@ -125,18 +126,6 @@ def refuse_overwriting_inputs(out: Path, splits: list[Split]) -> None:
             )
 
 
-def _umask() -> int:
-    umask = os.umask(0o022)  # (reading the umask means setting it)
-    os.umask(umask)
-    return umask
-
-
-def _sibling(target: Path) -> Path:
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-    tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would survive the rename
-    return tmp
-
-
 @contextmanager
 def staged(out: Path) -> Iterator[Path]:
     """A new directory beside `out` to prepare into. If the block raises (an error, Ctrl-C), it is
@@ -148,7 +137,7 @@ def staged(out: Path) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _sweep(target)
-        tmp = _sibling(target)
+        tmp = temporary_sibling(target)
         held = hold(tmp)
     except OSError as error:
         _remove_made(made)
@@ -232,17 +221,7 @@ def publish(tmp: Path, out: Path, splits: list[Split]) -> list[str]:
             elif entry.name not in written:
                 _carry(entry, tmp / entry.name)
         with interrupts_deferred():  # (Ctrl-C in the removal said "interrupted" with `out` replaced)
-            if target.exists():  # set the earlier one aside, put the new one in, then delete the old
-                aside = _sibling(target)
-                os.replace(target, aside)
-                try:
-                    os.replace(tmp, target)
-                except BaseException:
-                    os.replace(aside, target)
-                    raise
-                shutil.rmtree(aside, ignore_errors=True)
-            else:
-                os.replace(tmp, target)
+            rename_into_place(tmp, target)  # (the earlier one swapped out, or set aside, then deleted)
     except OSError as error:
         raise DataError(f"--out {out}: cannot write it ({error.strerror or error}); it is as it was") from None
     return list(dict.fromkeys(dropped))

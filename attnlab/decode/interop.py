@@ -28,8 +28,8 @@ from attnlab.errors import ArgumentParser, AttnlabError, ConfigError
 from attnlab.model.checkpoint import refuse_existing, save_checkpoint
 from attnlab.model.manifest import check_directory
 from attnlab.model.marian import check_vocabularies, read_marian
-from attnlab.model.publish import assembly_directory, open_modes, publish
 from attnlab.model.transformer import Transformer
+from attnlab.publish import assembly_directory, open_modes, publish
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16")
 # What `spec.save` writes (the vocabularies: one shared file, or one per side), and nothing else.

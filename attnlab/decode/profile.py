@@ -45,7 +45,7 @@ from attnlab.decode.api import Model, Result
 from attnlab.decode.commands import cut_notice, fit_lines
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, json_loads, warn
-from attnlab.model.publish import temporary_sibling
+from attnlab.publish import temporary_sibling
 from attnlab.record.equation import trace_ids
 from attnlab.record.importance import check_model, sentence_importance
 from attnlab.record.logit_attribution import logit_attribution

@@ -37,8 +37,8 @@ from safetensors.torch import load_file, save_file
 from attnlab.errors import CheckpointError, ConfigError, json_loads, warn
 from attnlab.model.config import ModelConfig
 from attnlab.model.manifest import MANIFEST, VERSION, check_tokenizer, sha256_of, verify
-from attnlab.model.publish import assembly_directory, link_or_copy, open_modes, publish, why_not_written
 from attnlab.model.transformer import Transformer
+from attnlab.publish import assembly_directory, link_or_copy, open_modes, publish, why_not_written
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 _LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")

@@ -21,7 +21,7 @@ from safetensors.numpy import load, save
 
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, json_loads
 from attnlab.model.checkpoint import user_path
-from attnlab.model.publish import temporary_sibling
+from attnlab.publish import temporary_sibling
 from attnlab.record.trace_checks import as_mask, as_weights, outside_softmax, switched_off
 
 KINDS = ("encoder", "decoder", "cross")

@@ -25,7 +25,7 @@ from attnlab.decode.alignment import aer_grid
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
 from attnlab.decode.pharaoh import read_pharaoh
-from attnlab.model.publish import temporary_sibling
+from attnlab.publish import temporary_sibling
 from attnlab.record.importance import pair_importance
 from attnlab.record.trace import KINDS
 from attnlab.train.regime import label_smoothed_loss
