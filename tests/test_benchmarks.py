@@ -216,7 +216,7 @@ def test_record_overhead_smoke() -> None:
     assert set(result) >= {"recorded_over_unrecorded", "unrecorded_over_plain"}
 
 
-def test_decode_smoke() -> None:
+def test_decode_smoke(data_dir: Path) -> None:  # (test2016's sources: skipped where the corpora are not)
     rows = run_script("decode")
     systems = {(r["setting"], r["system"], r["dtype"]) for r in rows}
     assert {(setting, "attnlab", d) for setting in ("test2016", "latency") for d in ("fp32", "bf16", "int8")} <= systems
