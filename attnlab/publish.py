@@ -19,9 +19,10 @@ from attnlab.errors import CheckpointError
 
 
 def umask() -> int:
-    umask = os.umask(0o022)  # (reading the umask means setting it)
-    os.umask(umask)
-    return umask
+    """The process's umask: what `mkdir` and `open` take from the modes they give."""
+    mask = os.umask(0o022)  # (reading the umask means setting it)
+    os.umask(mask)
+    return mask
 
 
 def temporary_sibling(target: Path, directory: bool = True) -> Path:

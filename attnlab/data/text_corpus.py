@@ -36,8 +36,9 @@ def text_splits(files: dict[str, tuple[str | Path, str | Path]], pair: str) -> l
 def check_sides(name: str, src: Path, tgt: Path, pair: str) -> None:
     """Warn of a split whose two sides are one file (or two copies of it); refuse one whose files
     end in the pair's two language codes the other way round (`train.en train.zh` with `--pair zh-en`)."""
-    if src.samefile(tgt) or filecmp.cmp(src, tgt, shallow=False):  # (a copy task may be meant: said, not refused)
-        said = "is both the source and the target" if src.samefile(tgt) else f"and {tgt} are the same text"
+    one = src.samefile(tgt)
+    if one or filecmp.cmp(src, tgt, shallow=False):  # (a copy task may be meant: said, not refused)
+        said = "is both the source and the target" if one else f"and {tgt} are the same text"
         warn(f"--{name}: {src} {said}: the model learns to copy its input")
     src_lang, _, tgt_lang = pair.partition("-")
     if src_lang != tgt_lang and [language_suffix(src), language_suffix(tgt)] == [tgt_lang, src_lang]:
