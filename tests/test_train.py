@@ -518,7 +518,7 @@ def test_a_rank_that_dies_is_one_line_on_the_others(prepared: Path, tmp_path: Pa
     assert lines[0].endswith(f"the last checkpoint is step_{saved}; run the same command to resume"), lines
 
 
-def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
+def test_average_run_ships_probe_snapshots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from attnlab.train.average import average_run
 
     spm = tmp_path / "spm.model"
@@ -534,6 +534,10 @@ def test_average_run_ships_probe_snapshots(tmp_path: Path) -> None:
     from attnlab.cli import main  # --probes -1 copied none without a word
 
     assert main(["average", str(run), "--last", "2", "--out", str(tmp_path / "none"), "--probes", "-1"]) == 2
+    capsys.readouterr()
+    for where, said in ((tmp_path / "nope", "no such directory"), (tmp_path, "no checkpoints/step_N directories")):
+        assert main(["average", str(where), "--out", str(tmp_path / "none")]) == 2  # (a typo: "no checkpoints")
+        assert capsys.readouterr().err.strip() == f"attnlab average: error: {where}: {said}"
     assert sorted(p.parent.name for p in (out / "probes").glob("step_*/probe_0.trace")) == ["step_10", "step_30"]
     assert {s: t["rows"][0]["aer"] for s, t in alignment_snapshots(out).items()} == {10: 0.1, 20: 0.2, 30: 0.3}
     model, meta = load_model(out)

@@ -143,8 +143,9 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.probes < 0:  # (it copied none without a word; `train --probes -1` is refused too)
         raise ConfigError(f"--probes must be ≥ 0, got {args.probes}")
-    if not step_dirs(args.run_dir):
-        raise CheckpointError(f"{args.run_dir}: no checkpoints/step_N directories")
+    if not step_dirs(args.run_dir):  # (a mistyped path was said to hold no checkpoints)
+        why = "no checkpoints/step_N directories" if os.path.isdir(args.run_dir) else "no such directory"
+        raise CheckpointError(f"{args.run_dir}: {why}")
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     last = args.last if args.last is not None else run_settings(args.run_dir).get("keep_last") or 5  # (big: 20)
     path = average_run(args.run_dir, last, args.out, dtype, args.probes, args.force)
