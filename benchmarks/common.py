@@ -172,16 +172,21 @@ class Worker:
     page-faulting 13-29k pages a round (5.7-6.5 s) where alone each settles at none (5.2-5.3 s;
     decoding round ten). Training: base bf16 alternated with `nn.Transformer` in one process took
     2.45-2.79 s a step against 2.30-2.50 s alone, the peer 3.61-3.82 s against 3.37-3.71 s, with
-    no page faults (training round sixteen). A spawned child inherits nothing of this process's
-    state, so `make(*args)`, a module-level function, builds the system there (the thread count and
-    `keep_freed_memory` set first, as attnlab's commands set them) and returns its call. The
-    constructor waits until the child has built it, so that one system's building (a compile,
-    warm-up steps) never overlaps another's timing. The child times each call on the parent's
+    no page faults (training round sixteen). A child inherits nothing of this process's state: it
+    forks from a server process that has only imported `PRELOAD` (Python's "forkserver"; a
+    spawned child took 1.2-1.7 s to import torch and attnlab again, a forked one 0.01 s, and a
+    decoding run builds about twenty systems). So `make(*args)`, a module-level function, builds
+    the system there (the thread count and `keep_freed_memory` set first, as attnlab's commands
+    set them) and returns its call. The constructor waits until the child has built it, so that
+    one system's building (a compile, warm-up steps) never overlaps another's timing. The child times each call on the parent's
     clock kind, so `--clock cpu` counts the child's CPU seconds.
     """
 
+    PRELOAD = ["torch", "attnlab", "attnlab.decode", "attnlab.train"]
+
     def __init__(self, make: Callable[..., Callable[[], object]], *args: object, clock_kind: str = "wall") -> None:
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(self.PRELOAD)  # read when the server starts, at the first Worker
         self.connection, child = context.Pipe()
         setup = (torch.get_num_threads(), clock_kind)
         self.process = context.Process(target=_serve, args=(child, setup, make, args), daemon=True)
