@@ -18,7 +18,9 @@ import importlib
 import os
 import signal
 import sys
+import threading
 import warnings
+from types import FrameType
 from typing import Any, TextIO
 
 from attnlab.errors import AttnlabError
@@ -66,11 +68,24 @@ def main(argv: list[str] | None = None) -> int:
         return _run(command, rest)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt: its cleanup runs
+    and it says one line. By the default action a scheduler's or `timeout`'s SIGTERM ended a
+    command without a word (`train` in its start-up, before its loop defers the signal to a
+    checkpoint, left an empty --out and no line in the job's log)."""
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 def _run(command: str, rest: list[str]) -> int:
     """Run `command`; its errors, warnings and interruption are one line naming it, a nested one
     whole (`attnlab heads patch: error: ...`, as its module's `SUBCOMMANDS` list them)."""
     stdout = sys.stdout = _Stdout(sys.stdout)
     warnings.showwarning = lambda message, *_: print(f"attnlab {command}: warning: {message}", file=sys.stderr)
+    main_thread = threading.current_thread() is threading.main_thread()  # (only there can a handler be set)
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         module = importlib.import_module(COMMANDS[command][0])  # (Ctrl-C while torch loads was a traceback)
         if rest and rest[0] in getattr(module, "SUBCOMMANDS", ()):
@@ -84,6 +99,9 @@ def _run(command: str, rest: list[str]) -> int:
     except KeyboardInterrupt:
         print(f"attnlab {command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"attnlab {command}: stopped by SIGTERM", file=sys.stderr)
+        return 128 + signal.SIGTERM  # what a shell reports for a process the signal ended
     except OSError as error:
         if error is not stdout.failed:
             if isinstance(error, PermissionError) and error.filename:  # the system's no, not a bug
@@ -98,6 +116,8 @@ def _run(command: str, rest: list[str]) -> int:
         return 2
     finally:
         sys.stdout = stdout.stream
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return code
 
 

@@ -5,8 +5,10 @@ mixed in one directory."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -315,6 +317,30 @@ def test_ctrl_c_while_a_command_loads_is_interrupted_not_a_traceback(
     monkeypatch.setattr(attnlab.cli.importlib, "import_module", pressed)
     assert main(["presets"]) == 130
     assert capsys.readouterr().err == "attnlab presets: interrupted\n"
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (Linux: SigCgt in its status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(mask >> (signum - 1) & 1)
+
+
+@needs_bundled
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads a process's signal mask from /proc")
+def test_sigterm_stops_a_command_with_one_line() -> None:
+    """A scheduler's or `timeout`'s SIGTERM ended a command without a word (`train` in its
+    start-up left an empty --out and nothing in the job's log). Sent once the command has taken
+    the signal, here while `translate` waits for stdin, it is one line and the shell's status."""
+    command = [sys.executable, "-m", "attnlab", "translate", "--checkpoint", str(BUNDLED)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as running:
+        for _ in range(600):
+            if running.poll() is not None or catches(running.pid, signal.SIGTERM):
+                break
+            time.sleep(0.05)
+        running.send_signal(signal.SIGTERM)
+        _, err = running.communicate(timeout=60)
+    assert running.returncode == 128 + signal.SIGTERM and err == "attnlab translate: stopped by SIGTERM\n", err
 
 
 def test_presets_names_the_vocabulary_flag(capsys: pytest.CaptureFixture[str]) -> None:
