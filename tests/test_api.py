@@ -438,6 +438,23 @@ def test_generate_leaves_a_training_model_training(checkpoint: Path) -> None:
     assert not net.training
 
 
+def test_a_model_left_training_scores_and_records_as_in_eval(checkpoint: Path) -> None:
+    """After fine-tuning in a notebook the model is in train mode: `score` gave one pair -0.61,
+    -0.89, -1.08 in three calls, and `translate(record=True)` drew dropout into its trace."""
+    model = attnlab.load(checkpoint)
+    scored, translated = model.score("A dog runs .", "Ein Hund rennt ."), model.translate("A dog runs .", record=True)
+    model.model.train()
+    for _ in range(3):
+        again = model.score("A dog runs .", "Ein Hund rennt .")
+        assert again.token_logprobs == scored.token_logprobs
+        assert np.array_equal(again.trace.attention("cross", 0), scored.trace.attention("cross", 0))
+        assert np.array_equal(
+            model.translate("A dog runs .", record=True).trace.attention("decoder", 1),
+            translated.trace.attention("decoder", 1),
+        )
+    assert model.model.training  # left as the caller had it
+
+
 @pytest.mark.parametrize(
     ("src", "settings", "match"),
     [

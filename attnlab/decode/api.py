@@ -21,7 +21,16 @@ import torch
 from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, too_long
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string, treebank_words
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
-from attnlab.decode.search import Hypothesis, check_alpha, check_flags, check_settings, generate, length_penalty, scored
+from attnlab.decode.search import (
+    Hypothesis,
+    check_alpha,
+    check_flags,
+    check_settings,
+    evaluating,
+    generate,
+    length_penalty,
+    scored,
+)
 from attnlab.errors import AttnlabError, ConfigError, ModelInputError
 from attnlab.model.transformer import Transformer
 from attnlab.record import ablate
@@ -267,7 +276,7 @@ class Model:
     def _trace(self, src_ids: list[int], produced: list[int], meta: dict[str, Any]) -> AttentionTrace:
         src = torch.tensor([src_ids])
         tgt = torch.tensor([[self.config.bos_id, *produced[:-1]]])
-        with torch.no_grad(), record(self.model) as rec:
+        with torch.no_grad(), evaluating(self.model), record(self.model) as rec:
             self.model(src, tgt)
         src_pieces, tgt_pieces = [self.pieces(src_ids, source=True)], [self.pieces(produced)]
         trace = rec.traces(src, tgt, src_pieces, tgt_pieces, self.info, self.config.pad_id)[0]
@@ -304,7 +313,7 @@ class Model:
         the end (a parser rescores up to 21 trees; the causal mask keeps padding out of earlier positions)."""
         width, c = max(map(len, outputs)), self.config
         tgt = torch.tensor([[c.bos_id, *out[:-1], *[c.pad_id] * (width - len(out))] for out in outputs])
-        with torch.no_grad():
+        with torch.no_grad(), evaluating(self.model):
             lprobs = torch.log_softmax(self.model(torch.tensor([src_ids] * len(tgt)), tgt).float(), -1)
         picked = [lprobs[i, : len(out)].gather(-1, torch.tensor(out)[:, None]) for i, out in enumerate(outputs)]
         return [p.squeeze(-1).tolist() for p in picked]

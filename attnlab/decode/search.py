@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -295,13 +296,23 @@ def generate(
     src_lens = src.ne(model.config.pad_id).sum(1).tolist()
     if 0 in src_lens:
         raise ModelInputError(f"source row {src_lens.index(0)} is all padding: nothing to translate")
-    was_training = model.training  # a caller validating inside a training loop keeps its dropout
-    switch = any(module.training for module in model.modules())  # (eval() walks every module: 1.7 ms)
+    with evaluating(model):
+        settings = (beam, alpha, max_len_a, max_len_b, cache, n_best, constrain, patience)
+        return _generate(model, src, src_lens, *settings)
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """`model` in eval mode for the block: a search, a score or a recording is a function of its
+    input, not of dropout's draw (a model left in train mode after fine-tuning scored one pair
+    -0.61, -0.89, -1.08 in three calls). A caller validating inside a training loop keeps its
+    mode after the block. Switched only where a module trains (eval() walks every one: 1.7 ms)."""
+    was_training = model.training
+    switch = any(module.training for module in model.modules())
     if switch:
         model.eval()
     try:
-        settings = (beam, alpha, max_len_a, max_len_b, cache, n_best, constrain, patience)
-        return _generate(model, src, src_lens, *settings)
+        yield
     finally:
         if switch:
             model.train(was_training)
