@@ -97,6 +97,16 @@ def test_each_residual_estimate_is_the_derivative_of_its_patch(model: Model, ids
         assert abs(measured) > 0.1 and got == pytest.approx(measured, rel=0.03), (side, layer)
 
 
+def test_a_callers_inference_mode_gives_the_same_estimates(model: Model) -> None:
+    """Under a notebook's `torch.inference_mode()` the backward pass was autograd's "element 0 of
+    tensors does not require grad", for heads and for the residual stream."""
+    with torch.inference_mode():
+        heads = patch_heads(model, CLEAN, CORRUPTED, method="attribution")
+        residual = patch_residual(model, CLEAN, CORRUPTED, method="attribution")
+    assert np.array_equal(heads.share, patch_heads(model, CLEAN, CORRUPTED, method="attribution").share, equal_nan=True)
+    assert np.array_equal(residual.decoder, patch_residual(model, CLEAN, CORRUPTED, method="attribution").decoder)
+
+
 def test_it_finds_the_heads_patching_finds_where_the_model_is_near_linear(model: Model) -> None:
     """Denoising a changed noun, the estimate ranks the heads as the patched runs do (over 100
     test2016 pairs, Pearson 0.99: docs/EXPERIMENTS.md); noising is where it fails, as the clean

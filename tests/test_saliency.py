@@ -115,6 +115,14 @@ def test_a_check_runs_before_each_pass_and_may_stop_it(model: object, trace: Att
     assert len(calls) == 5
 
 
+def test_a_callers_inference_mode_gives_the_same_scores(model: object, trace: AttentionTrace) -> None:
+    """A notebook decoding under `torch.inference_mode()` got autograd's "element 0 of tensors does
+    not require grad" from the backward pass (`torch.no_grad()` was fine)."""
+    with torch.inference_mode():
+        inside = saliency(model, trace)
+    assert np.array_equal(inside.source_scores, saliency(model, trace).source_scores)
+
+
 def test_a_trace_recorded_with_heads_off_is_read_with_them_off(model: object) -> None:
     """The gradients of a trace recorded with heads off are those of the model with them off."""
     off = {("encoder", 0): [0, 1, 2]}

@@ -168,6 +168,7 @@ class Run:
         return nats / difference if self.direction == "denoise" else -nats / difference
 
 
+@torch.inference_mode(False)  # a caller's inference mode would forbid the attribution's gradient
 def patch_each(
     net: Any,
     clean: list[int],

@@ -69,6 +69,7 @@ def check_samples(samples: object, name: str = "samples") -> int:
     return int(samples)
 
 
+@torch.inference_mode(False)  # a caller's inference mode would forbid the gradient
 def saliency(
     model: Any,
     trace: AttentionTrace,
