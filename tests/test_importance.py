@@ -125,6 +125,30 @@ def test_the_gradient_ranks_heads_as_switching_them_off_does(model: Model) -> No
     assert np.corrcoef(*ranks)[0, 1] > 0.6
 
 
+def test_a_column_or_an_array_of_sentences_is_read_as_its_list(model: Model) -> None:
+    """A notebook's pandas column or NumPy array of sentences was "The truth value of a Series is
+    ambiguous" (head importance, the pruning curve, corpus patching); a generator is named."""
+    import pandas as pd
+
+    from attnlab.decode.patching import corpus_patching
+
+    frame = pd.DataFrame({"en": SOURCES[:2], "de": REFERENCES[:2]})
+    listed = head_importance(model, SOURCES[:2], REFERENCES[:2]).gradient
+    assert np.array_equal(head_importance(model, frame.en, frame.de).gradient, listed)
+    assert np.array_equal(head_importance(model, frame.en.to_numpy(), np.array(REFERENCES[:2])).gradient, listed)
+    with pytest.raises(AttnlabError, match="^expected a list of source sentences, got generator$"):
+        head_importance(model, (s for s in SOURCES))
+    curve = pruning_curve(model, [("cross", 0, 0)], SOURCES[:2], REFERENCES[:2], [0, 1], beam=1)
+    assert pruning_curve(model, [("cross", 0, 0)], frame.en, frame.de, [0, 1], beam=1) == curve
+    clean = pd.Series([SOURCES[2]])
+    patched = corpus_patching(model, clean, clean.str.replace("A man", "A woman"))
+    assert np.array_equal(
+        patched.share,
+        corpus_patching(model, [SOURCES[2]], [SOURCES[2].replace("A man", "A woman")]).share,
+        equal_nan=True,
+    )
+
+
 def test_heads_off_in_the_trace_stay_off(model: Model) -> None:
     """A trace recorded with heads off is weighed with them off: their gates read 0 and the rest
     are the gradients of the ablated model, not of the whole one."""

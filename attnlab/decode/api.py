@@ -49,6 +49,19 @@ DEFAULTS = {
 NOT_NUMBERS = "the model computed NaN, not probabilities: its weights are not finite numbers"
 
 
+def text_list(value: object, what: str = "texts") -> list[Any]:
+    """`value`, a list or tuple of texts, as a list; a NumPy array or a pandas column (`tolist()`)
+    too. Anything else is named: a string is one text, not a list of its characters; a
+    generator would be read once and a set has no order to pair lines by."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if not isinstance(value, str) and callable(listed := getattr(value, "tolist", None)):
+        value = listed()
+        if isinstance(value, list):
+            return value
+    raise ModelInputError(f"expected a list of {what}, got {type(value).__name__}")
+
+
 @dataclass
 class Result:
     """One decoded (or scored) sentence."""
@@ -180,9 +193,10 @@ class Model:
             raise ConfigError("constrained=False is a parser's: a translation's search has no constraint to lift")
         if not whole_number(batch_tokens) or batch_tokens < 1:  # np.int64(100) too, as beam takes it
             raise ConfigError(f"batch_tokens must be a whole number ≥ 1, got {batch_tokens!r}")
-        if not isinstance(text, str | list | tuple):
-            raise ModelInputError(f"expected a text or a list of texts, got {type(text).__name__}")
-        texts = [text] if isinstance(text, str) else list(text)
+        try:
+            texts = [text] if isinstance(text, str) else text_list(text)
+        except ModelInputError:
+            raise ModelInputError(f"expected a text or a list of texts, got {type(text).__name__}") from None
         encoded = [self._encode_item(t, i, len(texts), truncate, isinstance(text, str)) for i, t in enumerate(texts)]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i][0]))
         results: list[Result | None] = [None] * len(texts)

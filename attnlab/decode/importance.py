@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from attnlab.decode.api import Model
+from attnlab.decode.api import Model, text_list
 from attnlab.decode.evaluate import LINEARISED, bleu_chrf, bleu_tokenize, parse_report
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.importance import HeadImportance, check_model, pair_importance
@@ -27,11 +27,11 @@ def head_importance(
     """Every head's importance on `sources` with their `references` read teacher-forced (a
     parser's: trees), or without references on the model's own outputs (its task's search)."""
     check_model(model)
-    if isinstance(sources, str) or not sources:
+    if isinstance(sources, str) or not (sources := text_list(sources, "source sentences")):
         raise AttnlabError("head importance needs a list of one or more source sentences")
     if references is None:
-        references = model.translate(list(sources), truncate=truncate)
-    elif isinstance(references, str) or len(references) != len(sources):
+        references = model.translate(sources, truncate=truncate)
+    elif isinstance(references, str) or len(references := text_list(references, "references")) != len(sources):
         raise AttnlabError(f"{len(sources)} sources need as many references, got {_count(references)}")
     pairs = []
     for number, (source, target) in enumerate(zip(sources, references, strict=True), 1):
@@ -62,6 +62,7 @@ def pruning_curve(
     model's heads only (its cross-attention, say): each of them can go, but never every head of
     the model. `search`: beam, alpha, ... (the task's by default)."""
     check_model(model)
+    sources, references = text_list(sources, "source sentences"), text_list(references, "references")
     if len(references) != len(sources) or not sources:
         raise AttnlabError(
             f"the pruning curve needs sources and as many references, got {len(sources)} and {_count(references)}"

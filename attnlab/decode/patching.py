@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.decode.api import Model
+from attnlab.decode.api import Model, text_list
 from attnlab.errors import AttnlabError, ModelInputError
 from attnlab.record.circuit import Circuit, pair_circuit
 from attnlab.record.importance import check_model
@@ -237,12 +237,14 @@ def _each_pair(
     model cannot take is named by its number."""
     check_model(model, "patching")
     check_how(model.model, direction, method)
-    if isinstance(clean, str) or not clean:  # (checked with the others: "as many clean lines as clean ones (0)")
+    if isinstance(clean, str) or not (clean := text_list(clean, "clean lines")):  # (an empty one: "as many as 0")
         raise AttnlabError(f"patching a corpus needs a list of clean lines, one or more; got {clean!r:.60}")
+    corrupted = text_list(corrupted, "corrupted lines") if not isinstance(corrupted, str) else corrupted
+    targets = text_list(targets, "targets") if targets is not None and not isinstance(targets, str) else targets
     for name, lines in (("corrupted", corrupted), ("targets", targets)):
         if lines is not None and (isinstance(lines, str) or not lines or len(lines) != len(clean)):
             raise AttnlabError(f"patching a corpus needs as many {name} lines as clean ones ({_count(clean)})")
-    targets = model.translate(list(clean), truncate=truncate) if targets is None else targets
+    targets = model.translate(clean, truncate=truncate) if targets is None else targets
     results, skipped = [], 0
     for number, (c, k, t) in enumerate(zip(clean, corrupted, targets, strict=True), 1):
         try:
