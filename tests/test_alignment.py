@@ -607,6 +607,35 @@ def test_save_best_names_the_default_reading(capsys: pytest.CaptureFixture, tmp_
     assert json.loads(capsys.readouterr().out)["aer"] == pytest.approx(saved["aer"], abs=1e-12)
 
 
+def test_lines_the_model_cannot_read_are_not_a_table_nor_a_saved_reading(
+    capsys: pytest.CaptureFixture, tmp_path: Path, pairs_file: Path
+) -> None:
+    """Tab-separated pairs were every line "scored as no links", a table of AER 100 and exit 0,
+    and --save-best then replaced the card's reading with head L0 H0 at AER 100."""
+    import shutil
+
+    from attnlab.model.checkpoint import read_config
+
+    checkpoint, gold, tabbed = tmp_path / "model", tmp_path / "gold", tmp_path / "tabbed"
+    shutil.copytree(CKPT, checkpoint, ignore=shutil.ignore_patterns("probes"))
+    gold.write_text("".join(" ".join(f"{k}-{k}" for k in range(len(p.split("|||")[1].split()))) + "\n" for p in PAIRS))
+    tabbed.write_text("".join(p.replace(" ||| ", "\t") + "\n" for p in PAIRS), encoding="utf-8")
+    args = ["evaluate", "--task", "align", "--gold", str(gold), "--all-heads", "--checkpoint", str(checkpoint)]
+    assert main([*args, "--input", str(tabbed), "--save-best"]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith(
+        f"attnlab evaluate: error: {tabbed}: no line is a pair the model can read (line 1: "
+    )
+    assert "alignment" not in read_config(checkpoint)[1]
+    lines = pairs_file.read_text(encoding="utf-8").splitlines()
+    partly = tmp_path / "partly"
+    partly.write_text("\n".join([lines[0].replace(" ||| ", "\t"), *lines[1:]]) + "\n", encoding="utf-8")
+    assert main([*args, "--input", str(partly), "--save-best"]) == 1  # a table, as `align` does: status 1
+    said = capsys.readouterr()
+    assert "line 1: " in said.err and f"--save-best: 1 of {len(lines)} lines not read; nothing written" in said.err
+    assert said.out.startswith("| reading | AER |") and "alignment" not in read_config(checkpoint)[1]
+
+
 def _align_with(capsys: pytest.CaptureFixture, checkpoint: Path, *args: str) -> list[set[tuple[int, int]]]:
     assert main(["align", "--checkpoint", str(checkpoint), *args]) == 0
     return [p for _, p in read_pharaoh(capsys.readouterr().out.splitlines())]

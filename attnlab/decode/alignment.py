@@ -311,3 +311,14 @@ def aer_grid(
         for r, f in zip(readings, found, strict=True)
     ]
     return sorted(rows, key=lambda row: row["aer"]), failed
+
+
+def diagonal_links(line: str) -> set[tuple[int, int]]:
+    """The baseline an aligner must beat to have read anything: target word j of m linked to
+    source word round(j·n/m) of n, in the line's order of sides: each word of the right side has one
+    link (not symmetric: Zh-En's 82.2 links each English word, 83.2 each Chinese one)."""
+    try:
+        left, right = split_pair(line)
+    except ModelInputError:
+        return set()
+    return {(min(round(j * len(left) / len(right)), len(left) - 1), j) for j in range(len(right))}

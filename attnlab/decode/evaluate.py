@@ -27,7 +27,7 @@ from attnlab.data.tokenizer import HAN, is_blank, mostly_han
 from attnlab.data.treebank import Tree, bracket_f1, delinearize, flat, is_spelled, parse_tree
 from attnlab.decode.aer import corpus_aer
 from attnlab.decode.align_command import add_alignment_arguments, link_rule
-from attnlab.decode.alignment import aer_grid, split_pair
+from attnlab.decode.alignment import aer_grid, diagonal_links
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines
 from attnlab.decode.evaluate_inputs import (
     one_indexed_hint,
@@ -40,7 +40,7 @@ from attnlab.decode.evaluate_inputs import (
 from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.decode.streams import check_out, one_stdin, read_input, write_out
-from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
+from attnlab.errors import ArgumentParser, AttnlabError
 from attnlab.model.checkpoint import MANIFEST, update_meta
 from attnlab.model.memory import keep_freed_memory
 
@@ -352,8 +352,16 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     target = save_best_target(args.checkpoint, model) if args.save_best else None  # before minutes of scoring
     links, threshold = link_rule(args)
     rows, failed = aer_grid(model, lines, sures, possibles, args.reverse_input, links, threshold, args.samples or 0)
+    if len(failed) == len(lines):  # every row was AER 100, exit 0 (tab-separated pairs)
+        raise AttnlabError(f"{args.input}: no line is a pair the model can read (line {failed[0][0]}: {failed[0][1]})")
     for number, reason in failed:
         print(f"attnlab evaluate: line {number}: {reason}; scored as no links", file=sys.stderr)
+    if target is not None and failed:  # a reading chosen on lines scored as no links would replace the card's
+        print(
+            f"attnlab evaluate: --save-best: {len(failed)} of {len(lines)} lines not read; nothing written",
+            file=sys.stderr,
+        )
+        target = None
     if target is not None:
         best = {k: v for k, v in rows[0].items() if k in SAVED}
         rule = {"links": links, **({"threshold": threshold} if links == "threshold" else {})}  # `align` reads with it
@@ -366,7 +374,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         )
     if args.json:
         print(json.dumps(rows))
-        return 0
+        return 1 if failed else 0
     print(f"| reading | AER | precision | recall |  ({len(lines)} pairs, {links} links, %)")
     print("|---|---:|---:|---:|")
     for row in rows:
@@ -377,7 +385,7 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
     print(
         f"\nno model, each target word linked to the source word at the same relative position: AER {100 * diagonal['aer']:.1f}"
     )
-    return 0
+    return 1 if failed else 0  # as `align`: a line scored as no links is said, and the status says so
 
 
 SAVED = ("method", "layer", "head", "samples", "aer", "precision", "recall")  # a best reading, into the card
@@ -387,14 +395,3 @@ def percent(fraction: float | None, digits: int) -> str:
     """A fraction as a percentage; None, the precision of no links at all (0/0), as undefined:
     it printed "precision 100.00" for an aligner that linked nothing."""
     return "n/a (no links)" if fraction is None else f"{100 * fraction:.{digits}f}"
-
-
-def diagonal_links(line: str) -> set[tuple[int, int]]:
-    """The baseline an aligner must beat to have read anything: target word j of m linked to
-    source word round(j·n/m) of n, in the line's order of sides: each word of the right side has one
-    link (not symmetric: Zh-En's 82.2 links each English word, 83.2 each Chinese one)."""
-    try:
-        left, right = split_pair(line)
-    except ModelInputError:
-        return set()
-    return {(min(round(j * len(left) / len(right)), len(left) - 1), j) for j in range(len(right))}
