@@ -460,6 +460,20 @@ def test_src_is_refused_where_nothing_reads_it(tmp_path: Path, capsys: pytest.Ca
     assert main(score) == 0  # without it, scored as before
 
 
+def test_how_the_model_is_read_is_refused_where_links_are_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaluate --task align --hyp` scores its links as given: --reverse-input, --links and
+    --threshold (how --all-heads reads the model) gave the same AER with exit 0."""
+    gold = write(tmp_path / "gold", ["0-0", "0-0"])
+    score = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(gold)]
+    for extra in (["--reverse-input"], ["--links", "argmax"], ["--threshold", "0.5"], ["--threshold", "0"]):
+        assert refused(capsys, [*score, *extra]) == (
+            f"{extra[0]} is how --all-heads reads the model's links; --hyp's are scored as given"
+        )
+    assert main(score) == 0
+
+
 def test_align_refuses_a_layer_or_head_its_method_does_not_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -127,6 +127,10 @@ def refuse_unused(args: argparse.Namespace) -> None:
             "--all-heads scores the model's readings and --hyp given links, not both: drop --hyp to rank "
             "--checkpoint's readings, or --all-heads to score --hyp's links"
         )
+    read_by = {"reverse-input": args.reverse_input, "links": args.links, "threshold": args.threshold}
+    reading = [f"--{name}" for name, value in read_by.items() if value is not None and value is not False]
+    if args.task == "align" and args.hyp and reading:  # the same AER whatever they said, exit 0
+        raise AttnlabError(f"{reading[0]} is how --all-heads reads the model's links; --hyp's are scored as given")
     if args.task == "align" and args.hyp and args.checkpoint:  # the links were scored, exit 0, the model unread
         raise AttnlabError(
             "--checkpoint is read by --all-heads, and --hyp's links are scored as given: drop --checkpoint, "
