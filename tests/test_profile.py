@@ -137,6 +137,16 @@ def test_gold_alignments_give_each_cross_head_its_aer(model) -> None:
         profile(model, SOURCES, None, gold)
 
 
+def test_a_gold_that_cannot_give_an_aer_is_refused_and_one_that_looks_1_indexed_is_said(model) -> None:
+    """As `evaluate` says: a gold of blank lines or possible links only gave every head AER 1.0 and
+    recall 1.0, and one written from 1 read from 0 ranked other heads first, both without a word."""
+    for gold in (["", "", ""], ["0?0", "1p1", ""]):
+        with pytest.raises(DataError, match="^gold: no sure links: AER is undefined without them$"):
+            profile(model, SOURCES, REFERENCES, gold)
+    with pytest.warns(UserWarning, match="1-indexed"):
+        profile(model, SOURCES, REFERENCES, ["1-1 2-2 3-3", "1-1 2-2", "1-1 2-2 3-3"])
+
+
 def test_direct_shares_are_each_heads_mean_share_of_the_logits(model, tmp_path: Path) -> None:
     """`heads profile --direct`: each decoder and cross head's row is its direct share of the
     sentence's output logits (`logit_attribution`, the mean over the pieces); encoder heads write

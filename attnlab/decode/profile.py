@@ -43,6 +43,7 @@ from attnlab.decode.aer import aer
 from attnlab.decode.alignment import check_lines, score_words, trace_links
 from attnlab.decode.api import Model, Result
 from attnlab.decode.commands import cut_notice, fit_lines
+from attnlab.decode.evaluate_inputs import one_indexed_hint
 from attnlab.decode.pharaoh import read_pharaoh
 from attnlab.errors import AttnlabError, CheckpointError, ConfigError, DataError, ModelInputError, json_loads, warn
 from attnlab.publish import temporary_sibling
@@ -120,6 +121,10 @@ def profile(
             raise DataError("gold alignments link the words of references: give the references (--tgt) too")
         lengths = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets, strict=True)]
         links = read_pharaoh(gold, one_indexed=one_indexed, reverse=reverse_gold, lengths=lengths, name=gold_name)
+        if not any(sure for sure, _ in links):  # every head's AER 1.0 and recall 1.0, as `evaluate` refuses
+            raise DataError(f"{gold_name}: no sure links: AER is undefined without them")
+        if not one_indexed and (hint := one_indexed_hint(links, gold_name)):  # (scored: a hint, not proof)
+            warn(hint)
     if targets is None:
         cut = fit_lines(model, sources, None, names, truncate)  # before minutes of decoding
     else:  # each pair as `score_words` reads it: a Chinese side's words joined unspaced
