@@ -467,6 +467,9 @@ def test_how_the_model_is_read_is_refused_where_links_are_given(
     --threshold (how --all-heads reads the model) gave the same AER with exit 0."""
     gold = write(tmp_path / "gold", ["0-0", "0-0"])
     score = ["evaluate", "--task", "align", "--gold", str(gold), "--hyp", str(gold)]
+    blank_last = write(tmp_path / "gold3", ["0-0", "0-0", ""])  # (it said "2 hypothesis, 3 sure and 3 possible lines")
+    said = f"--hyp {gold} has 2 lines and --gold {blank_last} 3"
+    assert refused(capsys, ["evaluate", "--task", "align", "--gold", str(blank_last), "--hyp", str(gold)]) == said
     for extra in (["--reverse-input"], ["--links", "argmax"], ["--threshold", "0.5"], ["--threshold", "0"]):
         assert refused(capsys, [*score, *extra]) == (
             f"{extra[0]} is how --all-heads reads the model's links; --hyp's are scored as given"

@@ -337,6 +337,8 @@ def evaluate_alignment(args: argparse.Namespace) -> int:
         hyps = [possible for _, possible in read]
         if hint := one_indexed_hint(read, args.hyp, said):  # (scored: a hint, not proof)
             warnings.warn(hint, stacklevel=1)
+        if len(hyps) != len(sures):  # (it said "2 hypothesis, 3 sure and 3 possible lines", no file named)
+            raise AttnlabError(f"--hyp {args.hyp} has {len(hyps)} lines and --gold {args.gold} {len(sures)}")
         report = corpus_aer(hyps, sures, possibles)
         if args.json:
             print(json.dumps(report))
