@@ -92,6 +92,9 @@ def test_read_pharaoh_one_indexed_and_reversed(tmp_path: Path) -> None:
     assert read_pharaoh(["0-1 2p0"], reverse=True) == [({(1, 0)}, {(1, 0), (0, 2)})]
     with pytest.raises(AttnlabError, match="links:1: '0-x' is not a link"):
         read_pharaoh(["0-x"])
+    for hansards in ("0001 1 1 S", "1 2 3 P", "12 4 5", "3 1 1 S 0.9"):  # one link a line: named as such
+        with pytest.raises(AttnlabError, match=f"links:1: '{hansards}' is a link of the NAACL 2003 format"):
+            read_pharaoh([hansards])
     with pytest.raises(AttnlabError, match="index 0"):
         read_pharaoh(["0-1"], one_indexed=True)
 

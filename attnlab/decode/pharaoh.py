@@ -19,6 +19,7 @@ from attnlab.data.corpora import read_text
 from attnlab.errors import AttnlabError
 
 Links = set[tuple[int, int]]
+_ONE_LINK_A_LINE = re.compile(r"\s*\d+\s+\d+\s+\d+(\s+[SP])?(\s+[0-9.]+)?\s*$")  # sentence i j [S|P] [confidence]
 _LINK = re.compile(r"^(\d+)([-?p])(\d+)$")
 
 
@@ -52,6 +53,11 @@ def read_pharaoh(
         possible: Links = set()
         for token in line.split():
             match = _LINK.match(token)
+            if match is None and _ONE_LINK_A_LINE.match(line):  # the original Hansards files
+                raise AttnlabError(
+                    f"{name}:{number}: {line.strip()!r} is a link of the NAACL 2003 format (`sentence i j [S|P]`, one "
+                    "link a line); attnlab reads Pharaoh lines, one a sentence pair (i-j sure, i?j possible)"
+                )
             if match is None:
                 raise AttnlabError(f"{name}:{number}: {token!r} is not a link (i-j, i?j or ipj)")
             i, j = int(match[1]) - shift, int(match[3]) - shift
