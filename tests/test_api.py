@@ -438,6 +438,17 @@ def test_generate_leaves_a_training_model_training(checkpoint: Path) -> None:
     assert not net.training
 
 
+def test_a_result_names_the_characters_the_vocabulary_lacks(checkpoint: Path) -> None:
+    """The command line, the explorer and the widgets named them; `translate` and `score` from
+    Python said nothing ("I am 25 years old." read "2" and "5" as byte pieces, and came out
+    '2012 schreiben altes.')."""
+    model = attnlab.load(checkpoint)
+    assert model.translate("A dog runs .").unknown == [] == model.score("A dog runs .", "Ein Hund .").unknown
+    found = model.translate(["A dog 我 runs 我 .", "A dog runs ."], beam=2)
+    assert found[0].unknown == ["我"] == found[0].hypotheses[1].unknown and found[1].unknown == []
+    assert model.score("我是", "Ein Hund .").unknown == ["我", "是"]
+
+
 def test_a_model_left_training_scores_and_records_as_in_eval(checkpoint: Path) -> None:
     """After fine-tuning in a notebook the model is in train mode: `score` gave one pair -0.61,
     -0.89, -1.08 in three calls, and `translate(record=True)` drew dropout into its trace."""

@@ -18,7 +18,15 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tokenizer import UNSPACED, as_read, check_text, join_unspaced, too_long
+from attnlab.data.tokenizer import (
+    BYTE_PIECE,
+    UNSPACED,
+    as_read,
+    check_text,
+    join_unspaced,
+    too_long,
+    unknown_characters,
+)
 from attnlab.data.treebank import delinearize, linearize, parse_tree, to_string, treebank_words
 from attnlab.decode.constrain import TreeConstraint, check_target_tree, whole_trees
 from attnlab.decode.search import (
@@ -76,6 +84,9 @@ class Result:
     trace: AttentionTrace | None = None
     hypotheses: list[Result] = field(default_factory=list)  # the beam's, best first; theirs empty (no cycle)
     truncated: bool = False  # the input was cut to the model's maximum length
+    # characters of the source the vocabulary lacks, read as UTF-8 byte pieces or <unk> (the
+    # EN→DE model's "25": '2012 schreiben altes.'): what the output makes of them is a guess
+    unknown: list[str] = field(default_factory=list)
 
 
 class Model:
@@ -120,6 +131,13 @@ class Model:
             tokenizer = self.tokenizer if source else self.target_tokenizer
             self._piece_tables[source] = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
         return self._piece_tables[source]
+
+    def unknown(self, text: str, ids: list[int]) -> list[str]:
+        """`Result.unknown` of `text` (as `ids`), named only where a byte piece or <unk> is among the ids."""
+        if not hasattr(self, "_strange"):
+            table = self.piece_table(source=True)
+            self._strange = {i for i, piece in enumerate(table) if BYTE_PIECE.match(piece)} | {self.tokenizer.unk_id()}
+        return unknown_characters(self.tokenizer, text) if not self._strange.isdisjoint(ids) else []
 
     def encode_source(self, text: str, truncate: bool = False) -> tuple[list[int], bool]:
         if not isinstance(text, str):
@@ -268,7 +286,7 @@ class Model:
         src_ids, truncated = encoded
         if not hyps or math.isnan(hyps[0].score):
             raise AttnlabError(NOT_NUMBERS)
-        src_tokens = self.pieces(src_ids, source=True)
+        src_tokens, unknown = self.pieces(src_ids, source=True), self.unknown(source, src_ids)
         results = []
         for rank, hyp in enumerate(hyps):
             results.append(
@@ -281,6 +299,7 @@ class Model:
                     logprob=hyp.logprob,
                     token_logprobs=hyp.step_logprobs,
                     truncated=truncated,
+                    unknown=list(unknown),
                 )
             )
             if want_trace and (rank == 0 or trace_all):
@@ -373,6 +392,7 @@ class Model:
             logprob=sum(steps),
             token_logprobs=steps,
             truncated=truncated,
+            unknown=self.unknown(source, src_ids),
         )
         if record:
             output = target if isinstance(target, str) and not cut else result.text
