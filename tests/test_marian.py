@@ -110,10 +110,12 @@ def test_recorded_cross_attention_equals_hugging_face(marian: dict[str, Path], v
         )
     assert trace.tgt_tokens[-1] == "</s>" and len(trace.tgt_tokens) == len(tgt_ids) + 1
     for layer, weights in enumerate(out.cross_attentions):
-        torch.testing.assert_close(torch.from_numpy(trace.attention("cross", layer)), weights[0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            torch.as_tensor(trace.attention("cross", layer).copy()), weights[0], atol=1e-5, rtol=1e-4
+        )
     for layer, weights in enumerate(out.encoder_attentions):
         torch.testing.assert_close(
-            torch.from_numpy(trace.attention("encoder", layer)), weights[0], atol=1e-5, rtol=1e-4
+            torch.as_tensor(trace.attention("encoder", layer).copy()), weights[0], atol=1e-5, rtol=1e-4
         )
 
 
@@ -433,7 +435,7 @@ def test_every_view_works_on_an_imported_model(marian: dict[str, Path]) -> None:
     assert len(head_stats(trace)) == 3 * 2 * 4
     parts = attention_parts(model, trace, "cross", 1, 2)
     assert torch.allclose(
-        torch.from_numpy(parts["weights"]), torch.from_numpy(trace.attention("cross", 1)[2]), atol=1e-5
+        torch.from_numpy(parts["weights"]), torch.as_tensor(trace.attention("cross", 1)[2].copy()), atol=1e-5
     )
     effect = ablation(model, trace, {("cross", 1): [0, 1, 2, 3]}, beam=1)
     assert len(effect.before) == len(result.tokens) and effect.before != effect.after

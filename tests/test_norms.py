@@ -40,7 +40,7 @@ def test_what_each_key_writes_adds_up_to_the_layers_output(model: object, trace:
         seen = inputs[module]
         with torch.no_grad():
             out = module(seen["x"], seen["memory"], mask=seen["mask"])[0]
-        alpha = torch.from_numpy(trace.attention(kind, layer))
+        alpha = torch.from_numpy(trace.attention(kind, layer).copy())
         rebuilt = torch.einsum("hqk,hkd->qd", alpha, vectors[(kind, layer)]) + module.w_o.bias
         assert out.abs().max() > 0.5  # (a tolerance the outputs' size can fail)
         torch.testing.assert_close(rebuilt, out, atol=2e-4, rtol=1e-4, msg=f"{kind} layer {layer}")

@@ -52,6 +52,20 @@ def _refused(action: Callable[[], object], error: type[Exception], match: str) -
     assert "\n" not in str(info.value)
 
 
+def test_the_weights_a_trace_hands_out_cannot_change_it(model: Transformer, tmp_path: Path) -> None:
+    """`w = trace.attention("cross", 0); w[:, :, -1] = 0`, meant on a copy, changed the trace: its
+    head statistics, every view, and the file `save` wrote (rows no longer summing to 1)."""
+    trace = _trace(model)
+    before = trace.attention("cross", 0).copy()
+    with pytest.raises(ValueError, match="read-only"):
+        trace.attention("cross", 0)[:, :, -1] = 0
+    trace.save(tmp_path / "t.trace")
+    assert np.array_equal(AttentionTrace.load(tmp_path / "t.trace").attention("cross", 0), before)
+    copied = trace.attention("cross", 0).copy()  # what a caller edits
+    copied[:, :, -1] = 0
+    assert np.array_equal(trace.attention("cross", 0), before)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_weights_are_a_damaged_trace(model: Transformer, tmp_path: Path, bad: float) -> None:
     """They loaded, and then the views raised a numpy IndexError or drew NaN."""

@@ -107,6 +107,6 @@ def layer_norms(model: Any, trace: AttentionTrace, kind: str = "cross") -> dict[
     held = trace.heads if trace.heads is not None else list(range(trace.n_heads))
     out = {}
     for (_, layer), vectors in written(model, trace, (kind,)).items():
-        alpha = torch.from_numpy(trace.attention(kind, layer))  # (heads held, queries, keys)
+        alpha = torch.as_tensor(trace.attention(kind, layer).copy())  # (heads held, queries, keys)
         out[layer] = torch.einsum("hqk,hkd->qkd", alpha, vectors[held]).norm(dim=-1).numpy()
     return out

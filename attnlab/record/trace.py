@@ -100,8 +100,11 @@ class AttentionTrace:
         return first[0].shape[0]
 
     def attention(self, kind: str, layer: int) -> np.ndarray:
-        """(heads, q_len, k_len) weights of `kind` at model layer `layer` (negative: from the top)."""
-        return self._maps(kind)[self.layers[kind].index(self.layer_index(kind, layer))]
+        """(heads, q_len, k_len) weights of `kind` at model layer `layer` (negative: from the top),
+        read-only: a caller's `w[:, :, -1] = 0` changed the trace, its statistics and its file."""
+        view = self._maps(kind)[self.layers[kind].index(self.layer_index(kind, layer))].view()
+        view.flags.writeable = False
+        return view
 
     def layer_index(self, kind: str, layer: int) -> int:
         """The model's index of `layer` (negative: from the model's top), which views name; a
@@ -164,13 +167,10 @@ class AttentionTrace:
             "cross": (self.tgt_tokens, self.src_tokens),
         }[kind]
 
-    def _check_kind(self, kind: str) -> str:
+    def _maps(self, kind: str) -> list[np.ndarray]:
         if kind not in KINDS:
             raise AttnlabError(f"unknown attention kind {kind!r}; choose from {KINDS}")
-        return kind
-
-    def _maps(self, kind: str) -> list[np.ndarray]:
-        if self._check_kind(kind) not in self.maps:
+        if kind not in self.maps:
             raise AttnlabError(f"this trace has no {kind} attention (it has: {', '.join(self.kinds) or 'none'})")
         return self.maps[kind]
 
