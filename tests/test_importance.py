@@ -149,6 +149,12 @@ def test_a_column_or_an_array_of_sentences_is_read_as_its_list(model: Model) -> 
     )
 
 
+def test_a_blank_reference_is_refused_by_the_pruning_curve(model: Model) -> None:
+    """Blank references gave a curve of BLEU 0.00 against ref_len 0, as `evaluate` refuses them."""
+    with pytest.raises(AttnlabError, match="^reference 1 is empty: its output would be scored against nothing$"):
+        pruning_curve(model, [("cross", 0, 0)], SOURCES[:2], [REFERENCES[0], " "], [0], beam=1)
+
+
 def test_heads_off_in_the_trace_stay_off(model: Model) -> None:
     """A trace recorded with heads off is weighed with them off: their gates read 0 and the rest
     are the gradients of the ablated model, not of the whole one."""

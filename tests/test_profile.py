@@ -137,6 +137,12 @@ def test_gold_alignments_give_each_cross_head_its_aer(model) -> None:
         profile(model, SOURCES, None, gold)
 
 
+def test_no_sentences_are_refused(model) -> None:
+    """`profile(model, [])` was an empty table, as if every head had been read."""
+    with pytest.raises(DataError, match="^no source sentences to profile$"):
+        profile(model, [])
+
+
 def test_a_gold_that_cannot_give_an_aer_is_refused_and_one_that_looks_1_indexed_is_said(model) -> None:
     """As `evaluate` says: a gold of blank lines or possible links only gave every head AER 1.0 and
     recall 1.0, and one written from 1 read from 0 ranked other heads first, both without a word."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from attnlab.data.tokenizer import is_blank
 from attnlab.decode.api import Model, text_list
 from attnlab.decode.evaluate import LINEARISED, bleu_chrf, bleu_tokenize, parse_report
 from attnlab.errors import AttnlabError, ModelInputError
@@ -67,6 +68,8 @@ def pruning_curve(
         raise AttnlabError(
             f"the pruning curve needs sources and as many references, got {len(sources)} and {_count(references)}"
         )
+    if (blank := next((i for i, r in enumerate(references) if isinstance(r, str) and is_blank(r)), None)) is not None:
+        raise AttnlabError(f"reference {blank} is empty: its output would be scored against nothing")
     order = _check_order(order, model.config)
     total = len(KINDS) * model.config.n_layers * model.config.n_heads
     most = len(order) - (len(order) == total)  # all heads off leaves nothing to decode with

@@ -105,7 +105,8 @@ def profile(
         raise ConfigError(f"batch must be a whole number ≥ 1, got {batch!r}")
     if check_flag(importance, "importance"):
         check_model(model)  # an int8 model is refused before minutes of decoding
-    sources = check_lines(sources, "source")
+    if not (sources := check_lines(sources, "source")):  # (an empty table, as if every head had been read)
+        raise DataError("no source sentences to profile")
     targets = None if targets is None else check_lines(targets, "target")
     gold = None if gold is None else check_lines(gold, "gold")
     for name, lines in (("target", targets), ("gold", gold)):
