@@ -126,6 +126,25 @@ def test_alignment_gold_of_other_languages_is_refused(prepared: Path, tmp_path: 
         assert not (tmp_path / name).exists()
 
 
+def test_an_alignment_set_of_ones_own_is_read_at_start_up(prepared: Path, tmp_path: Path, capsys) -> None:
+    """`--align-gold STEM` only had to exist: a gold written from 0 (as `attnlab align` writes
+    links) failed at the first checkpoint, a thousand updates on; tab-separated pairs scored AER
+    1.0 at every checkpoint; a link past its sentence was scored."""
+    stem = tmp_path / "mine"
+    cases = {
+        "0-0 1-1\n": (" ||| ", "'0-0' has index 0 in a 1-indexed file"),
+        "1-1 2-5\n": (" ||| ", "points past"),
+        "1-1 2-2\n": ("\t", f"{stem}.src-tgt:1 is not a `source ||| target` pair"),
+    }
+    for number, (gold, (between, said)) in enumerate(cases.items()):
+        Path(f"{stem}.src-tgt").write_text(f"a dog{between}ein hund\n", encoding="utf-8")
+        Path(f"{stem}.gold").write_text(gold, encoding="utf-8")
+        out = tmp_path / f"run{number}"
+        line = _refused(capsys, [*TINY, "--data", str(prepared), "--out", str(out), "--align-gold", str(stem)])
+        assert line.startswith(f"attnlab train: error: --align-gold {stem}: ") and said in line, line
+        assert not out.exists()
+
+
 def test_pairs_longer_than_the_model_takes_are_refused_at_start_up(
     prepared: Path, data_dir: Path, tmp_path: Path, capsys
 ) -> None:

@@ -24,7 +24,9 @@ from attnlab.data.treebank import bracket_f1, delinearize, is_spelled, parse_tre
 from attnlab.decode.alignment import aer_grid
 from attnlab.decode.api import Model
 from attnlab.decode.evaluate import bleu_chrf, bleu_tokenize
-from attnlab.decode.pharaoh import read_pharaoh
+from attnlab.decode.evaluate_inputs import word_counts
+from attnlab.decode.pharaoh import Links, read_pharaoh
+from attnlab.errors import AttnlabError, DataError
 from attnlab.publish import temporary_sibling
 from attnlab.record.importance import pair_importance
 from attnlab.record.trace import KINDS
@@ -108,14 +110,30 @@ def alignment_report(api: Model, name: str, folder: Path, limit: int = 0) -> flo
     """Every reading's AER on the first `limit` (0: all) pairs of the alignment set `name` (in
     either direction: a set written target ||| source for this model is read reversed), saved as
     FOLDER/alignment.json; the best AER."""
-    pairs, gold_path, languages = alignment_set(name)
+    lines, gold, languages = alignment_pairs(name)
     data = api.meta.get("data", {})
     reverse = languages == (data.get("tgt_lang"), data.get("src_lang"))
-    gold = read_pharaoh(gold_path, one_indexed=True)
-    lines = read_text(pairs)
     if limit:
         gold, lines = gold[:limit], lines[:limit]
     rows, _ = aer_grid(api, lines, [s for s, _ in gold], [p for _, p in gold], reverse)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "alignment.json").write_text(json.dumps({"set": name, "pairs": len(lines), "rows": rows}))
     return rows[0]["aer"]
+
+
+def alignment_pairs(name: str) -> tuple[list[str], list[tuple[Links, Links]], tuple[str, str]]:
+    """(pairs, gold links, languages) of the alignment set `name`, read whole and checked, at
+    start-up too: every line a `source ||| target` pair, the gold read from 1 (as the shared sets
+    are written) with a line a pair and each link inside its pair's words. A gold written from 0
+    failed at the first checkpoint, a thousand updates on; tab-separated pairs scored AER 1.0 at
+    every checkpoint, and a link past its sentence was scored."""
+    pairs, gold_path, languages = alignment_set(name)
+    lines = read_text(pairs)
+    lengths = [word_counts(line) for line in lines]
+    if (bad := next((i for i, n in enumerate(lengths) if n is None), None)) is not None:
+        raise DataError(f"--align-gold {name}: {pairs}:{bad + 1} is not a `source ||| target` pair")
+    try:
+        gold = read_pharaoh(gold_path, one_indexed=True, lengths=lengths)
+    except AttnlabError as error:  # (the set's links count words from 1, source word first)
+        raise DataError(f"--align-gold {name}: {error} (a set's links count words from 1)") from None
+    return lines, gold, languages

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.data.corpora import alignment_set
 from attnlab.data.prepared import ParallelData
 from attnlab.data.staging import hold
 from attnlab.errors import ConfigError
@@ -26,6 +25,7 @@ from attnlab.model.config import MAX_SIZES, PRESETS, ModelConfig, preset, resolv
 from attnlab.model.cpu import BF16_EMULATED, bf16_products
 from attnlab.model.memory import out_of_memory
 from attnlab.model.transformer import Transformer, count_parameters
+from attnlab.train.dev import alignment_pairs
 from attnlab.train.recipes import preset_defaults
 from attnlab.train.regime import compile_setting, make_optimizer
 
@@ -168,7 +168,7 @@ def check_align_gold(name: str, meta: dict[str, Any]) -> None:
     """The alignment set must be of the data's language pair, in either direction: Zh-En links
     read on an EN→DE model gave a dev_aer at every checkpoint that measured nothing. A set given
     as a STEM path has unknown languages and is taken as it is."""
-    languages = alignment_set(name)[2]  # also: the set exists, found now and not a thousand updates later
+    languages = alignment_pairs(name)[2]  # also: the set exists and reads, found now, not a thousand updates on
     pair = (meta.get("src_lang"), meta.get("tgt_lang"))
     if languages != ("", "") and languages not in (pair, pair[::-1]):
         raise ConfigError(
