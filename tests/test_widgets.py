@@ -519,6 +519,9 @@ def test_replay_reads_a_path_as_a_shell_does_and_names_one_that_is_not_there(
     for lang, said in (("en", "no such directory"), ("es", "no existe esa carpeta")):
         with pytest.raises(CheckpointError, match=f"^{re.escape(str(tmp_path / 'rnu'))}: {said}$"):
             widgets.replay(tmp_path / "rnu", lang=lang)
+    trace_file = tmp_path / "run" / "probes" / "step_10" / "probe_0.trace"  # (a file was "no such directory")
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(trace_file))} is a file: replay takes a run or"):
+        widgets.replay(trace_file)
 
 
 def test_a_checkpoint_changed_on_disk_is_read_again(paths: dict[str, Path], tmp_path: Path) -> None:

@@ -156,6 +156,8 @@ def replay(run_or_checkpoint: str | Path, probe: int = 0, lang: str = i18n.DEFAU
     if not isinstance(run_or_checkpoint, str | Path):
         raise AttnlabError(i18n.text("widgets.replay_path", lang, got=type(run_or_checkpoint).__name__))
     directory = user_path(run_or_checkpoint)  # "~/runs/x" and a misspelt path said "train with --probes N"
+    if directory.exists() and not directory.is_dir():  # (a trace file was "no such directory")
+        raise CheckpointError(i18n.text("widgets.run_is_file", lang, run=run_or_checkpoint))
     if not directory.is_dir():
         raise CheckpointError(i18n.text("widgets.no_run", lang, run=run_or_checkpoint))
     snapshots = probe_snapshots(directory)
