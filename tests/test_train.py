@@ -89,7 +89,9 @@ def _params(run: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.slow
 def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
+    run, copied_set = tmp_path / "run", tmp_path / "links"
+    for suffix in (".src-tgt", ".gold"):
+        shutil.copyfile(data_dir / "alignment" / f"enfr{suffix}", f"{copied_set}{suffix}")
     args = [
         "--max-minutes",  # idle Zen 4: ~270 steps, loss 8.0 -> 4.7 (1.5 down by step 30), dev BLEU > 0
         "0.25",
@@ -109,8 +111,8 @@ def test_short_real_run_learns(prepared: Path, data_dir: Path, tmp_path: Path) -
         "200",
         "--max-tokens",
         "1500",
-        "--align-gold",  # the mechanism only: an EN-DE model read on the EN-FR gold, named by its
-        str(data_dir / "alignment" / "enfr"),  # STEM (languages unknown) as `enfr` is refused for EN-DE
+        "--align-gold",  # the mechanism only: an EN-DE model read on a copy of the EN-FR gold, a
+        str(copied_set),  # STEM of unknown languages (`enfr`, or its own path, is refused for EN-DE)
         "--align-pairs",
         "5",
     ]

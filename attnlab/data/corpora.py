@@ -13,7 +13,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -363,11 +363,16 @@ ALIGNMENT_SETS = {"zhen_dev": ("zh", "en"), "enfr": ("en", "fr")}
 def alignment_set(name: str, data_dir: str | os.PathLike[str] | None = None) -> tuple[Path, Path, tuple[str, str]]:
     """(pairs file, gold file, (left language, right language)) of a shared alignment set named
     in ALIGNMENT_SETS, or of any `STEM` path with STEM.src-tgt and STEM.gold in the same format
-    (its languages unknown: empty strings)."""
+    (its languages unknown: empty strings, unless the path is a shared set's own: zhen_dev given
+    by its path skipped the language check and was read unreversed on an en→zh model)."""
     if name in ALIGNMENT_SETS:
         stem, languages = find_data_dir(data_dir) / "alignment" / name, ALIGNMENT_SETS[name]
     else:
         stem, languages = Path(name), ("", "")
+        with suppress(DataError):  # (no shared data here: no set of its own)
+            shared = find_data_dir(data_dir) / "alignment"
+            found = [k for k in ALIGNMENT_SETS if Path(f"{stem}.gold").resolve() == (shared / f"{k}.gold").resolve()]
+            languages = ALIGNMENT_SETS[found[0]] if found else languages
     pairs, gold = Path(f"{stem}.src-tgt"), Path(f"{stem}.gold")
     for path in (pairs, gold):
         if not path.is_file():
