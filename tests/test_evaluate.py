@@ -321,10 +321,13 @@ def test_hypothesis_links_past_the_sentence_are_refused_as_gold_links_are(
     assert error_of(capsys, [*long_argv, "--hyp", swapped]).endswith(
         f"{swapped}:1: '0-3' points past the sentence pair's 4 and 2 words; are its sides swapped? {said}"
     )
-    both = write(tmp_path / "both", ["0-2", "0-0"])  # one past the right side, and it fits swapped: both asked
+    both = write(tmp_path / "both", ["1-2", "1-1"])  # one past the right side, and it fits swapped: both asked
     assert error_of(capsys, [*long_argv, "--hyp", both]).endswith(
-        f"'0-2' points past the sentence pair's 4 and 2 words; is the file 1-indexed, or are its sides swapped? {said}"
+        f"'1-2' points past the sentence pair's 4 and 2 words; is the file 1-indexed, or are its sides swapped? {said}"
     )
+    # a file that links word 0 was not written from 1: "runs ." in the gold against the pair's "runs."
+    split = write(tmp_path / "split", ["0-0 1-1 2-2", "0-0"])
+    assert error_of(capsys, [*argv, split]).endswith(f"{split}:1: '2-2' points past the sentence pair's 2 and 2 words")
     hyp = write(tmp_path / "hyp", ["0-0", "0-0"])
     assert error_of(capsys, ["--task", "align", "--gold", swapped, "--input", long_pairs, "--hyp", hyp]).endswith(
         f"{swapped}:1: '0-3' points past the sentence pair's 4 and 2 words; are its sides swapped? pass --reverse-gold"

@@ -47,6 +47,13 @@ def read_pharaoh(
     if lengths is not None and len(lengths) != len(lines):
         raise AttnlabError(f"{name} has {len(lines)} lines but there are {len(lengths)} sentence pairs")
     shift = 1 if one_indexed else 0
+    # a file that links word 0 anywhere was not written from 1: a link past its pair is not asked
+    # so (gold on "runs ." for a pair's "runs." was told --gold-one-indexed, then refused for its 0)
+    from_zero = (
+        lengths is not None
+        and not one_indexed
+        and any(m is not None and 0 in (int(m[1]), int(m[3])) for line in lines for m in map(_LINK.match, line.split()))
+    )
     out = []
     for number, line in enumerate(lines, 1):
         sure: Links = set()
@@ -66,7 +73,7 @@ def read_pharaoh(
             link = (j, i) if reverse else (i, j)
             if lengths is not None and lengths[number - 1] is not None:
                 turned = swapped or ("leave out --reverse-gold" if reverse else "pass --reverse-gold")
-                advice = (from_one if not one_indexed else "", turned)
+                advice = (from_one if not (one_indexed or from_zero) else "", turned)
                 _check_inside(link, lengths[number - 1], f"{name}:{number}: {token!r}", advice)
             possible.add(link)
             if match[2] == "-":
