@@ -178,8 +178,8 @@ class Worker:
     decoding run builds about twenty systems). So `make(*args)`, a module-level function, builds
     the system there (the thread count and `keep_freed_memory` set first, as attnlab's commands
     set them) and returns its call. The constructor waits until the child has built it, so that
-    one system's building (a compile, warm-up steps) never overlaps another's timing. The child times each call on the parent's
-    clock kind, so `--clock cpu` counts the child's CPU seconds.
+    one system's building (a compile, warm-up steps) never overlaps another's timing. The child
+    times each call on the parent's clock kind, so `--clock cpu` counts the child's CPU seconds.
     """
 
     PRELOAD = ["torch", "attnlab", "attnlab.decode", "attnlab.train"]

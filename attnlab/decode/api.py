@@ -84,8 +84,7 @@ class Result:
     trace: AttentionTrace | None = None
     hypotheses: list[Result] = field(default_factory=list)  # the beam's, best first; theirs empty (no cycle)
     truncated: bool = False  # the input was cut to the model's maximum length
-    # characters of the source the vocabulary lacks, read as UTF-8 byte pieces or <unk> (the
-    # EN→DE model's "25": '2012 schreiben altes.'): what the output makes of them is a guess
+    # source characters the vocabulary lacks, read as byte pieces or <unk>: the output guesses at them
     unknown: list[str] = field(default_factory=list)
 
 
@@ -108,6 +107,7 @@ class Model:
         self.tokenizer = tokenizer
         self.target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
         self._piece_tables: dict[bool, list[str]] = {}
+        self._strange: set[int] | None = None  # the source's byte pieces and <unk>, where `unknown` looks
         self.meta = meta
         self.path = path
         self.config = model.config
@@ -134,7 +134,7 @@ class Model:
 
     def unknown(self, text: str, ids: list[int]) -> list[str]:
         """`Result.unknown` of `text` (as `ids`), named only where a byte piece or <unk> is among the ids."""
-        if not hasattr(self, "_strange"):
+        if self._strange is None:
             table = self.piece_table(source=True)
             self._strange = {i for i, piece in enumerate(table) if BYTE_PIECE.match(piece)} | {self.tokenizer.unk_id()}
         return unknown_characters(self.tokenizer, text) if not self._strange.isdisjoint(ids) else []
