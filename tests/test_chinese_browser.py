@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_cjk_views import _GLYPHS_JS, MISSING
 from test_explorer_browser import ARTIFACTS, JS_HEATMAP_MODEL, ROOT, Page, Server, drawn
 
@@ -117,28 +116,35 @@ def test_chinese_translation_in_a_chinese_page(chromium: object, server: Server)
         assert len(set(glyphs)) == len(characters) + 1, "two characters, or one and a missing glyph, look the same"
         # The ablation tab's search hint whole: its box was sized in `ch`, half a Han character ("例如交叉 · 第").
         search = page.page.locator(".choices__input--cloned")
-        for attempt in range(3):  # (with four test processes on two cores the box once stayed unlaid-out for 60 s)
-            page.page.locator(".bk-tab").nth(4).click()
-            search.wait_for(timeout=15_000)
-            try:
-                page.page.wait_for_function(  # laid out and styled (its padding read NaN once, just drawn)
-                    "(box) => box.clientWidth > 0 && !isNaN(parseFloat(getComputedStyle(box).paddingLeft))",
-                    arg=search.element_handle(),
-                    timeout=20_000,
-                )
-                break
-            except PlaywrightTimeout:
-                assert attempt < 2, "the ablation tab's search box was never laid out"
-                page.page.locator(".bk-tab").nth(0).click()  # away and back
-        needs, has = search.evaluate(_HINT_JS)
+        needs, has = measured_hint(page, search)
         assert "头 2" in search.get_attribute("placeholder") and needs <= has, (needs, has)
     finally:
         page.close()
 
 
-_HINT_JS = """(box) => { const pen = document.createElement("canvas").getContext("2d");
-  const style = getComputedStyle(box); pen.font = style.font;
+def measured_hint(page: Page, search: object) -> tuple[float, float]:
+    """The hint's width and its box's inner width, once the box is laid out and styled.
+
+    The locator is evaluated afresh on each poll: Panel may redraw the box after the tab opens, and a
+    handle to the old one read NaN padding (detached, unstyled) in CI. With four test processes on two
+    cores the box once stayed unlaid-out for 60 s, hence the click away and back.
+    """
+    for _attempt in range(3):
+        page.page.locator(".bk-tab").nth(4).click()
+        search.wait_for(timeout=15_000)
+        for _poll in range(100):
+            measured = search.evaluate(_HINT_JS)
+            if measured is not None:
+                return measured
+            page.page.wait_for_timeout(200)
+        page.page.locator(".bk-tab").nth(0).click()
+    raise AssertionError("the ablation tab's search box was never laid out")
+
+
+_HINT_JS = """(box) => { const style = getComputedStyle(box);
   const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  if (!box.isConnected || box.clientWidth === 0 || !Number.isFinite(padding) || !style.font) return null;
+  const pen = document.createElement("canvas").getContext("2d"); pen.font = style.font;
   return [pen.measureText(box.placeholder).width, box.clientWidth - padding]; }"""
 
 
