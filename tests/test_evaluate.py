@@ -279,6 +279,35 @@ def test_traditional_references_of_a_model_trained_on_simplified_are_warned_of(
     assert scored["simplified"][1] == "" and scored["simplified"][0] == pytest.approx(100.0)
 
 
+def test_text_in_a_script_the_model_does_not_write_or_read_is_refused_before_decoding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chinese references for the en→de model scored BLEU 0.00 after the whole decode and exited 0;
+    English ones for the en→zh model, or Chinese sources for either, were as silent."""
+    root = Path(__file__).resolve().parents[1] / "checkpoints"
+    de, zh = root / "multi30k-en-de", root / "tatoeba-en-zh"
+    if not ((de / "manifest.json").is_file() and (zh / "manifest.json").is_file()):
+        pytest.skip("the bundled en→de and en→zh models are not both here")
+    import attnlab.decode.api as api
+
+    def no_decoding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("decoded before refusing")
+
+    monkeypatch.setattr(api.Model, "translate", no_decoding)
+    english = write(tmp_path / "english", ["This is my book.", "We should talk."])
+    chinese = write(tmp_path / "chinese", ["这是我的书。", "我们应该说话。"])
+    for checkpoint, src, ref, said in (
+        (de, english, chinese, f"--ref {chinese}: the lines are Chinese, and this model writes de"),
+        (zh, english, english, f"--ref {english}: no line has a Chinese character, and this model writes zh"),
+        (zh, chinese, chinese, f"--src {chinese}: the lines are Chinese, and this model reads en"),
+    ):
+        assert error_of(capsys, ["--checkpoint", str(checkpoint), "--src", src, "--ref", ref]).endswith(said)
+    assert error_of(capsys, ["--checkpoint", str(de), "--hyp", chinese, "--ref", chinese]).endswith(
+        f"--ref {chinese}: the lines are Chinese, and this model writes de"
+    )
+    assert main(["evaluate", "--checkpoint", str(zh), "--hyp", chinese, "--ref", chinese, "--json"]) == 0
+
+
 def test_precision_of_a_hypothesis_without_links_is_undefined(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,6 +31,7 @@ from attnlab.decode.alignment import aer_grid, diagonal_links
 from attnlab.decode.commands import add_dtype_argument, add_search_arguments, cut_notice, fit_lines
 from attnlab.decode.evaluate_inputs import (
     one_indexed_hint,
+    opened,
     refuse_blank,
     refuse_unused,
     save_best_target,
@@ -194,8 +195,7 @@ def cli(argv: list[str]) -> int:
     if outputs is not None:
         task = args.task or "translate"
         if args.checkpoint:  # not decoded, but it names the target language and the task
-            named = load(args.checkpoint)  # found as decoding finds it: a run's newest, a Marian directory
-            task, tgt_lang, meta = args.task or named.task, named.meta.get("data", {}).get("tgt_lang"), named.meta
+            _, task, tgt_lang, meta = opened(args, refs, None)  # found as decoding finds it: a run's newest, Marian's
         elif args.task is None and all_trees([*refs, *outputs]):  # a guess: trees scored BLEU 100 as translations
             raise AttnlabError(
                 f"every line of {args.hyp} and {args.ref} is a bracketed tree: give --task parse for bracket F1 "
@@ -215,8 +215,7 @@ def cli(argv: list[str]) -> int:
             raise AttnlabError("give --checkpoint and --src to decode, or --hyp with outputs to score")
         refuse_blank(sources, args.src, "a sentence to score")
         keep_freed_memory()  # this command owns its process: no page faults on each step's logits
-        model = load(args.checkpoint, dtype=args.dtype or "fp32")
-        task, tgt_lang, meta = args.task or model.task, model.meta.get("data", {}).get("tgt_lang"), model.meta
+        model, task, tgt_lang, meta = opened(args, refs, sources)
         cut = fit_lines(model, sources, None, (args.src, ""), args.truncate)  # a BLEU of cut sources, said or refused
         if cut:
             warnings.warn(cut_notice(cut, len(sources), model), stacklevel=1)

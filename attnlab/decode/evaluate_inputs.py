@@ -1,7 +1,8 @@
 """What `attnlab evaluate` reads, checked before it scores: options nothing would read, an input
 that is a directory, a blank line of `--src` or `--ref`; and for `--task align`, where
 `--save-best` writes, the word counts that gold and --hyp links must fall inside (`--input`), and
-whether a gold file read from 0 was written from 1 (no link uses word 0).
+whether a gold file read from 0 was written from 1 (no link uses word 0); and, once the checkpoint
+is open, references or sources in a script its languages are not written in.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.data.tokenizer import is_blank
+from attnlab.data.tokenizer import HAN, UNSPACED, is_blank, mostly_han
 from attnlab.decode.alignment import split_pair
+from attnlab.decode.loading import load
 from attnlab.decode.pharaoh import Links
 from attnlab.errors import AttnlabError, CheckpointError, ModelInputError
 from attnlab.model.checkpoint import verify
@@ -102,6 +104,30 @@ def script_hint(meta: dict[str, Any], tgt_lang: str | None, refs: list[str], nam
         "writes simplified Chinese (its training data was converted): convert them for a fair score "
         "(attnlab.data.tatoeba.to_simplified, or opencc -c t2s)"
     )
+
+
+def opened(
+    args: argparse.Namespace, refs: list[str], sources: list[str] | None
+) -> tuple[Any, str, str | None, dict[str, Any]]:
+    """The checkpoint `evaluate` decodes with or reads the task and target language from, with its
+    task, target language and meta; references (or sources) in a script its target (or source) language
+    is not written in are refused before any decoding. Chinese references for an en→de model scored
+    BLEU 0.0 after the whole decode, exit 0: a wrong file, never said."""
+    model = load(args.checkpoint, dtype=args.dtype or "fp32")
+    data = model.meta.get("data", {})
+    for flag, lines, lang, does in (
+        ("--ref", refs, data.get("tgt_lang"), "writes"),
+        ("--src", sources, data.get("src_lang"), "reads"),
+    ):
+        if lines is None or lang is None or model.task == "parse":
+            continue
+        if lang not in UNSPACED and mostly_han(lines):
+            raise AttnlabError(f"{flag} {getattr(args, flag[2:])}: the lines are Chinese, and this model {does} {lang}")
+        if lang == "zh" and not any(HAN.search(line) for line in lines):
+            raise AttnlabError(
+                f"{flag} {getattr(args, flag[2:])}: no line has a Chinese character, and this model {does} zh"
+            )
+    return model, args.task or model.task, data.get("tgt_lang"), model.meta
 
 
 def refuse_unused(args: argparse.Namespace) -> None:
