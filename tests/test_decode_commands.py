@@ -8,10 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import pty
 import re
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -792,3 +796,59 @@ def test_a_control_character_in_a_line_is_read_as_a_space(tmp_path: Path, capsys
     )
     tree = capsys.readouterr().out
     assert "The)" in tree and "cat)" in tree and "\x1b" not in tree  # two leaves, not "The\x1bcat"
+
+
+def _read_until(fd: int, ending: bytes, seconds: float = 120.0) -> bytes:
+    """What `fd` gives until it ends with `ending` (failing after `seconds`)."""
+    got, deadline = b"", time.monotonic() + seconds
+    while not got.endswith(ending):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"nothing more after {got!r}"
+        got += os.read(fd, 4096)
+    return got
+
+
+def test_translate_at_a_terminal_answers_each_line_as_it_is_typed() -> None:
+    """At a terminal `translate` read all of stdin before decoding, and said nothing: a sentence typed
+    and Enter pressed waited for a Ctrl-D never mentioned. Now it says so and answers line by line,
+    numbering a line it cannot take by the count typed; Ctrl-D ends it."""
+    want = load(bundled(TRANSLATOR)).translate(SOURCES[0]).text
+    controller, terminal = pty.openpty()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "attnlab", "translate", "--checkpoint", str(TRANSLATOR)],
+        stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(terminal)
+    try:
+        assert b"type a sentence and press Enter for a translation; Ctrl-D ends" in _read_until(
+            run.stderr.fileno(), b"\n"
+        )
+        os.write(controller, SOURCES[0].encode() + b"\n")
+        assert _read_until(run.stdout.fileno(), b"\n") == want.encode() + b"\n"  # before any Ctrl-D
+        os.write(controller, b"\n")
+        assert _read_until(run.stdout.fileno(), b"\n") == b"\n"
+        assert b"line 2 is empty; writing an empty line" in _read_until(run.stderr.fileno(), b"\n")
+        os.write(controller, b"\x04")
+        assert run.wait(timeout=60) == 0
+    finally:
+        run.kill()
+        os.close(controller)
+
+
+def test_a_command_reading_stdin_at_a_terminal_says_how_to_end_it() -> None:
+    """`attnlab align` with no --input waited on the terminal without a word."""
+    controller, terminal = pty.openpty()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "attnlab", "align", "--checkpoint", str(bundled(TRANSLATOR))],
+        stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(terminal)
+    try:
+        said = _read_until(run.stderr.fileno(), b"\n")
+        assert said == b"attnlab: reading the lines from the terminal: end them with Ctrl-D\n", said
+        os.write(controller, f"{SOURCES[0]} ||| {REFERENCES[0]}\n".encode() + b"\x04")
+        out, _ = run.communicate(timeout=120)
+        assert run.returncode == 0 and re.search(rb"\d+-\d+", out), out
+    finally:
+        run.kill()
+        os.close(controller)

@@ -124,7 +124,8 @@ def read_whole(handle: IO[bytes], name: str) -> bytes:
     binary file or stream is refused whole, before the rest is read."""
     head = handle.read(HEAD)
     refuse_binary(head, name)
-    data = head + handle.read(max(MAX_TEXT_BYTES + 1 - len(head), 0))  # (none where the limit is under HEAD)
+    # A short first block is the end: a terminal's Ctrl-D ends one read, and asking again wanted a second
+    data = head if len(head) < HEAD else head + handle.read(max(MAX_TEXT_BYTES + 1 - len(head), 0))
     if len(data) > MAX_TEXT_BYTES:
         raise DataError(f"{name} holds over {MAX_TEXT_BYTES >> 20} MiB of text; split it into smaller files")
     return data

@@ -13,13 +13,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
-from attnlab.data.corpora import invalid_lines
+from attnlab.data.corpora import decode_lines, invalid_lines
 from attnlab.data.tokenizer import as_read, is_blank, read_as_bytes, shown_characters, unknown_characters
 from attnlab.decode.api import DEFAULTS, Model
 from attnlab.decode.loading import DTYPES, load
 from attnlab.decode.search import check_settings
-from attnlab.decode.streams import model_directory, one_stdin, read_input, write_stdout
+from attnlab.decode.streams import model_directory, one_stdin, read_input, terminal_stdin, write_stdout
 from attnlab.errors import ArgumentParser, AttnlabError, ModelInputError
 from attnlab.model.memory import keep_freed_memory
 
@@ -196,36 +197,60 @@ def _decode_cli(argv: list[str], task: str) -> int:
     settings = search_settings(model.task, args.beam, args.alpha, args.max_len_a, args.max_len_b, args.patience)
     check_settings(**settings, n_best=None, vocab=model.config.target_vocab)  # (an empty input took --alpha -1)
     settings |= {"constrained": not args.plain} if task == "parse" else {}
+    if args.input == "-" and terminal_stdin():
+        return _interactive(model, task, settings, args.truncate)
     lines = read_input(args.input, keep_invalid=True)  # a line that is not UTF-8 fails alone
     start = time.time()
-    invalid = invalid_lines(lines)
+    answered, failed = _answer(model, task, lines, settings, args.truncate)
+    print(f"attnlab {task}: {answered} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _answer(
+    model: Model, task: str, lines: list[str], settings: dict[str, Any], truncate: bool, first: int = 1
+) -> tuple[int, int]:
+    """Decode `lines` and write one output line each, in one batch; a line that is not text, is
+    empty, or that the model cannot take is answered with an empty line and said on stderr by its
+    number (counted from `first`). Returns (lines decoded, lines that could not be)."""
+    invalid = {number + first - 1: said for number, said in invalid_lines(lines).items()}
     for number, said in invalid.items():
         print(f"attnlab {task}: line {number}: {said}; writing an empty line", file=sys.stderr)
     # (a blank line fails the whole batch; a line that is not UTF-8 is answered empty, as said above)
-    good = [i for i, line in enumerate(lines) if i + 1 not in invalid and not is_blank(line)]
-    if notice := unknown_notice(model, {i + 1: lines[i] for i in good}, task):
+    good = [i for i, line in enumerate(lines) if i + first not in invalid and not is_blank(line)]
+    if notice := unknown_notice(model, {i + first: lines[i] for i in good}, task):
         print(notice, file=sys.stderr)
-    if args.truncate and (cut := [i + 1 for i in good if was_cut(model, lines[i])]):  # (it cut without a word)
+    if truncate and (cut := [i + first for i in good if was_cut(model, lines[i])]):  # (it cut without a word)
         warnings.warn(cut_notice(cut, len(lines), model), stacklevel=1)
     outputs = [""] * len(lines)
     failed = 0
     if good:
         try:
-            results = model.translate([lines[i] for i in good], **settings, truncate=args.truncate)
+            results = model.translate([lines[i] for i in good], **settings, truncate=truncate)
             for i, result in zip(good, results, strict=True):
                 outputs[i] = result.text
         except ModelInputError:  # find the offending lines, decode the rest
             for i in good:
                 try:
-                    outputs[i] = model.translate(lines[i], **settings, truncate=args.truncate).text
+                    outputs[i] = model.translate(lines[i], **settings, truncate=truncate).text
                 except ModelInputError as error:
                     failed += 1
-                    print(f"attnlab {task}: line {i + 1}: {error}; writing an empty line", file=sys.stderr)
-    if empty := [i + 1 for i, line in enumerate(lines) if is_blank(line) and i + 1 not in invalid]:
+                    print(f"attnlab {task}: line {i + first}: {error}; writing an empty line", file=sys.stderr)
+    if empty := [i + first for i, line in enumerate(lines) if is_blank(line) and i + first not in invalid]:
         print(empty_notice(task, empty, len(lines)), file=sys.stderr)  # (a NUL alone is named once, as not text)
     write_stdout("".join(out + "\n" for out in outputs))
-    print(f"attnlab {task}: {len(good) - failed} of {len(lines)} lines in {time.time() - start:.1f}s", file=sys.stderr)
-    return 1 if failed or invalid else 0
+    return len(good) - failed, failed + len(invalid)
+
+
+def _interactive(model: Model, task: str, settings: dict[str, Any], truncate: bool) -> int:
+    """At a terminal each line is answered as it is typed, as fairseq-interactive does: reading all
+    of stdin first left someone who typed a sentence and pressed Enter waiting, without a word,
+    for a Ctrl-D they were never told of."""
+    what = "a parse" if task == "parse" else "a translation"
+    print(f"attnlab {task}: type a sentence and press Enter for {what}; Ctrl-D ends", file=sys.stderr)
+    failed = 0
+    for number, line in enumerate(iter(sys.stdin.buffer.readline, b""), 1):
+        failed += _answer(model, task, decode_lines(line, "stdin", keep_invalid=True), settings, truncate, number)[1]
+    return 1 if failed else 0
 
 
 def cli_translate(argv: list[str]) -> int:

@@ -24,8 +24,15 @@ def read_input(source: str | None, keep_invalid: bool = False) -> list[str]:
         return read_text(source, keep_invalid)
     if sys.stdin is None or sys.stdin.closed:  # None: Python started with it closed (`<&-`); .buffer then raised
         raise AttnlabError("stdin (-) is closed, so there is nothing to read: name an input file instead")
+    if terminal_stdin():  # (`attnlab align` with no --input waited on the terminal without a word)
+        print("attnlab: reading the lines from the terminal: end them with Ctrl-D", file=sys.stderr)
     # the bytes: Python's own stdin decoding turns a bad byte into a surrogate (`< /dev/zero` grew forever)
     return decode_lines(read_whole(sys.stdin.buffer, "stdin"), "stdin", keep_invalid)
+
+
+def terminal_stdin() -> bool:
+    """Whether stdin is a terminal someone types at, rather than a file or a pipe."""
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
 def one_stdin(inputs: dict[str, str | None]) -> None:
