@@ -173,3 +173,8 @@ def test_the_table_reads_the_flow_cell_by_cell() -> None:
     assert "<caption>rollout de la atención" in decoder
     with pytest.raises(AttnlabError, match="more than 2 pieces a side"):
         viz.rollout_table(trace, "encoder", most=2)
+    for most in (0, -1, 2.5, "3", True):  # -1 said "a table of 5 × 5 weights is more than -1 pieces a side"
+        with pytest.raises(
+            AttnlabError, match=f"^most must be a whole number of pieces ≥ 1, got {re.escape(repr(most))}$"
+        ):
+            viz.rollout_table(trace, "encoder", most=most)

@@ -584,6 +584,15 @@ def test_an_ablation_figure_of_mismatched_lengths_is_one_line(
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0)])
+def test_an_empty_map_is_one_line(shape: tuple[int, int]) -> None:
+    """A 0×0 map was bokeh's ten-line refusal of the figure's empty bounds (MinMaxBounds)."""
+    with pytest.raises(
+        AttnlabError, match=rf"^a map needs at least one query and one key, got a {shape[0]}×{shape[1]} one$"
+    ):
+        viz.matrix_figure(np.zeros(shape), ["q"] * shape[0], ["k"] * shape[1])
+
+
 @pytest.mark.parametrize("values", [np.zeros((3, 4)), np.zeros(2), np.zeros((2, 4, 1))])
 def test_a_profile_grid_whose_table_does_not_fit_its_layers_is_one_line(values: np.ndarray) -> None:
     """Rows for other layers than named were a bare ValueError; a 1-D table, one from unpacking."""

@@ -228,6 +228,8 @@ def update_matrix(
     if np.ndim(values) != 2:  # (a 1-D one failed unpacking its shape)
         raise AttnlabError(f"a map is a (queries, keys) matrix, got one of shape {np.shape(values)}")
     q, k = values.shape
+    if not q or not k:  # (bokeh's own refusal of the empty bounds was ten lines about MinMaxBounds)
+        raise AttnlabError(f"a map needs at least one query and one key, got a {q}×{k} one")
     if (q, k) != (len(q_labels), len(k_labels)):
         raise AttnlabError(f"a {q}×{k} map needs {q} query and {k} key labels, got {len(q_labels)} and {len(k_labels)}")
     cell_q, cell_k = cell_px(q, budget), cell_px(k, budget)

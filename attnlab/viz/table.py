@@ -9,6 +9,7 @@ which key each number belongs to. `html_table` builds the rollout's and the logi
 from __future__ import annotations
 
 import html
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
@@ -60,6 +61,8 @@ def weights_table(
 
 def check_table_size(rows: int, columns: int, most: int) -> None:
     """A table of `rows` × `columns` cells, or a one-line error past `most` a side."""
+    if isinstance(most, bool) or not isinstance(most, numbers.Integral) or most < 1:  # (-1 refused a 5 × 5 table)
+        raise AttnlabError(f"most must be a whole number of pieces ≥ 1, got {most!r}")
     if max(rows, columns) > most:
         raise AttnlabError(
             f"a table of {rows} × {columns} weights is more than {most} pieces a side; export the trace for every number"
