@@ -44,7 +44,7 @@ HELP = {  # every field of TrainConfig that is a flag (`build_parser` takes each
     "timeline (default 4)",
     "align_gold": "a human word-alignment set of the data's languages (e.g. zhen_dev): every head's AER at "
     "each checkpoint",
-    "align_pairs": "how many of --align-gold's pairs to score (default 100; ~0.5 s a pair on a CPU)",
+    "align_pairs": "how many of --align-gold's pairs to score (default 100; 0: all of them; ~0.5 s a pair on a CPU)",
     "device": "cpu, cuda, cuda:N, mps, or auto (default: the GPU when one is visible)",
     "skip_nonfinite": "skip (and count) an update whose loss or gradient is nan or inf, instead of stopping",
 }

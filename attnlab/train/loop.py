@@ -73,7 +73,7 @@ class TrainConfig:
     eval_sentences: int = 200  # dev pairs for loss/PPL/BLEU at each checkpoint (0 = skip)
     probes: int = 4  # dev pairs recorded at each checkpoint for the explorer's timeline
     align_gold: str = ""  # a human alignment set (e.g. zhen_dev): every head's AER at each checkpoint
-    align_pairs: int = 100  # ... on its first pairs (scoring every head costs ~0.5 s a pair on a CPU)
+    align_pairs: int = 100  # ... on its first pairs (0: all) (scoring every head costs ~0.5 s a pair on a CPU)
     device: str = "auto"
     skip_nonfinite: bool = False  # skip (and count) an update whose loss or gradient is nan/inf; default: stop
 
