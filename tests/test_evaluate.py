@@ -356,7 +356,10 @@ def test_hypothesis_links_past_the_sentence_are_refused_as_gold_links_are(
     )
     # a file that links word 0 was not written from 1: "runs ." in the gold against the pair's "runs."
     split = write(tmp_path / "split", ["0-0 1-1 2-2", "0-0"])
-    assert error_of(capsys, [*argv, split]).endswith(f"{split}:1: '2-2' points past the sentence pair's 2 and 2 words")
+    assert error_of(capsys, [*argv, split]).endswith(  # which is then named as other word boundaries
+        f"{split}:1: '2-2' points past the sentence pair's 2 and 2 words; were its sentences cut into words "
+        "otherwise than the pairs' (at spaces: `runs.` is one word)?"
+    )
     hyp = write(tmp_path / "hyp", ["0-0", "0-0"])
     assert error_of(capsys, ["--task", "align", "--gold", swapped, "--input", long_pairs, "--hyp", hyp]).endswith(
         f"{swapped}:1: '0-3' points past the sentence pair's 4 and 2 words; are its sides swapped? pass --reverse-gold"

@@ -21,6 +21,7 @@ from attnlab.errors import AttnlabError
 Links = set[tuple[int, int]]
 _ONE_LINK_A_LINE = re.compile(r"\s*\d+\s+\d+\s+\d+(\s+[SP])?(\s+[0-9.]+)?\s*$")  # sentence i j [S|P] [confidence]
 _LINK = re.compile(r"^(\d+)([-?p])(\d+)$")
+SPLIT_PAST = 3  # a link under this many words past its pair, and not otherwise explained: other word boundaries
 
 
 def read_pharaoh(
@@ -85,7 +86,9 @@ def read_pharaoh(
 def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, advice: tuple[str, str]) -> None:
     """A link past the end of its sentence. An index equal to the word count is the mark of a
     1-indexed file read from 0, and a link that fits the pair read the other way, of swapped sides
-    (both can be: the question asks both); `advice` says what to do about each ("" for no question)."""
+    (both can be: the question asks both); `advice` says what to do about each ("" for no question).
+    Neither, and only a word or two past, is the mark of other word boundaries (gold on "runs ." for
+    a pair's "runs."), which was said only as a link past the pair."""
     if link[0] < length[0] and link[1] < length[1]:
         return
     asked = {
@@ -95,6 +98,8 @@ def _check_inside(link: tuple[int, int], length: tuple[int, int], where: str, ad
     questions = [question for question, fits in asked.items() if fits]
     said = dict.fromkeys(text for text, fits in zip(advice, asked.values(), strict=True) if fits)  # (once each)
     hint = f"; {', or '.join(questions)}? {'; '.join(said)}" if questions else ""
+    if not questions and max(link[0] - length[0], link[1] - length[1]) < SPLIT_PAST:
+        hint = "; were its sentences cut into words otherwise than the pairs' (at spaces: `runs.` is one word)?"
     raise AttnlabError(f"{where} points past the sentence pair's {length[0]} and {length[1]} words{hint}")
 
 
