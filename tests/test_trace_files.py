@@ -203,6 +203,7 @@ def test_save_expands_home_and_refuses_a_directory_path(
     assert trace.save("~/x.trace") == tmp_path / "home" / "x.trace"
     assert AttentionTrace.load("~/x.trace").src_tokens == trace.src_tokens
     _refused(lambda: trace.save("newdir/"), CheckpointError, "newdir/ names a directory")
+    _refused(lambda: trace.save(""), CheckpointError, "^'' names a directory")  # (it began " names a")
     _refused(lambda: trace.save(None), CheckpointError, "expected a path to write the trace to, got NoneType")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
 

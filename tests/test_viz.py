@@ -504,6 +504,8 @@ def test_mask_computation_stats_timeline_and_tree_figures(trace: AttentionTrace)
     ):
         with pytest.raises(AttnlabError, match=re.escape(said)):
             viz.computation_figure(parts, query, list(labels), list(labels))  # type: ignore[arg-type]
+    with pytest.raises(AttnlabError, match="^computation_figure reads the scores, allowed, weights, v and out of"):
+        viz.computation_figure({"scores": parts["scores"]}, 0, list("abcd"), list("abcd"))  # (a KeyError)
     source = viz.stats_source(head_stats(trace))
     assert len(source.data["label"]) == 3 * 2 * 3
     assert viz.stats_table(source).sortable and not viz.stats_table(source).reorderable  # (needs jquery-ui)

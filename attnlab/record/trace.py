@@ -184,7 +184,7 @@ class AttentionTrace:
         path = user_path(given)
         if path.is_dir() or given.endswith(("/", os.sep)):  # Path() drops the trailing "/" of "newdir/"
             raise CheckpointError(
-                f"{given} names a directory: name the trace file to write (e.g. {path / 'trace.trace'})"
+                f"{given or repr(given)} names a directory: name the trace file to write (e.g. {path / 'trace.trace'})"
             )
         if path.exists() and not path.is_file():  # the rename below put the trace in a device's place
             raise CheckpointError(f"{given} is not a regular file (a device, a pipe?): name the trace file to write")

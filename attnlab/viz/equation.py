@@ -75,6 +75,10 @@ def computation_figure(
     check_options(title=title)
     title = title or ""
     said = say(words)
+    if not all(name in parts for name in ("scores", "allowed", "weights", "v", "out")):  # ({} was a KeyError)
+        raise AttnlabError(
+            "computation_figure reads the scores, allowed, weights, v and out of attnlab.record.equation.attention_parts"
+        )
     q, k = np.shape(parts["scores"])  # checked first: 99 was an IndexError, and labels a bokeh warning
     if (len(q_labels), len(k_labels)) != (q, k):
         raise AttnlabError(
