@@ -165,6 +165,9 @@ def test_compare_two_translators(chromium: object, compare_server: Server, secon
         ):  # every figure, drawn after the page
             session.page.locator(f".attn-compare-{box} input").check()
         for name in CIRCUIT_FIGURES + SALIENCY_FIGURES:  # (the last boxes drawn)
+            session.figure_box(
+                name, timeout=90_000
+            )  # five analyses of two models: over 15 s with four tests on two cores
             assert session.painted(name), f"{name} is blank"
         # the boxes' figures left the heatmap above as it was (the circuits' took its title, labels and toolbar)
         shown_after = np.asarray(session.figure_image("compare-first")).astype(int)
