@@ -111,11 +111,14 @@ def test_bad_input_is_one_line(checkpoint: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", [-1, 99999, 1.0, True, "3", None])
 def test_pieces_of_ids_outside_the_vocabulary_are_one_line(checkpoint: Path, bad: object) -> None:
-    """`pieces([-1])` returned the last piece without a word; 99999 was an IndexError, 1.0 a TypeError."""
+    """`pieces([-1])` returned the last piece without a word; 99999 was an IndexError, 1.0 a TypeError;
+    `detokenize` the same."""
     model = attnlab.load(checkpoint)
     for source in (False, True):
         with pytest.raises(ModelInputError, match=r"ids must be whole numbers in \[0, \d+\), got "):
             model.pieces([3, bad], source=source)
+    with pytest.raises(ModelInputError, match=r"ids must be whole numbers in \[0, \d+\), got "):
+        model.detokenize([3, bad], "a")  # (99999 was sentencepiece's IndexError)
     assert model.pieces([np.int64(3), 0]) == model.pieces([3, 0]) and model.pieces([]) == []
 
 

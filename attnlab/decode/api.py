@@ -108,8 +108,7 @@ class Model:
         self.target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
         self._piece_tables: dict[bool, list[str]] = {}
         self._strange: set[int] | None = None  # the source's byte pieces and <unk>, where `unknown` looks
-        self.meta = meta
-        self.path = path
+        self.meta, self.path = meta, path
         self.config = model.config
         self.task: str = meta.get("task", "translate")
         self.spelled = meta.get("data", {}).get("leaves") == "words"  # parsers: trees spell the words out
@@ -169,6 +168,7 @@ class Model:
         return torch.tensor([r + [self.config.pad_id] * (width - len(r)) for r in rows])
 
     def detokenize(self, produced: list[int], source: str) -> str:
+        self.pieces(produced)  # an id outside the vocabulary is one line (sentencepiece's was an IndexError)
         text = self.target_tokenizer.decode([i for i in produced if i != self.config.eos_id])
         if self.task == "parse":
             return to_string(delinearize(text.split(), self._source_text(source).split(), self.spelled))
