@@ -35,6 +35,15 @@ class _Screened:
             bokeh_edit(self._shown_empty)
         return params
 
+    def _process_param_change(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An empty value goes to the browser as None, which its box shows as nothing: Panel sends
+        it as NaN, which the box shows as "NaN", and its update could follow `_shown_empty`'s."""
+        emptied = "value" in params and params["value"] is None
+        sent = super()._process_param_change(params)  # type: ignore[misc]
+        if emptied:
+            sent["value"] = None
+        return sent
+
     def _shown_empty(self) -> None:
         """An emptied box shows nothing: the browser sent NaN for it, and went on showing "NaN"
         (Panel sends no value back to the browser that changed it)."""
